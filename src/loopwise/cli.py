@@ -1,0 +1,166 @@
+"""The ``loopwise`` command (DESIGN §11). Nothing imports this module.
+
+Exit codes: 0 completed (or nothing wrong); 1 a run ended with another status or
+``check`` found errors; 2 a usage or configuration error, printed as one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+from loopwise.errors import ConfigError, LoopwiseError
+from loopwise.step import FunctionStep, RunResult, Status, run
+from loopwise.targets import Target, load_target, model_for
+from loopwise.usage import Budget
+
+__all__ = ["main"]
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+class UsageError(Exception):
+    """A usage mistake: printed as one line, exit 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def _parse_input(raw: str | None) -> Any:
+    if raw is None:
+        return None
+    if raw == "-":
+        text = sys.stdin.read()
+    elif raw.startswith("@"):
+        path = Path(raw[1:])
+        if not path.is_file():
+            raise UsageError(f"--input: no such file {path}")
+        text = path.read_text()
+    else:
+        text = raw
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UsageError(
+            f"--input is not valid JSON ({e.msg} at line {e.lineno} col {e.colno})"
+        ) from e
+
+
+def _budget(args: argparse.Namespace) -> Budget | None:
+    if args.max_tokens is None and args.max_cost is None:
+        return None
+    return Budget(max_tokens=args.max_tokens, max_cost_usd=args.max_cost)
+
+
+def _needs_model(target: Target) -> bool:
+    return bool(getattr(target.step, "needs_model", not isinstance(target.step, FunctionStep)))
+
+
+def _print_result(result: RunResult, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(result.to_dict(), default=str))
+        return
+    print(
+        f"run {result.run_id}: {result.status}" + (f" — {result.detail}" if result.detail else "")
+    )
+    if result.output is not None:
+        print(json.dumps(result.to_dict()["output"], indent=2, default=str))
+    u = result.usage
+    cost = "unknown" if u.cost_usd is None else f"${u.cost_usd:.6f}"
+    print(
+        f"usage: {u.model_calls} model calls, {u.tool_calls} tool calls, "
+        f"{u.total_tokens} tokens, cost {cost}, {u.wall_seconds:.2f}s"
+    )
+
+
+def exit_code(status: Status) -> int:
+    """0 for ``completed``, 1 for every other status."""
+    return 0 if status is Status.COMPLETED else 1
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    target = load_target(args.target)
+    payload = _parse_input(args.input)
+    model = model_for(target, args.model) if (_needs_model(target) or args.model) else None
+    result = run(
+        target.step,
+        payload,
+        model=model,
+        budget=_budget(args),
+        max_steps=args.max_steps,
+    )
+    _print_result(result, args.json)
+    return exit_code(result.status)
+
+
+def _not_yet(verb: str) -> Handler:
+    def handler(args: argparse.Namespace) -> int:
+        raise UsageError(f"`loopwise {verb}` is not available yet")
+
+    return handler
+
+
+def _add_run(sub: Any) -> None:
+    p = sub.add_parser("run", help="run a step on one input")
+    p.add_argument("target", help="path/to/module.py:name or package.module:name")
+    p.add_argument("--input", help="JSON value, @file.json, or - for stdin")
+    p.add_argument("--model", help="model name, or `scripted` for the offline model")
+    p.add_argument("--store", help="run store path (default $LOOPWISE_STORE or .loopwise/runs.db)")
+    p.add_argument("--max-steps", type=int, help="override the target's step limit")
+    p.add_argument("--max-tokens", type=int, help="token budget for the run")
+    p.add_argument("--max-cost", type=float, help="USD budget for the run")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.set_defaults(handler=_cmd_run)
+
+
+_LATER = {
+    "eval": "run targets over a dataset and compare their distributions",
+    "runs": "list and show stored runs",
+    "pending": "list undecided approvals",
+    "approve": "approve a pending gate",
+    "deny": "deny a pending gate",
+    "resume": "resume a paused run",
+    "check": "static review of a step",
+    "graph": "print a workflow as Mermaid",
+    "decide": "workflow, agent or hybrid?",
+    "analyze": "mine stored agent runs for their paths",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every verb of DESIGN §11."""
+    parser = _Parser(prog="loopwise", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="verb", required=True, parser_class=_Parser)
+    _add_run(sub)
+    for verb, help_text in _LATER.items():
+        p = sub.add_parser(verb, help=help_text, add_help=True)
+        p.add_argument("rest", nargs=argparse.REMAINDER)
+        p.set_defaults(handler=_not_yet(verb))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script."""
+    try:
+        args = build_parser().parse_args(argv)
+        handler: Handler = args.handler
+        return handler(args)
+    except UsageError as e:
+        print(f"loopwise: {e}", file=sys.stderr)
+        return 2
+    except ConfigError as e:
+        print(f"loopwise: {e}", file=sys.stderr)
+        return 2
+    except LoopwiseError as e:
+        print(f"loopwise: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

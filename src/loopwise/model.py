@@ -1,0 +1,281 @@
+"""The model port: one async Chat Completions call in, one assistant :class:`Turn` out.
+
+:class:`OpenAIModel` speaks to OpenAI and to every OpenAI-compatible server through
+``openai.AsyncOpenAI``; retries with backoff and timeouts are the SDK's own
+(``max_retries``, ``timeout``). SDK errors are mapped to loopwise's in exactly one
+place, :func:`_map_error`. Anything with ``name`` and ``async complete(request)`` is a
+model too — :mod:`loopwise.testing` has scripted ones.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import openai
+
+from loopwise.errors import ConfigError, ModelAPIError, ModelNotConfigured, ResponseFormatRejected
+
+__all__ = [
+    "Message",
+    "Model",
+    "ModelRequest",
+    "OpenAIModel",
+    "ToolCall",
+    "Turn",
+    "resolve_model",
+]
+
+Message = dict[str, Any]
+"""A Chat Completions message (``{"role": ..., "content": ...}``)."""
+
+StructuredMode = Literal["json_schema", "json_object", "tool", "prompt"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolCall:
+    """One tool call the model asked for, arguments still raw."""
+
+    id: str
+    """The call id a ``tool`` message must answer."""
+    name: str
+    """The tool name as the model wrote it (it may not exist)."""
+    arguments: str
+    """The raw argument string (it may not be JSON)."""
+
+
+@dataclass(kw_only=True, slots=True)
+class Turn:
+    """One assistant turn: text or tool calls, plus why it stopped and what it cost."""
+
+    text: str | None = None
+    """The assistant's text, if any."""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    """Tool calls, in the order the model gave them."""
+    refusal: str | None = None
+    """The model's refusal message, when it declined."""
+    finish_reason: str = "stop"
+    """``stop``, ``tool_calls``, ``length``, ``content_filter``..."""
+    input_tokens: int = 0
+    """Prompt tokens of this call."""
+    output_tokens: int = 0
+    """Completion tokens of this call."""
+    model: str = ""
+    """The model name that answered."""
+
+    def to_message(self) -> Message:
+        """This turn as the assistant message to append to a transcript."""
+        message: Message = {"role": "assistant", "content": self.text}
+        if self.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments},
+                }
+                for call in self.tool_calls
+            ]
+        if self.refusal:
+            message["refusal"] = self.refusal
+        return message
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (what the store journals for replay)."""
+        return {
+            "text": self.text,
+            "tool_calls": [
+                {"id": c.id, "name": c.name, "arguments": c.arguments} for c in self.tool_calls
+            ],
+            "refusal": self.refusal,
+            "finish_reason": self.finish_reason,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "model": self.model,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Turn:
+        """The inverse of :meth:`to_dict`."""
+        return cls(
+            text=data.get("text"),
+            tool_calls=[ToolCall(**c) for c in data.get("tool_calls", [])],
+            refusal=data.get("refusal"),
+            finish_reason=data.get("finish_reason", "stop"),
+            input_tokens=int(data.get("input_tokens", 0)),
+            output_tokens=int(data.get("output_tokens", 0)),
+            model=data.get("model", ""),
+        )
+
+
+@dataclass(kw_only=True, slots=True)
+class ModelRequest:
+    """What one model call sends."""
+
+    messages: list[Message]
+    """The transcript so far."""
+    tools: list[dict[str, Any]] | None = None
+    """Tool schemas in Chat Completions form."""
+    tool_choice: str | dict[str, Any] | None = None
+    """``auto``, ``required``, ``none`` or a forced function."""
+    response_format: dict[str, Any] | None = None
+    """A ``json_schema`` or ``json_object`` response format."""
+    output_schema: dict[str, Any] | None = None
+    """The JSON schema the answer must satisfy, whatever the mode (scripted models use it)."""
+    temperature: float | None = None
+    """Sampling temperature; ``None`` leaves the server's default."""
+    max_output_tokens: int | None = None
+    """A cap on completion tokens for this call."""
+
+    def prompt_chars(self) -> int:
+        """Characters in the messages and tool schemas (for a cheap token estimate)."""
+        size = sum(len(str(m.get("content") or "")) for m in self.messages)
+        for m in self.messages:
+            for call in m.get("tool_calls") or ():
+                size += len(call["function"]["arguments"]) + len(call["function"]["name"])
+        if self.tools:
+            size += len(json.dumps(self.tools))
+        return size
+
+
+@runtime_checkable
+class Model(Protocol):
+    """The model port: ``name`` and one async call."""
+
+    name: str
+
+    async def complete(self, request: ModelRequest) -> Turn:
+        """Send ``request``; return the assistant turn. Raises :class:`ModelAPIError`."""
+        ...
+
+
+class OpenAIModel:
+    """A Chat Completions model behind ``openai.AsyncOpenAI``.
+
+    ``client`` is injected (build one with your own retries/timeouts) or made from
+    ``api_key``/``base_url`` and the ``OPENAI_*`` environment. ``structured_modes``
+    remembers, per base URL and model, which structured-output rung the server
+    accepted, so a server that rejects ``json_schema`` is asked that way only once.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        client: openai.AsyncOpenAI | None = None,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 2,
+    ) -> None:
+        if not name:
+            raise ConfigError("model name is empty", name="model")
+        self.name = name
+        if client is None:
+            key = api_key or os.environ.get("OPENAI_API_KEY")
+            url = base_url or os.environ.get("OPENAI_BASE_URL")
+            if key is None and url is None:
+                raise ConfigError(
+                    f"model {name!r} needs OPENAI_API_KEY (or OPENAI_BASE_URL for a local "
+                    "server); pass --model scripted to run offline",
+                    name="OPENAI_API_KEY",
+                )
+            client = openai.AsyncOpenAI(
+                api_key=key or "not-needed",
+                base_url=url,
+                timeout=timeout,
+                max_retries=max_retries,
+            )
+        self.client = client
+        self.structured_modes: dict[tuple[str, str], StructuredMode] = {}
+
+    @property
+    def endpoint(self) -> tuple[str, str]:
+        """``(base_url, model)``: the key under which structured modes are remembered."""
+        return (str(self.client.base_url), self.name)
+
+    async def complete(self, request: ModelRequest) -> Turn:
+        """One Chat Completions call; SDK errors become :class:`ModelAPIError`."""
+        params: dict[str, Any] = {"model": self.name, "messages": request.messages}
+        if request.tools:
+            params["tools"] = request.tools
+        if request.tool_choice is not None:
+            params["tool_choice"] = request.tool_choice
+        if request.response_format is not None:
+            params["response_format"] = request.response_format
+        if request.temperature is not None:
+            params["temperature"] = request.temperature
+        if request.max_output_tokens is not None:
+            params["max_completion_tokens"] = request.max_output_tokens
+        try:
+            completion = await self.client.chat.completions.create(**params)
+        except openai.OpenAIError as e:
+            raise _map_error(e, request) from e
+        return _to_turn(completion, self.name)
+
+
+def _to_turn(completion: Any, fallback_model: str) -> Turn:
+    if not completion.choices:
+        raise ModelAPIError("the model returned no choices")
+    choice = completion.choices[0]
+    message = choice.message
+    calls = [
+        ToolCall(id=c.id, name=c.function.name, arguments=c.function.arguments or "")
+        for c in (message.tool_calls or [])
+        if getattr(c, "function", None) is not None
+    ]
+    usage = completion.usage
+    return Turn(
+        text=message.content,
+        tool_calls=calls,
+        refusal=getattr(message, "refusal", None),
+        finish_reason=choice.finish_reason or "stop",
+        input_tokens=usage.prompt_tokens if usage else 0,
+        output_tokens=usage.completion_tokens if usage else 0,
+        model=completion.model or fallback_model,
+    )
+
+
+def _map_error(error: openai.OpenAIError, request: ModelRequest) -> ModelAPIError:
+    """The one place SDK errors become loopwise errors."""
+    status = getattr(error, "status_code", None)
+    text = str(error)
+    if isinstance(error, openai.BadRequestError) and _names_structured_mode(text, request):
+        return ResponseFormatRejected(f"server rejected structured output: {text}", status_code=400)
+    if isinstance(error, openai.APITimeoutError):
+        return ModelAPIError(f"model API timed out after retries: {text}")
+    if isinstance(error, openai.APIConnectionError):
+        return ModelAPIError(f"model API unreachable after retries: {text}")
+    return ModelAPIError(f"model API error: {text}", status_code=status)
+
+
+def _names_structured_mode(text: str, request: ModelRequest) -> bool:
+    lowered = text.lower()
+    if request.response_format is not None and (
+        "response_format" in lowered or "json_schema" in lowered
+    ):
+        return True
+    return request.tool_choice is not None and "tool_choice" in lowered
+
+
+def resolve_model(
+    name: str | None = None,
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+) -> Model:
+    """The model named by ``name`` or ``LOOPWISE_MODEL``; ``"scripted"`` is the offline one.
+
+    Raises :class:`ModelNotConfigured` when neither names a model: nothing falls back
+    silently to a fake.
+    """
+    chosen = name or os.environ.get("LOOPWISE_MODEL")
+    if not chosen:
+        raise ModelNotConfigured()
+    if chosen == "scripted":
+        # Imported here because testing builds on this module, not the other way round.
+        from loopwise.testing import ScriptedModel
+
+        return ScriptedModel()
+    return OpenAIModel(chosen, api_key=api_key, base_url=base_url)

@@ -1,0 +1,538 @@
+"""The core contract: :class:`Step`, :class:`Context`, :class:`RunResult`, :class:`Status`.
+
+A step is anything with a ``name`` and ``async run(input, ctx)``: a plain function
+(``@step``), a structured-output call, an agent, a workflow, a hybrid. One
+:class:`Context` per run carries the model, the budget and its running usage, the
+event sinks and the approval handler; nested steps share it, so limits are per run.
+
+Guardrails end runs with a :class:`Status`. Inside a step they do so by raising
+:class:`Halt`, because a nested step cannot return a status through its typed output;
+:func:`arun` turns a ``Halt`` into a :class:`RunResult`, never into an exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import functools
+import inspect
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, replace
+from datetime import UTC, datetime
+from typing import Any, Protocol, TypeVar, get_type_hints, overload, runtime_checkable
+
+from loopwise.errors import ConfigError, LoopwiseError, ModelAPIError
+from loopwise.usage import Budget, Pricing, Usage
+
+__all__ = [
+    "Context",
+    "Event",
+    "EventSink",
+    "EventType",
+    "FunctionStep",
+    "Halt",
+    "RunOptions",
+    "RunResult",
+    "Status",
+    "Step",
+    "arun",
+    "run",
+    "step",
+]
+
+T = TypeVar("T")
+
+
+class Status(enum.StrEnum):
+    """How a run ended: one closed set for every architecture."""
+
+    COMPLETED = "completed"
+    STEP_LIMIT = "step_limit"
+    BUDGET_EXCEEDED = "budget_exceeded"
+    TOOL_FAILED = "tool_failed"
+    STUCK = "stuck"
+    INVALID_OUTPUT = "invalid_output"
+    REFUSED = "refused"
+    AWAITING_APPROVAL = "awaiting_approval"
+    DENIED = "denied"
+    ERROR = "error"
+    CANCELLED = "cancelled"
+
+
+class EventType(enum.StrEnum):
+    """The event types of the audit log (DESIGN §11)."""
+
+    RUN_STARTED = "run_started"
+    STEP_STARTED = "step_started"
+    STEP_FINISHED = "step_finished"
+    MODEL_CALL = "model_call"
+    TOOL_CALL = "tool_call"
+    TOOL_RESULT = "tool_result"
+    GATE_REQUESTED = "gate_requested"
+    GATE_DECIDED = "gate_decided"
+    RUN_PAUSED = "run_paused"
+    RUN_RESUMED = "run_resumed"
+    RUN_FINISHED = "run_finished"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Event:
+    """One entry of a run's ordered event log."""
+
+    seq: int
+    """Position in the run, from 1, gap-free."""
+    type: EventType
+    """What happened."""
+    step: str
+    """The path of the step it happened in (``triage/classify``)."""
+    at: str
+    """ISO-8601 UTC timestamp."""
+    data: dict[str, Any]
+    """Type-specific fields (DESIGN §11 names the required ones)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "seq": self.seq,
+            "type": str(self.type),
+            "step": self.step,
+            "at": self.at,
+            "data": self.data,
+        }
+
+
+class EventSink(Protocol):
+    """Receives every event of a run as it happens (the store, a tracer, a test)."""
+
+    def record(self, run_id: str, event: Event) -> None:
+        """Persist or forward ``event``; raise only when the event is lost."""
+        ...
+
+
+class Halt(Exception):
+    """Ends the whole run with ``status``; raised by guardrails inside nested steps."""
+
+    def __init__(self, status: Status, detail: str, *, output: Any = None) -> None:
+        super().__init__(f"{status}: {detail}")
+        self.status = status
+        self.detail = detail
+        self.output = output
+
+
+@runtime_checkable
+class Step(Protocol):
+    """Anything runnable in a run: a ``name`` and ``async run(input, ctx)``."""
+
+    name: str
+
+    async def run(self, input: Any, ctx: Context) -> Any:
+        """Turn ``input`` into the step's output, using ``ctx`` for models and events."""
+        ...
+
+
+@dataclass(kw_only=True)
+class Context:
+    """What one run carries through every step; nested steps get a :meth:`child`."""
+
+    run_id: str
+    """The run's id."""
+    model: Any = None
+    """The run's :class:`~loopwise.model.Model` (``None`` for model-free runs)."""
+    budget: Budget = field(default_factory=Budget)
+    """Limits for the whole run."""
+    usage: Usage = field(default_factory=Usage)
+    """Running usage of the whole run (shared by children)."""
+    pricing: Pricing = field(default_factory=Pricing)
+    """Prices used to turn tokens into USD."""
+    max_steps: int | None = None
+    """A run-level override of agents' own ``max_steps`` (``--max-steps``)."""
+    approvals: Any = None
+    """The approval handler gates ask (see :mod:`loopwise.gates`)."""
+    sinks: tuple[EventSink, ...] = ()
+    """Where events go besides :attr:`events`."""
+    events: list[Event] = field(default_factory=list)
+    """Every event of the run so far (shared by children)."""
+    replay: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Journaled results by key, for resuming without repeating calls or effects."""
+    path: tuple[str, ...] = ()
+    """The step path this context belongs to."""
+    idempotency_key: str | None = None
+    """Set while an effectful tool runs: run id + call id."""
+    clock: Callable[[], float] = time.monotonic
+    """Monotonic seconds; injected so tests can control time."""
+    started_at: float = 0.0
+    """``clock()`` when the run started."""
+    steps: list[int] = field(default_factory=lambda: [0])
+    """A one-cell counter of steps taken, shared by children."""
+    _counters: dict[str, int] = field(default_factory=dict)
+    _seq: list[int] = field(default_factory=lambda: [0])
+
+    @property
+    def step_path(self) -> str:
+        """The current path as ``a/b/c``."""
+        return "/".join(self.path)
+
+    def child(self, name: str) -> Context:
+        """A context for a nested step: same run, budget, usage and events; longer path."""
+        return replace(self, path=(*self.path, name), idempotency_key=None)
+
+    def count_step(self) -> int:
+        """Count one step (an agent turn, a workflow node); return the run's total."""
+        self.steps[0] += 1
+        return self.steps[0]
+
+    def emit(self, type: EventType, data: dict[str, Any] | None = None) -> Event:
+        """Append one event to the run's log and hand it to every sink."""
+        self._seq[0] += 1
+        event = Event(
+            seq=self._seq[0],
+            type=type,
+            step=self.step_path,
+            at=datetime.now(UTC).isoformat(),
+            data=data or {},
+        )
+        self.events.append(event)
+        for sink in self.sinks:
+            sink.record(self.run_id, event)
+        return event
+
+    def next_key(self, kind: str) -> str:
+        """A deterministic journal key: the path, the kind, and a per-path counter."""
+        base = f"{self.step_path}:{kind}"
+        n = self._counters.get(base, 0) + 1
+        self._counters[base] = n
+        return f"{base}:{n}"
+
+    def elapsed(self) -> float:
+        """Seconds since the run started (also kept in ``usage.wall_seconds``)."""
+        self.usage.wall_seconds = self.clock() - self.started_at
+        return self.usage.wall_seconds
+
+    def check_budget(self, *, pending_tokens: int = 0) -> None:
+        """Raise :class:`Halt` (``budget_exceeded``) when the run is over its budget."""
+        self.elapsed()
+        reason = self.budget.exceeded_by(self.usage, pending_tokens=pending_tokens)
+        if reason is not None:
+            raise Halt(Status.BUDGET_EXCEEDED, reason)
+
+    async def call_model(self, request: Any) -> Any:
+        """One model call under the run's budget, counted, journaled and logged.
+
+        The budget is checked first (with a ~4 chars/token estimate of the prompt), so
+        a call that would cross it is not made; it is checked again after, so a run
+        stops as soon as usage crosses it. A journaled turn is replayed, not re-sent.
+        """
+        from loopwise.model import Turn  # the port's types; step.py stays import-light
+
+        if self.model is None:
+            raise ConfigError("this step calls a model but the run has none", name="model")
+        key = self.next_key("model")
+        recorded = self.replay.get(key)
+        if recorded is not None:
+            turn = Turn.from_dict(recorded["turn"])
+        else:
+            self.check_budget(pending_tokens=request.prompt_chars() // 4)
+            turn = await self.model.complete(request)
+        cost = self.pricing.cost(
+            turn.model or self.model.name, turn.input_tokens, turn.output_tokens
+        )
+        self.usage.add_call(turn.input_tokens, turn.output_tokens, cost)
+        if recorded is None:
+            self.emit(
+                EventType.MODEL_CALL,
+                {
+                    "key": key,
+                    "model": turn.model or self.model.name,
+                    "input_tokens": turn.input_tokens,
+                    "output_tokens": turn.output_tokens,
+                    "cost_usd": cost,
+                    "finish_reason": turn.finish_reason,
+                    "turn": turn.to_dict(),
+                },
+            )
+        self.check_budget()
+        return turn
+
+    async def run_step(self, step: Step, input: Any) -> Any:
+        """Run a nested ``step`` with ``step_started``/``step_finished`` events and its usage."""
+        child = self.child(step.name)
+        before = replace(self.usage)
+        child.emit(EventType.STEP_STARTED, {"input": _jsonable(input)})
+        output = await step.run(input, child)
+        child.emit(
+            EventType.STEP_FINISHED,
+            {"output": _jsonable(output), "usage": _usage_delta(before, self.usage)},
+        )
+        return output
+
+
+def _usage_delta(before: Usage, after: Usage) -> dict[str, Any]:
+    cost = None
+    if before.cost_usd is not None and after.cost_usd is not None:
+        cost = after.cost_usd - before.cost_usd
+    return {
+        "input_tokens": after.input_tokens - before.input_tokens,
+        "output_tokens": after.output_tokens - before.output_tokens,
+        "model_calls": after.model_calls - before.model_calls,
+        "tool_calls": after.tool_calls - before.tool_calls,
+        "cost_usd": cost,
+    }
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` in a JSON-ready form (pydantic models dumped, the rest by ``str``)."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json")
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, enum.Enum):
+        return value.value
+    return str(value)
+
+
+jsonable = _jsonable
+
+
+@dataclass(kw_only=True)
+class RunResult:
+    """How a run ended and what it produced."""
+
+    run_id: str
+    """The run's id (the store's key)."""
+    status: Status
+    """How it ended."""
+    output: Any = None
+    """The target step's output when ``completed`` (partial results otherwise, if any)."""
+    usage: Usage = field(default_factory=Usage)
+    """Tokens, calls, cost and wall time of the whole run."""
+    steps: int = 0
+    """Steps taken (agent turns, workflow nodes)."""
+    events: list[Event] = field(default_factory=list)
+    """The ordered event log: the transcript of the run."""
+    detail: str | None = None
+    """Why the run did not complete, in one line."""
+    pending: list[Any] = field(default_factory=list)
+    """Undecided approvals when ``awaiting_approval``."""
+
+    @property
+    def transcript(self) -> list[Event]:
+        """The event log (an alias of :attr:`events`)."""
+        return self.events
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON document the CLI prints with ``--json``."""
+        return {
+            "run_id": self.run_id,
+            "status": str(self.status),
+            "output": _jsonable(self.output),
+            "usage": self.usage.to_dict(),
+            "steps": self.steps,
+            "detail": self.detail,
+            "pending": [_jsonable(p) for p in self.pending],
+        }
+
+
+@dataclass(kw_only=True)
+class RunOptions:
+    """How to run a step; every field is optional. ``arun(step, x, model=...)`` sets them."""
+
+    model: Any = None
+    """A :class:`~loopwise.model.Model`, or a model name resolved by ``resolve_model``."""
+    budget: Budget | None = None
+    """Overrides the step's own ``budget`` limit by limit."""
+    max_steps: int | None = None
+    """Overrides agents' own ``max_steps`` for this run."""
+    run_id: str | None = None
+    """The id to use (a fresh one by default)."""
+    pricing: Pricing = field(default_factory=Pricing)
+    """The price table."""
+    sinks: tuple[EventSink, ...] = ()
+    """Extra event sinks (the store adds its own)."""
+    approvals: Any = None
+    """The approval handler for gates."""
+    replay: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Journaled results to replay (set by resume)."""
+    clock: Callable[[], float] = time.monotonic
+    """The monotonic clock."""
+
+
+_OPTION_NAMES = frozenset(f.name for f in fields(RunOptions))
+
+
+def _options(options: RunOptions | None, overrides: dict[str, Any]) -> RunOptions:
+    unknown = sorted(set(overrides) - _OPTION_NAMES)
+    if unknown:
+        raise ConfigError(
+            f"unknown run option {unknown[0]!r}; known: {', '.join(sorted(_OPTION_NAMES))}",
+            name=unknown[0],
+        )
+    return replace(options or RunOptions(), **overrides)
+
+
+def _check_step(target: Any) -> Step:
+    if not isinstance(target, Step):
+        raise ConfigError(
+            f"{target!r} is not a step: it needs a `name` and `async run(input, ctx)` "
+            "(decorate a function with @loopwise.step)",
+            name=getattr(target, "__name__", None),
+        )
+    return target
+
+
+def new_context(target: Step, opts: RunOptions) -> Context:
+    """The context a run of ``target`` starts with (used by :func:`arun` and resume)."""
+    model = opts.model
+    if isinstance(model, str):
+        from loopwise.model import resolve_model
+
+        model = resolve_model(model)
+    own_budget = getattr(target, "budget", None)
+    budget = (own_budget if isinstance(own_budget, Budget) else Budget()).merged(opts.budget)
+    return Context(
+        run_id=opts.run_id or uuid.uuid4().hex[:12],
+        model=model,
+        budget=budget,
+        pricing=opts.pricing,
+        max_steps=opts.max_steps,
+        approvals=opts.approvals,
+        sinks=opts.sinks,
+        replay=opts.replay,
+        clock=opts.clock,
+        started_at=opts.clock(),
+    )
+
+
+async def arun(
+    target: Step, input: Any = None, options: RunOptions | None = None, **overrides: Any
+) -> RunResult:
+    """Run ``target`` on ``input``; every guardrail ends in the result's ``status``.
+
+    Configuration mistakes (an unknown option, a target that is not a step, no model
+    when one is needed) raise :class:`~loopwise.errors.ConfigError`.
+    """
+    opts = _options(options, overrides)
+    ctx = new_context(_check_step(target), opts)
+    return await execute(target, input, ctx)
+
+
+async def execute(target: Step, input: Any, ctx: Context) -> RunResult:
+    """Run ``target`` in a prepared context and turn how it ended into a :class:`RunResult`."""
+    if not ctx.events:
+        ctx.emit(EventType.RUN_STARTED, {"target": target.name, "input": _jsonable(input)})
+    status, output, detail, pending = Status.COMPLETED, None, None, []
+    try:
+        output = await ctx.run_step(target, input)
+    except Halt as halt:
+        status, output, detail = halt.status, halt.output, halt.detail
+        pending = list(getattr(halt, "pending", []))
+    except ModelAPIError as e:
+        status, detail = Status.ERROR, str(e)
+    except asyncio.CancelledError:
+        status, detail = Status.CANCELLED, "the run was cancelled"
+    except ConfigError:
+        raise
+    except (LoopwiseError, Exception) as e:
+        status, detail = Status.ERROR, f"{type(e).__name__}: {e}"
+    ctx.elapsed()
+    finished = (
+        EventType.RUN_PAUSED if status is Status.AWAITING_APPROVAL else EventType.RUN_FINISHED
+    )
+    ctx.emit(
+        finished,
+        {
+            "status": str(status),
+            "detail": detail,
+            "usage": ctx.usage.to_dict(),
+            "output": _jsonable(output),
+        },
+    )
+    return RunResult(
+        run_id=ctx.run_id,
+        status=status,
+        output=output,
+        usage=ctx.usage,
+        steps=ctx.steps[0],
+        events=ctx.events,
+        detail=detail,
+        pending=pending,
+    )
+
+
+def run(
+    target: Step, input: Any = None, options: RunOptions | None = None, **overrides: Any
+) -> RunResult:
+    """The sync wrapper of :func:`arun` (use ``arun`` inside an event loop)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(arun(target, input, options, **overrides))
+    raise ConfigError("loopwise.run() called inside an event loop; await loopwise.arun()")
+
+
+class FunctionStep:
+    """A plain function (sync or async) as a step; sync ones run off the event loop.
+
+    The function takes ``(input)`` or ``(input, ctx)``. Its annotations give
+    ``input_type`` and ``output_type`` for graph checks.
+    """
+
+    def __init__(self, fn: Callable[..., Any], *, name: str | None = None) -> None:
+        self.fn = fn
+        self.name = name or fn.__name__
+        self.description = inspect.getdoc(fn) or ""
+        params = list(inspect.signature(fn).parameters)
+        if not 1 <= len(params) <= 2:
+            raise ConfigError(
+                f"step {self.name!r} must take (input) or (input, ctx), not {len(params)} "
+                "parameters",
+                name=self.name,
+            )
+        self._takes_ctx = len(params) == 2
+        self._is_async = inspect.iscoroutinefunction(fn)
+        hints = _hints(fn)
+        self.input_type: Any = hints.get(params[0], Any)
+        self.output_type: Any = hints.get("return", Any)
+        functools.update_wrapper(self, fn)
+
+    async def run(self, input: Any, ctx: Context) -> Any:
+        """Call the function (in a worker thread when it is sync)."""
+        args = (input, ctx) if self._takes_ctx else (input,)
+        if self._is_async:
+            return await self.fn(*args)
+        return await asyncio.to_thread(self.fn, *args)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the wrapped function directly."""
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<step {self.name}>"
+
+
+def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
+    try:
+        return get_type_hints(fn)
+    except (NameError, TypeError):
+        return {}
+
+
+@overload
+def step(fn: Callable[..., Any], /) -> FunctionStep: ...
+@overload
+def step(*, name: str | None = None) -> Callable[[Callable[..., Any]], FunctionStep]: ...
+
+
+def step(
+    fn: Callable[..., Any] | None = None, /, *, name: str | None = None
+) -> FunctionStep | Callable[[Callable[..., Any]], FunctionStep]:
+    """Make a plain function a step: ``@step`` or ``@step(name="route")``."""
+    if fn is not None:
+        return FunctionStep(fn)
+    return lambda f: FunctionStep(f, name=name)

@@ -1,0 +1,105 @@
+"""Loading steps named on the command line: ``path/to/file.py:name``, ``pkg.module:name``,
+or a module alone when it exposes exactly one step.
+
+A target module may also define ``offline_model`` (a model, or a zero-argument
+callable returning one): ``--model scripted`` then uses it instead of the generic
+scripted model, so an example's offline run is sensible.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from loopwise.errors import TargetError
+from loopwise.model import Model, resolve_model
+from loopwise.step import Step
+
+__all__ = ["Target", "load_target", "model_for"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Target:
+    """A loaded target: the spec as written, its step and its module."""
+
+    spec: str
+    """What the user wrote (``workflows/ticket_triage.py:triage``)."""
+    step: Step
+    """The step object."""
+    module: ModuleType
+    """The module it came from."""
+
+
+def load_target(spec: str) -> Target:
+    """Load ``spec``; raises :class:`TargetError` with a one-line reason."""
+    module_part, _, name = spec.partition(":")
+    if not module_part:
+        raise TargetError(f"target {spec!r} names no module (use path.py:name)", name=spec)
+    module = _import(module_part, spec)
+    if name:
+        if not hasattr(module, name):
+            raise TargetError(f"target {spec!r}: module has no attribute {name!r}", name=spec)
+        obj = getattr(module, name)
+        if not isinstance(obj, Step):
+            raise TargetError(f"target {spec!r}: {name!r} is not a step", name=spec)
+        return Target(spec=spec, step=obj, module=module)
+    found = [v for k, v in vars(module).items() if not k.startswith("_") and isinstance(v, Step)]
+    unique = list({id(s): s for s in found}.values())
+    if len(unique) != 1:
+        raise TargetError(
+            f"target {spec!r} exposes {len(unique)} steps; name one as {spec}:NAME", name=spec
+        )
+    return Target(spec=spec, step=unique[0], module=module)
+
+
+def _import(module_part: str, spec: str) -> ModuleType:
+    if module_part.endswith(".py") or "/" in module_part:
+        path = Path(module_part)
+        if not path.is_file():
+            raise TargetError(f"target {spec!r}: no such file {module_part}", name=spec)
+        return _import_file(path.resolve(), spec)
+    try:
+        return importlib.import_module(module_part)
+    except ImportError as e:
+        raise TargetError(f"target {spec!r}: cannot import {module_part}: {e}", name=spec) from e
+
+
+def _import_file(path: Path, spec: str) -> ModuleType:
+    digest = hashlib.sha1(str(path).encode()).hexdigest()[:8]
+    mod_name = f"_loopwise_target_{path.stem}_{digest}"
+    if mod_name in sys.modules:
+        return sys.modules[mod_name]
+    loader_spec = importlib.util.spec_from_file_location(mod_name, path)
+    if loader_spec is None or loader_spec.loader is None:
+        raise TargetError(f"target {spec!r}: cannot load {path}", name=spec)
+    module = importlib.util.module_from_spec(loader_spec)
+    sys.modules[mod_name] = module
+    # Sibling modules of an example (its data helpers) import by plain name.
+    sys.path.insert(0, str(path.parent))
+    try:
+        loader_spec.loader.exec_module(module)
+    except Exception as e:
+        del sys.modules[mod_name]
+        raise TargetError(f"target {spec!r}: {type(e).__name__} while loading: {e}") from e
+    finally:
+        sys.path.remove(str(path.parent))
+    return module
+
+
+def model_for(target: Target, name: str | None) -> Model:
+    """The model a run of ``target`` uses: ``name``/``LOOPWISE_MODEL``, with the target's
+    own ``offline_model`` standing in for ``scripted``."""
+    model = resolve_model(name)
+    if model.name == "scripted" and hasattr(target.module, "offline_model"):
+        offline: Any = target.module.offline_model
+        candidate = offline() if callable(offline) and not isinstance(offline, Model) else offline
+        if not isinstance(candidate, Model):
+            raise TargetError(f"{target.spec}: offline_model is not a model", name=target.spec)
+        return candidate
+    return model

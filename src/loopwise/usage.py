@@ -1,0 +1,170 @@
+"""Token and cost accounting: :class:`Usage`, the run :class:`Budget`, and :class:`Pricing`.
+
+Cost is ``None`` (unknown) as soon as one call used a model without a known price:
+an unknown cost is never reported as zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+__all__ = ["DEFAULT_PRICES", "Budget", "Price", "Pricing", "Usage"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Price:
+    """USD per million tokens."""
+
+    input: float
+    """USD per million input (prompt) tokens."""
+    output: float
+    """USD per million output (completion) tokens."""
+
+
+DEFAULT_PRICES: Mapping[str, Price] = MappingProxyType(
+    {
+        "gpt-4o": Price(input=2.50, output=10.00),
+        "gpt-4o-mini": Price(input=0.15, output=0.60),
+        "gpt-4.1": Price(input=2.00, output=8.00),
+        "gpt-4.1-mini": Price(input=0.40, output=1.60),
+        "gpt-4.1-nano": Price(input=0.10, output=0.40),
+        "gpt-5": Price(input=1.25, output=10.00),
+        "gpt-5-mini": Price(input=0.25, output=2.00),
+        "gpt-5-nano": Price(input=0.05, output=0.40),
+        "o3": Price(input=2.00, output=8.00),
+        "o4-mini": Price(input=1.10, output=4.40),
+        # The offline scripted model costs nothing, and that is known, not guessed.
+        "scripted": Price(input=0.0, output=0.0),
+    }
+)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Pricing:
+    """The price table: the built-in one, extended or overridden by ``extra``.
+
+    A model name matches exactly, or by its dated snapshot (``gpt-4o-2024-08-06``
+    is priced as ``gpt-4o``). Unknown models price as ``None``.
+    """
+
+    extra: Mapping[str, Price] = field(default_factory=dict)
+    """Prices that extend or override :data:`DEFAULT_PRICES`."""
+
+    def price(self, model: str) -> Price | None:
+        """The price of ``model``, or ``None`` when it is not known."""
+        for table in (self.extra, DEFAULT_PRICES):
+            if model in table:
+                return table[model]
+        base = model.rsplit("/", maxsplit=1)[-1]
+        for table in (self.extra, DEFAULT_PRICES):
+            matches = [name for name in table if base.startswith(name + "-")]
+            if matches:
+                return table[max(matches, key=len)]
+        return None
+
+    def cost(self, model: str, input_tokens: int, output_tokens: int) -> float | None:
+        """USD for one call, or ``None`` when the model has no known price."""
+        price = self.price(model)
+        if price is None:
+            return None
+        return (input_tokens * price.input + output_tokens * price.output) / 1_000_000
+
+
+@dataclass(kw_only=True, slots=True)
+class Usage:
+    """What a run (or one step of it) consumed."""
+
+    input_tokens: int = 0
+    """Prompt tokens over all model calls."""
+    output_tokens: int = 0
+    """Completion tokens over all model calls."""
+    model_calls: int = 0
+    """Model calls made (retries after invalid output count)."""
+    tool_calls: int = 0
+    """Tool calls executed or answered with an error."""
+    cost_usd: float | None = 0.0
+    """USD spent; ``None`` once any call had no known price."""
+    wall_seconds: float = 0.0
+    """Wall-clock seconds of the run."""
+
+    @property
+    def total_tokens(self) -> int:
+        """Input plus output tokens."""
+        return self.input_tokens + self.output_tokens
+
+    def add_call(self, input_tokens: int, output_tokens: int, cost_usd: float | None) -> None:
+        """Count one model call."""
+        self.input_tokens += input_tokens
+        self.output_tokens += output_tokens
+        self.model_calls += 1
+        if self.cost_usd is not None:
+            self.cost_usd = None if cost_usd is None else self.cost_usd + cost_usd
+
+    def to_dict(self) -> dict[str, object]:
+        """A JSON-ready dict (``total_tokens`` included)."""
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "total_tokens": self.total_tokens,
+            "model_calls": self.model_calls,
+            "tool_calls": self.tool_calls,
+            "cost_usd": self.cost_usd,
+            "wall_seconds": round(self.wall_seconds, 6),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, object]) -> Usage:
+        """The inverse of :meth:`to_dict`."""
+        cost = data.get("cost_usd")
+        return cls(
+            input_tokens=int(data.get("input_tokens", 0)),  # type: ignore[call-overload]
+            output_tokens=int(data.get("output_tokens", 0)),  # type: ignore[call-overload]
+            model_calls=int(data.get("model_calls", 0)),  # type: ignore[call-overload]
+            tool_calls=int(data.get("tool_calls", 0)),  # type: ignore[call-overload]
+            cost_usd=None if cost is None else float(cost),  # type: ignore[arg-type]
+            wall_seconds=float(data.get("wall_seconds", 0.0)),  # type: ignore[arg-type]
+        )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Budget:
+    """Limits for a whole run, shared by every nested step and parallel branch.
+
+    ``None`` means no limit. Checked before each model call: a call whose prompt
+    alone would cross ``max_tokens`` is not made.
+    """
+
+    max_tokens: int | None = None
+    """Total (input + output) tokens for the run."""
+    max_cost_usd: float | None = None
+    """USD for the run; with a model of unknown price this limit cannot be checked."""
+    max_seconds: float | None = None
+    """Wall-clock seconds for the run."""
+
+    def merged(self, override: Budget | None) -> Budget:
+        """This budget with every limit ``override`` sets taking precedence."""
+        if override is None:
+            return self
+        return Budget(
+            max_tokens=override.max_tokens if override.max_tokens is not None else self.max_tokens,
+            max_cost_usd=(
+                override.max_cost_usd if override.max_cost_usd is not None else self.max_cost_usd
+            ),
+            max_seconds=(
+                override.max_seconds if override.max_seconds is not None else self.max_seconds
+            ),
+        )
+
+    def exceeded_by(self, usage: Usage, *, pending_tokens: int = 0) -> str | None:
+        """Why ``usage`` (plus a prompt of ``pending_tokens``) breaks this budget, or ``None``."""
+        tokens = usage.total_tokens + pending_tokens
+        if self.max_tokens is not None and tokens > self.max_tokens:
+            return f"tokens {tokens} > max_tokens {self.max_tokens}"
+        cost = usage.cost_usd
+        if self.max_cost_usd is not None and cost is not None and cost > self.max_cost_usd:
+            return f"cost ${cost:.6f} > max_cost_usd ${self.max_cost_usd}"
+        if self.max_seconds is not None and usage.wall_seconds > self.max_seconds:
+            return f"wall {usage.wall_seconds:.2f}s > max_seconds {self.max_seconds}"
+        return None

@@ -1,0 +1,103 @@
+"""The core contract through the public API: steps, run results, budgets, statuses."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+import loopwise
+from loopwise import Budget, ConfigError, ModelRequest, Status
+from loopwise.testing import ScriptedModel, reply
+
+EXPECTED_ALL = {
+    "Budget", "ConfigError", "Context", "Event", "EventType", "GraphError", "LoopwiseError",
+    "Model", "ModelAPIError", "ModelNotConfigured", "ModelRequest", "OpenAIModel", "Price",
+    "Pricing", "RunOptions", "RunResult", "Status", "Step", "StoreError", "TargetError",
+    "ToolCall", "ToolError", "Turn", "Usage", "arun", "resolve_model", "run", "step",
+}  # fmt: skip
+
+
+def test_public_api_is_exactly_the_curated_list() -> None:
+    assert set(loopwise.__all__) >= EXPECTED_ALL
+    for name in loopwise.__all__:
+        assert hasattr(loopwise, name), name
+
+
+def test_status_is_the_closed_set() -> None:
+    assert {s.value for s in Status} == {
+        "completed", "step_limit", "budget_exceeded", "tool_failed", "stuck",
+        "invalid_output", "refused", "awaiting_approval", "denied", "error", "cancelled",
+    }  # fmt: skip
+
+
+def test_sync_and_async_function_steps() -> None:
+    @loopwise.step
+    def double(x: int) -> int:
+        return 2 * x
+
+    @loopwise.step(name="inc")
+    async def increment(x: int, ctx: loopwise.Context) -> int:
+        return x + 1
+
+    assert loopwise.run(double, 4).output == 8
+    result = asyncio.run(loopwise.arun(increment, 4))
+    assert result.output == 5
+    assert [e.type for e in result.events] == [
+        "run_started", "step_started", "step_finished", "run_finished",
+    ]  # fmt: skip
+    assert [e.seq for e in result.events] == [1, 2, 3, 4]
+    assert increment.name == "inc" and double.input_type is int
+
+
+def test_budget_is_per_run_across_nested_steps() -> None:
+    model = ScriptedModel([reply("a" * 400)] * 5)
+
+    @loopwise.step
+    async def inner(x: str, ctx: loopwise.Context) -> str:
+        turn = await ctx.call_model(ModelRequest(messages=[{"role": "user", "content": x}]))
+        return str(turn.text)
+
+    @loopwise.step
+    async def outer(x: str, ctx: loopwise.Context) -> list[str]:
+        return [await ctx.run_step(inner, x) for _ in range(5)]
+
+    result = loopwise.run(outer, "hi", model=model, budget=Budget(max_tokens=250))
+    assert result.status == Status.BUDGET_EXCEEDED
+    # Each call costs ~101 tokens: the third crosses 250 and nothing further is sent.
+    assert result.usage.model_calls == 3
+    assert len(model.requests) == 3
+    assert "max_tokens 250" in str(result.detail)
+
+
+def test_a_bug_in_a_step_ends_the_run_with_error_not_an_exception() -> None:
+    @loopwise.step
+    def broken(x: Any) -> None:
+        raise KeyError("boom")
+
+    result = loopwise.run(broken, None)
+    assert result.status == Status.ERROR and "KeyError" in str(result.detail)
+
+
+def test_configuration_mistakes_raise_typed_errors() -> None:
+    @loopwise.step
+    def noop(x: Any) -> Any:
+        return x
+
+    with pytest.raises(ConfigError, match="unknown run option 'max_step'"):
+        loopwise.run(noop, 1, max_step=3)
+    with pytest.raises(ConfigError, match="not a step"):
+        loopwise.run(print, 1)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="must take"):
+        loopwise.step(lambda a, b, c: None)
+
+
+def test_unknown_model_price_is_unknown_not_zero() -> None:
+    priced = loopwise.Pricing()
+    assert priced.cost("gpt-4o-mini-2024-07-18", 1_000_000, 0) == pytest.approx(0.15)
+    assert priced.cost("my-local-llama", 10, 10) is None
+    usage = loopwise.Usage()
+    usage.add_call(10, 10, 0.001)
+    usage.add_call(10, 10, None)
+    assert usage.cost_usd is None
