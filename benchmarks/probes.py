@@ -1,0 +1,78 @@
+"""Measurements that need a fresh process: import time and peak memory.
+
+Run as a script: ``probes.py import MODULE`` prints the seconds the import took;
+``probes.py memory raw|loopwise BASE_URL RUNS`` runs ``RUNS`` concurrent agent runs
+and prints the process's peak RSS in KiB.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def _run(*args: str) -> float:
+    out = subprocess.run(
+        [sys.executable, str(HERE / "probes.py"), *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=HERE,
+    )
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def import_times(modules: list[str], repeats: int) -> dict[str, float]:
+    """Best-of-``repeats`` import seconds of each module, each in a fresh interpreter."""
+    best = {m: float("inf") for m in modules}
+    for _ in range(repeats):
+        for m in modules:  # interleaved, so drift hits both alike
+            best[m] = min(best[m], _run("import", m))
+    return best
+
+
+def peak_memory(kind: str, base_url: str, runs: int, repeats: int) -> float:
+    """Lowest peak RSS (KiB) over ``repeats`` processes doing ``runs`` concurrent agent runs."""
+    return min(_run("memory", kind, base_url, str(runs)) for _ in range(repeats))
+
+
+def _import(module: str) -> None:
+    start = time.perf_counter()
+    __import__(module)
+    print(time.perf_counter() - start)
+
+
+def _memory(kind: str, base_url: str, runs: int) -> None:
+    import asyncio
+    import resource
+
+    import openai
+    import raw_loop
+
+    client = openai.AsyncOpenAI(base_url=base_url, api_key="bench", max_retries=0)
+    question = "Why did order A-1000 fail? turns=5"
+
+    async def main() -> None:
+        if kind == "raw":
+            await asyncio.gather(*(raw_loop.agent(client, "bench", question) for _ in range(runs)))
+            return
+        import lw_side
+
+        model = lw_side.openai_model("bench", client)
+        agent = lw_side.make_agent()
+        await asyncio.gather(*(lw_side.run(agent, question, model) for _ in range(runs)))
+
+    asyncio.run(main())
+    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(HERE))
+    if sys.argv[1] == "import":
+        _import(sys.argv[2])
+    else:
+        _memory(sys.argv[2], sys.argv[3], int(sys.argv[4]))

@@ -1,0 +1,309 @@
+"""`make bench`: loopwise against a hand-written ``openai`` loop, as ratios from one run.
+
+Every figure is measured in this one run, the two sides interleaved round by round,
+against a Chat Completions server in its own process (so its work is billed to neither
+side). Targets are printed beside the figures; a missed target prints MISSED and the
+command still exits 0. ``BENCH_QUICK=1`` runs fewer rounds (for a smoke test).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import lw_side
+import openai
+import probes
+import raw_loop
+from server import Server
+
+MODEL = "bench-model"
+QUICK = os.environ.get("BENCH_QUICK") == "1"
+QUESTION = "Why did order A-1000 fail? turns=5"
+TICKET = {"subject": "Charged twice", "body": "I was billed twice for order O-1001."}
+
+Factory = Callable[[], Awaitable[object]]
+
+
+@dataclass
+class Row:
+    """One line of the table."""
+
+    name: str
+    loopwise: str
+    baseline: str
+    ratio: float | None = None
+    target: str = ""
+    ok: bool | None = None
+    note: str = ""
+
+
+def _client(url: str) -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(base_url=url, api_key="bench", max_retries=0)
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.3f} ms"
+
+
+async def _timed(factory: Factory, n: int) -> float:
+    start = time.perf_counter()
+    for _ in range(n):
+        await factory()
+    return time.perf_counter() - start
+
+
+async def _interleaved(
+    raw: Factory, lw: Factory, n: int, rounds: int
+) -> tuple[float, float, float]:
+    """Median seconds per batch of ``n`` for each side, and the median of paired ratios."""
+    await _timed(raw, 5)
+    await _timed(lw, 5)
+    raws, lws = [], []
+    for i in range(rounds):
+        # Alternate which side goes first so a slow patch of the machine hits both.
+        first, second = (raw, lw) if i % 2 == 0 else (lw, raw)
+        a, b = await _timed(first, n), await _timed(second, n)
+        raws.append(a if first is raw else b)
+        lws.append(b if first is raw else a)
+    ratio = statistics.median(b / a for a, b in zip(raws, lws, strict=True))
+    return statistics.median(raws), statistics.median(lws), ratio
+
+
+def _per_call_row(name: str, raw_s: float, lw_s: float, ratio: float, calls: int) -> Row:
+    raw_c, lw_c = raw_s / calls, lw_s / calls
+    return Row(
+        name,
+        _ms(lw_c),
+        _ms(raw_c),
+        ratio,
+        "<= 1.10x",
+        ratio <= 1.10,
+        f"{(lw_c - raw_c) * 1e6:+.0f} us/call",
+    )
+
+
+def _check(result: object) -> None:
+    status = getattr(result, "status", None)
+    if status != "completed":
+        raise RuntimeError(f"benchmark run ended {status}: {getattr(result, 'detail', '')}")
+
+
+async def bench_overhead(url: str) -> list[Row]:
+    """Time per model call: agent (5 tool turns + answer) and triage (one structured call)."""
+    client = _client(url)
+    model = lw_side.openai_model(MODEL, client)
+    agent, triage = lw_side.make_agent(), lw_side.make_triage()
+    rounds, n_agent, n_triage = (3, 8, 40) if QUICK else (9, 25, 150)
+
+    async def raw_agent() -> None:
+        await raw_loop.agent(client, MODEL, QUESTION)
+
+    async def lw_agent() -> None:
+        _check(await lw_side.run(agent, QUESTION, model))
+
+    async def raw_triage() -> None:
+        await raw_loop.triage(client, MODEL, TICKET)
+
+    async def lw_triage() -> None:
+        _check(await lw_side.run(triage, TICKET, model))
+
+    rows = [
+        _per_call_row(
+            "agent: time per model call",
+            *await _interleaved(raw_agent, lw_agent, n_agent, rounds),
+            n_agent * 6,
+        ),
+        _per_call_row(
+            "triage: time per model call",
+            *await _interleaved(raw_triage, lw_triage, n_triage, rounds),
+            n_triage,
+        ),
+    ]
+    await client.close()
+    return rows
+
+
+async def bench_concurrency(url: str) -> Row:
+    """Throughput of N concurrent agent runs in one process against a 50 ms server."""
+    runs = 200 if QUICK else 1000
+    client = _client(url)
+    model = lw_side.openai_model(MODEL, client)
+    agent = lw_side.make_agent()
+    question = "Why did order A-1000 fail? turns=2"
+
+    async def raw_batch() -> None:
+        await asyncio.gather(*(raw_loop.agent(client, MODEL, question) for _ in range(runs)))
+
+    async def lw_batch() -> None:
+        results = await asyncio.gather(*(lw_side.run(agent, question, model) for _ in range(runs)))
+        for r in results:
+            _check(r)
+
+    raw_s, lw_s, ratio = await _interleaved(raw_batch, lw_batch, 1, 1 if QUICK else 3)
+    await client.close()
+    throughput = 1 / ratio  # runs/s of loopwise over runs/s of the raw loop
+    return Row(
+        f"{runs} concurrent agent runs, 50 ms server: throughput",
+        f"{runs / lw_s:.0f} runs/s",
+        f"{runs / raw_s:.0f} runs/s",
+        throughput,
+        ">= 0.90x",
+        throughput >= 0.90,
+        "3 model calls per run",
+    )
+
+
+async def bench_parallel_tools(url: str) -> Row:
+    """One turn with three tool calls that each sleep 200 ms."""
+    client = _client(url)
+    model = lw_side.openai_model(MODEL, client)
+    agent = lw_side.make_agent()
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        _check(await lw_side.run(agent, "parallel", model))
+        best = min(best, time.perf_counter() - start)
+    await client.close()
+    return Row(
+        "3 tool calls x 200 ms in one turn: run wall time",
+        _ms(best),
+        "600 ms if sequential",
+        best / 0.2,
+        "~1x of 200 ms",
+        best < 0.3,
+        "includes 2 model calls",
+    )
+
+
+async def bench_store(url: str) -> Row:
+    """What recording events in SQLite adds, per event."""
+    store = lw_side.store_options()
+    if store is None:
+        return Row("store: overhead per event (SQLite)", "-", "-", note="SKIPPED: store not landed")
+    client = _client(url)
+    model = lw_side.openai_model(MODEL, client)
+    agent = lw_side.make_agent()
+    events = len((await lw_side.run(agent, QUESTION, model, **store)).events)
+    n = 5 if QUICK else 20
+
+    async def off() -> None:
+        await lw_side.run(agent, QUESTION, model)
+
+    async def on() -> None:
+        await lw_side.run(agent, QUESTION, model, **store)
+
+    off_s, on_s, ratio = await _interleaved(off, on, n, 3 if QUICK else 5)
+    await client.close()
+    per_event = (on_s - off_s) / n / events
+    return Row(
+        "store: overhead per event (SQLite, WAL)",
+        f"{per_event * 1e6:.0f} us/event",
+        f"{events} events/run",
+        ratio,
+        "run time on/off",
+        None,
+        f"{(on_s - off_s) / n / 6 * 1e6:.0f} us per model call",
+    )
+
+
+async def bench_context_policy() -> Row:
+    """Input tokens at step 20 of a 20-step run, with and without a context policy."""
+    pair = await lw_side.tokens_per_step(20)
+    if pair is None:
+        return Row("tokens per step, 20 steps", "-", "-", note="SKIPPED: context policy not landed")
+    with_policy, without = pair
+    return Row(
+        "tokens at step 20 with/without context policy",
+        f"{with_policy[-1]} tok",
+        f"{without[-1]} tok",
+        with_policy[-1] / without[-1],
+        "flat vs growing",
+        with_policy[-1] <= 2 * with_policy[1],
+        f"step 2: {with_policy[1]} vs {without[1]}",
+    )
+
+
+def bench_import() -> Row:
+    """Import time of loopwise against ``import openai``, fresh interpreters, best of N."""
+    best = probes.import_times(["openai", "loopwise"], 3 if QUICK else 9)
+    ratio = best["loopwise"] / best["openai"]
+    return Row(
+        "import time",
+        _ms(best["loopwise"]),
+        _ms(best["openai"]) + " (openai)",
+        ratio,
+        "<= 1.30x",
+        ratio <= 1.30,
+    )
+
+
+def bench_memory(url: str) -> Row:
+    """Peak RSS of a process doing concurrent agent runs, loopwise against the raw loop."""
+    runs, repeats = (50, 1) if QUICK else (200, 3)
+    raw = probes.peak_memory("raw", url, runs, repeats)
+    lw = probes.peak_memory("loopwise", url, runs, repeats)
+    ratio = lw / raw
+    return Row(
+        f"peak memory ({runs} concurrent agent runs)",
+        f"{lw / 1024:.1f} MiB",
+        f"{raw / 1024:.1f} MiB",
+        ratio,
+        "<= 1.20x",
+        ratio <= 1.20,
+    )
+
+
+def _print(rows: list[Row]) -> None:
+    print()
+    print(
+        f"loopwise benchmarks — {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, "
+        f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+    )
+    for part, flavour in sorted(lw_side.FLAVOUR.items()):
+        print(f"  loopwise {part}: {flavour}")
+    head = f"{'figure':<50} {'loopwise':>16} {'baseline':>22} {'ratio':>7}  {'target':<15} result"
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        ratio = "" if r.ratio is None else f"{r.ratio:.2f}x"
+        verdict = "" if r.ok is None else ("ok" if r.ok else "MISSED")
+        cells = f"{r.name:<50} {r.loopwise:>16} {r.baseline:>22} {ratio:>7}"
+        print(f"{cells}  {r.target:<15} {verdict} {r.note}")
+
+
+async def _served() -> list[Row]:
+    rows: list[Row] = []
+    with Server(latency=0.0) as fast:
+        rows += await bench_overhead(fast.base_url)
+        rows.append(await bench_parallel_tools(fast.base_url))
+        rows.append(await bench_store(fast.base_url))
+        rows.append(bench_memory(fast.base_url))
+    with Server(latency=0.05) as slow:
+        rows.insert(2, await bench_concurrency(slow.base_url))
+    return rows
+
+
+def main() -> int:
+    """Run every benchmark and print the table; always exit 0."""
+    started = time.perf_counter()
+    rows = [bench_import()]
+    rows += asyncio.run(_served())
+    rows.append(asyncio.run(bench_context_policy()))
+    _print(rows)
+    print(f"\n(total {time.perf_counter() - started:.0f} s; baseline = a hand-written openai loop)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

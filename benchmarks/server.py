@@ -1,0 +1,39 @@
+"""Starts the benchmark's Chat Completions server in its own process.
+
+The server runs apart from the measured process so that its work is not billed to
+either side of a comparison.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+class Server:
+    """A running server process; use as a context manager."""
+
+    def __init__(self, latency: float = 0.0) -> None:
+        self.latency = latency
+        self.proc: subprocess.Popen[str] | None = None
+        self.base_url = ""
+
+    def __enter__(self) -> Server:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(HERE / "_tmpserver.py"), str(self.latency)],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=HERE,
+            env={"PYTHONPATH": str(HERE)},
+        )
+        assert self.proc.stdout is not None
+        self.base_url = self.proc.stdout.readline().strip()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
