@@ -25,6 +25,7 @@ from loopwise.step import (
     run,
     step,
 )
+from loopwise.structured import Structured
 from loopwise.usage import Budget, Price, Pricing, Usage
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "Status",
     "Step",
     "StoreError",
+    "Structured",
     "TargetError",
     "ToolCall",
     "ToolError",

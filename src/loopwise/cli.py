@@ -7,6 +7,7 @@ Exit codes: 0 completed (or nothing wrong); 1 a run ended with another status or
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from loopwise.errors import ConfigError, LoopwiseError
-from loopwise.step import FunctionStep, RunResult, Status, run
+from loopwise.step import FunctionStep, RunResult, Status, arun
 from loopwise.targets import Target, load_target, model_for
 from loopwise.usage import Budget
 
@@ -88,7 +89,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     target = load_target(args.target)
     payload = _parse_input(args.input)
     model = model_for(target, args.model) if (_needs_model(target) or args.model) else None
-    result = run(
+    result = _run_closing(
         target.step,
         payload,
         model=model,
@@ -97,6 +98,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
     )
     _print_result(result, args.json)
     return exit_code(result.status)
+
+
+def _run_closing(step: Any, payload: Any, *, model: Any, **options: Any) -> RunResult:
+    """``run``, then close the connections of the model the CLI opened, in the run's loop."""
+
+    async def go() -> RunResult:
+        try:
+            return await arun(step, payload, model=model, **options)
+        finally:
+            aclose = getattr(model, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    return asyncio.run(go())
 
 
 def _not_yet(verb: str) -> Handler:

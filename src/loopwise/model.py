@@ -200,6 +200,11 @@ class OpenAIModel:
         """``(base_url, model)``: the key under which structured modes are remembered."""
         return (str(self.client.base_url), self.name)
 
+    async def aclose(self) -> None:
+        """Close the client's pooled connections; call it in the event loop that used them
+        (a connection pool belongs to one loop, and ``asyncio.run`` closes its loop)."""
+        await self.client.close()
+
     async def complete(self, request: ModelRequest) -> Turn:
         """One Chat Completions call; SDK errors become :class:`ModelAPIError`."""
         params: dict[str, Any] = {"model": self.name, "messages": request.messages}

@@ -20,9 +20,12 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from loopwise._fakeserver import FakeChatServer, Fault
 from loopwise.model import ModelRequest, ToolCall, Turn
 
 __all__ = [
+    "FakeChatServer",
+    "Fault",
     "ScriptExhausted",
     "ScriptedModel",
     "call",
@@ -89,18 +92,21 @@ class ScriptedModel:
 
     async def complete(self, request: ModelRequest) -> Turn:
         """Answer ``request`` from the script (recording it in :attr:`requests`)."""
+        return _priced(_as_turn(self._entry(request)), request, self.name)
+
+    def _entry(self, request: ModelRequest) -> Any:
+        """The raw script entry for ``request`` (the fake server also uses it, so that a
+        :class:`Fault` entry reaches the server before it becomes a turn)."""
         self.requests.append(request)
         if self._responder is not None:
-            entry = self._responder(request)
-        elif self._turns is not None:
+            return self._responder(request)
+        if self._turns is not None:
             if not self._turns:
                 raise ScriptExhausted(
                     f"scripted model {self.name!r} has no turn left for call {len(self.requests)}"
                 )
-            entry = self._turns.pop(0)
-        else:
-            entry = auto_respond(request)
-        return _priced(_as_turn(entry), request, self.name)
+            return self._turns.pop(0)
+        return auto_respond(request)
 
 
 def _as_turn(entry: ScriptEntry) -> Turn:

@@ -1,0 +1,403 @@
+"""A real Chat Completions server on 127.0.0.1 for integration tests and benchmarks.
+
+:class:`FakeChatServer` listens on an ephemeral port and speaks just enough HTTP/1.1
+(keep-alive, ``Content-Length`` and chunked bodies) for ``openai.AsyncOpenAI`` to talk to
+it, so tests exercise the real client: its serialization, its retries, its error mapping.
+It runs on its own asyncio loop in a background thread — one task per connection, no
+thread per request — so a thousand concurrent connections are cheap.
+
+Answers come from a :class:`~loopwise.testing.ScriptedModel` (the same script rules: a
+list consumed in order, a function of the request, or none for offline auto answers).
+A :class:`Fault` as a script entry injects a failure instead of an answer; ``reject``
+makes the server refuse structured-output modes the way many compatible servers do.
+Each HTTP request consumes one entry, so an SDK retry after a fault takes the next one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import threading
+import time
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import openai
+
+from loopwise.errors import ConfigError
+from loopwise.model import ModelRequest, OpenAIModel, Turn
+
+if TYPE_CHECKING:
+    from loopwise.testing import ScriptedModel
+
+__all__ = ["FakeChatServer", "Fault"]
+
+REJECTABLE = frozenset({"json_schema", "json_object", "tool_choice"})
+"""What ``reject`` may name: two ``response_format`` types and a forced ``tool_choice``."""
+
+_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests"}
+_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fault:
+    """A failure the server answers with instead of the next scripted turn.
+
+    Applied in order: wait ``delay`` seconds; ``disconnect`` closes the connection with
+    no response; ``body`` (str, bytes or a JSON-able value) is sent as is with
+    ``status``; a ``status`` >= 400 sends an OpenAI-style error body; otherwise a normal
+    completion of ``answer`` (default: the offline auto answer), broken by
+    ``empty_choices`` and/or ``truncated_json`` when set.
+    """
+
+    status: int = 200
+    """The HTTP status code."""
+    delay: float = 0.0
+    """Seconds to wait before answering (client timeouts, slow servers)."""
+    truncated_json: bool = False
+    """Send only the first half of the completion's JSON."""
+    empty_choices: bool = False
+    """Send a completion with ``choices: []``."""
+    disconnect: bool = False
+    """Close the connection without answering."""
+    body: Any = None
+    """A raw body to send instead of anything built here."""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """Extra response headers (``retry-after-ms``, ``x-should-retry``...)."""
+    answer: Any = None
+    """The turn (``Turn``, str or dict) a non-error fault answers with."""
+
+
+class FakeChatServer:
+    """A local Chat Completions server; see the module docstring.
+
+    ``script`` is a :class:`~loopwise.testing.ScriptedModel` script whose entries may
+    also be :class:`Fault`; ``latency`` delays every answer; ``reject`` names modes to
+    refuse with HTTP 400 (``json_schema``, ``json_object``, ``tool_choice``). Use it as a
+    context manager, or call :meth:`start` and :meth:`stop`.
+    """
+
+    def __init__(
+        self,
+        script: Iterable[Any] | Callable[[ModelRequest], Any] | None = None,
+        *,
+        latency: float = 0.0,
+        reject: Collection[str] = (),
+    ) -> None:
+        from loopwise.testing import ScriptedModel  # testing re-exports this module
+
+        unknown = sorted(set(reject) - REJECTABLE)
+        if unknown:
+            raise ConfigError(
+                f"reject: unknown mode {unknown[0]!r}; known: {sorted(REJECTABLE)}", name="reject"
+            )
+        self.scripted: ScriptedModel = ScriptedModel(script, name="")
+        self.latency = latency
+        self.reject = frozenset(reject)
+        self.requests: list[dict[str, Any]] = []
+        """Every chat request body received, parsed, in arrival order."""
+        self.errors: list[str] = []
+        """Why the server answered 500 on its own (a script that ran out, a bad entry)."""
+        self.connections = 0
+        """Connections accepted so far (keep-alive means far fewer than requests)."""
+        self.in_flight = 0
+        """Chat requests being answered right now."""
+        self.peak_in_flight = 0
+        """The most chat requests ever answered at once (proves client concurrency)."""
+        self.port = 0
+        self._ids = itertools.count(1)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._server: asyncio.Server | None = None
+        self._startup_error: BaseException | None = None
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT/v1``: what ``OPENAI_BASE_URL`` should be."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def model(
+        self, name: str = "fake-model", *, max_retries: int = 0, timeout: float = 30.0
+    ) -> OpenAIModel:
+        """An :class:`~loopwise.model.OpenAIModel` whose own client points at this server
+        (no SDK retries by default, so failure tests stay fast)."""
+        client = openai.AsyncOpenAI(
+            api_key="fake-key", base_url=self.base_url, max_retries=max_retries, timeout=timeout
+        )
+        return OpenAIModel(name, client=client)
+
+    def start(self) -> FakeChatServer:
+        """Start serving in a background thread; returns once the port is bound."""
+        if self._thread is not None:
+            return self
+        ready = threading.Event()
+        self._thread = threading.Thread(
+            target=self._main, args=(ready,), name="loopwise-fake-chat", daemon=True
+        )
+        self._thread.start()
+        ready.wait()
+        if self._startup_error is not None:
+            self._thread.join()
+            self._thread = None
+            raise self._startup_error
+        return self
+
+    def stop(self) -> None:
+        """Close every connection and stop the thread."""
+        if self._thread is None or self._loop is None:
+            return
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._thread = None
+
+    def __enter__(self) -> FakeChatServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def _main(self, ready: threading.Event) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        try:
+            self._server = loop.run_until_complete(
+                asyncio.start_server(self._serve, "127.0.0.1", 0, backlog=4096)
+            )
+            self.port = self._server.sockets[0].getsockname()[1]
+        except BaseException as e:  # surfaced by start() in the caller's thread
+            self._startup_error = e
+            loop.close()
+            ready.set()
+            return
+        ready.set()
+        loop.run_forever()
+        loop.run_until_complete(self._shutdown())
+        loop.close()
+
+    async def _shutdown(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """One connection: requests in order until the client closes (keep-alive)."""
+        self.connections += 1
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                method, path, headers = _parse_head(head)
+                body = await _read_body(reader, headers)
+                response = await self._respond(method, path, body)
+                if response is None:
+                    break
+                writer.write(response)
+                await writer.drain()
+                if headers.get(b"connection", b"").lower() == b"close":
+                    break
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+            pass
+        except asyncio.CancelledError:
+            # Only stop() cancels; finishing normally keeps asyncio's connection callback
+            # (which calls task.exception()) from logging a spurious error.
+            pass
+        finally:
+            writer.close()
+
+    async def _respond(self, method: bytes, path: bytes, body: bytes) -> bytes | None:
+        if method == b"POST" and path.rstrip(b"/").endswith(b"/chat/completions"):
+            self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+            try:
+                if self.latency:
+                    await asyncio.sleep(self.latency)
+                return await self._chat(body)
+            finally:
+                self.in_flight -= 1
+        if method == b"GET" and path.rstrip(b"/").endswith(b"/models"):
+            listing = {"object": "list", "data": [{"id": "fake-model", "object": "model"}]}
+            return _http(200, json.dumps(listing).encode())
+        return _error(404, f"no route {method.decode()} {path.decode()}")
+
+    async def _chat(self, body: bytes) -> bytes | None:
+        try:
+            payload = json.loads(body)
+        except ValueError:
+            return _error(400, "the request body is not JSON")
+        self.requests.append(payload)
+        rejected = self._rejection(payload)
+        if rejected is not None:
+            return rejected
+        if payload.get("stream"):
+            return _error(400, "stream=true is not supported by FakeChatServer", param="stream")
+        request = _to_request(payload)
+        try:
+            entry = self.scripted._entry(request)
+        except Exception as e:
+            self.errors.append(f"{type(e).__name__}: {e}")
+            return _error(500, f"FakeChatServer script failed: {type(e).__name__}: {e}")
+        if isinstance(entry, Fault):
+            return await self._fault(entry, request, payload)
+        return _http(200, self._completion(entry, request, payload))
+
+    def _rejection(self, payload: dict[str, Any]) -> bytes | None:
+        fmt = payload.get("response_format")
+        kind = fmt.get("type") if isinstance(fmt, dict) else None
+        if kind in self.reject:
+            return _error(
+                400,
+                f"Invalid parameter: 'response_format' of type '{kind}' is not supported "
+                "by this server.",
+                param="response_format",
+            )
+        choice = payload.get("tool_choice")
+        forced = isinstance(choice, dict) or choice == "required"
+        if forced and "tool_choice" in self.reject:
+            return _error(
+                400,
+                "Invalid parameter: this server does not support a forced 'tool_choice'.",
+                param="tool_choice",
+            )
+        return None
+
+    def _completion(
+        self, entry: Any, request: ModelRequest, payload: dict[str, Any], *, empty: bool = False
+    ) -> bytes:
+        from loopwise.testing import _as_turn, _priced
+
+        turn: Turn = _priced(_as_turn(entry), request, "")
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": turn.text,
+            "refusal": turn.refusal,
+        }
+        if turn.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                }
+                for c in turn.tool_calls
+            ]
+        choice = {"index": 0, "message": message, "finish_reason": turn.finish_reason}
+        doc = {
+            "id": f"chatcmpl-fake-{next(self._ids)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": turn.model or str(payload.get("model", "fake-model")),
+            "choices": [] if empty else [choice],
+            "usage": {
+                "prompt_tokens": turn.input_tokens,
+                "completion_tokens": turn.output_tokens,
+                "total_tokens": turn.input_tokens + turn.output_tokens,
+            },
+        }
+        return json.dumps(doc).encode()
+
+    async def _fault(
+        self, fault: Fault, request: ModelRequest, payload: dict[str, Any]
+    ) -> bytes | None:
+        if fault.delay:
+            await asyncio.sleep(fault.delay)
+        if fault.disconnect:
+            return None
+        if fault.body is not None:
+            raw = fault.body
+            body = (
+                raw
+                if isinstance(raw, bytes)
+                else (raw if isinstance(raw, str) else json.dumps(raw)).encode()
+            )
+            return _http(fault.status, body, fault.headers)
+        if fault.status >= 400:
+            return _error(
+                fault.status, f"FakeChatServer fault: HTTP {fault.status}", headers=fault.headers
+            )
+        from loopwise.testing import auto_respond
+
+        answer = fault.answer if fault.answer is not None else auto_respond(request)
+        body = self._completion(answer, request, payload, empty=fault.empty_choices)
+        if fault.truncated_json:
+            body = body[: len(body) // 2]
+        return _http(fault.status, body, fault.headers)
+
+
+def _to_request(payload: dict[str, Any]) -> ModelRequest:
+    """The request body as the :class:`ModelRequest` a script sees."""
+    fmt = payload.get("response_format")
+    schema = None
+    if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+        schema = (fmt.get("json_schema") or {}).get("schema")
+    return ModelRequest(
+        messages=list(payload.get("messages") or []),
+        tools=payload.get("tools"),
+        tool_choice=payload.get("tool_choice"),
+        response_format=fmt if isinstance(fmt, dict) else None,
+        output_schema=schema if isinstance(schema, dict) else None,
+        temperature=payload.get("temperature"),
+        max_output_tokens=payload.get("max_completion_tokens") or payload.get("max_tokens"),
+    )
+
+
+def _parse_head(head: bytes) -> tuple[bytes, bytes, dict[bytes, bytes]]:
+    lines = head.split(b"\r\n")
+    method, path, _version = lines[0].split(b" ", 2)
+    headers = {}
+    for line in lines[1:]:
+        if line:
+            name, _, value = line.partition(b":")
+            headers[name.strip().lower()] = value.strip()
+    return method, path, headers
+
+
+async def _read_body(reader: asyncio.StreamReader, headers: dict[bytes, bytes]) -> bytes:
+    if headers.get(b"transfer-encoding", b"").lower() == b"chunked":
+        chunks: list[bytes] = []
+        while True:
+            size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
+            data = await reader.readexactly(size + 2)
+            if size == 0:
+                return b"".join(chunks)
+            chunks.append(data[:-2])
+    length = int(headers.get(b"content-length", b"0"))
+    return await reader.readexactly(length) if length else b""
+
+
+def _http(status: int, body: bytes, headers: Mapping[str, str] | None = None) -> bytes:
+    extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
+    head = (
+        f"HTTP/1.1 {status} {_REASONS.get(status, 'Error' if status >= 400 else 'OK')}\r\n"
+        f"content-type: application/json\r\ncontent-length: {len(body)}\r\n"
+        f"connection: keep-alive\r\n{extra}\r\n"
+    )
+    return head.encode() + body
+
+
+def _error(
+    status: int,
+    message: str,
+    *,
+    param: str | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> bytes:
+    """An OpenAI-style error response."""
+    error = {
+        "message": message,
+        "type": _ERROR_TYPES.get(
+            status, "server_error" if status >= 500 else "invalid_request_error"
+        ),
+        "param": param,
+        "code": None,
+    }
+    return _http(status, json.dumps({"error": error}).encode(), headers)
