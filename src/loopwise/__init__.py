@@ -27,6 +27,7 @@ from loopwise.step import (
 )
 from loopwise.structured import Structured
 from loopwise.usage import Budget, Price, Pricing, Usage
+from loopwise.workflow import Workflow
 
 __all__ = [
     "Budget",
@@ -54,6 +55,7 @@ __all__ = [
     "ToolError",
     "Turn",
     "Usage",
+    "Workflow",
     "arun",
     "resolve_model",
     "run",

@@ -134,6 +134,21 @@ def _add_run(sub: Any) -> None:
     p.set_defaults(handler=_cmd_run)
 
 
+def _cmd_graph(args: argparse.Namespace) -> int:
+    target = load_target(args.target)
+    draw = getattr(target.step, "to_mermaid", None)
+    if not callable(draw):
+        raise UsageError(f"{args.target} is not a workflow: it has no graph to draw")
+    print(draw(), end="")
+    return 0
+
+
+def _add_graph(sub: Any) -> None:
+    p = sub.add_parser("graph", help="print a workflow as Mermaid")
+    p.add_argument("target", help="path/to/module.py:name or package.module:name")
+    p.set_defaults(handler=_cmd_graph)
+
+
 _LATER = {
     "eval": "run targets over a dataset and compare their distributions",
     "runs": "list and show stored runs",
@@ -142,7 +157,6 @@ _LATER = {
     "deny": "deny a pending gate",
     "resume": "resume a paused run",
     "check": "static review of a step",
-    "graph": "print a workflow as Mermaid",
     "decide": "workflow, agent or hybrid?",
     "analyze": "mine stored agent runs for their paths",
 }
@@ -153,6 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="loopwise", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="verb", required=True, parser_class=_Parser)
     _add_run(sub)
+    _add_graph(sub)
     for verb, help_text in _LATER.items():
         p = sub.add_parser(verb, help=help_text, add_help=True)
         p.add_argument("rest", nargs=argparse.REMAINDER)

@@ -1,0 +1,788 @@
+"""Workflows: steps wired into a directed acyclic graph, validated before they run.
+
+A :class:`Workflow` is a step (``name``, ``input_type``, ``output_type``, ``async run``)
+whose body is a ``networkx.DiGraph`` of nodes, each running another step: a function
+(``@step``), a structured-output call, an agent, another workflow. Declare it like the
+pipeline it is::
+
+    wf = Workflow("support", input_type=Ticket)
+    wf.then(classify)                                  # a chain...
+    wf.parallel(lookup_customer, lookup_orders)        # ...fans out...
+    wf.then(draft)                                     # ...and joins again
+    wf.route("category", {"billing": refunds, "technical": engineers}, default=general)
+
+or with the plain builder (what compilers of plans use)::
+
+    wf.add("classify", classify)
+    wf.add("customer", lookup_customer, after=["classify"])
+    wf.add("orders", lookup_orders, after=["classify"])
+    wf.add("draft", draft, after=["customer", "orders"])
+    wf.add_route("by_category", "category", {"billing": "refunds"}, default="general",
+                 after=["classify"])
+
+**What a node receives** (the join rule): the first node gets the workflow input; a node
+with one predecessor gets that predecessor's output; a node with several predecessors
+gets a dict ``{predecessor name: output}`` of the predecessors that ran — unless its
+predecessors are mutually exclusive branches of a route, in which case exactly one ran
+and the node gets its output. ``join=fn`` replaces the rule for a node: ``fn`` receives
+that dict and returns the node's input. A route node passes its input through unchanged
+to the one branch it picks. When a node's declared input type is a pydantic model and it
+receives a dict, the dict is validated into the model. The workflow's output is the
+output of the end node that ran.
+
+**Validation** (:meth:`Workflow.validation_errors`, :meth:`Workflow.validate`): cycles,
+nodes unreachable from the start, dangling branches (route branches naming no node, a
+branch end nothing joins), output→input type mismatches between connected steps (from
+annotations and pydantic models; ``Any`` matches anything) and routes on a
+``Literal``/``Enum``/``bool`` that miss a value and have no default. Each problem is a
+:class:`~loopwise.errors.GraphError` naming the node and the fix. The chained methods
+(``then``, ``parallel``, ``route``) check the edges they declare at once; the builder
+(``add``, ``add_route``, ``connect``) allows forward references, so its graphs are checked
+by ``validate()`` — which every run does before its first node (once per graph version).
+
+**Running**: nodes run by topological generation, the nodes of one generation
+concurrently; only the chosen branch of a route runs (skipped nodes neither run nor
+emit). Every node runs through ``ctx.run_step`` (``step_started``/``step_finished`` with
+its usage, path ``workflow/node``) and counts one step; the run's budget covers every
+node. A node that raises ends the run with ``Halt(Status.ERROR, "node X: ...")`` (its
+running siblings are cancelled); a ``Halt`` from a node (budget, refusal...) ends it as is.
+Node names are unique and stable, so journal keys of a resumed run are deterministic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import re
+import types
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, is_dataclass
+from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_type_hints
+
+import networkx as nx
+from pydantic import BaseModel, ValidationError
+
+from loopwise.errors import ConfigError, GraphError
+from loopwise.step import Context, FunctionStep, Halt, Status, Step, jsonable
+from loopwise.usage import Budget
+
+__all__ = ["RouteDecision", "Workflow"]
+
+Join = Callable[[dict[str, Any]], Any]
+"""Turns ``{predecessor name: output}`` into a join node's input."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _RouteSpec:
+    on: str | FunctionStep
+    """A field of the routed value, or a function of it."""
+    branches: dict[Any, str]
+    """Route value (enum members normalised to their values) → target node."""
+    default: str | None
+    """The target for any other value."""
+
+    def targets(self) -> list[str]:
+        found = list(dict.fromkeys(self.branches.values()))
+        if self.default is not None and self.default not in found:
+            found.append(self.default)
+        return found
+
+    def labels(self, target: str) -> list[str]:
+        values = [str(v) for v, t in self.branches.items() if t == target]
+        return [*values, "default"] if target == self.default else values
+
+    def describe(self) -> str:
+        return self.on if isinstance(self.on, str) else f"{self.on.name}()"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RouteDecision:
+    """What a route node produced: the value it passes on, the key, the chosen branch."""
+
+    value: Any
+    """The routed value, passed unchanged to the chosen branch."""
+    key: Any
+    """The value routed on."""
+    branch: str
+    """The node that runs next."""
+
+    def model_dump(self, mode: str = "json") -> dict[str, Any]:
+        """JSON form for ``step_finished`` events (the choice is journaled with the value)."""
+        return {"route": jsonable(self.key), "branch": self.branch, "value": jsonable(self.value)}
+
+
+class _RouteStep:
+    """The step a route node runs: read the key, pick the branch."""
+
+    needs_model = False
+
+    def __init__(self, name: str, spec: _RouteSpec) -> None:
+        self.name = name
+        self.spec = spec
+        self.input_type: Any = Any
+        self.output_type: Any = Any
+
+    async def run(self, value: Any, ctx: Context) -> RouteDecision:
+        on = self.spec.on
+        if isinstance(on, FunctionStep):
+            key = await on.run(value, ctx)
+        elif isinstance(value, Mapping) and on in value:
+            key = value[on]
+        elif hasattr(value, on):
+            key = getattr(value, on)
+        else:
+            raise Halt(Status.ERROR, f"route {self.name}: the value has no field {on!r}")
+        branch = self.spec.branches.get(_norm(key), self.spec.default)
+        if branch is None:
+            raise Halt(
+                Status.ERROR, f"route {self.name}: no branch for {key!r} and no default branch"
+            )
+        return RouteDecision(value=value, key=key, branch=branch)
+
+
+@dataclass(slots=True)
+class _Named:
+    """A node's step under the node's name (its events' path and journal keys)."""
+
+    name: str
+    inner: Any
+
+    async def run(self, input: Any, ctx: Context) -> Any:
+        return await self.inner.run(input, ctx)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Plan:
+    start: str
+    generations: list[list[str]]
+    ends: list[str]
+    merges: frozenset[str]
+
+
+@dataclass(kw_only=True)
+class _RunState:
+    input: Any
+    outputs: dict[str, Any]
+
+
+class Workflow:
+    """A fixed graph of steps; itself a step. See the module docstring for the rules."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        input_type: Any = Any,
+        description: str = "",
+        budget: Budget | None = None,
+    ) -> None:
+        self.name = name
+        """The workflow's step name (its events' path)."""
+        self.input_type: Any = input_type
+        """The workflow input's type; a pydantic model validates a dict input."""
+        self.description = description
+        """What the workflow is for."""
+        self.budget = budget
+        """The run budget when this workflow is the run's target."""
+        self.graph: nx.DiGraph = nx.DiGraph()
+        """The graph: node attrs ``step`` and ``join``; route nodes also ``route``."""
+        self._tails: list[str] = []
+        self._version = 0
+        self._plan: tuple[int, _Plan] | None = None
+
+    def __repr__(self) -> str:
+        return f"<workflow {self.name}: {len(self.graph)} nodes>"
+
+    @property
+    def nodes(self) -> list[str]:
+        """Node names in declaration order."""
+        return list(self.graph.nodes)
+
+    @property
+    def output_type(self) -> Any:
+        """The output type of the end node(s) (``Any`` when they differ or are unknown)."""
+        ends = [n for n in self.graph if self.graph.out_degree(n) == 0]
+        found = {_strip(self._out_type(n, set())) for n in ends}
+        return found.pop() if len(found) == 1 else Any
+
+    @property
+    def needs_model(self) -> bool:
+        """Whether any node calls a model (the CLI asks for one only then)."""
+        return any(_needs_model(self.graph.nodes[n]["step"]) for n in self.graph)
+
+    def add(
+        self, name: str, step: Step, *, after: Iterable[str] = (), join: Join | None = None
+    ) -> Workflow:
+        """Add node ``name`` running ``step`` after the nodes in ``after`` (builder API).
+
+        ``after`` must name nodes already added; a route reaches nodes added later by
+        naming them as branches. ``join`` overrides what a join node receives.
+        """
+        after = list(after)
+        self._check_new(name, step, after)
+        self.graph.add_node(name, step=step, join=join)
+        for pred in after:
+            self.graph.add_edge(pred, name)
+        for other, data in self.graph.nodes(data=True):
+            spec: _RouteSpec | None = data.get("route")
+            if spec is not None and name in spec.targets():
+                self.graph.add_edge(other, name)
+        self._touch()
+        return self
+
+    def add_route(
+        self,
+        name: str,
+        on: str | Callable[..., Any],
+        branches: Mapping[Any, str],
+        *,
+        default: str | None = None,
+        after: Iterable[str] = (),
+    ) -> Workflow:
+        """Add a routing node that sends its input to ONE branch (builder API).
+
+        ``on`` is a field of the incoming value (a pydantic model, dataclass or dict) or a
+        function of it (sync or async; its return is the key). ``branches`` maps route
+        values (``Literal`` strings or ``Enum`` members) to node names, which may be added
+        later; ``default`` takes every other value.
+        """
+        key_of = on if isinstance(on, str) else FunctionStep(on)
+        spec = _RouteSpec(
+            on=key_of, branches={_norm(k): v for k, v in branches.items()}, default=default
+        )
+        self.add(name, _RouteStep(name, spec), after=after)
+        self.graph.nodes[name]["route"] = spec
+        for target in spec.targets():
+            if target in self.graph:
+                self.graph.add_edge(name, target)
+        self._touch()
+        return self
+
+    def connect(self, source: str, target: str) -> Workflow:
+        """Add an edge between two existing nodes (builder API)."""
+        for node in (source, target):
+            if node not in self.graph:
+                raise GraphError(f"cannot connect: no node {node!r} in {self.name}", node=node)
+        self.graph.add_edge(source, target)
+        self._touch()
+        return self
+
+    def then(self, step: Step, *, name: str | None = None, join: Join | None = None) -> Workflow:
+        """Append ``step`` after the current end(s): a chain link, or the join of a fan-out."""
+        node = name or step.name
+        self.add(node, step, after=self._current_ends(), join=join)
+        self._tails = [node]
+        self._raise_first(self._edge_errors(node))
+        return self
+
+    def parallel(self, *steps: Step, **named: Step) -> Workflow:
+        """Fan out: each step runs after the current end(s), concurrently with the others.
+
+        Node names are the steps' names, or the keywords. Join them with :meth:`then`.
+        """
+        pairs = [(s.name, s) for s in steps] + list(named.items())
+        if len(pairs) < 2:
+            raise GraphError(f"{self.name}: parallel() needs two or more steps", node=None)
+        after = self._current_ends()
+        for node, step in pairs:
+            self.add(node, step, after=after)
+            self._raise_first(self._edge_errors(node))
+        self._tails = [node for node, _ in pairs]
+        return self
+
+    def route(
+        self,
+        on: str | Callable[..., Any],
+        branches: Mapping[Any, Step],
+        *,
+        default: Step | None = None,
+        name: str | None = None,
+    ) -> Workflow:
+        """Route the current output to ONE of ``branches`` (by value of ``on``).
+
+        ``on`` is a field name or a function; ``branches`` maps values to steps (one step
+        may serve several values). A following :meth:`then` merges the branches: it gets
+        the output of the one that ran. Raises :class:`GraphError` at once when the route
+        does not cover every value of a ``Literal``/``Enum`` and has no default.
+        """
+        label = on if isinstance(on, str) else getattr(on, "__name__", "fn")
+        node = name or f"route_{label}"
+        steps = {id(s): s for s in [*branches.values(), *([default] if default else [])]}
+        targets = {k: v.name for k, v in branches.items()}
+        self.add_route(
+            node, on, targets, default=default.name if default else None, after=self._current_ends()
+        )
+        for step in steps.values():
+            if step.name not in self.graph:
+                self.add(step.name, step)
+        self._raise_first(self._edge_errors(node) + self._route_errors(node))
+        self._tails = self.graph.nodes[node]["route"].targets()
+        return self
+
+    def validation_errors(self) -> list[GraphError]:
+        """Every problem of the graph, without raising (``loopwise check`` reports these)."""
+        if len(self.graph) == 0:
+            return [GraphError(f"workflow {self.name!r} has no nodes; add one", node=None)]
+        errors = self._branch_errors()
+        cycle = self._cycle_error()
+        if cycle is not None:
+            return [*errors, cycle]
+        errors += self._reach_errors()
+        for node in self.graph:
+            errors += self._edge_errors(node) + self._route_errors(node)
+        return errors + self._end_errors()
+
+    def validate(self) -> Workflow:
+        """Raise the first :class:`GraphError` of :meth:`validation_errors`; return self."""
+        self._raise_first(self.validation_errors())
+        return self
+
+    async def run(self, input: Any, ctx: Context) -> Any:
+        """Run the graph on ``input`` (validated first); return the end node's output."""
+        plan = self._compiled()
+        state = _RunState(input=_coerce(input, self.input_type, self.name), outputs={})
+        for generation in plan.generations:
+            ready = [n for n in generation if self._active(n, plan, state)]
+            if ready:
+                ctx.check_budget()
+                await _all([self._run_node(n, plan, state, ctx) for n in ready])
+        ran = [n for n in plan.ends if n in state.outputs]
+        outputs = {n: _value(state.outputs[n]) for n in ran}
+        return outputs[ran[0]] if len(ran) == 1 else outputs
+
+    def to_mermaid(self) -> str:
+        """The graph as a Mermaid flowchart (``loopwise graph`` prints it)."""
+        ids = _mermaid_ids(list(self.graph))
+        lines = [f"%% workflow {self.name}", "flowchart TD"]
+        for node, data in self.graph.nodes(data=True):
+            lines.append(f"    {ids[node]}{_shape(node, data)}")
+        for source, target in self.graph.edges:
+            spec: _RouteSpec | None = self.graph.nodes[source].get("route")
+            label = ""
+            if spec is not None:
+                label = "|" + _quote(", ".join(spec.labels(target))) + "|"
+            lines.append(f"    {ids[source]} -->{label} {ids[target]}")
+        return "\n".join(lines) + "\n"
+
+    def _current_ends(self) -> list[str]:
+        """Where the chained methods attach: the last declared ends, or the graph's ends."""
+        if self._tails or len(self.graph) == 0:
+            return list(self._tails)
+        return [n for n in self.graph if self.graph.out_degree(n) == 0]
+
+    def _touch(self) -> None:
+        self._version += 1
+
+    def _check_new(self, name: str, step: Any, after: list[str]) -> None:
+        if not isinstance(name, str) or not name or "/" in name:
+            raise GraphError(f"{self.name}: node names are non-empty, without '/'", node=name)
+        if name in self.graph:
+            raise GraphError(
+                f"node {name!r} already exists in {self.name}; node names are unique "
+                "(pass name=... or wrap the step under another name)",
+                node=name,
+            )
+        if not isinstance(step, Step):
+            raise GraphError(
+                f"node {name!r}: {step!r} is not a step (decorate the function with @step)",
+                node=name,
+            )
+        for pred in after:
+            if pred not in self.graph:
+                raise GraphError(
+                    f"node {name!r} comes after {pred!r}, which is not declared yet; "
+                    "add nodes in order, or reach later nodes through a route",
+                    node=name,
+                )
+
+    def _raise_first(self, errors: list[GraphError]) -> None:
+        if errors:
+            raise errors[0]
+
+    def _compiled(self) -> _Plan:
+        if self._plan is not None and self._plan[0] == self._version:
+            return self._plan[1]
+        self.validate()
+        plan = _Plan(
+            start=self._start(),
+            generations=[list(g) for g in nx.topological_generations(self.graph)],
+            ends=[n for n in self.graph if self.graph.out_degree(n) == 0],
+            merges=frozenset(n for n in self.graph if self._merges(n)),
+        )
+        self._plan = (self._version, plan)
+        return plan
+
+    def _start(self) -> str:
+        roots = [n for n in self.graph if self.graph.in_degree(n) == 0]
+        return str(roots[0] if roots else next(iter(self.graph)))
+
+    def _active(self, node: str, plan: _Plan, state: _RunState) -> bool:
+        if node == plan.start:
+            return True
+        return any(self._edge_live(p, node, state) for p in self.graph.predecessors(node))
+
+    def _edge_live(self, pred: str, node: str, state: _RunState) -> bool:
+        if pred not in state.outputs:
+            return False
+        out = state.outputs[pred]
+        return not isinstance(out, RouteDecision) or out.branch == node
+
+    def _node_input(self, node: str, plan: _Plan, state: _RunState) -> Any:
+        if node == plan.start:
+            return state.input
+        live = {
+            p: _value(state.outputs[p])
+            for p in self.graph.predecessors(node)
+            if self._edge_live(p, node, state)
+        }
+        join: Join | None = self.graph.nodes[node]["join"]
+        if join is not None:
+            return join(live)
+        if self.graph.in_degree(node) == 1 or node in plan.merges:
+            return next(iter(live.values()))
+        return live
+
+    async def _run_node(self, node: str, plan: _Plan, state: _RunState, ctx: Context) -> None:
+        step = self.graph.nodes[node]["step"]
+        try:
+            value = self._node_input(node, plan, state)
+            value = _coerce(value, getattr(step, "input_type", Any), node)
+            ctx.count_step()
+            state.outputs[node] = await ctx.run_step(_Named(node, step), value)
+        except (Halt, ConfigError):
+            raise
+        except Exception as e:
+            raise Halt(Status.ERROR, f"node {node}: {type(e).__name__}: {e}") from e
+
+    def _merges(self, node: str) -> bool:
+        """Whether ``node`` joins mutually exclusive route branches (so one ran)."""
+        preds = list(self.graph.predecessors(node))
+        if len(preds) < 2:
+            return False
+        guards = self._guards()
+        edge = [self._edge_guard(p, node, guards) for p in preds]
+        return all(_exclusive(a, b) for i, a in enumerate(edge) for b in edge[i + 1 :])
+
+    def _guards(self) -> dict[str, frozenset[tuple[str, str]]]:
+        """Per node, the route choices (route, branch) every run of it depends on."""
+        guards: dict[str, frozenset[tuple[str, str]]] = {}
+        for node in nx.topological_sort(self.graph):
+            preds = list(self.graph.predecessors(node))
+            if not preds:
+                guards[node] = frozenset()
+                continue
+            sets = [self._edge_guard(p, node, guards) for p in preds]
+            guards[node] = frozenset.intersection(*sets)
+        return guards
+
+    def _edge_guard(
+        self, pred: str, node: str, guards: dict[str, frozenset[tuple[str, str]]]
+    ) -> frozenset[tuple[str, str]]:
+        if "route" in self.graph.nodes[pred]:
+            return guards[pred] | {(pred, node)}
+        return guards[pred]
+
+    def _out_type(self, node: str, seen: set[str]) -> Any:
+        """What ``node`` passes on: a route passes on what it received."""
+        data = self.graph.nodes[node]
+        if "route" not in data:
+            return getattr(data["step"], "output_type", Any)
+        preds = list(self.graph.predecessors(node))
+        if node in seen or len(preds) > 1:
+            return Any
+        if not preds:
+            return self.input_type
+        return self._out_type(preds[0], seen | {node})
+
+    def _cycle_error(self) -> GraphError | None:
+        try:
+            cycle = nx.find_cycle(self.graph)
+        except nx.NetworkXNoCycle:
+            return None
+        path = " → ".join([*(u for u, _ in cycle), cycle[0][0]])
+        first, last = cycle[-1]
+        return GraphError(
+            f"node {cycle[0][0]!r} is on a cycle ({path}); a workflow is acyclic: remove the "
+            f"edge {first} → {last}, or put the loop inside one step (an agent)",
+            node=cycle[0][0],
+        )
+
+    def _reach_errors(self) -> list[GraphError]:
+        start = self._start()
+        reached = nx.descendants(self.graph, start) | {start}
+        return [
+            GraphError(
+                f"node {n!r} is unreachable from the start node {start!r}: nothing leads to "
+                f"it; give it after=[...] (or name it as a branch), or remove it",
+                node=n,
+            )
+            for n in self.graph
+            if n not in reached
+        ]
+
+    def _branch_errors(self) -> list[GraphError]:
+        errors = []
+        for node, data in self.graph.nodes(data=True):
+            spec: _RouteSpec | None = data.get("route")
+            if spec is None:
+                continue
+            targets = spec.targets()
+            for target in targets:
+                if target not in self.graph:
+                    errors.append(
+                        GraphError(
+                            f"route {node!r} sends {', '.join(spec.labels(target))} to "
+                            f"{target!r}, which is not a node (a dangling branch); add "
+                            f"{target!r} or fix the branch",
+                            node=node,
+                        )
+                    )
+            for succ in self.graph.successors(node):
+                if succ not in targets:
+                    errors.append(
+                        GraphError(
+                            f"node {succ!r} follows route {node!r} but no branch leads to it; "
+                            f"name it in the route's branches (or default)",
+                            node=succ,
+                        )
+                    )
+        return errors
+
+    def _end_errors(self) -> list[GraphError]:
+        ends = [n for n in self.graph if self.graph.out_degree(n) == 0]
+        guards = self._guards()
+        errors = []
+        for i, end in enumerate(ends):
+            clash = [e for e in ends[:i] if not _exclusive(guards[e], guards[end])]
+            if clash:
+                errors.append(
+                    GraphError(
+                        f"node {end!r} ends a branch that nothing joins, while {clash[0]!r} "
+                        f"also ends the workflow (a dangling branch: one output would be "
+                        f"lost); join them with then(step) / add(..., after=[...])",
+                        node=end,
+                    )
+                )
+        return errors
+
+    def _edge_errors(self, node: str) -> list[GraphError]:
+        """Type mismatches on the edges into ``node``."""
+        data = self.graph.nodes[node]
+        wanted = getattr(data["step"], "input_type", Any)
+        preds = list(self.graph.predecessors(node))
+        if not preds:
+            given = [("the workflow input", self.input_type)]
+        elif data["join"] is not None:
+            return []
+        elif len(preds) == 1 or self._merges(node):
+            given = [(repr(p), self._out_type(p, set())) for p in preds]
+        else:
+            given = [(f"the join of {', '.join(preds)}", dict)]
+        return [
+            GraphError(
+                f"node {node!r} takes {_type_name(wanted)} but {source} gives "
+                f"{_type_name(out)}; fix the annotations or convert in a small @step between",
+                node=node,
+            )
+            for source, out in given
+            if not _compatible(out, wanted)
+        ]
+
+    def _route_errors(self, node: str) -> list[GraphError]:
+        spec: _RouteSpec | None = self.graph.nodes[node].get("route")
+        if spec is None:
+            return []
+        domain = self._route_domain(node, spec)
+        if isinstance(domain, GraphError):
+            return [domain]
+        if domain is None:
+            return []
+        errors = []
+        unknown = [k for k in spec.branches if k not in domain]
+        if unknown:
+            errors.append(
+                GraphError(
+                    f"route {node!r} has a branch for {unknown[0]!r}, which is not a value of "
+                    f"{spec.describe()} ({', '.join(map(repr, domain))}); fix the branch key",
+                    node=node,
+                )
+            )
+        missing = [v for v in domain if v not in spec.branches]
+        if missing and spec.default is None:
+            errors.append(
+                GraphError(
+                    f"route {node!r} on {spec.describe()} does not cover "
+                    f"{', '.join(map(repr, missing))}; add a branch for each, or a default",
+                    node=node,
+                )
+            )
+        return errors
+
+    def _route_domain(self, node: str, spec: _RouteSpec) -> list[Any] | GraphError | None:
+        if isinstance(spec.on, FunctionStep):
+            return _domain(spec.on.output_type)
+        preds = list(self.graph.predecessors(node))
+        if len(preds) > 1:
+            return None
+        routed = self._out_type(preds[0], set()) if preds else self.input_type
+        fields = _fields_of(_strip(routed))
+        if fields is None:
+            return None
+        if spec.on not in fields:
+            return GraphError(
+                f"route {node!r} routes on {spec.on!r} but {_type_name(routed)} has no such "
+                f"field (fields: {', '.join(fields)})",
+                node=node,
+            )
+        return _domain(fields[spec.on])
+
+
+async def _all(coros: list[Any]) -> None:
+    """Await ``coros`` concurrently; on a failure cancel the rest and raise it (Halts first)."""
+    if len(coros) == 1:
+        await coros[0]
+        return
+    try:
+        async with asyncio.TaskGroup() as group:
+            for coro in coros:
+                group.create_task(coro)
+    except BaseExceptionGroup as failed:
+        errors = list(_leaves(failed))
+        halts = [e for e in errors if isinstance(e, Halt)]
+        raise (halts or errors)[0] from None
+
+
+def _leaves(group: BaseExceptionGroup[Any]) -> Iterable[BaseException]:
+    for error in group.exceptions:
+        if isinstance(error, BaseExceptionGroup):
+            yield from _leaves(error)
+        else:
+            yield error
+
+
+def _value(output: Any) -> Any:
+    return output.value if isinstance(output, RouteDecision) else output
+
+
+def _needs_model(step: Any) -> bool:
+    return bool(getattr(step, "needs_model", not isinstance(step, FunctionStep)))
+
+
+def _exclusive(a: frozenset[tuple[str, str]], b: frozenset[tuple[str, str]]) -> bool:
+    """Two guards exclude each other when they need different branches of one route."""
+    return any(ra == rb and ta != tb for ra, ta in a for rb, tb in b)
+
+
+def _coerce(value: Any, wanted: Any, node: str) -> Any:
+    """Validate a dict into a pydantic input model (the CLI passes JSON objects)."""
+    model = _strip(wanted)
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        return value
+    if isinstance(value, Mapping):
+        try:
+            return model.model_validate(dict(value))
+        except ValidationError as e:
+            first = e.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "input"
+            raise Halt(
+                Status.ERROR,
+                f"node {node}: input does not match {model.__name__}: {where}: {first['msg']}",
+            ) from e
+    return value
+
+
+def _norm(key: Any) -> Any:
+    return key.value if isinstance(key, enum.Enum) else key
+
+
+def _strip(tp: Any) -> Any:
+    """Drop ``Annotated`` and an optional ``None`` from a type."""
+    while get_origin(tp) is Annotated:
+        tp = get_args(tp)[0]
+    if get_origin(tp) in (Union, types.UnionType):
+        rest = [a for a in get_args(tp) if a is not type(None)]
+        if len(rest) == 1:
+            return _strip(rest[0])
+    return tp
+
+
+def _compatible(out: Any, wanted: Any) -> bool:
+    """Can a value of type ``out`` feed an input of type ``wanted``? Unknown → yes."""
+    out, wanted = _strip(out), _strip(wanted)
+    if out is Any or wanted is Any or wanted is object or out == wanted:
+        return True
+    if get_origin(wanted) in (Union, types.UnionType):
+        return any(_compatible(out, a) for a in get_args(wanted))
+    if get_origin(out) in (Union, types.UnionType):
+        return all(_compatible(a, wanted) for a in get_args(out))
+    if get_origin(out) is Literal:
+        return all(_compatible(type(v), wanted) for v in get_args(out))
+    o, w = get_origin(out) or out, get_origin(wanted) or wanted
+    if not (isinstance(o, type) and isinstance(w, type)):
+        return True
+    try:
+        if issubclass(o, w) or (w is float and o is int):
+            return True
+    except TypeError:  # TypedDicts and friends refuse class checks
+        return True
+    # A dict is validated into a pydantic input model when the node runs.
+    return issubclass(w, BaseModel) and issubclass(o, Mapping)
+
+
+def _fields_of(tp: Any) -> dict[str, Any] | None:
+    """Field name → type of a pydantic model, dataclass or TypedDict (else ``None``)."""
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return {k: f.annotation for k, f in tp.model_fields.items()}
+    if isinstance(tp, type) and (is_dataclass(tp) or hasattr(tp, "__total__")):
+        try:
+            return get_type_hints(tp, include_extras=False)
+        except (NameError, TypeError):
+            return None
+    return None
+
+
+def _domain(tp: Any) -> list[Any] | None:
+    """Every value of a ``Literal``/``Enum``/``bool`` type (normalised), else ``None``."""
+    tp = _strip(tp)
+    if get_origin(tp) is Literal:
+        return [_norm(v) for v in get_args(tp)]
+    if get_origin(tp) in (Union, types.UnionType):
+        parts = [_domain(a) for a in get_args(tp)]
+        return None if any(p is None for p in parts) else [v for p in parts if p for v in p]
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return [m.value for m in tp]
+    if tp is bool:
+        return [True, False]
+    return None
+
+
+def _type_name(tp: Any) -> str:
+    tp = _strip(tp)
+    if isinstance(tp, type) and not get_args(tp):
+        return tp.__name__
+    return repr(tp).replace("typing.", "")
+
+
+def _mermaid_ids(names: list[str]) -> dict[str, str]:
+    ids: dict[str, str] = {}
+    for name in names:
+        base = re.sub(r"\W", "_", name) or "node"
+        candidate, n = base, 1
+        while candidate in ids.values():
+            n += 1
+            candidate = f"{base}_{n}"
+        ids[name] = candidate
+    return ids
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace('"', "#quot;") + '"'
+
+
+def _shape(node: str, data: dict[str, Any]) -> str:
+    spec: _RouteSpec | None = data.get("route")
+    if spec is not None:
+        return "{" + _quote(f"{node}: {spec.describe()}?") + "}"
+    if callable(getattr(data["step"], "to_mermaid", None)):
+        return "[[" + _quote(node) + "]]"
+    return "[" + _quote(node) + "]"
