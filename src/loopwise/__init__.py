@@ -2,6 +2,7 @@
 where a wrong step is expensive — one step interface, one budget, one store, one eval.
 """
 
+from loopwise.agent import Agent, ContextPolicy, LoopDetection
 from loopwise.errors import (
     ConfigError,
     GraphError,
@@ -26,21 +27,40 @@ from loopwise.step import (
     step,
 )
 from loopwise.structured import Structured
+from loopwise.tools import (
+    Bounds,
+    Effect,
+    IdPattern,
+    InDirectory,
+    OneOf,
+    Tool,
+    ToolArgumentsError,
+    as_tool,
+    tool,
+)
 from loopwise.usage import Budget, Price, Pricing, Usage
 from loopwise.workflow import Workflow
 
 __all__ = [
+    "Agent",
+    "Bounds",
     "Budget",
     "ConfigError",
     "Context",
+    "ContextPolicy",
+    "Effect",
     "Event",
     "EventType",
     "GraphError",
+    "IdPattern",
+    "InDirectory",
+    "LoopDetection",
     "LoopwiseError",
     "Model",
     "ModelAPIError",
     "ModelNotConfigured",
     "ModelRequest",
+    "OneOf",
     "OpenAIModel",
     "Price",
     "Pricing",
@@ -51,14 +71,18 @@ __all__ = [
     "StoreError",
     "Structured",
     "TargetError",
+    "Tool",
+    "ToolArgumentsError",
     "ToolCall",
     "ToolError",
     "Turn",
     "Usage",
     "Workflow",
     "arun",
+    "as_tool",
     "resolve_model",
     "run",
     "step",
+    "tool",
 ]
 __version__ = "0.1.0"

@@ -1,0 +1,491 @@
+"""Tools an agent may call: ``@tool`` over plain functions, effects, allow-lists.
+
+A :class:`Tool` is built ONCE, when it is declared: its name, a description from the
+docstring (first paragraph), parameter descriptions (from
+``Annotated[..., Field(description=...)]`` or an ``Args:`` docstring section), a pydantic
+argument model from the signature, and the strict Chat Completions schema made from it by
+``openai``'s own ``pydantic_function_tool``. Calling the model's arguments through
+:meth:`Tool.invoke` always validates them first, so nothing runs on arguments the
+signature does not allow.
+
+Every tool declares its :class:`Effect` (least power): ``read`` tools observe, ``write``
+tools change something that can be undone, ``irreversible`` ones cannot be undone (money,
+deletes, mail) and an agent refuses them unless they carry a ``gate``.
+
+Allow-list helpers make the valid inputs explicit and are enforced by pydantic whatever
+the model sends; where JSON schema can say it, the schema says it too::
+
+    @tool
+    def get_order(order_id: Annotated[str, IdPattern(r"O-\\d{4}")]) -> dict: ...
+
+A parameter named ``ctx`` receives the run's :class:`~loopwise.step.Context` (with
+``ctx.idempotency_key`` set while a ``write``/``irreversible`` tool runs) and is not part
+of the schema. Mistakes in a declaration raise :class:`~loopwise.errors.ToolError`;
+bad arguments at call time raise :class:`ToolArgumentsError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import inspect
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, get_args, get_origin, get_type_hints, overload
+
+import pydantic
+from openai import pydantic_function_tool
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.fields import FieldInfo
+from pydantic_core import core_schema
+
+from loopwise.errors import LoopwiseError, ToolError
+
+if TYPE_CHECKING:
+    from loopwise.step import Context
+
+__all__ = [
+    "Bounds",
+    "Effect",
+    "IdPattern",
+    "InDirectory",
+    "OneOf",
+    "Tool",
+    "ToolArgumentsError",
+    "as_tool",
+    "tool",
+]
+
+_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+class Effect(enum.StrEnum):
+    """What calling a tool does to the world (least power: declare the smallest)."""
+
+    READ = "read"
+    WRITE = "write"
+    IRREVERSIBLE = "irreversible"
+
+
+class ToolArgumentsError(LoopwiseError):
+    """Arguments a model sent are not JSON or fail the tool's validation.
+
+    The message says exactly what was wrong, in words a model can act on.
+    """
+
+    def __init__(self, message: str, *, tool: str) -> None:
+        super().__init__(message)
+        self.tool = tool
+
+
+class _Constraint:
+    """Base of the allow-list helpers: an after-validator plus a JSON-schema hint."""
+
+    def check(self, value: Any) -> Any:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def schema_hint(self, schema: dict[str, Any]) -> None:
+        """Add what JSON schema can express of this constraint to ``schema``."""
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: pydantic.GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return core_schema.no_info_after_validator_function(self.check, handler(source))
+
+    def __get_pydantic_json_schema__(
+        self, schema: core_schema.CoreSchema, handler: pydantic.GetJsonSchemaHandler
+    ) -> dict[str, Any]:
+        json_schema = dict(handler(schema))
+        self.schema_hint(json_schema)
+        return json_schema
+
+
+class OneOf(_Constraint):
+    """Allow only these values: ``Annotated[str, OneOf(["low", "high"])]`` (schema ``enum``)."""
+
+    def __init__(self, values: Iterable[Any]) -> None:
+        self.values = tuple(values)
+        if not self.values:
+            raise ToolError("OneOf() needs at least one allowed value", tool="OneOf")
+
+    def check(self, value: Any) -> Any:
+        if value not in self.values:
+            allowed = ", ".join(repr(v) for v in self.values)
+            raise ValueError(f"{value!r} is not one of the allowed values: {allowed}")
+        return value
+
+    def schema_hint(self, schema: dict[str, Any]) -> None:
+        schema["enum"] = list(self.values)
+
+    def __repr__(self) -> str:
+        return f"OneOf({list(self.values)!r})"
+
+
+class IdPattern(_Constraint):
+    """Allow only strings that match ``regex`` in full: ``IdPattern(r"C-\\d{4}")``."""
+
+    def __init__(self, regex: str) -> None:
+        self.regex = regex.removeprefix("^").removesuffix("$")
+        self._compiled = re.compile(self.regex)
+
+    def check(self, value: Any) -> Any:
+        if not isinstance(value, str) or self._compiled.fullmatch(value) is None:
+            raise ValueError(f"{value!r} does not match the id pattern ^{self.regex}$")
+        return value
+
+    def schema_hint(self, schema: dict[str, Any]) -> None:
+        schema["pattern"] = f"^{self.regex}$"
+
+    def __repr__(self) -> str:
+        return f"IdPattern({self.regex!r})"
+
+
+class InDirectory(_Constraint):
+    """Allow only paths inside ``root``: relative paths resolve against it, ``..`` and
+    symlinks are resolved before the check. The validated value is the resolved path
+    (a ``Path`` for ``Path`` parameters, a ``str`` otherwise)."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root).resolve()
+
+    def check(self, value: Any) -> Any:
+        candidate = Path(value)
+        full = (candidate if candidate.is_absolute() else self.root / candidate).resolve()
+        if not full.is_relative_to(self.root):
+            raise ValueError(f"path {str(value)!r} is outside the allowed directory {self.root}")
+        return full if isinstance(value, Path) else str(full)
+
+    def schema_hint(self, schema: dict[str, Any]) -> None:
+        note = f"A path inside {self.root} (relative paths resolve against it)."
+        schema["description"] = (
+            f"{schema['description']} {note}" if "description" in schema else note
+        )
+
+    def __repr__(self) -> str:
+        return f"InDirectory({str(self.root)!r})"
+
+
+class Bounds(_Constraint):
+    """Allow only numbers within ``[ge, le]`` (either side optional; schema min/max)."""
+
+    def __init__(self, *, ge: float | None = None, le: float | None = None) -> None:
+        if ge is None and le is None:
+            raise ToolError("Bounds() needs ge= and/or le=", tool="Bounds")
+        self.ge, self.le = ge, le
+
+    def check(self, value: Any) -> Any:
+        if self.ge is not None and value < self.ge:
+            raise ValueError(f"{value!r} is below the minimum {self.ge}")
+        if self.le is not None and value > self.le:
+            raise ValueError(f"{value!r} is above the maximum {self.le}")
+        return value
+
+    def schema_hint(self, schema: dict[str, Any]) -> None:
+        if self.ge is not None:
+            schema["minimum"] = self.ge
+        if self.le is not None:
+            schema["maximum"] = self.le
+
+    def __repr__(self) -> str:
+        return f"Bounds(ge={self.ge!r}, le={self.le!r})"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Doc:
+    summary: str
+    params: dict[str, str]
+
+
+def _parse_docstring(doc: str) -> _Doc:
+    """The first paragraph, and parameter lines of a Google-style ``Args:`` section."""
+    paragraphs = re.split(r"\n\s*\n", doc.strip(), maxsplit=1)
+    summary = " ".join(paragraphs[0].split()) if doc.strip() else ""
+    if summary.startswith(("Args:", "Arguments:", "Parameters:")):
+        summary = ""
+    params: dict[str, str] = {}
+    section = re.search(
+        r"^\s*(?:Args|Arguments|Parameters):\s*\n(.*?)(?:^\s*\w[\w ]*:\s*$|\Z)",
+        doc,
+        re.M | re.S,
+    )
+    if section:
+        current = None
+        for line in section.group(1).splitlines():
+            match = re.match(r"^\s*(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$", line)
+            if match:
+                current = match.group(1)
+                params[current] = match.group(2).strip()
+            elif current and line.strip():
+                params[current] = f"{params[current]} {line.strip()}"
+    return _Doc(summary=summary, params=params)
+
+
+def _has_description(hint: Any) -> bool:
+    if get_origin(hint) is not Annotated:
+        return False
+    return any(isinstance(m, FieldInfo) and m.description for m in get_args(hint)[1:])
+
+
+def _arg_fields(fn: Callable[..., Any], name: str, doc: _Doc) -> tuple[dict[str, Any], bool]:
+    """Pydantic field definitions from ``fn``'s signature, and whether it takes ``ctx``."""
+    try:
+        hints = get_type_hints(fn, include_extras=True)
+    except (NameError, TypeError) as e:
+        raise ToolError(f"tool {name!r}: cannot resolve its annotations ({e})", tool=name) from e
+    fields: dict[str, Any] = {}
+    takes_ctx = False
+    for param in inspect.signature(fn).parameters.values():
+        if param.name == "ctx":
+            takes_ctx = True
+            continue
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
+            raise ToolError(
+                f"tool {name!r}: parameter {param.name!r} must be a plain or keyword parameter "
+                "(no *args, **kwargs or positional-only)",
+                tool=name,
+            )
+        if param.name not in hints:
+            raise ToolError(
+                f"tool {name!r}: parameter {param.name!r} has no type annotation; annotate it "
+                "so its arguments can be validated",
+                tool=name,
+            )
+        hint = hints[param.name]
+        default = ... if param.default is param.empty else param.default
+        described = doc.params.get(param.name)
+        if described and not _has_description(hint):
+            fields[param.name] = (hint, Field(default, description=described))
+        else:
+            fields[param.name] = (hint, default)
+    return fields, takes_ctx
+
+
+class Tool:
+    """A function the model may call; see the module docstring. Build with :func:`tool`."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        effect: Effect | str = Effect.READ,
+        untrusted_output: bool = False,
+        timeout: float | None = None,
+        gate: Any = None,
+        args_model: type[BaseModel] | None = None,
+    ) -> None:
+        self.fn = fn
+        self.name = name or fn.__name__
+        if not _NAME_RE.match(self.name):
+            raise ToolError(
+                f"tool name {self.name!r} must be 1-64 letters, digits, '_' or '-'", tool=self.name
+            )
+        try:
+            self.effect = Effect(effect)
+        except ValueError as e:
+            raise ToolError(
+                f"tool {self.name!r}: effect {effect!r} is not one of read, write, irreversible",
+                tool=self.name,
+            ) from e
+        doc = _parse_docstring(inspect.getdoc(fn) or "")
+        self.description = description if description is not None else doc.summary
+        """What the tool does and when to call it (empty when undocumented: ``check`` warns)."""
+        self.untrusted_output = untrusted_output
+        self.timeout = timeout
+        self.gate = gate
+        self._is_async = inspect.iscoroutinefunction(fn)
+        # With an explicit args_model the function is ``async fn(args, ctx)`` (as_tool).
+        self._takes_args_model = args_model is not None
+        self._takes_ctx = True
+        if args_model is None:
+            fields, self._takes_ctx = _arg_fields(fn, self.name, doc)
+            args_model = pydantic.create_model(
+                f"{self.name}_arguments", __config__=ConfigDict(extra="forbid"), **fields
+            )
+        self.args_model: type[BaseModel] = args_model
+        self.schema: dict[str, Any] = _function_schema(self.name, self.description, args_model)
+        """The Chat Completions tool entry (strict JSON schema), built once."""
+        self.__doc__ = fn.__doc__
+
+    def parse(self, arguments: str | Mapping[str, Any] | BaseModel | None) -> BaseModel:
+        """Validate raw model arguments; raises :class:`ToolArgumentsError` saying what is wrong."""
+        if isinstance(arguments, self.args_model):
+            return arguments
+        if isinstance(arguments, BaseModel):
+            arguments = arguments.model_dump()
+        if isinstance(arguments, str):
+            arguments = _loads(arguments, self.name)
+        if not isinstance(arguments, Mapping):
+            raise ToolArgumentsError(
+                f"arguments for {self.name!r} must be a JSON object, got "
+                f"{type(arguments).__name__}",
+                tool=self.name,
+            )
+        try:
+            return self.args_model.model_validate(dict(arguments))
+        except ValidationError as e:
+            raise ToolArgumentsError(_describe(e, self.name), tool=self.name) from e
+
+    async def invoke(
+        self, arguments: str | Mapping[str, Any] | BaseModel | None, ctx: Context | None = None
+    ) -> Any:
+        """Validate ``arguments`` and run the tool (sync ones in a worker thread).
+
+        Raises :class:`ToolArgumentsError` for bad arguments, ``TimeoutError`` when
+        :attr:`timeout` passes, and whatever the function raises.
+        """
+        args = self.parse(arguments)
+        coro = self._call(args, ctx)
+        if self.timeout is None:
+            return await coro
+        try:
+            return await asyncio.wait_for(coro, self.timeout)
+        except TimeoutError as e:
+            raise TimeoutError(f"tool {self.name!r} timed out after {self.timeout}s") from e
+
+    async def _call(self, args: BaseModel, ctx: Context | None) -> Any:
+        if self._takes_args_model:
+            return await self.fn(args, ctx)
+        kwargs = {k: getattr(args, k) for k in type(args).model_fields}
+        if self._takes_ctx:
+            kwargs["ctx"] = ctx
+        if self._is_async:
+            return await self.fn(**kwargs)
+        return await asyncio.to_thread(self.fn, **kwargs)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the wrapped function directly (no validation): handy in tests."""
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<tool {self.name} ({self.effect})>"
+
+
+def _function_schema(name: str, description: str, model: type[BaseModel]) -> dict[str, Any]:
+    entry = pydantic_function_tool(model, name=name, description=description or name)
+    # A plain dict (the SDK's wrapper carries the model class), JSON-ready for any sink.
+    function = dict(entry["function"])
+    if not description:
+        function.pop("description", None)
+    return {"type": "function", "function": function}
+
+
+def _loads(raw: str, name: str) -> Any:
+    if not raw.strip():
+        return {}
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as e:
+        shown = raw if len(raw) <= 200 else raw[:200] + "…"
+        raise ToolArgumentsError(
+            f"arguments for {name!r} are not valid JSON ({e.msg} at line {e.lineno} column "
+            f"{e.colno}): {shown}",
+            tool=name,
+        ) from e
+
+
+def _describe(error: ValidationError, name: str) -> str:
+    problems = []
+    for item in error.errors(include_url=False):
+        where = ".".join(str(p) for p in item["loc"]) or "(arguments)"
+        message = str(item["msg"]).removeprefix("Value error, ")
+        if item["type"] == "extra_forbidden":
+            message = "unknown argument (not in the tool's schema)"
+        elif item["type"] == "missing":
+            message = "missing required argument"
+        got = "" if item["type"] == "missing" else f" (got {item.get('input')!r})"
+        problems.append(f"{where}: {message}{got}")
+    return f"invalid arguments for {name!r}: " + "; ".join(problems)
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    effect: Effect | str = Effect.READ,
+    untrusted_output: bool = False,
+    timeout: float | None = None,
+    gate: Any = None,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    effect: Effect | str = Effect.READ,
+    untrusted_output: bool = False,
+    timeout: float | None = None,
+    gate: Any = None,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Make a function a :class:`Tool`: ``@tool`` or ``@tool(effect="write", timeout=5)``.
+
+    Raises :class:`~loopwise.errors.ToolError` for a parameter without a type annotation,
+    ``*args``/``**kwargs``, an invalid name or an unknown effect.
+    """
+
+    def build(f: Callable[..., Any]) -> Tool:
+        return Tool(
+            f,
+            name=name,
+            description=description,
+            effect=effect,
+            untrusted_output=untrusted_output,
+            timeout=timeout,
+            gate=gate,
+        )
+
+    return build(fn) if fn is not None else build
+
+
+def as_tool(
+    step: Any,
+    *,
+    description: str,
+    name: str | None = None,
+    effect: Effect | str = Effect.READ,
+    untrusted_output: bool = False,
+    timeout: float | None = None,
+    gate: Any = None,
+) -> Tool:
+    """Any step (a workflow, a structured step, an agent) as a tool, run via ``ctx.run_step``.
+
+    A step whose ``input_type`` is a pydantic model takes that model as its arguments;
+    any other step takes one argument, ``input``, of its ``input_type`` (``str`` for an
+    agent, which has none).
+    """
+    step_name = name or str(step.name)
+    input_type = getattr(step, "input_type", str)
+    if isinstance(input_type, type) and issubclass(input_type, BaseModel):
+        args_model: type[BaseModel] = input_type
+        unwrap = False
+    else:
+        args_model = pydantic.create_model(
+            f"{step_name}_arguments",
+            __config__=ConfigDict(extra="forbid"),
+            input=(input_type, Field(description=f"The input of {step_name}.")),
+        )
+        unwrap = True
+
+    async def run_step(args: BaseModel, ctx: Context) -> Any:
+        return await ctx.run_step(step, getattr(args, "input") if unwrap else args)  # noqa: B009
+
+    return Tool(
+        run_step,
+        name=step_name,
+        description=description,
+        effect=effect,
+        untrusted_output=untrusted_output,
+        timeout=timeout,
+        gate=gate,
+        args_model=args_model,
+    )
