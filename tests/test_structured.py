@@ -217,3 +217,13 @@ def test_tool_rung_validation_error_answers_the_call_id() -> None:
     retry = server.requests[-1]["messages"]
     assert retry[-1]["role"] == "tool" and retry[-1]["tool_call_id"] == "call_a"
     assert "urgency" in retry[-1]["content"]
+
+
+def test_readme_structured_output_example_runs() -> None:
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("## Structured output", 1)[1]
+    block = re.findall(r"```python\n(.*?)```", section, re.S)[0]
+    exec(compile(block, "README.md#structured-output", "exec"), {"__name__": "readme"})

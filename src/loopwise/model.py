@@ -222,6 +222,8 @@ class OpenAIModel:
             completion = await self.client.chat.completions.create(**params)
         except openai.OpenAIError as e:
             raise _map_error(e, request) from e
+        except json.JSONDecodeError as e:  # a 2xx body that is not JSON: the SDK lets it through
+            raise ModelAPIError(f"model API returned malformed JSON: {e}") from e
         return _to_turn(completion, self.name)
 
 

@@ -1,0 +1,203 @@
+"""`loopwise run` on a structured step against the local Chat Completions server (issue 2)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loopwise.cli import main
+from loopwise.testing import FakeChatServer, Fault, refuse, reply
+
+TARGET = '''
+from typing import Literal
+
+import pydantic
+
+from loopwise import Structured
+
+
+class Ticket(pydantic.BaseModel):
+    """A triaged support ticket."""
+
+    summary: str
+    category: Literal["billing", "technical", "other"]
+    urgency: int = pydantic.Field(ge=1, le=5)
+
+
+triage = Structured("triage", Ticket, "Summarise the ticket, pick a category, rate urgency 1-5.")
+'''
+GOOD = {"summary": "card charged twice", "category": "billing", "urgency": 4}
+TICKET = json.dumps({"subject": "Refund", "body": "I was charged twice"})
+
+
+@pytest.fixture
+def target(tmp_path: Path) -> str:
+    path = tmp_path / "triage_target.py"
+    path.write_text(TARGET)
+    return f"{path}:triage"
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any, str]:
+    """Run the CLI in-process; returns (exit code, the parsed JSON stdout, stderr)."""
+    code = main(["run", *argv, "--json"])
+    out, err = capsys.readouterr()
+    return code, json.loads(out), err
+
+
+@pytest.fixture
+def serve(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Start a server for ``script`` and point OPENAI_BASE_URL at it."""
+    servers: list[FakeChatServer] = []
+
+    def start(script: Any = None, **kw: Any) -> FakeChatServer:
+        server = FakeChatServer(script, **kw).start()
+        servers.append(server)
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def test_run_prints_one_json_document(
+    target: str, serve: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = serve([reply(GOOD)])
+    code, doc, err = _run(capsys, target, "--input", TICKET, "--model", "fake-model")
+    assert (code, err) == (0, "")
+    assert {"run_id", "status", "output", "usage"} <= set(doc)
+    assert doc["status"] == "completed" and doc["output"] == GOOD
+    assert doc["usage"]["model_calls"] == 1 and doc["usage"]["input_tokens"] > 0
+    assert server.requests[0]["model"] == "fake-model"
+    assert json.loads(server.requests[0]["messages"][1]["content"])["subject"] == "Refund"
+
+
+def test_broken_json_is_re_asked_and_two_calls_are_counted(
+    target: str, serve: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    serve([reply('{"summary": "card'), reply(GOOD)])
+    code, doc, _ = _run(capsys, target, "--input", TICKET, "--model", "fake-model")
+    assert code == 0 and doc["status"] == "completed" and doc["output"] == GOOD
+    assert doc["usage"]["model_calls"] == 2
+
+
+def test_never_valid_ends_invalid_output_with_exit_1(
+    target: str, serve: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = serve(lambda request: reply({"summary": "x", "urgency": 99}))
+    code, doc, _ = _run(capsys, target, "--input", TICKET, "--model", "fake-model")
+    assert code == 1 and doc["status"] == "invalid_output"
+    assert doc["usage"]["model_calls"] == 3 and len(server.requests) == 3
+
+
+def test_a_server_rejecting_json_schema_still_yields_a_validated_result(
+    target: str, serve: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = serve([reply(GOOD)], reject={"json_schema"})
+    code, doc, _ = _run(capsys, target, "--input", TICKET, "--model", "fake-model")
+    assert code == 0 and doc["output"] == GOOD and doc["usage"]["model_calls"] == 1
+    formats = [body["response_format"]["type"] for body in server.requests]
+    assert formats == ["json_schema", "json_object"]
+
+
+def test_refusal_ends_refused(target: str, serve: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    serve([refuse("I can't help with that.")])
+    code, doc, _ = _run(capsys, target, "--input", TICKET, "--model", "fake-model")
+    assert code == 1 and doc["status"] == "refused"
+    assert "can't help" in doc["detail"]
+
+
+def test_a_500_after_the_sdk_retries_ends_error(
+    target: str, serve: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The CLI's client keeps the SDK's default retries (2); retry-after-ms keeps them quick.
+    server = serve([Fault(status=500, headers={"retry-after-ms": "1"})] * 3)
+    code, doc, _ = _run(capsys, target, "--input", TICKET, "--model", "fake-model")
+    assert code == 1 and doc["status"] == "error" and "500" in doc["detail"]
+    assert len(server.requests) == 3
+
+
+def test_model_from_the_environment(
+    target: str, serve: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = serve([reply(GOOD)])
+    monkeypatch.setenv("LOOPWISE_MODEL", "env-model")
+    code, doc, _ = _run(capsys, target, "--input", TICKET)
+    assert code == 0 and doc["status"] == "completed"
+    assert server.requests[0]["model"] == "env-model"
+
+
+def test_scripted_model_runs_offline(target: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, doc, _ = _run(capsys, target, "--input", TICKET, "--model", "scripted")
+    assert code == 0 and doc["status"] == "completed"
+    assert set(doc["output"]) == {"summary", "category", "urgency"}
+
+
+def test_human_output_without_json(
+    target: str, serve: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    serve([reply(GOOD)])
+    code = main(["run", target, "--input", TICKET, "--model", "fake-model"])
+    out = capsys.readouterr().out
+    assert code == 0 and ": completed" in out and '"urgency": 4' in out and "1 model calls" in out
+
+
+def _usage_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    code = main(["run", *argv])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert err.startswith("loopwise: ") and err.count("\n") == 1 and "Traceback" not in err
+    return err
+
+
+def test_missing_and_malformed_targets_exit_2(
+    tmp_path: Path, target: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = tmp_path / "broken.py"
+    broken.write_text("def oops(:\n")
+    module = target.rpartition(":")[0]
+    assert "no such file" in _usage_error(
+        capsys, str(tmp_path / "nope.py:x"), "--model", "scripted"
+    )
+    assert "no attribute" in _usage_error(capsys, f"{module}:nothing", "--model", "scripted")
+    assert "not a step" in _usage_error(capsys, f"{module}:Ticket", "--model", "scripted")
+    assert "SyntaxError" in _usage_error(capsys, f"{broken}:oops", "--model", "scripted")
+    assert "names no module" in _usage_error(capsys, ":triage", "--model", "scripted")
+
+
+def test_bad_input_json_exits_2(target: str, capsys: pytest.CaptureFixture[str]) -> None:
+    err = _usage_error(capsys, target, "--input", "{not json", "--model", "scripted")
+    assert "--input is not valid JSON" in err
+
+
+def test_missing_model_configuration_exits_2(
+    target: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = _usage_error(capsys, target, "--input", TICKET)
+    assert "no model configured" in err and "--model scripted" in err
+    err = _usage_error(capsys, target, "--input", TICKET, "--model", "gpt-4o-mini")
+    assert "OPENAI_API_KEY" in err
+
+
+def test_the_console_script_end_to_end(target: str, serve: Any) -> None:
+    """The installed `loopwise` command, as a user runs it: stdout is one JSON document."""
+    server = serve([reply('{"oops'), reply(GOOD)])
+    exe = str(Path(sys.executable).with_name("loopwise"))
+    argv = [exe, "run", target, "--input", TICKET, "--model", "fake-model", "--json"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["status"] == "completed" and doc["usage"]["model_calls"] == 2
+    assert len(server.requests) == 2
+
+    done = subprocess.run(
+        [exe, "run", target, "--input", "{bad"], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
