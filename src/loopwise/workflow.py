@@ -56,7 +56,7 @@ import enum
 import re
 import types
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, is_dataclass
+from dataclasses import dataclass, field, is_dataclass
 from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_type_hints
 
 import networkx as nx
@@ -162,7 +162,7 @@ class _Plan:
 @dataclass(kw_only=True)
 class _RunState:
     input: Any
-    outputs: dict[str, Any]
+    outputs: dict[str, Any] = field(default_factory=dict)
 
 
 class Workflow:
@@ -340,7 +340,7 @@ class Workflow:
     async def run(self, input: Any, ctx: Context) -> Any:
         """Run the graph on ``input`` (validated first); return the end node's output."""
         plan = self._compiled()
-        state = _RunState(input=_coerce(input, self.input_type, self.name), outputs={})
+        state = _RunState(input=_coerce(input, self.input_type, f"workflow {self.name}"))
         for generation in plan.generations:
             ready = [n for n in generation if self._active(n, plan, state)]
             if ready:
@@ -446,7 +446,7 @@ class Workflow:
         step = self.graph.nodes[node]["step"]
         try:
             value = self._node_input(node, plan, state)
-            value = _coerce(value, getattr(step, "input_type", Any), node)
+            value = _coerce(value, getattr(step, "input_type", Any), f"node {node}")
             ctx.count_step()
             state.outputs[node] = await ctx.run_step(_Named(node, step), value)
         except (Halt, ConfigError):
@@ -673,7 +673,7 @@ def _exclusive(a: frozenset[tuple[str, str]], b: frozenset[tuple[str, str]]) -> 
     return any(ra == rb and ta != tb for ra, ta in a for rb, tb in b)
 
 
-def _coerce(value: Any, wanted: Any, node: str) -> Any:
+def _coerce(value: Any, wanted: Any, where: str) -> Any:
     """Validate a dict into a pydantic input model (the CLI passes JSON objects)."""
     model = _strip(wanted)
     if not (isinstance(model, type) and issubclass(model, BaseModel)):
@@ -683,10 +683,10 @@ def _coerce(value: Any, wanted: Any, node: str) -> Any:
             return model.model_validate(dict(value))
         except ValidationError as e:
             first = e.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "input"
+            field = ".".join(str(p) for p in first["loc"]) or "input"
             raise Halt(
                 Status.ERROR,
-                f"node {node}: input does not match {model.__name__}: {where}: {first['msg']}",
+                f"{where}: input does not match {model.__name__}: {field}: {first['msg']}",
             ) from e
     return value
 
