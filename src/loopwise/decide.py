@@ -863,57 +863,70 @@ def _verdict(
     )
 
 
-def workflow_skeleton(path: PathStats, *, name: str | None = None) -> str:
-    """Python source of a workflow that takes ``path`` every time, to fill in by hand.
+def workflow_skeleton(
+    path: PathStats, *, name: str | None = None, module: str | None = None
+) -> str:
+    """Python source of a :class:`~loopwise.workflow.Workflow` that always takes ``path``.
 
-    Each turn becomes one node; tools the agent called together run in parallel;
-    a repeated turn becomes a loop over the items it was repeated for. Arguments the
-    model used to choose are left as ``TODO``: in a workflow, code chooses them.
+    One node per turn of the path; tools the agent called together are awaited together;
+    a repeated turn becomes a loop over the items it was repeated for. The arguments the
+    model used to choose are left as ``TODO``: in a workflow, code chooses them. ``module``
+    is where the agent's tools can be imported from.
     """
     base = _identifier((name or "agent").rsplit(":", 1)[-1]) + "_workflow"
     tools = sorted({t for turn in path.path for t in turn})
+    source = module or "YOUR_AGENT_MODULE"
     lines = [
-        f'"""Workflow skeleton of the dominant tool path ({path.share:.0%} of runs):',
+        f'"""{base}: the dominant tool path of the agent ({path.share:.0%} of its runs) as a',
+        "workflow, so the path is fixed, cheap and debuggable at a known line:",
         f"    {path.text}",
         '"""',
         "",
         "import asyncio",
         "",
         "import loopwise",
+        "from loopwise import Workflow",
+        f"from {source} import {', '.join(_identifier(t) for t in tools)}",
         "",
-        "# The agent's tools, now called in a fixed order by code instead of chosen by a model.",
-        f"# from YOUR_AGENT_MODULE import {', '.join(_identifier(t) for t in tools)}",
-        "",
-        "",
-        "@loopwise.step",
-        f"async def {base}(request: dict, ctx: loopwise.Context) -> dict:",
-        '    """TODO: what this workflow does (it replaces the agent on this path)."""',
-        "    found: dict = {}",
     ]
+    nodes = []
     for i, (turn, again) in enumerate(zip(path.path, path.repeated, strict=True), 1):
-        lines.extend(_skeleton_turn(i, turn, again))
+        node = f"step_{i}_" + "_and_".join(_identifier(t) for t in turn)
+        nodes.append(node)
+        lines.extend(_skeleton_node(node, turn, again))
+    chain = "".join(f"\n    .then({n})" for n in nodes)
     lines += [
-        "    # TODO: one structured-output call to write the answer from `found`, if needed.",
-        "    return found",
+        "",
+        f'{base} = (\n    Workflow("{base}", input_type=dict){chain}\n)',
+        "# TODO: end with a structured-output step that writes the answer from the state.",
         "",
     ]
     return "\n".join(lines)
 
 
-def _skeleton_turn(i: int, turn: tuple[str, ...], again: bool) -> list[str]:
+def _skeleton_node(node: str, turn: tuple[str, ...], again: bool) -> list[str]:
+    lines = [
+        "",
+        "@loopwise.step",
+        f"async def {node}(state: dict, ctx: loopwise.Context) -> dict:",
+        f'    """Call {", ".join(turn)}{" for each item" if again else ""}."""',
+    ]
     indent = "    "
-    out = [f"{indent}# step {i}: {', '.join(turn)}" + (" (repeated)" if again else "")]
     if again:
-        out.append(f"{indent}for item in []:  # TODO: the items the agent repeated this for")
+        lines.append(f"{indent}for item in []:  # TODO: the items the agent repeated this for")
         indent += "    "
-    calls = [f"{_identifier(t)}(**TODO)" for t in turn]
-    if len(calls) == 1:
-        out.append(f'{indent}found.setdefault("{turn[0]}", []).append(await {calls[0]})')
-        return out
-    out.append(f"{indent}results = await asyncio.gather({', '.join(calls)})")
-    out.append(f"{indent}for name, result in zip({list(turn)!r}, results):")
-    out.append(f"{indent}    found.setdefault(name, []).append(result)")
-    return out
+    for t in turn:
+        lines.append(f"{indent}{_identifier(t)}_args: dict = {{}}  # TODO: from state")
+    calls = ", ".join(f"{_identifier(t)}.invoke({_identifier(t)}_args, ctx)" for t in turn)
+    names = ", ".join(repr(t) for t in turn)
+    lines += [
+        f"{indent}results = await asyncio.gather({calls})",
+        f"{indent}for tool_name, result in zip([{names}], results):",
+        f"{indent}    state.setdefault(tool_name, []).append(result)",
+        "    return state",
+        "",
+    ]
+    return lines
 
 
 def _identifier(text: str) -> str:

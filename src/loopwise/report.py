@@ -1,0 +1,584 @@
+"""The eval report as one self-contained HTML page: inline CSS and SVG, no script, no CDN.
+
+:func:`render_html` draws, for an :class:`~loopwise.evals.EvalReport`: the
+recommendation; the side-by-side table; how runs ended (a stacked bar per target); a box
+plot per metric (cost, steps, model calls, tokens, latency — whiskers min–max, box
+p25–p75, a line at p50, a tick at p95) with the targets on one scale; histograms of cost
+and steps per target; each target's shape as an SVG drawing (a workflow's graph laid
+out by topological generation, an agent with its tools coloured by effect) with its
+Mermaid text; and every run in a collapsible table. It opens offline in any browser.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from loopwise.evals import Distribution, EvalReport, TargetSummary, architecture_of, percentile
+
+__all__ = ["describe_graph", "render_html", "write_report"]
+
+PALETTE = ("#2563eb", "#ea580c", "#16a34a", "#9333ea", "#0891b2", "#be123c")
+STATUS_COLORS = {
+    "completed": "#16a34a",
+    "step_limit": "#f59e0b",
+    "budget_exceeded": "#ea580c",
+    "stuck": "#dc2626",
+    "tool_failed": "#b91c1c",
+    "invalid_output": "#a855f7",
+    "refused": "#6b7280",
+    "awaiting_approval": "#0ea5e9",
+    "denied": "#374151",
+    "error": "#7f1d1d",
+    "cancelled": "#9ca3af",
+}
+EFFECT_COLORS = {"read": "#16a34a", "write": "#f59e0b", "irreversible": "#dc2626"}
+CHART_METRICS = (
+    ("cost_usd", "cost per case (USD)"),
+    ("steps", "steps per case"),
+    ("model_calls", "model calls per case"),
+    ("tokens", "tokens per case"),
+    ("latency_s", "latency per case (s)"),
+)
+
+
+def write_report(report: EvalReport, path: str, graphs: dict[str, dict[str, Any]]) -> None:
+    """Write :func:`render_html` of ``report`` to ``path``."""
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(render_html(report, graphs))
+
+
+def render_html(report: EvalReport, graphs: dict[str, dict[str, Any]] | None = None) -> str:
+    """The report page; ``graphs`` maps target names to :func:`describe_graph` results."""
+    graphs = graphs or {}
+    colors = {t.name: PALETTE[i % len(PALETTE)] for i, t in enumerate(report.targets)}
+    sections = [
+        _header(report),
+        _recommendation(report),
+        _section("Side by side", _summary_table(report, colors)),
+        _section("How runs ended", _status_bars(report.targets)),
+        _section(
+            "Distributions",
+            "".join(_box_plot(report.targets, m, title, colors) for m, title in CHART_METRICS),
+        ),
+        _section("Histograms", _histograms(report.targets, colors)),
+        _section("Shapes", "".join(_shape(t, graphs.get(t.name), colors) for t in report.targets)),
+        _section("Every run", "".join(_runs_table(t) for t in report.targets)),
+    ]
+    return _PAGE.format(title=_e(f"loopwise eval {report.eval_id}"), body="\n".join(sections))
+
+
+_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{title}</title>
+<style>
+body {{ font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #111827;
+  margin: 0 auto; max-width: 1100px; padding: 24px; background: #fff; }}
+h1 {{ font-size: 22px; margin: 0 0 4px; }} h2 {{ font-size: 17px; margin: 28px 0 8px;
+  border-bottom: 1px solid #e5e7eb; padding-bottom: 4px; }}
+.meta {{ color: #6b7280; }} .rec {{ background: #f0fdf4; border: 1px solid #86efac;
+  border-radius: 8px; padding: 12px 16px; margin: 16px 0; }}
+.rec b {{ font-size: 15px; }} table {{ border-collapse: collapse; margin: 8px 0; }}
+td, th {{ border: 1px solid #e5e7eb; padding: 4px 8px; text-align: right; }}
+th:first-child, td:first-child {{ text-align: left; }} th {{ background: #f9fafb; }}
+.swatch {{ display: inline-block; width: 10px; height: 10px; border-radius: 2px;
+  margin-right: 6px; }} .charts {{ display: flex; flex-wrap: wrap; gap: 16px; }}
+svg {{ font: 11px system-ui, sans-serif; }} figure {{ margin: 8px 0 16px; }}
+figcaption {{ font-weight: 600; margin-bottom: 4px; }} pre {{ background: #f9fafb;
+  padding: 8px; overflow-x: auto; }} details {{ margin: 6px 0; }}
+</style></head><body>
+{body}
+</body></html>
+"""
+
+
+def _e(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _section(title: str, body: str) -> str:
+    return f"<h2>{_e(title)}</h2>\n{body}"
+
+
+def _header(report: EvalReport) -> str:
+    models = ", ".join(f"{_e(k)}: {_e(v)}" for k, v in report.models.items())
+    return (
+        f"<h1>loopwise eval</h1><div class='meta'>{report.cases} cases × {report.repeat} "
+        f"repeat(s) from <code>{_e(report.dataset)}</code>, concurrency {report.concurrency}, "
+        f"{_e(report.created_at)} · eval {_e(report.eval_id)} · models {models}</div>"
+    )
+
+
+def _recommendation(report: EvalReport) -> str:
+    rec = report.recommendation
+    reasons = "".join(f"<li>{_e(r)}</li>" for r in rec.reasons)
+    choice = f"<b>Recommendation: {_e(rec.choice)}</b>" if rec.choice else "<b>No choice</b>"
+    return f"<div class='rec'>{choice}<p>{_e(rec.text)}</p><ul>{reasons}</ul></div>"
+
+
+def _fmt(value: float | None, metric: str) -> str:
+    if value is None:
+        return "unknown"
+    if metric == "cost_usd":
+        return "$0" if value == 0 else f"${value:.{max(2, 2 - math.floor(math.log10(value)))}f}"
+    if metric == "latency_s":
+        return f"{value * 1000:.3g} ms" if value < 1 else f"{value:.3g} s"
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def _summary_table(report: EvalReport, colors: dict[str, str]) -> str:
+    head = "".join(
+        f"<th><span class='swatch' style='background:{colors[t.name]}'></span>"
+        f"{_e(t.name)}<br><span class='meta'>{_e(t.architecture)}</span></th>"
+        for t in report.targets
+    )
+    rows = [
+        ("runs", [str(t.n) for t in report.targets]),
+        ("completed", [f"{t.completed_rate:.0%}" for t in report.targets]),
+        (
+            "correct",
+            ["—" if t.correct_rate is None else f"{t.correct_rate:.0%}" for t in report.targets],
+        ),
+        ("within budget", [f"{t.within_budget_rate:.0%}" for t in report.targets]),
+        ("flaky cases", [str(t.flaky_cases) for t in report.targets]),
+    ]
+    for metric, title in CHART_METRICS:
+        cells = []
+        for t in report.targets:
+            d = t.metrics[metric]
+            cells.append(" / ".join(_fmt(d.stat(s), metric) for s in ("p50", "p95", "max")))
+        rows.append((f"{title.split(' (')[0]} p50 / p95 / max", cells))
+    body = "".join(
+        f"<tr><td>{_e(label)}</td>{''.join(f'<td>{_e(c)}</td>' for c in cells)}</tr>"
+        for label, cells in rows
+    )
+    return f"<table><tr><th></th>{head}</tr>{body}</table>"
+
+
+def _svg(width: int, height: int, body: str, label: str) -> str:
+    return (
+        f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' "
+        f"viewBox='0 0 {width} {height}' role='img' aria-label='{_e(label)}'>{body}</svg>"
+    )
+
+
+def _status_bars(targets: Sequence[TargetSummary]) -> str:
+    width, left, row = 960, 180, 30
+    parts = []
+    for i, t in enumerate(targets):
+        y, x = 10 + i * row, float(left)
+        parts.append(f"<text x='0' y='{y + 15}'>{_e(_short(t.name, 28))}</text>")
+        for status, count in t.status_counts.items():
+            w = (width - left - 10) * count / max(t.n, 1)
+            color = STATUS_COLORS.get(status, "#9ca3af")
+            parts.append(
+                f"<rect x='{x:.1f}' y='{y}' width='{w:.1f}' height='20' fill='{color}'>"
+                f"<title>{_e(status)}: {count}</title></rect>"
+            )
+            if w > 60:
+                parts.append(
+                    f"<text x='{x + 4:.1f}' y='{y + 14}' fill='#fff'>{_e(status)} {count}</text>"
+                )
+            x += w
+    legend_y = 20 + len(targets) * row
+    statuses = sorted({s for t in targets for s in t.status_counts})
+    for j, status in enumerate(statuses):
+        lx = left + j * 120
+        parts.append(
+            f"<rect x='{lx}' y='{legend_y - 9}' width='10' height='10' "
+            f"fill='{STATUS_COLORS.get(status, '#9ca3af')}'/>"
+            f"<text x='{lx + 14}' y='{legend_y}'>{_e(status)}</text>"
+        )
+    return _svg(width, legend_y + 10, "".join(parts), "how runs ended per target")
+
+
+def _short(text: str, n: int) -> str:
+    return text if len(text) <= n else "…" + text[-(n - 1) :]
+
+
+def _nice_max(value: float) -> float:
+    if value <= 0:
+        return 1.0
+    exp = 10.0 ** math.floor(math.log10(value))
+    for m in (1, 2, 2.5, 5, 10):
+        if value <= m * exp:
+            return float(m * exp)
+    return 10.0 * exp
+
+
+def _box_plot(
+    targets: Sequence[TargetSummary], metric: str, title: str, colors: dict[str, str]
+) -> str:
+    dists = [t.metrics[metric] for t in targets]
+    top = _nice_max(max((d.stat("max") or 0.0) for d in dists))
+    width, left, right, row = 960, 180, 120, 34
+    scale = (width - left - right) / top
+    height = 30 + row * len(targets)
+    parts = _axis(left, scale, top, height - 18, metric)
+    for i, (t, d) in enumerate(zip(targets, dists, strict=True)):
+        y = 8 + i * row
+        parts.append(f"<text x='0' y='{y + 14}'>{_e(_short(t.name, 28))}</text>")
+        parts.append(_box(d, left, scale, y=y, color=colors[t.name], metric=metric))
+    caption = f"{title} — whiskers min–max, box p25–p75, | p50, ◆ p95"
+    svg = _svg(width, height, "".join(parts), title)
+    return f"<figure><figcaption>{_e(caption)}</figcaption>{svg}</figure>"
+
+
+def _axis(left: int, scale: float, top: float, y: int, metric: str) -> list[str]:
+    parts = [
+        f"<line x1='{left}' y1='{y}' x2='{left + top * scale:.1f}' y2='{y}' stroke='#9ca3af'/>"
+    ]
+    for k in range(5):
+        value = top * k / 4
+        x = left + value * scale
+        parts.append(
+            f"<line x1='{x:.1f}' y1='{y}' x2='{x:.1f}' y2='{y + 4}' stroke='#9ca3af'/>"
+            f"<text x='{x:.1f}' y='{y + 15}' text-anchor='middle' fill='#6b7280'>"
+            f"{_e(_fmt(value, metric))}</text>"
+        )
+    return parts
+
+
+def _box(d: Distribution, left: int, scale: float, *, y: int, color: str, metric: str) -> str:
+    if d.n == 0:
+        return f"<text x='{left}' y='{y + 14}' fill='#6b7280'>unknown</text>"
+    lo, q1, med, q3, p95, hi = (
+        min(d.values),
+        percentile(d.values, 25),
+        percentile(d.values, 50),
+        percentile(d.values, 75),
+        percentile(d.values, 95),
+        max(d.values),
+    )
+
+    def x(v: float) -> float:
+        return left + v * scale
+
+    tip = " · ".join(
+        f"{name} {_fmt(v, metric)}"
+        for name, v in (("min", lo), ("p50", med), ("p95", p95), ("max", hi))
+    )
+    return (
+        f"<g><title>{_e(tip)}</title>"
+        f"<line x1='{x(lo):.1f}' y1='{y + 10}' x2='{x(hi):.1f}' y2='{y + 10}' stroke='{color}'/>"
+        f"<line x1='{x(lo):.1f}' y1='{y + 4}' x2='{x(lo):.1f}' y2='{y + 16}' stroke='{color}'/>"
+        f"<line x1='{x(hi):.1f}' y1='{y + 4}' x2='{x(hi):.1f}' y2='{y + 16}' stroke='{color}'/>"
+        f"<rect x='{x(q1):.1f}' y='{y + 2}' width='{max(x(q3) - x(q1), 1.5):.1f}' height='16' "
+        f"fill='{color}' fill-opacity='0.25' stroke='{color}'/>"
+        f"<line x1='{x(med):.1f}' y1='{y + 1}' x2='{x(med):.1f}' y2='{y + 19}' stroke='{color}' "
+        "stroke-width='3'/>"
+        f"<path d='M{x(p95):.1f},{y + 4} l5,6 l-5,6 l-5,-6 z' fill='{color}'/>"
+        f"<text x='{x(hi) + 8:.1f}' y='{y + 14}' fill='#374151'>p95 {_e(_fmt(p95, metric))}</text>"
+        "</g>"
+    )
+
+
+def _histograms(targets: Sequence[TargetSummary], colors: dict[str, str]) -> str:
+    figures = []
+    for metric, title in (
+        ("cost_usd", "cost per case"),
+        ("steps", "steps per case"),
+        ("tokens", "tokens per case"),
+    ):
+        top = max((t.metrics[metric].stat("max") or 0.0) for t in targets)
+        for t in targets:
+            svg = _histogram(t.metrics[metric], top, colors[t.name], metric)
+            figures.append(
+                f"<figure><figcaption>{_e(t.name)}: {_e(title)}</figcaption>{svg}</figure>"
+            )
+    return f"<div class='charts'>{''.join(figures)}</div>"
+
+
+def _bins(values: Sequence[float], top: float, metric: str) -> list[tuple[float, float, int]]:
+    """``(low, high, count)`` bins over ``0..top``: one per integer when counts are small."""
+    if metric in {"steps", "model_calls", "tool_calls"} and top <= 20:
+        edges = [float(k) for k in range(int(top) + 2)]
+    else:
+        width = (top or 1.0) / 10
+        edges = [k * width for k in range(11)]
+    bins = []
+    for i in range(len(edges) - 1):
+        lo, hi = edges[i], edges[i + 1]
+        last = i == len(edges) - 2
+        count = sum(lo <= v < hi or (last and v == hi) for v in values)
+        bins.append((lo, hi, count))
+    return bins
+
+
+def _histogram(d: Distribution, top: float, color: str, metric: str) -> str:
+    width, height, pad = 320, 130, 24
+    if d.n == 0:
+        return _svg(width, 40, "<text x='4' y='20' fill='#6b7280'>unknown</text>", "no data")
+    bins = _bins(d.values, top, metric)
+    tallest = max(c for _, _, c in bins) or 1
+    bar_w = (width - 2 * pad) / len(bins)
+    parts = []
+    for i, (lo, hi, count) in enumerate(bins):
+        h = (height - 2 * pad) * count / tallest
+        x = pad + i * bar_w
+        parts.append(
+            f"<rect x='{x:.1f}' y='{height - pad - h:.1f}' width='{max(bar_w - 2, 1):.1f}' "
+            f"height='{h:.1f}' fill='{color}'><title>{_e(_fmt(lo, metric))}–"
+            f"{_e(_fmt(hi, metric))}: {count} runs</title></rect>"
+        )
+    parts.append(
+        f"<line x1='{pad}' y1='{height - pad}' x2='{width - pad}' y2='{height - pad}' "
+        "stroke='#9ca3af'/>"
+        f"<text x='{pad}' y='{height - 8}' fill='#6b7280'>{_e(_fmt(bins[0][0], metric))}</text>"
+        f"<text x='{width - pad}' y='{height - 8}' text-anchor='end' fill='#6b7280'>"
+        f"{_e(_fmt(bins[-1][1], metric))}</text>"
+        f"<text x='{pad}' y='14' fill='#6b7280'>max {tallest} runs/bin</text>"
+    )
+    return _svg(width, height, "".join(parts), f"histogram of {metric}")
+
+
+def _runs_table(t: TargetSummary) -> str:
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in (
+            "case",
+            "repeat",
+            "status",
+            "score",
+            "steps",
+            "model calls",
+            "tool calls",
+            "tokens",
+            "cost",
+            "latency",
+            "run",
+        )
+    )
+    rows = "".join(
+        "<tr>"
+        + "".join(
+            f"<td>{_e(v)}</td>"
+            for v in (
+                r.case_id,
+                r.repeat,
+                r.status,
+                "—" if r.score is None else f"{r.score:g}",
+                r.steps,
+                r.model_calls,
+                r.tool_calls,
+                r.tokens,
+                _fmt(r.cost_usd, "cost_usd"),
+                _fmt(r.latency_s, "latency_s"),
+                r.run_id,
+            )
+        )
+        + "</tr>"
+        for r in t.runs
+    )
+    return (
+        f"<details><summary>{_e(t.name)} — {t.n} runs</summary>"
+        f"<table><tr>{head}</tr>{rows}</table></details>"
+    )
+
+
+def describe_graph(step: Any) -> dict[str, Any]:
+    """A step's shape as data for drawing: ``{"kind", "name", "nodes", "edges", "mermaid"}``.
+
+    A workflow (anything with a networkx ``graph`` whose nodes carry ``step``) gives its
+    nodes and edges (route edges labelled with their values); an agent (anything with
+    ``tools``) gives itself and its tools, each tool's ``kind`` its effect; a hybrid its
+    planner, the validation, the executor and its actions; any other step, one node.
+    """
+    kind = architecture_of(step)
+    name = str(getattr(step, "name", type(step).__name__))
+    graph = getattr(step, "graph", None)
+    if graph is not None and callable(getattr(graph, "nodes", None)):
+        nodes, edges = _workflow_parts(graph)
+    elif getattr(step, "planner", None) is not None:
+        nodes, edges = _hybrid_parts(step)
+    elif getattr(step, "tools", None) is not None:
+        nodes, edges = _agent_parts(name, step)
+    else:
+        nodes, edges = [{"id": name, "label": name, "kind": kind, "detail": ""}], []
+    to_mermaid = getattr(step, "to_mermaid", None)
+    mermaid = to_mermaid() if callable(to_mermaid) else _mermaid(nodes, edges)
+    return {"kind": kind, "name": name, "nodes": nodes, "edges": edges, "mermaid": mermaid}
+
+
+def _workflow_parts(graph: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    nodes, edges = [], []
+    for node, data in graph.nodes(data=True):
+        route = data.get("route")
+        inner = data.get("step")
+        kind = "route" if route is not None else architecture_of(inner)
+        nodes.append({"id": str(node), "label": str(node), "kind": kind, "detail": ""})
+    for source, target in graph.edges:
+        route = graph.nodes[source].get("route")
+        labels = getattr(route, "labels", None)
+        label = ", ".join(map(str, labels(target))) if callable(labels) else ""
+        edges.append({"source": str(source), "target": str(target), "label": label})
+    return nodes, edges
+
+
+def _tool_nodes(tools: Any) -> list[dict[str, Any]]:
+    out = []
+    items = tools.values() if isinstance(tools, dict) else tools
+    for tool in items:
+        effect = getattr(tool, "effect", None)
+        effect = str(getattr(effect, "value", effect) or "read")
+        notes = []
+        if getattr(tool, "gate", None) is not None:
+            notes.append("gated")
+        if getattr(tool, "untrusted_output", False):
+            notes.append("untrusted output")
+        name = str(getattr(tool, "name", None) or getattr(tool, "__name__", "tool"))
+        out.append({"id": name, "label": name, "kind": effect, "detail": ", ".join(notes)})
+    return out
+
+
+def _agent_parts(name: str, step: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    limit = getattr(step, "max_steps", None)
+    detail = f"max_steps {limit}" if limit is not None else ""
+    tools = _tool_nodes(getattr(step, "tools", ()) or ())
+    nodes = [{"id": name, "label": name, "kind": "agent", "detail": detail}, *tools]
+    edges = [{"source": name, "target": t["id"], "label": ""} for t in tools]
+    return nodes, edges
+
+
+def _hybrid_parts(step: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    planner = step.planner
+    pname = str(getattr(planner, "name", "planner"))
+    nodes = [
+        {"id": pname, "label": pname, "kind": architecture_of(planner), "detail": "proposes"},
+        {"id": "validate plan", "label": "validate plan", "kind": "step", "detail": ""},
+        {"id": "execute plan", "label": "execute plan", "kind": "workflow", "detail": ""},
+    ]
+    edges = [
+        {"source": pname, "target": "validate plan", "label": "plan"},
+        {"source": "validate plan", "target": "execute plan", "label": "valid"},
+    ]
+    catalog = getattr(step, "catalog", None)
+    actions = getattr(catalog, "actions", catalog)
+    for action in _tool_nodes(actions or ()):
+        nodes.append(action)
+        edges.append({"source": "execute plan", "target": action["id"], "label": ""})
+    return nodes, edges
+
+
+def _mermaid(nodes: list[dict[str, Any]], edges: list[dict[str, Any]]) -> str:
+    ids = {n["id"]: f"n{i}" for i, n in enumerate(nodes)}
+    lines = ["flowchart TD"]
+    for n in nodes:
+        text = n["label"] + (f" ({n['kind']})" if n["kind"] else "")
+        lines.append(f'    {ids[n["id"]]}["{text.replace(chr(34), chr(39))}"]')
+    for e in edges:
+        label = f"|{e['label']}|" if e["label"] else ""
+        lines.append(f"    {ids[e['source']]} -->{label} {ids[e['target']]}")
+    return "\n".join(lines) + "\n"
+
+
+KIND_FILLS = {
+    "agent": "#ede9fe",
+    "workflow": "#dbeafe",
+    "hybrid": "#fce7f3",
+    "route": "#fef9c3",
+    "structured": "#e0f2fe",
+    "step": "#f3f4f6",
+}
+_NODE_W, _NODE_H, _GAP_X, _GAP_Y, _ROW_MAX = 150, 40, 20, 44, 5
+
+
+def _layout(nodes: list[dict[str, Any]], edges: list[dict[str, Any]]) -> dict[str, tuple[int, int]]:
+    """Node id → (row, column): rows are topological generations, wrapped at five nodes."""
+    import networkx as nx
+
+    graph = nx.DiGraph()
+    graph.add_nodes_from(n["id"] for n in nodes)
+    graph.add_edges_from((e["source"], e["target"]) for e in edges)
+    try:
+        layers = [
+            sorted(layer, key=list(graph).index) for layer in nx.topological_generations(graph)
+        ]
+    except nx.NetworkXUnfeasible:
+        layers = [[n] for n in graph]
+    positions: dict[str, tuple[int, int]] = {}
+    row = 0
+    for layer in layers:
+        for start in range(0, len(layer), _ROW_MAX):
+            for col, node in enumerate(layer[start : start + _ROW_MAX]):
+                positions[node] = (row, col)
+            row += 1
+    return positions
+
+
+def draw_graph(desc: dict[str, Any]) -> str:
+    """An SVG drawing of a :func:`describe_graph` result (rendered offline, no script)."""
+    nodes, edges = desc["nodes"], desc["edges"]
+    positions = _layout(nodes, edges)
+    rows: dict[int, int] = {}
+    for r, _ in positions.values():
+        rows[r] = rows.get(r, 0) + 1
+    widest = max(rows.values(), default=1)
+    width = widest * (_NODE_W + _GAP_X) + _GAP_X
+    height = len(rows) * (_NODE_H + _GAP_Y) + _GAP_X
+
+    def center(node: str) -> tuple[float, float]:
+        r, c = positions[node]
+        offset = (width - rows[r] * (_NODE_W + _GAP_X) + _GAP_X) / 2
+        return offset + c * (_NODE_W + _GAP_X) + _NODE_W / 2, _GAP_X + r * (_NODE_H + _GAP_Y)
+
+    parts = [
+        "<defs><marker id='arrow' viewBox='0 0 10 10' refX='10' refY='5' markerWidth='7' "
+        "markerHeight='7' orient='auto-start-reverse'><path d='M0,0 L10,5 L0,10 z' "
+        "fill='#6b7280'/></marker></defs>"
+    ]
+    for e in edges:
+        (x1, y1), (x2, y2) = center(e["source"]), center(e["target"])
+        parts.append(
+            f"<line x1='{x1:.1f}' y1='{y1 + _NODE_H:.1f}' x2='{x2:.1f}' y2='{y2:.1f}' "
+            "stroke='#6b7280' marker-end='url(#arrow)'/>"
+        )
+        if e["label"]:
+            parts.append(
+                f"<text x='{(x1 + x2) / 2 + 4:.1f}' y='{(y1 + _NODE_H + y2) / 2 + 4:.1f}' "
+                f"fill='#92400e'>{_e(_short(e['label'], 24))}</text>"
+            )
+    parts.extend(_node_svg(n, *center(n["id"])) for n in nodes)
+    return _svg(width, height, "".join(parts), f"graph of {desc['name']}")
+
+
+def _node_svg(node: dict[str, Any], cx: float, top: float) -> str:
+    kind = node["kind"]
+    stroke = EFFECT_COLORS.get(kind, "#4b5563")
+    fill = KIND_FILLS.get(kind, "#f9fafb" if kind not in EFFECT_COLORS else "#ffffff")
+    dash = " stroke-dasharray='4 3'" if kind == "route" else ""
+    sub = kind + (f" · {node['detail']}" if node["detail"] else "")
+    return (
+        f"<g><title>{_e(node['label'])} ({_e(sub)})</title>"
+        f"<rect x='{cx - _NODE_W / 2:.1f}' y='{top:.1f}' width='{_NODE_W}' height='{_NODE_H}' "
+        f"rx='6' fill='{fill}' stroke='{stroke}' stroke-width='1.5'{dash}/>"
+        f"<text x='{cx:.1f}' y='{top + 16:.1f}' text-anchor='middle' font-weight='600'>"
+        f"{_e(_short(node['label'], 22))}</text>"
+        f"<text x='{cx:.1f}' y='{top + 31:.1f}' text-anchor='middle' fill='#6b7280'>"
+        f"{_e(_short(sub, 26))}</text></g>"
+    )
+
+
+def _shape(t: TargetSummary, desc: dict[str, Any] | None, colors: dict[str, str]) -> str:
+    title = (
+        f"<h3><span class='swatch' style='background:{colors[t.name]}'></span>"
+        f"{_e(t.name)} <span class='meta'>({_e(t.architecture)})</span></h3>"
+    )
+    if not desc:
+        return title + "<p class='meta'>no shape recorded</p>"
+    legend = (
+        "<p class='meta'>tool borders: <span style='color:#16a34a'>read</span>, "
+        "<span style='color:#f59e0b'>write</span>, "
+        "<span style='color:#dc2626'>irreversible</span></p>"
+        if any(n["kind"] in EFFECT_COLORS for n in desc["nodes"])
+        else ""
+    )
+    mermaid = (
+        f"<details><summary>Mermaid</summary><pre>{_e(desc['mermaid'])}</pre></details>"
+        if desc.get("mermaid")
+        else ""
+    )
+    return f"{title}{draw_graph(desc)}{legend}{mermaid}"
