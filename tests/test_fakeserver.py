@@ -13,7 +13,7 @@ import pytest
 import loopwise
 from loopwise import ConfigError, ModelAPIError, ModelRequest, OpenAIModel, Status, Turn
 from loopwise.errors import ResponseFormatRejected
-from loopwise.testing import FakeChatServer, Fault, call, calls, refuse, reply
+from loopwise.testing import FakeChatServer, Fault, ScriptedModel, call, calls, refuse, reply
 
 HELLO = ModelRequest(messages=[{"role": "user", "content": "hello"}])
 
@@ -231,3 +231,14 @@ def test_start_and_stop_without_a_context_manager() -> None:
     assert server.base_url.startswith("http://127.0.0.1:") and server.port > 0
     server.stop()
     server.stop()
+
+
+def test_faults_work_in_process_with_the_scripted_model() -> None:
+    @loopwise.step
+    async def ask(text: str, ctx: loopwise.Context) -> str:
+        return str((await ctx.call_model(HELLO)).text)
+
+    model = ScriptedModel([Fault(status=429), Fault(delay=0.01, answer="late")])
+    first = loopwise.run(ask, "x", model=model)
+    assert first.status == Status.ERROR and "429" in (first.detail or "")
+    assert loopwise.run(ask, "x", model=model).output == "late"

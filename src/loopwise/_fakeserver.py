@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import openai
 
-from loopwise.errors import ConfigError
+from loopwise.errors import ConfigError, ModelAPIError
 from loopwise.model import ModelRequest, OpenAIModel, Turn
 
 if TYPE_CHECKING:
@@ -69,6 +69,26 @@ class Fault:
     """Extra response headers (``retry-after-ms``, ``x-should-retry``...)."""
     answer: Any = None
     """The turn (``Turn``, str or dict) a non-error fault answers with."""
+
+    async def in_process(self, request: ModelRequest) -> Any:
+        """What a :class:`~loopwise.testing.ScriptedModel` does with this fault: raise the
+        :class:`~loopwise.errors.ModelAPIError` the port would (there are no SDK retries
+        in-process), or return the answer after the delay."""
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        if self.disconnect:
+            raise ModelAPIError("model API unreachable (scripted disconnect)")
+        if self.status >= 400:
+            raise ModelAPIError(
+                f"model API error: HTTP {self.status} (scripted fault)", status_code=self.status
+            )
+        if self.empty_choices:
+            raise ModelAPIError("the model returned no choices (scripted fault)")
+        if self.truncated_json or self.body is not None:
+            raise ModelAPIError("model API returned malformed JSON (scripted fault)")
+        from loopwise.testing import auto_respond
+
+        return self.answer if self.answer is not None else auto_respond(request)
 
 
 class FakeChatServer:
@@ -120,12 +140,23 @@ class FakeChatServer:
         return f"http://127.0.0.1:{self.port}/v1"
 
     def model(
-        self, name: str = "fake-model", *, max_retries: int = 0, timeout: float = 30.0
+        self,
+        name: str = "fake-model",
+        *,
+        max_retries: int = 0,
+        timeout: float = 30.0,
+        **client_options: Any,
     ) -> OpenAIModel:
         """An :class:`~loopwise.model.OpenAIModel` whose own client points at this server
-        (no SDK retries by default, so failure tests stay fast)."""
+        (no SDK retries by default, so failure tests stay fast). ``client_options`` go to
+        ``openai.AsyncOpenAI`` (an ``http_client`` with a bigger pool, headers...).
+        Use the model inside one event loop: its connection pool belongs to that loop."""
         client = openai.AsyncOpenAI(
-            api_key="fake-key", base_url=self.base_url, max_retries=max_retries, timeout=timeout
+            api_key="fake-key",
+            base_url=self.base_url,
+            max_retries=max_retries,
+            timeout=timeout,
+            **client_options,
         )
         return OpenAIModel(name, client=client)
 

@@ -91,8 +91,12 @@ class ScriptedModel:
             self._turns = list(script)
 
     async def complete(self, request: ModelRequest) -> Turn:
-        """Answer ``request`` from the script (recording it in :attr:`requests`)."""
-        return _priced(_as_turn(self._entry(request)), request, self.name)
+        """Answer ``request`` from the script (recording it in :attr:`requests`); a
+        :class:`Fault` entry raises the error the model port would raise."""
+        entry = self._entry(request)
+        if isinstance(entry, Fault):
+            entry = await entry.in_process(request)
+        return _priced(_as_turn(entry), request, self.name)
 
     def _entry(self, request: ModelRequest) -> Any:
         """The raw script entry for ``request`` (the fake server also uses it, so that a
