@@ -29,11 +29,15 @@ __all__ = [
     "Architecture",
     "Decision",
     "Finding",
+    "Level",
     "PathStats",
     "TraceAnalysis",
     "analyze",
     "check",
+    "check_target",
     "decide",
+    "stored_runs",
+    "tool_path",
     "workflow_skeleton",
 ]
 
@@ -316,20 +320,30 @@ def check(step: Any, *, where: str | None = None) -> list[Finding]:
     return sorted(findings, key=lambda f: order[f.level])
 
 
-def _check_step(step: Any, where: str, out: list[Finding], seen: set[int]) -> None:
+def _check_step(
+    step: Any, where: str, out: list[Finding], seen: set[int], budgeted: bool = False
+) -> None:
     if id(step) in seen:
         return
     seen.add(id(step))
+    # A budget is per run: one set on an enclosing step (a hybrid, a workflow) covers this.
+    budgeted = budgeted or _has_budget(getattr(step, "budget", None))
     out.extend(_graph_findings(step, where))
     tools = _tools_of(step)
     if tools is not None:
         views = [_tool_view(t) for t in tools]
-        out.extend(_loop_findings(step, where))
+        out.extend(_loop_findings(step, where, budgeted=budgeted))
         out.extend(_toolset_findings(views, where))
         for view in views:
             out.extend(_tool_findings(view, f"{where}/tools/{view.name}"))
+    catalog = getattr(step, "catalog", None)
+    if catalog is not None:
+        actions = [_tool_view(getattr(a, "tool", a)) for a in _items(catalog)]
+        out.extend(_toolset_findings(actions, f"{where}/actions", untrusted=False))
+        for view in actions:
+            out.extend(_tool_findings(view, f"{where}/actions/{view.name}"))
     for name, child in _children(step):
-        _check_step(child, f"{where}/{name}", out, seen)
+        _check_step(child, f"{where}/{name}", out, seen, budgeted)
 
 
 def _name(obj: Any) -> str:
@@ -507,7 +521,7 @@ def _warning(code: str, where: str, message: str, fix: str) -> Finding:
     return Finding(level=Level.WARNING, code=code, where=where, message=message, fix=fix)
 
 
-def _loop_findings(step: Any, where: str) -> Iterator[Finding]:
+def _loop_findings(step: Any, where: str, *, budgeted: bool) -> Iterator[Finding]:
     """A tool-using step is a loop: it needs a step limit (error) and a budget (warning).
 
     A missing step limit is an error because the model decides when to stop and can
@@ -530,13 +544,14 @@ def _loop_findings(step: Any, where: str) -> Iterator[Finding]:
             f"max_steps={limit} is no limit in practice; errors compound over long runs",
             f"lower max_steps below {LARGE_STEP_LIMIT} and split the task",
         )
-    if not _has_budget(getattr(step, "budget", None)):
+    if not budgeted:
         yield _warning(
             "no-budget",
             where,
-            f"{_name(step)!r} has no run budget (tokens, USD or seconds): its cost tail is "
-            "unbounded within the step limit",
-            "set budget=Budget(max_tokens=..., max_cost_usd=...) from `loopwise eval` p95s",
+            f"{_name(step)!r} has no run budget (tokens, USD or seconds), nor does any step "
+            "around it: its cost tail is unbounded within the step limit",
+            "set budget=Budget(max_tokens=..., max_cost_usd=...) on it or on the step that "
+            "runs it, from the p95s `loopwise eval` measures",
         )
 
 
@@ -549,7 +564,9 @@ def _has_budget(budget: Any) -> bool:
     return True
 
 
-def _toolset_findings(tools: list[_ToolView], where: str) -> Iterator[Finding]:
+def _toolset_findings(
+    tools: list[_ToolView], where: str, *, untrusted: bool = True
+) -> Iterator[Finding]:
     if len(tools) > MAX_TOOLS:
         yield _warning(
             "too-many-tools",
@@ -559,13 +576,15 @@ def _toolset_findings(tools: list[_ToolView], where: str) -> Iterator[Finding]:
             "split the agent by task, or merge tools that differ only by a parameter",
         )
     yield from _duplicate_findings(tools, where)
-    untrusted = [t.name for t in tools if t.untrusted]
+    if not untrusted:
+        return
+    readers = [t.name for t in tools if t.untrusted]
     writers = [t.name for t in tools if t.effect in {"write", "irreversible"} and not t.gated]
-    if untrusted and writers:
+    if readers and writers:
         yield _warning(
             "untrusted-beside-write",
             where,
-            f"untrusted output ({', '.join(untrusted)}) shares a transcript with ungated "
+            f"untrusted output ({', '.join(readers)}) shares a transcript with ungated "
             f"write tools ({', '.join(writers)}): injected text can steer their arguments; "
             "loopwise's taint rule will then hold every such call for a human",
             "gate the write tools explicitly, or split reading untrusted content and writing "
@@ -619,7 +638,7 @@ def _graph_findings(step: Any, where: str) -> Iterator[Finding]:
 
 
 _CHILD_ATTRS = ("planner", "executor", "agent", "workflow", "inner", "step")
-_CHILD_COLLECTIONS = ("nodes", "steps", "actions", "catalog")
+_CHILD_COLLECTIONS = ("nodes", "steps")
 
 
 def _children(step: Any) -> Iterator[tuple[str, Any]]:
@@ -788,13 +807,14 @@ def analyze(
     top: int = TOP_PATHS,
     coverage: float = COVERAGE,
     min_runs: int = MIN_RUNS,
+    module: str | None = None,
 ) -> TraceAnalysis:
     """Mine ``runs`` (each ``{"run_id", "status", "events"}``) for their tool-call paths.
 
     Runs that never called a tool are left out (they are not agent runs). The verdict is
     ``steps_known`` when the top ``top`` paths cover at least ``coverage`` of at least
     ``min_runs`` runs; then :attr:`TraceAnalysis.skeleton` holds a workflow of the
-    dominant path.
+    dominant path (importing the tools from ``module`` when given).
     """
     groups: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
     for run in runs:
@@ -810,7 +830,11 @@ def analyze(
     verdict, message = _verdict(
         stats, total, covered, top=top, coverage=coverage, min_runs=min_runs
     )
-    skeleton = workflow_skeleton(stats[0], name=target) if verdict == "steps_known" else None
+    skeleton = (
+        workflow_skeleton(stats[0], name=target, module=module)
+        if verdict == "steps_known"
+        else None
+    )
     return TraceAnalysis(
         target=target,
         runs=total,
@@ -932,3 +956,68 @@ def _skeleton_node(node: str, turn: tuple[str, ...], again: bool) -> list[str]:
 def _identifier(text: str) -> str:
     ident = re.sub(r"\W", "_", text.rsplit("/", 1)[-1].removesuffix(".py")) or "step"
     return ident if ident.isidentifier() and not ident[0].isdigit() else f"_{ident}"
+
+
+def check_target(spec: str) -> list[Finding]:
+    """:func:`check` the step ``spec`` names (``path.py:name``), as ``loopwise check`` does.
+
+    A declaration error raised while the target's module loads (an agent given an
+    ungated irreversible tool refuses to be built) is reported as an error finding, not
+    raised: the check's answer is still "this target is not fit to run". A target that
+    cannot be found raises :class:`~loopwise.errors.TargetError`.
+    """
+    from loopwise.errors import ConfigError, TargetError
+    from loopwise.targets import load_target
+
+    try:
+        target = load_target(spec)
+    except TargetError as e:
+        cause = e.__cause__
+        if not isinstance(cause, ConfigError):
+            raise
+        irreversible = "irreversible" in str(cause) and "gate" in str(cause)
+        return [
+            _error(
+                "ungated-irreversible" if irreversible else "declaration",
+                f"{spec}/{cause.name}" if cause.name else spec,
+                f"the target cannot be built: {cause}",
+                "fix the declaration the message names; loopwise refuses it at construction",
+            )
+        ]
+    return check(target.step, where=_name(target.step))
+
+
+def stored_runs(
+    path: Any, target: str | None = None, *, limit: int = 1000
+) -> tuple[list[dict[str, Any]], str | None]:
+    """Runs of ``target`` from the store at ``path`` as :func:`analyze` takes them, and the
+    module their tools can be imported from (for the skeleton).
+
+    ``target`` matches a run's recorded spec (``agents/x.py:investigate``) or its step
+    name (``investigate``); ``None`` takes every run. Reads the newest ``limit`` runs.
+    """
+    from pathlib import Path
+
+    from loopwise.store import SQLiteStore
+
+    module = _module_of(target)
+    if not Path(path).is_file():
+        return [], module
+    names = {target, target.rsplit(":", 1)[-1]} if target else set()
+    with SQLiteStore(path) as store:
+        rows = store.list_runs(limit=limit)
+        chosen = [r for r in rows if not names or r["spec"] in names or r["target"] in names]
+        runs = [
+            {"run_id": r["run_id"], "status": r["status"], "events": store.events(r["run_id"])}
+            for r in reversed(chosen)
+        ]
+    return runs, module
+
+
+def _module_of(spec: str | None) -> str | None:
+    """``agents/order_investigation.py:investigate`` → ``agents.order_investigation``."""
+    if not spec or ":" not in spec:
+        return None
+    module = spec.rsplit(":", 1)[0].removeprefix("./").removesuffix(".py")
+    dotted = module.replace("/", ".")
+    return dotted if all(part.isidentifier() for part in dotted.split(".")) else None

@@ -269,8 +269,13 @@ class TargetSummary:
     """Every run, in case order."""
     metrics: dict[str, Distribution]
     """One :class:`Distribution` per name of :data:`METRICS`."""
-    graph: dict[str, Any] = field(default_factory=dict)
-    """The step's shape for the report (see :func:`loopwise.report.describe_graph`)."""
+    label: str = ""
+    """A short display name (the step name when that is unique), else :attr:`name`."""
+
+    @property
+    def title(self) -> str:
+        """:attr:`label` or :attr:`name`."""
+        return self.label or self.name
 
     @property
     def n(self) -> int:
@@ -315,6 +320,7 @@ class TargetSummary:
         """A JSON-ready dict (with every run unless ``runs=False``)."""
         out: dict[str, Any] = {
             "target": self.name,
+            "label": self.title,
             "architecture": self.architecture,
             "n": self.n,
             "completed_rate": round(self.completed_rate, 4),
@@ -335,10 +341,13 @@ def _share(flags: Any) -> float:
     return sum(items) / len(items) if items else 0.0
 
 
-def summarize(name: str, architecture: str, runs: Sequence[CaseRun]) -> TargetSummary:
+def summarize(
+    name: str, architecture: str, runs: Sequence[CaseRun], *, label: str = ""
+) -> TargetSummary:
     """Build a :class:`TargetSummary` from one target's runs."""
     return TargetSummary(
         name=name,
+        label=label,
         architecture=architecture,
         runs=list(runs),
         metrics={m: Distribution.of([r.metric(m) for r in runs]) for m in METRICS},
@@ -413,13 +422,16 @@ async def aevaluate(
     sinks: Sequence[EventSink] = (),
     budget: Budget | None = None,
     dataset: str = "",
+    store: Any = None,
 ) -> EvalReport:
     """Run every target over every case ``repeat`` times, at most ``concurrency`` at once.
 
     Runs interleave targets so a slow target does not starve the others; ``progress`` is
     called after each run with ``(done, total, run)``. Guardrails end single runs with a
     status (counted, never raised); a :class:`ConfigError` (no model, bad target) stops
-    the eval.
+    the eval. With a ``store`` (a path or a :class:`~loopwise.store.RunStore`) every run
+    is recorded there like any other run (``runs list``, ``analyze`` see them), with the
+    target's name as its spec; human gates then pause runs (``awaiting_approval``).
     """
     if repeat < 1 or concurrency < 1:
         raise ConfigError("repeat and concurrency must be at least 1")
@@ -428,10 +440,16 @@ async def aevaluate(
     done = [0]
 
     async def one(target: EvalTarget, case: Case, k: int) -> CaseRun:
+        options = {"model": target.model, "sinks": tuple(sinks), "budget": budget}
         async with gate:
-            result = await arun(
-                target.step, case.input, model=target.model, sinks=tuple(sinks), budget=budget
-            )
+            if store is None:
+                result = await arun(target.step, case.input, **options)
+            else:
+                from loopwise import runner
+
+                result = await runner.arun(
+                    target.step, case.input, store=store, spec=target.name, **options
+                )
         record = _case_run(target.name, case, k, result, scorer)
         done[0] += 1
         if progress is not None:
@@ -439,9 +457,12 @@ async def aevaluate(
         return record
 
     records = await asyncio.gather(*(one(t, c, k) for t, c, k in jobs))
+    labels = _labels([t.name for t in targets])
     summaries = [
-        summarize(t.name, t.architecture, [r for r in records if r.target == t.name])
-        for t in targets
+        summarize(
+            t.name, t.architecture, [r for r in records if r.target == t.name], label=labels[i]
+        )
+        for i, t in enumerate(targets)
     ]
     return EvalReport(
         eval_id=uuid.uuid4().hex[:12],
@@ -454,6 +475,12 @@ async def aevaluate(
         recommendation=recommend(summaries),
         models={t.name: str(getattr(t.model, "name", None) or "none") for t in targets},
     )
+
+
+def _labels(names: Sequence[str]) -> list[str]:
+    """``path.py:name`` → ``name`` when the short names are unique."""
+    short = [n.rsplit(":", 1)[-1] for n in names]
+    return short if len(set(short)) == len(short) else list(names)
 
 
 def evaluate(targets: Sequence[EvalTarget], cases: Sequence[Case], **options: Any) -> EvalReport:
@@ -510,16 +537,16 @@ def recommend(summaries: Sequence[TargetSummary]) -> Recommendation:
         return Recommendation(choice=None, text="no targets were evaluated")
     if len(summaries) == 1:
         only = summaries[0]
-        return Recommendation(choice=only.name, text=f"{only.name}: {_profile(only)}")
+        return Recommendation(choice=only.name, text=f"{only.title}: {_profile(only)}")
     best_quality = max(_quality(s) for s in summaries)
     top = summaries[max(range(len(summaries)), key=lambda i: _quality(summaries[i]))]
     tied = [s for s in summaries if best_quality - _quality(s) <= _margin(s, top)]
     best = min(tied, key=_preference)
     reasons = [_compare(best, other, other in tied) for other in summaries if other is not best]
     text = (
-        f"{'; '.join(reasons)} → the {best.architecture}, {best.name}."
+        f"{'; '.join(reasons)} → the {best.architecture}, {best.title}."
         if best.architecture != "step"
-        else f"{'; '.join(reasons)} → {best.name}."
+        else f"{'; '.join(reasons)} → {best.title}."
     )
     return Recommendation(choice=best.name, text=text, reasons=reasons)
 
@@ -565,8 +592,8 @@ def _compare(best: TargetSummary, other: TargetSummary, tied: bool) -> str:
     stops = {k: v for k, v in other.status_counts.items() if k != "completed"}
     if stops:
         listed = ", ".join(f"{k} ×{v}" for k, v in stops.items())
-        parts.append(f"{other.name} stopped early: {listed}")
-    return f"{best.name} vs {other.name}: " + ", ".join(parts)
+        parts.append(f"{other.title} stopped early: {listed}")
+    return f"{best.title} vs {other.title}: " + ", ".join(parts)
 
 
 def _cost_clauses(best: TargetSummary, other: TargetSummary) -> list[str]:
@@ -661,7 +688,7 @@ _LABELS = {
 
 def format_text(report: EvalReport) -> str:
     """The side-by-side table and the recommendation, for a terminal."""
-    head = ["", *(f"{t.name} ({t.architecture})" for t in report.targets)]
+    head = ["", *(f"{t.title} ({t.architecture})" for t in report.targets)]
     rows = [head, ["", *(["p50 / p95 / max"] * len(report.targets))]]
     rows.append(["runs", *(str(t.n) for t in report.targets)])
     rates: list[tuple[str, list[float | None]]] = [
@@ -718,7 +745,7 @@ def _since(t: TargetSummary, before: Mapping[str, Any]) -> str:
     tokens = t.metrics["tokens"].stat("p95")
     if tokens is not None and old_tokens is not None:
         parts.append(f"p95 tokens {tokens:,.0f} (was {float(old_tokens):,.0f})")
-    return f"since {before.get('created_at', '?')}: {t.name}: " + ", ".join(parts)
+    return f"since {before.get('created_at', '?')}: {t.title}: " + ", ".join(parts)
 
 
 def _triple(dist: Distribution, metric: str) -> str:

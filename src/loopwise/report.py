@@ -114,7 +114,8 @@ def _header(report: EvalReport) -> str:
 
 def _recommendation(report: EvalReport) -> str:
     rec = report.recommendation
-    reasons = "".join(f"<li>{_e(r)}</li>" for r in rec.reasons)
+    # With two targets the one reason is the text; list reasons only when there are more.
+    reasons = "".join(f"<li>{_e(r)}</li>" for r in rec.reasons) if len(rec.reasons) > 1 else ""
     choice = f"<b>Recommendation: {_e(rec.choice)}</b>" if rec.choice else "<b>No choice</b>"
     return f"<div class='rec'>{choice}<p>{_e(rec.text)}</p><ul>{reasons}</ul></div>"
 
@@ -132,7 +133,7 @@ def _fmt(value: float | None, metric: str) -> str:
 def _summary_table(report: EvalReport, colors: dict[str, str]) -> str:
     head = "".join(
         f"<th><span class='swatch' style='background:{colors[t.name]}'></span>"
-        f"{_e(t.name)}<br><span class='meta'>{_e(t.architecture)}</span></th>"
+        f"{_e(t.title)}<br><span class='meta'>{_e(t.architecture)}</span></th>"
         for t in report.targets
     )
     rows = [
@@ -170,7 +171,7 @@ def _status_bars(targets: Sequence[TargetSummary]) -> str:
     parts = []
     for i, t in enumerate(targets):
         y, x = 10 + i * row, float(left)
-        parts.append(f"<text x='0' y='{y + 15}'>{_e(_short(t.name, 28))}</text>")
+        parts.append(f"<text x='0' y='{y + 15}'>{_e(_short(t.title, 28))}</text>")
         for status, count in t.status_counts.items():
             w = (width - left - 10) * count / max(t.n, 1)
             color = STATUS_COLORS.get(status, "#9ca3af")
@@ -220,7 +221,7 @@ def _box_plot(
     parts = _axis(left, scale, top, height - 18, metric)
     for i, (t, d) in enumerate(zip(targets, dists, strict=True)):
         y = 8 + i * row
-        parts.append(f"<text x='0' y='{y + 14}'>{_e(_short(t.name, 28))}</text>")
+        parts.append(f"<text x='0' y='{y + 14}'>{_e(_short(t.title, 28))}</text>")
         parts.append(_box(d, left, scale, y=y, color=colors[t.name], metric=metric))
     caption = f"{title} — whiskers min–max, box p25–p75, | p50, ◆ p95"
     svg = _svg(width, height, "".join(parts), title)
@@ -287,7 +288,7 @@ def _histograms(targets: Sequence[TargetSummary], colors: dict[str, str]) -> str
         for t in targets:
             svg = _histogram(t.metrics[metric], top, colors[t.name], metric)
             figures.append(
-                f"<figure><figcaption>{_e(t.name)}: {_e(title)}</figcaption>{svg}</figure>"
+                f"<figure><figcaption>{_e(t.title)}: {_e(title)}</figcaption>{svg}</figure>"
             )
     return f"<div class='charts'>{''.join(figures)}</div>"
 
@@ -374,7 +375,7 @@ def _runs_table(t: TargetSummary) -> str:
         for r in t.runs
     )
     return (
-        f"<details><summary>{_e(t.name)} — {t.n} runs</summary>"
+        f"<details><summary>{_e(t.title)} — {t.n} runs</summary>"
         f"<table><tr>{head}</tr>{rows}</table></details>"
     )
 
@@ -408,7 +409,7 @@ def _workflow_parts(graph: Any) -> tuple[list[dict[str, Any]], list[dict[str, An
     for node, data in graph.nodes(data=True):
         route = data.get("route")
         inner = data.get("step")
-        kind = "route" if route is not None else architecture_of(inner)
+        kind = "route" if route is not None else _node_kind(inner)
         nodes.append({"id": str(node), "label": str(node), "kind": kind, "detail": ""})
     for source, target in graph.edges:
         route = graph.nodes[source].get("route")
@@ -416,6 +417,13 @@ def _workflow_parts(graph: Any) -> tuple[list[dict[str, Any]], list[dict[str, An
         label = ", ".join(map(str, labels(target))) if callable(labels) else ""
         edges.append({"source": str(source), "target": str(target), "label": label})
     return nodes, edges
+
+
+def _node_kind(step: Any) -> str:
+    kind = architecture_of(step)
+    if kind == "step" and "structured" in type(step).__name__.lower():
+        return "structured"
+    return kind
 
 
 def _tool_nodes(tools: Any) -> list[dict[str, Any]]:
@@ -447,7 +455,7 @@ def _hybrid_parts(step: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]
     planner = step.planner
     pname = str(getattr(planner, "name", "planner"))
     nodes = [
-        {"id": pname, "label": pname, "kind": architecture_of(planner), "detail": "proposes"},
+        {"id": pname, "label": pname, "kind": _node_kind(planner), "detail": "proposes"},
         {"id": "validate plan", "label": "validate plan", "kind": "step", "detail": ""},
         {"id": "execute plan", "label": "execute plan", "kind": "workflow", "detail": ""},
     ]
@@ -565,7 +573,8 @@ def _node_svg(node: dict[str, Any], cx: float, top: float) -> str:
 def _shape(t: TargetSummary, desc: dict[str, Any] | None, colors: dict[str, str]) -> str:
     title = (
         f"<h3><span class='swatch' style='background:{colors[t.name]}'></span>"
-        f"{_e(t.name)} <span class='meta'>({_e(t.architecture)})</span></h3>"
+        f"{_e(t.title)} <span class='meta'>({_e(t.architecture)}, "
+        f"<code>{_e(t.name)}</code>)</span></h3>"
     )
     if not desc:
         return title + "<p class='meta'>no shape recorded</p>"
