@@ -31,6 +31,7 @@ import enum
 import inspect
 import json
 import re
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -229,10 +230,12 @@ def _has_description(hint: Any) -> bool:
     return any(isinstance(m, FieldInfo) and m.description for m in get_args(hint)[1:])
 
 
-def _arg_fields(fn: Callable[..., Any], name: str, doc: _Doc) -> tuple[dict[str, Any], bool]:
+def _arg_fields(
+    fn: Callable[..., Any], name: str, doc: _Doc, localns: Mapping[str, Any] | None
+) -> tuple[dict[str, Any], bool]:
     """Pydantic field definitions from ``fn``'s signature, and whether it takes ``ctx``."""
     try:
-        hints = get_type_hints(fn, include_extras=True)
+        hints = get_type_hints(fn, localns=dict(localns or {}), include_extras=True)
     except (NameError, TypeError) as e:
         raise ToolError(f"tool {name!r}: cannot resolve its annotations ({e})", tool=name) from e
     fields: dict[str, Any] = {}
@@ -277,6 +280,7 @@ class Tool:
         timeout: float | None = None,
         gate: Any = None,
         args_model: type[BaseModel] | None = None,
+        localns: Mapping[str, Any] | None = None,
     ) -> None:
         self.fn = fn
         self.name = name or fn.__name__
@@ -302,7 +306,7 @@ class Tool:
         self._takes_args_model = args_model is not None
         self._takes_ctx = True
         if args_model is None:
-            fields, self._takes_ctx = _arg_fields(fn, self.name, doc)
+            fields, self._takes_ctx = _arg_fields(fn, self.name, doc, localns)
             args_model = pydantic.create_model(
                 f"{self.name}_arguments", __config__=ConfigDict(extra="forbid"), **fields
             )
@@ -433,7 +437,7 @@ def tool(
     ``*args``/``**kwargs``, an invalid name or an unknown effect.
     """
 
-    def build(f: Callable[..., Any]) -> Tool:
+    def build(f: Callable[..., Any], localns: Mapping[str, Any]) -> Tool:
         return Tool(
             f,
             name=name,
@@ -442,9 +446,14 @@ def tool(
             untrusted_output=untrusted_output,
             timeout=timeout,
             gate=gate,
+            localns=localns,
         )
 
-    return build(fn) if fn is not None else build
+    # The declaring frame's locals resolve string annotations of tools declared inside
+    # functions (``from __future__ import annotations``), as pydantic does for models.
+    if fn is not None:
+        return build(fn, sys._getframe(1).f_locals)
+    return lambda f: build(f, sys._getframe(1).f_locals)
 
 
 def as_tool(

@@ -1,0 +1,160 @@
+"""Tools through the public API: schemas from signatures, allow-lists, effects, invoke."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import Annotated, Any
+
+import pytest
+from pydantic import Field
+
+import loopwise
+from loopwise import (
+    Bounds,
+    Effect,
+    IdPattern,
+    InDirectory,
+    OneOf,
+    Tool,
+    ToolArgumentsError,
+    ToolError,
+    tool,
+)
+
+
+@tool
+def get_order(
+    order_id: Annotated[str, IdPattern(r"O-\d{4}"), Field(description="The order, like O-1017.")],
+    limit: Annotated[int, Bounds(ge=1, le=20)] = 5,
+    kind: Annotated[str, OneOf(["payments", "shipments"])] = "payments",
+) -> dict[str, Any]:
+    """Get one order and its events. Call it when the user names an order.
+
+    Longer text the model does not need.
+
+    Args:
+        limit: How many events,
+            newest first.
+        kind: Which events.
+    """
+    return {"order_id": order_id, "limit": limit, "kind": kind}
+
+
+def test_schema_is_built_from_the_signature_and_docstring() -> None:
+    fn = get_order.schema["function"]
+    assert get_order.name == "get_order" and get_order.effect is Effect.READ
+    assert fn["description"] == (
+        "Get one order and its events. Call it when the user names an order."
+    )
+    assert fn["strict"] is True
+    params = fn["parameters"]
+    assert params["additionalProperties"] is False
+    assert set(params["required"]) == {"order_id", "limit", "kind"}
+    props = params["properties"]
+    assert props["order_id"]["description"] == "The order, like O-1017."
+    assert props["order_id"]["pattern"] == r"^O-\d{4}$"
+    assert props["limit"]["description"] == "How many events, newest first."
+    assert (props["limit"]["minimum"], props["limit"]["maximum"]) == (1, 20)
+    assert props["kind"]["enum"] == ["payments", "shipments"]
+    assert props["kind"]["description"] == "Which events."
+
+
+def test_invoke_validates_and_says_exactly_what_is_wrong() -> None:
+    assert asyncio.run(get_order.invoke('{"order_id": "O-1017"}'))["limit"] == 5
+    cases = {
+        '{"order_id": "X-1"}': "'X-1' does not match the id pattern ^O-\\d{4}$",
+        '{"order_id": "O-1017", "limit": 99}': "limit: 99 is above the maximum 20",
+        '{"order_id": "O-1017", "kind": "all"}': "'all' is not one of the allowed values",
+        '{"order_id": "O-1017", "sql": "DROP"}': "sql: unknown argument",
+        "{}": "order_id: missing required argument",
+        '{"order_id": ': "are not valid JSON",
+        "[1]": "must be a JSON object, got list",
+    }
+    for raw, expected in cases.items():
+        with pytest.raises(ToolArgumentsError) as info:
+            asyncio.run(get_order.invoke(raw))
+        assert expected in str(info.value), raw
+        assert info.value.tool == "get_order"
+
+
+def test_in_directory_resolves_and_confines(tmp_path: Path) -> None:
+    root = tmp_path / "docs"
+    (root / "a").mkdir(parents=True)
+    (tmp_path / "secret.txt").write_text("no")
+    (root / "link").symlink_to(tmp_path / "secret.txt")
+
+    @tool
+    def read_doc(path: Annotated[Path, InDirectory(root)]) -> str:
+        """Read one document from the docs folder."""
+        return str(path)
+
+    assert asyncio.run(read_doc.invoke({"path": "a/b.md"})) == str(root.resolve() / "a/b.md")
+    for escape in ("../secret.txt", str(tmp_path / "secret.txt"), "link", "a/../../x"):
+        with pytest.raises(ToolArgumentsError, match="outside the allowed directory"):
+            asyncio.run(read_doc.invoke({"path": escape}))
+    assert (
+        "A path inside"
+        in read_doc.schema["function"]["parameters"]["properties"]["path"]["description"]
+    )
+
+
+def test_declaration_mistakes_raise_tool_error_naming_the_tool() -> None:
+    with pytest.raises(ToolError, match=r"'untyped'.*'x' has no type annotation") as info:
+
+        @tool
+        def untyped(x) -> None:  # type: ignore[no-untyped-def]
+            """Do nothing."""
+
+    assert info.value.tool == "untyped"
+    with pytest.raises(ToolError, match=r"\*args"):
+
+        @tool
+        def variadic(*xs: int) -> None:
+            """Do nothing."""
+
+    with pytest.raises(ToolError, match="effect 'delete'"):
+
+        @tool(effect="delete")
+        def bad_effect() -> None:
+            """Do nothing."""
+
+
+def test_undocumented_tool_is_allowed_with_an_empty_description() -> None:
+    @tool
+    def bare(n: int) -> int:
+        return n
+
+    assert bare.description == "" and "description" not in bare.schema["function"]
+
+
+def test_sync_tools_run_off_the_loop_and_async_tools_on_it() -> None:
+    main = threading.get_ident()
+
+    @tool
+    def sync_tool() -> int:
+        """Where am I."""
+        return threading.get_ident()
+
+    @tool(name="async-tool", effect="write", untrusted_output=True, timeout=5)
+    async def async_tool(ctx: loopwise.Context | None = None) -> int:
+        """Where am I (async)."""
+        return threading.get_ident()
+
+    assert asyncio.run(sync_tool.invoke({})) != main
+    assert async_tool.name == "async-tool" and async_tool.effect is Effect.WRITE
+    assert async_tool.untrusted_output and async_tool.timeout == 5
+    # ``ctx`` is injected, never part of the schema.
+    assert async_tool.schema["function"]["parameters"]["properties"] == {}
+    assert isinstance(async_tool, Tool) and sync_tool() == main
+
+
+def test_timeout_is_enforced() -> None:
+    @tool(timeout=0.01)
+    async def slow() -> None:
+        """Never answers in time."""
+        await asyncio.Event().wait()
+
+    with pytest.raises(TimeoutError, match=r"'slow' timed out after 0\.01s"):
+        asyncio.run(slow.invoke({}))
