@@ -9,6 +9,7 @@ model too — :mod:`loopwise.testing` has scripted ones.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from dataclasses import dataclass, field
@@ -186,14 +187,38 @@ class OpenAIModel:
                     "server); pass --model scripted to run offline",
                     name="OPENAI_API_KEY",
                 )
-            client = openai.AsyncOpenAI(
-                api_key=key or "not-needed",
-                base_url=url,
-                timeout=timeout,
-                max_retries=max_retries,
-            )
-        self.client = client
+            self._settings: dict[str, Any] = {
+                "api_key": key or "not-needed",
+                "base_url": url,
+                "timeout": timeout,
+                "max_retries": max_retries,
+            }
+            client = openai.AsyncOpenAI(**self._settings)
+        else:
+            self._settings = {}
+        self._client = client
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.structured_modes: dict[tuple[str, str], StructuredMode] = {}
+
+    @property
+    def client(self) -> openai.AsyncOpenAI:
+        """The SDK client for the running event loop.
+
+        A connection pool belongs to the loop that opened it and ``asyncio.run`` closes
+        its loop, so a client this model built itself is rebuilt (same settings) when
+        used from a new loop; an injected client is the caller's to manage.
+        """
+        if self._settings:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return self._client
+            if self._loop is None:
+                self._loop = loop
+            elif self._loop is not loop:
+                self._client = openai.AsyncOpenAI(**self._settings)
+                self._loop = loop
+        return self._client
 
     @property
     def endpoint(self) -> tuple[str, str]:
@@ -203,7 +228,11 @@ class OpenAIModel:
     async def aclose(self) -> None:
         """Close the client's pooled connections; call it in the event loop that used them
         (a connection pool belongs to one loop, and ``asyncio.run`` closes its loop)."""
-        await self.client.close()
+        await self._client.close()
+        if self._settings:
+            # Closed for good: the next use (in any loop) gets a fresh pool.
+            self._loop = None
+            self._client = openai.AsyncOpenAI(**self._settings)
 
     async def complete(self, request: ModelRequest) -> Turn:
         """One Chat Completions call; SDK errors become :class:`ModelAPIError`."""

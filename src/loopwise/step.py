@@ -18,7 +18,7 @@ import functools
 import inspect
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar, get_type_hints, overload, runtime_checkable
@@ -197,6 +197,12 @@ class Context:
         for sink in self.sinks:
             sink.record(self.run_id, event)
         return event
+
+    def restore(self, events: list[Event]) -> None:
+        """Continue a stored log (resume): ``events`` count as emitted, ``seq`` goes on."""
+        self.events.extend(events)
+        if events:
+            self._seq[0] = max(self._seq[0], events[-1].seq)
 
     def next_key(self, kind: str) -> str:
         """A deterministic journal key: the path, the kind, and a per-path counter."""
@@ -419,6 +425,9 @@ async def arun(
     """
     opts = _options(options, overrides)
     ctx = new_context(_check_step(target), opts)
+    if isinstance(opts.model, str):
+        # A model resolved from its name belongs to this run: release it with the run.
+        return await closing_model(execute(target, input, ctx), ctx.model)
     return await execute(target, input, ctx)
 
 
@@ -472,8 +481,23 @@ def run(
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(arun(target, input, options, **overrides))
+        opts = _options(options, overrides)
+        return asyncio.run(closing_model(arun(target, input, opts), opts.model))
     raise ConfigError("loopwise.run() called inside an event loop; await loopwise.arun()")
+
+
+async def closing_model(work: Awaitable[T], model: Any) -> T:
+    """Await ``work``, then release ``model``'s connections in this same event loop.
+
+    Sync wrappers run each call in a fresh loop (``asyncio.run``) and a connection pool
+    cannot outlive its loop; the model reopens one on its next use.
+    """
+    try:
+        return await work
+    finally:
+        close = getattr(model, "aclose", None)
+        if close is not None:
+            await close()
 
 
 class FunctionStep:
