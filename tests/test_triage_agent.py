@@ -1,0 +1,46 @@
+"""The triage agent: same input and output fields as the triage workflow, offline sensibly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import loopwise
+from loopwise import Status
+from loopwise.targets import load_target, model_for
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _shop(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("LOOPWISE_SHOP_DB", str(tmp_path / "shop.db"))
+
+
+def test_offline_triage_agent_looks_things_up_then_answers_like_the_workflow() -> None:
+    agent = load_target(f"{ROOT / 'agents/triage_agent.py'}:triage_agent")
+    flow = load_target(f"{ROOT / 'workflows/ticket_triage.py'}:triage")
+    ticket = {
+        "subject": "Charged twice for order O-1017",
+        "body": "My card was charged twice for O-1017. I'm dana.whitfield@example.com.",
+    }
+    result = loopwise.run(agent.step, ticket, model=model_for(agent, "scripted"))
+    assert result.status == Status.COMPLETED and result.usage.model_calls == 2
+    looked_up = sorted(e.data["tool"] for e in result.events if e.type == "tool_call")
+    assert looked_up == ["final_answer", "find_customer", "get_order", "routing_rules"]
+    assert all(not e.data["is_error"] for e in result.events if e.type == "tool_result")
+    workflow = loopwise.run(flow.step, ticket, model=model_for(flow, "scripted"))
+    assert result.output.model_dump() == workflow.output.model_dump()
+    assert result.output.queue == "billing"
+
+
+def test_triage_agent_over_the_dataset_stays_within_three_calls() -> None:
+    agent = load_target(f"{ROOT / 'agents/triage_agent.py'}:triage_agent")
+    lines = (ROOT / "workflows/data/tickets.jsonl").read_text().splitlines()[:10]
+    for line in lines:
+        case = json.loads(line)
+        result = loopwise.run(agent.step, case["input"], model=model_for(agent, "scripted"))
+        assert result.status == Status.COMPLETED and result.usage.model_calls <= 3
+        assert set(result.output.model_dump()) == {"summary", "category", "urgency", "queue"}
