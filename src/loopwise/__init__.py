@@ -13,7 +13,17 @@ from loopwise.errors import (
     TargetError,
     ToolError,
 )
+from loopwise.gates import (
+    ApprovalRequest,
+    Approved,
+    Denied,
+    Edited,
+    Escalate,
+    Gate,
+    TerminalApprovals,
+)
 from loopwise.model import Model, ModelRequest, OpenAIModel, ToolCall, Turn, resolve_model
+from loopwise.runner import aresume, arun, resume, run
 from loopwise.step import (
     Context,
     Event,
@@ -22,10 +32,9 @@ from loopwise.step import (
     RunResult,
     Status,
     Step,
-    arun,
-    run,
     step,
 )
+from loopwise.store import RunStore, SQLiteStore
 from loopwise.structured import Structured
 from loopwise.tools import (
     Bounds,
@@ -43,14 +52,20 @@ from loopwise.workflow import Workflow
 
 __all__ = [
     "Agent",
+    "ApprovalRequest",
+    "Approved",
     "Bounds",
     "Budget",
     "ConfigError",
     "Context",
     "ContextPolicy",
+    "Denied",
+    "Edited",
     "Effect",
+    "Escalate",
     "Event",
     "EventType",
+    "Gate",
     "GraphError",
     "IdPattern",
     "InDirectory",
@@ -66,11 +81,14 @@ __all__ = [
     "Pricing",
     "RunOptions",
     "RunResult",
+    "RunStore",
+    "SQLiteStore",
     "Status",
     "Step",
     "StoreError",
     "Structured",
     "TargetError",
+    "TerminalApprovals",
     "Tool",
     "ToolArgumentsError",
     "ToolCall",
@@ -78,9 +96,11 @@ __all__ = [
     "Turn",
     "Usage",
     "Workflow",
+    "aresume",
     "arun",
     "as_tool",
     "resolve_model",
+    "resume",
     "run",
     "step",
     "tool",

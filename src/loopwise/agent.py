@@ -48,6 +48,7 @@ import pydantic
 from pydantic import BaseModel
 
 from loopwise.errors import ToolError
+from loopwise.gates import Denied, Edited, Pending, authorize, denial_message, pause
 from loopwise.model import Message, ModelRequest, ToolCall, Turn
 from loopwise.step import Context, EventType, Halt, Status, jsonable
 from loopwise.tools import Effect, Tool, ToolArgumentsError, tool
@@ -158,6 +159,8 @@ class ToolOutcome:
     """The failure counter an error counts toward (the tool, or one for invented names)."""
     value: Any = None
     """The tool's return value (for ``final_answer``: the validated answer)."""
+    pending: Pending | None = None
+    """Set when a gate waits for a person: the call did not run, the run pauses."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,16 +177,41 @@ class _Block:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class _Wait:
+    """Authorization verdict: a person must decide first; the run pauses after this turn."""
+
+    pending: Pending
+
+
 async def _authorize(
     tool: Tool, args: BaseModel, call: ToolCall, ctx: Context, untrusted: Sequence[str]
-) -> _Proceed | _Block:
+) -> _Proceed | _Block | _Wait:
     """THE AUTHORIZATION SEAM: decide whether one validated call may run.
 
-    Gates, taint (``untrusted`` names the untrusted-output tools already read in this
-    run) and durable pause (raise a ``Halt`` with ``pending``) plug in here. Until they
-    do, every call proceeds: an ``irreversible`` tool cannot reach this point ungated,
-    because :class:`Agent` refuses such a tool at construction.
+    The tool's gate and taint (``untrusted`` names the untrusted outputs already read,
+    ``tool (call id)``) decide through :func:`loopwise.gates.authorize`; a denial becomes
+    an error result, edited arguments are validated again, and an undecided human gate
+    makes the turn pause once its other calls are done.
     """
+    verdict = await authorize(
+        ctx,
+        tool=tool.name,
+        effect=str(tool.effect),
+        args=args,
+        call_id=call.id,
+        gate=tool.gate,
+        tainted_by=untrusted[0] if untrusted else None,
+    )
+    if isinstance(verdict, Pending):
+        return _Wait(verdict)
+    if isinstance(verdict, Denied):
+        return _Block(denial_message(tool.name, verdict))
+    if isinstance(verdict, Edited):
+        try:
+            return _Proceed(tool.parse(verdict.args))
+        except ToolArgumentsError as e:
+            return _Block(f"the edited arguments were rejected: {e}")
     return _Proceed(args)
 
 
@@ -368,6 +396,10 @@ class Agent:
         """Run every call of one turn concurrently; append results in call order."""
         turn = state.turns
         outcomes = await asyncio.gather(*(self._execute_call(c, turn, state, ctx) for c in calls))
+        waiting = [o.pending for o in outcomes if o.pending is not None]
+        if waiting:
+            # Every gate of the turn is pending together; the other calls ran and are journaled.
+            raise pause(waiting)
         for outcome in outcomes:
             state.messages.append(
                 {"role": "tool", "tool_call_id": outcome.call.id, "content": outcome.content}
@@ -416,17 +448,21 @@ class Agent:
         recorded = ctx.replay.get(key)
         if recorded is not None and call.name != FINAL_ANSWER:
             return _replayed(call, recorded, found, state)
-        ctx.emit(
-            EventType.TOOL_CALL,
-            {
-                "tool": call.name,
-                "call_id": call.id,
-                "args": _args_for_log(call.arguments),
-                "effect": str(found.effect) if found else None,
-                "key": key,
-            },
-        )
+        if f"{key}:call" not in ctx.replay:
+            # A call logged before a pause or a crash is not logged twice on resume.
+            ctx.emit(
+                EventType.TOOL_CALL,
+                {
+                    "tool": call.name,
+                    "call_id": call.id,
+                    "args": _args_for_log(call.arguments),
+                    "effect": str(found.effect) if found else None,
+                    "key": f"{key}:call",
+                },
+            )
         outcome = await self._outcome(found, call, state, ctx)
+        if outcome.pending is not None:
+            return outcome
         ctx.emit(
             EventType.TOOL_RESULT,
             {
@@ -452,6 +488,10 @@ class Agent:
         except ToolArgumentsError as e:
             return _error(call, str(e), found.name)
         verdict = await _authorize(found, args, call, ctx, tuple(state.untrusted))
+        if isinstance(verdict, _Wait):
+            return ToolOutcome(
+                call=call, content="", is_error=False, counts_as=found.name, pending=verdict.pending
+            )
         if isinstance(verdict, _Block):
             return _error(call, verdict.reason, found.name)
         try:
@@ -463,7 +503,7 @@ class Agent:
         except Exception as e:
             return _error(call, f"tool {found.name!r} raised {type(e).__name__}: {e}", found.name)
         if found.untrusted_output:
-            state.untrusted.append(found.name)
+            state.untrusted.append(f"{found.name} ({call.id})")
         content = _truncate(_render(value), self.max_tool_output_chars)
         return ToolOutcome(
             call=call, content=content, is_error=False, counts_as=found.name, value=value
@@ -557,7 +597,7 @@ def _replayed(
 ) -> ToolOutcome:
     is_error = bool(recorded.get("is_error"))
     if found is not None and found.untrusted_output and not is_error:
-        state.untrusted.append(found.name)
+        state.untrusted.append(f"{found.name} ({call.id})")
     return ToolOutcome(
         call=call,
         content=str(recorded.get("content", "")),

@@ -14,8 +14,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from loopwise import runner
+from loopwise._cli_store import add_store_verbs, interactive
 from loopwise.errors import ConfigError, LoopwiseError
-from loopwise.step import FunctionStep, RunResult, Status, arun
+from loopwise.gates import TerminalApprovals
+from loopwise.step import FunctionStep, RunResult, Status
 from loopwise.targets import Target, load_target, model_for
 from loopwise.usage import Budget
 
@@ -72,6 +75,11 @@ def _print_result(result: RunResult, as_json: bool) -> None:
     )
     if result.output is not None:
         print(json.dumps(result.to_dict()["output"], indent=2, default=str))
+    for p in result.pending:
+        print(
+            f"waiting for approval {p['approval_id']}: {p['tool']}({json.dumps(p['args'])}) — "
+            f"loopwise approve {result.run_id} --approval {p['approval_id']}"
+        )
     u = result.usage
     cost = "unknown" if u.cost_usd is None else f"${u.cost_usd:.6f}"
     print(
@@ -95,9 +103,32 @@ def _cmd_run(args: argparse.Namespace) -> int:
         model=model,
         budget=_budget(args),
         max_steps=args.max_steps,
+        store=args.store or runner.DEFAULT,
+        spec=args.target,
+        approvals=TerminalApprovals() if interactive(args) else None,
     )
     _print_result(result, args.json)
     return exit_code(result.status)
+
+
+def _cmd_resume(args: argparse.Namespace) -> int:
+    result = runner.resume(
+        args.run_id,
+        model=args.model,
+        store=args.store or runner.DEFAULT,
+        approvals=TerminalApprovals() if interactive(args) else None,
+    )
+    _print_result(result, args.json)
+    return exit_code(result.status)
+
+
+def _add_resume(sub: Any) -> None:
+    p = sub.add_parser("resume", help="resume a paused or interrupted run")
+    p.add_argument("run_id")
+    p.add_argument("--model", help="continue with this model instead of the run's own")
+    p.add_argument("--store", help="run store path (default $LOOPWISE_STORE or .loopwise/runs.db)")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.set_defaults(handler=_cmd_resume)
 
 
 def _run_closing(step: Any, payload: Any, *, model: Any, **options: Any) -> RunResult:
@@ -105,7 +136,7 @@ def _run_closing(step: Any, payload: Any, *, model: Any, **options: Any) -> RunR
 
     async def go() -> RunResult:
         try:
-            return await arun(step, payload, model=model, **options)
+            return await runner.arun(step, payload, model=model, **options)
         finally:
             aclose = getattr(model, "aclose", None)
             if aclose is not None:
@@ -151,11 +182,6 @@ def _add_graph(sub: Any) -> None:
 
 _LATER = {
     "eval": "run targets over a dataset and compare their distributions",
-    "runs": "list and show stored runs",
-    "pending": "list undecided approvals",
-    "approve": "approve a pending gate",
-    "deny": "deny a pending gate",
-    "resume": "resume a paused run",
     "check": "static review of a step",
     "decide": "workflow, agent or hybrid?",
     "analyze": "mine stored agent runs for their paths",
@@ -168,6 +194,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="verb", required=True, parser_class=_Parser)
     _add_run(sub)
     _add_graph(sub)
+    add_store_verbs(sub)
+    _add_resume(sub)
     for verb, help_text in _LATER.items():
         p = sub.add_parser(verb, help=help_text, add_help=True)
         p.add_argument("rest", nargs=argparse.REMAINDER)

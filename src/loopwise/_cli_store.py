@@ -1,0 +1,217 @@
+"""The store's command-line verbs: ``runs list|show``, ``pending``, ``approve``, ``deny``.
+
+Registered by :mod:`loopwise.cli`; kept here so the CLI module stays a thin list of verbs.
+Mistakes (an unknown run or approval, an ambiguous ``approve``) raise
+:class:`~loopwise.errors.ConfigError`: one line, exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import sys
+from typing import Any
+
+from loopwise.errors import ConfigError
+from loopwise.gates import args_hash
+from loopwise.store import SQLiteStore
+
+__all__ = ["add_store_verbs", "interactive", "store_help"]
+
+store_help = "run store path (default $LOOPWISE_STORE or .loopwise/runs.db)"
+
+_PUBLIC = ("run_id", "approval_id", "tool", "args", "effect", "reason", "tainted_by")
+
+
+def interactive(args: argparse.Namespace) -> bool:
+    """Whether gates may ask on this terminal (a TTY both ways and no ``--json``)."""
+    return not getattr(args, "json", False) and sys.stdin.isatty() and sys.stdout.isatty()
+
+
+def _store(args: argparse.Namespace) -> SQLiteStore:
+    return SQLiteStore(args.store)
+
+
+def _cmd_runs_list(args: argparse.Namespace) -> int:
+    with _store(args) as st:
+        runs = st.list_runs(limit=args.limit)
+    if args.json:
+        print(json.dumps({"runs": runs}, default=str))
+        return 0
+    if not runs:
+        print("no runs stored")
+    for r in runs:
+        tokens = (r["usage"] or {}).get("total_tokens", 0)
+        print(
+            f"{r['run_id']}  {r['status']:<17}  {r['target']:<24}  {r['model'] or '-':<12}  "
+            f"{tokens:>7} tok  {r['created_at'][:19]}"
+        )
+    return 0
+
+
+def _cmd_runs_show(args: argparse.Namespace) -> int:
+    with _store(args) as st:
+        log = st.show(args.run_id)
+    if args.json:
+        print(json.dumps(log, default=str))
+        return 0
+    detail = f" — {log['detail']}" if log["detail"] else ""
+    print(f"run {log['run_id']} ({log['target']}): {log['status']}{detail}")
+    for e in log["events"]:
+        print(f"{e['seq']:>4}  {e['type']:<14} {e['step']:<28} {_summary(e)}")
+    if log["output"] is not None:
+        print("output:", json.dumps(log["output"], default=str))
+    return 0
+
+
+def _summary(event: dict[str, Any]) -> str:
+    d = event["data"]
+    kind = event["type"]
+    if kind == "tool_call":
+        return f"{d.get('tool')}({json.dumps(d.get('args'), default=str)})"
+    if kind == "tool_result":
+        text = str(d.get("content", ""))
+        return ("ERROR " if d.get("is_error") else "") + (
+            text[:60] + ("…" if len(text) > 60 else "")
+        )
+    if kind == "model_call":
+        return f"{d.get('model')} in={d.get('input_tokens')} out={d.get('output_tokens')}"
+    if kind in {"gate_requested", "gate_decided"}:
+        what = d.get("decision") or d.get("reason")
+        return f"{d.get('tool')} [{d.get('approval_id')}] {what}" + (
+            f" by {d['by']}" if d.get("by") else ""
+        )
+    if kind in {"run_finished", "run_paused"}:
+        return str(d.get("status"))
+    return ""
+
+
+def _cmd_pending(args: argparse.Namespace) -> int:
+    with _store(args) as st:
+        waiting = st.pending(args.run_id)
+    if args.json:
+        print(json.dumps([{k: a[k] for k in _PUBLIC} for a in waiting], default=str))
+        return 0
+    if not waiting:
+        print("no pending approvals")
+    for a in waiting:
+        taint = f" (tainted by {a['tainted_by']})" if a["tainted_by"] else ""
+        print(
+            f"{a['run_id']}  {a['approval_id']}  {a['tool']}({json.dumps(a['args'])}) "
+            f"[{a['effect']}]: {a['reason']}{taint}"
+        )
+    return 0
+
+
+def _chosen(st: SQLiteStore, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The approvals a decision applies to: the one named, or the run's only pending one."""
+    st.get_run(args.run_id)
+    if args.approval:
+        found = st.approval(args.run_id, args.approval)
+        if found is None:
+            raise ConfigError(
+                f"run {args.run_id!r} has no approval {args.approval!r}", name=args.approval
+            )
+        return [found]
+    waiting = st.pending(args.run_id)
+    if not waiting:
+        raise ConfigError(f"run {args.run_id!r} has no pending approval", name=args.run_id)
+    if len(waiting) > 1 and not args.all:
+        ids = ", ".join(a["approval_id"] for a in waiting)
+        raise ConfigError(
+            f"run {args.run_id!r} has {len(waiting)} pending approvals ({ids}); name one with "
+            "--approval ID, or pass --all",
+            name=args.run_id,
+        )
+    return waiting
+
+
+def _edited_args(args: argparse.Namespace) -> dict[str, Any] | None:
+    if args.args is None:
+        return None
+    try:
+        edited = json.loads(args.args)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"--args is not valid JSON ({e.msg})", name="args") from e
+    if not isinstance(edited, dict):
+        raise ConfigError("--args must be a JSON object of the tool's arguments", name="args")
+    return edited
+
+
+def _decide(args: argparse.Namespace, decision: str) -> int:
+    edited = _edited_args(args) if decision == "approved" else None
+    with _store(args) as st:
+        chosen = _chosen(st, args)
+        if edited is not None and len(chosen) != 1:
+            raise ConfigError("--args edits one approval: name it with --approval", name="args")
+        for a in chosen:
+            changed = edited is not None and args_hash(a["tool"], edited) != a["args_hash"]
+            done = st.decide(
+                args.run_id,
+                a["approval_id"],
+                decision="edited" if changed else decision,
+                by=args.by or _user(),
+                reason=getattr(args, "reason", None),
+                edited_args=edited if changed else None,
+            )
+            print(
+                f"{done['status']} {done['approval_id']} of run {args.run_id}: "
+                f"{done['tool']}({json.dumps(done['edited_args'] or done['args'])}) "
+                f"by {done['decided_by']}"
+            )
+        still = len(st.pending(args.run_id))
+    print(
+        f"{still} approval(s) still pending"
+        if still
+        else f"continue with: loopwise resume {args.run_id}"
+    )
+    return 0
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "cli"
+
+
+def _add_runs(sub: Any) -> None:
+    p = sub.add_parser("runs", help="list and show stored runs")
+    verbs = p.add_subparsers(dest="runs_verb", required=True, parser_class=type(p))
+    ls = verbs.add_parser("list", help="the most recent runs")
+    ls.add_argument("--limit", type=int, default=50, help="how many (default 50)")
+    ls.set_defaults(handler=_cmd_runs_list)
+    show = verbs.add_parser("show", help="the audit log of one run")
+    show.add_argument("run_id")
+    show.set_defaults(handler=_cmd_runs_show)
+    for q in (ls, show):
+        q.add_argument("--json", action="store_true", help="print one JSON document")
+        q.add_argument("--store", help=store_help)
+
+
+def _add_decision(sub: Any, verb: str) -> None:
+    p = sub.add_parser(verb, help=f"{verb} a pending gate")
+    p.add_argument("run_id")
+    p.add_argument("--approval", help="the approval id (needed when several are pending)")
+    p.add_argument("--all", action="store_true", help=f"{verb} every pending approval of the run")
+    p.add_argument("--by", help="who decides (default: the current user)")
+    p.add_argument("--store", help=store_help)
+    if verb == "approve":
+        p.add_argument("--args", help="approve with these edited arguments (a JSON object)")
+        p.set_defaults(handler=lambda a: _decide(a, "approved"))
+    else:
+        p.add_argument("--reason", required=True, help="why (the model reads it)")
+        p.set_defaults(handler=lambda a: _decide(a, "denied"))
+
+
+def add_store_verbs(sub: Any) -> None:
+    """Register ``runs``, ``pending``, ``approve`` and ``deny`` on the CLI's subparsers."""
+    _add_runs(sub)
+    p = sub.add_parser("pending", help="list undecided approvals")
+    p.add_argument("run_id", nargs="?", help="only this run's")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.add_argument("--store", help=store_help)
+    p.set_defaults(handler=_cmd_pending)
+    _add_decision(sub, "approve")
+    _add_decision(sub, "deny")

@@ -1,0 +1,466 @@
+"""Gates in front of tools and plan actions: human approval, automatic policies, taint.
+
+A :class:`Gate` is one of three kinds:
+
+* :func:`human` — pause and ask a person;
+* :func:`policy` — an automatic, stricter check of the validated arguments that approves
+  or denies (a policy that escalates, with no human behind it, denies);
+* :func:`policy_then_human` — the policy first; a person only when it says
+  :class:`Escalate`.
+
+Verdicts are values: :class:`Approved`, :class:`Denied` (with a reason) and
+:class:`Edited` (approved with new arguments, validated again by the caller). A request
+for a person is plain data (:class:`ApprovalRequest`) bound to the exact tool and
+arguments by :func:`args_hash`.
+
+**Taint.** Once the output of a tool declared ``untrusted_output`` is in the transcript,
+every later ``write``/``irreversible`` call needs a person whatever the policy says (a
+policy may still deny); the request names the source in ``tainted_by``.
+
+**Who answers.** :func:`authorize` asks ``ctx.approvals``, the run's approval handler: an
+object with ``async decide(request)``, or a plain (sync or async) function of the
+request, returning a verdict, ``True``/``False``, or ``None`` for "not decided yet".
+:class:`TerminalApprovals` asks on a terminal (y/n/edit). The run store's handler (in
+:mod:`loopwise.runner`) answers from decisions made with ``loopwise approve``/``deny``
+and ``None`` before: the caller then collects every :class:`Pending` of the turn and
+raises :func:`pause`, which ends the run ``awaiting_approval`` with all of them listed.
+
+Every decision is journaled (``gate_decided`` with a ``key``), so a resumed run applies
+it again without asking twice; a request already made is not made twice either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import inspect
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TextIO
+
+from loopwise.errors import ConfigError
+from loopwise.step import EventType, Halt, Status, jsonable
+
+if TYPE_CHECKING:
+    from loopwise.step import Context
+
+__all__ = [
+    "ApprovalRequest",
+    "Approved",
+    "Denied",
+    "Edited",
+    "Escalate",
+    "Gate",
+    "Handler",
+    "Pending",
+    "Taint",
+    "TerminalApprovals",
+    "Verdict",
+    "args_hash",
+    "ask",
+    "authorize",
+    "denial_message",
+    "human",
+    "pause",
+    "policy",
+    "policy_then_human",
+    "verdict_from_data",
+]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Approved:
+    """The call may run as requested."""
+
+    by: str = "policy"
+    """Who approved (``policy``, ``no-gate``, a person's name)."""
+    reason: str | None = None
+    """Why, when said."""
+
+
+@dataclass(frozen=True, slots=True)
+class Denied:
+    """The call must not run; the tool answers with an error that carries ``reason``."""
+
+    reason: str
+    """Why it was denied (shown to the model and in the audit log)."""
+    by: str = "policy"
+    """Who denied."""
+
+
+@dataclass(frozen=True, slots=True)
+class Edited:
+    """Approved with different arguments; the caller validates them again before running."""
+
+    args: dict[str, Any]
+    """The arguments to run with instead."""
+    by: str = "human"
+    """Who edited."""
+    reason: str | None = None
+    """Why, when said."""
+
+
+@dataclass(frozen=True, slots=True)
+class Escalate:
+    """A policy's answer: "a person must decide" (only :func:`policy_then_human` asks one)."""
+
+    reason: str = "the policy asks a human to decide"
+    """Why a person is needed (shown in the approval request)."""
+
+
+Verdict = Approved | Denied | Edited
+PolicyFn = Callable[[Any], Any]
+"""A policy: a (sync or async) function of the validated arguments returning ``Approved``,
+``Denied``, ``Escalate``, ``True``/``None`` (approve), ``False`` or a string (deny, the
+string being the reason)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ApprovalRequest:
+    """A call waiting for a person: plain data, bound to the tool and args by ``args_hash``."""
+
+    run_id: str
+    """The run it belongs to."""
+    approval_id: str
+    """Its id within the run (the tool call's id)."""
+    tool: str
+    """The tool (or plan action) to run."""
+    args: dict[str, Any]
+    """The validated arguments it would run with."""
+    effect: str
+    """``read``, ``write`` or ``irreversible``."""
+    reason: str
+    """Why a person must decide."""
+    tainted_by: str | None = None
+    """The untrusted source that preceded it (``fetch_page (call_3)``), if any."""
+    args_hash: str = ""
+    """:func:`args_hash` of ``tool`` and ``args``."""
+    call_id: str = ""
+    """The tool call's id."""
+    step: str = ""
+    """The step path that asked."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready dict (what ``loopwise pending --json`` lists)."""
+        return {
+            "run_id": self.run_id,
+            "approval_id": self.approval_id,
+            "tool": self.tool,
+            "args": self.args,
+            "effect": self.effect,
+            "reason": self.reason,
+            "tainted_by": self.tainted_by,
+            "args_hash": self.args_hash,
+            "call_id": self.call_id,
+            "step": self.step,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """No decision yet: the run must pause with this request outstanding."""
+
+    request: ApprovalRequest
+    """What waits for a person."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Gate:
+    """What stands in front of a tool; build with :func:`human`, :func:`policy` or
+    :func:`policy_then_human`."""
+
+    kind: str
+    """``human``, ``policy`` or ``policy_then_human``."""
+    check: PolicyFn | None = None
+    """The automatic policy, if any."""
+
+    @property
+    def asks_human(self) -> bool:
+        """Whether a person can be asked (``human`` and ``policy_then_human``)."""
+        return self.kind != "policy"
+
+    async def run_policy(self, args: Any) -> Approved | Denied | Escalate:
+        """The policy's verdict on ``args`` (``Escalate`` for a plain human gate)."""
+        if self.check is None:
+            return Escalate("this tool is gated by a human")
+        result = self.check(args)
+        if inspect.isawaitable(result):
+            result = await result
+        return _policy_verdict(result)
+
+
+def _policy_verdict(result: Any) -> Approved | Denied | Escalate:
+    if isinstance(result, Approved | Denied | Escalate):
+        return result
+    if isinstance(result, Edited):
+        return Denied("a policy cannot edit arguments; it may approve, deny or escalate")
+    if result is True or result is None:
+        return Approved()
+    if isinstance(result, str):
+        return Denied(result)
+    return Denied("denied by policy")
+
+
+def human() -> Gate:
+    """Pause and ask a person before every call."""
+    return Gate(kind="human")
+
+
+def policy(fn: PolicyFn) -> Gate:
+    """An automatic check only; an :class:`Escalate` from it denies (no person to ask)."""
+    return Gate(kind="policy", check=fn)
+
+
+def policy_then_human(fn: PolicyFn) -> Gate:
+    """The policy first; a person decides when it answers :class:`Escalate`."""
+    return Gate(kind="policy_then_human", check=fn)
+
+
+def args_hash(tool: str, args: Any) -> str:
+    """A stable hash of a tool name and its arguments (canonical JSON, SHA-256)."""
+    text = json.dumps([tool, jsonable(args)], sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass
+class Taint:
+    """Which untrusted outputs an agent's transcript holds; the first names the source."""
+
+    sources: list[str] = field(default_factory=list)
+    """``tool (call_id)`` of every untrusted output seen, in order."""
+
+    def note(self, tool: str, call_id: str) -> None:
+        """Record that ``tool``'s output (call ``call_id``) entered the transcript."""
+        self.sources.append(f"{tool} ({call_id})")
+
+    @property
+    def source(self) -> str | None:
+        """The first untrusted source, or ``None`` while the transcript is clean."""
+        return self.sources[0] if self.sources else None
+
+
+Handler = Callable[[ApprovalRequest], Any] | Any
+"""An approval handler: an object with ``async decide(request)``, or a function of the
+request (sync or async); it returns a verdict, ``True``/``False``, or ``None`` (undecided)."""
+
+
+async def authorize(
+    ctx: Context,
+    *,
+    tool: str,
+    effect: str,
+    args: Any,
+    call_id: str,
+    gate: Gate | None,
+    tainted_by: str | None = None,
+) -> Verdict | Pending:
+    """Decide whether one call may run: the seam agents and hybrids call before a tool.
+
+    Returns :class:`Approved` (run it), :class:`Edited` (validate ``args`` again, then run
+    them), :class:`Denied` (answer with an error result) or :class:`Pending` (collect it
+    and :func:`pause` once the turn's other calls are done). Decisions are journaled by
+    ``call_id``, so a resumed run gets the same verdict without asking again.
+    """
+    effect = str(effect)
+    gate = _as_gate(gate, tool)
+    tainted = tainted_by is not None and effect in {"write", "irreversible"}
+    if gate is None and not tainted:
+        return Approved(by="no-gate")
+    decided_key = f"{ctx.step_path}:gate_decided:{call_id}"
+    recorded = ctx.replay.get(decided_key)
+    if recorded is not None:
+        return verdict_from_data(recorded)
+    first = await gate.run_policy(args) if gate is not None else Escalate()
+    verdict = _without_human(first, gate, tainted)
+    if verdict is not None:
+        _emit_decision(ctx, decided_key, tool, call_id, verdict)
+        return verdict
+    request = ApprovalRequest(
+        run_id=ctx.run_id,
+        approval_id=call_id,
+        tool=tool,
+        args=jsonable(args),
+        effect=effect,
+        reason=_human_reason(first, tainted_by if tainted else None),
+        tainted_by=tainted_by if tainted else None,
+        args_hash=args_hash(tool, args),
+        call_id=call_id,
+        step=ctx.step_path,
+    )
+    requested_key = f"{ctx.step_path}:gate_requested:{call_id}"
+    if requested_key not in ctx.replay:
+        ctx.emit(EventType.GATE_REQUESTED, {"key": requested_key, **request.to_dict()})
+    answer = await ask(ctx.approvals, request)
+    if answer is None:
+        return Pending(request)
+    _emit_decision(ctx, decided_key, tool, call_id, answer)
+    return answer
+
+
+def _as_gate(gate: Any, tool: str) -> Gate | None:
+    """A :class:`Gate`; a bare function is taken as a :func:`policy`."""
+    if gate is None or isinstance(gate, Gate):
+        return gate
+    if callable(gate):
+        return policy(gate)
+    raise ConfigError(
+        f"tool {tool!r}: gate {gate!r} is not a gate; use gates.human(), gates.policy(fn) "
+        "or gates.policy_then_human(fn)",
+        name=tool,
+    )
+
+
+def _without_human(
+    first: Approved | Denied | Escalate, gate: Gate | None, tainted: bool
+) -> Verdict | None:
+    """The verdict when no person is needed, or ``None`` when one must be asked."""
+    if isinstance(first, Denied):
+        return first
+    if tainted:
+        return None
+    if isinstance(first, Approved):
+        return first
+    if gate is not None and not gate.asks_human:
+        return Denied(f"{first.reason} (this gate has no human to ask)", by="policy")
+    return None
+
+
+def _human_reason(first: Approved | Denied | Escalate, tainted_by: str | None) -> str:
+    if tainted_by is not None:
+        return (
+            f"untrusted output from {tainted_by} is in the transcript: every later write or "
+            "irreversible call needs a human"
+        )
+    return first.reason if isinstance(first, Escalate) else "this tool is gated by a human"
+
+
+def _emit_decision(ctx: Context, key: str, tool: str, call_id: str, verdict: Verdict) -> None:
+    data: dict[str, Any] = {
+        "key": key,
+        "approval_id": call_id,
+        "call_id": call_id,
+        "tool": tool,
+        "decision": _decision_name(verdict),
+        "by": verdict.by,
+        "reason": verdict.reason,
+    }
+    if isinstance(verdict, Edited):
+        data["args"] = jsonable(verdict.args)
+    ctx.emit(EventType.GATE_DECIDED, data)
+
+
+def _decision_name(verdict: Verdict) -> str:
+    if isinstance(verdict, Approved):
+        return "approved"
+    return "denied" if isinstance(verdict, Denied) else "edited"
+
+
+def verdict_from_data(data: dict[str, Any]) -> Verdict:
+    """The verdict a ``gate_decided`` event (or an approvals row) records."""
+    decision, by = data.get("decision"), str(data.get("by") or "human")
+    reason = data.get("reason")
+    if decision == "approved":
+        return Approved(by=by, reason=reason)
+    if decision == "edited":
+        return Edited(dict(data.get("args") or {}), by=by, reason=reason)
+    return Denied(str(reason or "denied"), by=by)
+
+
+async def ask(handler: Handler, request: ApprovalRequest) -> Verdict | None:
+    """Ask ``handler`` about ``request``: a verdict, or ``None`` while undecided."""
+    if handler is None:
+        return None
+    decide = getattr(handler, "decide", None)
+    fn: Callable[[ApprovalRequest], Any] = decide if callable(decide) else handler
+    result = fn(request)
+    if inspect.isawaitable(result):
+        result = await result
+    return _human_verdict(result)
+
+
+def _human_verdict(result: Any) -> Verdict | None:
+    if result is None or isinstance(result, Approved | Denied | Edited):
+        return result
+    if result is True:
+        return Approved(by="human")
+    if isinstance(result, str):
+        return Denied(result, by="human")
+    return Denied("denied by a human", by="human")
+
+
+def pause(pending: list[Pending]) -> Halt:
+    """The :class:`Halt` that ends a run ``awaiting_approval`` with every request listed."""
+    names = ", ".join(f"{p.request.tool} ({p.request.approval_id})" for p in pending)
+    halt = Halt(Status.AWAITING_APPROVAL, f"{len(pending)} call(s) await approval: {names}")
+    # execute() reads `pending` off the Halt into RunResult.pending.
+    setattr(halt, "pending", [p.request.to_dict() for p in pending])  # noqa: B010
+    return halt
+
+
+def denial_message(tool: str, verdict: Denied) -> str:
+    """The error result a denied call answers with (the model reads it)."""
+    return (
+        f"the call to {tool!r} was denied by {verdict.by}: {verdict.reason}. It did not run; "
+        "do not retry it with the same arguments."
+    )
+
+
+class TerminalApprovals:
+    """Ask on a terminal: ``y`` approves, ``n`` denies (asks why), ``e`` edits the arguments
+    as JSON. End of input leaves the call undecided, so the run pauses durably instead."""
+
+    def __init__(
+        self, *, by: str = "terminal", stdin: TextIO | None = None, stdout: TextIO | None = None
+    ) -> None:
+        self.by = by
+        self._in = stdin
+        self._out = stdout
+        self._lock: asyncio.Lock | None = None
+
+    async def decide(self, request: ApprovalRequest) -> Verdict | None:
+        """One question at a time, even when several calls of a turn wait together."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            return await asyncio.to_thread(self._ask, request)
+
+    def _line(self, prompt: str) -> str | None:
+        out, inp = self._out or sys.stderr, self._in or sys.stdin
+        out.write(prompt)
+        out.flush()
+        line = inp.readline()
+        return None if not line else line.strip()
+
+    def _ask(self, request: ApprovalRequest) -> Verdict | None:
+        out = self._out or sys.stderr
+        out.write(
+            f"\n{request.tool}({json.dumps(request.args)}) [{request.effect}] "
+            f"needs approval: {request.reason}\n"
+        )
+        while True:
+            answer = self._line("approve? [y]es / [n]o / [e]dit: ")
+            if answer is None:
+                return None
+            if answer.lower() in {"y", "yes"}:
+                return Approved(by=self.by)
+            if answer.lower() in {"n", "no"}:
+                reason = self._line("reason: ") or "denied at the terminal"
+                return Denied(reason, by=self.by)
+            if answer.lower() in {"e", "edit"}:
+                edited = self._edited()
+                if edited is not None:
+                    return edited
+
+    def _edited(self) -> Edited | None:
+        raw = self._line("new arguments as a JSON object: ")
+        try:
+            args = json.loads(raw or "")
+        except json.JSONDecodeError as e:
+            (self._out or sys.stderr).write(f"not JSON: {e.msg}\n")
+            return None
+        if not isinstance(args, dict):
+            (self._out or sys.stderr).write("the arguments must be a JSON object\n")
+            return None
+        return Edited(args, by=self.by)

@@ -1,0 +1,385 @@
+"""Running with the store: :func:`run`/:func:`arun` record, :func:`resume` continues.
+
+These are the ``loopwise.run``/``loopwise.arun`` users call. They wrap the core
+(:func:`loopwise.step.arun`, which knows no store) with the run store as an event sink:
+
+* every run is recorded in the default store (``$LOOPWISE_STORE`` or
+  ``.loopwise/runs.db``) unless ``store=None`` is passed (then nothing is written);
+  ``store=`` also takes a path or any :class:`~loopwise.store.RunStore`;
+* ``spec=`` records how to load the target again (``path.py:name``), which a resume in
+  another process needs; the CLI passes it;
+* human gates with no interactive handler pause the run durably: it ends
+  ``awaiting_approval`` and :func:`resume` continues it, in any later process, once every
+  pending approval is decided (``loopwise approve``/``deny`` or
+  :meth:`~loopwise.store.SQLiteStore.decide`).
+
+**Resume** reloads the run (target, input, model name, limits), replays its journal —
+recorded model turns are not sent again, recorded tool results are not run again —
+applies the decided approvals and continues the same run id, appending ``run_resumed``
+and then new events after the last ``seq``. An approved call runs once (with its
+idempotency key, run id + call id); a denied one answers the model with an error result
+saying it was denied and the run goes on (a hybrid ends ``denied`` instead). Only runs
+that are ``awaiting_approval`` or were interrupted (still ``running`` in the store, e.g.
+the process was killed) continue; resuming a finished run returns it unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import fields, replace
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from loopwise.errors import ConfigError
+from loopwise.gates import ApprovalRequest, Denied, Handler, Verdict, ask, verdict_from_data
+from loopwise.model import Model, resolve_model
+from loopwise.step import (
+    EventType,
+    RunOptions,
+    RunResult,
+    Status,
+    Step,
+    execute,
+    jsonable,
+    new_context,
+)
+from loopwise.store import RunStore, SQLiteStore, default_store_path
+from loopwise.targets import load_target, model_for
+from loopwise.usage import Budget, Usage
+
+__all__ = ["DEFAULT", "StoreApprovals", "aresume", "arun", "resume", "run"]
+
+
+class _Default:
+    def __repr__(self) -> str:
+        return "DEFAULT"
+
+
+DEFAULT: Any = _Default()
+"""``store=DEFAULT``: the store at ``$LOOPWISE_STORE`` or ``.loopwise/runs.db``."""
+
+RESUMABLE = frozenset({"running", Status.AWAITING_APPROVAL.value})
+"""Stored statuses :func:`resume` continues (``running`` = the process died mid-run)."""
+
+_OPTION_NAMES = frozenset(f.name for f in fields(RunOptions))
+
+
+class StoreApprovals:
+    """The durable approval handler: answers from decisions recorded in the store.
+
+    Undecided requests go to ``fallback`` (a :class:`~loopwise.gates.TerminalApprovals`,
+    a function) when there is one, else stay pending so the run pauses. A decision made
+    for other arguments than the request's (a different ``args_hash``) denies.
+    """
+
+    def __init__(self, store: RunStore, fallback: Handler = None) -> None:
+        self.store = store
+        self.fallback = fallback
+
+    async def decide(self, request: ApprovalRequest) -> Verdict | None:
+        """The recorded decision, the fallback's answer, or ``None`` (still pending)."""
+        row = self.store.approval(request.run_id, request.approval_id)
+        if row is None or row["status"] == "pending":
+            return await ask(self.fallback, request)
+        if row["args_hash"] != request.args_hash:
+            return Denied(
+                "the approval was given for different arguments than this call has",
+                by=str(row["decided_by"]),
+            )
+        return verdict_from_data(
+            {
+                "decision": row["status"],
+                "by": row["decided_by"],
+                "reason": row["decision_reason"],
+                "args": row["edited_args"],
+            }
+        )
+
+
+class _SharedStores:
+    """Open stores by path, shared by the runs using them and closed after the last one.
+
+    Many concurrent runs in one process then write through one connection instead of
+    holding one (and its file handles) each.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: dict[Path, tuple[SQLiteStore, int]] = {}
+
+    def acquire(self, path: Path) -> SQLiteStore:
+        with self._lock:
+            store, users = self._open.get(path, (None, 0))
+            store = store or SQLiteStore(path)
+            self._open[path] = (store, users + 1)
+            return store
+
+    def release(self, path: Path) -> None:
+        with self._lock:
+            store, users = self._open[path]
+            if users > 1:
+                self._open[path] = (store, users - 1)
+                return
+            del self._open[path]
+        store.close()
+
+
+_shared = _SharedStores()
+
+
+@asynccontextmanager
+async def _opened(store: Any) -> AsyncIterator[RunStore]:
+    """The store to use: an object as given, or a shared one for ``DEFAULT``/a path."""
+    if store is not DEFAULT and not isinstance(store, str | os.PathLike):
+        yield store
+        return
+    path = default_store_path(None if store is DEFAULT else store).resolve()
+    opened = _shared.acquire(path)
+    try:
+        yield opened
+    finally:
+        _shared.release(path)
+
+
+def _run_options(options: RunOptions | None, overrides: dict[str, Any]) -> RunOptions:
+    unknown = sorted(set(overrides) - _OPTION_NAMES)
+    if unknown:
+        raise ConfigError(
+            f"unknown run option {unknown[0]!r}; known: {', '.join(sorted(_OPTION_NAMES))}, "
+            "store, spec",
+            name=unknown[0],
+        )
+    return replace(options or RunOptions(), **overrides)
+
+
+def _limits(budget: Budget, max_steps: int | None) -> dict[str, Any]:
+    return {
+        "budget": {
+            "max_tokens": budget.max_tokens,
+            "max_cost_usd": budget.max_cost_usd,
+            "max_seconds": budget.max_seconds,
+        },
+        "max_steps": max_steps,
+    }
+
+
+async def arun(
+    target: Step,
+    input: Any = None,
+    options: RunOptions | None = None,
+    *,
+    store: Any = DEFAULT,
+    spec: str | None = None,
+    **overrides: Any,
+) -> RunResult:
+    """Run ``target`` on ``input`` and record it in ``store`` (see the module docs).
+
+    ``store=None`` records nothing (the core :func:`loopwise.step.arun`). ``spec`` is the
+    loadable target (``path.py:name``) a resume in another process needs. Other keyword
+    arguments are :class:`~loopwise.step.RunOptions` fields.
+    """
+    opts = _run_options(options, overrides)
+    if store is None:
+        from loopwise.step import arun as core_arun
+
+        return await core_arun(target, input, opts)
+    if not isinstance(target, Step):
+        raise ConfigError(f"{target!r} is not a step (decorate a function with @loopwise.step)")
+    async with _opened(store) as st:
+        opts = replace(opts, sinks=(*opts.sinks, st), approvals=StoreApprovals(st, opts.approvals))
+        ctx = new_context(target, opts)
+        st.create_run(
+            ctx.run_id,
+            target=target.name,
+            spec=spec,
+            input=jsonable(input),
+            model=getattr(ctx.model, "name", None),
+            options=_limits(ctx.budget, ctx.max_steps),
+        )
+        return await _execute(st, target, input, ctx)
+
+
+async def _execute(st: RunStore, target: Step, input: Any, ctx: Any) -> RunResult:
+    try:
+        return await execute(target, input, ctx)
+    except Exception as e:
+        # A configuration mistake raised mid-run: the stored run must not look alive.
+        st.mark_failed(ctx.run_id, f"{type(e).__name__}: {e}")
+        raise
+
+
+async def aresume(
+    run_id: str,
+    *,
+    step: Step | None = None,
+    model: Model | str | None = None,
+    store: Any = DEFAULT,
+    approvals: Handler = None,
+    max_steps: int | None = None,
+    budget: Budget | None = None,
+) -> RunResult:
+    """Continue a paused or interrupted run (see the module docs).
+
+    ``step`` is the target when resuming in-process (otherwise it is loaded from the
+    recorded spec); ``model``, ``max_steps`` and ``budget`` override what the run started
+    with. Raises :class:`ConfigError` for an unknown run, or a run with no recorded spec
+    and no ``step``.
+    """
+    if store is None:
+        raise ConfigError("resume needs a run store (store=None records nothing)")
+    async with _opened(store) as st:
+        row = st.get_run(run_id)
+        if row["status"] not in RESUMABLE:
+            return _stored_result(st, row)
+        waiting = st.pending(run_id)
+        if waiting:
+            return _stored_result(st, row, pending=waiting)
+        target, chosen = _target_and_model(row, step, model)
+        limits = row["options"]
+        opts = RunOptions(
+            model=chosen,
+            budget=Budget(**limits.get("budget", {})).merged(budget),
+            max_steps=max_steps if max_steps is not None else limits.get("max_steps"),
+            run_id=run_id,
+            sinks=(st,),
+            approvals=StoreApprovals(st, approvals),
+            replay=st.journal(run_id),
+        )
+        ctx = new_context(target, opts)
+        events = st.events(run_id)
+        ctx.restore(events)
+        # Wall time goes on from where the run stopped, so max_seconds stays per run.
+        ctx.started_at -= float((row["usage"] or {}).get("wall_seconds", 0.0))
+        ctx.emit(
+            EventType.RUN_RESUMED,
+            {
+                "after_seq": events[-1].seq if events else 0,
+                "from_status": row["status"],
+                "model": getattr(chosen, "name", None),
+                "decisions": [a for a in st.approvals(run_id) if a["status"] != "pending"],
+            },
+        )
+        try:
+            return await _execute(st, target, _typed_input(target, row["input"]), ctx)
+        finally:
+            if not isinstance(model, Model):
+                await _close(chosen)
+
+
+def _target_and_model(
+    row: dict[str, Any], step: Step | None, model: Model | str | None
+) -> tuple[Step, Model | None]:
+    """The step to run and the model: the one given, else the one the run started with."""
+    loaded = None
+    if step is None:
+        if not row["spec"]:
+            raise ConfigError(
+                f"run {row['run_id']!r} recorded no target spec; pass the step to resume it "
+                "(resume(run_id, step=...))",
+                name=row["run_id"],
+            )
+        loaded = load_target(row["spec"])
+        step = loaded.step
+    if model is not None and not isinstance(model, str):
+        return step, model
+    name = model or row["model"]
+    if name is None:
+        return step, None
+    return step, model_for(loaded, name) if loaded is not None else resolve_model(name)
+
+
+async def _close(model: Any) -> None:
+    """Close the connections of a model resume opened itself (an ``OpenAIModel``)."""
+    aclose = getattr(model, "aclose", None)
+    if aclose is not None:
+        await aclose()
+
+
+def _typed_input(target: Step, stored: Any) -> Any:
+    """The stored (JSON) input as the type the target declares, when it is a pydantic model."""
+    kind = getattr(target, "input_type", None)
+    if isinstance(kind, type) and issubclass(kind, BaseModel) and isinstance(stored, dict):
+        return kind.model_validate(stored)
+    return stored
+
+
+def _stored_result(
+    st: RunStore, row: dict[str, Any], *, pending: list[dict[str, Any]] | None = None
+) -> RunResult:
+    """A run as the store has it (resuming a finished or still-waiting run changes nothing)."""
+    try:
+        status = Status(row["status"])
+    except ValueError:
+        status = Status.ERROR
+    return RunResult(
+        run_id=row["run_id"],
+        status=status,
+        output=row["output"],
+        usage=Usage.from_dict(row["usage"] or {}),
+        events=st.events(row["run_id"]),
+        detail=row["detail"]
+        or (f"{len(pending)} approval(s) still undecided" if pending else None),
+        pending=[_public_request(p) for p in pending or []],
+    )
+
+
+_REQUEST_KEYS = ApprovalRequest.__dataclass_fields__.keys()
+
+
+def _public_request(approval: dict[str, Any]) -> dict[str, Any]:
+    """A stored approval as the request a paused run lists (no decision fields)."""
+    return {k: approval[k] for k in _REQUEST_KEYS}
+
+
+def _sync(coro: Any) -> Any:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    coro.close()
+    raise ConfigError("called inside an event loop; await the async variant (arun/aresume)")
+
+
+def run(
+    target: Step,
+    input: Any = None,
+    options: RunOptions | None = None,
+    *,
+    store: Any = DEFAULT,
+    spec: str | None = None,
+    **overrides: Any,
+) -> RunResult:
+    """The sync wrapper of :func:`arun` (use ``arun`` inside an event loop)."""
+    result: RunResult = _sync(arun(target, input, options, store=store, spec=spec, **overrides))
+    return result
+
+
+def resume(
+    run_id: str,
+    *,
+    step: Step | None = None,
+    model: Model | str | None = None,
+    store: Any = DEFAULT,
+    approvals: Handler = None,
+    max_steps: int | None = None,
+    budget: Budget | None = None,
+) -> RunResult:
+    """The sync wrapper of :func:`aresume`."""
+    result: RunResult = _sync(
+        aresume(
+            run_id,
+            step=step,
+            model=model,
+            store=store,
+            approvals=approvals,
+            max_steps=max_steps,
+            budget=budget,
+        )
+    )
+    return result

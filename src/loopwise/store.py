@@ -1,0 +1,599 @@
+"""The run store: runs, their ordered events and their approvals, in one SQLite file.
+
+:class:`RunStore` is the interface (a server database can implement it later);
+:class:`SQLiteStore` is the embedded default. A store is an
+:class:`~loopwise.step.EventSink`: a run streams every event into it as it happens,
+and the store keeps the ``runs`` row (status, output, usage) and the ``approvals``
+rows (from ``gate_requested``/``gate_decided`` events) in step with the log.
+
+Durability: every event is committed before :meth:`SQLiteStore.record` returns. In WAL
+mode with ``synchronous=NORMAL`` a commit is a write into the WAL file without an
+fsync, so it survives the process being killed (SIGKILL) at any later point — a tool
+result recorded is never lost — while costing tens of microseconds, not milliseconds
+(``benchmarks`` measures it). A power cut may lose the last few commits; use
+``synchronous="FULL"`` when that matters more than speed.
+
+Concurrency: one connection per store object, guarded by a lock, so concurrent runs in
+one process write through it in turn; several processes share the file through
+SQLite's own locking (``busy_timeout``, short transactions). A run's ``seq`` is
+assigned by its context and ``PRIMARY KEY(run_id, seq)`` refuses a duplicate, so two
+runs never interleave and a lost or doubled event cannot pass silently.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from loopwise.errors import ConfigError, StoreError
+from loopwise.step import Event, EventType, jsonable
+
+__all__ = ["DEFAULT_STORE_PATH", "RunStore", "SQLiteStore", "default_store_path"]
+
+DEFAULT_STORE_PATH = ".loopwise/runs.db"
+"""Where the store lives when neither an argument nor ``LOOPWISE_STORE`` says."""
+
+_MIGRATIONS: list[str] = [
+    """
+    CREATE TABLE runs (
+        id TEXT PRIMARY KEY,
+        target TEXT NOT NULL,
+        spec TEXT,
+        status TEXT NOT NULL,
+        input TEXT,
+        output TEXT,
+        usage TEXT,
+        model TEXT,
+        options TEXT NOT NULL DEFAULT '{}',
+        detail TEXT,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    );
+    CREATE INDEX runs_created ON runs(created_at);
+    CREATE TABLE events (
+        run_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        type TEXT NOT NULL,
+        step TEXT NOT NULL,
+        at TEXT NOT NULL,
+        key TEXT,
+        data TEXT NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    ) WITHOUT ROWID;
+    CREATE TABLE approvals (
+        run_id TEXT NOT NULL,
+        approval_id TEXT NOT NULL,
+        step TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        call_id TEXT,
+        args TEXT NOT NULL,
+        effect TEXT,
+        reason TEXT,
+        tainted_by TEXT,
+        args_hash TEXT NOT NULL,
+        status TEXT NOT NULL DEFAULT 'pending',
+        requested_at TEXT NOT NULL,
+        decided_by TEXT,
+        decided_at TEXT,
+        decision_reason TEXT,
+        edited_args TEXT,
+        PRIMARY KEY (run_id, approval_id)
+    );
+    CREATE INDEX approvals_status ON approvals(status);
+    """,
+]
+"""The schema, one script per version; ``PRAGMA user_version`` says how many ran."""
+
+_FINISHED = {EventType.RUN_FINISHED, EventType.RUN_PAUSED}
+
+
+def default_store_path(path: str | os.PathLike[str] | None = None) -> Path:
+    """``path``, else ``$LOOPWISE_STORE``, else ``.loopwise/runs.db``."""
+    return Path(path or os.environ.get("LOOPWISE_STORE") or DEFAULT_STORE_PATH)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(jsonable(value), default=str)
+
+
+def _load(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+class RunStore(Protocol):
+    """What loopwise needs from a run store (SQLite today, a server database later)."""
+
+    def record(self, run_id: str, event: Event) -> None:
+        """Append ``event`` to the run's log durably (the :class:`EventSink` method)."""
+        ...
+
+    def create_run(
+        self,
+        run_id: str,
+        *,
+        target: str,
+        spec: str | None,
+        input: Any,
+        model: str | None,
+        options: dict[str, Any],
+    ) -> None:
+        """Register a run before its first event, with what resuming it needs."""
+        ...
+
+    def get_run(self, run_id: str) -> dict[str, Any]:
+        """The run's row as a dict; :class:`ConfigError` when there is no such run."""
+        ...
+
+    def list_runs(self, *, limit: int = 50) -> list[dict[str, Any]]:
+        """The most recent runs first."""
+        ...
+
+    def events(self, run_id: str) -> list[Event]:
+        """The run's events in ``seq`` order."""
+        ...
+
+    def show(self, run_id: str) -> dict[str, Any]:
+        """The audit log: run fields plus every event (DESIGN §11)."""
+        ...
+
+    def journal(self, run_id: str) -> dict[str, dict[str, Any]]:
+        """``{key: data}`` of every event that carries a journal ``key``."""
+        ...
+
+    def pending(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        """Undecided approvals (of one run, or of all)."""
+        ...
+
+    def approvals(self, run_id: str) -> list[dict[str, Any]]:
+        """Every approval of a run, decided or not."""
+        ...
+
+    def approval(self, run_id: str, approval_id: str) -> dict[str, Any] | None:
+        """One approval of a run, or ``None``."""
+        ...
+
+    def decide(
+        self,
+        run_id: str,
+        approval_id: str,
+        *,
+        decision: str,
+        by: str,
+        reason: str | None = None,
+        edited_args: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Record a human decision on a pending approval; return the updated approval."""
+        ...
+
+    def mark_failed(self, run_id: str, detail: str) -> None:
+        """Mark a run that raised before finishing as ``error``."""
+        ...
+
+    def close(self) -> None:
+        """Release the store's resources."""
+        ...
+
+
+class SQLiteStore:
+    """The embedded :class:`RunStore`: one SQLite file in WAL mode (see the module docs).
+
+    ``path`` defaults to ``$LOOPWISE_STORE`` or ``.loopwise/runs.db``; the file and its
+    directory are created on first use. Raises :class:`StoreError` when the file cannot
+    be opened or is a newer schema than this loopwise knows.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        synchronous: str = "NORMAL",
+        busy_timeout_ms: int = 10_000,
+    ) -> None:
+        self.path = default_store_path(path)
+        self._synchronous = synchronous
+        self._busy_timeout_ms = busy_timeout_ms
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+
+    def __enter__(self) -> SQLiteStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({str(self.path)!r})"
+
+    def close(self) -> None:
+        """Close the connection (a later use opens it again)."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self._conn = self._open()
+        return self._conn
+
+    def _open(self) -> sqlite3.Connection:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # isolation_level=None: we issue BEGIN ourselves, so each write is one
+            # short explicit transaction and reads never hold a lock open.
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+            _migrate(conn, self.path)
+        except (sqlite3.Error, OSError) as e:
+            raise StoreError(f"cannot open run store {self.path}: {e}") from e
+        return conn
+
+    def _write(self, statements: list[tuple[str, tuple[Any, ...]]]) -> None:
+        with self._lock:
+            conn = self._connection()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                for sql, params in statements:
+                    conn.execute(sql, params)
+                conn.execute("COMMIT")
+            except sqlite3.Error as e:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise StoreError(f"run store {self.path}: {e}") from e
+
+    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            conn = self._connection()
+            try:
+                cursor = conn.execute(sql, params)
+                cursor.row_factory = sqlite3.Row
+                return list(cursor.fetchall())
+            except sqlite3.Error as e:
+                raise StoreError(f"run store {self.path}: {e}") from e
+
+    def record(self, run_id: str, event: Event) -> None:
+        """Commit ``event`` and what it changes in ``runs``/``approvals`` in one transaction."""
+        data = event.data
+        key = data.get("key")
+        statements: list[tuple[str, tuple[Any, ...]]] = [
+            (
+                "INSERT INTO events (run_id, seq, type, step, at, key, data) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    run_id,
+                    event.seq,
+                    str(event.type),
+                    event.step,
+                    event.at,
+                    None if key is None else str(key),
+                    _dump(data),
+                ),
+            )
+        ]
+        statements.extend(_side_effects(run_id, event))
+        self._write(statements)
+
+    def create_run(
+        self,
+        run_id: str,
+        *,
+        target: str,
+        spec: str | None,
+        input: Any,
+        model: str | None,
+        options: dict[str, Any],
+    ) -> None:
+        """Register a run with its target spec, input, model name and limits."""
+        now = _now()
+        self._write(
+            [
+                (
+                    "INSERT INTO runs (id, target, spec, status, input, model, options, "
+                    "created_at, updated_at) VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?)",
+                    (run_id, target, spec, _dump(input), model, _dump(options), now, now),
+                )
+            ]
+        )
+
+    def mark_failed(self, run_id: str, detail: str) -> None:
+        """Mark a run that raised (a configuration mistake) as ``error``."""
+        self._write(
+            [
+                (
+                    "UPDATE runs SET status = 'error', detail = ?, updated_at = ? WHERE id = ?",
+                    (detail, _now(), run_id),
+                )
+            ]
+        )
+
+    def get_run(self, run_id: str) -> dict[str, Any]:
+        """The run's row; :class:`ConfigError` (exit 2 in the CLI) for an unknown id."""
+        rows = self._read("SELECT * FROM runs WHERE id = ?", (run_id,))
+        if not rows:
+            raise ConfigError(f"no run {run_id!r} in {self.path}", name=run_id)
+        return _run_dict(rows[0])
+
+    def list_runs(self, *, limit: int = 50) -> list[dict[str, Any]]:
+        """The most recent ``limit`` runs, newest first."""
+        rows = self._read(
+            "SELECT * FROM runs ORDER BY created_at DESC, rowid DESC LIMIT ?", (limit,)
+        )
+        return [_run_dict(r) for r in rows]
+
+    def events(self, run_id: str) -> list[Event]:
+        """The run's events in ``seq`` order."""
+        rows = self._read(
+            "SELECT seq, type, step, at, data FROM events WHERE run_id = ? ORDER BY seq",
+            (run_id,),
+        )
+        return [
+            Event(
+                seq=r["seq"],
+                type=EventType(r["type"]),
+                step=r["step"],
+                at=r["at"],
+                data=json.loads(r["data"]),
+            )
+            for r in rows
+        ]
+
+    def show(self, run_id: str) -> dict[str, Any]:
+        """The audit log ``{"run_id", "target", "status", "usage", "output", "events"}``."""
+        run = self.get_run(run_id)
+        return {
+            "run_id": run["run_id"],
+            "target": run["target"],
+            "spec": run["spec"],
+            "status": run["status"],
+            "detail": run["detail"],
+            "model": run["model"],
+            "input": run["input"],
+            "usage": run["usage"],
+            "output": run["output"],
+            "created_at": run["created_at"],
+            "updated_at": run["updated_at"],
+            "approvals": self.approvals(run_id),
+            "events": [e.to_dict() for e in self.events(run_id)],
+        }
+
+    def journal(self, run_id: str) -> dict[str, dict[str, Any]]:
+        """``{key: data}`` for replay; a later event with the same key wins."""
+        rows = self._read(
+            "SELECT key, data FROM events WHERE run_id = ? AND key IS NOT NULL ORDER BY seq",
+            (run_id,),
+        )
+        return {r["key"]: json.loads(r["data"]) for r in rows}
+
+    def pending(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        """Undecided approvals, oldest first (of ``run_id``, or of every run)."""
+        if run_id is None:
+            rows = self._read(
+                "SELECT * FROM approvals WHERE status = 'pending' ORDER BY requested_at"
+            )
+        else:
+            rows = self._read(
+                "SELECT * FROM approvals WHERE status = 'pending' AND run_id = ? "
+                "ORDER BY requested_at",
+                (run_id,),
+            )
+        return [_approval_dict(r) for r in rows]
+
+    def approvals(self, run_id: str) -> list[dict[str, Any]]:
+        """Every approval of ``run_id``, in the order they were requested."""
+        rows = self._read(
+            "SELECT * FROM approvals WHERE run_id = ? ORDER BY requested_at", (run_id,)
+        )
+        return [_approval_dict(r) for r in rows]
+
+    def decide(
+        self,
+        run_id: str,
+        approval_id: str,
+        *,
+        decision: str,
+        by: str,
+        reason: str | None = None,
+        edited_args: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Record ``decision`` (``approved``/``denied``/``edited``) on a pending approval.
+
+        Raises :class:`ConfigError` for an unknown run or approval, or one already decided.
+        """
+        if decision not in {"approved", "denied", "edited"}:
+            raise ConfigError(f"unknown decision {decision!r}", name="decision")
+        self.get_run(run_id)
+        with self._lock:
+            current = self._approval(run_id, approval_id)
+            if current["status"] != "pending":
+                raise ConfigError(
+                    f"approval {approval_id!r} of run {run_id!r} is already {current['status']}",
+                    name=approval_id,
+                )
+            self._write(
+                [
+                    (
+                        "UPDATE approvals SET status = ?, decided_by = ?, decided_at = ?, "
+                        "decision_reason = ?, edited_args = ? "
+                        "WHERE run_id = ? AND approval_id = ? AND status = 'pending'",
+                        (
+                            decision,
+                            by,
+                            _now(),
+                            reason,
+                            None if edited_args is None else _dump(edited_args),
+                            run_id,
+                            approval_id,
+                        ),
+                    )
+                ]
+            )
+            return self._approval(run_id, approval_id)
+
+    def approval(self, run_id: str, approval_id: str) -> dict[str, Any] | None:
+        """One approval of ``run_id``, or ``None`` when there is no such request."""
+        rows = self._read(
+            "SELECT * FROM approvals WHERE run_id = ? AND approval_id = ?",
+            (run_id, approval_id),
+        )
+        return _approval_dict(rows[0]) if rows else None
+
+    def _approval(self, run_id: str, approval_id: str) -> dict[str, Any]:
+        found = self.approval(run_id, approval_id)
+        if found is None:
+            raise ConfigError(f"run {run_id!r} has no approval {approval_id!r}", name=approval_id)
+        return found
+
+
+def _migrate(conn: sqlite3.Connection, path: Path) -> None:
+    """Bring the schema to the latest version; one process migrates, others wait."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version > len(_MIGRATIONS):
+        raise StoreError(
+            f"run store {path} has schema version {version}; this loopwise knows "
+            f"{len(_MIGRATIONS)} (upgrade loopwise)"
+        )
+    if version == len(_MIGRATIONS):
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        # Re-read under the write lock: another process may have migrated meanwhile.
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        for script in _MIGRATIONS[version:]:
+            for statement in script.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {len(_MIGRATIONS)}")
+        conn.execute("COMMIT")
+    except sqlite3.Error:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def _side_effects(run_id: str, event: Event) -> list[tuple[str, tuple[Any, ...]]]:
+    """What an event changes besides the log: the run row, the approvals."""
+    data, now = event.data, _now()
+    if event.type is EventType.RUN_STARTED:
+        # A run started without create_run (a plain sink user) still gets a row.
+        return [
+            (
+                "INSERT OR IGNORE INTO runs (id, target, status, input, created_at, updated_at) "
+                "VALUES (?, ?, 'running', ?, ?, ?)",
+                (run_id, str(data.get("target", "?")), _dump(data.get("input")), now, now),
+            )
+        ]
+    if event.type is EventType.RUN_RESUMED:
+        return [
+            (
+                "UPDATE runs SET status = 'running', detail = NULL, updated_at = ? WHERE id = ?",
+                (now, run_id),
+            )
+        ]
+    if event.type in _FINISHED:
+        return [
+            (
+                "UPDATE runs SET status = ?, detail = ?, output = ?, usage = ?, updated_at = ? "
+                "WHERE id = ?",
+                (
+                    data.get("status"),
+                    data.get("detail"),
+                    _dump(data.get("output")),
+                    _dump(data.get("usage")),
+                    now,
+                    run_id,
+                ),
+            )
+        ]
+    if event.type is EventType.GATE_REQUESTED:
+        return [_request_row(run_id, event)]
+    if event.type is EventType.GATE_DECIDED and data.get("approval_id") is not None:
+        return [_decision_row(run_id, data, event.at)]
+    return []
+
+
+def _decision_row(run_id: str, d: dict[str, Any], at: str) -> tuple[str, tuple[Any, ...]]:
+    """A decision made in the run (interactive, policy) closes its pending request."""
+    edited = d.get("args") if d.get("decision") == "edited" else None
+    return (
+        "UPDATE approvals SET status = ?, decided_by = ?, decided_at = ?, decision_reason = ?, "
+        "edited_args = ? WHERE run_id = ? AND approval_id = ? AND status = 'pending'",
+        (
+            d.get("decision"),
+            d.get("by"),
+            at,
+            d.get("reason"),
+            None if edited is None else _dump(edited),
+            run_id,
+            str(d["approval_id"]),
+        ),
+    )
+
+
+def _request_row(run_id: str, event: Event) -> tuple[str, tuple[Any, ...]]:
+    d = event.data
+    return (
+        "INSERT OR IGNORE INTO approvals (run_id, approval_id, step, tool, call_id, args, "
+        "effect, reason, tainted_by, args_hash, requested_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            run_id,
+            str(d["approval_id"]),
+            event.step,
+            str(d["tool"]),
+            d.get("call_id"),
+            _dump(d.get("args")),
+            d.get("effect"),
+            d.get("reason"),
+            d.get("tainted_by"),
+            str(d["args_hash"]),
+            event.at,
+        ),
+    )
+
+
+def _run_dict(row: sqlite3.Row) -> dict[str, Any]:
+    return {
+        "run_id": row["id"],
+        "target": row["target"],
+        "spec": row["spec"],
+        "status": row["status"],
+        "detail": row["detail"],
+        "input": _load(row["input"]),
+        "output": _load(row["output"]),
+        "usage": _load(row["usage"]),
+        "model": row["model"],
+        "options": _load(row["options"]) or {},
+        "created_at": row["created_at"],
+        "updated_at": row["updated_at"],
+    }
+
+
+def _approval_dict(row: sqlite3.Row) -> dict[str, Any]:
+    return {
+        "run_id": row["run_id"],
+        "approval_id": row["approval_id"],
+        "tool": row["tool"],
+        "args": _load(row["args"]),
+        "effect": row["effect"],
+        "reason": row["reason"],
+        "tainted_by": row["tainted_by"],
+        "args_hash": row["args_hash"],
+        "call_id": row["call_id"],
+        "step": row["step"],
+        "status": row["status"],
+        "requested_at": row["requested_at"],
+        "decided_by": row["decided_by"],
+        "decided_at": row["decided_at"],
+        "decision_reason": row["decision_reason"],
+        "edited_args": _load(row["edited_args"]),
+    }
