@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from loopwise import runner
+from loopwise._cli_evidence import add_evidence_verbs
 from loopwise._cli_store import add_store_verbs, interactive
 from loopwise.errors import ConfigError, LoopwiseError
 from loopwise.gates import TerminalApprovals
@@ -180,12 +181,7 @@ def _add_graph(sub: Any) -> None:
     p.set_defaults(handler=_cmd_graph)
 
 
-_LATER = {
-    "eval": "run targets over a dataset and compare their distributions",
-    "check": "static review of a step",
-    "decide": "workflow, agent or hybrid?",
-    "analyze": "mine stored agent runs for their paths",
-}
+_LATER: dict[str, str] = {}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -195,6 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run(sub)
     _add_graph(sub)
     add_store_verbs(sub)
+    add_evidence_verbs(sub)
     _add_resume(sub)
     for verb, help_text in _LATER.items():
         p = sub.add_parser(verb, help=help_text, add_help=True)

@@ -626,7 +626,7 @@ def _graph_findings(step: Any, where: str) -> Iterator[Finding]:
     for problem in validate():
         message = str(problem)
         node = getattr(problem, "node", None)
-        route = bool(re.search(r"\broute|routing|exhaust|not covered|default branch", message))
+        route = bool(re.search(r"does not cover|not covered|exhaustive", message))
         yield _error(
             "non-exhaustive-route" if route else "graph",
             f"{where}/{node}" if node else where,
@@ -699,7 +699,7 @@ class PathStats:
     path: tuple[tuple[str, ...], ...]
     """Turns in order; each the sorted tools called in that turn (parallel calls share one)."""
     repeated: tuple[bool, ...]
-    """Per turn: whether consecutive identical turns were collapsed into it."""
+    """Per turn: whether some run repeated it (consecutive identical turns collapse)."""
     runs: int
     """How many runs took this path."""
     share: float
@@ -764,13 +764,18 @@ class TraceAnalysis:
         }
 
 
+#: Tool calls that deliver the answer rather than take a step (an agent's structured output).
+ANSWER_TOOLS = frozenset({"final_answer"})
+
+
 def tool_path(events: Iterable[Any]) -> tuple[tuple[tuple[str, ...], ...], tuple[bool, ...]]:
     """The collapsed tool-call path of one run's events (dicts or :class:`Event`).
 
     Tool calls between two model calls belong to one turn (the model asked for them
     together, so they may run in parallel); a turn is the sorted set of its tool names.
     Consecutive identical turns collapse into one marked as repeated, so "checked three
-    orders one after another" and "checked two" are the same path.
+    orders one after another" and "checked two" are the same path. Calls of
+    :data:`ANSWER_TOOLS` are the answer, not a step, and are left out.
     """
     turns: list[tuple[str, ...]] = []
     current: list[str] = []
@@ -779,7 +784,7 @@ def tool_path(events: Iterable[Any]) -> tuple[tuple[tuple[str, ...], ...], tuple
         if kind == "model_call" and current:
             turns.append(tuple(sorted(set(current))))
             current = []
-        elif kind == "tool_call":
+        elif kind == "tool_call" and data.get("tool") not in ANSWER_TOOLS:
             current.append(str(data.get("tool", "?")))
     if current:
         turns.append(tuple(sorted(set(current))))
@@ -816,14 +821,19 @@ def analyze(
     ``min_runs`` runs; then :attr:`TraceAnalysis.skeleton` holds a workflow of the
     dominant path (importing the tools from ``module`` when given).
     """
+    # Runs that took the same turns share a path whether they repeated a turn or not
+    # (one order checked or three); the path marks a turn repeated if any run did.
     groups: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
+    repeats: dict[tuple[Any, ...], list[bool]] = {}
     for run in runs:
         path, repeated = tool_path(run.get("events") or [])
         if path:
-            groups.setdefault((path, repeated), []).append(run)
+            groups.setdefault(path, []).append(run)
+            seen = repeats.setdefault(path, [False] * len(path))
+            repeats[path] = [a or b for a, b in zip(seen, repeated, strict=True)]
     total = sum(len(g) for g in groups.values())
     stats = sorted(
-        (_path_stats(key, group, total) for key, group in groups.items()),
+        (_path_stats((p, tuple(repeats[p])), group, total) for p, group in groups.items()),
         key=lambda p: (-p.runs, p.text),
     )
     covered = sum(p.share for p in stats[:top])
