@@ -267,6 +267,7 @@ class Agent:
     _tools: dict[str, Tool] = field(init=False, repr=False, default_factory=dict)
     _schemas: list[dict[str, Any]] = field(init=False, repr=False, default_factory=list)
     _output_model: type[BaseModel] | None = field(init=False, repr=False, default=None)
+    _output_schema: dict[str, Any] | None = field(init=False, repr=False, default=None)
 
     needs_model = True
     """The CLI must give this step a model."""
@@ -283,6 +284,7 @@ class Agent:
             self._output_model = _output_model(self.output_type, self.name)
             self._add_tool(_final_answer_tool(self._output_model))
         self._schemas = [t.schema for t in self._tools.values()]
+        self._output_schema = _schema_of(self._output_model)
 
     def _add_tool(self, item: Tool) -> None:
         if item.name in self._tools:
@@ -351,7 +353,7 @@ class Agent:
         request = ModelRequest(
             messages=messages,
             tools=self._schemas or None,
-            output_schema=_schema_of(self._output_model),
+            output_schema=self._output_schema,
             temperature=self.temperature,
         )
         state.turns += 1
