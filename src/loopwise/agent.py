@@ -428,13 +428,9 @@ class Agent:
                 continue
             state.failures[outcome.counts_as] += 1
             if state.failures[outcome.counts_as] >= self.failure_cap:
-                status = (
-                    Status.INVALID_OUTPUT
-                    if outcome.counts_as == FINAL_ANSWER
-                    else (Status.TOOL_FAILED)
-                )
+                final = outcome.counts_as == FINAL_ANSWER
                 return Stop(
-                    status,
+                    Status.INVALID_OUTPUT if final else Status.TOOL_FAILED,
                     f"{outcome.counts_as} failed {self.failure_cap} times; last error: "
                     f"{outcome.content.removeprefix('ERROR: ')}",
                 )
