@@ -1,0 +1,226 @@
+"""The run store: recording by default, concurrency, schema versions, exactly-once resume.
+
+The crash test forks a child per kill point; the child runs an agent and SIGKILLs itself
+from an event sink at event N (before the store records it, so every point between two
+recorded events is covered, including "effect done, result not yet recorded"). The
+parent resumes each run and compares its effects with an uninterrupted run's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sqlite3
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import loopwise
+from loopwise import Event, SQLiteStore, StoreError
+from loopwise.cli import main
+from loopwise.testing import ScriptedModel, call, calls, reply
+
+
+def _gap_free(store: SQLiteStore, run_id: str) -> list[Event]:
+    events = store.events(run_id)
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    return events
+
+
+def _chatty(rounds: int) -> loopwise.Step:
+    @loopwise.step
+    async def inner(x: int) -> int:
+        await asyncio.sleep(0)
+        return x
+
+    @loopwise.step
+    async def chatty(x: int, ctx: loopwise.Context) -> int:
+        for i in range(rounds):
+            await ctx.run_step(inner, i)
+        return x
+
+    return chatty
+
+
+def test_every_run_is_recorded_in_the_default_store(capsys: pytest.CaptureFixture[str]) -> None:
+    result = loopwise.run(_chatty(2), 7)
+    path = Path(os.environ["LOOPWISE_STORE"])
+    with SQLiteStore() as store:
+        assert store.path == path
+        log = store.show(result.run_id)
+    assert log["status"] == "completed" and log["output"] == 7 and log["input"] == 7
+    assert [e["type"] for e in log["events"]] == [e.type for e in result.events]
+    assert main(["runs", "list", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)["runs"]
+    assert [r["run_id"] for r in listed] == [result.run_id]
+
+
+def test_store_none_records_nothing(tmp_path: Path) -> None:
+    result = loopwise.run(_chatty(1), 1, store=None)
+    assert result.status == "completed"
+    assert not Path(os.environ["LOOPWISE_STORE"]).exists()
+
+
+async def _many(store: Any, runs: int, rounds: int) -> list[loopwise.RunResult]:
+    step = _chatty(rounds)
+    return list(await asyncio.gather(*(loopwise.arun(step, i, store=store) for i in range(runs))))
+
+
+def test_concurrent_runs_in_one_process_lose_and_interleave_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "one.db"
+    results = asyncio.run(_many(str(db), runs=40, rounds=10))
+    with SQLiteStore(db) as store:
+        for result in results:
+            events = _gap_free(store, result.run_id)
+            assert [e.to_dict() for e in events] == [e.to_dict() for e in result.events]
+        assert len(store.list_runs(limit=100)) == 40
+
+
+def _fork(child: Callable[[], None]) -> int:
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 0
+        try:
+            child()
+        except BaseException:
+            code = 1
+        os._exit(code)
+    return pid
+
+
+def _wait(pid: int, timeout: float = 30.0) -> int:
+    """The child's wait status; kills it (and fails) if it hangs."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        time.sleep(0.005)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    raise AssertionError("child process hung")
+
+
+def test_several_processes_share_one_file(tmp_path: Path) -> None:
+    db = tmp_path / "shared.db"
+    SQLiteStore(db).close()  # created (and migrated) before the children race
+    pids = [_fork(lambda: asyncio.run(_many(str(db), runs=15, rounds=5))) for _ in range(3)]
+    assert all(os.waitstatus_to_exitcode(_wait(pid)) == 0 for pid in pids)
+    with SQLiteStore(db) as store:
+        runs = store.list_runs(limit=100)
+        assert len(runs) == 45 and {r["status"] for r in runs} == {"completed"}
+        for r in runs:
+            assert len(_gap_free(store, r["run_id"])) == 2 + 2 * 5 + 2
+
+
+def test_schema_is_versioned(tmp_path: Path) -> None:
+    db = tmp_path / "v.db"
+    with SQLiteStore(db) as store:
+        assert store.list_runs() == []
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    conn.execute("PRAGMA user_version = 99")
+    conn.close()
+    with pytest.raises(StoreError, match="schema version 99"):
+        SQLiteStore(db).list_runs()
+
+
+def test_a_duplicate_seq_is_refused_not_lost(tmp_path: Path) -> None:
+    with SQLiteStore(tmp_path / "d.db") as store:
+        event = Event(seq=1, type=loopwise.EventType.RUN_STARTED, step="", at="now", data={})
+        store.record("r1", event)
+        with pytest.raises(StoreError, match="UNIQUE"):
+            store.record("r1", event)
+
+
+class _KillAt:
+    """An event sink that SIGKILLs its own process when event ``seq`` is emitted."""
+
+    def __init__(self, seq: int) -> None:
+        self.seq = seq
+
+    def record(self, run_id: str, event: Event) -> None:
+        if event.seq == self.seq:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _effect_agent(workdir: dict[str, Path]) -> loopwise.Agent:
+    @loopwise.tool(effect="write")
+    def record(n: int, ctx: Any) -> str:
+        """Record n durably (once per idempotency key)."""
+        key = ctx.idempotency_key
+        with workdir["dir"].joinpath("attempts.txt").open("a") as f:
+            f.write(key + "\n")
+        effects = workdir["dir"] / "effects.jsonl"
+        seen = effects.read_text().splitlines() if effects.exists() else []
+        if not any(json.loads(line)["key"] == key for line in seen):
+            with effects.open("a") as f:
+                f.write(json.dumps({"key": key, "n": n}) + "\n")
+        return f"recorded {n}"
+
+    return loopwise.Agent(name="recorder", tools=[record], max_steps=6)
+
+
+def _respond(request: loopwise.ModelRequest) -> Any:
+    done = sum(1 for m in request.messages if m["role"] == "tool")
+    if done == 0:
+        return call("record", {"n": 0}, id="c0")
+    if done == 1:
+        return calls(("record", {"n": 1}, "c1"), ("record", {"n": 2}, "c2"))
+    if done == 3:
+        return call("record", {"n": 3}, id="c3")
+    return reply(f"recorded {done}")
+
+
+def _effects(directory: Path, run_id: str) -> list[tuple[str, int]]:
+    lines = (directory / "effects.jsonl").read_text().splitlines()
+    return sorted(
+        (json.loads(x)["key"].removeprefix(f"{run_id}:"), json.loads(x)["n"]) for x in lines
+    )
+
+
+def test_killed_at_any_event_resume_ends_with_the_same_effects(tmp_path: Path) -> None:
+    workdir = {"dir": tmp_path / "clean"}
+    workdir["dir"].mkdir()
+    agent = _effect_agent(workdir)
+    clean = loopwise.run(agent, "go", model=ScriptedModel(_respond), store=tmp_path / "c.db")
+    assert clean.status == "completed"
+    expected = _effects(workdir["dir"], clean.run_id)
+    assert expected == [("c0", 0), ("c1", 1), ("c2", 2), ("c3", 3)]
+
+    for n in range(1, len(clean.events) + 1):
+        workdir["dir"] = tmp_path / f"kill{n}"
+        workdir["dir"].mkdir()
+        db, run_id = tmp_path / f"kill{n}.db", f"kill{n}"
+
+        def child(db: Path = db, run_id: str = run_id, n: int = n) -> None:
+            loopwise.run(
+                agent, "go", model=ScriptedModel(_respond), store=db, run_id=run_id,
+                sinks=(_KillAt(n),),
+            )  # fmt: skip
+
+        status = _wait(_fork(child))
+        assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, n
+        resumed = loopwise.resume(run_id, step=agent, model=ScriptedModel(_respond), store=db)
+        assert resumed.status == "completed", (n, resumed.detail)
+        assert resumed.output == clean.output
+        assert _effects(workdir["dir"], run_id) == expected, n
+        attempts = Counter((workdir["dir"] / "attempts.txt").read_text().split())
+        with SQLiteStore(db) as store:
+            events = _gap_free(store, run_id)
+            # An effect whose result was recorded never ran again; only a call killed
+            # between doing and recording ran twice (and its idempotency key made it safe).
+            recorded = {e.data["call_id"] for e in events[: n - 1] if e.type == "tool_result"}
+            assert all(attempts[f"{run_id}:{c}"] == 1 for c in recorded), n
+            assert max(attempts.values()) <= 2
+            results = [e.data["call_id"] for e in events if e.type == "tool_result"]
+            assert sorted(results) == ["c0", "c1", "c2", "c3"], n
+        again = loopwise.resume(run_id, step=agent, model=ScriptedModel(_respond), store=db)
+        assert len(again.events) == len(events)
