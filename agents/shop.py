@@ -104,7 +104,6 @@ def _one(sql: str, params: tuple[Any, ...], missing: str) -> dict[str, Any]:
 @tool
 def lookup_customer(customer_id: CustomerId) -> dict[str, Any]:
     """Look up one customer by id: name, email, plan, country, customer since.
-
     Call it first when the question names a customer id.
     """
     return _one(
@@ -120,7 +119,6 @@ def find_customer(
     ],
 ) -> dict[str, Any]:
     """Find a customer by exact email address (case-insensitive).
-
     Call it when the question gives an email instead of a customer id.
     """
     return _one(
@@ -138,7 +136,6 @@ def list_orders(
     ] = 5,
 ) -> list[dict[str, Any]]:
     """List a customer's most recent orders, newest first: id, date, status, total, note.
-
     Call it after looking up the customer, to see which orders failed.
     """
     lookup_customer.fn(customer_id)
@@ -152,7 +149,6 @@ def list_orders(
 @tool
 def get_order(order_id: OrderId) -> dict[str, Any]:
     """Get one order by id: customer, date, status, total, items, shipping address, note.
-
     Call it when the question names an order id.
     """
     return _one("SELECT * FROM orders WHERE id = ?", (order_id,), f"no order {order_id}")
@@ -161,7 +157,6 @@ def get_order(order_id: OrderId) -> dict[str, Any]:
 @tool
 def get_payments(order_id: OrderId) -> list[dict[str, Any]]:
     """List every payment attempt of an order, oldest first, with decline codes.
-
     Call it for an order whose status is payment_failed, cancelled or refunded.
     """
     get_order.fn(order_id)
@@ -175,7 +170,6 @@ def get_payments(order_id: OrderId) -> list[dict[str, Any]]:
 @tool
 def get_shipment_events(order_id: OrderId) -> dict[str, Any]:
     """Get an order's shipment (carrier, tracking) and its tracking events, oldest first.
-
     Call it for an order that was lost, returned to sender or is late.
     """
     get_order.fn(order_id)

@@ -58,7 +58,6 @@ class TriageAnswer(BaseModel):
 def routing_rules() -> dict[str, Any]:
     """The support desk's routing rules: the queue of each category, when to escalate,
     and the urgency scale.
-
     Call it before choosing a queue.
     """
     return {
