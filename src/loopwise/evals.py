@@ -179,6 +179,10 @@ class CaseRun:
     """USD, ``None`` when unknown."""
     latency_s: float
     """Wall seconds."""
+    input_tokens: int = 0
+    """Prompt tokens (for pricing at a reference model)."""
+    output_tokens: int = 0
+    """Completion tokens."""
     output: Any = None
     """The run's output (JSON form)."""
     detail: str | None = None
@@ -196,6 +200,8 @@ class CaseRun:
             "model_calls": self.model_calls,
             "tool_calls": self.tool_calls,
             "tokens": self.tokens,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
             "cost_usd": self.cost_usd,
             "latency_s": round(self.latency_s, 6),
             "output": self.output,
@@ -330,10 +336,18 @@ class TargetSummary:
             "flaky_cases": self.flaky_cases,
             "status_counts": self.status_counts,
             "metrics": {name: d.to_dict() for name, d in self.metrics.items()},
+            "reference_cost_usd": {
+                "model": REFERENCE_MODEL,
+                "mean": _round(reference_cost(self)),
+            },
         }
         if runs:
             out["runs"] = [r.to_dict() for r in self.runs]
         return out
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 9)
 
 
 def _share(flags: Any) -> float:
@@ -501,6 +515,8 @@ def _case_run(name: str, case: Case, k: int, result: RunResult, scorer: Scorer) 
         model_calls=result.usage.model_calls,
         tool_calls=result.usage.tool_calls,
         tokens=result.usage.total_tokens,
+        input_tokens=result.usage.input_tokens,
+        output_tokens=result.usage.output_tokens,
         cost_usd=result.usage.cost_usd,
         latency_s=result.usage.wall_seconds,
         output=output,
@@ -596,14 +612,38 @@ def _compare(best: TargetSummary, other: TargetSummary, tied: bool) -> str:
     return f"{best.title} vs {other.title}: " + ", ".join(parts)
 
 
+#: Tokens are priced at this model when the real cost is zero (the scripted model) or
+#: unknown, so an offline eval still says what the difference would cost.
+REFERENCE_MODEL = "gpt-4o-mini"
+
+
+def reference_costs(s: TargetSummary, model: str = REFERENCE_MODEL) -> Distribution:
+    """USD per run had every call been priced as ``model``."""
+    from loopwise.usage import Pricing
+
+    pricing = Pricing()
+    return Distribution.of([pricing.cost(model, r.input_tokens, r.output_tokens) for r in s.runs])
+
+
+def reference_cost(s: TargetSummary, model: str = REFERENCE_MODEL) -> float | None:
+    """Mean USD per case had every call been priced as ``model``."""
+    return reference_costs(s, model).stat("mean")
+
+
 def _cost_clauses(best: TargetSummary, other: TargetSummary) -> list[str]:
     out = []
     ca, cb = _mean(best, "cost_usd"), _mean(other, "cost_usd")
     unknown = best.metrics["cost_usd"].unknown or other.metrics["cost_usd"].unknown
     if ca is not None and cb is not None and not unknown and (ca or cb):
         out.append(f"{_ratio(ca, cb, 'cost')} ({_usd(ca)} vs {_usd(cb)} per case)")
-    elif unknown:
-        out.append("cost unknown (a model without a price)")
+    else:
+        ra, rb = reference_cost(best), reference_cost(other)
+        why = "cost unknown (a model without a price)" if unknown else "$0 with this model"
+        if ra is not None and rb is not None and (ra or rb):
+            out.append(
+                f"{why}; at {REFERENCE_MODEL} prices {_ratio(ra, rb, 'cost')} "
+                f"({_usd(ra)} vs {_usd(rb)} per case)"
+            )
     ta, tb = _mean(best, "tokens"), _mean(other, "tokens")
     if ta is not None and tb is not None and (ta or tb):
         p95a, p95b = _stat(best, "tokens", "p95"), _stat(other, "tokens", "p95")

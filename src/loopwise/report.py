@@ -16,7 +16,16 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from loopwise.evals import Distribution, EvalReport, TargetSummary, architecture_of, percentile
+from loopwise.evals import (
+    REFERENCE_MODEL,
+    Distribution,
+    EvalReport,
+    TargetSummary,
+    architecture_of,
+    percentile,
+    reference_cost,
+    reference_costs,
+)
 
 __all__ = ["describe_graph", "render_html", "write_report"]
 
@@ -57,7 +66,7 @@ def render_html(report: EvalReport, graphs: dict[str, dict[str, Any]] | None = N
     sections = [
         _header(report),
         _recommendation(report),
-        _section("Side by side", _summary_table(report, colors)),
+        _section("Side by side", _summary_table(report, colors) + _history(report)),
         _section("How runs ended", _status_bars(report.targets)),
         _section(
             "Distributions",
@@ -116,7 +125,9 @@ def _recommendation(report: EvalReport) -> str:
     rec = report.recommendation
     # With two targets the one reason is the text; list reasons only when there are more.
     reasons = "".join(f"<li>{_e(r)}</li>" for r in rec.reasons) if len(rec.reasons) > 1 else ""
-    choice = f"<b>Recommendation: {_e(rec.choice)}</b>" if rec.choice else "<b>No choice</b>"
+    titles = {t.name: t.title for t in report.targets}
+    chosen = titles.get(rec.choice or "", rec.choice)
+    choice = f"<b>Recommendation: {_e(chosen)}</b>" if rec.choice else "<b>No choice</b>"
     return f"<div class='rec'>{choice}<p>{_e(rec.text)}</p><ul>{reasons}</ul></div>"
 
 
@@ -128,6 +139,28 @@ def _fmt(value: float | None, metric: str) -> str:
     if metric == "latency_s":
         return f"{value * 1000:.3g} ms" if value < 1 else f"{value:.3g} s"
     return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def _history(report: EvalReport) -> str:
+    """How each target moved since its last stored eval on the same dataset."""
+    rows = []
+    for t in report.targets:
+        before = report.previous.get(t.name)
+        if not before:
+            continue
+        old_rate = before.get("correct_rate")
+        old_tokens = (before.get("metrics", {}).get("tokens") or {}).get("p95")
+        rate = "—" if t.correct_rate is None else f"{t.correct_rate:.0%}"
+        rows.append(
+            f"<tr><td>{_e(t.title)}</td><td>{_e(before.get('created_at', '?'))}</td>"
+            f"<td>{'—' if old_rate is None else f'{float(old_rate):.0%}'} → {rate}</td>"
+            f"<td>{_fmt(old_tokens, 'tokens')} → {_fmt(t.metrics['tokens'].stat('p95'), 'tokens')}"
+            "</td></tr>"
+        )
+    if not rows:
+        return ""
+    head = "<tr><th>since last eval</th><th>at</th><th>correct</th><th>p95 tokens</th></tr>"
+    return f"<table>{head}{''.join(rows)}</table>"
 
 
 def _summary_table(report: EvalReport, colors: dict[str, str]) -> str:
@@ -152,6 +185,12 @@ def _summary_table(report: EvalReport, colors: dict[str, str]) -> str:
             d = t.metrics[metric]
             cells.append(" / ".join(_fmt(d.stat(s), metric) for s in ("p50", "p95", "max")))
         rows.append((f"{title.split(' (')[0]} p50 / p95 / max", cells))
+    rows.append(
+        (
+            f"mean cost at {REFERENCE_MODEL} prices",
+            [_fmt(reference_cost(t), "cost_usd") for t in report.targets],
+        )
+    )
     body = "".join(
         f"<tr><td>{_e(label)}</td>{''.join(f'<td>{_e(c)}</td>' for c in cells)}</tr>"
         for label, cells in rows
@@ -200,6 +239,18 @@ def _short(text: str, n: int) -> str:
     return text if len(text) <= n else "…" + text[-(n - 1) :]
 
 
+def _priceless(targets: Sequence[TargetSummary]) -> bool:
+    """No target has a real, non-zero cost (the scripted model, or unpriced models)."""
+    return all(not any(t.metrics["cost_usd"].values) for t in targets)
+
+
+def _dist(t: TargetSummary, metric: str, targets: Sequence[TargetSummary]) -> Distribution:
+    """The distribution charted for ``metric``: costs at a reference price when none is real."""
+    if metric == "cost_usd" and _priceless(targets):
+        return reference_costs(t)
+    return t.metrics[metric]
+
+
 def _nice_max(value: float) -> float:
     if value <= 0:
         return 1.0
@@ -213,7 +264,11 @@ def _nice_max(value: float) -> float:
 def _box_plot(
     targets: Sequence[TargetSummary], metric: str, title: str, colors: dict[str, str]
 ) -> str:
-    dists = [t.metrics[metric] for t in targets]
+    dists = [_dist(t, metric, targets) for t in targets]
+    if metric == "cost_usd" and _priceless(targets):
+        title = (
+            f"cost per case at {REFERENCE_MODEL} prices (the model used costs $0 or is unpriced)"
+        )
     top = _nice_max(max((d.stat("max") or 0.0) for d in dists))
     width, left, right, row = 960, 180, 120, 34
     scale = (width - left - right) / top
@@ -279,14 +334,15 @@ def _box(d: Distribution, left: int, scale: float, *, y: int, color: str, metric
 
 def _histograms(targets: Sequence[TargetSummary], colors: dict[str, str]) -> str:
     figures = []
+    cost = f"cost per case at {REFERENCE_MODEL} prices" if _priceless(targets) else "cost per case"
     for metric, title in (
-        ("cost_usd", "cost per case"),
+        ("cost_usd", cost),
         ("steps", "steps per case"),
         ("tokens", "tokens per case"),
     ):
-        top = max((t.metrics[metric].stat("max") or 0.0) for t in targets)
+        top = max((_dist(t, metric, targets).stat("max") or 0.0) for t in targets)
         for t in targets:
-            svg = _histogram(t.metrics[metric], top, colors[t.name], metric)
+            svg = _histogram(_dist(t, metric, targets), top, colors[t.name], metric)
             figures.append(
                 f"<figure><figcaption>{_e(t.title)}: {_e(title)}</figcaption>{svg}</figure>"
             )
