@@ -22,6 +22,15 @@ from loopwise.gates import (
     Gate,
     TerminalApprovals,
 )
+from loopwise.hybrid import (
+    Action,
+    ActionCatalog,
+    ActionResult,
+    Hybrid,
+    HybridOutput,
+    Plan,
+    PlanStep,
+)
 from loopwise.model import Model, ModelRequest, OpenAIModel, ToolCall, Turn, resolve_model
 from loopwise.runner import aresume, arun, resume, run
 from loopwise.step import (
@@ -51,6 +60,9 @@ from loopwise.usage import Budget, Price, Pricing, Usage
 from loopwise.workflow import Workflow
 
 __all__ = [
+    "Action",
+    "ActionCatalog",
+    "ActionResult",
     "Agent",
     "ApprovalRequest",
     "Approved",
@@ -67,6 +79,8 @@ __all__ = [
     "EventType",
     "Gate",
     "GraphError",
+    "Hybrid",
+    "HybridOutput",
     "IdPattern",
     "InDirectory",
     "LoopDetection",
@@ -77,6 +91,8 @@ __all__ = [
     "ModelRequest",
     "OneOf",
     "OpenAIModel",
+    "Plan",
+    "PlanStep",
     "Price",
     "Pricing",
     "RunOptions",

@@ -1,0 +1,903 @@
+"""Hybrids: a model proposes a plan, validation checks it, a workflow executes it behind gates.
+
+The pieces, in the order a run meets them:
+
+* an :class:`ActionCatalog` of registered actions — each a :class:`~loopwise.tools.Tool`
+  (name, typed argument model, effect, gate), optionally with an automatic ``policy`` and
+  a cost ``estimate``;
+* a :class:`Plan`: steps ``{id, action, args, depends_on, reason}``. The schema the planner
+  sees (:meth:`ActionCatalog.plan_type`) is a discriminated union on ``action``: only
+  catalog names, each with that action's own argument model;
+* a planner: one :class:`~loopwise.structured.Structured` call or an
+  :class:`~loopwise.agent.Agent` holding read-only tools. It never holds an action, so it
+  cannot execute one (a planner with a ``write``/``irreversible`` tool raises
+  :class:`~loopwise.errors.ToolError` when the hybrid is built);
+* :func:`validate_plan`: unknown actions, arguments failing their schema or policy,
+  unknown dependencies, cycles, too many steps. The errors go back to the planner a
+  bounded number of times, then the run ends ``invalid_output``;
+* optionally, with ``approve_plan``, a person approves the whole plan, shown as a Mermaid
+  graph with each action's effect and estimated cost (:func:`plan_mermaid`);
+* :func:`authorize_plan`: every step's gate is asked before the first action runs, so a
+  person sees all the plan's asks at once and the run pauses once (``awaiting_approval``,
+  durable: ``loopwise approve``/``deny``, then ``resume``);
+* :func:`compile_plan`: the plan as a :class:`~loopwise.workflow.Workflow` (the one
+  executor): independent actions run concurrently, dependencies in order, each once
+  (journaled, with an idempotency key). A denied action skips its dependants and the run
+  ends ``denied`` (or, with ``replan_on_denial``, the planner is asked again with the
+  denial as feedback).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, Union
+
+import networkx as nx
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from loopwise.agent import Agent
+from loopwise.errors import ConfigError, ToolError
+from loopwise.gates import Approved, Denied, Edited, Pending, authorize, human, pause
+from loopwise.step import Context, EventType, Halt, Status, jsonable, step
+from loopwise.structured import Structured
+from loopwise.tools import Tool, ToolArgumentsError
+from loopwise.usage import Budget
+from loopwise.workflow import Workflow
+
+__all__ = [
+    "Action",
+    "ActionCatalog",
+    "ActionResult",
+    "Hybrid",
+    "HybridOutput",
+    "Plan",
+    "PlanStep",
+    "authorize_plan",
+    "compile_plan",
+    "plan_mermaid",
+    "planner_instructions",
+    "validate_plan",
+]
+
+Policy = Callable[[dict[str, Any]], Any]
+"""An automatic check of an action's arguments (a dict), as :func:`loopwise.gates.policy`
+takes: ``True``/``None``/``Approved``/``Escalate`` pass, ``False``, a string or
+``Denied`` reject (the string being the reason); may be async."""
+
+
+class PlanStep(BaseModel):
+    """One proposed action of a plan."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(
+        pattern=r"^[A-Za-z0-9_-]{1,32}$",
+        description="A short unique id for this step, e.g. `s1`.",
+    )
+    action: str = Field(description="The catalog action to run.")
+    args: Any = Field(description="The action's arguments.")
+    depends_on: list[str] = Field(
+        default_factory=list, description="Ids of steps that must finish before this one."
+    )
+    reason: str = Field(description="One line: why this step is needed.")
+
+    def args_dict(self) -> dict[str, Any]:
+        """The arguments as a plain dict."""
+        if isinstance(self.args, BaseModel):
+            return self.args.model_dump(mode="json")
+        return dict(self.args or {})
+
+
+class Plan(BaseModel):
+    """A proposed plan: actions drawn from a catalog, with dependencies and reasons."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    steps: list[PlanStep] = Field(description="The actions to take, in a sensible order.")
+
+    def by_id(self) -> dict[str, PlanStep]:
+        """The steps keyed by id."""
+        return {s.id: s for s in self.steps}
+
+
+class _CatalogPlan(Plan):
+    """The base of catalog plan types: their JSON schema uses ``anyOf``, not ``oneOf``.
+
+    Strict structured-output servers accept ``anyOf`` but reject ``oneOf`` and
+    ``discriminator``; validation still uses the discriminator for precise errors.
+    """
+
+    @classmethod
+    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """The schema with every ``oneOf`` turned into ``anyOf``."""
+        return _any_of(super().model_json_schema(*args, **kwargs))  # type: ignore[no-any-return]
+
+
+def _any_of(node: Any) -> Any:
+    if isinstance(node, dict):
+        out = {("anyOf" if k == "oneOf" else k): _any_of(v) for k, v in node.items()}
+        out.pop("discriminator", None)
+        return out
+    if isinstance(node, list):
+        return [_any_of(v) for v in node]
+    return node
+
+
+@dataclass(frozen=True, kw_only=True)
+class Action:
+    """A registered action: the tool that carries it out plus what the plan checks."""
+
+    tool: Tool
+    """The :class:`~loopwise.tools.Tool` that executes it (its gate guards each call)."""
+    policy: Policy | None = None
+    """An extra argument check at validation time (the tool gate's policy runs too)."""
+    estimate: Callable[[Any], float] | None = None
+    """What one call is estimated to cost (money at stake, in the action's own unit),
+    from its validated arguments; shown in the plan approval."""
+
+    @property
+    def name(self) -> str:
+        """The action's (the tool's) name."""
+        return self.tool.name
+
+    @property
+    def effect(self) -> str:
+        """``read``, ``write`` or ``irreversible``."""
+        return str(self.tool.effect)
+
+    @property
+    def args_model(self) -> type[BaseModel]:
+        """The pydantic model of the arguments."""
+        return self.tool.args_model
+
+    @property
+    def description(self) -> str:
+        """What the action does and when to use it."""
+        return self.tool.description
+
+
+def _effect_of(tool: Any) -> str:
+    effect = getattr(tool, "effect", "read")
+    return str(getattr(effect, "value", effect))
+
+
+class ActionCatalog:
+    """The actions a plan may use; :meth:`plan_type` is the schema the planner sees."""
+
+    def __init__(self, actions: Iterable[Tool | Action] = ()) -> None:
+        self._actions: dict[str, Action] = {}
+        self._plan_type: type[Plan] | None = None
+        for action in actions:
+            self.add(action)
+
+    def add(
+        self,
+        tool: Tool | Action,
+        *,
+        policy: Policy | None = None,
+        estimate: Callable[[Any], float] | None = None,
+    ) -> Action:
+        """Register ``tool`` (or a ready :class:`Action`) as an action.
+
+        Raises :class:`~loopwise.errors.ToolError` for something that is not a tool, a
+        name that is not an identifier, or a name registered twice.
+        """
+        given: Any = tool  # callers without a type checker pass plain functions too
+        if isinstance(given, Action):
+            action = given
+        elif isinstance(given, Tool):
+            action = Action(tool=given, policy=policy, estimate=estimate)
+        else:
+            name = str(getattr(given, "__name__", given))
+            raise ToolError(f"action {name!r} must be a @tool (with an effect)", tool=name)
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", action.name):
+            raise ToolError(f"action name {action.name!r} is not an identifier", tool=action.name)
+        if action.name in self._actions:
+            raise ToolError(f"action {action.name!r} is registered twice", tool=action.name)
+        self._actions[action.name] = action
+        self._plan_type = None
+        return action
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._actions
+
+    def __getitem__(self, name: str) -> Action:
+        return self._actions[name]
+
+    def get(self, name: str) -> Action | None:
+        """The action called ``name``, or ``None``."""
+        return self._actions.get(name)
+
+    def __iter__(self) -> Any:
+        return iter(self._actions.values())
+
+    def __len__(self) -> int:
+        return len(self._actions)
+
+    @property
+    def names(self) -> list[str]:
+        """The registered action names, in registration order."""
+        return list(self._actions)
+
+    def plan_type(self) -> type[Plan]:
+        """A :class:`Plan` subclass whose steps are a union discriminated on ``action``."""
+        if self._plan_type is not None:
+            return self._plan_type
+        if not self._actions:
+            raise ConfigError("an action catalog needs at least one action", name="catalog")
+        variants = [_step_variant(a) for a in self._actions.values()]
+        item: Any = variants[0]
+        if len(variants) > 1:
+            item = Annotated[Union[tuple(variants)], Field(discriminator="action")]  # noqa: UP007
+        steps: Any = list[item]
+        model = create_model(
+            "Plan",
+            __base__=_CatalogPlan,
+            steps=(steps, Field(description="The actions to take.")),
+        )
+        self._plan_type = model
+        return model
+
+    def describe(self) -> str:
+        """The catalog as the planner reads it: name, effect, description, arguments."""
+        lines = []
+        for a in self._actions.values():
+            schema = json.dumps(a.args_model.model_json_schema(), separators=(",", ":"))
+            lines.append(
+                f"- {a.name} [{a.effect}]: {a.description.strip()}\n  args schema: {schema}"
+            )
+        return "\n".join(lines)
+
+
+def _step_variant(action: Action) -> type[PlanStep]:
+    camel = "".join(part.capitalize() for part in action.name.split("_"))
+    literal: Any = Literal[action.name]
+    return create_model(
+        f"{camel}Step",
+        __base__=PlanStep,
+        action=(literal, Field(description=action.description[:200] or action.name)),
+        args=(action.args_model, Field(description=f"Arguments of {action.name}.")),
+    )
+
+
+def _format_validation(error: ValidationError) -> list[str]:
+    out = []
+    for e in error.errors(include_url=False):
+        loc = ".".join(str(p) for p in e["loc"])
+        out.append(f"{loc}: {e['msg']}" if loc else str(e["msg"]))
+    return out
+
+
+def parse_plan(raw: Any, catalog: ActionCatalog) -> tuple[Plan | None, list[str]]:
+    """``raw`` (a plan, dict or JSON text) as the catalog's plan type, or the errors."""
+    if isinstance(raw, Plan) and not isinstance(raw, catalog.plan_type()):
+        raw = raw.model_dump(mode="json")
+    if isinstance(raw, catalog.plan_type()):
+        return raw, []
+    try:
+        if isinstance(raw, str | bytes):
+            return catalog.plan_type().model_validate_json(raw), []
+        return catalog.plan_type().model_validate(raw), []
+    except ValidationError as e:
+        return None, _format_validation(e)
+
+
+_RESERVED = frozenset({"start", "results"})
+
+
+def _structure_errors(plan: Plan, catalog: ActionCatalog, max_steps: int) -> list[str]:
+    errors: list[str] = []
+    if not plan.steps:
+        errors.append("the plan has no steps")
+    if len(plan.steps) > max_steps:
+        errors.append(f"the plan has {len(plan.steps)} steps; at most {max_steps} are allowed")
+    seen: set[str] = set()
+    for s in plan.steps:
+        if s.id in seen:
+            errors.append(f"step id {s.id!r} is used twice")
+        if s.id in _RESERVED:
+            errors.append(f"step id {s.id!r} is reserved; use another id")
+        seen.add(s.id)
+        if s.action not in catalog:
+            errors.append(
+                f"step {s.id}: unknown action {s.action!r}; known: {', '.join(catalog.names)}"
+            )
+    for s in plan.steps:
+        for dep in s.depends_on:
+            if dep not in seen:
+                errors.append(f"step {s.id}: depends on unknown step {dep!r}")
+            elif dep == s.id:
+                errors.append(f"step {s.id}: depends on itself")
+    if not errors:
+        errors.extend(_cycle_errors(plan))
+    return errors
+
+
+def _cycle_errors(plan: Plan) -> list[str]:
+    try:
+        cycle = nx.find_cycle(_dependency_graph(plan))
+    except nx.NetworkXNoCycle:
+        return []
+    path = " -> ".join([str(u) for u, _ in cycle] + [str(cycle[0][0])])
+    return [f"dependency cycle: {path}"]
+
+
+async def check_policy(action: Action, args: dict[str, Any]) -> str | None:
+    """Run ``action``'s policy and its gate's policy on ``args``: ``None`` or the reason.
+
+    Only a denial is a validation error; a policy that escalates to a person is fine
+    here (the person is asked when the action runs).
+    """
+    checks = [action.policy, getattr(getattr(action.tool, "gate", None), "check", None)]
+    for check in checks:
+        if check is None:
+            continue
+        verdict = check(args)
+        if inspect.isawaitable(verdict):
+            verdict = await verdict
+        reason = _denial_reason(verdict)
+        if reason is not None:
+            return reason
+    return None
+
+
+def _denial_reason(verdict: Any) -> str | None:
+    if verdict is False:
+        return "denied by policy"
+    if isinstance(verdict, str):
+        return verdict
+    if isinstance(verdict, Denied):
+        return verdict.reason
+    return None
+
+
+async def validate_plan(
+    raw: Any, catalog: ActionCatalog, *, max_steps: int = 10
+) -> tuple[Plan | None, list[str]]:
+    """Check a proposed plan; return ``(plan, [])`` when valid, else ``(None, errors)``.
+
+    Errors say which step is wrong and how: an unknown action (listing the known ones),
+    arguments failing the action's schema or policy, unknown or cyclic dependencies,
+    duplicate ids, too many steps.
+    """
+    plan, errors = parse_plan(raw, catalog)
+    if plan is None:
+        return None, errors
+    errors = _structure_errors(plan, catalog, max_steps)
+    if errors:
+        return None, errors
+    for s in plan.steps:
+        reason = await check_policy(catalog[s.action], s.args_dict())
+        if reason is not None:
+            errors.append(f"step {s.id} ({s.action}): policy rejected the arguments: {reason}")
+    return (None, errors) if errors else (plan, [])
+
+
+def plan_mermaid(plan: Plan, catalog: ActionCatalog) -> str:
+    """The plan as a Mermaid graph: each action with its effect and estimated cost."""
+    lines = ["graph TD"]
+    for s in plan.steps:
+        action = catalog.get(s.action)
+        effect = action.effect if action else "unknown"
+        label = f"{s.id}: {s.action}<br/>{effect}"
+        cost = _estimate(action, s.args)
+        if cost is not None:
+            label += f", est. cost {cost:,.2f}"
+        lines.append(f'    {_node(s.id)}["{_escape(label)}"]')
+    for s in plan.steps:
+        lines.extend(f"    {_node(d)} --> {_node(s.id)}" for d in s.depends_on)
+    return "\n".join(lines)
+
+
+def _estimate(action: Action | None, args: Any) -> float | None:
+    if action is None or action.estimate is None:
+        return None
+    try:
+        return float(action.estimate(args))
+    except (TypeError, ValueError, AttributeError):
+        return None
+
+
+def plan_cost(plan: Plan, catalog: ActionCatalog) -> float | None:
+    """The sum of the steps' estimates (``None`` when no action has an estimate)."""
+    costs = [_estimate(catalog[s.action], s.args) for s in plan.steps if s.action in catalog]
+    known = [c for c in costs if c is not None]
+    return sum(known) if known else None
+
+
+def _node(step_id: str) -> str:
+    return "n_" + re.sub(r"\W", "_", step_id)
+
+
+def _escape(text: str) -> str:
+    return text.replace('"', "#quot;")
+
+
+PLANNER_INSTRUCTIONS = """\
+You are the planner of a propose-then-execute system. You do NOT execute anything: you
+propose a plan, code validates it, and actions run later, some only after a human approves.
+
+{task}
+
+Propose a plan as JSON: {{"steps": [...]}}. Each step has
+- "id": a short unique id ("s1", "s2", ...),
+- "action": one of the actions below (no other names exist),
+- "args": that action's arguments, exactly as its schema says,
+- "depends_on": ids of steps that must finish first ([] when none),
+- "reason": one line saying why the step is needed.
+Use as few steps as the task needs (at most {max_steps}). Steps without dependencies may run
+at the same time. Only propose actions the facts support.{investigate}
+
+Actions:
+{catalog}
+"""
+
+_INVESTIGATE = """
+First investigate with your read-only tools: look facts up instead of guessing ids,
+amounts or addresses. Then answer with the plan."""
+
+
+def planner_instructions(
+    catalog: ActionCatalog, task: str, *, max_steps: int = 10, investigates: bool = False
+) -> str:
+    """The planner's system prompt: the task, the plan format and the catalog."""
+    return PLANNER_INSTRUCTIONS.format(
+        task=task.strip(),
+        max_steps=max_steps,
+        investigate=_INVESTIGATE if investigates else "",
+        catalog=catalog.describe(),
+    )
+
+
+def planner_request(task_input: Any, feedback: Sequence[str] = ()) -> str:
+    """The planner's user message: the input, plus why an earlier plan was rejected."""
+    text = task_input if isinstance(task_input, str) else json.dumps(task_input, default=str)
+    if not feedback:
+        return text
+    problems = "\n".join(f"- {line}" for line in feedback)
+    return f"{text}\n\nYour previous plan was rejected; fix these problems:\n{problems}"
+
+
+def check_planner(planner: Any, hybrid: str) -> None:
+    """Raise :class:`ToolError` when ``planner`` holds a tool that is not ``read``.
+
+    A planner proposes; only the compiled plan acts. An agent planner with a ``write``
+    or ``irreversible`` tool could act while "investigating", so it is refused here.
+    """
+    held = getattr(planner, "tool_map", None) or getattr(planner, "tools", None) or ()
+    for tool_obj in held.values() if isinstance(held, dict) else held:
+        effect = _effect_of(tool_obj)
+        if effect != "read":
+            name = str(getattr(tool_obj, "name", tool_obj))
+            raise ToolError(
+                f"hybrid {hybrid!r}: its planner holds {name!r} ({effect}); a planner may "
+                f"hold only read tools — register {name!r} as an action instead",
+                tool=name,
+            )
+
+
+ActionStatus = Literal["done", "denied", "skipped", "failed"]
+
+
+class ActionResult(BaseModel):
+    """What became of one planned action when the plan ran."""
+
+    step: str
+    """The plan step's id."""
+    action: str
+    """The action's name."""
+    status: ActionStatus
+    """``done``, ``denied`` (by its gate), ``skipped`` (a dependency did not run) or
+    ``failed`` (the action raised)."""
+    output: Any = None
+    """What the action returned (when ``done``)."""
+    reason: str | None = None
+    """Why it did not run, when it did not."""
+
+
+class HybridOutput(BaseModel):
+    """A hybrid's output: the plan that ran and what became of each action."""
+
+    plan: Plan
+    """The validated plan."""
+    results: dict[str, ActionResult]
+    """Per plan step id, in plan order."""
+    rounds: int = 1
+    """How many plans were executed (more than one after a re-plan on denial)."""
+
+    def ran(self, action: str) -> int:
+        """How many steps of ``action`` completed."""
+        return sum(1 for r in self.results.values() if r.action == action and r.status == "done")
+
+
+class _ActionNode:
+    """The workflow node of one plan step: dependencies → its gate's verdict → tool, once."""
+
+    needs_model = False
+    input_type: Any = Any
+    output_type: Any = ActionResult
+
+    def __init__(self, planned: PlanStep, action: Action, call_id: str, verdict: Any) -> None:
+        self.name = planned.id
+        self.planned = planned
+        self.action = action
+        self.call_id = call_id
+        self.verdict = verdict
+
+    async def run(self, upstream: Any, ctx: Context) -> ActionResult:
+        """Skip when a dependency did not run or the gate denied; else run the tool once."""
+        for dep, result in (upstream if isinstance(upstream, dict) else {}).items():
+            if isinstance(result, ActionResult) and result.status != "done":
+                return self._result("skipped", reason=f"step {dep} was {result.status}")
+        key = f"{ctx.step_path}:action:{self.call_id}"
+        recorded = ctx.replay.get(key)
+        if recorded is not None and "result" in recorded:
+            return ActionResult.model_validate(recorded["result"])
+        verdict = self.verdict
+        if isinstance(verdict, Denied):
+            return self._result("denied", reason=f"denied by {verdict.by}: {verdict.reason}")
+        try:
+            args = self.action.tool.parse(
+                verdict.args if isinstance(verdict, Edited) else self.planned.args_dict()
+            )
+        except ToolArgumentsError as e:
+            return self._result("denied", reason=f"edited arguments are invalid: {e}")
+        if isinstance(verdict, Edited):
+            refused = await check_policy(self.action, args.model_dump(mode="json"))
+            if refused is not None:
+                return self._result("denied", reason=f"edited arguments: {refused}")
+        return await self._invoke(args, key, ctx)
+
+    async def _invoke(self, args: BaseModel, key: str, ctx: Context) -> ActionResult:
+        tool = self.action.tool
+        ctx.usage.tool_calls += 1
+        data = {"tool": self.action.name, "call_id": self.call_id, "effect": self.action.effect}
+        ctx.emit(EventType.TOOL_CALL, {**data, "args": args.model_dump(mode="json")})
+        child = ctx.child(self.action.name)
+        if self.action.effect != "read":
+            # The effect can dedupe on this key if the process dies before it is recorded.
+            child.idempotency_key = f"{ctx.run_id}:{self.call_id}"
+        try:
+            value = await tool.invoke(args, child)
+            result = self._result("done", output=jsonable(value))
+        except Halt:
+            raise
+        except Exception as e:
+            result = self._result("failed", reason=f"{type(e).__name__}: {e}")
+        content = (
+            json.dumps(result.output, default=str) if result.status == "done" else result.reason
+        )
+        ctx.emit(
+            EventType.TOOL_RESULT,
+            {
+                **data,
+                "is_error": result.status != "done",
+                "content": content,
+                "key": key,
+                "result": result.model_dump(mode="json"),
+            },
+        )
+        return result
+
+    def _result(self, status: ActionStatus, **fields: Any) -> ActionResult:
+        return ActionResult(step=self.planned.id, action=self.action.name, status=status, **fields)
+
+
+class _Collect:
+    """The end node: gathers every action's result (it runs after all of them)."""
+
+    needs_model = False
+    input_type: Any = Any
+    output_type: Any = dict
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    async def run(self, results: Any, ctx: Context) -> dict[str, ActionResult]:
+        """The results by step id."""
+        return dict(results)
+
+
+@step(name="start")
+def _start(plan: Any) -> Any:
+    """The compiled workflow's start node: every independent action follows it."""
+    return plan
+
+
+def compile_plan(
+    plan: Plan,
+    catalog: ActionCatalog,
+    *,
+    name: str = "execute",
+    verdicts: dict[str, Any] | None = None,
+) -> Workflow:
+    """The plan as a :class:`~loopwise.workflow.Workflow`: one node per step, edges from
+    ``depends_on``, all results joined in a final ``results`` node.
+
+    Independent steps land in one topological generation and run concurrently.
+    ``verdicts`` are the gates' decisions by step id (see :func:`authorize_plan`); a step
+    without one runs as approved.
+    """
+    verdicts = verdicts or {}
+    wf = Workflow(name)
+    wf.add("start", _start)
+    order = list(nx.topological_sort(_dependency_graph(plan)))
+    by_id = plan.by_id()
+    for sid in order:
+        planned = by_id[sid]
+        verdict = verdicts.get(sid, Approved(by="no-gate"))
+        node = _ActionNode(planned, catalog[planned.action], f"{name}.{sid}", verdict)
+        wf.add(sid, node, after=planned.depends_on or ["start"], join=dict)
+    wf.add("results", _Collect("results"), after=order, join=dict)
+    return wf
+
+
+async def authorize_plan(
+    plan: Plan, catalog: ActionCatalog, ctx: Context, *, name: str = "execute"
+) -> dict[str, Any]:
+    """Every step's gate verdict, asked together before any action runs.
+
+    The plan is known in advance, so a person sees all of its asks at once and the run
+    pauses once: when any gate is undecided this raises the ``awaiting_approval``
+    :class:`Halt` listing all of them. Decisions are journaled by the gates, so a resumed
+    run gets the same verdicts without asking again.
+    """
+    base = ctx.child(name)
+    verdicts: dict[str, Any] = {}
+    waiting: list[Pending] = []
+    for planned in plan.steps:
+        action = catalog[planned.action]
+        args = action.tool.parse(planned.args_dict())
+        verdict = await authorize(
+            base.child(planned.id),
+            tool=action.name,
+            effect=action.effect,
+            args=args.model_dump(mode="json"),
+            call_id=f"{name}.{planned.id}",
+            gate=getattr(action.tool, "gate", None),
+        )
+        if isinstance(verdict, Pending):
+            waiting.append(verdict)
+        else:
+            verdicts[planned.id] = verdict
+    if waiting:
+        raise pause(waiting)
+    return verdicts
+
+
+def _dependency_graph(plan: Plan) -> nx.DiGraph:
+    graph = nx.DiGraph()
+    graph.add_nodes_from(s.id for s in plan.steps)
+    graph.add_edges_from((d, s.id) for s in plan.steps for d in s.depends_on)
+    return graph
+
+
+class _Attempt:
+    """The planner under a per-attempt name, so each attempt has its own journal keys."""
+
+    def __init__(self, name: str, inner: Any) -> None:
+        self.name = name
+        self.inner = inner
+
+    async def run(self, input: Any, ctx: Context) -> Any:
+        return await self.inner.run(input, ctx)
+
+
+class Hybrid:
+    """Propose, then execute: a planner proposes a :class:`Plan`, validation checks it,
+    the compiled workflow runs it, irreversible actions pass their gates.
+
+    ``actions`` are the catalog (tools, or an :class:`ActionCatalog`). The planner is
+    ``planner`` when given, else built: an :class:`~loopwise.agent.Agent` over ``tools``
+    (read-only investigation) when there are any, else one
+    :class:`~loopwise.structured.Structured` call. ``task`` says what plans are for.
+
+    How runs end: ``completed`` (every action done); ``invalid_output`` (no valid plan
+    after ``max_plan_retries`` re-asks); ``awaiting_approval`` (a gate or the whole-plan
+    approval waits for a person); ``denied`` (an action or the plan was denied, after
+    ``replan_on_denial`` re-plans); ``tool_failed`` (an action raised).
+
+    Raises :class:`~loopwise.errors.ToolError` at construction when the planner holds a
+    ``write``/``irreversible`` tool or an ``irreversible`` action has no gate.
+    """
+
+    needs_model = True
+    """The CLI must give this step a model."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        actions: ActionCatalog | Iterable[Any],
+        task: str = "",
+        tools: Sequence[Any] = (),
+        planner: Any = None,
+        max_steps: int = 10,
+        max_plan_retries: int = 2,
+        planner_max_steps: int = 8,
+        approve_plan: bool = False,
+        replan_on_denial: int = 0,
+        budget: Budget | None = None,
+        input_type: Any = str,
+    ) -> None:
+        self.name = name
+        self.catalog = actions if isinstance(actions, ActionCatalog) else ActionCatalog(actions)
+        _check_gated(self.catalog, name)
+        self.max_steps = max_steps
+        self.max_plan_retries = max_plan_retries
+        self.approve_plan = approve_plan
+        self.replan_on_denial = replan_on_denial
+        self.budget = budget or Budget()
+        self.input_type = input_type
+        self.output_type: Any = HybridOutput
+        self.description = task
+        self.planner = planner or self._default_planner(task, tools, planner_max_steps)
+        check_planner(self.planner, name)
+
+    def _default_planner(self, task: str, tools: Sequence[Any], max_steps: int) -> Any:
+        text = planner_instructions(
+            self.catalog, task, max_steps=self.max_steps, investigates=bool(tools)
+        )
+        if tools:
+            return Agent(
+                name="planner",
+                instructions=text,
+                tools=tools,
+                output_type=self.catalog.plan_type(),
+                max_steps=max_steps,
+            )
+        return Structured("planner", output=self.catalog.plan_type(), instructions=text)
+
+    def __repr__(self) -> str:
+        return f"<hybrid {self.name}: {len(self.catalog)} actions>"
+
+    async def run(self, input: Any, ctx: Context) -> HybridOutput:
+        """Propose, validate, (approve,) execute; re-plan on denial when configured."""
+        feedback: list[str] = []
+        output: HybridOutput | None = None
+        for round_no in range(1, self.replan_on_denial + 2):
+            plan = await self.propose(input, ctx, feedback=feedback, round_no=round_no)
+            suffix = "" if round_no == 1 else f"_{round_no}"
+            refused = await self._approve_whole(plan, f"plan{suffix}", ctx)
+            if refused is not None:
+                feedback = [refused]
+                continue
+            name = f"execute{suffix}"
+            try:
+                verdicts = await authorize_plan(plan, self.catalog, ctx, name=name)
+            except Halt as halt:
+                halt.output = HybridOutput(plan=plan, results={}, rounds=round_no)
+                raise
+            workflow = compile_plan(plan, self.catalog, name=name, verdicts=verdicts)
+            results = await ctx.run_step(workflow, plan)
+            output = HybridOutput(plan=plan, results=results, rounds=round_no)
+            _raise_failed(output)
+            denied = [r for r in results.values() if r.status == "denied"]
+            if not denied:
+                return output
+            feedback = _denial_feedback(output)
+        detail = "; ".join(feedback) or "denied"
+        raise Halt(Status.DENIED, f"{self.name}: {detail}", output=output)
+
+    async def propose(
+        self, input: Any, ctx: Context, *, feedback: Sequence[str] = (), round_no: int = 1
+    ) -> Plan:
+        """Ask the planner until its plan validates (``max_plan_retries`` re-asks).
+
+        The accepted plan is journaled, so a resumed run executes the same plan without
+        validating it again (its policies would see the effects it already had).
+        Raises :class:`Halt` (``invalid_output``) when the last plan is still invalid.
+        """
+        key = f"{ctx.step_path}:plan:{round_no}"
+        recorded = ctx.replay.get(key)
+        if recorded is not None:
+            plan, _ = parse_plan(recorded.get("plan"), self.catalog)
+            if plan is not None:
+                return plan
+        notes = list(feedback)
+        errors: list[str] = []
+        for attempt in range(1, self.max_plan_retries + 2):
+            name = "plan" if (round_no, attempt) == (1, 1) else f"plan_{round_no}_{attempt}"
+            raw = await ctx.run_step(_Attempt(name, self.planner), planner_request(input, notes))
+            plan, errors = await self._validate(raw, key, ctx)
+            if plan is not None:
+                return plan
+            notes = [*feedback, *errors]
+        raise Halt(
+            Status.INVALID_OUTPUT,
+            f"{self.name}: no valid plan after {self.max_plan_retries + 1} attempts: "
+            + "; ".join(errors),
+        )
+
+    async def _validate(self, raw: Any, key: str, ctx: Context) -> tuple[Plan | None, list[str]]:
+        """Validate as a ``validate`` step; a valid plan's event carries the journal key."""
+        check = ctx.child("validate")
+        check.emit(EventType.STEP_STARTED, {"input": jsonable(raw)})
+        plan, errors = await validate_plan(raw, self.catalog, max_steps=self.max_steps)
+        data: dict[str, Any] = {"output": {"valid": plan is not None, "errors": errors}}
+        if plan is not None:
+            data.update(key=key, plan=plan.model_dump(mode="json"))
+        check.emit(EventType.STEP_FINISHED, data)
+        return plan, errors
+
+    async def _approve_whole(self, plan: Plan, call_id: str, ctx: Context) -> str | None:
+        """The whole-plan approval (when configured): ``None`` to go on, else the denial."""
+        if not self.approve_plan:
+            return None
+        effects = {self.catalog[s.action].effect for s in plan.steps}
+        verdict = await authorize(
+            ctx,
+            tool="approve_plan",
+            effect=_strongest(effects),
+            args={
+                "plan": plan.model_dump(mode="json")["steps"],
+                "graph": plan_mermaid(plan, self.catalog),
+                "estimated_cost": plan_cost(plan, self.catalog),
+            },
+            call_id=call_id,
+            gate=human(),
+        )
+        if isinstance(verdict, Pending):
+            raise pause([verdict])
+        if isinstance(verdict, Denied):
+            reason = f"the whole plan was denied by {verdict.by}: {verdict.reason}"
+            if self.replan_on_denial == 0:
+                raise Halt(Status.DENIED, f"{self.name}: {reason}")
+            return reason
+        return None
+
+    def to_mermaid(self) -> str:
+        """The hybrid's fixed shape (propose → validate → execute behind gates)."""
+        lines = [f"%% hybrid {self.name}", "flowchart TD", '    plan["planner: propose"]']
+        lines.append('    validate{"validate plan"}')
+        lines.append("    plan --> validate")
+        lines.append('    validate -->|"errors"| plan')
+        for a in self.catalog:
+            lines.append(f'    {_node(a.name)}["{a.name} ({a.effect})"]')
+            lines.append(f"    validate -->|valid| {_node(a.name)}")
+        return "\n".join(lines) + "\n"
+
+
+def _check_gated(catalog: ActionCatalog, hybrid: str) -> None:
+    for a in catalog:
+        if a.effect == "irreversible" and getattr(a.tool, "gate", None) is None:
+            raise ToolError(
+                f"hybrid {hybrid!r}: action {a.name!r} is irreversible and has no gate; "
+                "give it one (@tool(effect='irreversible', gate=human()))",
+                tool=a.name,
+            )
+
+
+def _strongest(effects: set[str]) -> str:
+    for effect in ("irreversible", "write"):
+        if effect in effects:
+            return effect
+    return "read"
+
+
+def _raise_failed(output: HybridOutput) -> None:
+    """End ``tool_failed`` when an action raised."""
+    failed = [r for r in output.results.values() if r.status == "failed"]
+    if failed:
+        first = failed[0]
+        raise Halt(
+            Status.TOOL_FAILED,
+            f"step {first.step} ({first.action}) failed: {first.reason}",
+            output=output,
+        )
+
+
+def _denial_feedback(output: HybridOutput) -> list[str]:
+    lines = [
+        f"step {r.step} ({r.action}) was {r.status}: {r.reason}"
+        for r in output.results.values()
+        if r.status in ("denied", "skipped")
+    ]
+    done = [f"{r.step} ({r.action})" for r in output.results.values() if r.status == "done"]
+    if done:
+        lines.append(f"already done, do not repeat: {', '.join(done)}")
+    return lines

@@ -1,0 +1,143 @@
+"""The refund desk through the CLI: propose, pause at the gates, decide and resume in new
+processes; effects happen exactly once, and never after a denial."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loopwise.hybrid import validate_plan
+from loopwise.targets import load_target
+
+ROOT = Path(__file__).resolve().parent.parent
+LOOPWISE = str(Path(sys.executable).with_name("loopwise"))
+TARGET = "workflows/refund_desk.py:refund_desk"
+COMPLAINT = '"Order O-1003 arrived broken and I want my money back."'
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    monkeypatch.setenv("LOOPWISE_SHOP_DB", str(tmp_path / "shop.db"))
+    return {**os.environ, "LOOPWISE_STORE": str(tmp_path / "runs.db")}
+
+
+def _cli(env: dict[str, str], *args: str) -> tuple[int, str]:
+    done = subprocess.run(
+        [LOOPWISE, *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert "Traceback" not in done.stderr, done.stderr
+    return done.returncode, done.stdout
+
+
+def _json(env: dict[str, str], *args: str) -> Any:
+    _, out = _cli(env, *args, "--json")
+    return json.loads(out)
+
+
+def _rows(env: dict[str, str], table: str) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(env["LOOPWISE_SHOP_DB"]) as db:
+        return list(db.execute(f"SELECT order_id, * FROM {table}"))
+
+
+def _start(env: dict[str, str]) -> dict[str, Any]:
+    code, out = _cli(env, "run", TARGET, "--model", "scripted", "--input", COMPLAINT, "--json")
+    result = json.loads(out)
+    assert code == 1
+    assert result["status"] == "awaiting_approval"
+    assert "issue_refund" in {p["tool"] for p in result["pending"]}
+    return result
+
+
+def _decide_all(env: dict[str, str], run_id: str, verb: str, *extra: str) -> None:
+    for pending in _json(env, "pending"):
+        assert pending["run_id"] == run_id
+        code, _ = _cli(env, verb, run_id, "--approval", pending["approval_id"], *extra)
+        assert code == 0
+
+
+def test_approved_refund_runs_exactly_once(env: dict[str, str]) -> None:
+    started = _start(env)
+    refund = next(p for p in started["pending"] if p["tool"] == "issue_refund")
+    assert refund["args"]["order_id"] == "O-1003"
+    assert refund["args"]["amount_cents"] == 18900  # the order's total, looked up
+    email = next(p for p in started["pending"] if p["tool"] == "email_customer")
+    assert email["args"]["to"] == "priya@raman-design.example"  # the order's customer
+    assert _rows(env, "refunds") == []
+
+    _decide_all(env, started["run_id"], "approve", "--by", "alice")
+    resumed = _json(env, "resume", started["run_id"])
+    assert resumed["status"] == "completed", resumed["detail"]
+    assert {k: r["status"] for k, r in resumed["output"]["results"].items()} == {
+        "s1": "done",
+        "s2": "done",
+        "s3": "done",
+    }
+    assert [r[0] for r in _rows(env, "refunds")] == ["O-1003"]
+    assert len(_rows(env, "emails")) == 1 and len(_rows(env, "notes")) == 1
+
+    again = _json(env, "resume", started["run_id"])
+    assert again["status"] == "completed"
+    assert len(_rows(env, "refunds")) == 1
+    log = _json(env, "runs", "show", started["run_id"])
+    refunds = [
+        e
+        for e in log["events"]
+        if e["type"] == "tool_result" and e["data"]["tool"] == "issue_refund"
+    ]
+    assert len(refunds) == 1 and not refunds[0]["data"]["is_error"]
+
+
+def test_denied_refund_never_runs(env: dict[str, str]) -> None:
+    started = _start(env)
+    _decide_all(env, started["run_id"], "deny", "--reason", "the lamp was fine on delivery")
+    code, out = _cli(env, "resume", started["run_id"], "--json")
+    resumed = json.loads(out)
+    assert code == 1
+    assert resumed["status"] == "denied"
+    assert "the lamp was fine on delivery" in resumed["detail"]
+    assert _rows(env, "refunds") == [] and _rows(env, "emails") == []
+
+
+def test_refund_and_mail_policies_reject_bad_plans_before_anything_runs(
+    env: dict[str, str],
+) -> None:
+    desk = load_target(str(ROOT / TARGET)).step
+    plan = {
+        "steps": [
+            {
+                "id": "s1",
+                "action": "issue_refund",
+                "args": {"order_id": "O-1003", "amount_cents": 99_999, "reason": "x"},
+                "reason": "too much",
+            },
+            {
+                "id": "s2",
+                "action": "email_customer",
+                "args": {
+                    "order_id": "O-1003",
+                    "to": "evil@example.com",
+                    "subject": "s",
+                    "body": "b",
+                },
+                "reason": "wrong person",
+            },
+        ]
+    }
+    valid, errors = asyncio.run(validate_plan(plan, desk.catalog))  # type: ignore[attr-defined]
+    assert valid is None
+    assert any("exceeds" in e and "18900" in e for e in errors), errors
+    assert any("not the customer of O-1003" in e for e in errors), errors

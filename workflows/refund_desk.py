@@ -1,0 +1,284 @@
+"""The canonical hybrid: a refund desk that proposes, then executes behind gates.
+
+    loopwise run workflows/refund_desk.py:refund_desk --model scripted \\
+        --input '"Order O-1003 arrived broken and I want my money back."'
+
+The steps are not known in advance (which order, how much, whom to mail depend on the
+complaint and the shop's records), but a wrong step costs money or a customer's trust.
+So a planner agent investigates with the shop's READ-ONLY tools (the same ones, over the
+same database, as ``agents/order_investigation.py``) and only *proposes*:
+
+* ``issue_refund`` — irreversible; its policy denies more than the order's total minus
+  what was already refunded, then a person approves;
+* ``email_customer`` — irreversible; its policy denies any recipient but the order's
+  customer, then a person approves;
+* ``add_note`` — a write to the order's internal notes; its policy passes it
+  automatically when the order exists.
+
+The effects are real rows in the shop database (``refunds``, ``emails``, ``notes``),
+written once per idempotency key (run id + plan step), so a resumed run never pays twice.
+
+``offline_model`` is a pure function of the transcript: it looks up the order named in
+the complaint and its customer, then proposes a full refund of that order, a mail to
+that customer and a note — a sensible plan for ``--model scripted``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import sys
+import uuid
+from contextlib import closing
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from loopwise import Budget, Context, ModelRequest, Turn
+from loopwise.gates import Denied, Escalate, policy, policy_then_human
+from loopwise.hybrid import ActionCatalog, Hybrid
+from loopwise.testing import ScriptedModel, calls
+from loopwise.tools import Bounds, tool
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "agents"))
+import shop  # the shared shop lives beside the agents
+
+OrderId = shop.OrderId
+
+_DESK_TABLES = """
+CREATE TABLE IF NOT EXISTS refunds (
+    idempotency_key TEXT PRIMARY KEY,
+    order_id        TEXT NOT NULL,
+    amount_cents    INTEGER NOT NULL,
+    reason          TEXT NOT NULL,
+    created_at      TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS emails (
+    idempotency_key TEXT PRIMARY KEY,
+    order_id        TEXT NOT NULL,
+    recipient       TEXT NOT NULL,
+    subject         TEXT NOT NULL,
+    body            TEXT NOT NULL,
+    created_at      TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS notes (
+    idempotency_key TEXT PRIMARY KEY,
+    order_id        TEXT NOT NULL,
+    text            TEXT NOT NULL,
+    created_at      TEXT NOT NULL
+);
+"""
+
+
+def _writable() -> sqlite3.Connection:
+    db = shop.connect(readonly=False)
+    db.executescript(_DESK_TABLES)
+    return db
+
+
+def desk_rows(table: str) -> list[dict[str, Any]]:
+    """Every row of ``refunds``, ``emails`` or ``notes`` (for tests and audits)."""
+    if table not in {"refunds", "emails", "notes"}:
+        raise ValueError(f"no desk table {table!r}")
+    with closing(_writable()) as db:
+        return [dict(r) for r in db.execute(f"SELECT * FROM {table} ORDER BY created_at")]
+
+
+def _insert_once(table: str, row: dict[str, Any], ctx: Context | None) -> dict[str, Any]:
+    """Insert ``row`` unless its idempotency key is there already; return the stored row."""
+    key = (ctx.idempotency_key if ctx is not None else None) or f"manual:{uuid.uuid4().hex}"
+    row = {"idempotency_key": key, **row, "created_at": datetime.now(UTC).isoformat()}
+    names = ", ".join(row)
+    marks = ", ".join("?" for _ in row)
+    with closing(_writable()) as db, db:
+        db.execute(f"INSERT OR IGNORE INTO {table} ({names}) VALUES ({marks})", tuple(row.values()))
+        stored = db.execute(f"SELECT * FROM {table} WHERE idempotency_key = ?", (key,)).fetchone()
+    return dict(stored)
+
+
+def _refunded_cents(order_id: str) -> int:
+    with closing(_writable()) as db:
+        row = db.execute(
+            "SELECT COALESCE(SUM(amount_cents), 0) FROM refunds WHERE order_id = ?", (order_id,)
+        ).fetchone()
+    return int(row[0])
+
+
+def refund_within_total(args: dict[str, Any]) -> Denied | Escalate:
+    """Deny a refund above the order's total minus what was already refunded."""
+    try:
+        order = shop.get_order.fn(args["order_id"])
+    except LookupError as e:
+        return Denied(str(e))
+    left = int(order["total_cents"]) - _refunded_cents(order["id"])
+    if args["amount_cents"] > left:
+        return Denied(
+            f"refund of {args['amount_cents']} cents exceeds what is left to refund on "
+            f"{order['id']} ({left} of {order['total_cents']} {order['currency']} cents)"
+        )
+    return Escalate("a person approves every refund")
+
+
+def recipient_is_customer(args: dict[str, Any]) -> Denied | Escalate:
+    """Deny a mail to anyone but the order's customer."""
+    try:
+        order = shop.get_order.fn(args["order_id"])
+        customer = shop.lookup_customer.fn(order["customer_id"])
+    except LookupError as e:
+        return Denied(str(e))
+    if str(args["to"]).strip().lower() != str(customer["email"]).lower():
+        return Denied(f"{args['to']!r} is not the customer of {order['id']}")
+    return Escalate("a person approves every customer mail")
+
+
+def order_exists(args: dict[str, Any]) -> bool | str:
+    """Pass a note automatically when its order exists."""
+    try:
+        shop.get_order.fn(args["order_id"])
+    except LookupError as e:
+        return str(e)
+    return True
+
+
+@tool(effect="irreversible", gate=policy_then_human(refund_within_total))
+def issue_refund(
+    order_id: OrderId,
+    amount_cents: Annotated[
+        int, Bounds(ge=1), Field(description="Amount to refund, in the order's currency cents.")
+    ],
+    reason: Annotated[str, Field(description="One line: why.", max_length=200)],
+    ctx: Context,
+) -> dict[str, Any]:
+    """Refund money to the customer of an order (at most what is left of its total).
+    Use it when the records show the customer is owed money for this order.
+    """
+    return _insert_once(
+        "refunds", {"order_id": order_id, "amount_cents": amount_cents, "reason": reason}, ctx
+    )
+
+
+@tool(effect="irreversible", gate=policy_then_human(recipient_is_customer))
+def email_customer(
+    order_id: OrderId,
+    to: Annotated[str, Field(description="The order's customer's email address.")],
+    subject: Annotated[str, Field(description="The subject line.", max_length=120)],
+    body: Annotated[str, Field(description="The plain-text message.", max_length=2000)],
+    ctx: Context,
+) -> dict[str, Any]:
+    """Send one email about an order to that order's customer (no one else).
+    Use it when the customer should hear what was done about their complaint.
+    """
+    row = {"order_id": order_id, "recipient": to, "subject": subject, "body": body}
+    return _insert_once("emails", row, ctx)
+
+
+@tool(effect="write", gate=policy(order_exists))
+def add_note(
+    order_id: OrderId,
+    text: Annotated[str, Field(description="The note, for the support team.", max_length=500)],
+    ctx: Context,
+) -> dict[str, Any]:
+    """Add an internal note to an order (the team reads it; the customer does not).
+    Use it when a decision about the order should be on record for the team.
+    """
+    return _insert_once("notes", {"order_id": order_id, "text": text}, ctx)
+
+
+ACTIONS = ActionCatalog()
+ACTIONS.add(issue_refund, estimate=lambda args: args.amount_cents / 100)
+ACTIONS.add(email_customer)
+ACTIONS.add(add_note)
+
+TASK = """\
+You work the refund desk of a small online shop. Read the customer's complaint,
+investigate the order and the customer with the tools, and propose what to do:
+refunds (never more than the order's total), a mail to the order's customer, and a
+note recording the decision. Propose nothing the records do not support."""
+
+refund_desk = Hybrid(
+    "refund_desk",
+    actions=ACTIONS,
+    task=TASK,
+    tools=shop.READ_TOOLS,
+    max_steps=6,
+    budget=Budget(max_tokens=80_000),
+)
+
+_ORDER = re.compile(r"\bO-\d{4}\b")
+
+
+def _results(request: ModelRequest) -> dict[str, Any]:
+    """Tool name → parsed result of every successful call in the transcript."""
+    asked: dict[str, str] = {}
+    for message in request.messages:
+        for call in message.get("tool_calls") or ():
+            asked[call["id"]] = call["function"]["name"]
+    found: dict[str, Any] = {}
+    for message in request.messages:
+        content = str(message.get("content") or "")
+        if message.get("role") == "tool" and not content.startswith("ERROR"):
+            found[asked.get(message["tool_call_id"], "")] = json.loads(content)
+    return found
+
+
+def _plan(order: dict[str, Any], customer: dict[str, Any], complaint: str) -> dict[str, Any]:
+    oid, total = order["id"], int(order["total_cents"])
+    money = f"{total / 100:.2f} {order['currency']}"
+    return {
+        "steps": [
+            {
+                "id": "s1",
+                "action": "issue_refund",
+                "args": {"order_id": oid, "amount_cents": total, "reason": complaint[:200]},
+                "depends_on": [],
+                "reason": f"the customer asks for their money back; {oid} totals {money}",
+            },
+            {
+                "id": "s2",
+                "action": "email_customer",
+                "args": {
+                    "order_id": oid,
+                    "to": customer["email"],
+                    "subject": f"Your refund for order {oid}",
+                    "body": f"Dear {customer['name']},\n\nwe are sorry about order {oid}. "
+                    f"We have refunded {money} to your original payment method.",
+                },
+                "depends_on": ["s1"],
+                "reason": "tell the order's customer about the refund",
+            },
+            {
+                "id": "s3",
+                "action": "add_note",
+                "args": {
+                    "order_id": oid,
+                    "text": f"Refunded {money} after complaint: {complaint[:200]}",
+                },
+                "depends_on": ["s1"],
+                "reason": "record the decision on the order",
+            },
+        ]
+    }
+
+
+def _respond(request: ModelRequest) -> Turn:
+    """The planner's next move, from the transcript alone (pure, so resumes replay)."""
+    complaint = next(m["content"] for m in request.messages if m["role"] == "user")
+    complaint = str(complaint).split("\n\nYour previous plan was rejected")[0]
+    found = _results(request)
+    named = _ORDER.search(complaint)
+    if named is None:
+        return calls(("final_answer", {"steps": []}, "final"))
+    if "get_order" not in found:
+        return calls(("get_order", {"order_id": named.group()}, "lookup-order"))
+    order = found["get_order"]
+    if "lookup_customer" not in found:
+        return calls(("lookup_customer", {"customer_id": order["customer_id"]}, "lookup-customer"))
+    return calls(("final_answer", _plan(order, found["lookup_customer"], complaint), "final"))
+
+
+def offline_model() -> ScriptedModel:
+    """The model ``--model scripted`` uses for the refund desk (a pure responder)."""
+    return ScriptedModel(_respond)
