@@ -282,3 +282,31 @@ def test_a_failing_action_ends_the_run_tool_failed() -> None:
     assert result.status is Status.TOOL_FAILED
     assert "disk on fire" in (result.detail or "")
     assert result.output.results["b"].status == "skipped"
+
+
+def test_a_replanned_run_pauses_and_resumes_without_repeating_effects() -> None:
+    def reviewer(request: ApprovalRequest) -> Any:
+        if request.tool == "pay" and request.args["amount"] == 20:
+            return Denied("too much", by="alice")
+        return None if request.tool == "pay" else True  # smaller payments wait for a person
+
+    first = _plan(
+        _step("s1", "pay", {"order_id": "O-1003", "amount": 20}),
+        _step("s2", "note", {"text": "complaint seen"}),
+    )
+    second = _plan(_step("s1", "pay", {"order_id": "O-1003", "amount": 10}))
+    desk = _hybrid(replan_on_denial=1)
+    paused = _run(desk, ScriptedModel([reply(first), reply(second)]), approvals=reviewer)
+    assert paused.status is Status.AWAITING_APPROVAL
+    assert [p["approval_id"] for p in paused.pending] == ["execute_2.s1"]
+    assert EFFECTS == [("note", {"text": "complaint seen"})]
+
+    with loopwise.SQLiteStore() as store:
+        store.decide(paused.run_id, "execute_2.s1", decision="approved", by="bob")
+    # No model call is needed: both plans, the verdicts and the note are journaled.
+    resumed = loopwise.resume(paused.run_id, step=desk, model=ScriptedModel([]))
+    assert resumed.status is Status.COMPLETED, resumed.detail
+    assert EFFECTS == [
+        ("note", {"text": "complaint seen"}),
+        ("pay", {"order_id": "O-1003", "amount": 10.0}),
+    ]

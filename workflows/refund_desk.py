@@ -79,14 +79,6 @@ def _writable() -> sqlite3.Connection:
     return db
 
 
-def desk_rows(table: str) -> list[dict[str, Any]]:
-    """Every row of ``refunds``, ``emails`` or ``notes`` (for tests and audits)."""
-    if table not in {"refunds", "emails", "notes"}:
-        raise ValueError(f"no desk table {table!r}")
-    with closing(_writable()) as db:
-        return [dict(r) for r in db.execute(f"SELECT * FROM {table} ORDER BY created_at")]
-
-
 def _insert_once(table: str, row: dict[str, Any], ctx: Context | None) -> dict[str, Any]:
     """Insert ``row`` unless its idempotency key is there already; return the stored row."""
     key = (ctx.idempotency_key if ctx is not None else None) or f"manual:{uuid.uuid4().hex}"

@@ -603,7 +603,7 @@ class _Collect:
 
 
 @step(name="start")
-def _start(plan: Any) -> Any:
+async def _start(plan: Any) -> Any:
     """The compiled workflow's start node: every independent action follows it."""
     return plan
 
