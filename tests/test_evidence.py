@@ -456,16 +456,60 @@ def test_analyze_collapses_paths_and_writes_a_skeleton_when_they_converge() -> N
     assert path == (("a",), ("b", "c"), ("d",)) and repeated == (False, False, True)
     runs = [_run(f"r{i}", ["a"], ["b", "c"], *([["d"]] * (1 + i % 3))) for i in range(9)]
     runs.append(_run("odd", ["x"]))
-    result = analyze(runs, target="agents/shop_agent.py:shop", module="agents.shop_agent")
+    result = analyze(runs, target="agents/shop_agent.py:shop")
     assert result.verdict == "steps_known" and result.runs == 10
     assert result.paths[0].text == "a → {b, c} → d+" and result.paths[0].runs == 9
-    assert (
-        result.skeleton is not None
-        and "from agents.shop_agent import a, b, c, d" in result.skeleton
-    )
+    assert result.skeleton is not None and "step_3_d" in result.skeleton
+    assert "load_target('agents/shop_agent.py:shop').step.tool_map" in result.skeleton
     compile(ast.parse(result.skeleton), "skeleton.py", "exec")
 
     scattered = [_run(f"s{i}", [f"t{i}"], ["u"]) for i in range(8)]
     spread = analyze(scattered)
     assert spread.verdict == "steps_unknown" and spread.skeleton is None
     assert analyze([]).verdict == "no_runs"
+
+
+AGENT = """
+    from loopwise import Agent, tool
+
+
+    @tool
+    def lookup(customer_id: str) -> dict:
+        \"\"\"Look up a customer. Use it first.\"\"\"
+        return {"id": customer_id}
+
+
+    @tool
+    def orders(customer_id: str) -> list:
+        \"\"\"List a customer's orders. Use it after lookup.\"\"\"
+        return []
+
+
+    @tool
+    def payments(order_id: str) -> list:
+        \"\"\"List an order's payments. Use it when an order failed.\"\"\"
+        return []
+
+
+    shop = Agent(name="shop", tools=[lookup, orders, payments], max_steps=5)
+"""
+
+
+def test_the_skeleton_of_parting_paths_is_a_workflow_over_the_agents_tools(
+    tmp_path: Path,
+) -> None:
+    spec = f"{_write(tmp_path, 'shop_agent.py', AGENT)}:shop"
+    stop = [_run(f"a{i}", ["lookup"], ["orders"]) for i in range(4)]
+    go_on = [_run(f"b{i}", ["lookup"], ["orders"], ["payments"]) for i in range(3)]
+    for run in go_on:
+        run["events"][-2]["data"]["args"] = {"order_id": "O-1001"}
+    result = analyze([*stop, *go_on], target=spec)
+    assert result.verdict == "steps_known" and [p.runs for p in result.paths] == [4, 3]
+    skeleton = result.skeleton or ""
+    assert "if False:  # TODO: when? (43% of runs go on like this)" in skeleton
+    assert '# the agent passed e.g. {"order_id": "O-1001"}' in skeleton
+    namespace: dict[str, Any] = {}
+    exec(compile(skeleton, "skeleton.py", "exec"), namespace)
+    workflow = namespace["shop_workflow"]
+    assert isinstance(workflow, Workflow) and workflow.validation_errors() == []
+    assert workflow.nodes == ["step_1_lookup", "step_2_orders", "step_3_branch"]

@@ -236,8 +236,8 @@ def _add_analyze(sub: Any) -> None:
 def _cmd_analyze(args: argparse.Namespace) -> int:
     from loopwise.decide import stored_runs
 
-    runs, module = stored_runs(default_store_path(args.store), args.target, limit=args.limit)
-    result = analyze(runs, target=args.target, module=module)
+    runs = stored_runs(default_store_path(args.store), args.target, limit=args.limit)
+    result = analyze(runs, target=args.target)
     if args.json:
         print(json.dumps(result.to_dict()))
     else:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import difflib
 import enum
+import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -36,6 +37,7 @@ __all__ = [
     "check",
     "check_target",
     "decide",
+    "example_args",
     "stored_runs",
     "tool_path",
     "workflow_skeleton",
@@ -748,7 +750,7 @@ class TraceAnalysis:
     top_coverage: float
     """Share of runs covered by the top ``TOP_PATHS`` paths."""
     skeleton: str | None
-    """A Python workflow skeleton of the dominant path when the steps are known."""
+    """A Python workflow skeleton of the top paths when the steps are known."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document ``loopwise analyze --json`` prints."""
@@ -812,14 +814,13 @@ def analyze(
     top: int = TOP_PATHS,
     coverage: float = COVERAGE,
     min_runs: int = MIN_RUNS,
-    module: str | None = None,
 ) -> TraceAnalysis:
     """Mine ``runs`` (each ``{"run_id", "status", "events"}``) for their tool-call paths.
 
     Runs that never called a tool are left out (they are not agent runs). The verdict is
     ``steps_known`` when the top ``top`` paths cover at least ``coverage`` of at least
-    ``min_runs`` runs; then :attr:`TraceAnalysis.skeleton` holds a workflow of the
-    dominant path (importing the tools from ``module`` when given).
+    ``min_runs`` runs; then :attr:`TraceAnalysis.skeleton` holds a workflow of the fewest
+    top paths that reach ``coverage``.
     """
     # Runs that took the same turns share a path whether they repeated a turn or not
     # (one order checked or three); the path marks a turn repeated if any run did.
@@ -840,11 +841,11 @@ def analyze(
     verdict, message = _verdict(
         stats, total, covered, top=top, coverage=coverage, min_runs=min_runs
     )
-    skeleton = (
-        workflow_skeleton(stats[0], name=target, module=module)
-        if verdict == "steps_known"
-        else None
-    )
+    skeleton = None
+    if verdict == "steps_known":
+        runs_seen = [r for group in groups.values() for r in group]
+        top_paths = _covering(stats, coverage, top)
+        skeleton = workflow_skeleton(top_paths, name=target, examples=example_args(runs_seen))
     return TraceAnalysis(
         target=target,
         runs=total,
@@ -854,6 +855,16 @@ def analyze(
         top_coverage=covered,
         skeleton=skeleton,
     )
+
+
+def _covering(stats: list[PathStats], coverage: float, top: int) -> list[PathStats]:
+    """The fewest top paths (at most ``top``) that reach ``coverage``."""
+    chosen: list[PathStats] = []
+    for p in stats[:top]:
+        chosen.append(p)
+        if sum(c.share for c in chosen) >= coverage:
+            break
+    return chosen
 
 
 def _path_stats(key: tuple[Any, ...], group: list[Mapping[str, Any]], total: int) -> PathStats:
@@ -886,9 +897,8 @@ def _verdict(
         )
     if covered >= coverage:
         return "steps_known", (
-            f"{share} (≥ {coverage:.0%}): the steps are known. Write the dominant path "
-            f"({stats[0].share:.0%} of runs) as a workflow — skeleton below — and keep the "
-            "agent for the rest, or drop it"
+            f"{share} (≥ {coverage:.0%}): the steps are known. Write these paths as a "
+            "workflow (skeleton below) and keep the agent for the rest, or drop it"
         )
     return "steps_unknown", (
         f"{len(stats)} distinct paths; {share} (< {coverage:.0%}): the runs do not converge, "
@@ -898,36 +908,49 @@ def _verdict(
 
 
 def workflow_skeleton(
-    path: PathStats, *, name: str | None = None, module: str | None = None
+    paths: PathStats | Sequence[PathStats],
+    *,
+    name: str | None = None,
+    examples: Mapping[str, Any] | None = None,
 ) -> str:
-    """Python source of a :class:`~loopwise.workflow.Workflow` that always takes ``path``.
+    """Python source of a :class:`~loopwise.workflow.Workflow` that takes ``paths``.
 
-    One node per turn of the path; tools the agent called together are awaited together;
-    a repeated turn becomes a loop over the items it was repeated for. The arguments the
-    model used to choose are left as ``TODO``: in a workflow, code chooses them. ``module``
-    is where the agent's tools can be imported from.
+    The turns the paths share become a chain of nodes; where they part, one node holds an
+    ``if`` per path with a ``TODO`` condition (in a workflow, code decides what the model
+    did). Tools the agent called together are awaited together; a repeated turn becomes
+    a loop. When ``name`` is a target spec (``agents/x.py:investigate``) the skeleton
+    takes the tools from that agent (its ``tool_map``); ``examples`` maps a tool to
+    arguments the agent once passed, shown beside each call.
     """
+    group = [paths] if isinstance(paths, PathStats) else list(paths)
     base = _identifier((name or "agent").rsplit(":", 1)[-1]) + "_workflow"
-    tools = sorted({t for turn in path.path for t in turn})
-    source = module or "YOUR_AGENT_MODULE"
+    tools = sorted({t for p in group for turn in p.path for t in turn})
+    shared = _shared_prefix(group)
+    share = sum(p.share for p in group)
     lines = [
-        f'"""{base}: the dominant tool path of the agent ({path.share:.0%} of its runs) as a',
-        "workflow, so the path is fixed, cheap and debuggable at a known line:",
-        f"    {path.text}",
+        f'"""{base}: the agent\'s common tool paths ({share:.0%} of its runs) as a workflow,',
+        "so the path is fixed, cheap and debuggable at a known line:",
+        *(f"    {p.share:>4.0%}  {p.text}" for p in group),
         '"""',
         "",
         "import asyncio",
         "",
         "import loopwise",
         "from loopwise import Workflow",
-        f"from {source} import {', '.join(_identifier(t) for t in tools)}",
+        *_tool_imports(name, tools),
         "",
     ]
+    calls = _Calls(examples or {})
     nodes = []
-    for i, (turn, again) in enumerate(zip(path.path, path.repeated, strict=True), 1):
+    for i, turn in enumerate(shared, 1):
+        again = any(p.repeated[i - 1] for p in group)
         node = f"step_{i}_" + "_and_".join(_identifier(t) for t in turn)
         nodes.append(node)
-        lines.extend(_skeleton_node(node, turn, again))
+        lines += _node(node, f"Call {', '.join(turn)}.", calls.turn(turn, again, "    "))
+    if any(len(p.path) > len(shared) for p in group):
+        node = f"step_{len(shared) + 1}_branch"
+        nodes.append(node)
+        lines += _node(node, "The paths part here.", _branches(group, len(shared), calls))
     chain = "".join(f"\n    .then({n})" for n in nodes)
     lines += [
         "",
@@ -938,29 +961,85 @@ def workflow_skeleton(
     return "\n".join(lines)
 
 
-def _skeleton_node(node: str, turn: tuple[str, ...], again: bool) -> list[str]:
-    lines = [
+def _tool_imports(spec: str | None, tools: list[str]) -> list[str]:
+    if not spec or ":" not in spec:
+        return [f"from YOUR_AGENT_MODULE import {', '.join(_identifier(t) for t in tools)}"]
+    return [
+        "from loopwise.targets import load_target",
+        "",
+        "# The agent's own tools, now called in a fixed order by code.",
+        f"_tools = load_target({spec!r}).step.tool_map",
+        *(f"{_identifier(t)} = _tools[{t!r}]" for t in tools),
+    ]
+
+
+def _shared_prefix(paths: Sequence[PathStats]) -> tuple[tuple[str, ...], ...]:
+    first = paths[0].path
+    n = 0
+    while n < len(first) and all(len(p.path) > n and p.path[n] == first[n] for p in paths):
+        n += 1
+    return first[:n]
+
+
+def _node(node: str, doc: str, body: list[str]) -> list[str]:
+    return [
         "",
         "@loopwise.step",
         f"async def {node}(state: dict, ctx: loopwise.Context) -> dict:",
-        f'    """Call {", ".join(turn)}{" for each item" if again else ""}."""',
-    ]
-    indent = "    "
-    if again:
-        lines.append(f"{indent}for item in []:  # TODO: the items the agent repeated this for")
-        indent += "    "
-    for t in turn:
-        lines.append(f"{indent}{_identifier(t)}_args: dict = {{}}  # TODO: from state")
-    calls = ", ".join(f"{_identifier(t)}.invoke({_identifier(t)}_args, ctx)" for t in turn)
-    names = ", ".join(repr(t) for t in turn)
-    lines += [
-        f"{indent}results = await asyncio.gather({calls})",
-        f"{indent}for tool_name, result in zip([{names}], results):",
-        f"{indent}    state.setdefault(tool_name, []).append(result)",
+        f'    """{doc}"""',
+        *body,
         "    return state",
         "",
     ]
+
+
+def _branches(paths: Sequence[PathStats], start: int, calls: _Calls) -> list[str]:
+    lines = []
+    for p in paths:
+        rest = p.path[start:]
+        if not rest:
+            lines.append(f"    # {p.share:.0%} of runs stop here.")
+            continue
+        lines.append(f"    if False:  # TODO: when? ({p.share:.0%} of runs go on like this)")
+        for turn, again in zip(rest, p.repeated[start:], strict=True):
+            lines += calls.turn(turn, again, "        ")
     return lines
+
+
+class _Calls:
+    """Writes the calls of one turn, with example arguments from the runs."""
+
+    def __init__(self, examples: Mapping[str, Any]) -> None:
+        self.examples = examples
+
+    def turn(self, turn: tuple[str, ...], again: bool, indent: str) -> list[str]:
+        lines = []
+        if again:
+            lines.append(f"{indent}for item in []:  # TODO: what the agent repeated this for")
+            indent += "    "
+        for t in turn:
+            seen = self.examples.get(t)
+            hint = f"  # the agent passed e.g. {json.dumps(seen)}" if seen is not None else ""
+            lines.append(f"{indent}{_identifier(t)}_args: dict = {{}}{hint}")
+        awaited = ", ".join(f"{_identifier(t)}.invoke({_identifier(t)}_args, ctx)" for t in turn)
+        names = ", ".join(repr(t) for t in turn)
+        return [
+            *lines,
+            f"{indent}results = await asyncio.gather({awaited})",
+            f"{indent}for tool_name, result in zip([{names}], results):",
+            f"{indent}    state.setdefault(tool_name, []).append(result)",
+        ]
+
+
+def example_args(runs: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Tool name → the arguments of its first recorded call in ``runs``."""
+    found: dict[str, Any] = {}
+    for run in runs:
+        for event in run.get("events") or []:
+            kind, data = _event_parts(event)
+            if kind == "tool_call" and data.get("tool") not in found:
+                found[str(data.get("tool"))] = data.get("args")
+    return found
 
 
 def _identifier(text: str) -> str:
@@ -997,11 +1076,8 @@ def check_target(spec: str) -> list[Finding]:
     return check(target.step, where=_name(target.step))
 
 
-def stored_runs(
-    path: Any, target: str | None = None, *, limit: int = 1000
-) -> tuple[list[dict[str, Any]], str | None]:
-    """Runs of ``target`` from the store at ``path`` as :func:`analyze` takes them, and the
-    module their tools can be imported from (for the skeleton).
+def stored_runs(path: Any, target: str | None = None, *, limit: int = 1000) -> list[dict[str, Any]]:
+    """Runs of ``target`` from the store at ``path``, oldest first, as :func:`analyze` takes them.
 
     ``target`` matches a run's recorded spec (``agents/x.py:investigate``) or its step
     name (``investigate``); ``None`` takes every run. Reads the newest ``limit`` runs.
@@ -1010,24 +1086,13 @@ def stored_runs(
 
     from loopwise.store import SQLiteStore
 
-    module = _module_of(target)
     if not Path(path).is_file():
-        return [], module
+        return []
     names = {target, target.rsplit(":", 1)[-1]} if target else set()
     with SQLiteStore(path) as store:
         rows = store.list_runs(limit=limit)
         chosen = [r for r in rows if not names or r["spec"] in names or r["target"] in names]
-        runs = [
+        return [
             {"run_id": r["run_id"], "status": r["status"], "events": store.events(r["run_id"])}
             for r in reversed(chosen)
         ]
-    return runs, module
-
-
-def _module_of(spec: str | None) -> str | None:
-    """``agents/order_investigation.py:investigate`` → ``agents.order_investigation``."""
-    if not spec or ":" not in spec:
-        return None
-    module = spec.rsplit(":", 1)[0].removeprefix("./").removesuffix(".py")
-    dotted = module.replace("/", ".")
-    return dotted if all(part.isidentifier() for part in dotted.split(".")) else None
