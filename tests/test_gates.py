@@ -46,7 +46,7 @@ def _effect(ctx, **fields):
 
 
 def _small(args):
-    return True if args.amount <= 50 else gates.Escalate("refunds over 50 need a person")
+    return True if args["amount"] <= 50 else gates.Escalate("refunds over 50 need a person")
 
 
 @loopwise.tool(effect="irreversible", gate=gates.policy_then_human(_small))
@@ -295,8 +295,8 @@ def test_irreversible_tools_need_a_gate() -> None:
 @pytest.mark.parametrize(
     ("gate", "amount", "expected", "ran"),
     [
-        (gates.policy(lambda a: a.amount <= 10), 5, Status.COMPLETED, True),
-        (gates.policy(lambda a: a.amount <= 10 or "too much"), 50, Status.COMPLETED, False),
+        (gates.policy(lambda a: a["amount"] <= 10), 5, Status.COMPLETED, True),
+        (gates.policy(lambda a: a["amount"] <= 10 or "too much"), 50, Status.COMPLETED, False),
         (gates.policy(lambda a: Escalate("ask")), 5, Status.COMPLETED, False),
         (gates.policy_then_human(lambda a: Denied("never")), 5, Status.COMPLETED, False),
         (gates.policy_then_human(lambda a: Escalate("ask")), 5, Status.AWAITING_APPROVAL, False),

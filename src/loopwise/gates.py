@@ -112,7 +112,7 @@ class Escalate:
 
 Verdict = Approved | Denied | Edited
 PolicyFn = Callable[[Any], Any]
-"""A policy: a (sync or async) function of the validated arguments returning ``Approved``,
+"""A policy: a (sync or async) function of the validated arguments (a dict) returning ``Approved``,
 ``Denied``, ``Escalate``, ``True``/``None`` (approve), ``False`` or a string (deny, the
 string being the reason)."""
 
@@ -272,7 +272,7 @@ async def authorize(
     recorded = ctx.replay.get(decided_key)
     if recorded is not None:
         return verdict_from_data(recorded)
-    first = await gate.run_policy(args) if gate is not None else Escalate()
+    first = await gate.run_policy(_as_dict(args)) if gate is not None else Escalate()
     verdict = _without_human(first, gate, tainted)
     if verdict is not None:
         _emit_decision(ctx, decided_key, tool, call_id, verdict)
@@ -297,6 +297,12 @@ async def authorize(
         return Pending(request)
     _emit_decision(ctx, decided_key, tool, call_id, answer)
     return answer
+
+
+def _as_dict(args: Any) -> Any:
+    """Policies see a dict of the validated arguments, from an agent or a hybrid alike."""
+    dump = getattr(args, "model_dump", None)
+    return dump() if callable(dump) else args
 
 
 def _as_gate(gate: Any, tool: str) -> Gate | None:

@@ -291,7 +291,15 @@ def _target_and_model(
     name = model or row["model"]
     if name is None:
         return step, None
-    return step, model_for(loaded, name) if loaded is not None else resolve_model(name)
+    if loaded is None:
+        return step, resolve_model(name)
+    offline = getattr(loaded.module, "offline_model", None)
+    if offline is not None and model is None:
+        # The run used the target's own offline model (possibly under its own name).
+        candidate = model_for(loaded, "scripted")
+        if candidate.name == name:
+            return step, candidate
+    return step, model_for(loaded, name)
 
 
 async def _close(model: Any) -> None:

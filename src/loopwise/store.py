@@ -102,7 +102,8 @@ def _now() -> str:
 
 
 def _dump(value: Any) -> str:
-    return json.dumps(jsonable(value), default=str)
+    # Event data is JSON-ready already; jsonable() only converts what json cannot.
+    return json.dumps(value, default=jsonable)
 
 
 def _load(text: str | None) -> Any:
