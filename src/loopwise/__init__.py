@@ -3,6 +3,7 @@ where a wrong step is expensive — one step interface, one budget, one store, o
 """
 
 from loopwise.agent import Agent, ContextPolicy, LoopDetection
+from loopwise.decide import Decision, Finding, TraceAnalysis, analyze, check, decide
 from loopwise.errors import (
     ConfigError,
     GraphError,
@@ -12,6 +13,15 @@ from loopwise.errors import (
     StoreError,
     TargetError,
     ToolError,
+)
+from loopwise.evals import (
+    Case,
+    EvalReport,
+    EvalTarget,
+    aevaluate,
+    evaluate,
+    field_match,
+    load_dataset,
 )
 from loopwise.gates import (
     ApprovalRequest,
@@ -68,15 +78,20 @@ __all__ = [
     "Approved",
     "Bounds",
     "Budget",
+    "Case",
     "ConfigError",
     "Context",
     "ContextPolicy",
+    "Decision",
     "Denied",
     "Edited",
     "Effect",
     "Escalate",
+    "EvalReport",
+    "EvalTarget",
     "Event",
     "EventType",
+    "Finding",
     "Gate",
     "GraphError",
     "Hybrid",
@@ -109,12 +124,20 @@ __all__ = [
     "ToolArgumentsError",
     "ToolCall",
     "ToolError",
+    "TraceAnalysis",
     "Turn",
     "Usage",
     "Workflow",
+    "aevaluate",
+    "analyze",
     "aresume",
     "arun",
     "as_tool",
+    "check",
+    "decide",
+    "evaluate",
+    "field_match",
+    "load_dataset",
     "resolve_model",
     "resume",
     "run",
