@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from loopwise.cli import main
 from loopwise.hybrid import validate_plan
 from loopwise.targets import load_target
 
@@ -26,7 +27,15 @@ COMPLAINT = '"Order O-1003 arrived broken and I want my money back."'
 @pytest.fixture
 def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     monkeypatch.setenv("LOOPWISE_SHOP_DB", str(tmp_path / "shop.db"))
-    return {**os.environ, "LOOPWISE_STORE": str(tmp_path / "runs.db")}
+    monkeypatch.setenv("LOOPWISE_STORE", str(tmp_path / "runs.db"))
+    return dict(os.environ)
+
+
+def _here(capsys: pytest.CaptureFixture[str], *args: str) -> Any:
+    """A read-only CLI command in this process (the decisions and resumes get new ones)."""
+    capsys.readouterr()
+    main([*args, "--json"])
+    return json.loads(capsys.readouterr().out)
 
 
 def _cli(env: dict[str, str], *args: str) -> tuple[int, str]:
@@ -62,14 +71,18 @@ def _start(env: dict[str, str]) -> dict[str, Any]:
     return result
 
 
-def _decide_all(env: dict[str, str], run_id: str, verb: str, *extra: str) -> None:
-    for pending in _json(env, "pending"):
+def _decide_all(
+    env: dict[str, str], capsys: pytest.CaptureFixture[str], run_id: str, verb: str, *extra: str
+) -> None:
+    for pending in _here(capsys, "pending"):
         assert pending["run_id"] == run_id
         code, _ = _cli(env, verb, run_id, "--approval", pending["approval_id"], *extra)
         assert code == 0
 
 
-def test_approved_refund_runs_exactly_once(env: dict[str, str]) -> None:
+def test_approved_refund_runs_exactly_once(
+    env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
     started = _start(env)
     refund = next(p for p in started["pending"] if p["tool"] == "issue_refund")
     assert refund["args"]["order_id"] == "O-1003"
@@ -78,7 +91,7 @@ def test_approved_refund_runs_exactly_once(env: dict[str, str]) -> None:
     assert email["args"]["to"] == "priya@raman-design.example"  # the order's customer
     assert _rows(env, "refunds") == []
 
-    _decide_all(env, started["run_id"], "approve", "--by", "alice")
+    _decide_all(env, capsys, started["run_id"], "approve", "--by", "alice")
     resumed = _json(env, "resume", started["run_id"])
     assert resumed["status"] == "completed", resumed["detail"]
     assert {k: r["status"] for k, r in resumed["output"]["results"].items()} == {
@@ -89,10 +102,10 @@ def test_approved_refund_runs_exactly_once(env: dict[str, str]) -> None:
     assert [r[0] for r in _rows(env, "refunds")] == ["O-1003"]
     assert len(_rows(env, "emails")) == 1 and len(_rows(env, "notes")) == 1
 
-    again = _json(env, "resume", started["run_id"])
+    again = _here(capsys, "resume", started["run_id"])
     assert again["status"] == "completed"
     assert len(_rows(env, "refunds")) == 1
-    log = _json(env, "runs", "show", started["run_id"])
+    log = _here(capsys, "runs", "show", started["run_id"])
     refunds = [
         e
         for e in log["events"]
@@ -101,9 +114,9 @@ def test_approved_refund_runs_exactly_once(env: dict[str, str]) -> None:
     assert len(refunds) == 1 and not refunds[0]["data"]["is_error"]
 
 
-def test_denied_refund_never_runs(env: dict[str, str]) -> None:
+def test_denied_refund_never_runs(env: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
     started = _start(env)
-    _decide_all(env, started["run_id"], "deny", "--reason", "the lamp was fine on delivery")
+    _decide_all(env, capsys, started["run_id"], "deny", "--reason", "the lamp was fine on delivery")
     code, out = _cli(env, "resume", started["run_id"], "--json")
     resumed = json.loads(out)
     assert code == 1
