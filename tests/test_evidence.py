@@ -513,3 +513,22 @@ def test_the_skeleton_of_parting_paths_is_a_workflow_over_the_agents_tools(
     workflow = namespace["shop_workflow"]
     assert isinstance(workflow, Workflow) and workflow.validation_errors() == []
     assert workflow.nodes == ["step_1_lookup", "step_2_orders", "step_3_branch"]
+
+
+def test_report_shapes_draw_workflows_agents_and_hybrids() -> None:
+    from loopwise.report import describe_graph, draw_graph
+    from loopwise.targets import load_target
+
+    desk = describe_graph(load_target(REFUND_DESK).step)
+    kinds = {n["id"]: (n["kind"], n["detail"]) for n in desk["nodes"]}
+    assert kinds["issue_refund"] == ("irreversible", "gated")
+    triage = describe_graph(load_target(TRIAGE).step)
+    assert triage["kind"] == "workflow" and triage["edges"]
+    agent = describe_graph(load_target(INVESTIGATE).step)
+    assert agent["kind"] == "agent" and {"lookup_customer", "list_orders"} <= {
+        n["id"] for n in agent["nodes"]
+    }
+    for shape in (desk, triage, agent):
+        svg = draw_graph(shape)
+        assert svg.startswith("<svg") and svg.count("<rect") == len(shape["nodes"])
+        assert shape["mermaid"].strip()

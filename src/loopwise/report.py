@@ -521,7 +521,8 @@ def _hybrid_parts(step: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]
     ]
     catalog = getattr(step, "catalog", None)
     actions = getattr(catalog, "actions", catalog)
-    for action in _tool_nodes(actions or ()):
+    tools = [getattr(a, "tool", a) for a in (actions or ())]
+    for action in _tool_nodes(tools):
         nodes.append(action)
         edges.append({"source": "execute plan", "target": action["id"], "label": ""})
     return nodes, edges
