@@ -554,7 +554,7 @@ class _ActionNode:
 
     async def _invoke(self, args: BaseModel, key: str, ctx: Context) -> ActionResult:
         tool = self.action.tool
-        ctx.usage.tool_calls += 1
+        ctx.count_tool_call()
         data = {"tool": self.action.name, "call_id": self.call_id, "effect": self.action.effect}
         ctx.emit(EventType.TOOL_CALL, {**data, "args": args.model_dump(mode="json")})
         child = ctx.child(self.action.name)
@@ -644,7 +644,8 @@ async def authorize_plan(
     The plan is known in advance, so a person sees all of its asks at once and the run
     pauses once: when any gate is undecided this raises the ``awaiting_approval``
     :class:`Halt` listing all of them. Decisions are journaled by the gates, so a resumed
-    run gets the same verdicts without asking again.
+    run gets the same verdicts without asking again. Policies therefore judge the world as
+    it is before the plan's first effect (as validation did), not between its steps.
     """
     base = ctx.child(name)
     verdicts: dict[str, Any] = {}
