@@ -395,3 +395,31 @@ def test_cli_graph_prints_mermaid(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert 'flowchart TD\n    upper["upper"]' in capsys.readouterr().out
     assert main(["graph", f"{path}:upper"]) == 2
     assert "is not a workflow" in capsys.readouterr().err
+
+
+def test_parallel_nodes_report_their_own_usage_not_their_siblings() -> None:
+    def asker(name: str, calls: int) -> Any:
+        async def ask(x: Any, ctx: loopwise.Context) -> int:
+            for _ in range(calls):
+                await ctx.call_model(ModelRequest(messages=[{"role": "user", "content": name}]))
+            return calls
+
+        return loopwise.step(name=name)(ask)
+
+    @loopwise.step
+    def total(parts: dict[str, int]) -> int:
+        return sum(parts.values())
+
+    @loopwise.step
+    def start(x: Any) -> Any:
+        return x
+
+    flow = Workflow("fan").then(start).parallel(asker("one", 1), asker("three", 3)).then(total)
+    result = loopwise.run(flow, "go", model=ScriptedModel(lambda r: "ok"), store=None)
+    assert result.output == 4 and result.usage.model_calls == 4
+    own = {
+        e.step.rsplit("/", 1)[-1]: e.data["usage"]["model_calls"]
+        for e in result.events
+        if e.type == "step_finished"
+    }
+    assert own["one"] == 1 and own["three"] == 3 and own["fan"] == 4

@@ -441,7 +441,7 @@ class Agent:
     ) -> ToolOutcome:
         """Execute ONE tool call: journal → resolve → validate → authorize → invoke → record."""
         key = f"{ctx.step_path}:tool:{turn}:{call.id}"
-        ctx.usage.tool_calls += 1
+        ctx.count_tool_call()
         found = self._tools.get(call.name)
         recorded = ctx.replay.get(key)
         if recorded is not None and call.name != FINAL_ANSWER:

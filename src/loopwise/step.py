@@ -166,6 +166,8 @@ class Context:
     """``clock()`` when the run started."""
     steps: list[int] = field(default_factory=lambda: [0])
     """A one-cell counter of steps taken, shared by children."""
+    scopes: tuple[Usage, ...] = ()
+    """The own usage of each enclosing step (so parallel siblings are not mixed up)."""
     _counters: dict[str, int] = field(default_factory=dict)
     _seq: list[int] = field(default_factory=lambda: [0])
 
@@ -177,6 +179,12 @@ class Context:
     def child(self, name: str) -> Context:
         """A context for a nested step: same run, budget, usage and events; longer path."""
         return replace(self, path=(*self.path, name), idempotency_key=None)
+
+    def count_tool_call(self) -> None:
+        """Count one tool call in the run's usage and in every enclosing step's."""
+        self.usage.tool_calls += 1
+        for scope in self.scopes:
+            scope.tool_calls += 1
 
     def count_step(self) -> int:
         """Count one step (an agent turn, a workflow node); return the run's total."""
@@ -245,6 +253,8 @@ class Context:
             turn.model or self.model.name, turn.input_tokens, turn.output_tokens
         )
         self.usage.add_call(turn.input_tokens, turn.output_tokens, cost)
+        for scope in self.scopes:
+            scope.add_call(turn.input_tokens, turn.output_tokens, cost)
         if recorded is None:
             self.emit(
                 EventType.MODEL_CALL,
@@ -263,28 +273,14 @@ class Context:
 
     async def run_step(self, step: Step, input: Any) -> Any:
         """Run a nested ``step`` with ``step_started``/``step_finished`` events and its usage."""
-        child = self.child(step.name)
-        before = replace(self.usage)
+        own = Usage()
+        child = replace(self.child(step.name), scopes=(*self.scopes, own))
+        started = self.clock()
         child.emit(EventType.STEP_STARTED, {"input": _jsonable(input)})
         output = await step.run(input, child)
-        child.emit(
-            EventType.STEP_FINISHED,
-            {"output": _jsonable(output), "usage": _usage_delta(before, self.usage)},
-        )
+        own.wall_seconds = self.clock() - started
+        child.emit(EventType.STEP_FINISHED, {"output": _jsonable(output), "usage": own.to_dict()})
         return output
-
-
-def _usage_delta(before: Usage, after: Usage) -> dict[str, Any]:
-    cost = None
-    if before.cost_usd is not None and after.cost_usd is not None:
-        cost = after.cost_usd - before.cost_usd
-    return {
-        "input_tokens": after.input_tokens - before.input_tokens,
-        "output_tokens": after.output_tokens - before.output_tokens,
-        "model_calls": after.model_calls - before.model_calls,
-        "tool_calls": after.tool_calls - before.tool_calls,
-        "cost_usd": cost,
-    }
 
 
 def _jsonable(value: Any) -> Any:
