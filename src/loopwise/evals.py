@@ -873,9 +873,10 @@ CREATE TABLE IF NOT EXISTS eval_results (
 def save_eval(path: str | Path, report: EvalReport) -> None:
     """Keep ``report``'s per-target summaries (not every run) in the store file.
 
-    They go into an ``eval_results`` table of the run store's SQLite file, beside the
-    ``runs`` table that holds every run the eval made (each run's ``options`` carry the
-    ``eval_id``), so evals can be compared over time (:func:`previous_summaries`).
+    They go into an ``eval_results`` table of the run store's SQLite file (created here
+    if missing: the store's own schema does not know it), beside the ``runs`` table that
+    holds every run the eval made (the report's runs name their ``run_id``), so evals can
+    be compared over time (:func:`previous_summaries`).
     """
     import sqlite3
 
