@@ -201,3 +201,15 @@ def test_the_console_script_end_to_end(target: str, serve: Any) -> None:
     )
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+def test_input_not_matching_the_declared_model_exits_2_before_any_run(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    triage = "workflows/ticket_triage.py:triage"
+    code = main(["run", triage, "--model", "scripted", "--input", '{"subject": "hi"}', "--json"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "body: Field required" in err
+    assert main(["runs", "list", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["runs"] == []

@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+import pydantic
+
 from loopwise import runner
 from loopwise._cli_evidence import add_evidence_verbs
 from loopwise._cli_store import add_store_verbs, interactive
@@ -94,9 +96,26 @@ def exit_code(status: Status) -> int:
     return 0 if status is Status.COMPLETED else 1
 
 
+def _checked_input(target: Target, payload: Any) -> Any:
+    """Reject input that cannot match the target's declared pydantic input, before any run."""
+    declared = getattr(target.step, "input_type", None)
+    if not (isinstance(declared, type) and issubclass(declared, pydantic.BaseModel)):
+        return payload
+    try:
+        declared.model_validate(payload)
+    except pydantic.ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "input"
+        raise UsageError(
+            f"--input does not match {declared.__name__} of {target.spec}: "
+            f"{where}: {first['msg']} ({e.error_count()} error(s))"
+        ) from e
+    return payload
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     target = load_target(args.target)
-    payload = _parse_input(args.input)
+    payload = _checked_input(target, _parse_input(args.input))
     model = model_for(target, args.model) if (_needs_model(target) or args.model) else None
     result = _run_closing(
         target.step,
@@ -118,6 +137,7 @@ def _cmd_resume(args: argparse.Namespace) -> int:
         model=args.model,
         store=args.store or runner.DEFAULT,
         approvals=TerminalApprovals() if interactive(args) else None,
+        force=args.force,
     )
     _print_result(result, args.json)
     return exit_code(result.status)
@@ -127,6 +147,9 @@ def _add_resume(sub: Any) -> None:
     p = sub.add_parser("resume", help="resume a paused or interrupted run")
     p.add_argument("run_id")
     p.add_argument("--model", help="continue with this model instead of the run's own")
+    p.add_argument(
+        "--force", action="store_true", help="take over a run whose process is known to be gone"
+    )
     p.add_argument("--store", help="run store path (default $LOOPWISE_STORE or .loopwise/runs.db)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(handler=_cmd_resume)
@@ -144,13 +167,6 @@ def _run_closing(step: Any, payload: Any, *, model: Any, **options: Any) -> RunR
                 await aclose()
 
     return asyncio.run(go())
-
-
-def _not_yet(verb: str) -> Handler:
-    def handler(args: argparse.Namespace) -> int:
-        raise UsageError(f"`loopwise {verb}` is not available yet")
-
-    return handler
 
 
 def _add_run(sub: Any) -> None:
@@ -181,22 +197,20 @@ def _add_graph(sub: Any) -> None:
     p.set_defaults(handler=_cmd_graph)
 
 
-_LATER: dict[str, str] = {}
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every verb of DESIGN §11."""
-    parser = _Parser(prog="loopwise", description=__doc__.splitlines()[0])
+    parser = _Parser(
+        prog="loopwise",
+        description="Workflows where the steps are known, agents where they are not, hybrids "
+        "where a wrong step is expensive — run, gate, evaluate and decide.",
+        epilog="Exit codes: 0 completed; 1 another status or check errors; 2 usage errors.",
+    )
     sub = parser.add_subparsers(dest="verb", required=True, parser_class=_Parser)
     _add_run(sub)
     _add_graph(sub)
     add_store_verbs(sub)
     add_evidence_verbs(sub)
     _add_resume(sub)
-    for verb, help_text in _LATER.items():
-        p = sub.add_parser(verb, help=help_text, add_help=True)
-        p.add_argument("rest", nargs=argparse.REMAINDER)
-        p.set_defaults(handler=_not_yet(verb))
     return parser
 
 
