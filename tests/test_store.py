@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import sqlite3
 import time
 from collections import Counter
@@ -25,6 +26,20 @@ import loopwise
 from loopwise import Event, SQLiteStore, StoreError
 from loopwise.cli import main
 from loopwise.testing import ScriptedModel, call, calls, reply
+
+_V1 = """
+CREATE TABLE runs (id TEXT PRIMARY KEY, target TEXT NOT NULL, spec TEXT, status TEXT NOT NULL,
+    input TEXT, output TEXT, usage TEXT, model TEXT, options TEXT NOT NULL DEFAULT '{}',
+    detail TEXT, created_at TEXT NOT NULL, updated_at TEXT NOT NULL);
+CREATE TABLE events (run_id TEXT NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL,
+    step TEXT NOT NULL, at TEXT NOT NULL, key TEXT, data TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)) WITHOUT ROWID;
+CREATE TABLE approvals (run_id TEXT NOT NULL, approval_id TEXT NOT NULL, step TEXT NOT NULL,
+    tool TEXT NOT NULL, call_id TEXT, args TEXT NOT NULL, effect TEXT, reason TEXT,
+    tainted_by TEXT, args_hash TEXT NOT NULL, status TEXT NOT NULL DEFAULT 'pending',
+    requested_at TEXT NOT NULL, decided_by TEXT, decided_at TEXT, decision_reason TEXT,
+    edited_args TEXT, PRIMARY KEY (run_id, approval_id));
+"""
 
 
 def _gap_free(store: SQLiteStore, run_id: str) -> list[Event]:
@@ -124,12 +139,54 @@ def test_schema_is_versioned(tmp_path: Path) -> None:
     with SQLiteStore(db) as store:
         assert store.list_runs() == []
     conn = sqlite3.connect(db)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     conn.execute("PRAGMA user_version = 99")
     conn.close()
     with pytest.raises(StoreError, match="schema version 99"):
         SQLiteStore(db).list_runs()
+
+
+def test_a_version_1_file_is_migrated(tmp_path: Path) -> None:
+    db = tmp_path / "old.db"
+    conn = sqlite3.connect(db)
+    conn.executescript(_V1)
+    conn.execute("INSERT INTO runs (id, target, status, created_at, updated_at) "
+                 "VALUES ('r0', 't', 'completed', 'a', 'a')")  # fmt: skip
+    conn.execute("PRAGMA user_version = 1")
+    conn.commit()
+    conn.close()
+    with SQLiteStore(db) as store:
+        assert store.get_run("r0")["owner"] is None
+    assert sqlite3.connect(db).execute("PRAGMA user_version").fetchone()[0] == 2
+
+
+def test_a_run_is_resumed_by_one_process_at_a_time(tmp_path: Path) -> None:
+    db = tmp_path / "lease.db"
+    gate_open = asyncio.Event()
+
+    @loopwise.step
+    async def slow(x: int, ctx: loopwise.Context) -> int:
+        await gate_open.wait()
+        return x
+
+    async def scenario() -> None:
+        with SQLiteStore(db) as store:
+            first = asyncio.create_task(loopwise.arun(slow, 1, store=store, run_id="r1"))
+            await asyncio.sleep(0.01)
+            with pytest.raises(loopwise.ConfigError, match="still running"):
+                await loopwise.aresume("r1", step=slow, store=store)
+            gate_open.set()
+            assert (await first).status == "completed"
+            assert (await loopwise.aresume("r1", step=slow, store=store)).status == "completed"
+
+    asyncio.run(scenario())
+    with SQLiteStore(db) as store:  # a run left `running` by a live process elsewhere
+        store.create_run("r2", target="slow", spec=None, input=2, model=None, options={},
+                         owner=f"{socket.gethostname()}:{os.getppid()}")  # fmt: skip
+        with pytest.raises(loopwise.ConfigError, match="still running"):
+            loopwise.resume("r2", step=slow, store=store)
+        assert loopwise.resume("r2", step=slow, store=store, force=True).output == 2
 
 
 def test_a_duplicate_seq_is_refused_not_lost(tmp_path: Path) -> None:

@@ -422,7 +422,30 @@ class EvalReport:
             "targets": [t.to_dict(runs=runs) for t in self.targets],
             "recommendation": self.recommendation.to_dict(),
             "previous": self.previous,
+            "disagreements": self.disagreements(),
         }
+
+    def disagreements(self) -> list[dict[str, Any]]:
+        """Cases the targets score differently: ``{"case_id", "scores": {target: mean}}``.
+
+        Where one architecture gets a case right and another does not is where to look
+        first (and what a prompt or a route should change).
+        """
+        if len(self.targets) < 2:
+            return []
+        means: dict[str, dict[str, float]] = {}
+        for t in self.targets:
+            by_case: dict[str, list[float]] = {}
+            for r in t.runs:
+                if r.score is not None:
+                    by_case.setdefault(r.case_id, []).append(r.score)
+            for case_id, scores in by_case.items():
+                means.setdefault(case_id, {})[t.name] = round(sum(scores) / len(scores), 4)
+        return [
+            {"case_id": case_id, "scores": scores}
+            for case_id, scores in means.items()
+            if len(scores) == len(self.targets) and len(set(scores.values())) > 1
+        ]
 
 
 async def aevaluate(
@@ -763,11 +786,20 @@ def format_text(report: EvalReport) -> str:
             settings,
             "",
             *lines,
+            *_disagreement_lines(report),
             *(["", *history] if history else []),
             "",
             f"Recommendation: {report.recommendation.text}",
         ]
     )
+
+
+def _disagreement_lines(report: EvalReport) -> list[str]:
+    cases = report.disagreements()
+    if not cases:
+        return []
+    shown = ", ".join(c["case_id"] for c in cases[:12]) + (" …" if len(cases) > 12 else "")
+    return ["", f"cases the targets score differently: {len(cases)} ({shown})"]
 
 
 def _since(t: TargetSummary, before: Mapping[str, Any]) -> str:

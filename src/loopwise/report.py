@@ -68,6 +68,7 @@ def render_html(report: EvalReport, graphs: dict[str, dict[str, Any]] | None = N
         _recommendation(report),
         _section("Side by side", _summary_table(report, colors) + _history(report)),
         _section("How runs ended", _status_bars(report.targets)),
+        _section("Where they differ", _disagreement_table(report)),
         _section(
             "Distributions",
             "".join(_box_plot(report.targets, m, title, colors) for m, title in CHART_METRICS),
@@ -161,6 +162,30 @@ def _history(report: EvalReport) -> str:
         return ""
     head = "<tr><th>since last eval</th><th>at</th><th>correct</th><th>p95 tokens</th></tr>"
     return f"<table>{head}{''.join(rows)}</table>"
+
+
+def _disagreement_table(report: EvalReport, limit: int = 30) -> str:
+    """The cases the targets score differently, with what each answered."""
+    cases = report.disagreements()
+    if not cases:
+        return "<p class='meta'>every case scored the same for every target</p>"
+    outputs = {
+        (t.name, r.case_id): r.output for t in report.targets for r in t.runs if r.repeat == 0
+    }
+    head = "".join(f"<th>{_e(t.title)}</th>" for t in report.targets)
+    rows = []
+    for case in cases[:limit]:
+        cells = "".join(
+            f"<td title='{_e(outputs.get((t.name, case['case_id'])))}'>"
+            f"{case['scores'][t.name]:.0%}</td>"
+            for t in report.targets
+        )
+        rows.append(f"<tr><td>{_e(case['case_id'])}</td>{cells}</tr>")
+    more = f"<p class='meta'>… and {len(cases) - limit} more</p>" if len(cases) > limit else ""
+    return (
+        f"<p class='meta'>{len(cases)} case(s); score per target (hover for the output)</p>"
+        f"<table><tr><th>case</th>{head}</tr>{''.join(rows)}</table>{more}"
+    )
 
 
 def _summary_table(report: EvalReport, colors: dict[str, str]) -> str:

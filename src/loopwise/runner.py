@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import threading
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
@@ -133,6 +134,55 @@ class _SharedStores:
 _shared = _SharedStores()
 
 
+class _Active:
+    """Run ids this process is running now (its own runs are alive only while listed)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ids: set[str] = set()
+
+    def __contains__(self, run_id: object) -> bool:
+        with self._lock:
+            return run_id in self._ids
+
+    @contextmanager
+    def running(self, run_id: str) -> Iterator[None]:
+        with self._lock:
+            self._ids.add(run_id)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._ids.discard(run_id)
+
+
+_active = _Active()
+
+
+def _owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _alive(run_id: str) -> Callable[[str], bool]:
+    """Whether the process named by an ``owner`` (``host:pid``) still runs ``run_id``."""
+
+    def alive(owner: str) -> bool:
+        host, _, pid = owner.rpartition(":")
+        if host != socket.gethostname() or not pid.isdigit():
+            return True  # another machine: it cannot be checked from here
+        if int(pid) == os.getpid():
+            return run_id in _active
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+    return alive
+
+
 @asynccontextmanager
 async def _opened(store: Any) -> AsyncIterator[RunStore]:
     """The store to use: an object as given, or a shared one for ``DEFAULT``/a path."""
@@ -201,8 +251,10 @@ async def arun(
             input=jsonable(input),
             model=getattr(ctx.model, "name", None),
             options=_limits(ctx.budget, ctx.max_steps),
+            owner=_owner(),
         )
-        return await _execute(st, target, input, ctx)
+        with _active.running(ctx.run_id):
+            return await _execute(st, target, input, ctx)
 
 
 async def _execute(st: RunStore, target: Step, input: Any, ctx: Any) -> RunResult:
@@ -223,13 +275,16 @@ async def aresume(
     approvals: Handler = None,
     max_steps: int | None = None,
     budget: Budget | None = None,
+    force: bool = False,
 ) -> RunResult:
     """Continue a paused or interrupted run (see the module docs).
 
     ``step`` is the target when resuming in-process (otherwise it is loaded from the
     recorded spec); ``model``, ``max_steps`` and ``budget`` override what the run started
-    with. Raises :class:`ConfigError` for an unknown run, or a run with no recorded spec
-    and no ``step``.
+    with. A ``running`` run is taken over only when the process that ran it is gone;
+    ``force=True`` takes it anyway (for a process on another machine known to be dead).
+    Raises :class:`ConfigError` for an unknown run, a run still running elsewhere, or a
+    run with no recorded spec and no ``step``.
     """
     if store is None:
         raise ConfigError("resume needs a run store (store=None records nothing)")
@@ -241,6 +296,10 @@ async def aresume(
         if waiting:
             return _stored_result(st, row, pending=waiting)
         target, chosen = _target_and_model(row, step, model)
+        alive = (lambda owner: False) if force else _alive(run_id)
+        if not st.claim(run_id, _owner(), alive=alive):
+            # Another process took it (or decided it) between our read and our claim.
+            return _stored_result(st, st.get_run(run_id), pending=st.pending(run_id))
         limits = row["options"]
         opts = RunOptions(
             model=chosen,
@@ -266,7 +325,8 @@ async def aresume(
             },
         )
         try:
-            return await _execute(st, target, _typed_input(target, row["input"]), ctx)
+            with _active.running(run_id):
+                return await _execute(st, target, _typed_input(target, row["input"]), ctx)
         finally:
             if not isinstance(model, Model):
                 await _close(chosen)
@@ -377,6 +437,7 @@ def resume(
     approvals: Handler = None,
     max_steps: int | None = None,
     budget: Budget | None = None,
+    force: bool = False,
 ) -> RunResult:
     """The sync wrapper of :func:`aresume`."""
     result: RunResult = _sync(
@@ -388,6 +449,7 @@ def resume(
             approvals=approvals,
             max_steps=max_steps,
             budget=budget,
+            force=force,
         )
     )
     return result

@@ -26,6 +26,7 @@ import json
 import os
 import sqlite3
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -86,6 +87,8 @@ _MIGRATIONS: list[str] = [
     );
     CREATE INDEX approvals_status ON approvals(status);
     """,
+    # Which process runs a run, so that two resumes of one run cannot both go on.
+    "ALTER TABLE runs ADD COLUMN owner TEXT;",
 ]
 """The schema, one script per version; ``PRAGMA user_version`` says how many ran."""
 
@@ -126,8 +129,13 @@ class RunStore(Protocol):
         input: Any,
         model: str | None,
         options: dict[str, Any],
+        owner: str | None = None,
     ) -> None:
         """Register a run before its first event, with what resuming it needs."""
+        ...
+
+    def claim(self, run_id: str, owner: str, *, alive: Callable[[str], bool]) -> bool:
+        """Take a paused or interrupted run for resuming, atomically (see SQLiteStore)."""
         ...
 
     def get_run(self, run_id: str) -> dict[str, Any]:
@@ -294,18 +302,64 @@ class SQLiteStore:
         input: Any,
         model: str | None,
         options: dict[str, Any],
+        owner: str | None = None,
     ) -> None:
-        """Register a run with its target spec, input, model name and limits."""
+        """Register a run with its target spec, input, model name, limits and owner."""
         now = _now()
         self._write(
             [
                 (
-                    "INSERT INTO runs (id, target, spec, status, input, model, options, "
-                    "created_at, updated_at) VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?)",
-                    (run_id, target, spec, _dump(input), model, _dump(options), now, now),
+                    "INSERT INTO runs (id, target, spec, status, input, model, options, owner, "
+                    "created_at, updated_at) VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?)",
+                    (run_id, target, spec, _dump(input), model, _dump(options), owner, now, now),
                 )
             ]
         )
+
+    def claim(self, run_id: str, owner: str, *, alive: Callable[[str], bool]) -> bool:
+        """Take a run for resuming: ``True`` when ``owner`` may now continue it.
+
+        A run qualifies when it is ``awaiting_approval`` with every approval decided, or
+        ``running`` while ``alive(previous_owner)`` says its process is gone. Checked and
+        taken in one write transaction, so of two processes resuming at once one wins.
+        Raises :class:`ConfigError` when the run is still running in a live process.
+        """
+        with self._lock:
+            conn = self._connection()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                ok = self._claimable(conn, run_id, alive)
+                if ok:
+                    conn.execute(
+                        "UPDATE runs SET status = 'running', owner = ?, updated_at = ? "
+                        "WHERE id = ?",
+                        (owner, _now(), run_id),
+                    )
+                conn.execute("COMMIT")
+            except (sqlite3.Error, ConfigError) as e:
+                conn.execute("ROLLBACK")
+                if isinstance(e, ConfigError):
+                    raise
+                raise StoreError(f"run store {self.path}: {e}") from e
+        return ok
+
+    def _claimable(
+        self, conn: sqlite3.Connection, run_id: str, alive: Callable[[str], bool]
+    ) -> bool:
+        row = conn.execute("SELECT status, owner FROM runs WHERE id = ?", (run_id,)).fetchone()
+        if row is None:
+            return False
+        status, previous = row
+        if status == "running" and previous and alive(previous):
+            raise ConfigError(
+                f"run {run_id!r} is still running (in {previous}); resume it once that process "
+                "has ended (or force it if that process is gone)",
+                name=run_id,
+            )
+        waiting = conn.execute(
+            "SELECT count(*) FROM approvals WHERE run_id = ? AND status = 'pending'", (run_id,)
+        ).fetchone()[0]
+        return status in {"running", "awaiting_approval"} and not waiting
 
     def mark_failed(self, run_id: str, detail: str) -> None:
         """Mark a run that raised (a configuration mistake) as ``error``."""
@@ -574,6 +628,7 @@ def _run_dict(row: sqlite3.Row) -> dict[str, Any]:
         "usage": _load(row["usage"]),
         "model": row["model"],
         "options": _load(row["options"]) or {},
+        "owner": row["owner"],
         "created_at": row["created_at"],
         "updated_at": row["updated_at"],
     }
