@@ -363,7 +363,14 @@ def _items(value: Any) -> list[Any]:
 
 
 def _tools_of(step: Any) -> list[Any] | None:
-    """The step's tools, or ``None`` when it is not a tool-using step."""
+    """The step's tools, or ``None`` when it is not a tool-using step.
+
+    An agent's ``tool_map`` (its tools as built, plain functions wrapped) wins over the
+    ``tools`` it was given; the answer tool it adds itself is not the user's to review.
+    """
+    built = getattr(step, "tool_map", None)
+    if isinstance(built, Mapping):
+        return [t for name, t in built.items() if name not in ANSWER_TOOLS]
     tools = getattr(step, "tools", None)
     if tools is None or (callable(tools) and not isinstance(tools, Iterable)):
         return None
