@@ -82,9 +82,12 @@ def test_decide_asks_in_a_terminal(
         def isatty(self) -> bool:
             return True
 
-    monkeypatch.setattr("sys.stdin", Terminal("no\nexpensive\n20000\n\n"))
-    code, doc = _json(capsys, ["decide", "--json"])
-    assert code == 0 and doc["architecture"] == "hybrid"
+    monkeypatch.setattr("sys.stdin", Terminal("no\nsometimes\nexpensive\n20000\n\n"))
+    assert main(["decide", "--json"]) == 0
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
+    assert doc["architecture"] == "hybrid"
+    assert "answer cheap or expensive" in captured.err
     assert doc["answers"] == {
         "steps_known": "no",
         "wrong_step_cost": "expensive",

@@ -67,10 +67,15 @@ def _add_decide(sub: Any) -> None:
 
 
 _QUESTIONS = {
-    "steps_known": ("Can the steps be written down in advance? [yes/no/partly] ", "--steps-known"),
+    "steps_known": (
+        "Can the steps be written down in advance? [yes/no/partly] ",
+        "--steps-known",
+        ("yes", "no", "partly"),
+    ),
     "wrong_step_cost": (
         "What does a wrong step cost? [cheap/expensive] (expensive: money, deletes, mail) ",
         "--wrong-step-cost",
+        ("cheap", "expensive"),
     ),
 }
 
@@ -82,14 +87,24 @@ def _ask(prompt: str, stream: TextIO = sys.stderr) -> str:
     return sys.stdin.readline().strip()
 
 
+def _ask_choice(prompt: str, flag: str, choices: tuple[str, ...]) -> str:
+    """Ask until the answer is one of ``choices`` (three tries, then a usage error)."""
+    for _ in range(3):
+        answer = _ask(prompt).lower()
+        if answer in choices:
+            return answer
+        sys.stderr.write(f"  answer {', '.join(choices[:-1])} or {choices[-1]}\n")
+    raise ConfigError(f"decide: no valid answer for {flag}")
+
+
 def _answers(args: argparse.Namespace) -> argparse.Namespace:
     """Fill missing answers by asking on a terminal; without one, name the missing flag."""
     interactive = sys.stdin.isatty()
-    for dest, (prompt, flag) in _QUESTIONS.items():
+    for dest, (prompt, flag, choices) in _QUESTIONS.items():
         if getattr(args, dest) is None:
             if not interactive:
                 raise ConfigError(f"decide: missing {flag} (or run it in a terminal to be asked)")
-            setattr(args, dest, _ask(prompt))
+            setattr(args, dest, _ask_choice(prompt, flag, choices))
     if interactive and args.volume is None:
         raw = _ask("Runs per day? (blank to skip) ")
         args.volume = int(raw) if raw.isdigit() else None
