@@ -542,3 +542,16 @@ def test_report_shapes_draw_workflows_agents_and_hybrids() -> None:
         svg = draw_graph(shape)
         assert svg.startswith("<svg") and svg.count("<rect") == len(shape["nodes"])
         assert shape["mermaid"].strip()
+
+
+def test_eval_limits_make_the_within_budget_rate_a_question(
+    capsys: pytest.CaptureFixture[str], tickets: Path
+) -> None:
+    argv = [
+        "eval", "--model", "scripted", TRIAGE_AGENT, "--dataset", str(tickets),
+        "--max-steps", "1", "--json",
+    ]  # fmt: skip
+    code, doc = _json(capsys, argv)
+    (agent,) = doc["targets"]
+    assert code == 0 and agent["within_budget_rate"] == 0.0
+    assert agent["status_counts"] == {"step_limit": 6} and agent["correct_rate"] == 0.0

@@ -34,6 +34,7 @@ from loopwise.report import describe_graph, write_report
 from loopwise.step import FunctionStep
 from loopwise.store import default_store_path
 from loopwise.targets import load_target, model_for
+from loopwise.usage import Budget
 
 __all__ = ["add_evidence_verbs"]
 
@@ -172,10 +173,19 @@ def _add_eval(sub: Any) -> None:
     p.add_argument("--repeat", type=int, default=1, help="runs per case and target")
     p.add_argument("--concurrency", type=int, default=4, help="runs in flight at most")
     p.add_argument("--scorer", help="module:function or file.py:function (default field match)")
+    p.add_argument("--max-steps", type=int, help="override every target's step limit")
+    p.add_argument("--max-tokens", type=int, help="token budget for every run")
+    p.add_argument("--max-cost", type=float, help="USD budget for every run")
     p.add_argument("--report", help="write a self-contained HTML report here")
     p.add_argument("--store", help=_STORE_HELP)
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(handler=_cmd_eval)
+
+
+def _budget(args: argparse.Namespace) -> Budget | None:
+    if args.max_tokens is None and args.max_cost is None:
+        return None
+    return Budget(max_tokens=args.max_tokens, max_cost_usd=args.max_cost)
 
 
 def _needs_model(step: Any) -> bool:
@@ -229,6 +239,8 @@ async def _evaluate(
             concurrency=args.concurrency,
             scorer=scorer,
             progress=StderrProgress(),
+            budget=_budget(args),
+            max_steps=args.max_steps,
             store=store,
             dataset=args.dataset,
         )

@@ -458,6 +458,7 @@ async def aevaluate(
     progress: Progress | None = None,
     sinks: Sequence[EventSink] = (),
     budget: Budget | None = None,
+    max_steps: int | None = None,
     dataset: str = "",
     store: Any = None,
 ) -> EvalReport:
@@ -469,6 +470,8 @@ async def aevaluate(
     the eval. With a ``store`` (a path or a :class:`~loopwise.store.RunStore`) every run
     is recorded there like any other run (``runs list``, ``analyze`` see them), with the
     target's name as its spec; human gates then pause runs (``awaiting_approval``).
+    ``budget`` and ``max_steps`` override the targets' own limits for every run, so the
+    within-budget rate answers "how often does it fit in this budget?".
     """
     if repeat < 1 or concurrency < 1:
         raise ConfigError("repeat and concurrency must be at least 1")
@@ -477,7 +480,12 @@ async def aevaluate(
     done = [0]
 
     async def one(target: EvalTarget, case: Case, k: int) -> CaseRun:
-        options = {"model": target.model, "sinks": tuple(sinks), "budget": budget}
+        options = {
+            "model": target.model,
+            "sinks": tuple(sinks),
+            "budget": budget,
+            "max_steps": max_steps,
+        }
         async with gate:
             if store is None:
                 result = await arun(target.step, case.input, **options)
