@@ -479,22 +479,11 @@ async def aevaluate(
     jobs = [(t, c, k) for k in range(repeat) for c in cases for t in targets]
     done = [0]
 
-    async def one(target: EvalTarget, case: Case, k: int) -> CaseRun:
-        options = {
-            "model": target.model,
-            "sinks": tuple(sinks),
-            "budget": budget,
-            "max_steps": max_steps,
-        }
-        async with gate:
-            if store is None:
-                result = await arun(target.step, case.input, **options)
-            else:
-                from loopwise import runner
+    options = {"sinks": tuple(sinks), "budget": budget, "max_steps": max_steps}
 
-                result = await runner.arun(
-                    target.step, case.input, store=store, spec=target.name, **options
-                )
+    async def one(target: EvalTarget, case: Case, k: int) -> CaseRun:
+        async with gate:
+            result = await _run_one(target, case.input, store, options)
         record = _case_run(target.name, case, k, result, scorer)
         done[0] += 1
         if progress is not None:
@@ -502,6 +491,27 @@ async def aevaluate(
         return record
 
     records = await asyncio.gather(*(one(t, c, k) for t, c, k in jobs))
+    return _report(
+        targets, records, cases=len(cases), repeat=repeat, concurrency=concurrency, dataset=dataset
+    )
+
+
+async def _run_one(
+    target: EvalTarget, input: Any, store: Any, options: dict[str, Any]
+) -> RunResult:
+    """One run, recorded in ``store`` when there is one (through the runner)."""
+    if store is None:
+        return await arun(target.step, input, model=target.model, **options)
+    from loopwise import runner
+
+    return await runner.arun(
+        target.step, input, store=store, spec=target.name, model=target.model, **options
+    )
+
+
+def _report(
+    targets: Sequence[EvalTarget], records: Sequence[CaseRun], **settings: Any
+) -> EvalReport:
     labels = _labels([t.name for t in targets])
     summaries = [
         summarize(
@@ -512,13 +522,10 @@ async def aevaluate(
     return EvalReport(
         eval_id=uuid.uuid4().hex[:12],
         created_at=datetime.now(UTC).isoformat(timespec="seconds"),
-        dataset=dataset,
-        cases=len(cases),
-        repeat=repeat,
-        concurrency=concurrency,
         targets=summaries,
         recommendation=recommend(summaries),
         models={t.name: str(getattr(t.model, "name", None) or "none") for t in targets},
+        **settings,
     )
 
 
