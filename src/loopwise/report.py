@@ -124,12 +124,20 @@ def _header(report: EvalReport) -> str:
 
 def _recommendation(report: EvalReport) -> str:
     rec = report.recommendation
-    # With two targets the one reason is the text; list reasons only when there are more.
-    reasons = "".join(f"<li>{_e(r)}</li>" for r in rec.reasons) if len(rec.reasons) > 1 else ""
-    titles = {t.name: t.title for t in report.targets}
-    chosen = titles.get(rec.choice or "", rec.choice)
-    choice = f"<b>Recommendation: {_e(chosen)}</b>" if rec.choice else "<b>No choice</b>"
-    return f"<div class='rec'>{choice}<p>{_e(rec.text)}</p><ul>{reasons}</ul></div>"
+    if not rec.choice:
+        return f"<div class='rec'><b>No choice</b><p>{_e(rec.text)}</p></div>"
+    winner = next((t for t in report.targets if t.name == rec.choice), None)
+    title = winner.title if winner else rec.choice
+    head = f"<b>Recommendation: {_e(title)}</b>"
+    if len(rec.reasons) <= 1:
+        return f"<div class='rec'>{head}<p>{_e(rec.text)}</p></div>"
+    # With several targets the text is every comparison in a row; list them instead.
+    kind = f"the {winner.architecture}, " if winner and winner.architecture != "step" else ""
+    reasons = "".join(f"<li>{_e(r)}</li>" for r in rec.reasons)
+    return (
+        f"<div class='rec'>{head}<p>→ {_e(kind)}{_e(title)}, compared with each:</p>"
+        f"<ul>{reasons}</ul></div>"
+    )
 
 
 def _fmt(value: float | None, metric: str) -> str:
