@@ -804,9 +804,17 @@ def format_text(report: EvalReport) -> str:
             *_disagreement_lines(report),
             *(["", *history] if history else []),
             "",
-            f"Recommendation: {report.recommendation.text}",
+            _recommendation_text(report),
         ]
     )
+
+
+def _recommendation_text(report: EvalReport) -> str:
+    rec = report.recommendation
+    if len(rec.reasons) <= 1:
+        return f"Recommendation: {rec.text}"
+    final = rec.text.rsplit(" → ", 1)[-1]
+    return "\n".join([f"Recommendation: → {final}", *(f"  - {r}" for r in rec.reasons)])
 
 
 def _disagreement_lines(report: EvalReport) -> list[str]:
