@@ -366,3 +366,18 @@ def test_library_resume_in_process_with_the_step(tmp_path: Path) -> None:
         assert done.status == "completed" and done.run_id == paused.run_id
         assert effects == [(f"{paused.run_id}:c1", 7)]
         assert store.get_run(paused.run_id)["status"] == "completed"
+
+
+def test_a_terminal_answers_the_same_gate_interactively(
+    target: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("loopwise.cli.interactive", lambda args: True)
+    monkeypatch.setattr(sys, "stdin", io.StringIO("y\n"))
+    assert main(["run", f"{target}:refund_agent", "--input", '"x"', "--model", "scripted"]) == 0
+    out, err = capsys.readouterr()
+    assert "needs approval: refunds over 50 need a person" in err
+    run_id = out.split()[1].rstrip(":")
+    assert len(_effects(target)) == 1
+    with SQLiteStore() as store:
+        (approval,) = store.approvals(run_id)
+    assert approval["status"] == "approved" and approval["decided_by"] == "terminal"

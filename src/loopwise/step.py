@@ -276,7 +276,10 @@ class Context:
         own = Usage()
         child = replace(self.child(step.name), scopes=(*self.scopes, own))
         started = self.clock()
-        child.emit(EventType.STEP_STARTED, {"input": _jsonable(input)})
+        key = child.next_key("started")
+        if key not in self.replay:
+            # A resumed run re-enters its steps to replay them; the log says so only once.
+            child.emit(EventType.STEP_STARTED, {"input": _jsonable(input), "key": key})
         output = await step.run(input, child)
         own.wall_seconds = self.clock() - started
         child.emit(EventType.STEP_FINISHED, {"output": _jsonable(output), "usage": own.to_dict()})
