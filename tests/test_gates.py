@@ -168,6 +168,7 @@ def test_pause_approve_resume_across_processes(
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
     types = [e["type"] for e in events]
     assert types.count("run_paused") == 1 and types.count("run_resumed") == 1
+    assert types.count("step_started") == 1  # resuming re-enters the step, logged once
     results = [e for e in events if e["type"] == "tool_result"]
     assert len(results) == 1 and results[0]["data"]["content"] == "refunded 80.0 on O-1"
     assert [e["data"]["tool"] for e in events if e["type"] == "tool_call"] == ["issue_refund"]
