@@ -1,0 +1,37 @@
+"""`make demo` offline: the canonical examples and the eval, through the real CLI."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from loopwise import demo
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_demo_runs_offline_and_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    report = tmp_path / "report.html"
+    code = demo.main(
+        ["--root", str(ROOT), "--store", str(tmp_path / "demo.db"), "--report", str(report)]
+    )
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "OFFLINE with `--model scripted`" in out
+    assert "demo passed (offline, scripted model)" in out
+    # The hybrid paused at its human gates, was approved, resumed, and refunded once.
+    assert "awaiting_approval" in out
+    assert "$ loopwise approve" in out
+    assert "issue_refund ×1" in out
+    assert "→ recommendation:" in out
+    assert report.is_file() and "<html" in report.read_text().lower()
+    assert "FAILED" not in out and "skipped" not in out
+
+
+def test_demo_uses_a_configured_model_unchanged(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOOPWISE_MODEL", "my-model")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    args, scripted, line = demo._model_choice(dict(os.environ))
+    assert args == [] and not scripted and "my-model" in line
