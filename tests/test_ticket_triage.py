@@ -59,12 +59,16 @@ def test_urgent_tickets_are_escalated_by_the_routing_code() -> None:
     assert [e.step for e in result.events if e.type is EventType.MODEL_CALL] == ["triage/classify"]
 
 
-def test_bad_input_ends_with_a_status(capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_input_ends_with_a_status_and_the_cli_refuses_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    triage = load_target(TARGET).step
+    result = loopwise.run(triage, {"subject": "no body"}, model="scripted", store=None)
+    assert result.status == "error" and "body" in str(result.detail)
+    assert result.usage.model_calls == 0
     argv = ["run", TARGET, "--input", '{"subject": "no body"}', "--json", "--model", "scripted"]
-    assert main(argv) == 1
-    doc = json.loads(capsys.readouterr().out)
-    assert doc["status"] == "error" and "body" in doc["detail"]
-    assert doc["usage"]["model_calls"] == 0
+    assert main(argv) == 2
+    assert "body: Field required" in capsys.readouterr().err
 
 
 def test_against_a_real_http_server(
