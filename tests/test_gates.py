@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -382,3 +383,20 @@ def test_a_terminal_answers_the_same_gate_interactively(
     with SQLiteStore() as store:
         (approval,) = store.approvals(run_id)
     assert approval["status"] == "approved" and approval["decided_by"] == "terminal"
+
+
+def test_an_approval_is_bound_to_the_exact_arguments(tmp_path: Path) -> None:
+    effects: list[Any] = []
+    agent = loopwise.Agent(name="a", tools=[_refund_tool(gates.human(), effects)])
+    db = tmp_path / "bound.db"
+    paused = loopwise.run(agent, "go", model=_refund_script(7), store=db)
+    with SQLiteStore(db) as store:
+        store.decide(paused.run_id, "c1", decision="approved", by="eve")
+    # The decision was for another call than the one the run makes (a tampered hash).
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE approvals SET args_hash = 'other'")
+    conn.commit()
+    conn.close()
+    done = loopwise.resume(paused.run_id, step=agent, model=_refund_script(7), store=db)
+    assert done.status == "completed" and effects == []
+    assert "approval was given for different arguments" in done.output

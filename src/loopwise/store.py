@@ -248,18 +248,21 @@ class SQLiteStore:
             raise StoreError(f"cannot open run store {self.path}: {e}") from e
         return conn
 
-    def _write(self, statements: list[tuple[str, tuple[Any, ...]]]) -> None:
+    def _write(self, statements: list[tuple[str, tuple[Any, ...]]]) -> int:
+        """Run ``statements`` in one transaction; return the rows the last one changed."""
+        changed = 0
         with self._lock:
             conn = self._connection()
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 for sql, params in statements:
-                    conn.execute(sql, params)
+                    changed = conn.execute(sql, params).rowcount
                 conn.execute("COMMIT")
             except sqlite3.Error as e:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise StoreError(f"run store {self.path}: {e}") from e
+        return changed
 
     def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
         with self._lock:
@@ -475,7 +478,7 @@ class SQLiteStore:
                     f"approval {approval_id!r} of run {run_id!r} is already {current['status']}",
                     name=approval_id,
                 )
-            self._write(
+            changed = self._write(
                 [
                     (
                         "UPDATE approvals SET status = ?, decided_by = ?, decided_at = ?, "
@@ -493,7 +496,13 @@ class SQLiteStore:
                     )
                 ]
             )
-            return self._approval(run_id, approval_id)
+            done = self._approval(run_id, approval_id)
+        if not changed:  # another process decided it between our read and our write
+            raise ConfigError(
+                f"approval {approval_id!r} of run {run_id!r} is already {done['status']}",
+                name=approval_id,
+            )
+        return done
 
     def approval(self, run_id: str, approval_id: str) -> dict[str, Any] | None:
         """One approval of ``run_id``, or ``None`` when there is no such request."""
