@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 import loopwise
-from loopwise import Event, SQLiteStore, StoreError
+from loopwise import Event, SQLiteStore, StoreError, gates
 from loopwise.cli import main
 from loopwise.testing import ScriptedModel, call, calls, reply
 
@@ -198,31 +198,40 @@ def test_a_duplicate_seq_is_refused_not_lost(tmp_path: Path) -> None:
 
 
 class _KillAt:
-    """An event sink that SIGKILLs its own process when event ``seq`` is emitted."""
+    """An event sink that SIGKILLs its process at event ``seq``, once (a marker file says)."""
 
-    def __init__(self, seq: int) -> None:
+    def __init__(self, seq: int, marker: Path) -> None:
         self.seq = seq
+        self.marker = marker
 
     def record(self, run_id: str, event: Event) -> None:
-        if event.seq == self.seq:
+        if event.seq == self.seq and not self.marker.exists():
+            self.marker.touch()
             os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _effect_agent(workdir: dict[str, Path]) -> loopwise.Agent:
-    @loopwise.tool(effect="write")
-    def record(n: int, ctx: Any) -> str:
-        """Record n durably (once per idempotency key)."""
-        key = ctx.idempotency_key
+    def effect(kind: str, n: int, key: str) -> str:
         with workdir["dir"].joinpath("attempts.txt").open("a") as f:
             f.write(key + "\n")
         effects = workdir["dir"] / "effects.jsonl"
         seen = effects.read_text().splitlines() if effects.exists() else []
         if not any(json.loads(line)["key"] == key for line in seen):
             with effects.open("a") as f:
-                f.write(json.dumps({"key": key, "n": n}) + "\n")
-        return f"recorded {n}"
+                f.write(json.dumps({"key": key, "n": n, "kind": kind}) + "\n")
+        return f"{kind} {n}"
 
-    return loopwise.Agent(name="recorder", tools=[record], max_steps=6)
+    @loopwise.tool(effect="write")
+    def record(n: int, ctx: Any) -> str:
+        """Record n durably (once per idempotency key)."""
+        return effect("record", n, ctx.idempotency_key)
+
+    @loopwise.tool(effect="irreversible", gate=gates.human())
+    def pay(n: int, ctx: Any) -> str:
+        """Pay n (once per idempotency key), after a person approves."""
+        return effect("pay", n, ctx.idempotency_key)
+
+    return loopwise.Agent(name="recorder", tools=[record, pay], max_steps=6)
 
 
 def _respond(request: loopwise.ModelRequest) -> Any:
@@ -230,54 +239,65 @@ def _respond(request: loopwise.ModelRequest) -> Any:
     if done == 0:
         return call("record", {"n": 0}, id="c0")
     if done == 1:
-        return calls(("record", {"n": 1}, "c1"), ("record", {"n": 2}, "c2"))
+        return calls(("record", {"n": 1}, "c1"), ("pay", {"n": 2}, "c2"))
     if done == 3:
         return call("record", {"n": 3}, id="c3")
     return reply(f"recorded {done}")
 
 
-def _effects(directory: Path, run_id: str) -> list[tuple[str, int]]:
-    lines = (directory / "effects.jsonl").read_text().splitlines()
-    return sorted(
-        (json.loads(x)["key"].removeprefix(f"{run_id}:"), json.loads(x)["n"]) for x in lines
-    )
+def _drive(agent: loopwise.Agent, db: Path, run_id: str, kill: _KillAt) -> None:
+    """Run in a child process, then resume in children (approving what waits) until done."""
+    for attempt in range(8):
+
+        def child(first: bool = attempt == 0) -> None:
+            model = ScriptedModel(_respond)
+            if first:
+                loopwise.run(agent, "go", model=model, store=db, run_id=run_id, sinks=(kill,))
+            else:
+                loopwise.resume(run_id, step=agent, model=model, store=db, sinks=(kill,))
+
+        _wait(_fork(child))
+        with SQLiteStore(db) as store:
+            for waiting in store.pending(run_id):
+                store.decide(run_id, waiting["approval_id"], decision="approved", by="t")
+            if store.get_run(run_id)["status"] == "completed":
+                return
+    raise AssertionError(f"{run_id} did not complete")
+
+
+def _effects(directory: Path, run_id: str) -> list[tuple[str, str, int]]:
+    rows = [json.loads(x) for x in (directory / "effects.jsonl").read_text().splitlines()]
+    return sorted((r["key"].removeprefix(f"{run_id}:"), r["kind"], r["n"]) for r in rows)
 
 
 def test_killed_at_any_event_resume_ends_with_the_same_effects(tmp_path: Path) -> None:
     workdir = {"dir": tmp_path / "clean"}
     workdir["dir"].mkdir()
     agent = _effect_agent(workdir)
-    clean = loopwise.run(agent, "go", model=ScriptedModel(_respond), store=tmp_path / "c.db")
-    assert clean.status == "completed"
-    expected = _effects(workdir["dir"], clean.run_id)
-    assert expected == [("c0", 0), ("c1", 1), ("c2", 2), ("c3", 3)]
+    _drive(agent, tmp_path / "c.db", "clean", _KillAt(0, tmp_path / "never"))
+    expected = _effects(workdir["dir"], "clean")
+    assert expected == [("c0", "record", 0), ("c1", "record", 1), ("c2", "pay", 2),
+                        ("c3", "record", 3)]  # fmt: skip
+    with SQLiteStore(tmp_path / "c.db") as store:
+        total = len(store.events("clean"))
+        output = store.get_run("clean")["output"]
 
-    for n in range(1, len(clean.events) + 1):
+    for n in range(1, total + 1):  # every event of both processes' segments
         workdir["dir"] = tmp_path / f"kill{n}"
         workdir["dir"].mkdir()
         db, run_id = tmp_path / f"kill{n}.db", f"kill{n}"
-
-        def child(db: Path = db, run_id: str = run_id, n: int = n) -> None:
-            loopwise.run(
-                agent, "go", model=ScriptedModel(_respond), store=db, run_id=run_id,
-                sinks=(_KillAt(n),),
-            )  # fmt: skip
-
-        status = _wait(_fork(child))
-        assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, n
-        resumed = loopwise.resume(run_id, step=agent, model=ScriptedModel(_respond), store=db)
-        assert resumed.status == "completed", (n, resumed.detail)
-        assert resumed.output == clean.output
+        _drive(agent, db, run_id, _KillAt(n, workdir["dir"] / "killed"))
+        assert (workdir["dir"] / "killed").exists(), n
         assert _effects(workdir["dir"], run_id) == expected, n
         attempts = Counter((workdir["dir"] / "attempts.txt").read_text().split())
+        assert max(attempts.values()) <= 2, n  # only a call killed before its result was kept
         with SQLiteStore(db) as store:
             events = _gap_free(store, run_id)
-            # An effect whose result was recorded never ran again; only a call killed
-            # between doing and recording ran twice (and its idempotency key made it safe).
-            recorded = {e.data["call_id"] for e in events[: n - 1] if e.type == "tool_result"}
-            assert all(attempts[f"{run_id}:{c}"] == 1 for c in recorded), n
-            assert max(attempts.values()) <= 2
-            results = [e.data["call_id"] for e in events if e.type == "tool_result"]
-            assert sorted(results) == ["c0", "c1", "c2", "c3"], n
+            assert store.get_run(run_id)["output"] == output
+        results = [e.data["call_id"] for e in events if e.type == "tool_result"]
+        assert sorted(results) == ["c0", "c1", "c2", "c3"], n
+        # An effect whose result was recorded before the kill never ran again.
+        before = {e.data["call_id"] for e in events[: n - 1] if e.type == "tool_result"}
+        assert all(attempts[f"{run_id}:{c}"] == 1 for c in before), n
         again = loopwise.resume(run_id, step=agent, model=ScriptedModel(_respond), store=db)
-        assert len(again.events) == len(events)
+        assert again.status == "completed" and len(again.events) == len(events)

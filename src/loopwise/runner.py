@@ -41,6 +41,7 @@ from loopwise.errors import ConfigError
 from loopwise.gates import ApprovalRequest, Denied, Handler, Verdict, ask, verdict_from_data
 from loopwise.model import Model, resolve_model
 from loopwise.step import (
+    EventSink,
     EventType,
     RunOptions,
     RunResult,
@@ -276,13 +277,15 @@ async def aresume(
     max_steps: int | None = None,
     budget: Budget | None = None,
     force: bool = False,
+    sinks: tuple[EventSink, ...] = (),
 ) -> RunResult:
     """Continue a paused or interrupted run (see the module docs).
 
     ``step`` is the target when resuming in-process (otherwise it is loaded from the
     recorded spec); ``model``, ``max_steps`` and ``budget`` override what the run started
-    with. A ``running`` run is taken over only when the process that ran it is gone;
-    ``force=True`` takes it anyway (for a process on another machine known to be dead).
+    with; ``sinks`` receive the new events besides the store. A ``running`` run is taken
+    over only when the process that ran it is gone; ``force=True`` takes it anyway (for
+    a process on another machine known to be dead).
     Raises :class:`ConfigError` for an unknown run, a run still running elsewhere, or a
     run with no recorded spec and no ``step``.
     """
@@ -306,7 +309,7 @@ async def aresume(
             budget=Budget(**limits.get("budget", {})).merged(budget),
             max_steps=max_steps if max_steps is not None else limits.get("max_steps"),
             run_id=run_id,
-            sinks=(st,),
+            sinks=(*sinks, st),
             approvals=StoreApprovals(st, approvals),
             replay=st.journal(run_id),
         )
@@ -383,8 +386,8 @@ def _stored_result(
     """A run as the store has it (resuming a finished or still-waiting run changes nothing)."""
     try:
         status = Status(row["status"])
-    except ValueError:
-        status = Status.ERROR
+    except ValueError:  # `running`: killed after asking a person, before pausing
+        status = Status.AWAITING_APPROVAL if pending else Status.ERROR
     return RunResult(
         run_id=row["run_id"],
         status=status,
@@ -438,6 +441,7 @@ def resume(
     max_steps: int | None = None,
     budget: Budget | None = None,
     force: bool = False,
+    sinks: tuple[EventSink, ...] = (),
 ) -> RunResult:
     """The sync wrapper of :func:`aresume`."""
     result: RunResult = _sync(
@@ -450,6 +454,7 @@ def resume(
             max_steps=max_steps,
             budget=budget,
             force=force,
+            sinks=sinks,
         )
     )
     return result
