@@ -301,3 +301,16 @@ def test_killed_at_any_event_resume_ends_with_the_same_effects(tmp_path: Path) -
         assert all(attempts[f"{run_id}:{c}"] == 1 for c in before), n
         again = loopwise.resume(run_id, step=agent, model=ScriptedModel(_respond), store=db)
         assert again.status == "completed" and len(again.events) == len(events)
+
+
+def test_a_run_that_raises_is_not_left_running(tmp_path: Path) -> None:
+    @loopwise.step
+    async def needs_model(x: str, ctx: loopwise.Context) -> str:
+        await ctx.call_model(loopwise.ModelRequest(messages=[{"role": "user", "content": x}]))
+        return x
+
+    with SQLiteStore(tmp_path / "f.db") as store:
+        with pytest.raises(loopwise.ConfigError, match="has none"):
+            loopwise.run(needs_model, "hi", store=store, run_id="f1")
+        row = store.get_run("f1")
+    assert row["status"] == "error" and "ConfigError" in row["detail"]
