@@ -41,6 +41,7 @@ from loopwise.errors import ConfigError
 from loopwise.gates import ApprovalRequest, Denied, Handler, Verdict, ask, verdict_from_data
 from loopwise.model import Model, resolve_model
 from loopwise.step import (
+    Context,
     EventSink,
     EventType,
     RunOptions,
@@ -293,46 +294,57 @@ async def aresume(
         raise ConfigError("resume needs a run store (store=None records nothing)")
     async with _opened(store) as st:
         row = st.get_run(run_id)
-        if row["status"] not in RESUMABLE:
-            return _stored_result(st, row)
         waiting = st.pending(run_id)
-        if waiting:
+        if row["status"] not in RESUMABLE or waiting:
             return _stored_result(st, row, pending=waiting)
         target, chosen = _target_and_model(row, step, model)
-        alive = (lambda owner: False) if force else _alive(run_id)
-        if not st.claim(run_id, _owner(), alive=alive):
-            # Another process took it (or decided it) between our read and our claim.
-            return _stored_result(st, st.get_run(run_id), pending=st.pending(run_id))
-        limits = row["options"]
-        opts = RunOptions(
-            model=chosen,
-            budget=Budget(**limits.get("budget", {})).merged(budget),
-            max_steps=max_steps if max_steps is not None else limits.get("max_steps"),
-            run_id=run_id,
-            sinks=(*sinks, st),
-            approvals=StoreApprovals(st, approvals),
-            replay=st.journal(run_id),
-        )
-        ctx = new_context(target, opts)
-        events = st.events(run_id)
-        ctx.restore(events)
-        # Wall time goes on from where the run stopped, so max_seconds stays per run.
-        ctx.started_at -= float((row["usage"] or {}).get("wall_seconds", 0.0))
-        ctx.emit(
-            EventType.RUN_RESUMED,
-            {
-                "after_seq": events[-1].seq if events else 0,
-                "from_status": row["status"],
-                "model": getattr(chosen, "name", None),
-                "decisions": [a for a in st.approvals(run_id) if a["status"] != "pending"],
-            },
-        )
         try:
+            alive = (lambda owner: False) if force else _alive(run_id)
+            if not st.claim(run_id, _owner(), alive=alive):
+                # Another process took it (or decided it) between our read and our claim.
+                return _stored_result(st, st.get_run(run_id), pending=st.pending(run_id))
+            overrides = RunOptions(
+                model=chosen,
+                budget=budget,
+                max_steps=max_steps,
+                sinks=(*sinks, st),
+                approvals=StoreApprovals(st, approvals),
+            )
+            ctx = _resumed_context(st, row, target, overrides)
             with _active.running(run_id):
                 return await _execute(st, target, _typed_input(target, row["input"]), ctx)
         finally:
             if not isinstance(model, Model):
                 await _close(chosen)
+
+
+def _resumed_context(
+    st: RunStore, row: dict[str, Any], target: Step, overrides: RunOptions
+) -> Context:
+    """The run's context rebuilt: its limits, its journal, its log so far, ``run_resumed``."""
+    run_id, limits = row["run_id"], row["options"]
+    opts = replace(
+        overrides,
+        budget=Budget(**limits.get("budget", {})).merged(overrides.budget),
+        max_steps=limits.get("max_steps") if overrides.max_steps is None else overrides.max_steps,
+        run_id=run_id,
+        replay=st.journal(run_id),
+    )
+    ctx = new_context(target, opts)
+    events = st.events(run_id)
+    ctx.restore(events)
+    # Wall time goes on from where the run stopped, so max_seconds stays per run.
+    ctx.started_at -= float((row["usage"] or {}).get("wall_seconds", 0.0))
+    ctx.emit(
+        EventType.RUN_RESUMED,
+        {
+            "after_seq": events[-1].seq if events else 0,
+            "from_status": row["status"],
+            "model": getattr(opts.model, "name", None),
+            "decisions": [a for a in st.approvals(run_id) if a["status"] != "pending"],
+        },
+    )
+    return ctx
 
 
 def _target_and_model(
