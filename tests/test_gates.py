@@ -400,3 +400,14 @@ def test_an_approval_is_bound_to_the_exact_arguments(tmp_path: Path) -> None:
     done = loopwise.resume(paused.run_id, step=agent, model=_refund_script(7), store=db)
     assert done.status == "completed" and effects == []
     assert "approval was given for different arguments" in done.output
+
+
+def test_resume_keeps_the_limits_the_run_started_with(
+    target: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, paused = _json_main(capsys, "run", f"{target}:refund_agent", "--input", '"x"',
+                           "--model", "scripted", "--max-steps", "1", "--json")  # fmt: skip
+    assert main(["approve", paused["run_id"]]) == 0
+    code, done = _json_main(capsys, "resume", paused["run_id"], "--json")
+    assert code == 1 and done["status"] == "step_limit"  # 1 step, not the agent's own 4
+    assert len(_effects(target)) == 1
