@@ -227,3 +227,17 @@ def test_readme_structured_output_example_runs() -> None:
     section = readme.split("## Structured output", 1)[1]
     block = re.findall(r"```python\n(.*?)```", section, re.S)[0]
     exec(compile(block, "README.md#structured-output", "exec"), {"__name__": "readme"})
+
+
+def test_one_openai_model_serves_several_sync_runs() -> None:
+    """Each sync run has its own event loop; the model's connection pool follows it."""
+
+    @loopwise.step
+    async def ask(x: str, ctx: loopwise.Context) -> str:
+        turn = await ctx.call_model(ModelRequest(messages=[{"role": "user", "content": x}]))
+        return str(turn.text)
+
+    with FakeChatServer(["one", "two", "three"]) as server:
+        model = loopwise.OpenAIModel("fake", base_url=server.base_url, api_key="k")
+        outputs = [loopwise.run(ask, "hi", model=model, store=None).output for _ in range(3)]
+    assert outputs == ["one", "two", "three"]

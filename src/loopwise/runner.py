@@ -48,6 +48,7 @@ from loopwise.step import (
     RunResult,
     Status,
     Step,
+    closing_model,
     execute,
     jsonable,
     new_context,
@@ -438,8 +439,18 @@ def run(
     spec: str | None = None,
     **overrides: Any,
 ) -> RunResult:
-    """The sync wrapper of :func:`arun` (use ``arun`` inside an event loop)."""
-    result: RunResult = _sync(arun(target, input, options, store=store, spec=spec, **overrides))
+    """The sync wrapper of :func:`arun` (use ``arun`` inside an event loop).
+
+    Each call runs in a fresh event loop, so the model's connections are released at
+    the end of the run (it reopens them on its next use).
+    """
+    model = overrides.get("model", options.model if options else None)
+
+    async def work() -> RunResult:
+        done = arun(target, input, options, store=store, spec=spec, **overrides)
+        return await closing_model(done, model)
+
+    result: RunResult = _sync(work())
     return result
 
 
