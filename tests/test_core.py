@@ -101,3 +101,48 @@ def test_unknown_model_price_is_unknown_not_zero() -> None:
     usage.add_call(10, 10, 0.001)
     usage.add_call(10, 10, None)
     assert usage.cost_usd is None
+
+
+@pytest.mark.parametrize(
+    ("options", "culprit"),
+    [
+        ({"max_steps": 0}, "max_steps"),
+        ({"max_steps": -1}, "max_steps"),
+        ({"budget": {"max_tokens": 10}}, "budget"),
+        ({"model": 42}, "model"),
+    ],
+)
+def test_run_options_of_the_wrong_kind_raise_naming_the_option(
+    options: dict[str, Any], culprit: str
+) -> None:
+    agent = loopwise.Agent(name="a")
+    with pytest.raises(ConfigError, match=culprit) as caught:
+        loopwise.run(agent, "hi", store=None, **({"model": ScriptedModel()} | options))
+    assert caught.value.name == culprit
+
+
+@pytest.mark.parametrize(
+    ("limits", "culprit"),
+    [
+        ({"max_tokens": -5}, "max_tokens"),
+        ({"max_tokens": "10"}, "max_tokens"),
+        ({"max_tokens": 2.5}, "max_tokens"),
+        ({"max_cost_usd": float("nan")}, "max_cost_usd"),
+        ({"max_seconds": -1.0}, "max_seconds"),
+    ],
+)
+def test_a_budget_limit_that_is_not_a_number_at_least_zero_raises(
+    limits: dict[str, Any], culprit: str
+) -> None:
+    with pytest.raises(ConfigError, match=f"Budget.{culprit}") as caught:
+        Budget(**limits)
+    assert caught.value.name == culprit
+    assert Budget(max_tokens=0, max_cost_usd=0, max_seconds=0.5).max_tokens == 0
+
+
+def test_a_call_refused_before_it_is_made_says_the_tokens_are_an_estimate() -> None:
+    result = loopwise.run(
+        loopwise.Agent(name="a"), "x" * 400, model=ScriptedModel(), budget=Budget(max_tokens=50)
+    )
+    assert result.status == Status.BUDGET_EXCEEDED and result.usage.model_calls == 0
+    assert "tokens 0 used + ~" in str(result.detail) and "next prompt" in str(result.detail)

@@ -391,8 +391,27 @@ def _check_step(target: Any) -> Step:
     return target
 
 
+def _check_options(opts: RunOptions) -> None:
+    """Raise :class:`ConfigError` naming an option of the wrong kind, before the run starts."""
+    steps = opts.max_steps
+    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
+        raise ConfigError(f"max_steps must be a whole number >= 1, not {steps!r}", name="max_steps")
+    if opts.budget is not None and not isinstance(opts.budget, Budget):
+        raise ConfigError(
+            f"budget must be a loopwise.Budget, not {type(opts.budget).__name__}", name="budget"
+        )
+    model = opts.model
+    if not (model is None or isinstance(model, str) or callable(getattr(model, "complete", None))):
+        raise ConfigError(
+            f"model must be a model name or an object with async complete(request), "
+            f"not {type(model).__name__}",
+            name="model",
+        )
+
+
 def new_context(target: Step, opts: RunOptions) -> Context:
     """The context a run of ``target`` starts with (used by :func:`arun` and resume)."""
+    _check_options(opts)
     model = opts.model
     if isinstance(model, str):
         from loopwise.model import resolve_model

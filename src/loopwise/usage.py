@@ -6,9 +6,12 @@ an unknown cost is never reported as zero.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+
+from loopwise.errors import ConfigError
 
 __all__ = ["DEFAULT_PRICES", "Budget", "Price", "Pricing", "Usage"]
 
@@ -143,6 +146,22 @@ class Budget:
     max_seconds: float | None = None
     """Wall-clock seconds for the run."""
 
+    def __post_init__(self) -> None:
+        """Raise :class:`~loopwise.errors.ConfigError` naming a limit that is not a number >= 0."""
+        for name in ("max_tokens", "max_cost_usd", "max_seconds"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            number = isinstance(value, int | float) and not isinstance(value, bool)
+            if name == "max_tokens" and not isinstance(value, int):
+                number = False
+            if not number or math.isnan(value) or value < 0:
+                kind = "a whole number" if name == "max_tokens" else "a number"
+                raise ConfigError(
+                    f"Budget.{name} must be {kind} >= 0 (or None for no limit), not {value!r}",
+                    name=name,
+                )
+
     def merged(self, override: Budget | None) -> Budget:
         """This budget with every limit ``override`` sets taking precedence."""
         if override is None:
@@ -161,6 +180,12 @@ class Budget:
         """Why ``usage`` (plus a prompt of ``pending_tokens``) breaks this budget, or ``None``."""
         tokens = usage.total_tokens + pending_tokens
         if self.max_tokens is not None and tokens > self.max_tokens:
+            if pending_tokens:
+                # Say which part is an estimate: the call was not made.
+                return (
+                    f"tokens {usage.total_tokens} used + ~{pending_tokens} for the next prompt "
+                    f"> max_tokens {self.max_tokens}"
+                )
             return f"tokens {tokens} > max_tokens {self.max_tokens}"
         cost = usage.cost_usd
         if self.max_cost_usd is not None and cost is not None and cost > self.max_cost_usd:
