@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -213,3 +214,38 @@ def test_input_not_matching_the_declared_model_exits_2_before_any_run(
     assert err.count("\n") == 1 and "body: Field required" in err
     assert main(["runs", "list", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["runs"] == []
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [
+        ("--max-steps", "0"),
+        ("--max-steps", "-1"),
+        ("--max-steps", "2.5"),
+        ("--max-tokens", "-5"),
+        ("--max-cost", "nan"),
+        ("--max-cost", "-0.5"),
+    ],
+)
+def test_limit_flags_out_of_range_exit_2_naming_the_flag(
+    target: str, flag: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = _usage_error(capsys, target, "--input", TICKET, "--model", "scripted", flag, value)
+    assert flag in err and repr(value) in err
+    code = main(["eval", target, "--dataset", "x.jsonl", flag, value])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and flag in err and err.count("\n") == 1
+
+
+def test_empty_stdin_for_input_dash_exits_2(
+    target: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    assert "stdin is empty" in _usage_error(capsys, target, "--input", "-", "--model", "scripted")
+
+
+def test_a_store_that_cannot_be_opened_exits_2(
+    target: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [target, "--input", TICKET, "--model", "scripted", "--store", str(tmp_path)]
+    assert "cannot open run store" in _usage_error(capsys, *argv)

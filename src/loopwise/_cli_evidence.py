@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
@@ -36,7 +37,7 @@ from loopwise.store import default_store_path
 from loopwise.targets import load_target, model_for
 from loopwise.usage import Budget
 
-__all__ = ["add_evidence_verbs"]
+__all__ = ["add_evidence_verbs", "add_limit_flags", "budget_of", "needs_model"]
 
 _STORE_HELP = "run store path (default $LOOPWISE_STORE or .loopwise/runs.db)"
 
@@ -173,22 +174,52 @@ def _add_eval(sub: Any) -> None:
     p.add_argument("--repeat", type=int, default=1, help="runs per case and target")
     p.add_argument("--concurrency", type=int, default=4, help="runs in flight at most")
     p.add_argument("--scorer", help="module:function or file.py:function (default field match)")
-    p.add_argument("--max-steps", type=int, help="override every target's step limit")
-    p.add_argument("--max-tokens", type=int, help="token budget for every run")
-    p.add_argument("--max-cost", type=float, help="USD budget for every run")
+    add_limit_flags(p, "every run")
     p.add_argument("--report", help="write a self-contained HTML report here")
     p.add_argument("--store", help=_STORE_HELP)
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(handler=_cmd_eval)
 
 
-def _budget(args: argparse.Namespace) -> Budget | None:
+def _count(least: int) -> Callable[[str], int]:
+    def parse(raw: str) -> int:
+        try:
+            value = int(raw)
+        except ValueError:
+            value = least - 1
+        if value < least:
+            raise argparse.ArgumentTypeError(f"{raw!r} is not a whole number >= {least}")
+        return value
+
+    return parse
+
+
+def _usd(raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):  # also refuses nan
+        raise argparse.ArgumentTypeError(f"{raw!r} is not an amount of USD >= 0")
+    return value
+
+
+def add_limit_flags(p: argparse.ArgumentParser, scope: str) -> None:
+    """``--max-steps``, ``--max-tokens``, ``--max-cost``: validated as they are parsed."""
+    p.add_argument("--max-steps", type=_count(1), help=f"override the step limit of {scope}")
+    p.add_argument("--max-tokens", type=_count(0), help=f"token budget for {scope}")
+    p.add_argument("--max-cost", type=_usd, help=f"USD budget for {scope}")
+
+
+def budget_of(args: argparse.Namespace) -> Budget | None:
+    """The budget the limit flags ask for (``None`` when neither is given)."""
     if args.max_tokens is None and args.max_cost is None:
         return None
     return Budget(max_tokens=args.max_tokens, max_cost_usd=args.max_cost)
 
 
-def _needs_model(step: Any) -> bool:
+def needs_model(step: Any) -> bool:
+    """Whether the CLI must give ``step`` a model (function steps need none)."""
     return bool(getattr(step, "needs_model", not isinstance(step, FunctionStep)))
 
 
@@ -202,7 +233,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         EvalTarget(
             name=t.spec,
             step=t.step,
-            model=model_for(t, args.model) if (args.model or _needs_model(t.step)) else None,
+            model=model_for(t, args.model) if (args.model or needs_model(t.step)) else None,
         )
         for t in loaded
     ]
@@ -239,7 +270,7 @@ async def _evaluate(
             concurrency=args.concurrency,
             scorer=scorer,
             progress=StderrProgress(),
-            budget=_budget(args),
+            budget=budget_of(args),
             max_steps=args.max_steps,
             store=store,
             dataset=args.dataset,

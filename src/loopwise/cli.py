@@ -17,13 +17,12 @@ from typing import Any, NoReturn
 import pydantic
 
 from loopwise import runner
-from loopwise._cli_evidence import add_evidence_verbs
+from loopwise._cli_evidence import add_evidence_verbs, add_limit_flags, budget_of, needs_model
 from loopwise._cli_store import add_store_verbs, interactive
-from loopwise.errors import ConfigError, LoopwiseError
+from loopwise.errors import ConfigError, LoopwiseError, StoreError
 from loopwise.gates import TerminalApprovals
-from loopwise.step import FunctionStep, RunResult, Status
+from loopwise.step import RunResult, Status
 from loopwise.targets import Target, load_target, model_for
-from loopwise.usage import Budget
 
 __all__ = ["main"]
 
@@ -44,6 +43,8 @@ def _parse_input(raw: str | None) -> Any:
         return None
     if raw == "-":
         text = sys.stdin.read()
+        if not text.strip():
+            raise UsageError("--input -: stdin is empty; pipe a JSON value into it")
     elif raw.startswith("@"):
         path = Path(raw[1:])
         if not path.is_file():
@@ -57,16 +58,6 @@ def _parse_input(raw: str | None) -> Any:
         raise UsageError(
             f"--input is not valid JSON ({e.msg} at line {e.lineno} col {e.colno})"
         ) from e
-
-
-def _budget(args: argparse.Namespace) -> Budget | None:
-    if args.max_tokens is None and args.max_cost is None:
-        return None
-    return Budget(max_tokens=args.max_tokens, max_cost_usd=args.max_cost)
-
-
-def _needs_model(target: Target) -> bool:
-    return bool(getattr(target.step, "needs_model", not isinstance(target.step, FunctionStep)))
 
 
 def _print_result(result: RunResult, as_json: bool) -> None:
@@ -116,12 +107,12 @@ def _checked_input(target: Target, payload: Any) -> Any:
 def _cmd_run(args: argparse.Namespace) -> int:
     target = load_target(args.target)
     payload = _checked_input(target, _parse_input(args.input))
-    model = model_for(target, args.model) if (_needs_model(target) or args.model) else None
+    model = model_for(target, args.model) if (needs_model(target.step) or args.model) else None
     result = _run_closing(
         target.step,
         payload,
         model=model,
-        budget=_budget(args),
+        budget=budget_of(args),
         max_steps=args.max_steps,
         store=args.store or runner.DEFAULT,
         spec=args.target,
@@ -175,9 +166,7 @@ def _add_run(sub: Any) -> None:
     p.add_argument("--input", help="JSON value, @file.json, or - for stdin")
     p.add_argument("--model", help="model name, or `scripted` for the offline model")
     p.add_argument("--store", help="run store path (default $LOOPWISE_STORE or .loopwise/runs.db)")
-    p.add_argument("--max-steps", type=int, help="override the target's step limit")
-    p.add_argument("--max-tokens", type=int, help="token budget for the run")
-    p.add_argument("--max-cost", type=float, help="USD budget for the run")
+    add_limit_flags(p, "the run")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(handler=_cmd_run)
 
@@ -224,6 +213,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"loopwise: {e}", file=sys.stderr)
         return 2
     except ConfigError as e:
+        print(f"loopwise: {e}", file=sys.stderr)
+        return 2
+    except StoreError as e:
+        # A store that cannot be opened is a setting to fix (--store, LOOPWISE_STORE).
         print(f"loopwise: {e}", file=sys.stderr)
         return 2
     except LoopwiseError as e:
