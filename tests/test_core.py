@@ -146,3 +146,21 @@ def test_a_call_refused_before_it_is_made_says_the_tokens_are_an_estimate() -> N
     )
     assert result.status == Status.BUDGET_EXCEEDED and result.usage.model_calls == 0
     assert "tokens 0 used + ~" in str(result.detail) and "next prompt" in str(result.detail)
+
+
+def test_a_model_call_is_cut_off_when_the_wall_time_budget_runs_out() -> None:
+    started = asyncio.Event()
+
+    class Hanging:
+        name = "hanging"
+
+        async def complete(self, request: ModelRequest) -> loopwise.Turn:
+            started.set()
+            await asyncio.Event().wait()  # never answers
+            raise AssertionError("unreachable")
+
+    result = loopwise.run(
+        loopwise.Agent(name="a"), "hi", model=Hanging(), budget=Budget(max_seconds=0.2)
+    )
+    assert started.is_set()
+    assert result.status == Status.BUDGET_EXCEEDED and "cut off" in str(result.detail)

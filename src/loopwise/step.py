@@ -235,8 +235,9 @@ class Context:
         """One model call under the run's budget, counted, journaled and logged.
 
         The budget is checked first (with a ~4 chars/token estimate of the prompt), so
-        a call that would cross it is not made; it is checked again after, so a run
-        stops as soon as usage crosses it. A journaled turn is replayed, not re-sent.
+        a call that would cross it is not made; a call still running when ``max_seconds``
+        runs out is cut off; it is checked again after, so a run stops as soon as usage
+        crosses it. A journaled turn is replayed, not re-sent.
         """
         from loopwise.model import Turn  # the port's types; step.py stays import-light
 
@@ -248,7 +249,7 @@ class Context:
             turn = Turn.from_dict(recorded["turn"])
         else:
             self.check_budget(pending_tokens=request.prompt_chars() // 4)
-            turn = await self.model.complete(request)
+            turn = await self._complete(request)
         cost = self.pricing.cost(
             turn.model or self.model.name, turn.input_tokens, turn.output_tokens
         )
@@ -270,6 +271,22 @@ class Context:
             )
         self.check_budget()
         return turn
+
+    async def _complete(self, request: Any) -> Any:
+        """The model call, cut off when the run's wall-time budget runs out during it."""
+        limit = self.budget.max_seconds
+        if limit is None:
+            return await self.model.complete(request)
+        try:
+            async with asyncio.timeout(max(limit - self.elapsed(), 0.0)) as window:
+                return await self.model.complete(request)
+        except TimeoutError:
+            if not window.expired():
+                raise  # the model's own timeout, not the budget's
+            raise Halt(
+                Status.BUDGET_EXCEEDED,
+                f"wall {self.elapsed():.2f}s > max_seconds {limit}: a model call was cut off",
+            ) from None
 
     async def run_step(self, step: Step, input: Any) -> Any:
         """Run a nested ``step`` with ``step_started``/``step_finished`` events and its usage."""
