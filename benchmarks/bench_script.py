@@ -1,4 +1,4 @@
-"""What the benchmark server answers: a pure function of the request body.
+"""What the benchmark server answers: a pure function of the request.
 
 * a request with a ``response_format`` (the triage call) gets a ticket as JSON;
 * a request with tools gets one tool call per turn until the transcript holds
@@ -9,9 +9,11 @@
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
+
+from loopwise.model import ModelRequest, Turn
+from loopwise.testing import call, calls, reply
 
 TICKET = {
     "summary": "Customer was charged twice for one order.",
@@ -25,35 +27,19 @@ def _user_text(messages: list[dict[str, Any]]) -> str:
     return next((str(m.get("content") or "") for m in messages if m.get("role") == "user"), "")
 
 
-def respond(body: dict[str, Any]) -> dict[str, Any]:
-    """The assistant message (``content`` and/or ``tool_calls``) for one request."""
-    messages = body.get("messages", [])
-    if body.get("response_format") is not None:
-        return {"content": json.dumps(TICKET)}
-    if not body.get("tools"):
-        return {"content": ANSWER}
-    done = sum(1 for m in messages if m.get("role") == "tool")
-    text = _user_text(messages)
+def respond(request: ModelRequest) -> Turn:
+    """The assistant turn for one request."""
+    if request.response_format is not None:
+        return reply(TICKET)
+    if not request.tools:
+        return reply(ANSWER)
+    done = sum(1 for m in request.messages if m.get("role") == "tool")
+    text = _user_text(request.messages)
     if "parallel" in text:
         if done:
-            return {"content": "all three finished"}
-        return {
-            "content": None,
-            "tool_calls": [_call(f"p{i}", "wait", {"ms": 200}) for i in range(3)],
-        }
+            return reply("all three finished")
+        return calls(*((("wait", {"ms": 200}, f"p{i}")) for i in range(3)))
     match = re.search(r"turns=(\d+)", text)
-    turns = int(match.group(1)) if match else 5
-    if done >= turns:
-        return {"content": ANSWER}
-    return {
-        "content": None,
-        "tool_calls": [_call(f"c{done}", "lookup_order", {"order_id": f"A-{1000 + done}"})],
-    }
-
-
-def _call(call_id: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "id": call_id,
-        "type": "function",
-        "function": {"name": name, "arguments": json.dumps(args)},
-    }
+    if done >= (int(match.group(1)) if match else 5):
+        return reply(ANSWER)
+    return call("lookup_order", {"order_id": f"A-{1000 + done}"}, id=f"c{done}")

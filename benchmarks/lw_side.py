@@ -1,100 +1,140 @@
 """The loopwise side of each benchmark: the same tasks as :mod:`raw_loop`.
 
-Parts of loopwise that have not landed yet are replaced by the smallest stand-in
-built on the core (``ctx.call_model``), and :data:`FLAVOUR` says which was used.
+Parts of loopwise still missing are reported in :data:`FLAVOUR` and their rows skipped.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
+import tempfile
+from pathlib import Path
 from typing import Any
 
+import bench_script
 import raw_loop
 
 import loopwise
-from loopwise.model import ModelRequest
-from loopwise.step import Context, EventType
+from loopwise.agent import Agent, ContextPolicy
+from loopwise.model import ModelRequest, ToolCall, Turn
+from loopwise.structured import Structured
 
 FLAVOUR: dict[str, str] = {}
 
 
-class _CoreAgent:
-    """A stand-in agent on the core contracts until ``loopwise.agent`` lands."""
-
-    name = "bench_agent"
-
-    def __init__(self, tools: dict[str, Any], schemas: list[dict[str, Any]]) -> None:
-        self.tools = tools
-        self.schemas = schemas
-
-    async def run(self, input: str, ctx: Context) -> str:
-        messages: list[dict[str, Any]] = [
-            {"role": "system", "content": raw_loop.SYSTEM},
-            {"role": "user", "content": input},
-        ]
-        for _ in range(20):
-            ctx.count_step()
-            turn = await ctx.call_model(ModelRequest(messages=messages, tools=self.schemas))
-            if not turn.tool_calls:
-                return turn.text or ""
-            messages.append(turn.to_message())
-            messages.extend(await asyncio.gather(*(self._call(c, ctx) for c in turn.tool_calls)))
-        return "step limit"
-
-    async def _call(self, call: Any, ctx: Context) -> dict[str, Any]:
-        ctx.emit(
-            EventType.TOOL_CALL, {"tool": call.name, "call_id": call.id, "args": call.arguments}
-        )
-        content = await self.tools[call.name](**json.loads(call.arguments))
-        ctx.emit(EventType.TOOL_RESULT, {"tool": call.name, "call_id": call.id, "content": content})
-        return {"role": "tool", "tool_call_id": call.id, "content": content}
-
-
-def make_agent() -> Any:
+def make_agent(**settings: Any) -> Agent:
     """The benchmark agent: ``lookup_order`` and ``wait`` as loopwise tools."""
-    FLAVOUR["agent"] = "core stand-in (loopwise.agent not landed)"
-    return _CoreAgent(raw_loop.TOOLS, raw_loop.TOOL_SCHEMAS)
+    return Agent(
+        name="bench_agent",
+        instructions=raw_loop.SYSTEM,
+        tools=[raw_loop.lookup_order, raw_loop.wait],
+        max_steps=20,
+        **settings,
+    )
 
 
-class _CoreTriage:
-    name = "bench_triage"
-
-    async def run(self, input: dict[str, str], ctx: Context) -> raw_loop.Ticket:
-        turn = await ctx.call_model(
-            ModelRequest(
-                messages=[
-                    {"role": "system", "content": raw_loop.TRIAGE_SYSTEM},
-                    {"role": "user", "content": f"Subject: {input['subject']}\n\n{input['body']}"},
-                ],
-                response_format=raw_loop.TICKET_FORMAT,
-            )
-        )
-        return raw_loop.Ticket.model_validate_json(turn.text or "")
-
-
-def make_triage() -> Any:
+def make_triage() -> Structured[raw_loop.Ticket]:
     """The benchmark triage: one structured call."""
-    FLAVOUR["triage"] = "core stand-in (loopwise.structured not landed)"
-    return _CoreTriage()
+    return Structured(
+        "bench_triage",
+        raw_loop.Ticket,
+        raw_loop.TRIAGE_SYSTEM,
+        prompt=lambda t: f"Subject: {t['subject']}\n\n{t['body']}",
+    )
 
 
-async def run(step: Any, input: Any, model: Any, **options: Any) -> loopwise.RunResult:
-    """One loopwise run with the store off (unless ``options`` turn it on)."""
-    return await loopwise.arun(step, input, model=model, **options)
-
-
-def openai_model(name: str, client: Any) -> Any:
+def openai_model(name: str, client: Any) -> loopwise.OpenAIModel:
     """loopwise's model port over the same ``AsyncOpenAI`` client the raw loop uses."""
     return loopwise.OpenAIModel(name, client=client)
 
 
+async def run(step: Any, input: Any, model: Any, **options: Any) -> loopwise.RunResult:
+    """One loopwise run, with the store off unless ``options`` pass one."""
+    try:
+        from loopwise.runner import arun
+    except ImportError:  # before the store lands every run is store-less anyway
+        FLAVOUR.setdefault("store", "not landed: runs are store-less")
+        return await loopwise.arun(step, input, model=model)
+    return await arun(step, input, model=model, **{"store": None, **options})
+
+
 def store_options() -> dict[str, Any] | None:
-    """Run options that turn the SQLite store on, or ``None`` before the store lands."""
-    return None
+    """Run options recording into a fresh SQLite store, or ``None`` before it lands."""
+    try:
+        from loopwise.runner import arun  # noqa: F401  (the store is reached through it)
+        from loopwise.store import SQLiteStore
+    except ImportError:
+        return None
+    path = Path(tempfile.mkdtemp(prefix="loopwise-bench-")) / "runs.db"
+    return {"store": SQLiteStore(path)}
 
 
-async def tokens_per_step(steps: int) -> tuple[list[int], list[int]] | None:
-    """Input tokens per model call of a ``steps``-step run, with and without a context
-    policy; ``None`` before the agent's context policy lands."""
-    return None
+class InstantModel:
+    """An in-process model answering the benchmark script at once from prebuilt turns,
+    so that timing a run measures loopwise alone."""
+
+    name = "bench-model"
+
+    def __init__(self) -> None:
+        ticket = json.dumps(bench_script.TICKET)
+        self._ticket = Turn(text=ticket, input_tokens=100, output_tokens=20)
+        self._answer = Turn(text=bench_script.ANSWER, input_tokens=100, output_tokens=20)
+        self._calls = [
+            Turn(
+                tool_calls=[
+                    ToolCall(id=f"c{i}", name="lookup_order", arguments=f'{{"order_id": "A-{i}"}}')
+                ],
+                finish_reason="tool_calls",
+                input_tokens=100,
+                output_tokens=20,
+            )
+            for i in range(5)
+        ]
+
+    async def complete(self, request: ModelRequest) -> Turn:
+        """The next turn of the benchmark script."""
+        if request.response_format is not None or not request.tools:
+            return self._ticket
+        done = sum(1 for m in request.messages if m.get("role") == "tool")
+        return self._calls[done] if done < 5 else self._answer
+
+
+async def tokens_per_step(steps: int) -> tuple[list[int], list[int]]:
+    """Input tokens of each model call of a ``steps``-step run whose tool returns ~2 KB,
+    with a context policy (keep the last 3 results whole) and without one."""
+    from loopwise.testing import ScriptedModel, call, reply
+
+    def script(request: ModelRequest) -> Turn:
+        done = sum(1 for m in request.messages if m.get("role") == "tool")
+        if done >= steps - 1:
+            return reply("done")
+        return call("fetch_page", {"page": done + 1})
+
+    async def fetch_page(page: int) -> str:
+        """Fetch one page of the order history.
+
+        Args:
+            page: The page number.
+        """
+        return f"page {page}: " + "order O-1001 failed, card declined; " * 60
+
+    out: list[list[int]] = []
+    for policy in (ContextPolicy(keep_last=3), None):
+        agent = Agent(
+            name="long_agent",
+            instructions=raw_loop.SYSTEM,
+            tools=[fetch_page],
+            max_steps=steps + 1,
+            context_policy=policy,
+            loop_detection=_no_loop_detection(),
+        )
+        result = await run(agent, "Read the whole history.", ScriptedModel(script))
+        if result.status != "completed":
+            raise RuntimeError(f"context-policy run ended {result.status}: {result.detail}")
+        out.append([e.data["input_tokens"] for e in result.events if e.type == "model_call"])
+    return out[0], out[1]
+
+
+def _no_loop_detection() -> Any:
+    from loopwise.agent import LoopDetection
+
+    return LoopDetection(repeats=0, ping_pong=0)

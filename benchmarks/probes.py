@@ -3,6 +3,10 @@
 Run as a script: ``probes.py import MODULE`` prints the seconds the import took;
 ``probes.py memory raw|loopwise BASE_URL RUNS`` runs ``RUNS`` concurrent agent runs
 and prints the process's peak RSS in KiB.
+
+Peak RSS is read from ``VmHWM`` in ``/proc/self/status`` where there is one: Linux
+carries ``getrusage``'s ``ru_maxrss`` across ``fork``/``exec``, so a probe started by a
+big parent would report the parent's peak, not its own. Elsewhere ``ru_maxrss`` is used.
 """
 
 from __future__ import annotations
@@ -67,7 +71,16 @@ def _memory(kind: str, base_url: str, runs: int) -> None:
         await asyncio.gather(*(lw_side.run(agent, question, model) for _ in range(runs)))
 
     asyncio.run(main())
-    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    print(_peak_rss_kib(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))
+
+
+def _peak_rss_kib(maxrss: int) -> int:
+    status = Path("/proc/self/status")
+    if status.exists():
+        for line in status.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return maxrss // 1024 if sys.platform == "darwin" else maxrss
 
 
 if __name__ == "__main__":

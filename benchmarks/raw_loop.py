@@ -19,12 +19,20 @@ SYSTEM = "You investigate failed orders. Use the tools, then answer in one sente
 
 
 async def lookup_order(order_id: str) -> str:
-    """The one tool of the agent benchmark: an instant lookup."""
+    """Look up one order by id; call it for each order in question.
+
+    Args:
+        order_id: An order id.
+    """
     return json.dumps({"order_id": order_id, "status": "failed", "reason": "card_declined"})
 
 
 async def wait(ms: int) -> str:
-    """A slow tool: sleeps ``ms`` milliseconds."""
+    """Wait a number of milliseconds.
+
+    Args:
+        ms: Milliseconds.
+    """
     await asyncio.sleep(ms / 1000)
     return f"waited {ms} ms"
 
@@ -36,6 +44,7 @@ TOOL_SCHEMAS = [
         "function": {
             "name": "lookup_order",
             "description": "Look up one order by id; call it for each order in question.",
+            "strict": True,
             "parameters": {
                 "type": "object",
                 "properties": {"order_id": {"type": "string", "description": "An order id."}},
@@ -49,6 +58,7 @@ TOOL_SCHEMAS = [
         "function": {
             "name": "wait",
             "description": "Wait a number of milliseconds.",
+            "strict": True,
             "parameters": {
                 "type": "object",
                 "properties": {"ms": {"type": "integer", "description": "Milliseconds."}},
@@ -70,6 +80,7 @@ async def _run_call(call: Any) -> dict[str, Any]:
 
 async def agent(client: openai.AsyncOpenAI, model: str, question: str, max_steps: int = 20) -> str:
     """The raw agent loop; returns the final answer."""
+    # The same strict schemas loopwise sends, so both sides ask the same of the server.
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": SYSTEM},
         {"role": "user", "content": question},

@@ -25,6 +25,7 @@ import lw_side
 import openai
 import probes
 import raw_loop
+from openai._constants import DEFAULT_CONNECTION_LIMITS
 from server import Server
 
 MODEL = "bench-model"
@@ -48,8 +49,16 @@ class Row:
     note: str = ""
 
 
-def _client(url: str) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(base_url=url, api_key="bench", max_retries=0)
+def _client(url: str, connections: int = 100) -> openai.AsyncOpenAI:
+    # Every connection kept alive, and a connect timeout a busy event loop cannot trip;
+    # the two sides share one client, so both get the same.
+    http = openai.DefaultAsyncHttpxClient(
+        limits=type(DEFAULT_CONNECTION_LIMITS)(  # httpx's Limits, whichever httpx it is
+            max_connections=connections, max_keepalive_connections=connections
+        ),
+        timeout=openai.Timeout(120.0, connect=60.0),
+    )
+    return openai.AsyncOpenAI(base_url=url, api_key="bench", max_retries=0, http_client=http)
 
 
 def _ms(seconds: float) -> str:
@@ -64,11 +73,11 @@ async def _timed(factory: Factory, n: int) -> float:
 
 
 async def _interleaved(
-    raw: Factory, lw: Factory, n: int, rounds: int
+    raw: Factory, lw: Factory, n: int, rounds: int, warmup: int = 5
 ) -> tuple[float, float, float]:
     """Median seconds per batch of ``n`` for each side, and the median of paired ratios."""
-    await _timed(raw, 5)
-    await _timed(lw, 5)
+    await _timed(raw, warmup)
+    await _timed(lw, warmup)
     raws, lws = [], []
     for i in range(rounds):
         # Alternate which side goes first so a slow patch of the machine hits both.
@@ -104,7 +113,7 @@ async def bench_overhead(url: str) -> list[Row]:
     client = _client(url)
     model = lw_side.openai_model(MODEL, client)
     agent, triage = lw_side.make_agent(), lw_side.make_triage()
-    rounds, n_agent, n_triage = (3, 8, 40) if QUICK else (9, 25, 150)
+    rounds, n_agent, n_triage = (3, 8, 40) if QUICK else (15, 12, 80)
 
     async def raw_agent() -> None:
         await raw_loop.agent(client, MODEL, QUESTION)
@@ -137,7 +146,10 @@ async def bench_overhead(url: str) -> list[Row]:
 async def bench_concurrency(url: str) -> Row:
     """Throughput of N concurrent agent runs in one process against a 50 ms server."""
     runs = 200 if QUICK else 1000
-    client = _client(url)
+    # 100 connections, the SDK's own keep-alive default: a 50 ms server answers far more
+    # calls than one core can make through them, and httpcore's pool gets slower per
+    # request as it grows (1,000 connections halve both sides' throughput).
+    client = _client(url, connections=100)
     model = lw_side.openai_model(MODEL, client)
     agent = lw_side.make_agent()
     question = "Why did order A-1000 fail? turns=2"
@@ -150,7 +162,7 @@ async def bench_concurrency(url: str) -> Row:
         for r in results:
             _check(r)
 
-    raw_s, lw_s, ratio = await _interleaved(raw_batch, lw_batch, 1, 1 if QUICK else 3)
+    raw_s, lw_s, ratio = await _interleaved(raw_batch, lw_batch, 1, 1 if QUICK else 2, warmup=0)
     await client.close()
     throughput = 1 / ratio  # runs/s of loopwise over runs/s of the raw loop
     return Row(
@@ -218,25 +230,51 @@ async def bench_store(url: str) -> Row:
 
 
 async def bench_context_policy() -> Row:
-    """Input tokens at step 20 of a 20-step run, with and without a context policy."""
-    pair = await lw_side.tokens_per_step(20)
-    if pair is None:
-        return Row("tokens per step, 20 steps", "-", "-", note="SKIPPED: context policy not landed")
-    with_policy, without = pair
+    """Input tokens per step over a 20-step run, with and without a context policy."""
+    with_policy, without = await lw_side.tokens_per_step(20)
+    growth_with = (with_policy[-1] - with_policy[4]) / 15
+    growth_without = (without[-1] - without[4]) / 15
     return Row(
-        "tokens at step 20 with/without context policy",
+        "20-step run: input tokens at step 20, policy/none",
         f"{with_policy[-1]} tok",
         f"{without[-1]} tok",
         with_policy[-1] / without[-1],
-        "flat vs growing",
-        with_policy[-1] <= 2 * with_policy[1],
-        f"step 2: {with_policy[1]} vs {without[1]}",
+        "lower, flatter",
+        with_policy[-1] < without[-1] / 2,
+        f"growth/step {growth_with:.0f} vs {growth_without:.0f} tok",
     )
+
+
+async def bench_own_time() -> list[Row]:
+    """loopwise's own time per model call: an in-process model that answers at once."""
+    model = lw_side.InstantModel()
+    agent, triage = lw_side.make_agent(), lw_side.make_triage()
+    n = 50 if QUICK else 300
+    rows = []
+    for name, step, payload, calls in (
+        ("agent", agent, QUESTION, 6),
+        ("triage", triage, TICKET, 1),
+    ):
+
+        async def once(step: object = step, payload: object = payload) -> None:
+            _check(await lw_side.run(step, payload, model))
+
+        await _timed(once, 20)
+        best = min([await _timed(once, n) for _ in range(5)])
+        rows.append(
+            Row(
+                f"{name}: loopwise's own time per call (no HTTP)",
+                f"{best / n / calls * 1e6:.0f} us",
+                "",
+                note="in-process instant model, store off",
+            )
+        )
+    return rows
 
 
 def bench_import() -> Row:
     """Import time of loopwise against ``import openai``, fresh interpreters, best of N."""
-    best = probes.import_times(["openai", "loopwise"], 3 if QUICK else 9)
+    best = probes.import_times(["openai", "loopwise"], 3 if QUICK else 7)
     ratio = best["loopwise"] / best["openai"]
     return Row(
         "import time",
@@ -270,7 +308,7 @@ def _print(rows: list[Row]) -> None:
         f"loopwise benchmarks — {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, "
         f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
     )
-    for part, flavour in sorted(lw_side.FLAVOUR.items()):
+    for part, flavour in sorted(lw_side.FLAVOUR.items()):  # parts not landed yet
         print(f"  loopwise {part}: {flavour}")
     head = f"{'figure':<50} {'loopwise':>16} {'baseline':>22} {'ratio':>7}  {'target':<15} result"
     print(head)
@@ -282,24 +320,37 @@ def _print(rows: list[Row]) -> None:
         print(f"{cells}  {r.target:<15} {verdict} {r.note}")
 
 
-async def _served() -> list[Row]:
-    rows: list[Row] = []
+def _progress(message: str) -> None:
+    print(f"[bench] {message}", file=sys.stderr, flush=True)
+
+
+async def _section(name: str, work: Awaitable[Row | list[Row]]) -> list[Row]:
+    _progress(f"{name}...")
+    start = time.perf_counter()
+    out = await work
+    _progress(f"{name}: {time.perf_counter() - start:.1f} s")
+    return out if isinstance(out, list) else [out]
+
+
+async def _all() -> list[Row]:
+    rows = await _section("import time", asyncio.to_thread(bench_import))
     with Server(latency=0.0) as fast:
-        rows += await bench_overhead(fast.base_url)
-        rows.append(await bench_parallel_tools(fast.base_url))
-        rows.append(await bench_store(fast.base_url))
-        rows.append(bench_memory(fast.base_url))
+        rows += await _section("per-call overhead", bench_overhead(fast.base_url))
     with Server(latency=0.05) as slow:
-        rows.insert(2, await bench_concurrency(slow.base_url))
+        rows += await _section("concurrency", bench_concurrency(slow.base_url))
+    with Server(latency=0.0) as fast:
+        rows += await _section("memory", asyncio.to_thread(bench_memory, fast.base_url))
+        rows += await _section("parallel tools", bench_parallel_tools(fast.base_url))
+        rows += await _section("store", bench_store(fast.base_url))
+    rows += await _section("own time", bench_own_time())
+    rows += await _section("context policy", bench_context_policy())
     return rows
 
 
 def main() -> int:
     """Run every benchmark and print the table; always exit 0."""
     started = time.perf_counter()
-    rows = [bench_import()]
-    rows += asyncio.run(_served())
-    rows.append(asyncio.run(bench_context_policy()))
+    rows = asyncio.run(_all())
     _print(rows)
     print(f"\n(total {time.perf_counter() - started:.0f} s; baseline = a hand-written openai loop)")
     return 0

@@ -23,11 +23,11 @@ class Server:
 
     def __enter__(self) -> Server:
         self.proc = subprocess.Popen(
-            [sys.executable, str(HERE / "_tmpserver.py"), str(self.latency)],
+            [sys.executable, str(HERE / "_serve.py"), str(self.latency)],
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
             cwd=HERE,
-            env={"PYTHONPATH": str(HERE)},
         )
         assert self.proc.stdout is not None
         self.base_url = self.proc.stdout.readline().strip()
@@ -35,5 +35,10 @@ class Server:
 
     def __exit__(self, *exc: object) -> None:
         if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait()
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()  # the server stops when its stdin closes
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
