@@ -392,3 +392,47 @@ def test_the_loop_runs_against_the_fake_server() -> None:
     assert [t["function"]["name"] for t in sent["tools"]] == ["lookup", "orders", "final_answer"]
     assert sent["messages"][-1]["role"] == "tool"
     assert json.loads(sent["messages"][-1]["content"]) == {"id": "C-1004", "name": "Dana"}
+
+
+def test_a_call_that_ends_the_run_cancels_its_siblings_so_no_effect_follows() -> None:
+    """A nested agent that blows the run's budget ends the run; the slow write beside it
+    in the same turn is cancelled, not left to take effect after the run has ended."""
+    effects: list[str] = []
+    cancelled: list[str] = []
+    release: list[asyncio.Event] = []
+
+    @tool(effect="write")
+    async def slow_write() -> str:
+        """Write something slowly. Call it to write."""
+        try:
+            await release[0].wait()
+        except asyncio.CancelledError:
+            cancelled.append("slow_write")
+            raise
+        effects.append("written")
+        return "written"
+
+    inner = Agent(name="inner")
+    outer = Agent(
+        name="outer",
+        tools=[slow_write, as_tool(inner, description="Ask the helper. Call it for facts.")],
+    )
+
+    def respond(request: ModelRequest) -> Any:
+        if request.tools is None:  # the inner agent: a long answer crosses the budget
+            return reply("word " * 400)
+        return calls(("slow_write", {}), ("inner", {"input": "q"}))
+
+    async def go() -> RunResult:
+        release.append(asyncio.Event())
+        result = await loopwise.arun(
+            outer, "go", model=ScriptedModel(respond), budget=Budget(max_tokens=300), store=None
+        )
+        release[0].set()  # a sibling left running would now take effect
+        for _ in range(5):
+            await asyncio.sleep(0)
+        return result
+
+    result = asyncio.run(go())
+    assert result.status == Status.BUDGET_EXCEEDED
+    assert cancelled == ["slow_write"] and effects == []

@@ -36,7 +36,6 @@ a key present in ``ctx.replay`` returns the recorded result without running the 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from collections import Counter
@@ -50,7 +49,7 @@ from pydantic import BaseModel
 from loopwise.errors import ToolError
 from loopwise.gates import Denied, Edited, Pending, authorize, denial_message, pause
 from loopwise.model import Message, ModelRequest, ToolCall, Turn
-from loopwise.step import Context, EventType, Halt, Status, jsonable
+from loopwise.step import Context, EventType, Halt, Status, concurrently, jsonable
 from loopwise.tools import Effect, Tool, ToolArgumentsError, tool
 from loopwise.usage import Budget
 
@@ -397,7 +396,8 @@ class Agent:
     ) -> list[ToolOutcome]:
         """Run every call of one turn concurrently; append results in call order."""
         turn = state.turns
-        outcomes = await asyncio.gather(*(self._execute_call(c, turn, state, ctx) for c in calls))
+        # A call that ends the run (a Halt) cancels its siblings: no effect after the end.
+        outcomes = await concurrently([self._execute_call(c, turn, state, ctx) for c in calls])
         waiting = [o.pending for o in outcomes if o.pending is not None]
         if waiting:
             # Every gate of the turn is pending together; the other calls ran and are journaled.

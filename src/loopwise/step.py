@@ -18,7 +18,7 @@ import functools
 import inspect
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar, get_type_hints, overload, runtime_checkable
@@ -533,6 +533,36 @@ async def closing_model(work: Awaitable[T], model: Any) -> T:
         close = getattr(model, "aclose", None)
         if close is not None:
             await close()
+
+
+async def concurrently(coros: Sequence[Awaitable[T]]) -> list[T]:
+    """Await ``coros`` concurrently and return their results in order.
+
+    When one fails the others are cancelled (nothing keeps running, or takes effect,
+    after the run has ended) and its exception is raised, a :class:`Halt` first.
+    """
+    if len(coros) == 1:
+        return [await coros[0]]
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(_awaited(c)) for c in coros]
+    except BaseExceptionGroup as failed:
+        errors = list(_leaves(failed))
+        halts = [e for e in errors if isinstance(e, Halt)]
+        raise (halts or errors)[0] from None
+    return [t.result() for t in tasks]
+
+
+async def _awaited(work: Awaitable[T]) -> T:
+    return await work
+
+
+def _leaves(group: BaseExceptionGroup[Any]) -> Iterator[BaseException]:
+    for error in group.exceptions:
+        if isinstance(error, BaseExceptionGroup):
+            yield from _leaves(error)
+        else:
+            yield error
 
 
 class FunctionStep:

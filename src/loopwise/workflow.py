@@ -51,7 +51,6 @@ Node names are unique and stable, so journal keys of a resumed run are determini
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import re
 import types
@@ -63,7 +62,7 @@ import networkx as nx
 from pydantic import BaseModel, ValidationError
 
 from loopwise.errors import ConfigError, GraphError
-from loopwise.step import Context, FunctionStep, Halt, Status, Step, jsonable
+from loopwise.step import Context, FunctionStep, Halt, Status, Step, concurrently, jsonable
 from loopwise.usage import Budget
 
 __all__ = ["RouteDecision", "Workflow"]
@@ -639,25 +638,7 @@ class Workflow:
 
 async def _all(coros: list[Any]) -> None:
     """Await ``coros`` concurrently; on a failure cancel the rest and raise it (Halts first)."""
-    if len(coros) == 1:
-        await coros[0]
-        return
-    try:
-        async with asyncio.TaskGroup() as group:
-            for coro in coros:
-                group.create_task(coro)
-    except BaseExceptionGroup as failed:
-        errors = list(_leaves(failed))
-        halts = [e for e in errors if isinstance(e, Halt)]
-        raise (halts or errors)[0] from None
-
-
-def _leaves(group: BaseExceptionGroup[Any]) -> Iterable[BaseException]:
-    for error in group.exceptions:
-        if isinstance(error, BaseExceptionGroup):
-            yield from _leaves(error)
-        else:
-            yield error
+    await concurrently(coros)
 
 
 def _value(output: Any) -> Any:
