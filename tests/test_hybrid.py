@@ -310,3 +310,21 @@ def test_a_replanned_run_pauses_and_resumes_without_repeating_effects() -> None:
         ("note", {"text": "complaint seen"}),
         ("pay", {"order_id": "O-1003", "amount": 10.0}),
     ]
+
+
+def test_a_resumed_run_still_counts_the_planning_it_skips() -> None:
+    """The plan is journaled, so resuming skips the planner; its tokens, calls and steps
+    still belong to the run (a budget is per run, across the pause)."""
+    desk = _hybrid()
+    paused = _run(desk, ScriptedModel([reply(GOOD)]), approvals=None)
+    assert paused.status is Status.AWAITING_APPROVAL
+    assert paused.usage.model_calls == 1 and paused.usage.total_tokens > 0
+    with loopwise.SQLiteStore() as store:
+        store.decide(paused.run_id, "execute.s1", decision="approved", by="bob")
+    resumed = loopwise.resume(paused.run_id, step=desk, model=ScriptedModel([]))
+    assert resumed.status is Status.COMPLETED, resumed.detail
+    assert resumed.usage.model_calls == 1
+    assert resumed.usage.total_tokens == paused.usage.total_tokens
+    assert resumed.steps >= paused.steps
+    with loopwise.SQLiteStore() as store:
+        assert store.get_run(paused.run_id)["usage"]["total_tokens"] == paused.usage.total_tokens

@@ -33,7 +33,7 @@ import inspect
 import json
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Annotated, Any, Literal, Union
 
 import networkx as nx
@@ -45,7 +45,7 @@ from loopwise.gates import Approved, Denied, Edited, Pending, authorize, human, 
 from loopwise.step import Context, EventType, Halt, Status, jsonable, step
 from loopwise.structured import Structured
 from loopwise.tools import Tool, ToolArgumentsError
-from loopwise.usage import Budget
+from loopwise.usage import Budget, Usage
 from loopwise.workflow import Workflow
 
 __all__ = [
@@ -798,13 +798,15 @@ class Hybrid:
         if recorded is not None:
             plan, _ = parse_plan(recorded.get("plan"), self.catalog)
             if plan is not None:
+                _count_again(ctx, recorded.get("spent"))
                 return plan
         notes = list(feedback)
         errors: list[str] = []
+        before = (replace(ctx.usage), ctx.steps[0])
         for attempt in range(1, self.max_plan_retries + 2):
             name = "plan" if (round_no, attempt) == (1, 1) else f"plan_{round_no}_{attempt}"
             raw = await ctx.run_step(_Attempt(name, self.planner), planner_request(input, notes))
-            plan, errors = await self._validate(raw, key, ctx)
+            plan, errors = await self._validate(raw, key, ctx, before)
             if plan is not None:
                 return plan
             notes = [*feedback, *errors]
@@ -814,14 +816,18 @@ class Hybrid:
             + "; ".join(errors),
         )
 
-    async def _validate(self, raw: Any, key: str, ctx: Context) -> tuple[Plan | None, list[str]]:
-        """Validate as a ``validate`` step; a valid plan's event carries the journal key."""
+    async def _validate(
+        self, raw: Any, key: str, ctx: Context, before: tuple[Usage, int]
+    ) -> tuple[Plan | None, list[str]]:
+        """Validate as a ``validate`` step; a valid plan's event carries the journal key
+        and what planning spent (a resumed run skips the planner but still counts it)."""
         check = ctx.child("validate")
         check.emit(EventType.STEP_STARTED, {"input": jsonable(raw)})
         plan, errors = await validate_plan(raw, self.catalog, max_steps=self.max_steps)
         data: dict[str, Any] = {"output": {"valid": plan is not None, "errors": errors}}
         if plan is not None:
-            data.update(key=key, plan=plan.model_dump(mode="json"))
+            spent = {**ctx.usage.since(before[0]).to_dict(), "steps": ctx.steps[0] - before[1]}
+            data.update(key=key, plan=plan.model_dump(mode="json"), spent=spent)
         check.emit(EventType.STEP_FINISHED, data)
         return plan, errors
 
@@ -861,6 +867,16 @@ class Hybrid:
             lines.append(f'    {_node(a.name)}["{a.name} ({a.effect})"]')
             lines.append(f"    validate -->|valid| {_node(a.name)}")
         return "\n".join(lines) + "\n"
+
+
+def _count_again(ctx: Context, spent: Any) -> None:
+    """Count the journaled planning of a resumed run in its usage and steps once more."""
+    if not isinstance(spent, dict):
+        return
+    usage = Usage.from_dict(spent)
+    for scope in (ctx.usage, *ctx.scopes):
+        scope.add(usage)
+    ctx.steps[0] += int(spent.get("steps", 0))
 
 
 def _check_gated(catalog: ActionCatalog, hybrid: str) -> None:

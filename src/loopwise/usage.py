@@ -105,6 +105,26 @@ class Usage:
         if self.cost_usd is not None:
             self.cost_usd = None if cost_usd is None else self.cost_usd + cost_usd
 
+    def add(self, other: Usage) -> None:
+        """Add ``other``'s tokens, calls and cost (not its wall time) to this usage."""
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.model_calls += other.model_calls
+        self.tool_calls += other.tool_calls
+        if self.cost_usd is not None:
+            self.cost_usd = None if other.cost_usd is None else self.cost_usd + other.cost_usd
+
+    def since(self, earlier: Usage) -> Usage:
+        """What was used after ``earlier`` (a copy of this usage taken before)."""
+        unknown = self.cost_usd is None or earlier.cost_usd is None
+        return Usage(
+            input_tokens=self.input_tokens - earlier.input_tokens,
+            output_tokens=self.output_tokens - earlier.output_tokens,
+            model_calls=self.model_calls - earlier.model_calls,
+            tool_calls=self.tool_calls - earlier.tool_calls,
+            cost_usd=None if unknown else self.cost_usd - earlier.cost_usd,  # type: ignore[operator]
+        )
+
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready dict (``total_tokens`` included)."""
         return {
