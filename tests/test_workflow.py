@@ -423,3 +423,9 @@ def test_parallel_nodes_report_their_own_usage_not_their_siblings() -> None:
         if e.type == "step_finished"
     }
     assert own["one"] == 1 and own["three"] == 3 and own["fan"] == 4
+
+
+def test_parallel_without_a_node_to_fan_out_from_raises_at_declaration() -> None:
+    with pytest.raises(GraphError, match=r"start it with then\(step\)") as caught:
+        Workflow("w").parallel(a=shout, b=_recorder("b", []))
+    assert caught.value.node == "a"

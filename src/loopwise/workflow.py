@@ -282,6 +282,13 @@ class Workflow:
         pairs = [(s.name, s) for s in steps] + list(named.items())
         if len(pairs) < 2:
             raise GraphError(f"{self.name}: parallel() needs two or more steps", node=None)
+        if len(self.graph) == 0:
+            # A workflow has one start node; without it the branches would be unreachable.
+            raise GraphError(
+                f"{self.name}: parallel() fans out from a node, and the workflow has none "
+                f"yet; start it with then(step) (the step that receives the input)",
+                node=pairs[0][0],
+            )
         after = self._current_ends()
         for node, step in pairs:
             self.add(node, step, after=after)
