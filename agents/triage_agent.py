@@ -22,7 +22,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
 from shop import find_customer, get_order
 
 from loopwise import Agent, Budget, ModelRequest, Turn, tool
@@ -37,21 +36,15 @@ from _triage_rules import (  # noqa: E402
     ESCALATE_AT,
     QUEUES,
     URGENCY_SCALE,
-    Category,
-    Queue,
+    Ticket,
+    Triage,
     assess,
     queue_for,
     ticket_from_request,
 )
 
-
-class TriageAnswer(BaseModel):
-    """The agent's answer: the same fields as the triage workflow's output."""
-
-    summary: str = Field(description="One sentence: what the customer needs.")
-    category: Category = Field(description="The area the ticket belongs to.")
-    urgency: int = Field(ge=1, le=5, description="1 (no time pressure) to 5 (emergency).")
-    queue: Queue = Field(description="The queue, by the desk's routing rules.")
+TriageAnswer = Triage
+"""The agent's answer: the same model as the triage workflow's output."""
 
 
 @tool
@@ -80,7 +73,7 @@ triage_agent = Agent(
     instructions=INSTRUCTIONS,
     tools=(routing_rules, find_customer, get_order),
     output_type=TriageAnswer,
-    input_type=dict[str, str],
+    input_type=Ticket,
     max_steps=6,
     budget=Budget(max_tokens=30_000),
 )

@@ -44,3 +44,21 @@ def test_triage_agent_over_the_dataset_stays_within_three_calls() -> None:
         result = loopwise.run(agent.step, case["input"], model=model_for(agent, "scripted"))
         assert result.status == Status.COMPLETED and result.usage.model_calls <= 3
         assert set(result.output.model_dump()) == {"summary", "category", "urgency", "queue"}
+
+
+def test_the_agent_and_the_workflow_share_one_input_and_one_output_model() -> None:
+    agent = load_target(f"{ROOT / 'agents/triage_agent.py'}:triage_agent").step
+    flow = load_target(f"{ROOT / 'workflows/ticket_triage.py'}:triage").step
+    assert agent.input_type is flow.input_type  # type: ignore[attr-defined]
+    assert agent.tool_map["final_answer"].args_model is flow.output_type  # type: ignore[attr-defined]
+
+
+def test_input_that_is_not_a_ticket_exits_2_for_the_agent_too(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from loopwise.cli import main
+
+    spec = f"{ROOT / 'agents/triage_agent.py'}:triage_agent"
+    code = main(["run", spec, "--model", "scripted", "--input", '"just text"', "--json"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and "does not match Ticket" in err

@@ -9,6 +9,9 @@
   the ambiguous ones, like a cheap first-line triager — not a lookup of the dataset.
 * :func:`ticket_from_request` recovers ``(subject, body)`` from a model request whose
   first user message is the ticket (as JSON, or as plain text).
+* :class:`Ticket` (the input) and :class:`Triage` (the output: summary, category,
+  urgency, queue) are the contract both architectures share, so ``loopwise eval`` compares
+  like with like; :class:`Assessment` is the model's part of it.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from __future__ import annotations
 import json
 import re
 from typing import Any, Literal
+
+from pydantic import BaseModel, Field
 
 Category = Literal["billing", "technical", "account", "shipping", "other"]
 Queue = Literal["billing", "tech-support", "accounts", "logistics", "general", "escalations"]
@@ -40,6 +45,27 @@ URGENCY_SCALE = """\
 3 = a real problem that stops the customer doing something; fix within a day or two
 4 = the customer is blocked or losing money right now; needs action today
 5 = an emergency: a security breach or fraud, an outage for many users, health or safety"""
+
+
+class Ticket(BaseModel):
+    """A support ticket as it arrives."""
+
+    subject: str = Field(description="The ticket's subject line.")
+    body: str = Field(description="What the customer wrote.")
+
+
+class Assessment(BaseModel):
+    """The model's reading of a ticket."""
+
+    summary: str = Field(description="One sentence: what the customer needs.")
+    category: Category = Field(description="The area the ticket belongs to.")
+    urgency: int = Field(ge=1, le=5, description="1 (no time pressure) to 5 (emergency).")
+
+
+class Triage(Assessment):
+    """A triaged ticket: the assessment plus the queue the desk's rules give."""
+
+    queue: Queue = Field(description="The queue, by the desk's routing rules.")
 
 
 def queue_for(category: str, urgency: int) -> Queue:

@@ -29,43 +29,18 @@ from __future__ import annotations
 
 from _triage_rules import (
     URGENCY_SCALE,
-    Category,
-    Queue,
+    Assessment,
+    Ticket,
+    Triage,
     assess,
     queue_for,
     ticket_from_request,
 )
-from pydantic import BaseModel, Field
 
 import loopwise
 from loopwise import Structured, Workflow
 from loopwise.model import ModelRequest
 from loopwise.testing import ScriptedModel
-
-
-class Ticket(BaseModel):
-    """A support ticket as it arrives."""
-
-    subject: str = Field(description="The ticket's subject line.")
-    body: str = Field(description="What the customer wrote.")
-
-
-class Assessment(BaseModel):
-    """The model's reading of a ticket."""
-
-    summary: str = Field(description="One sentence: what the customer needs.")
-    category: Category = Field(description="The area the ticket belongs to.")
-    urgency: int = Field(ge=1, le=5, description="1 (no time pressure) to 5 (emergency).")
-
-
-class Triage(BaseModel):
-    """The workflow's output: the assessment plus the queue it was routed to."""
-
-    summary: str
-    category: Category
-    urgency: int = Field(ge=1, le=5)
-    queue: Queue
-
 
 INSTRUCTIONS = f"""\
 You triage customer support tickets. Read the ticket (JSON with subject and body) and give:
