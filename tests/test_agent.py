@@ -16,6 +16,7 @@ from loopwise import (
     Budget,
     ContextPolicy,
     IdPattern,
+    LoopDetection,
     ModelRequest,
     RunResult,
     Status,
@@ -436,3 +437,38 @@ def test_a_call_that_ends_the_run_cancels_its_siblings_so_no_effect_follows() ->
     result = asyncio.run(go())
     assert result.status == Status.BUDGET_EXCEEDED
     assert cancelled == ["slow_write"] and effects == []
+
+
+@pytest.mark.parametrize(
+    ("build", "culprit"),
+    [
+        (lambda: Agent(name="a", max_steps=0), "max_steps"),
+        (lambda: Agent(name="a", failure_cap=-1), "failure_cap"),
+        (lambda: Agent(name="a", budget={"max_tokens": 5}), "budget"),
+        (lambda: Agent(name=""), "name"),
+        (lambda: Agent(name="a/b"), "name"),
+        (lambda: LoopDetection(repeats=1), "repeats"),
+        (lambda: LoopDetection(ping_pong=1), "ping_pong"),
+        (lambda: ContextPolicy(keep_last=-1), "keep_last"),
+    ],
+)
+def test_agent_settings_that_cannot_work_raise_naming_the_setting(build: Any, culprit: str) -> None:
+    with pytest.raises(loopwise.ConfigError) as caught:
+        build()
+    assert caught.value.name == culprit and culprit in str(caught.value)
+
+
+def test_a_tool_timeout_must_be_positive() -> None:
+    with pytest.raises(ToolError, match="timeout must be seconds > 0"):
+
+        @tool(timeout=0)
+        def instant() -> str:
+            """Do nothing. Call it never."""
+            return ""
+
+
+def test_a_step_whose_budget_is_not_a_budget_is_refused_not_ignored() -> None:
+    flow = loopwise.Workflow("w", budget={"max_tokens": 5})  # type: ignore[arg-type]
+    flow.then(loopwise.step(lambda x: x, name="same"))
+    with pytest.raises(loopwise.ConfigError, match=r"budget must be a loopwise\.Budget"):
+        loopwise.run(flow, 1, store=None)

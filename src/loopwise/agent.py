@@ -46,7 +46,7 @@ from typing import Any
 import pydantic
 from pydantic import BaseModel
 
-from loopwise.errors import ToolError
+from loopwise.errors import ConfigError, ToolError
 from loopwise.gates import Denied, Edited, Pending, authorize, denial_message, pause
 from loopwise.model import Message, ModelRequest, ToolCall, Turn
 from loopwise.step import Context, EventType, Halt, Status, concurrently, jsonable
@@ -81,6 +81,16 @@ class LoopDetection:
     ping_pong: int = 2
     """Two different turns alternating this many times each, A,B,A,B (0: off)."""
 
+    def __post_init__(self) -> None:
+        for name in ("repeats", "ping_pong"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value == 1 or value < 0:
+                # 1 would call any single call (or any two different calls) a loop.
+                raise ConfigError(
+                    f"LoopDetection.{name} must be 0 (off) or at least 2, not {value!r}",
+                    name=name,
+                )
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ContextPolicy:
@@ -95,6 +105,14 @@ class ContextPolicy:
     """Tool results kept whole (the most recent ones)."""
     preview_chars: int = 120
     """Characters of a compacted result kept as a preview."""
+
+    def __post_init__(self) -> None:
+        for name in ("keep_last", "preview_chars"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 0:
+                raise ConfigError(
+                    f"ContextPolicy.{name} must be a whole number >= 0, not {value!r}", name=name
+                )
 
     def apply(self, messages: list[Message]) -> list[Message]:
         """``messages`` with old tool results compacted."""
@@ -236,7 +254,9 @@ class Agent:
     """An agent: model + tools + a guarded loop. A step, so it nests anywhere.
 
     Raises :class:`~loopwise.errors.ToolError` at construction for an ``irreversible``
-    tool without a gate, duplicate tool names, or a step given where a tool is expected.
+    tool without a gate, duplicate tool names, or a step given where a tool is expected;
+    :class:`~loopwise.errors.ConfigError` (``.name`` the setting) for a bad name, limit or
+    budget.
     """
 
     name: str
@@ -272,10 +292,22 @@ class Agent:
     """The CLI must give this step a model."""
 
     def __post_init__(self) -> None:
-        if self.max_steps < 1 or self.failure_cap < 1:
-            raise ToolError(
-                f"agent {self.name!r}: max_steps and failure_cap must be at least 1",
-                tool=self.name,
+        if not isinstance(self.name, str) or not self.name or "/" in self.name:
+            raise ConfigError(
+                f"agent name {self.name!r} must be non-empty, without '/'", name="name"
+            )
+        for limit in ("max_steps", "failure_cap"):
+            value = getattr(self, limit)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(
+                    f"agent {self.name!r}: {limit} must be a whole number >= 1, not {value!r}",
+                    name=limit,
+                )
+        if not isinstance(self.budget, Budget):
+            raise ConfigError(
+                f"agent {self.name!r}: budget must be a loopwise.Budget, not "
+                f"{type(self.budget).__name__}",
+                name="budget",
             )
         for item in self.tools:
             self._add_tool(_as_tool(item, self.name))

@@ -435,7 +435,14 @@ def new_context(target: Step, opts: RunOptions) -> Context:
 
         model = resolve_model(model)
     own_budget = getattr(target, "budget", None)
-    budget = (own_budget if isinstance(own_budget, Budget) else Budget()).merged(opts.budget)
+    if own_budget is not None and not isinstance(own_budget, Budget):
+        # A budget the run would silently ignore is worse than no run.
+        raise ConfigError(
+            f"step {target.name!r}: budget must be a loopwise.Budget, not "
+            f"{type(own_budget).__name__}",
+            name="budget",
+        )
+    budget = (own_budget or Budget()).merged(opts.budget)
     return Context(
         run_id=opts.run_id or uuid.uuid4().hex[:12],
         model=model,

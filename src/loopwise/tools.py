@@ -299,6 +299,11 @@ class Tool:
         self.description = description if description is not None else doc.summary
         """What the tool does and when to call it (empty when undocumented: ``check`` warns)."""
         self.untrusted_output = untrusted_output
+        if timeout is not None and not (isinstance(timeout, int | float) and timeout > 0):
+            raise ToolError(
+                f"tool {self.name!r}: timeout must be seconds > 0 (or None), not {timeout!r}",
+                tool=self.name,
+            )
         self.timeout = timeout
         self.gate = gate
         self._is_async = inspect.iscoroutinefunction(fn)
