@@ -34,9 +34,8 @@ import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Annotated, Any, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
-import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from loopwise.agent import Agent
@@ -47,6 +46,17 @@ from loopwise.structured import Structured
 from loopwise.tools import Tool, ToolArgumentsError
 from loopwise.usage import Budget, Usage
 from loopwise.workflow import Workflow
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+
+def _nx() -> Any:
+    """networkx, imported on first use: it would add ~60 ms to ``import loopwise``."""
+    import networkx
+
+    return networkx
+
 
 __all__ = [
     "Action",
@@ -319,8 +329,8 @@ def _structure_errors(plan: Plan, catalog: ActionCatalog, max_steps: int) -> lis
 
 def _cycle_errors(plan: Plan) -> list[str]:
     try:
-        cycle = nx.find_cycle(_dependency_graph(plan))
-    except nx.NetworkXNoCycle:
+        cycle = _nx().find_cycle(_dependency_graph(plan))
+    except _nx().NetworkXNoCycle:
         return []
     path = " -> ".join([str(u) for u, _ in cycle] + [str(cycle[0][0])])
     return [f"dependency cycle: {path}"]
@@ -625,7 +635,7 @@ def compile_plan(
     verdicts = verdicts or {}
     wf = Workflow(name)
     wf.add("start", _start)
-    order = list(nx.topological_sort(_dependency_graph(plan)))
+    order = list(_nx().topological_sort(_dependency_graph(plan)))
     by_id = plan.by_id()
     for sid in order:
         planned = by_id[sid]
@@ -671,7 +681,7 @@ async def authorize_plan(
 
 
 def _dependency_graph(plan: Plan) -> nx.DiGraph:
-    graph = nx.DiGraph()
+    graph = _nx().DiGraph()
     graph.add_nodes_from(s.id for s in plan.steps)
     graph.add_edges_from((d, s.id) for s in plan.steps for d in s.depends_on)
     return graph

@@ -56,14 +56,33 @@ import re
 import types
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, is_dataclass
-from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_type_hints
+from typing import (
+    TYPE_CHECKING,
+    Annotated,
+    Any,
+    Literal,
+    Union,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
 
-import networkx as nx
 from pydantic import BaseModel, ValidationError
 
 from loopwise.errors import ConfigError, GraphError
 from loopwise.step import Context, FunctionStep, Halt, Status, Step, concurrently, jsonable
 from loopwise.usage import Budget
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+
+def _nx() -> Any:
+    """networkx, imported on first use: it would add ~60 ms to ``import loopwise``."""
+    import networkx
+
+    return networkx
+
 
 __all__ = ["RouteDecision", "Workflow"]
 
@@ -183,7 +202,7 @@ class Workflow:
         """What the workflow is for."""
         self.budget = budget
         """The run budget when this workflow is the run's target."""
-        self.graph: nx.DiGraph = nx.DiGraph()
+        self.graph: nx.DiGraph = _nx().DiGraph()
         """The graph: node attrs ``step`` and ``join``; route nodes also ``route``."""
         self._tails: list[str] = []
         self._version = 0
@@ -411,7 +430,7 @@ class Workflow:
         self.validate()
         plan = _Plan(
             start=self._start(),
-            generations=[list(g) for g in nx.topological_generations(self.graph)],
+            generations=[list(g) for g in _nx().topological_generations(self.graph)],
             ends=[n for n in self.graph if self.graph.out_degree(n) == 0],
             merges=frozenset(n for n in self.graph if self._merges(n)),
         )
@@ -472,7 +491,7 @@ class Workflow:
     def _guards(self) -> dict[str, frozenset[tuple[str, str]]]:
         """Per node, the route choices (route, branch) every run of it depends on."""
         guards: dict[str, frozenset[tuple[str, str]]] = {}
-        for node in nx.topological_sort(self.graph):
+        for node in _nx().topological_sort(self.graph):
             preds = list(self.graph.predecessors(node))
             if not preds:
                 guards[node] = frozenset()
@@ -502,8 +521,8 @@ class Workflow:
 
     def _cycle_error(self) -> GraphError | None:
         try:
-            cycle = nx.find_cycle(self.graph)
-        except nx.NetworkXNoCycle:
+            cycle = _nx().find_cycle(self.graph)
+        except _nx().NetworkXNoCycle:
             return None
         path = " → ".join([*(u for u, _ in cycle), cycle[0][0]])
         first, last = cycle[-1]
@@ -515,7 +534,7 @@ class Workflow:
 
     def _reach_errors(self) -> list[GraphError]:
         start = self._start()
-        reached = nx.descendants(self.graph, start) | {start}
+        reached = _nx().descendants(self.graph, start) | {start}
         return [
             GraphError(
                 f"node {n!r} is unreachable from the start node {start!r}: nothing leads to "
