@@ -86,6 +86,10 @@ def test_a_workflow_is_a_step_with_types() -> None:
     assert loopwise.run(wf, {"subject": "hi", "kind": "praise"}).output == "HI"
     bad = loopwise.run(wf, {"subject": "hi", "kind": "rant"})
     assert bad.status == "error" and "Ticket" in (bad.detail or "")
+    # Not an object at all: refused too, not run as if it were a Ticket.
+    text = loopwise.run(wf, "just a string")
+    assert text.status == "error" and "does not match Ticket" in (text.detail or "")
+    assert text.steps == 0
 
 
 # Validation: each error names the node.

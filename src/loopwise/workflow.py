@@ -681,21 +681,22 @@ def _exclusive(a: frozenset[tuple[str, str]], b: frozenset[tuple[str, str]]) -> 
 
 
 def _coerce(value: Any, wanted: Any, where: str) -> Any:
-    """Validate a dict into a pydantic input model (the CLI passes JSON objects)."""
+    """``value`` as the pydantic input model a step declares (the CLI passes JSON objects);
+    a value that cannot be one (a string where a ``Ticket`` is declared) ends the run."""
     model = _strip(wanted)
-    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+    if not (isinstance(model, type) and issubclass(model, BaseModel)) or isinstance(value, model):
         return value
-    if isinstance(value, Mapping):
-        try:
-            return model.model_validate(dict(value))
-        except ValidationError as e:
-            first = e.errors()[0]
-            field = ".".join(str(p) for p in first["loc"]) or "input"
-            raise Halt(
-                Status.ERROR,
-                f"{where}: input does not match {model.__name__}: {field}: {first['msg']}",
-            ) from e
-    return value
+    if isinstance(value, BaseModel):
+        value = value.model_dump()
+    try:
+        return model.model_validate(dict(value) if isinstance(value, Mapping) else value)
+    except ValidationError as e:
+        first = e.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "input"
+        raise Halt(
+            Status.ERROR,
+            f"{where}: input does not match {model.__name__}: {field}: {first['msg']}",
+        ) from e
 
 
 def _norm(key: Any) -> Any:
