@@ -11,6 +11,7 @@ big parent would report the parent's peak, not its own. Elsewhere ``ru_maxrss`` 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -20,18 +21,26 @@ HERE = Path(__file__).resolve().parent
 
 
 def _run(*args: str) -> float:
+    # Bytecode caches on, as in any normal install: with PYTHONDONTWRITEBYTECODE set,
+    # loopwise (an editable install) would be compiled from source on every import
+    # while openai's wheel ships its .pyc files.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     out = subprocess.run(
         [sys.executable, str(HERE / "probes.py"), *args],
         capture_output=True,
         text=True,
         check=True,
         cwd=HERE,
+        env=env,
     )
     return float(out.stdout.strip().splitlines()[-1])
 
 
 def import_times(modules: list[str], repeats: int) -> dict[str, float]:
-    """Best-of-``repeats`` import seconds of each module, each in a fresh interpreter."""
+    """Best-of-``repeats`` import seconds of each module, each in a fresh interpreter
+    (after one untimed import of each, which writes the bytecode caches)."""
+    for m in modules:
+        _run("import", m)
     best = {m: float("inf") for m in modules}
     for _ in range(repeats):
         for m in modules:  # interleaved, so drift hits both alike

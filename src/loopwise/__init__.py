@@ -2,8 +2,10 @@
 where a wrong step is expensive — one step interface, one budget, one store, one eval.
 """
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from loopwise.agent import Agent, ContextPolicy, LoopDetection
-from loopwise.decide import Decision, Finding, TraceAnalysis, analyze, check, decide
 from loopwise.errors import (
     ConfigError,
     GraphError,
@@ -14,15 +16,6 @@ from loopwise.errors import (
     TargetError,
     ToolError,
 )
-from loopwise.evals import (
-    Case,
-    EvalReport,
-    EvalTarget,
-    aevaluate,
-    evaluate,
-    field_match,
-    load_dataset,
-)
 from loopwise.gates import (
     ApprovalRequest,
     Approved,
@@ -31,15 +24,6 @@ from loopwise.gates import (
     Escalate,
     Gate,
     TerminalApprovals,
-)
-from loopwise.hybrid import (
-    Action,
-    ActionCatalog,
-    ActionResult,
-    Hybrid,
-    HybridOutput,
-    Plan,
-    PlanStep,
 )
 from loopwise.model import Model, ModelRequest, OpenAIModel, ToolCall, Turn, resolve_model
 from loopwise.runner import aresume, arun, resume, run
@@ -68,6 +52,49 @@ from loopwise.tools import (
 )
 from loopwise.usage import Budget, Price, Pricing, Usage
 from loopwise.workflow import Workflow
+
+if TYPE_CHECKING:
+    from loopwise.decide import Decision, Finding, TraceAnalysis, analyze, check, decide
+    from loopwise.evals import (
+        Case,
+        EvalReport,
+        EvalTarget,
+        aevaluate,
+        evaluate,
+        field_match,
+        load_dataset,
+    )
+    from loopwise.hybrid import (
+        Action,
+        ActionCatalog,
+        ActionResult,
+        Hybrid,
+        HybridOutput,
+        Plan,
+        PlanStep,
+    )
+
+# Hybrids and the deciding API (decide, check, analyze, evals) load on first use: they
+# are ~35 ms of `import loopwise` that running a workflow or an agent never needs.
+_LAZY = {
+    **dict.fromkeys(["Decision", "Finding", "TraceAnalysis", "analyze", "check", "decide"],
+                    "loopwise.decide"),
+    **dict.fromkeys(["Case", "EvalReport", "EvalTarget", "aevaluate", "evaluate",
+                     "field_match", "load_dataset"], "loopwise.evals"),
+    **dict.fromkeys(["Action", "ActionCatalog", "ActionResult", "Hybrid", "HybridOutput",
+                     "Plan", "PlanStep"], "loopwise.hybrid"),
+}  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    """Load a lazily exported name on first access (PEP 562)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'loopwise' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "Action",
