@@ -164,3 +164,21 @@ def test_a_model_call_is_cut_off_when_the_wall_time_budget_runs_out() -> None:
     )
     assert started.is_set()
     assert result.status == Status.BUDGET_EXCEEDED and "cut off" in str(result.detail)
+
+
+def test_a_usd_limit_that_cannot_be_checked_is_not_kept_silently() -> None:
+    unpriced = ScriptedModel([reply("a")] * 3, name="my-local-llama")
+    result = loopwise.run(
+        loopwise.Agent(name="a"), "hi", model=unpriced, budget=Budget(max_cost_usd=0.01)
+    )
+    assert result.status == Status.BUDGET_EXCEEDED and result.usage.cost_usd is None
+    assert "cost unknown" in str(result.detail) and "Pricing(extra=" in str(result.detail)
+    priced = loopwise.Pricing(extra={"my-local-llama": loopwise.Price(input=0.0, output=0.0)})
+    again = loopwise.run(
+        loopwise.Agent(name="a"),
+        "hi",
+        model=ScriptedModel([reply("a")], name="my-local-llama"),
+        budget=Budget(max_cost_usd=0.01),
+        pricing=priced,
+    )
+    assert again.status == Status.COMPLETED

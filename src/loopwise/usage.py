@@ -162,7 +162,8 @@ class Budget:
     max_tokens: int | None = None
     """Total (input + output) tokens for the run."""
     max_cost_usd: float | None = None
-    """USD for the run; with a model of unknown price this limit cannot be checked."""
+    """USD for the run. A call whose cost is unknown (no price for its model) breaks it:
+    a cap that cannot be checked is not kept silently (add the price to :class:`Pricing`)."""
     max_seconds: float | None = None
     """Wall-clock seconds for the run."""
 
@@ -208,6 +209,11 @@ class Budget:
                 )
             return f"tokens {tokens} > max_tokens {self.max_tokens}"
         cost = usage.cost_usd
+        if self.max_cost_usd is not None and cost is None and usage.model_calls:
+            return (
+                f"cost unknown (a model without a price) with max_cost_usd ${self.max_cost_usd}: "
+                "add its price with Pricing(extra=...), or drop the USD limit"
+            )
         if self.max_cost_usd is not None and cost is not None and cost > self.max_cost_usd:
             return f"cost ${cost:.6f} > max_cost_usd ${self.max_cost_usd}"
         if self.max_seconds is not None and usage.wall_seconds > self.max_seconds:
