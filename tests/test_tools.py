@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 import loopwise
 from loopwise import (
@@ -20,6 +20,7 @@ from loopwise import (
     Tool,
     ToolArgumentsError,
     ToolError,
+    as_tool,
     tool,
 )
 
@@ -158,3 +159,19 @@ def test_timeout_is_enforced() -> None:
 
     with pytest.raises(TimeoutError, match=r"'slow' timed out after 0\.01s"):
         asyncio.run(slow.invoke({}))
+
+
+def test_as_tool_of_an_untyped_step_gives_every_property_a_type() -> None:
+    """Strict function schemas reject a property without a type; an untyped step
+    (a structured call, a workflow without input_type) takes the model's text."""
+
+    class Summary(BaseModel):
+        text: str
+
+    summarize = loopwise.Structured("summarize", Summary, "Summarise.")
+    flow = loopwise.Workflow("echo").then(loopwise.step(lambda x: x, name="same"))
+    for step in (summarize, flow):
+        made = as_tool(step, description="Use it. Call it when needed.")
+        params = made.schema["function"]["parameters"]
+        assert params["properties"]["input"]["type"] == "string"
+        assert made.parse('{"input": "hello"}').input == "hello"  # type: ignore[attr-defined]

@@ -474,11 +474,15 @@ def as_tool(
     """Any step (a workflow, a structured step, an agent) as a tool, run via ``ctx.run_step``.
 
     A step whose ``input_type`` is a pydantic model takes that model as its arguments;
-    any other step takes one argument, ``input``, of its ``input_type`` (``str`` for an
-    agent, which has none).
+    any other step takes one argument, ``input``, of its ``input_type`` (``str`` when it
+    declares none or ``Any``, as strict function schemas need a type).
     """
     step_name = name or str(step.name)
     input_type = getattr(step, "input_type", str)
+    if input_type in (Any, object):
+        # A strict function schema needs a type for every property: an untyped input
+        # (a structured step, an untyped workflow) takes the text the model writes.
+        input_type = str
     if isinstance(input_type, type) and issubclass(input_type, BaseModel):
         args_model: type[BaseModel] = input_type
         unwrap = False
