@@ -555,3 +555,23 @@ def test_eval_limits_make_the_within_budget_rate_a_question(
     (agent,) = doc["targets"]
     assert code == 0 and agent["within_budget_rate"] == 0.0
     assert agent["status_counts"] == {"step_limit": 6} and agent["correct_rate"] == 0.0
+
+
+def test_eval_file_mistakes_exit_2_in_one_line_before_any_run(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, tickets: Path
+) -> None:
+    binary = tmp_path / "binary.jsonl"
+    binary.write_bytes(b"\xff\xfe not text\n")
+    mistakes = [
+        (["--dataset", str(binary)], "cannot read it as UTF-8"),
+        (["--dataset", str(tickets), "--report", str(tmp_path)], "not a file path"),
+        (["--dataset", str(tickets), "--report", f"{tickets}/r.html"], "not a file path"),
+    ]
+    for extra, needle in mistakes:
+        assert main(["eval", TRIAGE, "--model", "scripted", *extra, "--json"]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and needle in err and err.count("\n") == 1, err
+    assert main(["runs", "list", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["runs"] == []
+    assert main(["run", TRIAGE, "--model", "scripted", "--input", f"@{binary}"]) == 2
+    assert "cannot read" in capsys.readouterr().err

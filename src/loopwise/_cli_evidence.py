@@ -223,7 +223,29 @@ def needs_model(step: Any) -> bool:
     return bool(getattr(step, "needs_model", not isinstance(step, FunctionStep)))
 
 
+def _report_path(raw: str | None) -> Path | None:
+    """The ``--report`` file, checked before any run (a bad path must not waste an eval)."""
+    if raw is None:
+        return None
+    path = Path(raw)
+    if path.is_dir() or (path.parent.exists() and not path.parent.is_dir()):
+        raise ConfigError(f"--report {raw}: not a file path", name="report")
+    return path
+
+
+def _write_report(report: EvalReport, path: Path, targets: list[EvalTarget]) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_report(report, str(path), {t.name: describe_graph(t.step) for t in targets})
+    except OSError as e:
+        raise ConfigError(
+            f"--report {path}: cannot write it ({e}); the eval is saved in the store",
+            name="report",
+        ) from e
+
+
 def _cmd_eval(args: argparse.Namespace) -> int:
+    report_path = _report_path(args.report)
     cases = load_dataset(args.dataset)
     scorer = load_scorer(args.scorer) if args.scorer else field_match
     loaded = [load_target(spec) for spec in args.targets]
@@ -246,8 +268,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         ),
     )
     save_eval(store_path, report)
-    if args.report:
-        write_report(report, args.report, {t.name: describe_graph(t.step) for t in targets})
+    if report_path is not None:
+        _write_report(report, report_path, targets)
     if args.json:
         doc = report.to_dict()
         doc["report"] = args.report

@@ -49,7 +49,10 @@ def _parse_input(raw: str | None) -> Any:
         path = Path(raw[1:])
         if not path.is_file():
             raise UsageError(f"--input: no such file {path}")
-        text = path.read_text()
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise UsageError(f"--input: cannot read {path} as UTF-8 text ({e})") from e
     else:
         text = raw
     try:

@@ -87,8 +87,12 @@ def load_dataset(path: str | Path) -> list[Case]:
     source = Path(path)
     if not source.is_file():
         raise ConfigError(f"dataset {source}: no such file", name=str(source))
+    try:
+        text = source.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"dataset {source}: cannot read it as UTF-8 text ({e})") from e
     cases = []
-    for number, line in enumerate(source.read_text().splitlines(), 1):
+    for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
