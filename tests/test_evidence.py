@@ -575,3 +575,21 @@ def test_eval_file_mistakes_exit_2_in_one_line_before_any_run(
     assert json.loads(capsys.readouterr().out)["runs"] == []
     assert main(["run", TRIAGE, "--model", "scripted", "--input", f"@{binary}"]) == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+def test_scorer_and_store_and_decide_mistakes_exit_2_in_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, tickets: Path
+) -> None:
+    broken = tmp_path / "broken_scorer.py"
+    broken.write_text("def score(output, expected:\n")
+    argv = ["eval", TRIAGE, "--model", "scripted", "--dataset", str(tickets)]
+    cases = [
+        ([*argv, "--scorer", f"{broken}:score"], "SyntaxError while loading"),
+        (["analyze", "--store", str(tmp_path)], "cannot open run store"),
+        (["decide", "--steps-known", "yes", "--wrong-step-cost", "cheap", "--volume", "-5"], "-5"),
+        (["decide", "--steps-known", "yes", "--wrong-step-cost", "cheap", "--latency", "-1"], "-1"),
+    ]
+    for args, needle in cases:
+        assert main(args) == 2, args
+        out, err = capsys.readouterr()
+        assert out == "" and needle in err and err.count("\n") == 1, err

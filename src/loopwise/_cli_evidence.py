@@ -62,8 +62,8 @@ def _add_decide(sub: Any) -> None:
         choices=["cheap", "expensive"],
         help="what does a wrong step cost? (expensive: money, deletes, mail to customers)",
     )
-    p.add_argument("--volume", type=int, help="runs per day (optional)")
-    p.add_argument("--latency", type=float, help="latency budget in seconds (optional)")
+    p.add_argument("--volume", type=_count(0), help="runs per day (optional)")
+    p.add_argument("--latency", type=_seconds, help="latency budget in seconds (optional)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(handler=_cmd_decide)
 
@@ -194,14 +194,21 @@ def _count(least: int) -> Callable[[str], int]:
     return parse
 
 
-def _usd(raw: str) -> float:
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not value >= 0 or value == float("inf"):  # also refuses nan
-        raise argparse.ArgumentTypeError(f"{raw!r} is not an amount of USD >= 0")
-    return value
+def _amount(unit: str) -> Callable[[str], float]:
+    def parse(raw: str) -> float:
+        try:
+            value = float(raw)
+        except ValueError:
+            value = -1.0
+        if not value >= 0 or value == float("inf"):  # also refuses nan
+            raise argparse.ArgumentTypeError(f"{raw!r} is not an amount of {unit} >= 0")
+        return value
+
+    return parse
+
+
+_usd = _amount("USD")
+_seconds = _amount("seconds")
 
 
 def add_limit_flags(p: argparse.ArgumentParser, scope: str) -> None:

@@ -1093,8 +1093,8 @@ def stored_runs(path: Any, target: str | None = None, *, limit: int = 1000) -> l
 
     from loopwise.store import SQLiteStore
 
-    if not Path(path).is_file():
-        return []
+    if not Path(path).exists():
+        return []  # no store yet: no runs (a path that is not a store fails when opened)
     names = {target, target.rsplit(":", 1)[-1]} if target else set()
     with SQLiteStore(path) as store:
         rows = store.list_runs(limit=limit)

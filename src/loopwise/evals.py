@@ -909,8 +909,10 @@ def load_scorer(spec: str) -> Scorer:
             loader.loader.exec_module(module)
         else:
             module = importlib.import_module(module_part)
-    except (ImportError, OSError) as e:
-        raise ConfigError(f"--scorer {spec!r}: {e}") from e
+    except ConfigError:
+        raise
+    except Exception as e:  # the scorer's module is user code: any error while loading it
+        raise ConfigError(f"--scorer {spec!r}: {type(e).__name__} while loading: {e}") from e
     scorer = getattr(module, name, None)
     if not callable(scorer):
         raise ConfigError(f"--scorer {spec!r}: {name!r} is not a function")
