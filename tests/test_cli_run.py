@@ -249,3 +249,28 @@ def test_a_store_that_cannot_be_opened_exits_2(
 ) -> None:
     argv = [target, "--input", TICKET, "--model", "scripted", "--store", str(tmp_path)]
     assert "cannot open run store" in _usage_error(capsys, *argv)
+
+
+def test_json_stdout_stays_one_document_when_user_code_prints(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    noisy = tmp_path / "noisy.py"
+    noisy.write_text(
+        "import loopwise\n"
+        "print('loading noisy')\n"
+        "@loopwise.step\n"
+        "def shout(x: str) -> str:\n"
+        "    print('shouting', x)\n"
+        "    return x.upper()\n"
+    )
+    data = tmp_path / "cases.jsonl"
+    data.write_text('{"input": "a", "expected": "A"}\n')
+    for argv in (
+        ["run", f"{noisy}:shout", "--input", '"hi"', "--json"],
+        ["eval", f"{noisy}:shout", "--dataset", str(data), "--json"],
+        ["check", f"{noisy}:shout", "--json"],
+    ):
+        assert main(argv) == 0, argv
+        out, err = capsys.readouterr()
+        json.loads(out)  # one document, nothing else
+        assert "shouting" in err or "loading noisy" in err or argv[0] == "check"

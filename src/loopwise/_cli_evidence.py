@@ -12,7 +12,8 @@ import argparse
 import asyncio
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, redirect_stdout
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
@@ -37,9 +38,26 @@ from loopwise.store import default_store_path
 from loopwise.targets import load_target, model_for
 from loopwise.usage import Budget
 
-__all__ = ["add_evidence_verbs", "add_limit_flags", "budget_of", "needs_model"]
+__all__ = [
+    "add_evidence_verbs",
+    "add_limit_flags",
+    "budget_of",
+    "needs_model",
+    "user_output_to_stderr",
+]
 
 _STORE_HELP = "run store path (default $LOOPWISE_STORE or .loopwise/runs.db)"
+
+
+@contextmanager
+def user_output_to_stderr(as_json: bool) -> Iterator[None]:
+    """While user code runs (a target's import, its steps and tools), send what it prints
+    to stderr when ``--json`` promises one document on stdout."""
+    if not as_json:
+        yield
+        return
+    with redirect_stdout(sys.stderr):
+        yield
 
 
 def add_evidence_verbs(sub: Any) -> None:
@@ -148,7 +166,8 @@ def _add_check(sub: Any) -> None:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    findings = check_target(args.target)
+    with user_output_to_stderr(args.json):
+        findings = check_target(args.target)
     errors = sum(f.level is Level.ERROR for f in findings)
     if args.json:
         doc = {
@@ -252,6 +271,21 @@ def _write_report(report: EvalReport, path: Path, targets: list[EvalTarget]) -> 
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
+    with user_output_to_stderr(args.json):
+        report = _eval_and_save(args)
+    if args.json:
+        doc = report.to_dict()
+        doc["report"] = args.report
+        print(json.dumps(doc, default=str))
+    else:
+        print(format_text(report))
+        if args.report:
+            print(f"report: {args.report}")
+    return 0
+
+
+def _eval_and_save(args: argparse.Namespace) -> EvalReport:
+    """Load, run and store the eval (and write its page); the report for printing."""
     report_path = _report_path(args.report)
     cases = load_dataset(args.dataset)
     scorer = load_scorer(args.scorer) if args.scorer else field_match
@@ -277,15 +311,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     save_eval(store_path, report)
     if report_path is not None:
         _write_report(report, report_path, targets)
-    if args.json:
-        doc = report.to_dict()
-        doc["report"] = args.report
-        print(json.dumps(doc, default=str))
-    else:
-        print(format_text(report))
-        if args.report:
-            print(f"report: {args.report}")
-    return 0
+    return report
 
 
 async def _evaluate(

@@ -17,7 +17,13 @@ from typing import Any, NoReturn
 import pydantic
 
 from loopwise import runner
-from loopwise._cli_evidence import add_evidence_verbs, add_limit_flags, budget_of, needs_model
+from loopwise._cli_evidence import (
+    add_evidence_verbs,
+    add_limit_flags,
+    budget_of,
+    needs_model,
+    user_output_to_stderr,
+)
 from loopwise._cli_store import add_store_verbs, interactive
 from loopwise.errors import ConfigError, LoopwiseError, StoreError
 from loopwise.gates import TerminalApprovals
@@ -108,31 +114,34 @@ def _checked_input(target: Target, payload: Any) -> Any:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    target = load_target(args.target)
-    payload = _checked_input(target, _parse_input(args.input))
-    model = model_for(target, args.model) if (needs_model(target.step) or args.model) else None
-    result = _run_closing(
-        target.step,
-        payload,
-        model=model,
-        budget=budget_of(args),
-        max_steps=args.max_steps,
-        store=args.store or runner.DEFAULT,
-        spec=args.target,
-        approvals=TerminalApprovals() if interactive(args) else None,
-    )
+    payload = _parse_input(args.input)
+    with user_output_to_stderr(args.json):
+        target = load_target(args.target)
+        payload = _checked_input(target, payload)
+        wants_model = needs_model(target.step) or args.model
+        result = _run_closing(
+            target.step,
+            payload,
+            model=model_for(target, args.model) if wants_model else None,
+            budget=budget_of(args),
+            max_steps=args.max_steps,
+            store=args.store or runner.DEFAULT,
+            spec=args.target,
+            approvals=TerminalApprovals() if interactive(args) else None,
+        )
     _print_result(result, args.json)
     return exit_code(result.status)
 
 
 def _cmd_resume(args: argparse.Namespace) -> int:
-    result = runner.resume(
-        args.run_id,
-        model=args.model,
-        store=args.store or runner.DEFAULT,
-        approvals=TerminalApprovals() if interactive(args) else None,
-        force=args.force,
-    )
+    with user_output_to_stderr(args.json):
+        result = runner.resume(
+            args.run_id,
+            model=args.model,
+            store=args.store or runner.DEFAULT,
+            approvals=TerminalApprovals() if interactive(args) else None,
+            force=args.force,
+        )
     _print_result(result, args.json)
     return exit_code(result.status)
 
