@@ -307,20 +307,8 @@ class FakeChatServer:
         from loopwise.testing import _as_turn, _priced
 
         turn: Turn = _priced(_as_turn(entry), request, "")
-        message: dict[str, Any] = {
-            "role": "assistant",
-            "content": turn.text,
-            "refusal": turn.refusal,
-        }
-        if turn.tool_calls:
-            message["tool_calls"] = [
-                {
-                    "id": c.id,
-                    "type": "function",
-                    "function": {"name": c.name, "arguments": c.arguments},
-                }
-                for c in turn.tool_calls
-            ]
+        # A response message always carries `content` and `refusal`, null when absent.
+        message = {**turn.to_message(), "content": turn.text, "refusal": turn.refusal}
         choice = {"index": 0, "message": message, "finish_reason": turn.finish_reason}
         doc = {
             "id": f"chatcmpl-fake-{next(self._ids)}",

@@ -221,14 +221,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         handler: Handler = args.handler
         return handler(args)
-    except UsageError as e:
-        print(f"loopwise: {e}", file=sys.stderr)
-        return 2
-    except ConfigError as e:
-        print(f"loopwise: {e}", file=sys.stderr)
-        return 2
-    except StoreError as e:
-        # A store that cannot be opened is a setting to fix (--store, LOOPWISE_STORE).
+    except (UsageError, ConfigError, StoreError) as e:
+        # A store that cannot be opened is a setting to fix too (--store, LOOPWISE_STORE).
         print(f"loopwise: {e}", file=sys.stderr)
         return 2
     except LoopwiseError as e:
