@@ -9,6 +9,7 @@ command still exits 0. ``BENCH_QUICK=1`` runs fewer rounds (for a smoke test).
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import platform
 import statistics
@@ -66,6 +67,7 @@ def _ms(seconds: float) -> str:
 
 
 async def _timed(factory: Factory, n: int) -> float:
+    gc.collect()  # each batch starts from a clean heap, whichever side ran before
     start = time.perf_counter()
     for _ in range(n):
         await factory()
@@ -113,7 +115,7 @@ async def bench_overhead(url: str) -> list[Row]:
     client = _client(url)
     model = lw_side.openai_model(MODEL, client)
     agent, triage = lw_side.make_agent(), lw_side.make_triage()
-    rounds, n_agent, n_triage = (3, 8, 40) if QUICK else (15, 12, 80)
+    rounds, n_agent, n_triage = (3, 8, 40) if QUICK else (25, 8, 50)
 
     async def raw_agent() -> None:
         await raw_loop.agent(client, MODEL, QUESTION)
@@ -154,15 +156,17 @@ async def bench_concurrency(url: str) -> Row:
     agent = lw_side.make_agent()
     question = "Why did order A-1000 fail? turns=2"
 
-    async def raw_batch() -> None:
-        await asyncio.gather(*(raw_loop.agent(client, MODEL, question) for _ in range(runs)))
+    async def raw_batch(n: int = runs) -> None:
+        await asyncio.gather(*(raw_loop.agent(client, MODEL, question) for _ in range(n)))
 
-    async def lw_batch() -> None:
-        results = await asyncio.gather(*(lw_side.run(agent, question, model) for _ in range(runs)))
+    async def lw_batch(n: int = runs) -> None:
+        results = await asyncio.gather(*(lw_side.run(agent, question, model) for _ in range(n)))
         for r in results:
             _check(r)
 
-    raw_s, lw_s, ratio = await _interleaved(raw_batch, lw_batch, 1, 1 if QUICK else 2, warmup=0)
+    await raw_batch(100)  # opens the pool's connections for both sides
+    await lw_batch(100)
+    raw_s, lw_s, ratio = await _interleaved(raw_batch, lw_batch, 1, 1 if QUICK else 3, warmup=0)
     await client.close()
     throughput = 1 / ratio  # runs/s of loopwise over runs/s of the raw loop
     return Row(
