@@ -274,3 +274,14 @@ def test_json_stdout_stays_one_document_when_user_code_prints(
         out, err = capsys.readouterr()
         json.loads(out)  # one document, nothing else
         assert "shouting" in err or "loading noisy" in err or argv[0] == "check"
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback(target: str) -> None:
+    """`loopwise run ... --json | head -c 1`: the pipe closes before the document is out."""
+    exe = str(Path(sys.executable).with_name("loopwise"))
+    argv = [exe, "run", target, "--input", TICKET, "--model", "scripted", "--json"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=60)
+    assert "Traceback" not in err and "BrokenPipe" not in err

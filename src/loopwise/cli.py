@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -227,6 +228,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except LoopwiseError as e:
         print(f"loopwise: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        # The reader left early (`loopwise runs show X | head`): no traceback, and none
+        # again when Python flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
 
 
