@@ -174,7 +174,9 @@ def test_missing_and_malformed_targets_exit_2(
 
 def test_bad_input_json_exits_2(target: str, capsys: pytest.CaptureFixture[str]) -> None:
     err = _usage_error(capsys, target, "--input", "{not json", "--model", "scripted")
-    assert "--input is not valid JSON" in err
+    assert "--input is not valid JSON" in err and "JSON string" not in err
+    err = _usage_error(capsys, target, "--input", "why did it fail?", "--model", "scripted")
+    assert "pass text as a JSON string" in err
 
 
 def test_missing_model_configuration_exits_2(

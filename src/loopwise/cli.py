@@ -65,8 +65,10 @@ def _parse_input(raw: str | None) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
+        # Plain words are the usual slip: an agent's question must be a JSON string.
+        hint = "" if text.lstrip()[:1] in '{["' else "; pass text as a JSON string: '\"...\"'"
         raise UsageError(
-            f"--input is not valid JSON ({e.msg} at line {e.lineno} col {e.colno})"
+            f"--input is not valid JSON ({e.msg} at line {e.lineno} col {e.colno}){hint}"
         ) from e
 
 
