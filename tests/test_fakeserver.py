@@ -242,3 +242,44 @@ def test_faults_work_in_process_with_the_scripted_model() -> None:
     first = loopwise.run(ask, "x", model=model)
     assert first.status == Status.ERROR and "429" in (first.detail or "")
     assert loopwise.run(ask, "x", model=model).output == "late"
+
+
+def _tool_turn_body(*calls: tuple[str, str, str | None]) -> dict[str, Any]:
+    """A raw completion whose tool calls carry the given ids (``None``: no id at all)."""
+    tool_calls = [
+        {"type": "function", "function": {"name": n, "arguments": a}, **({"id": i} if i else {})}
+        for n, a, i in calls
+    ]
+    message = {"role": "assistant", "content": None, "tool_calls": tool_calls}
+    return {
+        "id": "chatcmpl-raw",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "fake-model",
+        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": message}],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 5, "total_tokens": 10},
+    }
+
+
+@pytest.mark.parametrize("ids", [(None, None), ("call_0", "call_0")])
+def test_missing_or_repeated_call_ids_from_a_server_become_unique(
+    ids: tuple[str | None, str | None],
+) -> None:
+    """Results are bound, journaled and gated by call id: two calls never share one."""
+
+    @loopwise.tool
+    def look(q: str) -> str:
+        """Look something up. Call it to look."""
+        return f"seen {q}"
+
+    raw = _tool_turn_body(("look", '{"q": "a"}', ids[0]), ("look", '{"q": "b"}', ids[1]))
+    with FakeChatServer([Fault(body=raw), reply("done")]) as server:
+        agent = loopwise.Agent(name="a", tools=[look])
+        result = loopwise.run(agent, "q", model=server.model(), store=None)
+        sent = server.requests[1]["messages"]
+    assert result.status is Status.COMPLETED
+    call_ids = [c["id"] for m in sent if m["role"] == "assistant" for c in m["tool_calls"]]
+    answered = [m["tool_call_id"] for m in sent if m["role"] == "tool"]
+    assert len(set(call_ids)) == 2 and all(call_ids) and answered == call_ids
+    if ids[0]:
+        assert call_ids[0] == ids[0]  # a given id is kept

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -261,10 +262,11 @@ def _to_turn(completion: Any, fallback_model: str) -> Turn:
         raise ModelAPIError("the model returned no choices")
     choice = completion.choices[0]
     message = choice.message
+    raw = [c for c in (message.tool_calls or []) if getattr(c, "function", None) is not None]
+    ids = _unique_ids([c.id for c in raw])
     calls = [
-        ToolCall(id=c.id, name=c.function.name, arguments=c.function.arguments or "")
-        for c in (message.tool_calls or [])
-        if getattr(c, "function", None) is not None
+        ToolCall(id=i, name=c.function.name, arguments=c.function.arguments or "")
+        for i, c in zip(ids, raw, strict=True)
     ]
     usage = completion.usage
     return Turn(
@@ -276,6 +278,22 @@ def _to_turn(completion: Any, fallback_model: str) -> Turn:
         output_tokens=usage.completion_tokens if usage else 0,
         model=completion.model or fallback_model,
     )
+
+
+def _unique_ids(ids: list[str | None]) -> list[str]:
+    """Call ids as sent, except a missing or repeated one gets a fresh id.
+
+    Some compatible servers send no ids or the same one for every call of a turn; results
+    are bound to calls (and journaled, and gated) by id, so each must be unique. The turn
+    is journaled with these ids, so a resumed run sees the same ones.
+    """
+    seen: set[str] = set()
+    unique = []
+    for given in ids:
+        chosen = given if given and given not in seen else f"call_{uuid.uuid4().hex[:16]}"
+        seen.add(chosen)
+        unique.append(chosen)
+    return unique
 
 
 def _map_error(error: openai.OpenAIError, request: ModelRequest) -> ModelAPIError:
