@@ -287,3 +287,37 @@ def test_a_reader_that_leaves_early_gets_no_traceback(target: str) -> None:
     proc.stdout.close()
     _, err = proc.communicate(timeout=60)
     assert "Traceback" not in err and "BrokenPipe" not in err
+
+
+def test_an_invalid_workflow_exits_2_before_any_run_is_recorded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    module = tmp_path / "gappy.py"
+    module.write_text(
+        "from typing import Literal\n"
+        "from pydantic import BaseModel\n"
+        "import loopwise\n"
+        "class Kind(BaseModel):\n"
+        "    kind: Literal['a', 'b']\n"
+        "@loopwise.step\n"
+        "def classify(x: str) -> Kind:\n"
+        "    return Kind(kind='a')\n"
+        "@loopwise.step\n"
+        "def handle_a(k: Kind) -> str:\n"
+        "    return 'a'\n"
+        "flow = loopwise.Workflow('flow', input_type=str)\n"
+        "flow.add('classify', classify)\n"
+        "flow.add_route('by_kind', 'kind', {'a': 'handle_a'}, after=['classify'])\n"
+        "flow.add('handle_a', handle_a)\n"
+    )
+    data = tmp_path / "cases.jsonl"
+    data.write_text('{"input": "x"}\n')
+    for argv in (
+        ["run", f"{module}:flow", "--input", '"x"', "--json"],
+        ["eval", f"{module}:flow", "--dataset", str(data), "--json"],
+    ):
+        assert main(argv) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and "does not cover 'b'" in err and err.count("\n") == 1
+    assert main(["runs", "list", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["runs"] == []

@@ -35,13 +35,15 @@ from loopwise.evals import (
 from loopwise.report import describe_graph, write_report
 from loopwise.step import FunctionStep
 from loopwise.store import default_store_path
-from loopwise.targets import load_target, model_for
+from loopwise.targets import Target, load_target, model_for
 from loopwise.usage import Budget
+from loopwise.workflow import Workflow
 
 __all__ = [
     "add_evidence_verbs",
     "add_limit_flags",
     "budget_of",
+    "load_checked",
     "needs_model",
     "user_output_to_stderr",
 ]
@@ -244,6 +246,15 @@ def budget_of(args: argparse.Namespace) -> Budget | None:
     return Budget(max_tokens=args.max_tokens, max_cost_usd=args.max_cost)
 
 
+def load_checked(spec: str) -> Target:
+    """Load a target and, for a workflow, validate its graph now: a graph error is a
+    usage error (exit 2) before any run is recorded, not a failed run."""
+    target = load_target(spec)
+    if isinstance(target.step, Workflow):
+        target.step.validate()
+    return target
+
+
 def needs_model(step: Any) -> bool:
     """Whether the CLI must give ``step`` a model (function steps need none)."""
     return bool(getattr(step, "needs_model", not isinstance(step, FunctionStep)))
@@ -289,7 +300,7 @@ def _eval_and_save(args: argparse.Namespace) -> EvalReport:
     report_path = _report_path(args.report)
     cases = load_dataset(args.dataset)
     scorer = load_scorer(args.scorer) if args.scorer else field_match
-    loaded = [load_target(spec) for spec in args.targets]
+    loaded = [load_checked(spec) for spec in args.targets]
     if len({t.spec for t in loaded}) != len(loaded):
         raise ConfigError("eval: a target is named twice")
     targets = [

@@ -22,6 +22,7 @@ from loopwise._cli_evidence import (
     add_evidence_verbs,
     add_limit_flags,
     budget_of,
+    load_checked,
     needs_model,
     user_output_to_stderr,
 )
@@ -119,7 +120,7 @@ def _checked_input(target: Target, payload: Any) -> Any:
 def _cmd_run(args: argparse.Namespace) -> int:
     payload = _parse_input(args.input)
     with user_output_to_stderr(args.json):
-        target = load_target(args.target)
+        target = load_checked(args.target)
         payload = _checked_input(target, payload)
         wants_model = needs_model(target.step) or args.model
         result = _run_closing(
