@@ -182,3 +182,18 @@ def test_a_usd_limit_that_cannot_be_checked_is_not_kept_silently() -> None:
         pricing=priced,
     )
     assert again.status == Status.COMPLETED
+
+
+def test_an_object_with_an_async_call_is_awaited_as_a_step() -> None:
+    class Doubler:
+        async def __call__(self, x: int) -> int:
+            return 2 * x
+
+    def later(x: int) -> Any:  # a sync function that hands back a coroutine
+        async def value() -> int:
+            return x + 1
+
+        return value()
+
+    assert loopwise.run(loopwise.step(name="double")(Doubler()), 4).output == 8
+    assert loopwise.run(loopwise.step(later), 4).output == 5

@@ -605,7 +605,10 @@ class FunctionStep:
                 name=self.name,
             )
         self._takes_ctx = len(params) == 2
-        self._is_async = inspect.iscoroutinefunction(fn)
+        # An object with an async __call__ is async too (iscoroutinefunction says no).
+        self._is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+            type(fn).__call__
+        )
         hints = _hints(fn)
         self.input_type: Any = hints.get(params[0], Any)
         self.output_type: Any = hints.get("return", Any)
@@ -616,7 +619,10 @@ class FunctionStep:
         args = (input, ctx) if self._takes_ctx else (input,)
         if self._is_async:
             return await self.fn(*args)
-        return await asyncio.to_thread(self.fn, *args)
+        result = await asyncio.to_thread(self.fn, *args)
+        if inspect.isawaitable(result):  # a sync wrapper that returns a coroutine
+            return await result
+        return result
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the wrapped function directly."""
