@@ -133,3 +133,13 @@ def test_offline_model_is_sensible_but_not_an_oracle() -> None:
         right += (out.category, out.queue) == (expected["category"], expected["queue"])
     # A keyword heuristic: right on most tickets, wrong on some ambiguous ones.
     assert 0.8 * len(cases) <= right < len(cases)
+
+
+def test_the_module_alone_names_the_workflow_not_its_nodes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    ticket = '{"subject": "Charged twice", "body": "Two charges of $49 on March 3."}'
+    argv = ["run", "workflows/ticket_triage.py", "--model", "scripted", "--input", ticket]
+    assert main([*argv, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["status"] == "completed" and doc["output"]["queue"] == "billing"

@@ -1,5 +1,6 @@
 """Loading steps named on the command line: ``path/to/file.py:name``, ``pkg.module:name``,
-or a module alone when it exposes exactly one step.
+or a module alone when it exposes exactly one step (not counting the nodes of a workflow
+it exposes).
 
 A target module may also define ``offline_model`` (a model, or a zero-argument
 callable returning one): ``--model scripted`` then uses it instead of the generic
@@ -50,12 +51,27 @@ def load_target(spec: str) -> Target:
             raise TargetError(f"target {spec!r}: {name!r} is not a step", name=spec)
         return Target(spec=spec, step=obj, module=module)
     found = [v for k, v in vars(module).items() if not k.startswith("_") and isinstance(v, Step)]
-    unique = list({id(s): s for s in found}.values())
+    unique = _outermost(list({id(s): s for s in found}.values()))
     if len(unique) != 1:
         raise TargetError(
             f"target {spec!r} exposes {len(unique)} steps; name one as {spec}:NAME", name=spec
         )
     return Target(spec=spec, step=unique[0], module=module)
+
+
+def _outermost(steps: list[Step]) -> list[Step]:
+    """The steps that are not nodes of another one's graph: a workflow module exposes its
+    nodes too, but ``path.py`` alone means the workflow."""
+    inner: set[int] = set()
+    for candidate in steps:
+        nodes = getattr(getattr(candidate, "graph", None), "nodes", None)
+        if not callable(nodes):
+            continue
+        try:  # a networkx graph (a Workflow's); anything else named `graph` is skipped
+            inner.update(id(data.get("step")) for _, data in nodes(data=True))
+        except (TypeError, ValueError, AttributeError):
+            continue
+    return [s for s in steps if id(s) not in inner]
 
 
 def _import(module_part: str, spec: str) -> ModuleType:
