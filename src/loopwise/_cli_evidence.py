@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
+from loopwise._cli_store import store_help
 from loopwise.decide import Decision, Level, TraceAnalysis, analyze, check_target, decide
 from loopwise.errors import ConfigError
 from loopwise.evals import (
@@ -47,8 +48,6 @@ __all__ = [
     "needs_model",
     "user_output_to_stderr",
 ]
-
-_STORE_HELP = "run store path (default $LOOPWISE_STORE or .loopwise/runs.db)"
 
 
 @contextmanager
@@ -197,7 +196,7 @@ def _add_eval(sub: Any) -> None:
     p.add_argument("--scorer", help="module:function or file.py:function (default field match)")
     add_limit_flags(p, "every run")
     p.add_argument("--report", help="write a self-contained HTML report here")
-    p.add_argument("--store", help=_STORE_HELP)
+    p.add_argument("--store", help=store_help)
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(handler=_cmd_eval)
 
@@ -351,7 +350,7 @@ async def _evaluate(
 def _add_analyze(sub: Any) -> None:
     p = sub.add_parser("analyze", help="mine stored agent runs for their tool-call paths")
     p.add_argument("target", nargs="?", help="only runs of this target (spec or step name)")
-    p.add_argument("--store", help=_STORE_HELP)
+    p.add_argument("--store", help=store_help)
     p.add_argument("--limit", type=int, default=1000, help="most recent runs to read")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(handler=_cmd_analyze)

@@ -26,7 +26,7 @@ from loopwise._cli_evidence import (
     needs_model,
     user_output_to_stderr,
 )
-from loopwise._cli_store import add_store_verbs, interactive
+from loopwise._cli_store import add_store_verbs, interactive, store_help
 from loopwise.errors import ConfigError, LoopwiseError, StoreError
 from loopwise.gates import TerminalApprovals
 from loopwise.step import RunResult, Status
@@ -157,7 +157,7 @@ def _add_resume(sub: Any) -> None:
     p.add_argument(
         "--force", action="store_true", help="take over a run whose process is known to be gone"
     )
-    p.add_argument("--store", help="run store path (default $LOOPWISE_STORE or .loopwise/runs.db)")
+    p.add_argument("--store", help=store_help)
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(handler=_cmd_resume)
 
@@ -181,7 +181,7 @@ def _add_run(sub: Any) -> None:
     p.add_argument("target", help="path/to/module.py:name or package.module:name")
     p.add_argument("--input", help="JSON value, @file.json, or - for stdin")
     p.add_argument("--model", help="model name, or `scripted` for the offline model")
-    p.add_argument("--store", help="run store path (default $LOOPWISE_STORE or .loopwise/runs.db)")
+    p.add_argument("--store", help=store_help)
     add_limit_flags(p, "the run")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(handler=_cmd_run)
