@@ -433,3 +433,17 @@ def test_parallel_without_a_node_to_fan_out_from_raises_at_declaration() -> None
     with pytest.raises(GraphError, match=r"start it with then\(step\)") as caught:
         Workflow("w").parallel(a=shout, b=_recorder("b", []))
     assert caught.value.node == "a"
+
+
+def test_a_plain_function_in_the_chained_api_is_a_graph_error_naming_it() -> None:
+    def undecorated(x: str) -> str:
+        return x
+
+    for declare in (
+        lambda: Workflow("w").then(undecorated),  # type: ignore[arg-type]
+        lambda: Workflow("w").then(shout).parallel(undecorated, shout),  # type: ignore[arg-type]
+        lambda: Workflow("w").then(shout).route(len, {1: undecorated}),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(GraphError, match="not a step; decorate") as caught:
+            declare()
+        assert caught.value.node == "undecorated"

@@ -287,7 +287,7 @@ class Workflow:
 
     def then(self, step: Step, *, name: str | None = None, join: Join | None = None) -> Workflow:
         """Append ``step`` after the current end(s): a chain link, or the join of a fan-out."""
-        node = name or step.name
+        node = name or _step_name(step, self.name)
         self.add(node, step, after=self._current_ends(), join=join)
         self._tails = [node]
         self._raise_first(self._edge_errors(node))
@@ -298,7 +298,7 @@ class Workflow:
 
         Node names are the steps' names, or the keywords. Join them with :meth:`then`.
         """
-        pairs = [(s.name, s) for s in steps] + list(named.items())
+        pairs = [(_step_name(s, self.name), s) for s in steps] + list(named.items())
         if len(pairs) < 2:
             raise GraphError(f"{self.name}: parallel() needs two or more steps", node=None)
         if len(self.graph) == 0:
@@ -333,7 +333,7 @@ class Workflow:
         label = on if isinstance(on, str) else getattr(on, "__name__", "fn")
         node = name or f"route_{label}"
         steps = {id(s): s for s in [*branches.values(), *([default] if default else [])]}
-        targets = {k: v.name for k, v in branches.items()}
+        targets = {k: _step_name(v, self.name) for k, v in branches.items()}
         self.add_route(
             node, on, targets, default=default.name if default else None, after=self._current_ends()
         )
@@ -665,6 +665,17 @@ class Workflow:
 async def _all(coros: list[Any]) -> None:
     """Await ``coros`` concurrently; on a failure cancel the rest and raise it (Halts first)."""
     await concurrently(coros)
+
+
+def _step_name(step: Any, workflow: str) -> str:
+    """The node name of a step added by the chained methods; a non-step is a GraphError."""
+    if not isinstance(step, Step):
+        raise GraphError(
+            f"{workflow}: {step!r} is not a step; decorate the function with @loopwise.step "
+            "(or give an object a `name` and `async run(input, ctx)`)",
+            node=str(getattr(step, "__name__", step)),
+        )
+    return str(step.name)
 
 
 def _value(output: Any) -> Any:
