@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -180,6 +181,28 @@ def test_a_tool_that_hangs_past_its_timeout_is_cancelled_and_reported() -> None:
     (outcome,) = _of(_consistent(result), "tool_result")
     assert outcome.data["is_error"] and "timed out" in outcome.data["content"]
     assert finished == []  # cancelled, not left running
+
+
+def test_a_sync_tool_that_hangs_past_its_timeout_does_not_hold_up_the_run() -> None:
+    release, finished = threading.Event(), threading.Event()
+
+    @loopwise.tool(timeout=0.05)
+    def legacy_lookup(order: int) -> str:
+        """Look an order up in the legacy system; call it for orders before 2020."""
+        release.wait(30)  # hangs, and no thread can be killed
+        finished.set()
+        return "found"
+
+    script = [call("legacy_lookup", {"order": 7}), reply("The legacy system did not answer.")]
+    agent = Agent(name="legacy", tools=[legacy_lookup], max_steps=4)
+    result = loopwise.run(agent, "order 7?", model=_scripted(script), store=None)
+    # run() returned while the call still hangs: its thread does not hold up the loop.
+    assert not finished.is_set()
+    assert result.status == "completed"
+    (outcome,) = _of(_consistent(result), "tool_result")
+    assert outcome.data["is_error"] and "timed out" in outcome.data["content"]
+    release.set()
+    assert finished.wait(5)  # its late result went nowhere
 
 
 def test_a_huge_tool_output_is_truncated_before_the_model_sees_it(tmp_path: Path) -> None:

@@ -27,11 +27,14 @@ bad arguments at call time raise :class:`ToolArgumentsError`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import enum
 import inspect
 import json
 import re
 import sys
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -364,6 +367,8 @@ class Tool:
             kwargs["ctx"] = ctx
         if self._is_async:
             return await self.fn(**kwargs)
+        if self.timeout is not None:
+            return await _in_own_thread(self.fn, kwargs)
         return await asyncio.to_thread(self.fn, **kwargs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -372,6 +377,39 @@ class Tool:
 
     def __repr__(self) -> str:
         return f"<tool {self.name} ({self.effect})>"
+
+
+async def _in_own_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    """Run a sync tool that has a timeout in a daemon thread of its own.
+
+    A thread cannot be killed: one that hangs past the timeout runs on. In asyncio's
+    default executor it would hold up ``asyncio.run``'s shutdown (so ``loopwise.run``
+    would not return until the hung call ended) and the interpreter's exit; a daemon
+    thread holds up neither, and what it returns late is dropped.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(value: Any, error: BaseException | None) -> None:
+        if future.done():
+            return  # timed out and cancelled already
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+
+    def work() -> None:
+        value, error = None, None
+        try:
+            value = context.run(fn, **kwargs)
+        except BaseException as e:  # handed to the awaiting coroutine
+            error = e
+        with contextlib.suppress(RuntimeError):  # the loop closed while it hung
+            loop.call_soon_threadsafe(settle, value, error)
+
+    threading.Thread(target=work, name=f"loopwise-tool-{fn.__name__}", daemon=True).start()
+    return await future
 
 
 def _function_schema(name: str, description: str, model: type[BaseModel]) -> dict[str, Any]:
