@@ -110,6 +110,8 @@ def test_a_model_that_does_not_answer_in_time_ends_error(tmp_path: Path) -> None
         (Fault(truncated_json=True), "malformed JSON"),
         (Fault(empty_choices=True), "no choices"),
         (Fault(body="<html>502 Bad Gateway</html>"), "malformed JSON"),
+        (Fault(disconnect=True), "unreachable"),
+        (Fault(status=401), "401"),  # not retried by the SDK, and not hidden either
     ],
 )
 def test_a_broken_completion_ends_error(tmp_path: Path, fault: Fault, says: str) -> None:
