@@ -208,7 +208,7 @@ def _run_options(options: RunOptions | None, overrides: dict[str, Any]) -> RunOp
             "store, spec",
             name=unknown[0],
         )
-    return replace(options or RunOptions(), **overrides)
+    return replace(options, **overrides) if options is not None else RunOptions(**overrides)
 
 
 def _limits(budget: Budget, max_steps: int | None) -> dict[str, Any]:

@@ -406,7 +406,9 @@ def _options(options: RunOptions | None, overrides: dict[str, Any]) -> RunOption
             f"unknown run option {unknown[0]!r}; known: {', '.join(sorted(_OPTION_NAMES))}",
             name=unknown[0],
         )
-    return replace(options, **overrides) if options is not None else RunOptions(**overrides)
+    if options is None:
+        return RunOptions(**overrides)
+    return replace(options, **overrides) if overrides else options
 
 
 def _check_step(target: Any) -> Step:
