@@ -1,0 +1,56 @@
+"""The benchmark compares like with like: both sides send the same requests."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+import bench_script
+import lw_side
+import raw_loop
+import run as bench
+
+from loopwise.testing import FakeChatServer
+
+
+def _both(job: str, payload: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Any, Any]:
+    async def go(server: FakeChatServer) -> tuple[Any, Any]:
+        client = bench._client(server.base_url)
+        model = lw_side.openai_model(bench.MODEL, client)
+        try:
+            if job == "agent":
+                raw = await raw_loop.agent(client, bench.MODEL, payload)
+                split = len(server.requests)
+                lw = await lw_side.run(lw_side.make_agent(), payload, model)
+            else:
+                raw = await raw_loop.triage(client, bench.MODEL, payload)
+                split = len(server.requests)
+                lw = await lw_side.run(lw_side.make_triage(), payload, model)
+            return (raw, split), lw
+        finally:
+            await client.close()
+
+    with FakeChatServer(bench_script.respond) as server:
+        (raw, split), lw = asyncio.run(go(server))
+    return server.requests[:split], server.requests[split:], raw, lw
+
+
+def test_the_agent_sides_make_the_same_calls() -> None:
+    raw_reqs, lw_reqs, raw, lw = _both("agent", bench.QUESTION)
+    assert lw.status == "completed" and lw.output == raw == bench_script.ANSWER
+    assert len(raw_reqs) == len(lw_reqs) == 6
+    for a, b in zip(raw_reqs, lw_reqs, strict=True):
+        assert [m["role"] for m in a["messages"]] == [m["role"] for m in b["messages"]]
+        assert [t["function"]["name"] for t in a["tools"]] == [
+            t["function"]["name"] for t in b["tools"]
+        ]
+
+
+def test_the_triage_sides_send_the_same_request() -> None:
+    raw_reqs, lw_reqs, raw, lw = _both("triage", bench.TICKET)
+    assert lw.status == "completed" and lw.output == raw
+    assert raw_reqs == lw_reqs
