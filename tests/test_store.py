@@ -314,3 +314,28 @@ def test_a_run_that_raises_is_not_left_running(tmp_path: Path) -> None:
             loopwise.run(needs_model, "hi", store=store, run_id="f1")
         row = store.get_run("f1")
     assert row["status"] == "error" and "ConfigError" in row["detail"]
+
+
+def test_a_reused_run_id_is_a_config_error_naming_it() -> None:
+    first = loopwise.run(_chatty(1), 1, run_id="ticket-42")
+    assert first.status == "completed"
+    with pytest.raises(loopwise.ConfigError, match="'ticket-42' is already in the store"):
+        loopwise.run(_chatty(1), 1, run_id="ticket-42")
+
+
+def test_store_cli_mistakes_exit_2_and_logs_read_cleanly(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["pending", "no-such-run", "--json"]) == 2
+    assert "no-such-run" in capsys.readouterr().err
+    assert main(["runs", "list", "--limit", "-1"]) == 2
+    assert "at least 1" in capsys.readouterr().err
+
+    @loopwise.step
+    async def failing_tool_run(x: Any, ctx: loopwise.Context) -> None:
+        ctx.emit(loopwise.EventType.TOOL_RESULT, {"is_error": True, "content": "ERROR: boom"})
+
+    result = loopwise.run(failing_tool_run, None)
+    assert main(["runs", "show", result.run_id]) == 0
+    out = capsys.readouterr().out
+    assert "ERROR: boom" in out and "ERROR ERROR" not in out

@@ -72,9 +72,8 @@ def _summary(event: dict[str, Any]) -> str:
         return f"{d.get('tool')}({json.dumps(d.get('args'), default=str)})"
     if kind == "tool_result":
         text = str(d.get("content", ""))
-        return ("ERROR " if d.get("is_error") else "") + (
-            text[:60] + ("…" if len(text) > 60 else "")
-        )
+        flagged = d.get("is_error") and not text.startswith("ERROR")
+        return ("ERROR " if flagged else "") + (text[:60] + ("…" if len(text) > 60 else ""))
     if kind == "model_call":
         return f"{d.get('model')} in={d.get('input_tokens')} out={d.get('output_tokens')}"
     if kind in {"gate_requested", "gate_decided"}:
@@ -89,6 +88,8 @@ def _summary(event: dict[str, Any]) -> str:
 
 def _cmd_pending(args: argparse.Namespace) -> int:
     with _store(args) as st:
+        if args.run_id is not None:
+            st.get_run(args.run_id)  # an unknown run is a usage error, not "nothing pending"
         waiting = st.pending(args.run_id)
     if args.json:
         print(json.dumps([{k: a[k] for k in _PUBLIC} for a in waiting], default=str))
@@ -169,6 +170,17 @@ def _decide(args: argparse.Namespace, decision: str) -> int:
     return 0
 
 
+def _positive(raw: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        value = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
 def _user() -> str:
     try:
         return getpass.getuser()
@@ -180,7 +192,7 @@ def _add_runs(sub: Any) -> None:
     p = sub.add_parser("runs", help="list and show stored runs")
     verbs = p.add_subparsers(dest="runs_verb", required=True, parser_class=type(p))
     ls = verbs.add_parser("list", help="the most recent runs")
-    ls.add_argument("--limit", type=int, default=50, help="how many (default 50)")
+    ls.add_argument("--limit", type=_positive, default=50, help="how many (default 50)")
     ls.set_defaults(handler=_cmd_runs_list)
     show = verbs.add_parser("show", help="the audit log of one run")
     show.add_argument("run_id")

@@ -473,7 +473,9 @@ class Agent:
     ) -> ToolOutcome:
         """Execute ONE tool call: journal → resolve → validate → authorize → invoke → record."""
         key = f"{ctx.step_path}:tool:{turn}:{call.id}"
-        ctx.count_tool_call()
+        if call.name != FINAL_ANSWER:
+            # The final answer is how a structured result arrives, not a tool use.
+            ctx.count_tool_call()
         found = self._tools.get(call.name)
         recorded = ctx.replay.get(key)
         if recorded is not None and call.name != FINAL_ANSWER:

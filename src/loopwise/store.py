@@ -309,15 +309,22 @@ class SQLiteStore:
     ) -> None:
         """Register a run with its target spec, input, model name, limits and owner."""
         now = _now()
-        self._write(
+        # OR IGNORE + the row count tell a reused id apart from a store failure.
+        added = self._write(
             [
                 (
-                    "INSERT INTO runs (id, target, spec, status, input, model, options, owner, "
-                    "created_at, updated_at) VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?)",
+                    "INSERT OR IGNORE INTO runs (id, target, spec, status, input, model, options, "
+                    "owner, created_at, updated_at) VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?)",
                     (run_id, target, spec, _dump(input), model, _dump(options), owner, now, now),
                 )
             ]
         )
+        if not added:
+            raise ConfigError(
+                f"run id {run_id!r} is already in the store {self.path}; pass a new run_id "
+                "(or none), or resume that run",
+                name=run_id,
+            )
 
     def claim(self, run_id: str, owner: str, *, alive: Callable[[str], bool]) -> bool:
         """Take a run for resuming: ``True`` when ``owner`` may now continue it.
