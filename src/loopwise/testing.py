@@ -8,6 +8,8 @@
 * :class:`FakeChatServer` (in :mod:`loopwise._fakeserver`) is a real HTTP server on
   127.0.0.1 speaking Chat Completions, so integration tests go through the real
   ``openai`` client.
+* :class:`Cassette` (in :mod:`loopwise._cassette`) records a real model's answers to a
+  JSON file once and replays whole runs from it in regression tests.
 
 Token counts of scripted turns are estimated at ~4 characters per token, so budgets
 behave as they would against a real model.
@@ -20,10 +22,13 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from loopwise._cassette import Cassette, CassetteMismatch
 from loopwise._fakeserver import FakeChatServer, Fault
 from loopwise.model import ModelRequest, ToolCall, Turn
 
 __all__ = [
+    "Cassette",
+    "CassetteMismatch",
     "FakeChatServer",
     "Fault",
     "ScriptExhausted",
