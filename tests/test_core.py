@@ -12,17 +12,25 @@ from loopwise import Budget, ConfigError, ModelRequest, Status
 from loopwise.testing import ScriptedModel, reply
 
 EXPECTED_ALL = {
-    "Budget", "ConfigError", "Context", "Event", "EventType", "GraphError", "LoopwiseError",
-    "Model", "ModelAPIError", "ModelNotConfigured", "ModelRequest", "OpenAIModel", "Price",
-    "Pricing", "RunOptions", "RunResult", "Status", "Step", "StoreError", "TargetError",
-    "ToolCall", "ToolError", "Turn", "Usage", "arun", "resolve_model", "run", "step",
+    "Action", "ActionCatalog", "ActionResult", "Agent", "ApprovalRequest", "Approved", "Bounds",
+    "Budget", "Case", "ConfigError", "Context", "ContextPolicy", "Decision", "Denied", "Edited",
+    "Effect", "Escalate", "EvalReport", "EvalTarget", "Event", "EventType", "Finding", "Gate",
+    "GraphError", "Hybrid", "HybridOutput", "IdPattern", "InDirectory", "LoopDetection",
+    "LoopwiseError", "Model", "ModelAPIError", "ModelNotConfigured", "ModelRequest", "OneOf",
+    "OpenAIModel", "Plan", "PlanStep", "Price", "Pricing", "RunOptions", "RunResult",
+    "RunStore", "SQLiteStore", "Status", "Step", "StoreError", "Structured", "TargetError",
+    "TerminalApprovals", "Tool", "ToolArgumentsError", "ToolCall", "ToolError", "TraceAnalysis",
+    "Turn", "Usage", "Workflow", "aevaluate", "analyze", "aresume", "arun", "as_tool", "check",
+    "decide", "evaluate", "field_match", "load_dataset", "resolve_model", "resume", "run",
+    "step", "tool",
 }  # fmt: skip
 
 
 def test_public_api_is_exactly_the_curated_list() -> None:
-    assert set(loopwise.__all__) >= EXPECTED_ALL
+    assert set(loopwise.__all__) == EXPECTED_ALL
+    assert list(loopwise.__all__) == sorted(loopwise.__all__)
     for name in loopwise.__all__:
-        assert hasattr(loopwise, name), name
+        assert getattr(loopwise, name) is not None, name
 
 
 def test_status_is_the_closed_set() -> None:
