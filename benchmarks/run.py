@@ -74,9 +74,21 @@ async def _timed(factory: Factory, n: int) -> float:
     return time.perf_counter() - start
 
 
-async def _interleaved(
-    raw: Factory, lw: Factory, n: int, rounds: int, warmup: int = 5
-) -> tuple[float, float, float]:
+@dataclass
+class Paired:
+    """Interleaved timings of the two sides."""
+
+    raw: float
+    """Median seconds per batch, baseline."""
+    lw: float
+    """Median seconds per batch, loopwise."""
+    ratio: float
+    """Median of the per-round ratios loopwise/baseline."""
+    spread: str
+    """The middle half of the per-round ratios (how noisy the machine was)."""
+
+
+async def _interleaved(raw: Factory, lw: Factory, n: int, rounds: int, warmup: int = 5) -> Paired:
     """Median seconds per batch of ``n`` for each side, and the median of paired ratios."""
     await _timed(raw, warmup)
     await _timed(lw, warmup)
@@ -87,20 +99,24 @@ async def _interleaved(
         a, b = await _timed(first, n), await _timed(second, n)
         raws.append(a if first is raw else b)
         lws.append(b if first is raw else a)
-    ratio = statistics.median(b / a for a, b in zip(raws, lws, strict=True))
-    return statistics.median(raws), statistics.median(lws), ratio
+    ratios = sorted(b / a for a, b in zip(raws, lws, strict=True))
+    quarter = len(ratios) // 4
+    spread = f"{ratios[quarter]:.2f}-{ratios[-1 - quarter]:.2f}x"
+    return Paired(
+        statistics.median(raws), statistics.median(lws), statistics.median(ratios), spread
+    )
 
 
-def _per_call_row(name: str, raw_s: float, lw_s: float, ratio: float, calls: int) -> Row:
-    raw_c, lw_c = raw_s / calls, lw_s / calls
+def _per_call_row(name: str, timing: Paired, calls: int) -> Row:
+    raw_c, lw_c = timing.raw / calls, timing.lw / calls
     return Row(
         name,
         _ms(lw_c),
         _ms(raw_c),
-        ratio,
+        timing.ratio,
         "<= 1.10x",
-        ratio <= 1.10,
-        f"{(lw_c - raw_c) * 1e6:+.0f} us/call",
+        timing.ratio <= 1.10,
+        f"{(lw_c - raw_c) * 1e6:+.0f} us/call; middle half of rounds {timing.spread}",
     )
 
 
@@ -132,12 +148,12 @@ async def bench_overhead(url: str) -> list[Row]:
     rows = [
         _per_call_row(
             "agent: time per model call",
-            *await _interleaved(raw_agent, lw_agent, n_agent, rounds),
+            await _interleaved(raw_agent, lw_agent, n_agent, rounds),
             n_agent * 6,
         ),
         _per_call_row(
             "triage: time per model call",
-            *await _interleaved(raw_triage, lw_triage, n_triage, rounds),
+            await _interleaved(raw_triage, lw_triage, n_triage, rounds),
             n_triage,
         ),
     ]
@@ -166,7 +182,8 @@ async def bench_concurrency(url: str) -> Row:
 
     await raw_batch(100)  # opens the pool's connections for both sides
     await lw_batch(100)
-    raw_s, lw_s, ratio = await _interleaved(raw_batch, lw_batch, 1, 1 if QUICK else 3, warmup=0)
+    timing = await _interleaved(raw_batch, lw_batch, 1, 1 if QUICK else 3, warmup=0)
+    raw_s, lw_s, ratio = timing.raw, timing.lw, timing.ratio
     await client.close()
     throughput = 1 / ratio  # runs/s of loopwise over runs/s of the raw loop
     return Row(
@@ -219,7 +236,8 @@ async def bench_store(url: str) -> Row:
     async def on() -> None:
         await lw_side.run(agent, QUESTION, model, **store)
 
-    off_s, on_s, ratio = await _interleaved(off, on, n, 3 if QUICK else 5)
+    timing = await _interleaved(off, on, n, 3 if QUICK else 5)
+    off_s, on_s, ratio = timing.raw, timing.lw, timing.ratio
     await client.close()
     per_event = (on_s - off_s) / n / events
     return Row(
