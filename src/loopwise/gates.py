@@ -185,9 +185,14 @@ class Gate:
         """The policy's verdict on ``args`` (``Escalate`` for a plain human gate)."""
         if self.check is None:
             return Escalate("this tool is gated by a human")
-        result = self.check(args)
-        if inspect.isawaitable(result):
-            result = await result
+        try:
+            result = self.check(args)
+            if inspect.isawaitable(result):
+                result = await result
+        except Exception as e:
+            # Fail closed, as a result: a raising policy must neither approve nor end the
+            # run (which would cancel sibling calls between their effect and its record).
+            return Denied(f"the policy raised {type(e).__name__}: {e}")
         return _policy_verdict(result)
 
 

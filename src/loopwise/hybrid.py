@@ -346,9 +346,13 @@ async def check_policy(action: Action, args: dict[str, Any]) -> str | None:
     for check in checks:
         if check is None:
             continue
-        verdict = check(args)
-        if inspect.isawaitable(verdict):
-            verdict = await verdict
+        try:
+            verdict = check(args)
+            if inspect.isawaitable(verdict):
+                verdict = await verdict
+        except Exception as e:
+            # Fail closed: a policy that raises rejects (it never passes a plan or an edit).
+            return f"the policy raised {type(e).__name__}: {e}"
         reason = _denial_reason(verdict)
         if reason is not None:
             return reason

@@ -1,0 +1,63 @@
+"""Trying to break the safety guarantees (DESIGN §6-§9): gates, taint, exactly-once.
+
+Each test is an attack or a failure a user would meet, through the public API (and the
+CLI where processes matter), with scripted models that are pure functions of the
+transcript so that resumes replay.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import loopwise
+from loopwise import Status, gates
+from loopwise.testing import ScriptedModel, call, reply
+
+
+def _tool_results(request: loopwise.ModelRequest) -> list[str]:
+    return [str(m["content"]) for m in request.messages if m["role"] == "tool"]
+
+
+def _one_call(name: str, args: dict[str, Any], call_id: str = "c1") -> ScriptedModel:
+    """A model that makes one call, then answers with its result."""
+
+    def respond(request: loopwise.ModelRequest) -> Any:
+        done = _tool_results(request)
+        return reply(done[-1]) if done else call(name, args, id=call_id)
+
+    return ScriptedModel(respond)
+
+
+def _pay_tool(gate: Any, paid: list[Any]) -> loopwise.Tool:
+    @loopwise.tool(effect="irreversible", gate=gate)
+    def pay(amount: int, ctx: Any) -> str:
+        """Pay an amount."""
+        paid.append((ctx.idempotency_key, amount))
+        return f"paid {amount}"
+
+    return pay
+
+
+def test_a_policy_that_raises_denies_the_call_and_the_run_goes_on() -> None:
+    def broken(args: Any) -> Any:
+        raise RuntimeError("policy bug")
+
+    paid: list[Any] = []
+    agent = loopwise.Agent(name="a", tools=[_pay_tool(gates.policy(broken), paid)])
+    result = loopwise.run(agent, "go", model=_one_call("pay", {"amount": 5}), store=None)
+    assert result.status == Status.COMPLETED and paid == []
+    assert "the policy raised RuntimeError: policy bug" in result.output
+
+
+@pytest.mark.parametrize("kind", [gates.policy, gates.policy_then_human])
+def test_an_async_policy_that_raises_denies_too(kind: Any) -> None:
+    async def broken(args: Any) -> Any:
+        raise KeyError("amount")
+
+    paid: list[Any] = []
+    agent = loopwise.Agent(name="a", tools=[_pay_tool(kind(broken), paid)])
+    result = loopwise.run(agent, "go", model=_one_call("pay", {"amount": 5}), store=None)
+    assert result.status == Status.COMPLETED and paid == []
+    assert "denied by policy: the policy raised KeyError" in result.output
