@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import loopwise
-from loopwise import Status, gates
+from loopwise import Denied, Edited, Escalate, Status, gates
 from loopwise.testing import ScriptedModel, call, reply
 
 
@@ -61,3 +61,33 @@ def test_an_async_policy_that_raises_denies_too(kind: Any) -> None:
     result = loopwise.run(agent, "go", model=_one_call("pay", {"amount": 5}), store=None)
     assert result.status == Status.COMPLETED and paid == []
     assert "denied by policy: the policy raised KeyError" in result.output
+
+
+def _at_most_50(args: Any) -> Any:
+    if args["amount"] > 50:
+        return Denied("more than 50")
+    return True if args["amount"] <= 5 else Escalate("a person approves over 5")
+
+
+@pytest.mark.parametrize(
+    ("edit", "says"),
+    [
+        ({"amount": 1000}, "rejected by the policy: more than 50"),
+        ({"amount": "lots"}, "edited arguments were rejected: invalid arguments for 'pay'"),
+        ({"amount": 7, "to": "attacker"}, "to: unknown argument"),
+    ],
+)
+def test_edited_arguments_the_policy_or_schema_refuses_never_run(
+    edit: dict[str, Any], says: str
+) -> None:
+    paid: list[Any] = []
+    agent = loopwise.Agent(name="a", tools=[_pay_tool(gates.policy_then_human(_at_most_50), paid)])
+    result = loopwise.run(
+        agent,
+        "go",
+        model=_one_call("pay", {"amount": 10}),
+        approvals=lambda request: Edited(edit, by="mallory"),
+        store=None,
+    )
+    assert result.status == Status.COMPLETED and paid == []
+    assert says in result.output

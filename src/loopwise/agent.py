@@ -47,7 +47,15 @@ import pydantic
 from pydantic import BaseModel
 
 from loopwise.errors import ConfigError, ToolError
-from loopwise.gates import Denied, Edited, Pending, authorize, denial_message, pause
+from loopwise.gates import (
+    Denied,
+    Edited,
+    Pending,
+    authorize,
+    denial_message,
+    pause,
+    recheck_edited,
+)
 from loopwise.model import Message, ModelRequest, ToolCall, Turn
 from loopwise.step import Context, EventType, Halt, Status, concurrently, jsonable
 from loopwise.tools import Effect, Tool, ToolArgumentsError, tool
@@ -226,9 +234,13 @@ async def _authorize(
         return _Block(denial_message(tool.name, verdict))
     if isinstance(verdict, Edited):
         try:
-            return _Proceed(tool.parse(verdict.args))
+            edited = tool.parse(verdict.args)
         except ToolArgumentsError as e:
             return _Block(f"the edited arguments were rejected: {e}")
+        refused = await recheck_edited(tool.gate, tool.name, edited)
+        if refused is not None:
+            return _Block(f"the edited arguments were rejected by the policy: {refused.reason}")
+        return _Proceed(edited)
     return _Proceed(args)
 
 

@@ -66,6 +66,7 @@ __all__ = [
     "pause",
     "policy",
     "policy_then_human",
+    "recheck_edited",
     "verdict_from_data",
 ]
 
@@ -302,6 +303,19 @@ async def authorize(
         return Pending(request)
     _emit_decision(ctx, decided_key, tool, call_id, answer)
     return answer
+
+
+async def recheck_edited(gate: Gate | PolicyFn | None, tool: str, args: Any) -> Denied | None:
+    """The policy's denial of edited arguments, or ``None`` when they may run.
+
+    A person's edit answers an escalation, so only a denial counts: arguments the policy
+    refuses do not run because a person typed them.
+    """
+    checked = _as_gate(gate, tool)
+    if checked is None or checked.check is None:
+        return None
+    verdict = await checked.run_policy(_as_dict(args))
+    return verdict if isinstance(verdict, Denied) else None
 
 
 def _as_dict(args: Any) -> Any:
