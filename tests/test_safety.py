@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import loopwise
-from loopwise import Denied, Edited, Escalate, Status, gates
+from loopwise import Denied, Edited, Escalate, SQLiteStore, Status, gates
 from loopwise.testing import ScriptedModel, call, reply
 
 
@@ -91,3 +91,35 @@ def test_edited_arguments_the_policy_or_schema_refuses_never_run(
     )
     assert result.status == Status.COMPLETED and paid == []
     assert says in result.output
+
+
+def test_a_persons_denial_stands_when_the_policy_would_approve_on_resume() -> None:
+    # The policy judges the world, which may change while the run waits; once a person
+    # was asked, the policy may still deny, but its approval cannot overrule the person.
+    world = {"escalate": True}
+    paid: list[Any] = []
+    gate = gates.policy_then_human(lambda a: Escalate("ask") if world["escalate"] else True)
+    agent = loopwise.Agent(name="a", tools=[_pay_tool(gate, paid)])
+    store = SQLiteStore()
+    model = _one_call("pay", {"amount": 10})
+    paused = loopwise.run(agent, "go", model=model, store=store)
+    assert paused.status == Status.AWAITING_APPROVAL
+    store.decide(paused.run_id, "c1", decision="denied", by="alice", reason="no")
+    world["escalate"] = False
+    done = loopwise.resume(paused.run_id, step=agent, model=model, store=store)
+    assert done.status == Status.COMPLETED and paid == []
+    assert "denied by alice: no" in done.output
+
+
+def test_a_policy_may_still_deny_on_resume_what_a_person_approved() -> None:
+    world = {"deny": False}
+    paid: list[Any] = []
+    gate = gates.policy_then_human(lambda a: "already refunded" if world["deny"] else Escalate())
+    agent = loopwise.Agent(name="a", tools=[_pay_tool(gate, paid)])
+    store = SQLiteStore()
+    model = _one_call("pay", {"amount": 10})
+    paused = loopwise.run(agent, "go", model=model, store=store)
+    store.decide(paused.run_id, "c1", decision="approved", by="alice")
+    world["deny"] = True
+    done = loopwise.resume(paused.run_id, step=agent, model=model, store=store)
+    assert paid == [] and "already refunded" in done.output

@@ -278,25 +278,30 @@ async def authorize(
     recorded = ctx.replay.get(decided_key)
     if recorded is not None:
         return verdict_from_data(recorded)
+    requested_key = f"{ctx.step_path}:gate_requested:{call_id}"
+    asked = ctx.replay.get(requested_key)
     first = await gate.run_policy(_as_dict(args)) if gate is not None else Escalate()
-    verdict = _without_human(first, gate, tainted)
+    # Once a person was asked (the run paused), only they decide; the policy, asked again
+    # on resume, may still deny, but its approval must not overrule their denial.
+    verdict = _without_human(first, gate, tainted or asked is not None)
     if verdict is not None:
         _emit_decision(ctx, decided_key, tool, call_id, verdict)
         return verdict
+    if asked is not None:
+        tainted_by = asked.get("tainted_by")
     request = ApprovalRequest(
         run_id=ctx.run_id,
         approval_id=call_id,
         tool=tool,
         args=jsonable(args),
         effect=effect,
-        reason=_human_reason(first, tainted_by if tainted else None),
-        tainted_by=tainted_by if tainted else None,
+        reason=str(asked["reason"]) if asked else _human_reason(first, tainted_by, tainted),
+        tainted_by=tainted_by if tainted or asked else None,
         args_hash=args_hash(tool, args),
         call_id=call_id,
         step=ctx.step_path,
     )
-    requested_key = f"{ctx.step_path}:gate_requested:{call_id}"
-    if requested_key not in ctx.replay:
+    if asked is None:
         ctx.emit(EventType.GATE_REQUESTED, {"key": requested_key, **request.to_dict()})
     answer = await ask(ctx.approvals, request)
     if answer is None:
@@ -352,8 +357,10 @@ def _without_human(
     return None
 
 
-def _human_reason(first: Approved | Denied | Escalate, tainted_by: str | None) -> str:
-    if tainted_by is not None:
+def _human_reason(
+    first: Approved | Denied | Escalate, tainted_by: str | None, tainted: bool
+) -> str:
+    if tainted and tainted_by is not None:
         return (
             f"untrusted output from {tainted_by} is in the transcript: every later write or "
             "irreversible call needs a human"
