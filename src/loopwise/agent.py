@@ -515,6 +515,8 @@ class Agent:
                 "is_error": outcome.is_error,
                 "content": outcome.content,
                 "key": key,
+                # Taint is read from the run's log (gates.run_taint), nested steps included.
+                "untrusted": bool(found and found.untrusted_output and not outcome.is_error),
             },
         )
         return outcome

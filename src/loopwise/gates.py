@@ -13,9 +13,10 @@ Verdicts are values: :class:`Approved`, :class:`Denied` (with a reason) and
 for a person is plain data (:class:`ApprovalRequest`) bound to the exact tool and
 arguments by :func:`args_hash`.
 
-**Taint.** Once the output of a tool declared ``untrusted_output`` is in the transcript,
-every later ``write``/``irreversible`` call needs a person whatever the policy says (a
-policy may still deny); the request names the source in ``tainted_by``.
+**Taint.** Once the output of a tool declared ``untrusted_output`` is in the run (in this
+transcript, or read by a nested or earlier step: :func:`run_taint`), every later
+``write``/``irreversible`` call needs a person whatever the policy says (a policy may
+still deny); the request names the source in ``tainted_by``.
 
 **Who answers.** :func:`authorize` asks ``ctx.approvals``, the run's approval handler: an
 object with ``async decide(request)``, or a plain (sync or async) function of the
@@ -67,6 +68,7 @@ __all__ = [
     "policy",
     "policy_then_human",
     "recheck_edited",
+    "run_taint",
     "verdict_from_data",
 ]
 
@@ -247,6 +249,23 @@ class Taint:
         return self.sources[0] if self.sources else None
 
 
+_EFFECTS = frozenset({"write", "irreversible"})
+
+
+def run_taint(ctx: Context) -> str | None:
+    """The first untrusted output anywhere in the run so far (``tool (call id)``), or ``None``.
+
+    Taint is per run, not per transcript: what a nested agent or workflow read reaches
+    its caller through its output, and what the caller read reaches the nested step
+    through its input. The run's log holds every result flagged ``untrusted`` (a resumed
+    run's too), so the taint survives a pause.
+    """
+    for event in ctx.events:
+        if event.type is EventType.TOOL_RESULT and event.data.get("untrusted"):
+            return f"{event.data.get('tool')} ({event.data.get('call_id')})"
+    return None
+
+
 Handler = Callable[[ApprovalRequest], Any] | Any
 """An approval handler: an object with ``async decide(request)``, or a function of the
 request (sync or async); it returns a verdict, ``True``/``False``, or ``None`` (undecided)."""
@@ -271,7 +290,9 @@ async def authorize(
     """
     effect = str(effect)
     gate = _as_gate(gate, tool)
-    tainted = tainted_by is not None and effect in {"write", "irreversible"}
+    if tainted_by is None and effect in _EFFECTS:
+        tainted_by = run_taint(ctx)
+    tainted = tainted_by is not None and effect in _EFFECTS
     if gate is None and not tainted:
         return Approved(by="no-gate")
     decided_key = f"{ctx.step_path}:gate_decided:{call_id}"

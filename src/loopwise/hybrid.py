@@ -592,6 +592,7 @@ class _ActionNode:
                 "is_error": result.status != "done",
                 "content": content,
                 "key": key,
+                "untrusted": bool(tool.untrusted_output and result.status == "done"),
                 "result": result.model_dump(mode="json"),
             },
         )
