@@ -216,3 +216,29 @@ def test_a_plan_from_a_planner_that_read_untrusted_output_waits_for_a_person() -
     done = loopwise.resume(paused.run_id, step=desk, model=ScriptedModel([]))
     assert done.status == Status.COMPLETED
     assert paid == [(f"{paused.run_id}:execute.s1", 5)]
+
+
+def _approve_all(run_id: str) -> list[str]:
+    with SQLiteStore() as store:
+        ids = [p["approval_id"] for p in store.pending(run_id)]
+        for approval_id in ids:
+            store.decide(run_id, approval_id, decision="approved", by="alice")
+    return ids
+
+
+def test_a_call_id_reused_in_a_later_turn_does_not_inherit_the_approval() -> None:
+    # Some servers number calls per turn: "call_0" every time.
+    def respond(request: loopwise.ModelRequest) -> Any:
+        done = _tool_results(request)
+        return call("pay", {"amount": 10}, id="call_0") if len(done) < 2 else reply("ok")
+
+    paid: list[Any] = []
+    agent = loopwise.Agent(name="a", tools=[_pay_tool(gates.human(), paid)])
+    model = ScriptedModel(respond)
+    run_id = loopwise.run(agent, "go", model=model).run_id
+    assert _approve_all(run_id) == ["call_0"]
+    second = loopwise.resume(run_id, step=agent, model=model)
+    assert second.status == Status.AWAITING_APPROVAL and len(paid) == 1  # asked again
+    assert _approve_all(run_id) == ["call_0~2"]
+    assert loopwise.resume(run_id, step=agent, model=model).status == Status.COMPLETED
+    assert paid == [(f"{run_id}:call_0", 10), (f"{run_id}:call_0~2", 10)]

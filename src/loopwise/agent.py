@@ -36,6 +36,7 @@ a key present in ``ctx.replay`` returns the recorded result without running the 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections import Counter
@@ -255,6 +256,8 @@ class _Transcript:
     signatures: list[tuple[tuple[str, str], ...]] = field(default_factory=list)
     results: list[dict[str, Any]] = field(default_factory=list)
     untrusted: list[str] = field(default_factory=list)
+    call_ids: set[str] = field(default_factory=set)
+    invocation: int = 1
 
     def gathered(self) -> dict[str, Any]:
         """Everything gathered so far: the output of a run a guardrail ended."""
@@ -352,6 +355,8 @@ class Agent:
     async def run(self, input: Any, ctx: Context) -> Any:
         """Run the loop on ``input`` (a question, or anything JSON-able)."""
         state = _Transcript(messages=self._first_messages(input))
+        # Which run of this agent at this path: a second run's calls get ids of their own.
+        state.invocation = int(ctx.next_key("agent").rsplit(":", 1)[1])
         limit = ctx.max_steps or self.max_steps
         try:
             while True:
@@ -401,7 +406,7 @@ class Agent:
         )
         state.turns += 1
         ctx.count_step()
-        turn: Turn = await ctx.call_model(request)
+        turn: Turn = _own_ids(await ctx.call_model(request), state)
         state.messages.append(turn.to_message())
         if turn.text:
             state.last_text = turn.text
@@ -554,6 +559,31 @@ class Agent:
         return ToolOutcome(
             call=call, content=content, is_error=False, counts_as=found.name, value=value
         )
+
+
+def _own_ids(turn: Turn, state: _Transcript) -> Turn:
+    """``turn`` with call ids no earlier call of this run of the agent used.
+
+    Approvals, journal keys and idempotency keys are bound to call ids, so a server that
+    numbers calls per turn (``call_0`` every time) must not make a later call inherit an
+    earlier one's approval or recorded result. Renaming is a function of the transcript
+    (and of which run of the agent at this path it is), so a resumed run renames alike.
+    """
+    if not turn.tool_calls:
+        return turn
+    renamed = False
+    suffix = "" if state.invocation == 1 else f"@{state.invocation}"
+    calls = []
+    for c in turn.tool_calls:
+        chosen, n = f"{c.id}{suffix}", 1
+        while chosen in state.call_ids:
+            n += 1
+            chosen = f"{c.id}{suffix}~{state.turns}" + ("" if n == 2 else f".{n}")
+        state.call_ids.add(chosen)
+        renamed = renamed or chosen != c.id
+        calls.append(c if chosen == c.id else dataclasses.replace(c, id=chosen))
+    # A copy: a scripted model may hand out the same Turn object again.
+    return dataclasses.replace(turn, tool_calls=calls) if renamed else turn
 
 
 def _as_tool(item: Any, agent: str) -> Tool:
