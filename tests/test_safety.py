@@ -242,3 +242,25 @@ def test_a_call_id_reused_in_a_later_turn_does_not_inherit_the_approval() -> Non
     assert _approve_all(run_id) == ["call_0~2"]
     assert loopwise.resume(run_id, step=agent, model=model).status == Status.COMPLETED
     assert paid == [(f"{run_id}:call_0", 10), (f"{run_id}:call_0~2", 10)]
+
+
+def test_a_nested_agent_run_twice_gets_its_own_approvals_and_keys() -> None:
+    paid: list[Any] = []
+    inner = loopwise.Agent(name="inner", tools=[_pay_tool(gates.human(), paid)])
+    outer = loopwise.Agent(
+        name="outer", tools=[loopwise.as_tool(inner, name="payer", description="Pays.")]
+    )
+
+    def respond(request: loopwise.ModelRequest) -> Any:
+        done = _tool_results(request)
+        if _first_user(request) != "go":
+            return call("pay", {"amount": 3}, id="call_0") if not done else reply(done[-1])
+        return call("payer", {"input": "pay 3"}, id=f"o{len(done)}") if len(done) < 2 else reply("")
+
+    model = ScriptedModel(respond)
+    run_id = loopwise.run(outer, "go", model=model).run_id
+    assert _approve_all(run_id) == ["call_0"]
+    assert loopwise.resume(run_id, step=outer, model=model).status == Status.AWAITING_APPROVAL
+    assert _approve_all(run_id) == ["call_0@2"]
+    assert loopwise.resume(run_id, step=outer, model=model).status == Status.COMPLETED
+    assert paid == [(f"{run_id}:call_0", 3), (f"{run_id}:call_0@2", 3)]

@@ -496,6 +496,7 @@ class Agent:
         found = self._tools.get(call.name)
         recorded = ctx.replay.get(key)
         if recorded is not None and call.name != FINAL_ANSWER:
+            _restore_counters(ctx, recorded)
             return _replayed(call, recorded, found, state)
         if f"{key}:call" not in ctx.replay:
             # A call logged before a pause or a crash is not logged twice on resume.
@@ -522,6 +523,7 @@ class Agent:
                 "key": key,
                 # Taint is read from the run's log (gates.run_taint), nested steps included.
                 "untrusted": bool(found and found.untrusted_output and not outcome.is_error),
+                "counters": _nested_counters(ctx, call.name),
             },
         )
         return outcome
@@ -559,6 +561,27 @@ class Agent:
         return ToolOutcome(
             call=call, content=content, is_error=False, counts_as=found.name, value=value
         )
+
+
+def _nested_counters(ctx: Context, tool: str) -> dict[str, int]:
+    """The journal-key counters a nested step (a tool made with ``as_tool``) advanced.
+
+    Recorded with the call's result: a resumed run replays the result without running the
+    nested step, and must still count its keys, or the next run of that step (a later
+    call) would take this one's keys and replay its recorded turns and effects.
+    """
+    prefix = f"{ctx.step_path}/{tool}"
+    # Context keeps the counters private; they are exactly what must survive here.
+    counters = ctx._counters
+    return {
+        base: n for base, n in counters.items() if base.startswith((f"{prefix}/", f"{prefix}:"))
+    }
+
+
+def _restore_counters(ctx: Context, recorded: dict[str, Any]) -> None:
+    counters = ctx._counters
+    for base, n in (recorded.get("counters") or {}).items():
+        counters[base] = max(counters.get(base, 0), int(n))
 
 
 def _own_ids(turn: Turn, state: _Transcript) -> Turn:
