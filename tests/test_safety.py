@@ -388,3 +388,28 @@ def test_a_hybrid_killed_at_any_event_resumes_to_the_same_effects(tmp_path: Path
             assert [e.seq for e in events] == list(range(1, len(events) + 1)), n
             recorded = {e.data["call_id"] for e in events[: n - 1] if e.type == "tool_result"}
             assert all(attempts[f"{run_id}:{c}"] == 1 for c in recorded), n
+
+
+def test_an_approval_never_carries_over_to_a_call_of_another_step_with_its_id() -> None:
+    paid: list[Any] = []
+    pay = _pay_tool(gates.human(), paid)
+    inner = loopwise.Agent(name="inner", tools=[pay])
+    outer = loopwise.Agent(
+        name="outer", tools=[pay, loopwise.as_tool(inner, name="helper", description="Helps.")]
+    )
+
+    def respond(request: loopwise.ModelRequest) -> Any:
+        # The same id for the outer call and for the nested agent's: same tool, same args.
+        done = _tool_results(request)
+        if _first_user(request) != "go":
+            return reply(done[-1]) if done else call("pay", {"amount": 3}, id="c1")
+        script = [("pay", {"amount": 3}, "c1"), ("helper", {"input": "pay 3"}, "c2")]
+        return call(*script[len(done)][:2], id=script[len(done)][2]) if len(done) < 2 else reply("")
+
+    model = ScriptedModel(respond)
+    run_id = loopwise.run(outer, "go", model=model).run_id
+    assert _approve_all(run_id) == ["c1"]
+    done = loopwise.resume(run_id, step=outer, model=model)
+    assert paid == [(f"{run_id}:c1", 3)]  # the nested call did not ride on that approval
+    results = [e.data["content"] for e in done.events if e.type == "tool_result"]
+    assert "was decided for a call of another step (outer)" in results[1]

@@ -91,6 +91,14 @@ class StoreApprovals:
         row = self.store.approval(request.run_id, request.approval_id)
         if row is None or row["status"] == "pending":
             return await ask(self.fallback, request)
+        if row["step"] != request.step:
+            # Two steps' calls share an id (the model chose them): this decision was about
+            # the other call; fail closed rather than let it approve this one.
+            return Denied(
+                f"approval {request.approval_id!r} was decided for a call of another step "
+                f"({row['step']}); this call has no approval of its own",
+                by="loopwise",
+            )
         if row["args_hash"] != request.args_hash:
             return Denied(
                 "the approval was given for different arguments than this call has",
