@@ -166,6 +166,11 @@ def _report_run(demo: Demo, what: str, outcome: Outcome, wanted: str) -> dict[st
     return result
 
 
+def _completed_output(result: dict[str, Any] | None) -> Any:
+    """A run's output when it completed (a stopped run's partial output is not shown)."""
+    return (result or {}).get("output") if (result or {}).get("status") == "completed" else None
+
+
 def _run(demo: Demo, target: str, payload: Any) -> Outcome:
     return demo.cli("run", target, "--input", json.dumps(payload), *demo.model_args, "--json")
 
@@ -176,7 +181,7 @@ def triage_workflow(demo: Demo) -> None:
     if not demo.present(TRIAGE, "ticket triage"):
         return
     result = _report_run(demo, "ticket triage", _run(demo, TRIAGE, TICKET), "completed")
-    output = (result or {}).get("output")
+    output = _completed_output(result)
     if isinstance(output, dict):
         fields = ", ".join(f"{k}={output.get(k)!r}" for k in ("category", "urgency", "queue"))
         print(f"     output: {fields}")
@@ -289,7 +294,7 @@ def triage_agent(demo: Demo) -> None:
     if not demo.present(TRIAGE_AGENT, "triage agent"):
         return
     result = _report_run(demo, "triage agent", _run(demo, TRIAGE_AGENT, TICKET), "completed")
-    output = (result or {}).get("output")
+    output = _completed_output(result)
     if isinstance(output, dict):
         fields = ", ".join(f"{k}={output.get(k)!r}" for k in ("category", "urgency", "queue"))
         print(f"     output: {fields}")
