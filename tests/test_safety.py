@@ -19,6 +19,7 @@ import pytest
 
 import loopwise
 from loopwise import Denied, Edited, Escalate, SQLiteStore, Status, gates
+from loopwise.cli import main
 from loopwise.testing import ScriptedModel, call, reply
 
 
@@ -413,3 +414,60 @@ def test_an_approval_never_carries_over_to_a_call_of_another_step_with_its_id() 
     assert paid == [(f"{run_id}:c1", 3)]  # the nested call did not ride on that approval
     results = [e.data["content"] for e in done.events if e.type == "tool_result"]
     assert "was decided for a call of another step (outer)" in results[1]
+
+
+def test_the_audit_log_says_who_decided_when_and_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "desk.py"
+    target.write_text(
+        "import loopwise\n"
+        "from loopwise import gates\n"
+        "from loopwise.testing import ScriptedModel, call, reply\n\n"
+        "@loopwise.tool(effect='irreversible', gate=gates.human())\n"
+        "def pay(amount: int) -> str:\n"
+        '    """Pay."""\n'
+        "    return f'paid {amount}'\n\n"
+        "def _respond(request):\n"
+        "    done = [m['content'] for m in request.messages if m['role'] == 'tool']\n"
+        "    return reply(done[-1]) if done else call('pay', {'amount': 9}, id='c9')\n\n"
+        "agent = loopwise.Agent(name='payer', tools=[pay])\n\n"
+        "def offline_model():\n"
+        "    return ScriptedModel(_respond)\n"
+    )
+
+    def cli(*args: str) -> Any:
+        capsys.readouterr()
+        code = main(list(args))
+        out = capsys.readouterr().out
+        return code, json.loads(out) if args[-1] == "--json" else out
+
+    code, paused = cli("run", f"{target}:agent", "--model", "scripted", "--input", '"go"', "--json")
+    run_id = paused["run_id"]
+    code, waiting = cli("pending", "--json")
+    assert code == 0 and [sorted(w) for w in waiting] == [
+        sorted(["run_id", "approval_id", "tool", "args", "effect", "reason", "tainted_by"])
+    ]
+    assert main(["approve", run_id, "--by", "alice", "--reason", "customer is right"]) == 0
+    assert main(["deny", run_id, "--reason", "changed my mind"]) == 2  # decided already
+    assert "c9 was approved by alice" in capsys.readouterr().err
+    code, done = cli("resume", run_id, "--json")
+    assert code == 0 and done["status"] == "completed"
+
+    code, log = cli("runs", "show", run_id, "--json")
+    by_type = {e["type"]: e for e in log["events"]}
+    assert {"gate_requested", "gate_decided", "run_paused", "run_resumed"} <= set(by_type)
+    asked = by_type["gate_requested"]["data"]
+    assert (asked["approval_id"], asked["tool"], asked["args"]) == ("c9", "pay", {"amount": 9})
+    assert asked["effect"] == "irreversible" and asked["reason"] and "args_hash" in asked
+    decided = by_type["gate_decided"]["data"]
+    assert (decided["decision"], decided["by"], decided["reason"]) == (
+        "approved",
+        "alice",
+        "customer is right",
+    )
+    (approval,) = log["approvals"]
+    # When the person decided, not when the run got round to reading it.
+    assert decided["decided_at"] == approval["decided_at"] < by_type["gate_decided"]["at"]
+    assert by_type["run_paused"]["data"]["status"] == "awaiting_approval"
+    assert by_type["run_resumed"]["data"]["from_status"] == "awaiting_approval"

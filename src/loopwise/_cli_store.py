@@ -211,6 +211,7 @@ def _add_decision(sub: Any, verb: str) -> None:
     p.add_argument("--store", help=store_help)
     if verb == "approve":
         p.add_argument("--args", help="approve with these edited arguments (a JSON object)")
+        p.add_argument("--reason", help="why (recorded in the audit log)")
         p.set_defaults(handler=lambda a: _decide(a, "approved"))
     else:
         p.add_argument("--reason", required=True, help="why (the model reads it)")

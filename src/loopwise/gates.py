@@ -39,6 +39,7 @@ import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
 from loopwise.errors import ConfigError
@@ -81,6 +82,8 @@ class Approved:
     """Who approved (``policy``, ``no-gate``, a person's name)."""
     reason: str | None = None
     """Why, when said."""
+    at: str | None = None
+    """When it was decided (ISO 8601, UTC), when known before the run records it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +94,8 @@ class Denied:
     """Why it was denied (shown to the model and in the audit log)."""
     by: str = "policy"
     """Who denied."""
+    at: str | None = None
+    """When it was decided (ISO 8601, UTC), when known before the run records it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +108,8 @@ class Edited:
     """Who edited."""
     reason: str | None = None
     """Why, when said."""
+    at: str | None = None
+    """When it was decided (ISO 8601, UTC), when known before the run records it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -398,6 +405,8 @@ def _emit_decision(ctx: Context, key: str, tool: str, call_id: str, verdict: Ver
         "decision": _decision_name(verdict),
         "by": verdict.by,
         "reason": verdict.reason,
+        # A person's decision was made at `loopwise approve` time, before this event.
+        "decided_at": verdict.at or datetime.now(UTC).isoformat(),
     }
     if isinstance(verdict, Edited):
         data["args"] = jsonable(verdict.args)
@@ -413,12 +422,12 @@ def _decision_name(verdict: Verdict) -> str:
 def verdict_from_data(data: dict[str, Any]) -> Verdict:
     """The verdict a ``gate_decided`` event (or an approvals row) records."""
     decision, by = data.get("decision"), str(data.get("by") or "human")
-    reason = data.get("reason")
+    reason, at = data.get("reason"), data.get("decided_at")
     if decision == "approved":
-        return Approved(by=by, reason=reason)
+        return Approved(by=by, reason=reason, at=at)
     if decision == "edited":
-        return Edited(dict(data.get("args") or {}), by=by, reason=reason)
-    return Denied(str(reason or "denied"), by=by)
+        return Edited(dict(data.get("args") or {}), by=by, reason=reason, at=at)
+    return Denied(str(reason or "denied"), by=by, at=at)
 
 
 async def ask(handler: Handler, request: ApprovalRequest) -> Verdict | None:

@@ -110,6 +110,7 @@ class StoreApprovals:
                 "by": row["decided_by"],
                 "reason": row["decision_reason"],
                 "args": row["edited_args"],
+                "decided_at": row["decided_at"],
             }
         )
 

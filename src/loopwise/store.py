@@ -601,7 +601,7 @@ def _decision_row(run_id: str, d: dict[str, Any], at: str) -> tuple[str, tuple[A
         (
             d.get("decision"),
             d.get("by"),
-            at,
+            d.get("decided_at") or at,
             d.get("reason"),
             None if edited is None else _dump(edited),
             run_id,
