@@ -244,14 +244,14 @@ def test_unknown_run_and_approval_exit_2(target: Path, capsys: pytest.CaptureFix
                            "--model", "scripted", "--json")  # fmt: skip
     run_id = paused["run_id"]
     assert main(["approve", run_id, "--approval", "zzz"]) == 2
-    assert main(["approve", run_id]) == 0
+    assert main(["approve", run_id, "--by", "erin"]) == 0
     assert main(["deny", run_id, "--approval", "c_refund", "--reason", "late"]) == 2
     assert main(["deny", run_id, "--reason", "late"]) == 2
     err = capsys.readouterr().err.splitlines()
     assert err == [
         f"loopwise: run '{run_id}' has no approval 'zzz'",
         f"loopwise: approval 'c_refund' of run '{run_id}' is already approved",
-        f"loopwise: run '{run_id}' has no pending approval",
+        f"loopwise: run '{run_id}' has no pending approval (c_refund was approved by erin)",
     ]
 
 

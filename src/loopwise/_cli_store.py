@@ -117,7 +117,14 @@ def _chosen(st: SQLiteStore, args: argparse.Namespace) -> list[dict[str, Any]]:
         return [found]
     waiting = st.pending(args.run_id)
     if not waiting:
-        raise ConfigError(f"run {args.run_id!r} has no pending approval", name=args.run_id)
+        decided = "; ".join(
+            f"{a['approval_id']} was {a['status']} by {a['decided_by']}"
+            for a in st.approvals(args.run_id)
+        )
+        raise ConfigError(
+            f"run {args.run_id!r} has no pending approval" + (f" ({decided})" if decided else ""),
+            name=args.run_id,
+        )
     if len(waiting) > 1 and not args.all:
         ids = ", ".join(a["approval_id"] for a in waiting)
         raise ConfigError(
