@@ -471,3 +471,22 @@ def test_the_audit_log_says_who_decided_when_and_why(
     assert decided["decided_at"] == approval["decided_at"] < by_type["gate_decided"]["at"]
     assert by_type["run_paused"]["data"]["status"] == "awaiting_approval"
     assert by_type["run_resumed"]["data"]["from_status"] == "awaiting_approval"
+
+
+def test_an_edited_whole_plan_approval_runs_neither_plan() -> None:
+    notes: list[str] = []
+    plan = {
+        "steps": [{"id": "s1", "action": "note", "args": {"text": "as planned"}, "reason": "r"}]
+    }
+    desk = loopwise.Hybrid("desk", actions=[_note_tool(notes)], approve_plan=True)
+    model = ScriptedModel(lambda request: reply(json.dumps(plan)))
+    paused = loopwise.run(desk, "x", model=model)
+    assert [p["approval_id"] for p in paused.pending] == ["plan"]
+    edit = {"plan": [{"id": "s1", "action": "note", "args": {"text": "mine"}, "reason": "r"}]}
+    with SQLiteStore() as store:
+        store.decide(paused.run_id, "plan", decision="edited", by="bob", edited_args=edit)
+    done = loopwise.resume(paused.run_id, step=desk, model=model)
+    assert done.status == Status.DENIED and notes == []
+    assert "denied by bob: it was edited, but a whole plan is approved or denied" in str(
+        done.detail
+    )

@@ -865,6 +865,14 @@ class Hybrid:
         )
         if isinstance(verdict, Pending):
             raise pause([verdict])
+        if isinstance(verdict, Edited):
+            # Running the plan as proposed would ignore what the person changed, and an
+            # edited plan would skip validation: neither runs.
+            verdict = Denied(
+                "it was edited, but a whole plan is approved or denied, not edited (nothing "
+                "ran; deny it with a reason to have it planned again)",
+                by=verdict.by,
+            )
         if isinstance(verdict, Denied):
             reason = f"the whole plan was denied by {verdict.by}: {verdict.reason}"
             if self.replan_on_denial == 0:
