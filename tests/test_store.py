@@ -17,6 +17,7 @@ import sqlite3
 import time
 from collections import Counter
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -339,3 +340,34 @@ def test_store_cli_mistakes_exit_2_and_logs_read_cleanly(
     assert main(["runs", "show", result.run_id]) == 0
     out = capsys.readouterr().out
     assert "ERROR: boom" in out and "ERROR ERROR" not in out
+
+
+def test_a_store_that_cannot_be_used_exits_2_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    corrupt = tmp_path / "corrupt.db"
+    corrupt.write_text("this is not a database\n" * 100)
+    newer = tmp_path / "newer.db"
+    with closing(sqlite3.connect(newer)) as conn:
+        conn.execute("PRAGMA user_version = 99")
+    foreign = tmp_path / "shop.db"
+    with closing(sqlite3.connect(foreign)) as conn:
+        conn.execute("CREATE TABLE customers (id TEXT)")
+        conn.commit()
+    cases = [
+        (corrupt, "file is not a database"),
+        (newer, "schema version 99; this loopwise knows 2 (upgrade loopwise)"),
+        (tmp_path, "unable to open database file"),  # a directory
+        (foreign, "is not a loopwise run store (it holds other tables: customers)"),
+    ]
+    for path, says in cases:
+        capsys.readouterr()
+        assert main(["runs", "list", "--store", str(path)]) == 2, path
+        err = capsys.readouterr().err
+        assert says in err and err.count("\n") == 1 and "Traceback" not in err, err
+    # Another program's database was not touched (no tables of ours, no WAL switch).
+    with closing(sqlite3.connect(foreign)) as conn:
+        assert [r[0] for r in conn.execute("SELECT name FROM sqlite_master")] == ["customers"]
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    # A store in a directory that does not exist yet is created there.
+    assert main(["runs", "list", "--store", str(tmp_path / "new" / "dir" / "runs.db")]) == 0

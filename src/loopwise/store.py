@@ -241,6 +241,7 @@ class SQLiteStore:
             # short explicit transaction and reads never hold a lock open.
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
+            _refuse_foreign(conn, self.path)
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute(f"PRAGMA synchronous = {self._synchronous}")
             _migrate(conn, self.path)
@@ -524,6 +525,19 @@ class SQLiteStore:
         if found is None:
             raise ConfigError(f"run {run_id!r} has no approval {approval_id!r}", name=approval_id)
         return found
+
+
+def _refuse_foreign(conn: sqlite3.Connection, path: Path) -> None:
+    """Refuse another program's database: migrating it would add our tables (and WAL) to it."""
+    if conn.execute("PRAGMA user_version").fetchone()[0] != 0:
+        return
+    names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    if names:
+        conn.close()
+        raise StoreError(
+            f"{path} is not a loopwise run store (it holds other tables: "
+            f"{', '.join(sorted(names)[:5])}); point --store or LOOPWISE_STORE at a file of its own"
+        )
 
 
 def _migrate(conn: sqlite3.Connection, path: Path) -> None:
