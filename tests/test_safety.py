@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -490,3 +492,66 @@ def test_an_edited_whole_plan_approval_runs_neither_plan() -> None:
     assert "denied by bob: it was edited, but a whole plan is approved or denied" in str(
         done.detail
     )
+
+
+_PAYER = """
+import json
+from pathlib import Path
+
+import loopwise
+from loopwise import gates
+from loopwise.testing import ScriptedModel, call, reply
+
+LEDGER = Path(__file__).with_name("ledger.txt")
+
+
+@loopwise.tool(effect="irreversible", gate=gates.human())
+def pay(amount: int, ctx) -> str:
+    \"\"\"Pay.\"\"\"
+    with LEDGER.open("a") as f:  # every attempt, not once per key: doubles would show
+        f.write(ctx.idempotency_key + "\\n")
+    return f"paid {amount}"
+
+
+def _respond(request):
+    done = [m["content"] for m in request.messages if m["role"] == "tool"]
+    return reply(done[-1]) if done else call("pay", {"amount": 9}, id="c9")
+
+
+agent = loopwise.Agent(name="payer", tools=[pay])
+
+
+def offline_model():
+    return ScriptedModel(_respond)
+"""
+
+
+def test_two_processes_resuming_one_approved_run_pay_once(tmp_path: Path) -> None:
+    target = tmp_path / "payer.py"
+    target.write_text(_PAYER)
+    db = str(tmp_path / "runs.db")
+    loopwise_cli = str(Path(sys.executable).with_name("loopwise"))
+
+    def argv(*args: str) -> list[str]:
+        return [loopwise_cli, *args, "--store", db]
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(argv(*args), capture_output=True, text=True, check=False)
+
+    ran = cli("run", f"{target}:agent", "--model", "scripted", "--input", '"go"', "--json")
+    run_id = json.loads(ran.stdout)["run_id"]
+    assert cli("approve", run_id, "--by", "alice").returncode == 0
+    pipe = subprocess.PIPE
+    racers = [
+        subprocess.Popen(argv("resume", run_id, "--json"), stdout=pipe, stderr=pipe, text=True)
+        for _ in range(2)
+    ]
+    for racer in racers:
+        stdout, stderr = racer.communicate(timeout=60)
+        # Each finished the run, saw it finished, or was told it is running elsewhere.
+        finished = racer.returncode == 0 and json.loads(stdout)["status"] == "completed"
+        assert finished or (racer.returncode == 2 and "is still running" in stderr), stderr
+    assert (tmp_path / "ledger.txt").read_text().split() == [f"{run_id}:c9"]
+    with SQLiteStore(db) as store:
+        types = [e.type for e in store.events(run_id)]
+    assert types.count("run_resumed") == 1 and types.count("tool_result") == 1
