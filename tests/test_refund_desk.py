@@ -154,3 +154,22 @@ def test_refund_and_mail_policies_reject_bad_plans_before_anything_runs(
     assert valid is None
     assert any("exceeds" in e and "18900" in e for e in errors), errors
     assert any("not the customer of O-1003" in e for e in errors), errors
+
+
+def test_two_approved_refunds_of_one_order_pay_it_once(
+    env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Both complaints were approved while neither had paid; the refund policy is asked
+    # again when each resumes, and the second finds nothing left to refund.
+    runs = []
+    for _ in range(2):
+        capsys.readouterr()
+        assert main(["run", TARGET, "--model", "scripted", "--input", COMPLAINT, "--json"]) == 1
+        runs.append(json.loads(capsys.readouterr().out)["run_id"])
+    for run_id in runs:
+        assert main(["approve", run_id, "--all", "--by", "alice"]) == 0
+    first, second = (_here(capsys, "resume", run_id) for run_id in runs)
+    assert first["status"] == "completed"
+    assert second["status"] == "denied"
+    assert "exceeds what is left to refund on O-1003 (0 of 18900" in second["detail"]
+    assert [r[0] for r in _rows(env, "refunds")] == ["O-1003"]
