@@ -555,3 +555,23 @@ def test_two_processes_resuming_one_approved_run_pay_once(tmp_path: Path) -> Non
     with SQLiteStore(db) as store:
         types = [e.type for e in store.events(run_id)]
     assert types.count("run_resumed") == 1 and types.count("tool_result") == 1
+
+
+def test_a_policy_that_changes_its_arguments_does_not_change_what_a_person_approves() -> None:
+    def careless(args: dict[str, Any]) -> Any:
+        args["to"] = "boss@example.com"  # "normalizing" in place
+        return Escalate("a person approves every mail")
+
+    @loopwise.tool(effect="irreversible", gate=gates.policy_then_human(careless))
+    def mail(to: str) -> str:
+        """Send a mail."""
+        return f"sent to {to}"
+
+    plan = {
+        "steps": [{"id": "s1", "action": "mail", "args": {"to": "x@evil.example"}, "reason": "r"}]
+    }
+    desk = loopwise.Hybrid("desk", actions=[mail])
+    paused = loopwise.run(desk, "x", model=ScriptedModel(lambda r: reply(json.dumps(plan))))
+    (asked,) = paused.pending
+    assert asked["args"] == {"to": "x@evil.example"}  # what would run
+    assert asked["args_hash"] == gates.args_hash("mail", {"to": "x@evil.example"})

@@ -33,6 +33,7 @@ it again without asking twice; a request already made is not made twice either.
 from __future__ import annotations
 
 import asyncio
+import copy
 import hashlib
 import inspect
 import json
@@ -352,9 +353,13 @@ async def recheck_edited(gate: Gate | PolicyFn | None, tool: str, args: Any) -> 
 
 
 def _as_dict(args: Any) -> Any:
-    """Policies see a dict of the validated arguments, from an agent or a hybrid alike."""
+    """Policies see a dict of the validated arguments, from an agent or a hybrid alike.
+
+    Always a copy: a policy that changes what it is given must not change what the
+    person is shown and the hash binds (while the call runs with the original).
+    """
     dump = getattr(args, "model_dump", None)
-    return dump() if callable(dump) else args
+    return dump() if callable(dump) else copy.deepcopy(args)
 
 
 def _as_gate(gate: Any, tool: str) -> Gate | None:
