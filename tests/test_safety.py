@@ -575,3 +575,23 @@ def test_a_policy_that_changes_its_arguments_does_not_change_what_a_person_appro
     (asked,) = paused.pending
     assert asked["args"] == {"to": "x@evil.example"}  # what would run
     assert asked["args_hash"] == gates.args_hash("mail", {"to": "x@evil.example"})
+
+
+def test_a_hybrids_planner_cannot_act_through_a_nested_step() -> None:
+    notes: list[str] = []
+    helper = loopwise.Agent(name="helper", tools=[_note_tool(notes)])
+    # Declared "read" (as_tool's default): the build-time check cannot see the write inside.
+    investigate = loopwise.as_tool(helper, name="investigate", description="Investigate.")
+    plan = {"steps": [{"id": "s1", "action": "note", "args": {"text": "planned"}, "reason": "r"}]}
+
+    def respond(request: loopwise.ModelRequest) -> Any:
+        done = _tool_results(request)
+        if _first_user(request) == "do it":  # the helper
+            return reply(done[-1]) if done else call("note", {"text": "acted while planning"})
+        return call("final_answer", plan) if done else call("investigate", {"input": "do it"})
+
+    desk = loopwise.Hybrid("desk", actions=[_note_tool(notes)], tools=[investigate])
+    result = loopwise.run(desk, "x", model=ScriptedModel(respond))
+    assert result.status == Status.COMPLETED and notes == ["planned"]
+    refused = next(e.data for e in result.events if e.type == "gate_decided")
+    assert refused["decision"] == "denied" and "planner only proposes" in refused["reason"]

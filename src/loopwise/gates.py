@@ -298,6 +298,10 @@ async def authorize(
     """
     effect = str(effect)
     gate = _as_gate(gate, tool)
+    if ctx.refuse_effects is not None and effect in _EFFECTS:
+        refused = Denied(ctx.refuse_effects, by="loopwise")
+        _emit_decision(ctx, f"{ctx.step_path}:gate_decided:{call_id}", tool, call_id, refused)
+        return refused
     if tainted_by is None and effect in _EFFECTS:
         tainted_by = run_taint(ctx)
     tainted = tainted_by is not None and effect in _EFFECTS

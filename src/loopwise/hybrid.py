@@ -700,6 +700,12 @@ class _Attempt:
         self.inner = inner
 
     async def run(self, input: Any, ctx: Context) -> Any:
+        # Declared effects are checked when the hybrid is built; this also covers what
+        # the planner reaches through nested steps (an agent wrapped by as_tool as "read").
+        ctx.refuse_effects = (
+            "a hybrid's planner only proposes: it cannot make write or irreversible calls, "
+            "not even through a nested step; propose the action in the plan instead"
+        )
         return await self.inner.run(input, ctx)
 
 

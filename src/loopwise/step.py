@@ -161,6 +161,8 @@ class Context:
     """The step path this context belongs to."""
     idempotency_key: str | None = None
     """Set while an effectful tool runs: run id + call id."""
+    refuse_effects: str | None = None
+    """Why ``write``/``irreversible`` calls are refused here (a hybrid's planner; inherited)."""
     clock: Callable[[], float] = time.monotonic
     """Monotonic seconds; injected so tests can control time."""
     started_at: float = 0.0
@@ -592,7 +594,9 @@ class FunctionStep:
     """A plain function (sync or async) as a step; sync ones run off the event loop.
 
     The function takes ``(input)`` or ``(input, ctx)``. Its annotations give
-    ``input_type`` and ``output_type`` for graph checks.
+    ``input_type`` and ``output_type`` for graph checks. A sync function runs in a worker
+    thread, so blocking I/O cannot stall other runs; that hop costs ~50–100 µs, so write
+    quick pure code (routing, reshaping) as ``async def`` to run it on the loop itself.
     """
 
     def __init__(self, fn: Callable[..., Any], *, name: str | None = None) -> None:
