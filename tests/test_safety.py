@@ -595,3 +595,27 @@ def test_a_hybrids_planner_cannot_act_through_a_nested_step() -> None:
     assert result.status == Status.COMPLETED and notes == ["planned"]
     refused = next(e.data for e in result.events if e.type == "gate_decided")
     assert refused["decision"] == "denied" and "planner only proposes" in refused["reason"]
+
+
+def test_a_run_ended_by_a_model_api_error_resumes_without_redoing_its_effects() -> None:
+    outage = {"on": True}
+
+    def respond(request: loopwise.ModelRequest) -> Any:
+        done = _tool_results(request)
+        if not done:
+            return call("pay", {"amount": 4}, id="c1")
+        if outage["on"]:
+            raise loopwise.ModelAPIError("503 from the server", status_code=503)
+        return reply(done[-1])
+
+    paid: list[Any] = []
+    agent = loopwise.Agent(name="a", tools=[_pay_tool(gates.policy(lambda a: True), paid)])
+    model = ScriptedModel(respond)
+    failed = loopwise.run(agent, "go", model=model)
+    assert failed.status == Status.ERROR and len(paid) == 1
+    outage["on"] = False
+    done = loopwise.resume(failed.run_id, step=agent, model=model)
+    assert done.status == Status.COMPLETED and done.output == "paid 4"
+    assert paid == [(f"{failed.run_id}:c1", 4)]  # not paid again, not under a new key
+    again = loopwise.resume(failed.run_id, step=agent, model=model)
+    assert again.status == Status.COMPLETED and len(again.events) == len(done.events)

@@ -16,11 +16,14 @@ These are the ``loopwise.run``/``loopwise.arun`` users call. They wrap the core
 **Resume** reloads the run (target, input, model name, limits), replays its journal —
 recorded model turns are not sent again, recorded tool results are not run again —
 applies the decided approvals and continues the same run id, appending ``run_resumed``
-and then new events after the last ``seq``. An approved call runs once (with its
+and then new events after the last ``seq``. A run that ended ``error`` (a model API
+failure, a step that raised) or ``cancelled`` continues the same way once the cause is
+fixed. An approved call runs once (with its
 idempotency key, run id + call id); a denied one answers the model with an error result
 saying it was denied and the run goes on (a hybrid ends ``denied`` instead). Only runs
-that are ``awaiting_approval`` or were interrupted (still ``running`` in the store, e.g.
-the process was killed) continue; resuming a finished run returns it unchanged.
+that are ``awaiting_approval``, ``error``, ``cancelled`` or were interrupted (still
+``running`` in the store, e.g. the process was killed) continue; resuming a run that
+finished otherwise returns it unchanged.
 """
 
 from __future__ import annotations
@@ -68,8 +71,12 @@ class _Default:
 DEFAULT: Any = _Default()
 """``store=DEFAULT``: the store at ``$LOOPWISE_STORE`` or ``.loopwise/runs.db``."""
 
-RESUMABLE = frozenset({"running", Status.AWAITING_APPROVAL.value})
-"""Stored statuses :func:`resume` continues (``running`` = the process died mid-run)."""
+RESUMABLE = frozenset(
+    {"running", Status.AWAITING_APPROVAL.value, Status.ERROR.value, Status.CANCELLED.value}
+)
+"""Stored statuses :func:`resume` continues: ``running`` (the process died mid-run),
+``error`` (the model API failed, a step raised) and ``cancelled`` (interrupted) too, so a
+run is not started over (its effects done again under new keys) once the cause is fixed."""
 
 _OPTION_NAMES = frozenset(f.name for f in fields(RunOptions))
 

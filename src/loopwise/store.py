@@ -93,6 +93,7 @@ _MIGRATIONS: list[str] = [
 """The schema, one script per version; ``PRAGMA user_version`` says how many ran."""
 
 _FINISHED = {EventType.RUN_FINISHED, EventType.RUN_PAUSED}
+_CLAIMABLE = frozenset({"running", "awaiting_approval", "error", "cancelled"})
 
 
 def default_store_path(path: str | os.PathLike[str] | None = None) -> Path:
@@ -330,8 +331,9 @@ class SQLiteStore:
     def claim(self, run_id: str, owner: str, *, alive: Callable[[str], bool]) -> bool:
         """Take a run for resuming: ``True`` when ``owner`` may now continue it.
 
-        A run qualifies when it is ``awaiting_approval`` with every approval decided, or
-        ``running`` while ``alive(previous_owner)`` says its process is gone. Checked and
+        A run qualifies when it is ``awaiting_approval`` with every approval decided,
+        ``error`` or ``cancelled``, or ``running`` while ``alive(previous_owner)`` says its
+        process is gone. Checked and
         taken in one write transaction, so of two processes resuming at once one wins.
         Raises :class:`ConfigError` when the run is still running in a live process.
         """
@@ -370,7 +372,7 @@ class SQLiteStore:
         waiting = conn.execute(
             "SELECT count(*) FROM approvals WHERE run_id = ? AND status = 'pending'", (run_id,)
         ).fetchone()[0]
-        return status in {"running", "awaiting_approval"} and not waiting
+        return status in _CLAIMABLE and not waiting
 
     def mark_failed(self, run_id: str, detail: str) -> None:
         """Mark a run that raised (a configuration mistake) as ``error``."""
