@@ -199,6 +199,7 @@ class OpenAIModel:
             self._settings = {}
         self._client = client
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._endpoint: tuple[str, str] | None = None
         self.structured_modes: dict[tuple[str, str], StructuredMode] = {}
 
     @property
@@ -224,7 +225,10 @@ class OpenAIModel:
     @property
     def endpoint(self) -> tuple[str, str]:
         """``(base_url, model)``: the key under which structured modes are remembered."""
-        return (str(self.client.base_url), self.name)
+        # base_url and name never change for a model, and str() of an httpx URL is not free.
+        if self._endpoint is None:
+            self._endpoint = (str(self._client.base_url), self.name)
+        return self._endpoint
 
     async def aclose(self) -> None:
         """Close the client's pooled connections; call it in the event loop that used them
