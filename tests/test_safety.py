@@ -619,3 +619,38 @@ def test_a_run_ended_by_a_model_api_error_resumes_without_redoing_its_effects() 
     assert paid == [(f"{failed.run_id}:c1", 4)]  # not paid again, not under a new key
     again = loopwise.resume(failed.run_id, step=agent, model=model)
     assert again.status == Status.COMPLETED and len(again.events) == len(done.events)
+
+
+def test_a_hybrid_run_twice_in_one_run_pays_twice_each_with_its_own_approval() -> None:
+    ledger: dict[str, int] = {}
+
+    @loopwise.tool(effect="irreversible", gate=gates.human())
+    def refund(amount: int, ctx: Any) -> str:
+        """Refund (once per idempotency key)."""
+        ledger.setdefault(ctx.idempotency_key, amount)
+        return f"refunded {amount}"
+
+    plan = {"steps": [{"id": "s1", "action": "refund", "args": {"amount": 7}, "reason": "r"}]}
+    desk = loopwise.Hybrid("desk", actions=[refund])
+    batch = loopwise.Agent(
+        name="batch", tools=[loopwise.as_tool(desk, name="desk", description="Works a case.")]
+    )
+
+    def respond(request: loopwise.ModelRequest) -> Any:
+        if _first_user(request) != "go":  # the desk's planner
+            return reply(json.dumps(plan))
+        done = _tool_results(request)
+        return (
+            call("desk", {"input": "case"}, id=f"case{len(done)}") if len(done) < 2 else reply("")
+        )
+
+    model = ScriptedModel(respond)
+    run_id = loopwise.run(batch, "go", model=model).run_id
+    assert _approve_all(run_id) == ["batch/desk/desk/execute.s1"]
+    assert loopwise.resume(run_id, step=batch, model=model).status == Status.AWAITING_APPROVAL
+    assert _approve_all(run_id) == ["batch/desk/desk@2/execute.s1"]  # asked again, for the second
+    assert loopwise.resume(run_id, step=batch, model=model).status == Status.COMPLETED
+    assert ledger == {
+        f"{run_id}:batch/desk/desk/execute.s1": 7,
+        f"{run_id}:batch/desk/desk@2/execute.s1": 7,
+    }

@@ -629,13 +629,15 @@ def compile_plan(
     *,
     name: str = "execute",
     verdicts: dict[str, Any] | None = None,
+    scope: str = "",
 ) -> Workflow:
     """The plan as a :class:`~loopwise.workflow.Workflow`: one node per step, edges from
     ``depends_on``, all results joined in a final ``results`` node.
 
     Independent steps land in one topological generation and run concurrently.
     ``verdicts`` are the gates' decisions by step id (see :func:`authorize_plan`); a step
-    without one runs as approved.
+    without one runs as approved. ``scope`` prefixes the call ids (``{scope}{name}.{id}``,
+    which bind approvals and idempotency keys), as given to :func:`authorize_plan`.
     """
     verdicts = verdicts or {}
     wf = Workflow(name)
@@ -645,14 +647,14 @@ def compile_plan(
     for sid in order:
         planned = by_id[sid]
         verdict = verdicts.get(sid, Approved(by="no-gate"))
-        node = _ActionNode(planned, catalog[planned.action], f"{name}.{sid}", verdict)
+        node = _ActionNode(planned, catalog[planned.action], f"{scope}{name}.{sid}", verdict)
         wf.add(sid, node, after=planned.depends_on or ["start"], join=dict)
     wf.add("results", _Collect("results"), after=order, join=dict)
     return wf
 
 
 async def authorize_plan(
-    plan: Plan, catalog: ActionCatalog, ctx: Context, *, name: str = "execute"
+    plan: Plan, catalog: ActionCatalog, ctx: Context, *, name: str = "execute", scope: str = ""
 ) -> dict[str, Any]:
     """Every step's gate verdict, asked together before any action runs.
 
@@ -673,7 +675,7 @@ async def authorize_plan(
             tool=action.name,
             effect=action.effect,
             args=args.model_dump(mode="json"),
-            call_id=f"{name}.{planned.id}",
+            call_id=f"{scope}{name}.{planned.id}",
             gate=getattr(action.tool, "gate", None),
         )
         if isinstance(verdict, Pending):
@@ -781,20 +783,21 @@ class Hybrid:
         """Propose, validate, (approve,) execute; re-plan on denial when configured."""
         feedback: list[str] = []
         output: HybridOutput | None = None
+        scope = _id_scope(ctx)
         for round_no in range(1, self.replan_on_denial + 2):
             plan = await self.propose(input, ctx, feedback=feedback, round_no=round_no)
             suffix = "" if round_no == 1 else f"_{round_no}"
-            refused = await self._approve_whole(plan, f"plan{suffix}", ctx)
+            refused = await self._approve_whole(plan, f"{scope}plan{suffix}", ctx)
             if refused is not None:
                 feedback = [refused]
                 continue
             name = f"execute{suffix}"
             try:
-                verdicts = await authorize_plan(plan, self.catalog, ctx, name=name)
+                verdicts = await authorize_plan(plan, self.catalog, ctx, name=name, scope=scope)
             except Halt as halt:
                 halt.output = HybridOutput(plan=plan, results={}, rounds=round_no)
                 raise
-            workflow = compile_plan(plan, self.catalog, name=name, verdicts=verdicts)
+            workflow = compile_plan(plan, self.catalog, name=name, verdicts=verdicts, scope=scope)
             results = await ctx.run_step(workflow, plan)
             output = HybridOutput(plan=plan, results=results, rounds=round_no)
             _raise_failed(output)
@@ -896,6 +899,20 @@ class Hybrid:
             lines.append(f'    {_node(a.name)}["{a.name} ({a.effect})"]')
             lines.append(f"    validate -->|valid| {_node(a.name)}")
         return "\n".join(lines) + "\n"
+
+
+def _id_scope(ctx: Context) -> str:
+    """What makes this run of the hybrid's call ids unique in the run (``""`` for the target).
+
+    Approvals and idempotency keys are bound to call ids: a hybrid nested in a workflow or
+    agent, or run twice at one place, must not share ``execute.s1`` with another, or its
+    refund would be deduplicated into the other's (done, but never paid) or approved by
+    the other's decision. Counted per path, so a resumed run scopes alike.
+    """
+    n = int(ctx.next_key("hybrid").rsplit(":", 1)[1])
+    if len(ctx.path) <= 1 and n == 1:
+        return ""
+    return f"{ctx.step_path}{'' if n == 1 else f'@{n}'}/"
 
 
 def _count_again(ctx: Context, spent: Any) -> None:
