@@ -7,6 +7,8 @@ transcript so that resumes replay.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import json
 import os
 import signal
@@ -22,6 +24,7 @@ import pytest
 import loopwise
 from loopwise import Denied, Edited, Escalate, SQLiteStore, Status, gates
 from loopwise.cli import main
+from loopwise.runner import StoreApprovals
 from loopwise.testing import ScriptedModel, call, reply
 
 
@@ -268,11 +271,12 @@ def test_a_nested_agent_run_twice_gets_its_own_approvals_and_keys() -> None:
 
     model = ScriptedModel(respond)
     run_id = loopwise.run(outer, "go", model=model).run_id
-    assert _approve_all(run_id) == ["call_0"]
+    assert _approve_all(run_id) == ["outer/payer/inner/call_0"]
     assert loopwise.resume(run_id, step=outer, model=model).status == Status.AWAITING_APPROVAL
-    assert _approve_all(run_id) == ["call_0@2"]
+    assert _approve_all(run_id) == ["outer/payer/inner/call_0@2"]
     assert loopwise.resume(run_id, step=outer, model=model).status == Status.COMPLETED
-    assert paid == [(f"{run_id}:call_0", 3), (f"{run_id}:call_0@2", 3)]
+    keys = [f"{run_id}:outer/payer/inner/call_0", f"{run_id}:outer/payer/inner/call_0@2"]
+    assert paid == [(keys[0], 3), (keys[1], 3)]
 
 
 class _KillAt:
@@ -393,7 +397,7 @@ def test_a_hybrid_killed_at_any_event_resumes_to_the_same_effects(tmp_path: Path
             assert all(attempts[f"{run_id}:{c}"] == 1 for c in recorded), n
 
 
-def test_an_approval_never_carries_over_to_a_call_of_another_step_with_its_id() -> None:
+def test_an_approval_never_carries_over_to_a_nested_call_with_its_id() -> None:
     paid: list[Any] = []
     pay = _pay_tool(gates.human(), paid)
     inner = loopwise.Agent(name="inner", tools=[pay])
@@ -412,10 +416,29 @@ def test_an_approval_never_carries_over_to_a_call_of_another_step_with_its_id() 
     model = ScriptedModel(respond)
     run_id = loopwise.run(outer, "go", model=model).run_id
     assert _approve_all(run_id) == ["c1"]
-    done = loopwise.resume(run_id, step=outer, model=model)
-    assert paid == [(f"{run_id}:c1", 3)]  # the nested call did not ride on that approval
-    results = [e.data["content"] for e in done.events if e.type == "tool_result"]
-    assert "was decided for a call of another step (outer)" in results[1]
+    # The nested call did not ride on that approval: it asks for its own.
+    assert loopwise.resume(run_id, step=outer, model=model).status == Status.AWAITING_APPROVAL
+    assert paid == [(f"{run_id}:c1", 3)]
+    assert _approve_all(run_id) == ["outer/helper/inner/c1"]
+    assert loopwise.resume(run_id, step=outer, model=model).status == Status.COMPLETED
+    assert paid == [(f"{run_id}:c1", 3), (f"{run_id}:outer/helper/inner/c1", 3)]
+
+
+def test_a_stored_decision_for_another_steps_call_denies() -> None:
+    # Defense in depth behind scoped ids: a decision binds the step that asked.
+    with SQLiteStore() as store:
+        store.create_run("r1", target="t", spec=None, input=None, model=None, options={})
+        asked = gates.ApprovalRequest(
+            run_id="r1", approval_id="c1", tool="pay", args={}, effect="write", reason="r",
+            args_hash=gates.args_hash("pay", {}), call_id="c1", step="outer",
+        )  # fmt: skip
+        event = loopwise.Event(seq=1, type=loopwise.EventType.GATE_REQUESTED, step="outer",
+                               at="now", data=asked.to_dict())  # fmt: skip
+        store.record("r1", event)
+        store.decide("r1", "c1", decision="approved", by="alice")
+        other = dataclasses.replace(asked, step="outer/helper/inner")
+        verdict = asyncio.run(StoreApprovals(store).decide(other))
+    assert isinstance(verdict, Denied) and "another step (outer)" in verdict.reason
 
 
 def test_the_audit_log_says_who_decided_when_and_why(

@@ -31,7 +31,8 @@ any OpenAI-compatible server that supports tools works.
 authorization seam is :func:`_authorize` (gates, taint and durable pause plug in there).
 Tool results are journaled under a key stable across resumes (step path, turn, call id);
 a key present in ``ctx.replay`` returns the recorded result without running the tool.
-``write``/``irreversible`` tools run with ``ctx.idempotency_key = f"{run_id}:{call_id}"``.
+``write``/``irreversible`` tools run with ``ctx.idempotency_key = f"{run_id}:{call_id}"``
+(a nested agent's call id prefixed with its path).
 """
 
 from __future__ import annotations
@@ -225,7 +226,7 @@ async def _authorize(
         tool=tool.name,
         effect=str(tool.effect),
         args=args,
-        call_id=call.id,
+        call_id=_scoped_id(ctx, call.id),
         gate=tool.gate,
         tainted_by=untrusted[0] if untrusted else None,
     )
@@ -709,8 +710,18 @@ def _tool_context(found: Tool, call: ToolCall, ctx: Context) -> Context:
     child = ctx.child(found.name)
     if found.effect is not Effect.READ:
         # Lets an effect interrupted between doing and recording be made safe on resume.
-        child.idempotency_key = f"{ctx.run_id}:{call.id}"
+        child.idempotency_key = f"{ctx.run_id}:{_scoped_id(ctx, call.id)}"
     return child
+
+
+def _scoped_id(ctx: Context, call_id: str) -> str:
+    """The id that binds a call's approval and idempotency key, unique in the run.
+
+    The run's target agent uses the model's call id as is; a nested agent prefixes its
+    path, as two agents' models may both say ``call_0`` (its approval would otherwise be
+    the other's, and its effect deduplicated into the other's).
+    """
+    return call_id if len(ctx.path) <= 1 else f"{ctx.step_path}/{call_id}"
 
 
 def _render(value: Any) -> str:
