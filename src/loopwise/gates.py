@@ -39,7 +39,7 @@ import inspect
 import json
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -58,7 +58,6 @@ __all__ = [
     "Gate",
     "Handler",
     "Pending",
-    "Taint",
     "TerminalApprovals",
     "Verdict",
     "args_hash",
@@ -238,23 +237,6 @@ def args_hash(tool: str, args: Any) -> str:
     """A stable hash of a tool name and its arguments (canonical JSON, SHA-256)."""
     text = json.dumps([tool, jsonable(args)], sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-@dataclass
-class Taint:
-    """Which untrusted outputs an agent's transcript holds; the first names the source."""
-
-    sources: list[str] = field(default_factory=list)
-    """``tool (call_id)`` of every untrusted output seen, in order."""
-
-    def note(self, tool: str, call_id: str) -> None:
-        """Record that ``tool``'s output (call ``call_id``) entered the transcript."""
-        self.sources.append(f"{tool} ({call_id})")
-
-    @property
-    def source(self) -> str | None:
-        """The first untrusted source, or ``None`` while the transcript is clean."""
-        return self.sources[0] if self.sources else None
 
 
 _EFFECTS = frozenset({"write", "irreversible"})
