@@ -282,7 +282,9 @@ async def authorize(
     gate = _as_gate(gate, tool)
     if ctx.refuse_effects is not None and effect in _EFFECTS:
         refused = Denied(ctx.refuse_effects, by="loopwise")
-        _emit_decision(ctx, f"{ctx.step_path}:gate_decided:{call_id}", tool, call_id, refused)
+        key = f"{ctx.step_path}:gate_decided:{call_id}"
+        if key not in ctx.replay:  # a resumed run replays it; the log says it once
+            _emit_decision(ctx, key, tool, call_id, refused)
         return refused
     if tainted_by is None and effect in _EFFECTS:
         tainted_by = run_taint(ctx)
