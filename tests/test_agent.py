@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from typing import Annotated, Any
 
 import pytest
@@ -472,3 +473,37 @@ def test_a_step_whose_budget_is_not_a_budget_is_refused_not_ignored() -> None:
     flow.then(loopwise.step(lambda x: x, name="same"))
     with pytest.raises(loopwise.ConfigError, match=r"budget must be a loopwise\.Budget"):
         loopwise.run(flow, 1, store=None)
+
+
+def test_a_sync_write_already_running_when_the_run_ends_is_seen_through_and_recorded() -> None:
+    """A thread cannot be cancelled: its effect is awaited and logged, never left unseen."""
+    effects: list[str] = []
+    started = threading.Event()
+
+    @tool(effect="write")
+    def slow_sync_write() -> str:
+        """Write something slowly. Call it to write."""
+        started.set()
+        time.sleep(0.2)  # still running when the sibling ends the run
+        effects.append("written")
+        return "written"
+
+    inner = Agent(name="inner")
+    outer = Agent(
+        name="outer",
+        tools=[slow_sync_write, as_tool(inner, description="Ask the helper. Call it for facts.")],
+    )
+
+    def respond(request: ModelRequest) -> Any:
+        if request.tools is None:
+            started.wait(5)
+            return reply("word " * 400)  # the inner agent crosses the budget
+        return calls(("slow_sync_write", {}), ("inner", {"input": "q"}))
+
+    result = loopwise.run(
+        outer, "go", model=ScriptedModel(respond), budget=Budget(max_tokens=300), store=None
+    )
+    assert result.status == Status.BUDGET_EXCEEDED
+    assert effects == ["written"]
+    kinds = [(e.type, e.data.get("tool")) for e in result.events]
+    assert kinds.index(("tool_result", "slow_sync_write")) < kinds.index(("run_finished", None))

@@ -369,6 +369,8 @@ class Tool:
             return await self.fn(**kwargs)
         if self.timeout is not None:
             return await _in_own_thread(self.fn, kwargs)
+        if self.effect is not Effect.READ:
+            return await _to_the_end(self.fn, kwargs)
         return await asyncio.to_thread(self.fn, **kwargs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -377,6 +379,26 @@ class Tool:
 
     def __repr__(self) -> str:
         return f"<tool {self.name} ({self.effect})>"
+
+
+async def _to_the_end(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    """Run a sync tool with an effect in a worker thread and see it through.
+
+    A thread cannot be stopped, so cancelling the call (a sibling call ended the run)
+    would not stop the effect, only hide it: the result would never be recorded. Once
+    started, the call is awaited to its end and returned, so the agent records it before
+    the run ends.
+    """
+    context = contextvars.copy_context()
+    loop = asyncio.get_running_loop()
+    future = loop.run_in_executor(None, lambda: context.run(fn, **kwargs))
+    while True:
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            if future.cancelled():
+                raise
+            continue  # the thread runs on: wait for what it did
 
 
 async def _in_own_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
