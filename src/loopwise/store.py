@@ -26,6 +26,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -242,13 +243,33 @@ class SQLiteStore:
             # short explicit transaction and reads never hold a lock open.
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
-            _refuse_foreign(conn, self.path)
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
-            _migrate(conn, self.path)
+            self._prepare(conn)
         except (sqlite3.Error, OSError) as e:
             raise StoreError(f"cannot open run store {self.path}: {e}") from e
         return conn
+
+    def _prepare(self, conn: sqlite3.Connection) -> None:
+        """Check, configure and migrate a new connection.
+
+        Several processes opening one file at once race to rebuild its WAL index, and
+        SQLite answers that race with an immediate "database is locked" that its busy
+        handler does not cover, so the steps are retried until ``busy_timeout``.
+        """
+        deadline = time.monotonic() + self._busy_timeout_ms / 1000
+        while True:
+            try:
+                _refuse_foreign(conn, self.path)
+                if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                    conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+                _migrate(conn, self.path)
+                return
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) or time.monotonic() > deadline:
+                    raise
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                time.sleep(0.01)
 
     def _write(self, statements: list[tuple[str, tuple[Any, ...]]]) -> int:
         """Run ``statements`` in one transaction; return the rows the last one changed."""
@@ -529,12 +550,21 @@ class SQLiteStore:
         return found
 
 
+_OWN_TABLES = frozenset({"runs", "events", "approvals", "eval_results"})
+
+
 def _refuse_foreign(conn: sqlite3.Connection, path: Path) -> None:
     """Refuse another program's database: migrating it would add our tables (and WAL) to it."""
-    if conn.execute("PRAGMA user_version").fetchone()[0] != 0:
-        return
-    names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-    if names:
+    # One read transaction: the version and the tables come from one snapshot, even while
+    # other processes open, recover or migrate the same file.
+    conn.execute("BEGIN")
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    finally:
+        conn.execute("COMMIT")
+    names = {r[0] for r in rows}
+    if version == 0 and names - _OWN_TABLES:
         conn.close()
         raise StoreError(
             f"{path} is not a loopwise run store (it holds other tables: "
