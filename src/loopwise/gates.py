@@ -448,10 +448,11 @@ def _human_verdict(result: Any) -> Verdict | None:
 def pause(pending: list[Pending]) -> Halt:
     """The :class:`Halt` that ends a run ``awaiting_approval`` with every request listed."""
     names = ", ".join(f"{p.request.tool} ({p.request.approval_id})" for p in pending)
-    halt = Halt(Status.AWAITING_APPROVAL, f"{len(pending)} call(s) await approval: {names}")
-    # execute() reads `pending` off the Halt into RunResult.pending.
-    setattr(halt, "pending", [p.request.to_dict() for p in pending])  # noqa: B010
-    return halt
+    return Halt(
+        Status.AWAITING_APPROVAL,
+        f"{len(pending)} call(s) await approval: {names}",
+        pending=[p.request.to_dict() for p in pending],
+    )
 
 
 def denial_message(tool: str, verdict: Denied) -> str:

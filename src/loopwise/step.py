@@ -115,11 +115,15 @@ class EventSink(Protocol):
 class Halt(Exception):
     """Ends the whole run with ``status``; raised by guardrails inside nested steps."""
 
-    def __init__(self, status: Status, detail: str, *, output: Any = None) -> None:
+    def __init__(
+        self, status: Status, detail: str, *, output: Any = None, pending: list[Any] | None = None
+    ) -> None:
         super().__init__(f"{status}: {detail}")
         self.status = status
         self.detail = detail
         self.output = output
+        self.pending = pending or []
+        """The approval requests a run ``awaiting_approval`` waits on."""
 
 
 @runtime_checkable
@@ -500,7 +504,7 @@ async def execute(target: Step, input: Any, ctx: Context) -> RunResult:
         output = await ctx.run_step(target, input)
     except Halt as halt:
         status, output, detail = halt.status, halt.output, halt.detail
-        pending = list(getattr(halt, "pending", []))
+        pending = list(halt.pending)
     except ModelAPIError as e:
         status, detail = Status.ERROR, str(e)
     except asyncio.CancelledError:
