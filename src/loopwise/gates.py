@@ -281,11 +281,7 @@ async def authorize(
     effect = str(effect)
     gate = _as_gate(gate, tool)
     if ctx.refuse_effects is not None and effect in _EFFECTS:
-        refused = Denied(ctx.refuse_effects, by="loopwise")
-        key = f"{ctx.step_path}:gate_decided:{call_id}"
-        if key not in ctx.replay:  # a resumed run replays it; the log says it once
-            _emit_decision(ctx, key, tool, call_id, refused)
-        return refused
+        return _refused_here(ctx, tool, call_id, ctx.refuse_effects)
     if tainted_by is None and effect in _EFFECTS:
         tainted_by = run_taint(ctx)
     tainted = tainted_by is not None and effect in _EFFECTS
@@ -318,12 +314,29 @@ async def authorize(
         call_id=call_id,
         step=ctx.step_path,
     )
-    if asked is None:
+    return await _ask_person(ctx, request, requested_key if asked is None else None)
+
+
+def _refused_here(ctx: Context, tool: str, call_id: str, why: str) -> Denied:
+    """A write or irreversible call where effects are refused (under a hybrid's planner)."""
+    refused = Denied(why, by="loopwise")
+    key = f"{ctx.step_path}:gate_decided:{call_id}"
+    if key not in ctx.replay:  # a resumed run replays it; the log says it once
+        _emit_decision(ctx, key, tool, call_id, refused)
+    return refused
+
+
+async def _ask_person(
+    ctx: Context, request: ApprovalRequest, requested_key: str | None
+) -> Verdict | Pending:
+    """Log the request (unless a resumed run logged it already) and ask the handler."""
+    if requested_key is not None:
         ctx.emit(EventType.GATE_REQUESTED, {"key": requested_key, **request.to_dict()})
     answer = await ask(ctx.approvals, request)
     if answer is None:
         return Pending(request)
-    _emit_decision(ctx, decided_key, tool, call_id, answer)
+    decided_key = f"{ctx.step_path}:gate_decided:{request.call_id}"
+    _emit_decision(ctx, decided_key, request.tool, request.call_id, answer)
     return answer
 
 
