@@ -213,7 +213,7 @@ class Context:
             seq=self._seq[0],
             type=type,
             step=self.step_path,
-            at=datetime.now(UTC).isoformat(),
+            at=_now_iso(),
             data=data or {},
         )
         self.events.append(event)
@@ -318,6 +318,24 @@ class Context:
         own.wall_seconds = self.clock() - started
         child.emit(EventType.STEP_FINISHED, {"output": _jsonable(output), "usage": own.to_dict()})
         return output
+
+
+_STAMP: list[tuple[int, str]] = [(-1, "")]
+
+
+def _now_iso() -> str:
+    """What ``datetime.now(UTC).isoformat()`` gives, at ~40% of its cost (one per event).
+
+    The date and time to the second are formatted once per second; the microseconds
+    are appended (omitted when zero, as ``isoformat`` does).
+    """
+    second, nanos = divmod(time.time_ns(), 1_000_000_000)
+    cached, prefix = _STAMP[0]
+    if second != cached:
+        prefix = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        _STAMP[0] = (second, prefix)  # one tuple: a reader in another thread sees a pair
+    micros = nanos // 1000
+    return f"{prefix}.{micros:06d}+00:00" if micros else f"{prefix}+00:00"
 
 
 def _jsonable(value: Any) -> Any:
