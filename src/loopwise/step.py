@@ -263,7 +263,9 @@ class Context:
         if recorded is not None:
             turn = Turn.from_dict(recorded["turn"])
         else:
-            self.check_budget(pending_tokens=request.prompt_chars() // 4)
+            # The estimate (it serializes the tool schemas) only matters to a token limit.
+            pending = request.prompt_chars() // 4 if self.budget.max_tokens is not None else 0
+            self.check_budget(pending_tokens=pending)
             turn = await self._complete(request)
         cost = self.pricing.cost(
             turn.model or self.model.name, turn.input_tokens, turn.output_tokens
