@@ -652,10 +652,14 @@ def _schema_of(model: type[BaseModel] | None) -> dict[str, Any] | None:
     return None if model is None else model.model_json_schema()
 
 
+# json.dumps(..., sort_keys=True) with the encoder built once (dumps builds one per call).
+_CANONICAL = json.JSONEncoder(sort_keys=True)
+
+
 def _signature(call: ToolCall) -> tuple[str, str]:
     """A call as (name, canonical arguments), so key order and spacing do not matter."""
     try:
-        canonical = json.dumps(json.loads(call.arguments or "{}"), sort_keys=True)
+        canonical = _CANONICAL.encode(json.loads(call.arguments or "{}"))
     except json.JSONDecodeError:
         canonical = call.arguments.strip()
     return (call.name, canonical)
