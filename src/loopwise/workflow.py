@@ -694,6 +694,8 @@ def _exclusive(a: frozenset[tuple[str, str]], b: frozenset[tuple[str, str]]) -> 
 def _coerce(value: Any, wanted: Any, where: str) -> Any:
     """``value`` as the pydantic input model a step declares (the CLI passes JSON objects);
     a value that cannot be one (a string where a ``Ticket`` is declared) ends the run."""
+    if wanted is Any or (type(wanted) is type and not issubclass(wanted, BaseModel)):
+        return value  # no model to coerce to, and no typing form for _strip to unwrap
     model = _strip(wanted)
     if not (isinstance(model, type) and issubclass(model, BaseModel)) or isinstance(value, model):
         return value
