@@ -56,6 +56,7 @@ from loopwise.step import (
     jsonable,
     new_context,
 )
+from loopwise.step import arun as core_arun
 from loopwise.store import RunStore, SQLiteStore, default_store_path
 from loopwise.targets import load_target, model_for
 from loopwise.usage import Budget, Usage
@@ -255,8 +256,6 @@ async def arun(
     """
     opts = _run_options(options, overrides)
     if store is None:
-        from loopwise.step import arun as core_arun
-
         return await core_arun(target, input, opts)
     if not isinstance(target, Step):
         raise ConfigError(f"{target!r} is not a step (decorate a function with @loopwise.step)")
