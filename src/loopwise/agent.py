@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -60,6 +59,7 @@ from loopwise.gates import (
 )
 from loopwise.model import Message, ModelRequest, ToolCall, Turn
 from loopwise.step import Context, EventType, Halt, Status, concurrently, jsonable
+from loopwise.structured import _strip_fence
 from loopwise.tools import Effect, Tool, ToolArgumentsError, tool
 from loopwise.usage import Budget
 
@@ -79,7 +79,6 @@ FINAL_ANSWER = "final_answer"
 """The name of the tool a structured agent answers with."""
 
 _UNKNOWN_TOOL = "(unknown tool)"
-_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -428,9 +427,8 @@ class Agent:
     def _text_answer(self, text: str, state: _Transcript) -> Decision:
         if self._output_model is None:
             return Answer(text)
-        match = _FENCE.match(text)
         try:
-            return Answer(self._output_model.model_validate_json(match.group(1) if match else text))
+            return Answer(self._output_model.model_validate_json(_strip_fence(text)))
         except pydantic.ValidationError as e:
             feedback = (
                 f"Your answer is not valid: {_errors(e)}. Answer by calling {FINAL_ANSWER} "
