@@ -7,7 +7,6 @@ Exit codes: 0 completed (or nothing wrong); 1 a run ended with another status or
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import sys
@@ -123,7 +122,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         target = load_checked(args.target)
         payload = _checked_input(target, payload)
         wants_model = needs_model(target.step) or args.model
-        result = _run_closing(
+        result = runner.run(
             target.step,
             payload,
             model=model_for(target, args.model) if wants_model else None,
@@ -160,20 +159,6 @@ def _add_resume(sub: Any) -> None:
     p.add_argument("--store", help=store_help)
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(handler=_cmd_resume)
-
-
-def _run_closing(step: Any, payload: Any, *, model: Any, **options: Any) -> RunResult:
-    """``run``, then close the connections of the model the CLI opened, in the run's loop."""
-
-    async def go() -> RunResult:
-        try:
-            return await runner.arun(step, payload, model=model, **options)
-        finally:
-            aclose = getattr(model, "aclose", None)
-            if aclose is not None:
-                await aclose()
-
-    return asyncio.run(go())
 
 
 def _add_run(sub: Any) -> None:
