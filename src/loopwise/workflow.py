@@ -370,7 +370,7 @@ class Workflow:
             ready = [n for n in generation if self._active(n, plan, state)]
             if ready:
                 ctx.check_budget()
-                await _all([self._run_node(n, plan, state, ctx) for n in ready])
+                await concurrently([self._run_node(n, plan, state, ctx) for n in ready])
         ran = [n for n in plan.ends if n in state.outputs]
         outputs = {n: _value(state.outputs[n]) for n in ran}
         return outputs[ran[0]] if len(ran) == 1 else outputs
@@ -660,11 +660,6 @@ class Workflow:
                 node=node,
             )
         return _domain(fields[spec.on])
-
-
-async def _all(coros: list[Any]) -> None:
-    """Await ``coros`` concurrently; on a failure cancel the rest and raise it (Halts first)."""
-    await concurrently(coros)
 
 
 def _step_name(step: Any, workflow: str) -> str:
