@@ -15,11 +15,10 @@ run and a resumed run replays it exactly.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
-from shop import FAILED_STATUSES, READ_TOOLS
+from shop import FAILED_STATUSES, READ_TOOLS, tool_results
 
 from loopwise import Agent, Budget, ModelRequest, Turn
 from loopwise.testing import ScriptedModel, calls, reply
@@ -46,22 +45,6 @@ _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "last": 3}
 
 
-def _results(request: ModelRequest) -> list[tuple[str, dict[str, Any], Any]]:
-    """The (tool, args, parsed result) of every successful call in the transcript."""
-    asked: dict[str, tuple[str, dict[str, Any]]] = {}
-    for message in request.messages:
-        for call in message.get("tool_calls") or ():
-            fn = call["function"]
-            asked[call["id"]] = (fn["name"], json.loads(fn["arguments"] or "{}"))
-    found = []
-    for message in request.messages:
-        if message.get("role") != "tool" or str(message["content"]).startswith("ERROR"):
-            continue
-        name, args = asked[message["tool_call_id"]]
-        found.append((name, args, json.loads(message["content"])))
-    return found
-
-
 def _how_many(question: str) -> int:
     match = re.search(r"last (\w+) orders", question.lower())
     if match is None:
@@ -73,7 +56,7 @@ def _how_many(question: str) -> int:
 def _respond(request: ModelRequest) -> Turn:
     """The next step of a sensible investigation, from the transcript alone."""
     question = next(m["content"] for m in request.messages if m["role"] == "user")
-    done = _results(request)
+    done = tool_results(request)
     by_tool = {name: (args, result) for name, args, result in done}
     turn = len([m for m in request.messages if m["role"] == "assistant"]) + 1
     customer = by_tool.get("lookup_customer") or by_tool.get("find_customer")

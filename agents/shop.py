@@ -11,6 +11,7 @@ Shared by the order-investigation agent, the triage agent and the refund desk.
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import tempfile
@@ -20,7 +21,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from loopwise import Bounds, IdPattern, tool
+from loopwise import Bounds, IdPattern, ModelRequest, tool
 
 __all__ = [
     "READ_TOOLS",
@@ -36,6 +37,7 @@ __all__ = [
     "list_orders",
     "lookup_customer",
     "query",
+    "tool_results",
 ]
 
 SQL_PATH = Path(__file__).resolve().parent / "data" / "shop.sql"
@@ -194,3 +196,23 @@ READ_TOOLS = (
     get_shipment_events,
 )
 """Every shop tool; all read-only."""
+
+
+def tool_results(request: ModelRequest) -> list[tuple[str, dict[str, Any], Any]]:
+    """The (tool, args, parsed result) of every successful call in a request's transcript.
+
+    For the examples' offline models, which decide their next move from the transcript.
+    """
+    asked: dict[str, tuple[str, dict[str, Any]]] = {}
+    for message in request.messages:
+        for call in message.get("tool_calls") or ():
+            fn = call["function"]
+            asked[call["id"]] = (fn["name"], json.loads(fn["arguments"] or "{}"))
+    found = []
+    for message in request.messages:
+        content = str(message.get("content") or "")
+        if message.get("role") != "tool" or content.startswith("ERROR"):
+            continue
+        if (named := asked.get(message["tool_call_id"])) is not None:
+            found.append((*named, json.loads(content)))
+    return found

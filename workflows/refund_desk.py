@@ -25,7 +25,6 @@ that customer and a note — a sensible plan for ``--model scripted``.
 
 from __future__ import annotations
 
-import json
 import re
 import sqlite3
 import sys
@@ -202,20 +201,6 @@ refund_desk = Hybrid(
 _ORDER = re.compile(r"\bO-\d{4}\b")
 
 
-def _results(request: ModelRequest) -> dict[str, Any]:
-    """Tool name → parsed result of every successful call in the transcript."""
-    asked: dict[str, str] = {}
-    for message in request.messages:
-        for call in message.get("tool_calls") or ():
-            asked[call["id"]] = call["function"]["name"]
-    found: dict[str, Any] = {}
-    for message in request.messages:
-        content = str(message.get("content") or "")
-        if message.get("role") == "tool" and not content.startswith("ERROR"):
-            found[asked.get(message["tool_call_id"], "")] = json.loads(content)
-    return found
-
-
 def _plan(order: dict[str, Any], customer: dict[str, Any], complaint: str) -> dict[str, Any]:
     oid, total = order["id"], int(order["total_cents"])
     money = f"{total / 100:.2f} {order['currency']}"
@@ -259,7 +244,7 @@ def _respond(request: ModelRequest) -> Turn:
     """The planner's next move, from the transcript alone (pure, so resumes replay)."""
     complaint = next(m["content"] for m in request.messages if m["role"] == "user")
     complaint = str(complaint).split("\n\nYour previous plan was rejected")[0]
-    found = _results(request)
+    found = {name: result for name, _, result in shop.tool_results(request)}
     named = _ORDER.search(complaint)
     if named is None:
         return calls(("final_answer", {"steps": []}, "final"))
