@@ -219,8 +219,7 @@ class Workflow:
     @property
     def output_type(self) -> Any:
         """The output type of the end node(s) (``Any`` when they differ or are unknown)."""
-        ends = [n for n in self.graph if self.graph.out_degree(n) == 0]
-        found = {_strip(self._out_type(n, set())) for n in ends}
+        found = {_strip(self._out_type(n, set())) for n in self._ends()}
         return found.pop() if len(found) == 1 else Any
 
     @property
@@ -393,6 +392,10 @@ class Workflow:
         """Where the chained methods attach: the last declared ends, or the graph's ends."""
         if self._tails or len(self.graph) == 0:
             return list(self._tails)
+        return self._ends()
+
+    def _ends(self) -> list[str]:
+        """The nodes nothing follows, in declaration order."""
         return [n for n in self.graph if self.graph.out_degree(n) == 0]
 
     def _touch(self) -> None:
@@ -431,7 +434,7 @@ class Workflow:
         plan = _Plan(
             start=self._start(),
             generations=[list(g) for g in _nx().topological_generations(self.graph)],
-            ends=[n for n in self.graph if self.graph.out_degree(n) == 0],
+            ends=self._ends(),
             merges=frozenset(n for n in self.graph if self._merges(n)),
         )
         self._plan = (self._version, plan)
@@ -574,7 +577,7 @@ class Workflow:
         return errors
 
     def _end_errors(self) -> list[GraphError]:
-        ends = [n for n in self.graph if self.graph.out_degree(n) == 0]
+        ends = self._ends()
         guards = self._guards()
         errors = []
         for i, end in enumerate(ends):
