@@ -29,7 +29,6 @@ The pieces, in the order a run meets them:
 
 from __future__ import annotations
 
-import inspect
 import json
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -40,7 +39,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from loopwise.agent import Agent
 from loopwise.errors import ConfigError, ToolError
-from loopwise.gates import Approved, Denied, Edited, Pending, authorize, human, pause
+from loopwise.gates import (
+    Approved,
+    Denied,
+    Edited,
+    Pending,
+    authorize,
+    human,
+    pause,
+    recheck_edited,
+)
 from loopwise.step import Context, EventType, Halt, Status, jsonable, step
 from loopwise.structured import Structured
 from loopwise.tools import Tool, ToolArgumentsError
@@ -340,32 +348,13 @@ async def check_policy(action: Action, args: dict[str, Any]) -> str | None:
     """Run ``action``'s policy and its gate's policy on ``args``: ``None`` or the reason.
 
     Only a denial is a validation error; a policy that escalates to a person is fine
-    here (the person is asked when the action runs).
+    here (the person is asked when the action runs). Each is judged as its gate judges
+    it at run time (:func:`loopwise.gates.recheck_edited`), failing closed when it raises.
     """
-    checks = [action.policy, getattr(getattr(action.tool, "gate", None), "check", None)]
-    for check in checks:
-        if check is None:
-            continue
-        try:
-            verdict = check(args)
-            if inspect.isawaitable(verdict):
-                verdict = await verdict
-        except Exception as e:
-            # Fail closed: a policy that raises rejects (it never passes a plan or an edit).
-            return f"the policy raised {type(e).__name__}: {e}"
-        reason = _denial_reason(verdict)
-        if reason is not None:
-            return reason
-    return None
-
-
-def _denial_reason(verdict: Any) -> str | None:
-    if verdict is False:
-        return "denied by policy"
-    if isinstance(verdict, str):
-        return verdict
-    if isinstance(verdict, Denied):
-        return verdict.reason
+    for check in (action.policy, action.tool.gate):
+        denied = await recheck_edited(check, action.name, args)
+        if denied is not None:
+            return denied.reason
     return None
 
 
