@@ -61,6 +61,21 @@ def _node_events(result: loopwise.RunResult, kind: EventType) -> list[str]:
     return [e.step for e in result.events if e.type is kind]
 
 
+def _triage(log: list[str], *, bug: str, question: str) -> Workflow:
+    """parse, then a route on ``kind`` to recorders ``bug``/``question`` (default
+    ``thanks``), then shout."""
+    return (
+        Workflow("triage")
+        .then(parse)
+        .route(
+            "kind",
+            {"bug": _recorder(bug, log), "question": _recorder(question, log)},
+            default=_recorder("thanks", log),
+        )
+        .then(shout)
+    )
+
+
 def test_chain_runs_every_node_through_the_context() -> None:
     wf = Workflow("chain").then(parse).then(to_text).then(shout)
     result = loopwise.run(wf, {"subject": "printer on fire", "kind": "bug"})
@@ -220,16 +235,7 @@ def test_declaration_mistakes_raise_at_once() -> None:
 
 def test_only_the_chosen_branch_runs() -> None:
     log: list[str] = []
-    wf = (
-        Workflow("triage")
-        .then(parse)
-        .route(
-            "kind",
-            {"bug": _recorder("engineers", log), "question": _recorder("support", log)},
-            default=_recorder("thanks", log),
-        )
-        .then(shout)
-    )
+    wf = _triage(log, bug="engineers", question="support")
     result = loopwise.run(wf, {"subject": "how?", "kind": "question"})
     assert result.status == "completed" and result.output == "SUPPORT"
     assert log == ["support"]
@@ -356,16 +362,7 @@ def test_halt_from_a_node_keeps_its_status() -> None:
 
 def test_to_mermaid_draws_nodes_routes_and_labels() -> None:
     log: list[str] = []
-    wf = (
-        Workflow("triage")
-        .then(parse)
-        .route(
-            "kind",
-            {"bug": _recorder("eng", log), "question": _recorder("help", log)},
-            default=_recorder("thanks", log),
-        )
-        .then(shout)
-    )
+    wf = _triage(log, bug="eng", question="help")
     chart = wf.to_mermaid()
     assert chart.startswith("%% workflow triage\nflowchart TD\n")
     assert 'route_kind{"route_kind: kind?"}' in chart
