@@ -18,7 +18,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from shop import FAILED_STATUSES, READ_TOOLS, tool_results
+from shop import (
+    CUSTOMER_IN_TEXT,
+    EMAIL_IN_TEXT,
+    FAILED_STATUSES,
+    ORDER_IN_TEXT,
+    READ_TOOLS,
+    tool_results,
+)
 
 from loopwise import Agent, Budget, ModelRequest, Turn
 from loopwise.testing import ScriptedModel, calls, reply
@@ -39,9 +46,6 @@ investigate = Agent(
     budget=Budget(max_tokens=60_000),
 )
 
-_CUSTOMER = re.compile(r"\bC-\d{4}\b")
-_ORDER = re.compile(r"\bO-\d{4}\b")
-_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "last": 3}
 
 
@@ -82,14 +86,14 @@ def _respond(request: ModelRequest) -> Turn:
 
 
 def _first_lookup(question: str, by_tool: dict[str, Any], turn: int) -> Turn:
-    if (found := _CUSTOMER.search(question)) is not None:
+    if (found := CUSTOMER_IN_TEXT.search(question)) is not None:
         return calls(("lookup_customer", {"customer_id": found.group()}, f"t{turn}-0"))
-    if (email := _EMAIL.search(question)) is not None:
+    if (email := EMAIL_IN_TEXT.search(question)) is not None:
         return calls(("find_customer", {"email": email.group()}, f"t{turn}-0"))
     order = by_tool.get("get_order")
     if order is not None:
         return calls(("lookup_customer", {"customer_id": order[1]["customer_id"]}, f"t{turn}-0"))
-    if (named := _ORDER.search(question)) is not None:
+    if (named := ORDER_IN_TEXT.search(question)) is not None:
         return calls(("get_order", {"order_id": named.group()}, f"t{turn}-0"))
     return reply(
         "I need a customer id (like C-1004), an email address or an order id to investigate."

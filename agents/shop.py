@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import tempfile
 from contextlib import closing
@@ -24,6 +25,9 @@ from pydantic import Field
 from loopwise import Bounds, IdPattern, ModelRequest, tool
 
 __all__ = [
+    "CUSTOMER_IN_TEXT",
+    "EMAIL_IN_TEXT",
+    "ORDER_IN_TEXT",
     "READ_TOOLS",
     "CustomerId",
     "OrderId",
@@ -47,8 +51,15 @@ FAILED_STATUSES = frozenset(
 )
 """Order statuses that mean the order did not reach the customer as bought."""
 
-CustomerId = Annotated[str, IdPattern(r"C-\d{4}"), Field(description="A customer id, like C-1004.")]
-OrderId = Annotated[str, IdPattern(r"O-\d{4}"), Field(description="An order id, like O-1017.")]
+_CUSTOMER = r"C-\d{4}"
+_ORDER = r"O-\d{4}"
+CustomerId = Annotated[str, IdPattern(_CUSTOMER), Field(description="A customer id, like C-1004.")]
+OrderId = Annotated[str, IdPattern(_ORDER), Field(description="An order id, like O-1017.")]
+
+# What the offline models look for in a question, a ticket or a complaint.
+CUSTOMER_IN_TEXT = re.compile(rf"\b{_CUSTOMER}\b")
+ORDER_IN_TEXT = re.compile(rf"\b{_ORDER}\b")
+EMAIL_IN_TEXT = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 
 
 def db_path() -> Path:

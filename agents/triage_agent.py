@@ -17,12 +17,11 @@ triager (``workflows/_triage_rules.py``, shared with the workflow's offline mode
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 from typing import Any
 
-from shop import find_customer, get_order
+from shop import EMAIL_IN_TEXT, ORDER_IN_TEXT, find_customer, get_order
 
 from loopwise import Agent, Budget, ModelRequest, Turn, tool
 from loopwise.testing import ScriptedModel, calls
@@ -78,18 +77,15 @@ triage_agent = Agent(
     budget=Budget(max_tokens=30_000),
 )
 
-_ORDER = re.compile(r"\bO-\d{4}\b")
-_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
-
 
 def _respond(request: ModelRequest) -> Turn:
     """Turn 1: read the rules (and look up what the ticket names); then answer."""
     subject, body = ticket_from_request(request)
     if not any(m.get("role") == "tool" for m in request.messages):
         wanted: list[tuple[str, dict[str, Any], str]] = [("routing_rules", {}, "t1-0")]
-        if (order := _ORDER.search(body)) is not None:
+        if (order := ORDER_IN_TEXT.search(body)) is not None:
             wanted.append(("get_order", {"order_id": order.group()}, "t1-1"))
-        if (email := _EMAIL.search(body)) is not None:
+        if (email := EMAIL_IN_TEXT.search(body)) is not None:
             wanted.append(("find_customer", {"email": email.group()}, "t1-2"))
         return calls(*wanted)
     answer = assess(subject, body)

@@ -25,7 +25,6 @@ that customer and a note — a sensible plan for ``--model scripted``.
 
 from __future__ import annotations
 
-import re
 import sqlite3
 import sys
 import uuid
@@ -198,8 +197,6 @@ refund_desk = Hybrid(
     budget=Budget(max_tokens=80_000),
 )
 
-_ORDER = re.compile(r"\bO-\d{4}\b")
-
 
 def _plan(order: dict[str, Any], customer: dict[str, Any], complaint: str) -> dict[str, Any]:
     oid, total = order["id"], int(order["total_cents"])
@@ -245,7 +242,7 @@ def _respond(request: ModelRequest) -> Turn:
     complaint = next(m["content"] for m in request.messages if m["role"] == "user")
     complaint = str(complaint).split("\n\nYour previous plan was rejected")[0]
     found = {name: result for name, _, result in shop.tool_results(request)}
-    named = _ORDER.search(complaint)
+    named = shop.ORDER_IN_TEXT.search(complaint)
     if named is None:
         return calls(("final_answer", {"steps": []}, "final"))
     if "get_order" not in found:
