@@ -10,11 +10,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -22,6 +19,7 @@ from typing import Any
 import pytest
 
 import loopwise
+from _crash import KillAt, drive, effects, record_effect
 from loopwise import Denied, Edited, Escalate, SQLiteStore, Status, gates
 from loopwise.cli import main
 from loopwise.runner import StoreApprovals
@@ -279,58 +277,16 @@ def test_a_nested_agent_run_twice_gets_its_own_approvals_and_keys() -> None:
     assert paid == [(keys[0], 3), (keys[1], 3)]
 
 
-class _KillAt:
-    """An event sink that SIGKILLs its process at event ``seq``, once (a marker file says)."""
-
-    def __init__(self, seq: int, marker: Path) -> None:
-        self.seq = seq
-        self.marker = marker
-
-    def record(self, run_id: str, event: loopwise.Event) -> None:
-        if event.seq == self.seq and not self.marker.exists():
-            self.marker.touch()
-            os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _in_child(work: Any) -> None:
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        code = 0
-        try:
-            work()
-        except BaseException:
-            code = 1
-        os._exit(code)
-    deadline = time.monotonic() + 30
-    while not os.waitpid(pid, os.WNOHANG)[0]:
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            raise AssertionError("child process hung")
-        time.sleep(0.005)
-
-
 def _effect_desk(workdir: dict[str, Path]) -> loopwise.Hybrid:
-    def effect(kind: str, n: int, key: str) -> str:
-        with (workdir["dir"] / "attempts.txt").open("a") as f:
-            f.write(key + "\n")
-        done = workdir["dir"] / "effects.jsonl"
-        seen = (
-            [json.loads(x)["key"] for x in done.read_text().splitlines()] if done.exists() else []
-        )
-        if key not in seen:
-            with done.open("a") as f:
-                f.write(json.dumps({"key": key, "kind": kind, "n": n}) + "\n")
-        return f"{kind} {n}"
-
     @loopwise.tool(effect="write", gate=gates.policy(lambda a: True))
     def record(n: int, ctx: Any) -> str:
         """Record n (once per idempotency key)."""
-        return effect("record", n, ctx.idempotency_key)
+        return record_effect(workdir["dir"], "record", n, ctx.idempotency_key)
 
     @loopwise.tool(effect="irreversible", gate=gates.human())
     def pay(n: int, ctx: Any) -> str:
         """Pay n (once per idempotency key), after a person approves."""
-        return effect("pay", n, ctx.idempotency_key)
+        return record_effect(workdir["dir"], "pay", n, ctx.idempotency_key)
 
     return loopwise.Hybrid("desk", actions=[record, pay])
 
@@ -345,37 +301,16 @@ _DESK_PLAN = {
 }
 
 
-def _drive_desk(desk: loopwise.Hybrid, db: Path, run_id: str, kill: _KillAt) -> None:
-    """Run in a child process, then resume in children (approving what waits) until done."""
-    for attempt in range(8):
-
-        def child(first: bool = attempt == 0) -> None:
-            model = ScriptedModel(lambda request: reply(json.dumps(_DESK_PLAN)))
-            if first:
-                loopwise.run(desk, "go", model=model, store=db, run_id=run_id, sinks=(kill,))
-            else:
-                loopwise.resume(run_id, step=desk, model=model, store=db, sinks=(kill,))
-
-        _in_child(child)
-        with SQLiteStore(db) as store:
-            for waiting in store.pending(run_id):
-                store.decide(run_id, waiting["approval_id"], decision="approved", by="t")
-            if store.get_run(run_id)["status"] == "completed":
-                return
-    raise AssertionError(f"{run_id} did not complete")
-
-
-def _desk_effects(directory: Path, run_id: str) -> list[tuple[str, str, int]]:
-    rows = [json.loads(x) for x in (directory / "effects.jsonl").read_text().splitlines()]
-    return sorted((r["key"].removeprefix(f"{run_id}:"), r["kind"], r["n"]) for r in rows)
+def _plan(request: loopwise.ModelRequest) -> Any:
+    return reply(json.dumps(_DESK_PLAN))
 
 
 def test_a_hybrid_killed_at_any_event_resumes_to_the_same_effects(tmp_path: Path) -> None:
     workdir = {"dir": tmp_path / "clean"}
     workdir["dir"].mkdir()
     desk = _effect_desk(workdir)
-    _drive_desk(desk, tmp_path / "c.db", "clean", _KillAt(0, tmp_path / "never"))
-    expected = _desk_effects(workdir["dir"], "clean")
+    drive(desk, tmp_path / "c.db", "clean", KillAt(0, tmp_path / "never"), _plan)
+    expected = effects(workdir["dir"], "clean")
     assert [kind for _, kind, _ in expected] == ["record", "pay", "record", "record"]
     with SQLiteStore(tmp_path / "c.db") as store:
         total = len(store.events("clean"))
@@ -385,9 +320,9 @@ def test_a_hybrid_killed_at_any_event_resumes_to_the_same_effects(tmp_path: Path
         workdir["dir"] = tmp_path / f"kill{n}"
         workdir["dir"].mkdir()
         db, run_id = tmp_path / f"kill{n}.db", f"kill{n}"
-        _drive_desk(desk, db, run_id, _KillAt(n, workdir["dir"] / "killed"))
+        drive(desk, db, run_id, KillAt(n, workdir["dir"] / "killed"), _plan)
         assert (workdir["dir"] / "killed").exists(), n
-        assert _desk_effects(workdir["dir"], run_id) == expected, n
+        assert effects(workdir["dir"], run_id) == expected, n
         attempts = Counter((workdir["dir"] / "attempts.txt").read_text().split())
         assert max(attempts.values()) <= 2, n  # only an action killed before its record
         with SQLiteStore(db) as store:

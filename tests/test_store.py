@@ -11,12 +11,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import socket
 import sqlite3
-import time
 from collections import Counter
-from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -24,6 +21,7 @@ from typing import Any
 import pytest
 
 import loopwise
+from _crash import KillAt, drive, effects, fork, record_effect, wait
 from loopwise import Event, SQLiteStore, StoreError, gates
 from loopwise.cli import main
 from loopwise.testing import ScriptedModel, call, calls, reply
@@ -98,36 +96,11 @@ def test_concurrent_runs_in_one_process_lose_and_interleave_nothing(tmp_path: Pa
         assert len(store.list_runs(limit=100)) == 40
 
 
-def _fork(child: Callable[[], None]) -> int:
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        code = 0
-        try:
-            child()
-        except BaseException:
-            code = 1
-        os._exit(code)
-    return pid
-
-
-def _wait(pid: int, timeout: float = 30.0) -> int:
-    """The child's wait status; kills it (and fails) if it hangs."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return status
-        time.sleep(0.005)
-    os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
-    raise AssertionError("child process hung")
-
-
 def test_several_processes_share_one_file(tmp_path: Path) -> None:
     db = tmp_path / "shared.db"
     SQLiteStore(db).close()  # created (and migrated) before the children race
-    pids = [_fork(lambda: asyncio.run(_many(str(db), runs=15, rounds=5))) for _ in range(3)]
-    assert all(os.waitstatus_to_exitcode(_wait(pid)) == 0 for pid in pids)
+    pids = [fork(lambda: asyncio.run(_many(str(db), runs=15, rounds=5))) for _ in range(3)]
+    assert all(os.waitstatus_to_exitcode(wait(pid)) == 0 for pid in pids)
     with SQLiteStore(db) as store:
         runs = store.list_runs(limit=100)
         assert len(runs) == 45 and {r["status"] for r in runs} == {"completed"}
@@ -198,39 +171,16 @@ def test_a_duplicate_seq_is_refused_not_lost(tmp_path: Path) -> None:
             store.record("r1", event)
 
 
-class _KillAt:
-    """An event sink that SIGKILLs its process at event ``seq``, once (a marker file says)."""
-
-    def __init__(self, seq: int, marker: Path) -> None:
-        self.seq = seq
-        self.marker = marker
-
-    def record(self, run_id: str, event: Event) -> None:
-        if event.seq == self.seq and not self.marker.exists():
-            self.marker.touch()
-            os.kill(os.getpid(), signal.SIGKILL)
-
-
 def _effect_agent(workdir: dict[str, Path]) -> loopwise.Agent:
-    def effect(kind: str, n: int, key: str) -> str:
-        with workdir["dir"].joinpath("attempts.txt").open("a") as f:
-            f.write(key + "\n")
-        effects = workdir["dir"] / "effects.jsonl"
-        seen = effects.read_text().splitlines() if effects.exists() else []
-        if not any(json.loads(line)["key"] == key for line in seen):
-            with effects.open("a") as f:
-                f.write(json.dumps({"key": key, "n": n, "kind": kind}) + "\n")
-        return f"{kind} {n}"
-
     @loopwise.tool(effect="write")
     def record(n: int, ctx: Any) -> str:
         """Record n durably (once per idempotency key)."""
-        return effect("record", n, ctx.idempotency_key)
+        return record_effect(workdir["dir"], "record", n, ctx.idempotency_key)
 
     @loopwise.tool(effect="irreversible", gate=gates.human())
     def pay(n: int, ctx: Any) -> str:
         """Pay n (once per idempotency key), after a person approves."""
-        return effect("pay", n, ctx.idempotency_key)
+        return record_effect(workdir["dir"], "pay", n, ctx.idempotency_key)
 
     return loopwise.Agent(name="recorder", tools=[record, pay], max_steps=6)
 
@@ -246,37 +196,12 @@ def _respond(request: loopwise.ModelRequest) -> Any:
     return reply(f"recorded {done}")
 
 
-def _drive(agent: loopwise.Agent, db: Path, run_id: str, kill: _KillAt) -> None:
-    """Run in a child process, then resume in children (approving what waits) until done."""
-    for attempt in range(8):
-
-        def child(first: bool = attempt == 0) -> None:
-            model = ScriptedModel(_respond)
-            if first:
-                loopwise.run(agent, "go", model=model, store=db, run_id=run_id, sinks=(kill,))
-            else:
-                loopwise.resume(run_id, step=agent, model=model, store=db, sinks=(kill,))
-
-        _wait(_fork(child))
-        with SQLiteStore(db) as store:
-            for waiting in store.pending(run_id):
-                store.decide(run_id, waiting["approval_id"], decision="approved", by="t")
-            if store.get_run(run_id)["status"] == "completed":
-                return
-    raise AssertionError(f"{run_id} did not complete")
-
-
-def _effects(directory: Path, run_id: str) -> list[tuple[str, str, int]]:
-    rows = [json.loads(x) for x in (directory / "effects.jsonl").read_text().splitlines()]
-    return sorted((r["key"].removeprefix(f"{run_id}:"), r["kind"], r["n"]) for r in rows)
-
-
 def test_killed_at_any_event_resume_ends_with_the_same_effects(tmp_path: Path) -> None:
     workdir = {"dir": tmp_path / "clean"}
     workdir["dir"].mkdir()
     agent = _effect_agent(workdir)
-    _drive(agent, tmp_path / "c.db", "clean", _KillAt(0, tmp_path / "never"))
-    expected = _effects(workdir["dir"], "clean")
+    drive(agent, tmp_path / "c.db", "clean", KillAt(0, tmp_path / "never"), _respond)
+    expected = effects(workdir["dir"], "clean")
     assert expected == [("c0", "record", 0), ("c1", "record", 1), ("c2", "pay", 2),
                         ("c3", "record", 3)]  # fmt: skip
     with SQLiteStore(tmp_path / "c.db") as store:
@@ -287,9 +212,9 @@ def test_killed_at_any_event_resume_ends_with_the_same_effects(tmp_path: Path) -
         workdir["dir"] = tmp_path / f"kill{n}"
         workdir["dir"].mkdir()
         db, run_id = tmp_path / f"kill{n}.db", f"kill{n}"
-        _drive(agent, db, run_id, _KillAt(n, workdir["dir"] / "killed"))
+        drive(agent, db, run_id, KillAt(n, workdir["dir"] / "killed"), _respond)
         assert (workdir["dir"] / "killed").exists(), n
-        assert _effects(workdir["dir"], run_id) == expected, n
+        assert effects(workdir["dir"], run_id) == expected, n
         attempts = Counter((workdir["dir"] / "attempts.txt").read_text().split())
         assert max(attempts.values()) <= 2, n  # only a call killed before its result was kept
         with SQLiteStore(db) as store:
