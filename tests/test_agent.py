@@ -6,6 +6,7 @@ import asyncio
 import json
 import threading
 import time
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import pytest
@@ -21,6 +22,7 @@ from loopwise import (
     ModelRequest,
     RunResult,
     Status,
+    Tool,
     ToolError,
     as_tool,
     tool,
@@ -396,6 +398,26 @@ def test_the_loop_runs_against_the_fake_server() -> None:
     assert json.loads(sent["messages"][-1]["content"]) == {"id": "C-1004", "name": "Dana"}
 
 
+def _write_beside_a_budget_breaker(
+    write: Tool, before_answer: Callable[[], object] = lambda: None
+) -> tuple[Agent, ScriptedModel]:
+    """An outer agent whose one turn calls ``write`` and a nested agent; the nested
+    agent's long answer (given after ``before_answer()``) crosses a 300-token budget."""
+    inner = Agent(name="inner")
+    outer = Agent(
+        name="outer",
+        tools=[write, as_tool(inner, description="Ask the helper. Call it for facts.")],
+    )
+
+    def respond(request: ModelRequest) -> Any:
+        if request.tools is None:  # the inner agent: a long answer crosses the budget
+            before_answer()
+            return reply("word " * 400)
+        return calls((write.name, {}), ("inner", {"input": "q"}))
+
+    return outer, ScriptedModel(respond)
+
+
 def test_a_call_that_ends_the_run_cancels_its_siblings_so_no_effect_follows() -> None:
     """A nested agent that blows the run's budget ends the run; the slow write beside it
     in the same turn is cancelled, not left to take effect after the run has ended."""
@@ -414,21 +436,12 @@ def test_a_call_that_ends_the_run_cancels_its_siblings_so_no_effect_follows() ->
         effects.append("written")
         return "written"
 
-    inner = Agent(name="inner")
-    outer = Agent(
-        name="outer",
-        tools=[slow_write, as_tool(inner, description="Ask the helper. Call it for facts.")],
-    )
-
-    def respond(request: ModelRequest) -> Any:
-        if request.tools is None:  # the inner agent: a long answer crosses the budget
-            return reply("word " * 400)
-        return calls(("slow_write", {}), ("inner", {"input": "q"}))
+    outer, model = _write_beside_a_budget_breaker(slow_write)
 
     async def go() -> RunResult:
         release.append(asyncio.Event())
         result = await loopwise.arun(
-            outer, "go", model=ScriptedModel(respond), budget=Budget(max_tokens=300), store=None
+            outer, "go", model=model, budget=Budget(max_tokens=300), store=None
         )
         release[0].set()  # a sibling left running would now take effect
         for _ in range(5):
@@ -488,21 +501,10 @@ def test_a_sync_write_already_running_when_the_run_ends_is_seen_through_and_reco
         effects.append("written")
         return "written"
 
-    inner = Agent(name="inner")
-    outer = Agent(
-        name="outer",
-        tools=[slow_sync_write, as_tool(inner, description="Ask the helper. Call it for facts.")],
+    outer, model = _write_beside_a_budget_breaker(
+        slow_sync_write, before_answer=lambda: started.wait(5)
     )
-
-    def respond(request: ModelRequest) -> Any:
-        if request.tools is None:
-            started.wait(5)
-            return reply("word " * 400)  # the inner agent crosses the budget
-        return calls(("slow_sync_write", {}), ("inner", {"input": "q"}))
-
-    result = loopwise.run(
-        outer, "go", model=ScriptedModel(respond), budget=Budget(max_tokens=300), store=None
-    )
+    result = loopwise.run(outer, "go", model=model, budget=Budget(max_tokens=300), store=None)
     assert result.status == Status.BUDGET_EXCEEDED
     assert effects == ["written"]
     kinds = [(e.type, e.data.get("tool")) for e in result.events]
