@@ -354,19 +354,20 @@ class FakeChatServer:
 
 def _to_request(payload: dict[str, Any]) -> ModelRequest:
     """The request body as the :class:`ModelRequest` a script sees."""
+    from loopwise.testing import _schema_of
+
     fmt = payload.get("response_format")
-    schema = None
-    if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
-        schema = (fmt.get("json_schema") or {}).get("schema")
-    return ModelRequest(
+    request = ModelRequest(
         messages=list(payload.get("messages") or []),
         tools=payload.get("tools"),
         tool_choice=payload.get("tool_choice"),
         response_format=fmt if isinstance(fmt, dict) else None,
-        output_schema=schema if isinstance(schema, dict) else None,
         temperature=payload.get("temperature"),
         max_output_tokens=payload.get("max_completion_tokens") or payload.get("max_tokens"),
     )
+    # The schema the scripted model would take from the same response_format.
+    request.output_schema = _schema_of(request)
+    return request
 
 
 def _parse_head(head: bytes) -> tuple[bytes, bytes, dict[bytes, bytes]]:

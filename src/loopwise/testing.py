@@ -174,7 +174,7 @@ def _forced_tool(request: ModelRequest) -> str | None:
 def _schema_of(request: ModelRequest) -> dict[str, Any] | None:
     fmt = request.response_format or {}
     if fmt.get("type") == "json_schema":
-        schema = fmt.get("json_schema", {}).get("schema")
+        schema = (fmt.get("json_schema") or {}).get("schema")
         return schema if isinstance(schema, dict) else None
     return None
 
