@@ -19,7 +19,15 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from loopwise._cli_store import store_help
-from loopwise.decide import Decision, Level, TraceAnalysis, analyze, check_target, decide
+from loopwise.decide import (
+    Decision,
+    Level,
+    TraceAnalysis,
+    analyze,
+    check_target,
+    decide,
+    stored_runs,
+)
 from loopwise.errors import ConfigError
 from loopwise.evals import (
     EvalReport,
@@ -357,8 +365,6 @@ def _add_analyze(sub: Any) -> None:
 
 
 def _cmd_analyze(args: argparse.Namespace) -> int:
-    from loopwise.decide import stored_runs
-
     runs = stored_runs(default_store_path(args.store), args.target, limit=args.limit)
     result = analyze(runs, target=args.target)
     if args.json:
