@@ -50,8 +50,8 @@ class Cassette:
         self.recording = model is not None
         self._tape: dict[str, deque[dict[str, Any]]] = defaultdict(deque)
         self._entries: list[dict[str, Any]] = []
-        if self.recording:
-            self.name = model.name if model is not None else "cassette"
+        if model is not None:
+            self.name = model.name
         elif self.path.is_file():
             self.name = self._load()
         else:
