@@ -1,7 +1,4 @@
-"""The loopwise side of each benchmark: the same tasks as :mod:`raw_loop`.
-
-Parts of loopwise still missing are reported in :data:`FLAVOUR` and their rows skipped.
-"""
+"""The loopwise side of each benchmark: the same tasks as :mod:`raw_loop`."""
 
 from __future__ import annotations
 
@@ -14,11 +11,10 @@ import bench_script
 import raw_loop
 
 import loopwise
-from loopwise.agent import Agent, ContextPolicy
+from loopwise.agent import Agent, ContextPolicy, LoopDetection
 from loopwise.model import ModelRequest, ToolCall, Turn
+from loopwise.store import SQLiteStore
 from loopwise.structured import Structured
-
-FLAVOUR: dict[str, str] = {}
 
 
 def make_agent(**settings: Any) -> Agent:
@@ -49,21 +45,11 @@ def openai_model(name: str, client: Any) -> loopwise.OpenAIModel:
 
 async def run(step: Any, input: Any, model: Any, **options: Any) -> loopwise.RunResult:
     """One loopwise run, with the store off unless ``options`` pass one."""
-    try:
-        from loopwise.runner import arun
-    except ImportError:  # before the store lands every run is store-less anyway
-        FLAVOUR.setdefault("store", "not landed: runs are store-less")
-        return await loopwise.arun(step, input, model=model)
-    return await arun(step, input, model=model, **{"store": None, **options})
+    return await loopwise.arun(step, input, model=model, **{"store": None, **options})
 
 
-def store_options() -> dict[str, Any] | None:
-    """Run options recording into a fresh SQLite store, or ``None`` before it lands."""
-    try:
-        from loopwise.runner import arun  # noqa: F401  (the store is reached through it)
-        from loopwise.store import SQLiteStore
-    except ImportError:
-        return None
+def store_options() -> dict[str, Any]:
+    """Run options recording into a fresh SQLite store."""
     path = Path(tempfile.mkdtemp(prefix="loopwise-bench-")) / "runs.db"
     return {"store": SQLiteStore(path)}
 
@@ -101,6 +87,8 @@ class InstantModel:
 async def tokens_per_step(steps: int) -> tuple[list[int], list[int]]:
     """Input tokens of each model call of a ``steps``-step run whose tool returns ~2 KB,
     with a context policy (keep the last 3 results whole) and without one."""
+    # Imported here: the memory probe imports this module, and loopwise alone does not
+    # load its testing fakes.
     from loopwise.testing import ScriptedModel, call, reply
 
     def script(request: ModelRequest) -> Turn:
@@ -125,16 +113,10 @@ async def tokens_per_step(steps: int) -> tuple[list[int], list[int]]:
             tools=[fetch_page],
             max_steps=steps + 1,
             context_policy=policy,
-            loop_detection=_no_loop_detection(),
+            loop_detection=LoopDetection(repeats=0, ping_pong=0),
         )
         result = await run(agent, "Read the whole history.", ScriptedModel(script))
         if result.status != "completed":
             raise RuntimeError(f"context-policy run ended {result.status}: {result.detail}")
         out.append([e.data["input_tokens"] for e in result.events if e.type == "model_call"])
     return out[0], out[1]
-
-
-def _no_loop_detection() -> Any:
-    from loopwise.agent import LoopDetection
-
-    return LoopDetection(repeats=0, ping_pong=0)

@@ -239,8 +239,6 @@ async def bench_parallel_tools(url: str) -> Row:
 async def bench_store(url: str) -> Row:
     """What recording events in SQLite adds, per event."""
     store = lw_side.store_options()
-    if store is None:
-        return Row("store: overhead per event (SQLite)", "-", "-", note="SKIPPED: store not landed")
     client = _client(url)
     model = lw_side.openai_model(MODEL, client)
     agent = lw_side.make_agent()
@@ -347,8 +345,6 @@ def _print(rows: list[Row]) -> None:
         f"loopwise benchmarks — {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, "
         f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
     )
-    for part, flavour in sorted(lw_side.FLAVOUR.items()):  # parts not landed yet
-        print(f"  loopwise {part}: {flavour}")
     head = f"{'figure':<50} {'loopwise':>16} {'baseline':>22} {'ratio':>7}  {'target':<15} result"
     print(head)
     print("-" * len(head))
