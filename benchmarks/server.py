@@ -1,7 +1,8 @@
-"""Starts the benchmark's Chat Completions server in its own process.
+"""The benchmark's Chat Completions server, in its own process.
 
 The server runs apart from the measured process so that its work is not billed to
-either side of a comparison.
+either side of a comparison. :class:`Server` starts this module as a script, which
+serves :func:`bench_script.respond` with loopwise's FakeChatServer until stdin closes.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ class Server:
 
     def __enter__(self) -> Server:
         self.proc = subprocess.Popen(
-            [sys.executable, str(HERE / "_serve.py"), str(self.latency)],
+            [sys.executable, str(HERE / "server.py"), str(self.latency)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -42,3 +43,18 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+def _serve(latency: float) -> None:
+    # Imported here, in the server's process only: the measured process does not need them.
+    import bench_script
+
+    from loopwise.testing import FakeChatServer
+
+    with FakeChatServer(bench_script.respond, latency=latency) as server:
+        print(server.base_url, flush=True)
+        sys.stdin.read()
+
+
+if __name__ == "__main__":
+    _serve(float(sys.argv[1]) if len(sys.argv) > 1 else 0.0)
