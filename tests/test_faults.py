@@ -25,7 +25,7 @@ from pydantic import BaseModel
 
 import loopwise
 from loopwise import Agent, SQLiteStore, Structured
-from loopwise.testing import FakeChatServer, Fault, call, reply
+from loopwise.testing import FakeChatServer, Fault, ScriptedModel, call, reply
 
 RETRY_NOW = {"retry-after-ms": "1"}
 
@@ -158,7 +158,7 @@ def test_a_tool_that_keeps_raising_ends_tool_failed() -> None:
 
     script = [call("lookup", {"order": n}) for n in range(1, 4)] + [reply("unreachable")]
     agent = Agent(name="looker", tools=[lookup], max_steps=6, failure_cap=3)
-    result = loopwise.run(agent, "look up 1, 2, 3", model=_scripted(script), store=None)
+    result = loopwise.run(agent, "look up 1, 2, 3", model=ScriptedModel(script), store=None)
     assert result.status == "tool_failed"
     assert attempts == [1, 2, 3]  # each call ran once; nothing was retried behind the model
     results = _of(_consistent(result), "tool_result")
@@ -178,7 +178,7 @@ def test_a_tool_that_hangs_past_its_timeout_is_cancelled_and_reported() -> None:
 
     script = [call("slow_search", {"query": "refund"}), reply("The archive did not answer.")]
     agent = Agent(name="searcher", tools=[slow_search], max_steps=4)
-    result = loopwise.run(agent, "search", model=_scripted(script), store=None)
+    result = loopwise.run(agent, "search", model=ScriptedModel(script), store=None)
     assert result.status == "completed"
     (outcome,) = _of(_consistent(result), "tool_result")
     assert outcome.data["is_error"] and "timed out" in outcome.data["content"]
@@ -197,7 +197,7 @@ def test_a_sync_tool_that_hangs_past_its_timeout_does_not_hold_up_the_run() -> N
 
     script = [call("legacy_lookup", {"order": 7}), reply("The legacy system did not answer.")]
     agent = Agent(name="legacy", tools=[legacy_lookup], max_steps=4)
-    result = loopwise.run(agent, "order 7?", model=_scripted(script), store=None)
+    result = loopwise.run(agent, "order 7?", model=ScriptedModel(script), store=None)
     # run() returned while the call still hangs: its thread does not hold up the loop.
     assert not finished.is_set()
     assert result.status == "completed"
@@ -222,12 +222,6 @@ def test_a_huge_tool_output_is_truncated_before_the_model_sees_it(tmp_path: Path
     assert len(sent) < 2200 and "truncated: showing 2000 of 5000000 characters" in sent
     (stored,) = _of(_consistent(result, tmp_path / "r.db"), "tool_result")
     assert len(stored.data["content"]) < 2200  # the store is not bloated either
-
-
-def _scripted(script: list[Any]) -> loopwise.Model:
-    from loopwise.testing import ScriptedModel
-
-    return ScriptedModel(script)
 
 
 # --- a process killed mid model call, resumed by another process -----------------------------
