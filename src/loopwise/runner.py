@@ -57,7 +57,7 @@ from loopwise.step import (
     new_context,
 )
 from loopwise.step import arun as core_arun
-from loopwise.store import RunStore, SQLiteStore, default_store_path
+from loopwise.store import RESUMABLE, RunStore, SQLiteStore, default_store_path
 from loopwise.targets import load_target, model_for
 from loopwise.usage import Budget, Usage
 
@@ -71,13 +71,6 @@ class _Default:
 
 DEFAULT: Any = _Default()
 """``store=DEFAULT``: the store at ``$LOOPWISE_STORE`` or ``.loopwise/runs.db``."""
-
-RESUMABLE = frozenset(
-    {"running", Status.AWAITING_APPROVAL.value, Status.ERROR.value, Status.CANCELLED.value}
-)
-"""Stored statuses :func:`resume` continues: ``running`` (the process died mid-run),
-``error`` (the model API failed, a step raised) and ``cancelled`` (interrupted) too, so a
-run is not started over (its effects done again under new keys) once the cause is fixed."""
 
 _OPTION_NAMES = frozenset(f.name for f in fields(RunOptions))
 

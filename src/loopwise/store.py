@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from loopwise.errors import ConfigError, StoreError
-from loopwise.step import Event, EventType, jsonable
+from loopwise.step import Event, EventType, Status, jsonable
 
-__all__ = ["DEFAULT_STORE_PATH", "RunStore", "SQLiteStore", "default_store_path"]
+__all__ = ["DEFAULT_STORE_PATH", "RESUMABLE", "RunStore", "SQLiteStore", "default_store_path"]
 
 DEFAULT_STORE_PATH = ".loopwise/runs.db"
 """Where the store lives when neither an argument nor ``LOOPWISE_STORE`` says."""
@@ -94,7 +94,12 @@ _MIGRATIONS: list[str] = [
 """The schema, one script per version; ``PRAGMA user_version`` says how many ran."""
 
 _FINISHED = {EventType.RUN_FINISHED, EventType.RUN_PAUSED}
-_CLAIMABLE = frozenset({"running", "awaiting_approval", "error", "cancelled"})
+RESUMABLE = frozenset(
+    {"running", Status.AWAITING_APPROVAL.value, Status.ERROR.value, Status.CANCELLED.value}
+)
+"""Stored statuses a resume continues: ``running`` (the process died mid-run), ``error``
+(the model API failed, a step raised) and ``cancelled`` (interrupted) too, so a run is
+not started over (its effects done again under new keys) once the cause is fixed."""
 
 
 def default_store_path(path: str | os.PathLike[str] | None = None) -> Path:
@@ -393,7 +398,7 @@ class SQLiteStore:
         waiting = conn.execute(
             "SELECT count(*) FROM approvals WHERE run_id = ? AND status = 'pending'", (run_id,)
         ).fetchone()[0]
-        return status in _CLAIMABLE and not waiting
+        return status in RESUMABLE and not waiting
 
     def mark_failed(self, run_id: str, detail: str) -> None:
         """Mark a run that raised (a configuration mistake) as ``error``."""
