@@ -81,6 +81,20 @@ def test_store_none_records_nothing(tmp_path: Path) -> None:
     assert not Path(os.environ["LOOPWISE_STORE"]).exists()
 
 
+def test_a_model_named_by_string_is_closed_with_its_stored_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    closed: list[str] = []
+
+    class Named(ScriptedModel):
+        async def aclose(self) -> None:
+            closed.append(self.name)
+
+    monkeypatch.setattr(loopwise.model, "resolve_model", lambda name: Named([reply("hi")]))
+    result = loopwise.run(_chatty(0), 1, model="some-model")
+    assert result.status == "completed" and len(closed) == 1
+
+
 async def _many(store: Any, runs: int, rounds: int) -> list[loopwise.RunResult]:
     step = _chatty(rounds)
     return list(await asyncio.gather(*(loopwise.arun(step, i, store=store) for i in range(runs))))

@@ -264,8 +264,13 @@ async def arun(
             options=_limits(ctx.budget, ctx.max_steps),
             owner=_owner(),
         )
+        work = _execute(st, target, input, ctx)
+        if isinstance(opts.model, str):
+            # A model resolved from its name belongs to this run: release it with the run
+            # (as the core arun does; nobody else holds it to close it later).
+            work = closing_model(work, ctx.model)
         with _active.running(ctx.run_id):
-            return await _execute(st, target, input, ctx)
+            return await work
 
 
 async def _execute(st: RunStore, target: Step, input: Any, ctx: Any) -> RunResult:
