@@ -604,8 +604,11 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
 
 def _side_effects(run_id: str, event: Event) -> list[tuple[str, tuple[Any, ...]]]:
     """What an event changes besides the log: the run row, the approvals."""
-    data, now = event.data, _now()
+    # Most events (model calls, tool calls and results) change nothing else: the clock is
+    # read only for the few that update a row.
+    data = event.data
     if event.type is EventType.RUN_STARTED:
+        now = _now()
         # A run started without create_run (a plain sink user) still gets a row.
         return [
             (
@@ -618,7 +621,7 @@ def _side_effects(run_id: str, event: Event) -> list[tuple[str, tuple[Any, ...]]
         return [
             (
                 "UPDATE runs SET status = 'running', detail = NULL, updated_at = ? WHERE id = ?",
-                (now, run_id),
+                (_now(), run_id),
             )
         ]
     if event.type in _FINISHED:
@@ -631,7 +634,7 @@ def _side_effects(run_id: str, event: Event) -> list[tuple[str, tuple[Any, ...]]
                     data.get("detail"),
                     _dump(data.get("output")),
                     _dump(data.get("usage")),
-                    now,
+                    _now(),
                     run_id,
                 ),
             )
