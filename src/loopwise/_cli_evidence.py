@@ -42,7 +42,7 @@ from loopwise.evals import (
     save_eval,
 )
 from loopwise.report import describe_graph, write_report
-from loopwise.step import FunctionStep
+from loopwise.step import needs_model
 from loopwise.store import default_store_path
 from loopwise.targets import Target, load_target, model_for
 from loopwise.usage import Budget
@@ -53,7 +53,6 @@ __all__ = [
     "add_limit_flags",
     "budget_of",
     "load_checked",
-    "needs_model",
     "user_output_to_stderr",
 ]
 
@@ -260,11 +259,6 @@ def load_checked(spec: str) -> Target:
     if isinstance(target.step, Workflow):
         target.step.validate()
     return target
-
-
-def needs_model(step: Any) -> bool:
-    """Whether the CLI must give ``step`` a model (function steps need none)."""
-    return bool(getattr(step, "needs_model", not isinstance(step, FunctionStep)))
 
 
 def _report_path(raw: str | None) -> Path | None:

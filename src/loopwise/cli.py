@@ -22,13 +22,12 @@ from loopwise._cli_evidence import (
     add_limit_flags,
     budget_of,
     load_checked,
-    needs_model,
     user_output_to_stderr,
 )
 from loopwise._cli_store import add_store_verbs, interactive, store_help
 from loopwise.errors import ConfigError, LoopwiseError, StoreError
 from loopwise.gates import TerminalApprovals
-from loopwise.step import RunResult, Status
+from loopwise.step import RunResult, Status, needs_model
 from loopwise.targets import Target, load_target, model_for
 
 __all__ = ["main"]

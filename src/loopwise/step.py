@@ -38,6 +38,7 @@ __all__ = [
     "Status",
     "Step",
     "arun",
+    "needs_model",
     "run",
     "step",
 ]
@@ -616,6 +617,12 @@ def _leaves(group: BaseExceptionGroup[Any]) -> Iterator[BaseException]:
             yield from _leaves(error)
         else:
             yield error
+
+
+def needs_model(step: Any) -> bool:
+    """Whether running ``step`` needs a model: its own ``needs_model`` says, and a plain
+    function step needs none (so the CLI does not demand one for it)."""
+    return bool(getattr(step, "needs_model", not isinstance(step, FunctionStep)))
 
 
 class FunctionStep:

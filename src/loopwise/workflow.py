@@ -70,7 +70,16 @@ from typing import (
 from pydantic import BaseModel, ValidationError
 
 from loopwise.errors import ConfigError, GraphError
-from loopwise.step import Context, FunctionStep, Halt, Status, Step, concurrently, jsonable
+from loopwise.step import (
+    Context,
+    FunctionStep,
+    Halt,
+    Status,
+    Step,
+    concurrently,
+    jsonable,
+    needs_model,
+)
 from loopwise.usage import Budget
 
 if TYPE_CHECKING:
@@ -225,7 +234,7 @@ class Workflow:
     @property
     def needs_model(self) -> bool:
         """Whether any node calls a model (the CLI asks for one only then)."""
-        return any(_needs_model(self.graph.nodes[n]["step"]) for n in self.graph)
+        return any(needs_model(self.graph.nodes[n]["step"]) for n in self.graph)
 
     def add(
         self, name: str, step: Step, *, after: Iterable[str] = (), join: Join | None = None
@@ -678,10 +687,6 @@ def _step_name(step: Any, workflow: str) -> str:
 
 def _value(output: Any) -> Any:
     return output.value if isinstance(output, RouteDecision) else output
-
-
-def _needs_model(step: Any) -> bool:
-    return bool(getattr(step, "needs_model", not isinstance(step, FunctionStep)))
 
 
 def _exclusive(a: frozenset[tuple[str, str]], b: frozenset[tuple[str, str]]) -> bool:
