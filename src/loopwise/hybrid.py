@@ -53,17 +53,10 @@ from loopwise.step import Context, EventType, Halt, Status, jsonable, step
 from loopwise.structured import Structured
 from loopwise.tools import Tool, ToolArgumentsError
 from loopwise.usage import Budget, Usage
-from loopwise.workflow import Workflow
+from loopwise.workflow import Workflow, _nx
 
 if TYPE_CHECKING:
     import networkx as nx
-
-
-def _nx() -> Any:
-    """networkx, imported on first use: it would add ~60 ms to ``import loopwise``."""
-    import networkx
-
-    return networkx
 
 
 __all__ = [
