@@ -34,7 +34,7 @@ import socket
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import fields, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,7 @@ from loopwise.step import (
     closing_model,
     execute,
     jsonable,
+    merge_options,
     new_context,
 )
 from loopwise.step import arun as core_arun
@@ -71,8 +72,6 @@ class _Default:
 
 DEFAULT: Any = _Default()
 """``store=DEFAULT``: the store at ``$LOOPWISE_STORE`` or ``.loopwise/runs.db``."""
-
-_OPTION_NAMES = frozenset(f.name for f in fields(RunOptions))
 
 
 class StoreApprovals:
@@ -210,17 +209,6 @@ async def _opened(store: Any) -> AsyncIterator[RunStore]:
         _shared.release(path)
 
 
-def _run_options(options: RunOptions | None, overrides: dict[str, Any]) -> RunOptions:
-    unknown = sorted(set(overrides) - _OPTION_NAMES)
-    if unknown:
-        raise ConfigError(
-            f"unknown run option {unknown[0]!r}; known: {', '.join(sorted(_OPTION_NAMES))}, "
-            "store, spec",
-            name=unknown[0],
-        )
-    return replace(options, **overrides) if options is not None else RunOptions(**overrides)
-
-
 def _limits(budget: Budget, max_steps: int | None) -> dict[str, Any]:
     return {
         "budget": {
@@ -247,7 +235,7 @@ async def arun(
     loadable target (``path.py:name``) a resume in another process needs. Other keyword
     arguments are :class:`~loopwise.step.RunOptions` fields.
     """
-    opts = _run_options(options, overrides)
+    opts = merge_options(options, overrides, also="store, spec")
     if store is None:
         return await core_arun(target, input, opts)
     if not isinstance(target, Step):

@@ -38,6 +38,7 @@ __all__ = [
     "Status",
     "Step",
     "arun",
+    "merge_options",
     "needs_model",
     "run",
     "step",
@@ -428,13 +429,15 @@ class RunOptions:
 _OPTION_NAMES = frozenset(f.name for f in fields(RunOptions))
 
 
-def _options(options: RunOptions | None, overrides: dict[str, Any]) -> RunOptions:
+def merge_options(
+    options: RunOptions | None, overrides: dict[str, Any], *, also: str = ""
+) -> RunOptions:
+    """``options`` with ``overrides`` applied; an unknown name raises :class:`ConfigError`
+    listing the known ones (plus ``also``, the caller's own keyword arguments)."""
     unknown = sorted(set(overrides) - _OPTION_NAMES)
     if unknown:
-        raise ConfigError(
-            f"unknown run option {unknown[0]!r}; known: {', '.join(sorted(_OPTION_NAMES))}",
-            name=unknown[0],
-        )
+        known = ", ".join(sorted(_OPTION_NAMES)) + (f", {also}" if also else "")
+        raise ConfigError(f"unknown run option {unknown[0]!r}; known: {known}", name=unknown[0])
     if options is None:
         return RunOptions(**overrides)
     return replace(options, **overrides) if overrides else options
@@ -512,7 +515,7 @@ async def arun(
     Configuration mistakes (an unknown option, a target that is not a step, no model
     when one is needed) raise :class:`~loopwise.errors.ConfigError`.
     """
-    opts = _options(options, overrides)
+    opts = merge_options(options, overrides)
     ctx = new_context(_check_step(target), opts)
     if isinstance(opts.model, str):
         # A model resolved from its name belongs to this run: release it with the run.
@@ -570,7 +573,7 @@ def run(
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        opts = _options(options, overrides)
+        opts = merge_options(options, overrides)
         return asyncio.run(closing_model(arun(target, input, opts), opts.model))
     raise ConfigError("loopwise.run() called inside an event loop; await loopwise.arun()")
 
