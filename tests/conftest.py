@@ -29,4 +29,6 @@ def _offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "LOOPWISE_MODEL"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("LOOPWISE_STORE", str(tmp_path / "runs.db"))
+    # The examples' shop database is built on first use: never in the checkout.
+    monkeypatch.setenv("LOOPWISE_SHOP_DB", str(tmp_path / "shop.db"))
     yield

@@ -25,13 +25,6 @@ AGENT = ROOT / "agents" / "order_investigation.py"
 QUESTION = json.dumps("Why did customer C-1004's last three orders fail?")
 
 
-@pytest.fixture(autouse=True)
-def _shop(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    path = tmp_path / "shop.db"
-    monkeypatch.setenv("LOOPWISE_SHOP_DB", str(path))
-    return path
-
-
 def _misbehaving(tmp_path: Path, script: str) -> str:
     """A target: the real agent, with ``script`` as its offline model."""
     module = tmp_path / "misbehaving.py"
@@ -57,10 +50,10 @@ def _requests(spec: str) -> int:
     return len(load_target(spec).module.offline_model.requests)
 
 
-def test_offline_investigation_finds_the_three_failures(_shop: Path) -> None:
+def test_offline_investigation_finds_the_three_failures() -> None:
     target = load_target(f"{AGENT}:investigate")
     result = loopwise.run(target.step, json.loads(QUESTION), model=model_for(target, "scripted"))
-    assert result.status == Status.COMPLETED and _shop.exists()
+    assert result.status == Status.COMPLETED and Path(os.environ["LOOPWISE_SHOP_DB"]).exists()
     answer = result.output
     assert "O-1017" in answer and "insufficient_funds" in answer
     assert "O-1023" in answer and "Address not found" in answer

@@ -25,9 +25,8 @@ COMPLAINT = '"Order O-1003 arrived broken and I want my money back."'
 
 
 @pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    monkeypatch.setenv("LOOPWISE_SHOP_DB", str(tmp_path / "shop.db"))
-    monkeypatch.setenv("LOOPWISE_STORE", str(tmp_path / "runs.db"))
+def env() -> dict[str, str]:
+    """The environment for subprocesses: conftest points the shop DB and store at tmp."""
     return dict(os.environ)
 
 

@@ -14,11 +14,6 @@ from loopwise.targets import load_target, model_for
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(autouse=True)
-def _shop(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("LOOPWISE_SHOP_DB", str(tmp_path / "shop.db"))
-
-
 def test_offline_triage_agent_looks_things_up_then_answers_like_the_workflow() -> None:
     agent = load_target(f"{ROOT / 'agents/triage_agent.py'}:triage_agent")
     flow = load_target(f"{ROOT / 'workflows/ticket_triage.py'}:triage")
