@@ -34,6 +34,7 @@ from typing import Any
 
 from loopwise.errors import ConfigError
 from loopwise.step import EventSink, RunResult, Status, Step, arun, jsonable
+from loopwise.targets import import_module_of
 from loopwise.usage import Budget
 
 __all__ = [
@@ -894,25 +895,10 @@ class StderrProgress:
 
 def load_scorer(spec: str) -> Scorer:
     """A scorer from ``module:function`` or ``path/to/file.py:function``."""
-    import importlib
-    import importlib.util
-
     module_part, _, name = spec.partition(":")
     if not module_part or not name:
         raise ConfigError(f"--scorer {spec!r}: use module:function or file.py:function")
-    try:
-        if module_part.endswith(".py"):
-            loader = importlib.util.spec_from_file_location("_loopwise_scorer", module_part)
-            if loader is None or loader.loader is None:
-                raise ConfigError(f"--scorer {spec!r}: cannot load {module_part}")
-            module = importlib.util.module_from_spec(loader)
-            loader.loader.exec_module(module)
-        else:
-            module = importlib.import_module(module_part)
-    except ConfigError:
-        raise
-    except Exception as e:  # the scorer's module is user code: any error while loading it
-        raise ConfigError(f"--scorer {spec!r}: {type(e).__name__} while loading: {e}") from e
+    module = import_module_of(module_part, spec, what="--scorer")
     scorer = getattr(module, name, None)
     if not callable(scorer):
         raise ConfigError(f"--scorer {spec!r}: {name!r} is not a function")

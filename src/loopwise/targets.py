@@ -22,7 +22,7 @@ from loopwise.errors import TargetError
 from loopwise.model import Model, resolve_model
 from loopwise.step import Step
 
-__all__ = ["Target", "load_target", "model_for"]
+__all__ = ["Target", "import_module_of", "load_target", "model_for"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -42,7 +42,7 @@ def load_target(spec: str) -> Target:
     module_part, _, name = spec.partition(":")
     if not module_part:
         raise TargetError(f"target {spec!r} names no module (use path.py:name)", name=spec)
-    module = _import(module_part, spec)
+    module = import_module_of(module_part, spec)
     if name:
         if not hasattr(module, name):
             raise TargetError(f"target {spec!r}: module has no attribute {name!r}", name=spec)
@@ -74,26 +74,33 @@ def _outermost(steps: list[Step]) -> list[Step]:
     return [s for s in steps if id(s) not in inner]
 
 
-def _import(module_part: str, spec: str) -> ModuleType:
+def import_module_of(module_part: str, spec: str, *, what: str = "target") -> ModuleType:
+    """The module of ``spec`` (a ``file.py`` path or a dotted name), loaded once.
+
+    Any error while loading user code becomes a :class:`TargetError` whose message starts
+    with ``what`` (``target``, ``--scorer``) and the spec.
+    """
     if module_part.endswith(".py") or "/" in module_part:
         path = Path(module_part)
         if not path.is_file():
-            raise TargetError(f"target {spec!r}: no such file {module_part}", name=spec)
-        return _import_file(path.resolve(), spec)
+            raise TargetError(f"{what} {spec!r}: no such file {module_part}", name=spec)
+        return _import_file(path.resolve(), spec, what)
     try:
         return importlib.import_module(module_part)
     except ImportError as e:
-        raise TargetError(f"target {spec!r}: cannot import {module_part}: {e}", name=spec) from e
+        raise TargetError(f"{what} {spec!r}: cannot import {module_part}: {e}", name=spec) from e
+    except Exception as e:  # user code: any error while loading it
+        raise TargetError(f"{what} {spec!r}: {type(e).__name__} while loading: {e}") from e
 
 
-def _import_file(path: Path, spec: str) -> ModuleType:
+def _import_file(path: Path, spec: str, what: str) -> ModuleType:
     digest = hashlib.sha1(str(path).encode()).hexdigest()[:8]
     mod_name = f"_loopwise_target_{path.stem}_{digest}"
     if mod_name in sys.modules:
         return sys.modules[mod_name]
     loader_spec = importlib.util.spec_from_file_location(mod_name, path)
     if loader_spec is None or loader_spec.loader is None:
-        raise TargetError(f"target {spec!r}: cannot load {path}", name=spec)
+        raise TargetError(f"{what} {spec!r}: cannot load {path}", name=spec)
     module = importlib.util.module_from_spec(loader_spec)
     sys.modules[mod_name] = module
     # Sibling modules of an example (its data helpers) import by plain name.
@@ -102,7 +109,7 @@ def _import_file(path: Path, spec: str) -> ModuleType:
         loader_spec.loader.exec_module(module)
     except Exception as e:
         del sys.modules[mod_name]
-        raise TargetError(f"target {spec!r}: {type(e).__name__} while loading: {e}") from e
+        raise TargetError(f"{what} {spec!r}: {type(e).__name__} while loading: {e}") from e
     finally:
         sys.path.remove(str(path.parent))
     return module
