@@ -37,7 +37,7 @@ from pydantic import Field
 
 from loopwise import Budget, Context, ModelRequest, Turn
 from loopwise.gates import Denied, Escalate, policy, policy_then_human
-from loopwise.hybrid import ActionCatalog, Hybrid
+from loopwise.hybrid import REJECTED, ActionCatalog, Hybrid
 from loopwise.testing import ScriptedModel, calls
 from loopwise.tools import Bounds, tool
 
@@ -240,7 +240,7 @@ def _plan(order: dict[str, Any], customer: dict[str, Any], complaint: str) -> di
 def _respond(request: ModelRequest) -> Turn:
     """The planner's next move, from the transcript alone (pure, so resumes replay)."""
     complaint = next(m["content"] for m in request.messages if m["role"] == "user")
-    complaint = str(complaint).split("\n\nYour previous plan was rejected")[0]
+    complaint = str(complaint).split(REJECTED)[0]
     found = {name: result for name, _, result in shop.tool_results(request)}
     named = shop.ORDER_IN_TEXT.search(complaint)
     if named is None:

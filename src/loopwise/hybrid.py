@@ -60,6 +60,7 @@ if TYPE_CHECKING:
 
 
 __all__ = [
+    "REJECTED",
     "Action",
     "ActionCatalog",
     "ActionResult",
@@ -449,13 +450,17 @@ def planner_instructions(
     )
 
 
+REJECTED = "\n\nYour previous plan was rejected; fix these problems:\n"
+"""What separates the planner's input from the feedback on a rejected plan."""
+
+
 def planner_request(task_input: Any, feedback: Sequence[str] = ()) -> str:
     """The planner's user message: the input, plus why an earlier plan was rejected."""
     text = task_input if isinstance(task_input, str) else json.dumps(task_input, default=str)
     if not feedback:
         return text
     problems = "\n".join(f"- {line}" for line in feedback)
-    return f"{text}\n\nYour previous plan was rejected; fix these problems:\n{problems}"
+    return f"{text}{REJECTED}{problems}"
 
 
 def check_planner(planner: Any, hybrid: str) -> None:
