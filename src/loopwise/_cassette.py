@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from loopwise.errors import ConfigError
-from loopwise.model import Model, ModelRequest, Turn
+from loopwise.port import Model, ModelRequest, Turn
 
 __all__ = ["Cassette", "CassetteMismatch"]
 

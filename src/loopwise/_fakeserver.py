@@ -6,7 +6,7 @@ it, so tests exercise the real client: its serialization, its retries, its error
 It runs on its own asyncio loop in a background thread — one task per connection, no
 thread per request — so a thousand concurrent connections are cheap.
 
-Answers come from a :class:`~loopwise.testing.ScriptedModel` (the same script rules: a
+Answers come from a :class:`~loopwise.scripted.ScriptedModel` (the same script rules: a
 list consumed in order, a function of the request, or none for offline auto answers).
 A :class:`Fault` as a script entry injects a failure instead of an answer; ``reject``
 makes the server refuse structured-output modes the way many compatible servers do.
@@ -21,19 +21,17 @@ import json
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import openai
 
-from loopwise.errors import ConfigError, ModelAPIError
-from loopwise.model import ModelRequest, OpenAIModel, Turn
+from loopwise.errors import ConfigError
+from loopwise.model import OpenAIModel
+from loopwise.port import ModelRequest, Turn
+from loopwise.scripted import Fault, ScriptedModel, as_turn, auto_respond, priced, schema_of
 
-if TYPE_CHECKING:
-    from loopwise.testing import ScriptedModel
-
-__all__ = ["FakeChatServer", "Fault"]
+__all__ = ["FakeChatServer"]
 
 REJECTABLE = frozenset({"json_schema", "json_object", "tool_choice"})
 """What ``reject`` may name: two ``response_format`` types and a forced ``tool_choice``."""
@@ -42,59 +40,10 @@ _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requ
 _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit"}
 
 
-@dataclass(frozen=True, kw_only=True)
-class Fault:
-    """A failure the server answers with instead of the next scripted turn.
-
-    Applied in order: wait ``delay`` seconds; ``disconnect`` closes the connection with
-    no response; ``body`` (str, bytes or a JSON-able value) is sent as is with
-    ``status``; a ``status`` >= 400 sends an OpenAI-style error body; otherwise a normal
-    completion of ``answer`` (default: the offline auto answer), broken by
-    ``empty_choices`` and/or ``truncated_json`` when set.
-    """
-
-    status: int = 200
-    """The HTTP status code."""
-    delay: float = 0.0
-    """Seconds to wait before answering (client timeouts, slow servers)."""
-    truncated_json: bool = False
-    """Send only the first half of the completion's JSON."""
-    empty_choices: bool = False
-    """Send a completion with ``choices: []``."""
-    disconnect: bool = False
-    """Close the connection without answering."""
-    body: Any = None
-    """A raw body to send instead of anything built here."""
-    headers: Mapping[str, str] = field(default_factory=dict)
-    """Extra response headers (``retry-after-ms``, ``x-should-retry``...)."""
-    answer: Any = None
-    """The turn (``Turn``, str or dict) a non-error fault answers with."""
-
-    async def in_process(self, request: ModelRequest) -> Any:
-        """What a :class:`~loopwise.testing.ScriptedModel` does with this fault: raise the
-        :class:`~loopwise.errors.ModelAPIError` the port would (there are no SDK retries
-        in-process), or return the answer after the delay."""
-        if self.delay:
-            await asyncio.sleep(self.delay)
-        if self.disconnect:
-            raise ModelAPIError("model API unreachable (scripted disconnect)")
-        if self.status >= 400:
-            raise ModelAPIError(
-                f"model API error: HTTP {self.status} (scripted fault)", status_code=self.status
-            )
-        if self.empty_choices:
-            raise ModelAPIError("the model returned no choices (scripted fault)")
-        if self.truncated_json or self.body is not None:
-            raise ModelAPIError("model API returned malformed JSON (scripted fault)")
-        from loopwise.testing import auto_respond
-
-        return self.answer if self.answer is not None else auto_respond(request)
-
-
 class FakeChatServer:
     """A local Chat Completions server; see the module docstring.
 
-    ``script`` is a :class:`~loopwise.testing.ScriptedModel` script whose entries may
+    ``script`` is a :class:`~loopwise.scripted.ScriptedModel` script whose entries may
     also be :class:`Fault`; ``latency`` delays every answer; ``reject`` names modes to
     refuse with HTTP 400 (``json_schema``, ``json_object``, ``tool_choice``). Use it as a
     context manager, or call :meth:`start` and :meth:`stop`.
@@ -107,8 +56,6 @@ class FakeChatServer:
         latency: float = 0.0,
         reject: Collection[str] = (),
     ) -> None:
-        from loopwise.testing import ScriptedModel  # testing re-exports this module
-
         unknown = sorted(set(reject) - REJECTABLE)
         if unknown:
             raise ConfigError(
@@ -273,7 +220,7 @@ class FakeChatServer:
             return _error(400, "stream=true is not supported by FakeChatServer", param="stream")
         request = _to_request(payload)
         try:
-            entry = self.scripted._entry(request)
+            entry = self.scripted.script_entry(request)
         except Exception as e:
             self.errors.append(f"{type(e).__name__}: {e}")
             return _error(500, f"FakeChatServer script failed: {type(e).__name__}: {e}")
@@ -304,9 +251,7 @@ class FakeChatServer:
     def _completion(
         self, entry: Any, request: ModelRequest, payload: dict[str, Any], *, empty: bool = False
     ) -> bytes:
-        from loopwise.testing import _as_turn, _priced
-
-        turn: Turn = _priced(_as_turn(entry), request, "")
+        turn: Turn = priced(as_turn(entry), request, "")
         # A response message always carries `content` and `refusal`, null when absent.
         message = {**turn.to_message(), "content": turn.text, "refusal": turn.refusal}
         choice = {"index": 0, "message": message, "finish_reason": turn.finish_reason}
@@ -343,8 +288,6 @@ class FakeChatServer:
             return _error(
                 fault.status, f"FakeChatServer fault: HTTP {fault.status}", headers=fault.headers
             )
-        from loopwise.testing import auto_respond
-
         answer = fault.answer if fault.answer is not None else auto_respond(request)
         body = self._completion(answer, request, payload, empty=fault.empty_choices)
         if fault.truncated_json:
@@ -354,8 +297,6 @@ class FakeChatServer:
 
 def _to_request(payload: dict[str, Any]) -> ModelRequest:
     """The request body as the :class:`ModelRequest` a script sees."""
-    from loopwise.testing import _schema_of
-
     fmt = payload.get("response_format")
     request = ModelRequest(
         messages=list(payload.get("messages") or []),
@@ -366,7 +307,7 @@ def _to_request(payload: dict[str, Any]) -> ModelRequest:
         max_output_tokens=payload.get("max_completion_tokens") or payload.get("max_tokens"),
     )
     # The schema the scripted model would take from the same response_format.
-    request.output_schema = _schema_of(request)
+    request.output_schema = schema_of(request)
     return request
 
 

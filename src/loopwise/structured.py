@@ -29,7 +29,7 @@ import pydantic
 from openai.lib._pydantic import to_strict_json_schema
 
 from loopwise.errors import ConfigError, ResponseFormatRejected
-from loopwise.model import Message, ModelRequest, StructuredMode, Turn
+from loopwise.port import Message, ModelRequest, StructuredMode, Turn
 from loopwise.step import Context, Halt, Status, jsonable
 
 __all__ = ["LADDER", "Structured"]
