@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from loopwise.errors import ConfigError
-from loopwise.step import EventSink, RunResult, Status, Step, arun, jsonable
+from loopwise.step import EventSink, RunResult, Status, Step, blocking, jsonable
 from loopwise.targets import import_module_of
 from loopwise.usage import Budget
 
@@ -504,9 +504,7 @@ async def aevaluate(
 async def _run_one(
     target: EvalTarget, input: Any, store: Any, options: dict[str, Any]
 ) -> RunResult:
-    """One run, recorded in ``store`` when there is one (through the runner)."""
-    if store is None:
-        return await arun(target.step, input, model=target.model, **options)
+    """One run, recorded in ``store`` when there is one (``None``: not recorded)."""
     from loopwise import runner
 
     return await runner.arun(
@@ -542,7 +540,7 @@ def _labels(names: Sequence[str]) -> list[str]:
 
 def evaluate(targets: Sequence[EvalTarget], cases: Sequence[Case], **options: Any) -> EvalReport:
     """The sync wrapper of :func:`aevaluate`."""
-    return asyncio.run(aevaluate(targets, cases, **options))
+    return blocking(aevaluate(targets, cases, **options))
 
 
 def _case_run(name: str, case: Case, k: int, result: RunResult, scorer: Scorer) -> CaseRun:

@@ -1,7 +1,9 @@
 """Running with the store: :func:`run`/:func:`arun` record, :func:`resume` continues.
 
-These are the ``loopwise.run``/``loopwise.arun`` users call. They wrap the core
-(:func:`loopwise.step.arun`, which knows no store) with the run store as an event sink:
+These are the ``loopwise.run``/``loopwise.arun``/``loopwise.resume`` users call: the one
+way to start or continue a run. They run the core (:func:`loopwise.step.execute`, which
+knows no store) with the run store as an event sink; all take a
+:class:`~loopwise.step.RunOptions` and its fields as keyword arguments:
 
 * every run is recorded in the default store (``$LOOPWISE_STORE`` or
   ``.loopwise/runs.db``) unless ``store=None`` is passed (then nothing is written);
@@ -28,7 +30,6 @@ finished otherwise returns it unchanged.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import socket
 import threading
@@ -45,19 +46,19 @@ from loopwise.gates import ApprovalRequest, Denied, Handler, Verdict, ask, verdi
 from loopwise.model import Model, resolve_model
 from loopwise.step import (
     Context,
-    EventSink,
     EventType,
     RunOptions,
     RunResult,
     Status,
     Step,
+    blocking,
+    check_step,
     closing_model,
     execute,
     jsonable,
     merge_options,
     new_context,
 )
-from loopwise.step import arun as core_arun
 from loopwise.store import RESUMABLE, RunStore, SQLiteStore, default_store_path
 from loopwise.targets import load_target, model_for
 from loopwise.usage import Budget, Usage
@@ -196,8 +197,9 @@ def _alive(run_id: str) -> Callable[[str], bool]:
 
 
 @asynccontextmanager
-async def _opened(store: Any) -> AsyncIterator[RunStore]:
-    """The store to use: an object as given, or a shared one for ``DEFAULT``/a path."""
+async def _opened(store: Any) -> AsyncIterator[RunStore | None]:
+    """The store to use: an object as given (``None``: no store), or a shared one for
+    ``DEFAULT``/a path."""
     if store is not DEFAULT and not isinstance(store, str | os.PathLike):
         yield store
         return
@@ -220,6 +222,9 @@ def _limits(budget: Budget, max_steps: int | None) -> dict[str, Any]:
     }
 
 
+_OWN_KEYWORDS = "store, spec"
+
+
 async def arun(
     target: Step,
     input: Any = None,
@@ -231,93 +236,113 @@ async def arun(
 ) -> RunResult:
     """Run ``target`` on ``input`` and record it in ``store`` (see the module docs).
 
-    ``store=None`` records nothing (the core :func:`loopwise.step.arun`). ``spec`` is the
-    loadable target (``path.py:name``) a resume in another process needs. Other keyword
-    arguments are :class:`~loopwise.step.RunOptions` fields.
+    ``options`` is a :class:`~loopwise.step.RunOptions`; keyword arguments set its fields
+    (``model=``, ``budget=``, ``max_steps=``, ``sinks=``, ``approvals=``...). ``store=None``
+    records nothing. ``spec`` is the loadable target (``path.py:name``) a resume in
+    another process needs. Every guardrail ends in the result's ``status``; configuration
+    mistakes raise :class:`ConfigError`. Cancelling the caller (``asyncio.wait_for``, a
+    task group) records the run ``cancelled``, then raises ``CancelledError`` as usual.
     """
-    opts = merge_options(options, overrides, also="store, spec")
-    if store is None:
-        return await core_arun(target, input, opts)
-    if not isinstance(target, Step):
-        raise ConfigError(f"{target!r} is not a step (decorate a function with @loopwise.step)")
+    opts = merge_options(options, overrides, also=_OWN_KEYWORDS)
+    step = check_step(target)
     async with _opened(store) as st:
-        opts = replace(opts, sinks=(*opts.sinks, st), approvals=StoreApprovals(st, opts.approvals))
-        ctx = new_context(target, opts)
-        st.create_run(
-            ctx.run_id,
-            target=target.name,
-            spec=spec,
-            input=jsonable(input),
-            model=getattr(ctx.model, "name", None),
-            options=_limits(ctx.budget, ctx.max_steps),
-            owner=_owner(),
-        )
-        work = _execute(st, target, input, ctx)
+        if st is not None:
+            opts = replace(
+                opts, sinks=(*opts.sinks, st), approvals=StoreApprovals(st, opts.approvals)
+            )
+        ctx = new_context(step, opts)
+        if st is not None:
+            st.create_run(
+                ctx.run_id,
+                target=step.name,
+                spec=spec,
+                input=jsonable(input),
+                model=getattr(ctx.model, "name", None),
+                options=_limits(ctx.budget, ctx.max_steps),
+                owner=_owner(),
+            )
+        work = _execute(st, step, input, ctx)
         if isinstance(opts.model, str):
-            # A model resolved from its name belongs to this run: release it with the run
-            # (as the core arun does; nobody else holds it to close it later).
+            # A model resolved from its name belongs to this run: release it with the run.
             work = closing_model(work, ctx.model)
         with _active.running(ctx.run_id):
             return await work
 
 
-async def _execute(st: RunStore, target: Step, input: Any, ctx: Any) -> RunResult:
+async def _execute(st: RunStore | None, target: Step, input: Any, ctx: Context) -> RunResult:
     try:
         return await execute(target, input, ctx)
     except Exception as e:
-        # A configuration mistake raised mid-run: the stored run must not look alive.
-        st.mark_failed(ctx.run_id, f"{type(e).__name__}: {e}")
+        if st is not None:
+            # A configuration mistake raised mid-run: the stored run must not look alive.
+            st.mark_failed(ctx.run_id, f"{type(e).__name__}: {e}")
         raise
 
 
 async def aresume(
     run_id: str,
+    options: RunOptions | None = None,
     *,
     step: Step | None = None,
-    model: Model | str | None = None,
     store: Any = DEFAULT,
-    approvals: Handler = None,
-    max_steps: int | None = None,
-    budget: Budget | None = None,
     force: bool = False,
-    sinks: tuple[EventSink, ...] = (),
+    **overrides: Any,
 ) -> RunResult:
     """Continue a paused or interrupted run (see the module docs).
 
-    ``step`` is the target when resuming in-process (otherwise it is loaded from the
-    recorded spec); ``model``, ``max_steps`` and ``budget`` override what the run started
-    with; ``sinks`` receive the new events besides the store. A ``running`` run is taken
-    over only when the process that ran it is gone; ``force=True`` takes it anyway (for
-    a process on another machine known to be dead).
-    Raises :class:`ConfigError` for an unknown run, a run still running elsewhere, or a
-    run with no recorded spec and no ``step``.
+    ``options`` and keyword arguments are the :class:`~loopwise.step.RunOptions` of
+    :func:`arun`: ``model``, ``max_steps`` and ``budget`` override what the run started
+    with; ``sinks`` receive the new events besides the store; ``approvals`` answers the
+    gates still undecided. ``step`` is the target when resuming in-process (otherwise it
+    is loaded from the recorded spec). A ``running`` run is taken over only when the
+    process that ran it is gone; ``force=True`` takes it anyway (for a process on another
+    machine known to be dead).
+    Raises :class:`ConfigError` for an unknown run, a run still running elsewhere, a run
+    with no recorded spec and no ``step``, or a ``run_id``/``replay`` option (a resume
+    continues its own run from its own journal).
     """
-    if store is None:
-        raise ConfigError("resume needs a run store (store=None records nothing)")
+    opts = _resume_options(run_id, options, overrides)
     async with _opened(store) as st:
+        if st is None:
+            raise ConfigError("resume needs a run store (store=None records nothing)")
         row = st.get_run(run_id)
         waiting = st.pending(run_id)
         if row["status"] not in RESUMABLE or waiting:
             return _stored_result(st, row, pending=waiting)
-        target, chosen = _target_and_model(row, step, model)
+        given = opts.model
+        target, chosen = _target_and_model(row, step, given)
         try:
             alive = (lambda owner: False) if force else _alive(run_id)
             if not st.claim(run_id, _owner(), alive=alive):
                 # Another process took it (or decided it) between our read and our claim.
                 return _stored_result(st, st.get_run(run_id), pending=st.pending(run_id))
-            overrides = RunOptions(
+            opts = replace(
+                opts,
                 model=chosen,
-                budget=budget,
-                max_steps=max_steps,
-                sinks=(*sinks, st),
-                approvals=StoreApprovals(st, approvals),
+                sinks=(*opts.sinks, st),
+                approvals=StoreApprovals(st, opts.approvals),
             )
-            ctx = _resumed_context(st, row, target, overrides)
+            ctx = _resumed_context(st, row, target, opts)
             with _active.running(run_id):
                 return await _execute(st, target, _typed_input(target, row["input"]), ctx)
         finally:
-            if not isinstance(model, Model):
+            if not isinstance(given, Model):
                 await _close(chosen)
+
+
+def _resume_options(
+    run_id: str, options: RunOptions | None, overrides: dict[str, Any]
+) -> RunOptions:
+    """The options of a resume; the ones that would start another run raise."""
+    opts = merge_options(options, overrides, also="step, store, force")
+    if opts.run_id not in (None, run_id):
+        raise ConfigError(
+            f"resume continues run {run_id!r}: drop run_id={opts.run_id!r} from its options",
+            name="run_id",
+        )
+    if opts.replay:
+        raise ConfigError("resume replays the run's own journal; drop replay=", name="replay")
+    return opts
 
 
 def _resumed_context(
@@ -422,15 +447,6 @@ def _public_request(approval: dict[str, Any]) -> dict[str, Any]:
     return {k: approval[k] for k in _REQUEST_KEYS}
 
 
-def _sync(coro: Any) -> Any:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    coro.close()
-    raise ConfigError("called inside an event loop; await the async variant (arun/aresume)")
-
-
 def run(
     target: Step,
     input: Any = None,
@@ -446,39 +462,19 @@ def run(
     the end of the run (it reopens them on its next use).
     """
     model = overrides.get("model", options.model if options else None)
-
-    async def work() -> RunResult:
-        done = arun(target, input, options, store=store, spec=spec, **overrides)
-        return await closing_model(done, model)
-
-    result: RunResult = _sync(work())
-    return result
+    return blocking(
+        arun(target, input, options, store=store, spec=spec, **overrides), release=model
+    )
 
 
 def resume(
     run_id: str,
+    options: RunOptions | None = None,
     *,
     step: Step | None = None,
-    model: Model | str | None = None,
     store: Any = DEFAULT,
-    approvals: Handler = None,
-    max_steps: int | None = None,
-    budget: Budget | None = None,
     force: bool = False,
-    sinks: tuple[EventSink, ...] = (),
+    **overrides: Any,
 ) -> RunResult:
     """The sync wrapper of :func:`aresume`."""
-    result: RunResult = _sync(
-        aresume(
-            run_id,
-            step=step,
-            model=model,
-            store=store,
-            approvals=approvals,
-            max_steps=max_steps,
-            budget=budget,
-            force=force,
-            sinks=sinks,
-        )
-    )
-    return result
+    return blocking(aresume(run_id, options, step=step, store=store, force=force, **overrides))

@@ -7,7 +7,8 @@ event sinks and the approval handler; nested steps share it, so limits are per r
 
 Guardrails end runs with a :class:`Status`. Inside a step they do so by raising
 :class:`Halt`, because a nested step cannot return a status through its typed output;
-:func:`arun` turns a ``Halt`` into a :class:`RunResult`, never into an exception.
+:func:`execute` turns a ``Halt`` into a :class:`RunResult`, never into an exception.
+Starting a run (options, the store, the sync wrapper) is :mod:`loopwise.runner`'s.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import functools
 import inspect
 import os
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar, get_type_hints, overload, runtime_checkable
@@ -37,10 +38,12 @@ __all__ = [
     "RunResult",
     "Status",
     "Step",
-    "arun",
+    "blocking",
+    "check_step",
+    "execute",
     "merge_options",
     "needs_model",
-    "run",
+    "new_context",
     "step",
 ]
 
@@ -404,7 +407,12 @@ class RunResult:
 
 @dataclass(kw_only=True)
 class RunOptions:
-    """How to run a step; every field is optional. ``arun(step, x, model=...)`` sets them."""
+    """How to run a step; every field is optional.
+
+    ``loopwise.arun``, ``run``, ``aresume``, ``resume`` and ``astream`` all take one as
+    ``options`` and the same fields as keyword arguments (``arun(step, x, model=...)``),
+    which win over the object's.
+    """
 
     model: Any = None
     """A :class:`~loopwise.model.Model`, or a model name resolved by ``resolve_model``."""
@@ -443,7 +451,8 @@ def merge_options(
     return replace(options, **overrides) if overrides else options
 
 
-def _check_step(target: Any) -> Step:
+def check_step(target: Any) -> Step:
+    """``target`` as a :class:`Step`; :class:`ConfigError` when it is not one."""
     # What isinstance(target, Step) checks, without the runtime Protocol machinery
     # (~8 us a run).
     if not (hasattr(target, "name") and callable(getattr(target, "run", None))):
@@ -475,7 +484,7 @@ def _check_options(opts: RunOptions) -> None:
 
 
 def new_context(target: Step, opts: RunOptions) -> Context:
-    """The context a run of ``target`` starts with (used by :func:`arun` and resume)."""
+    """The context a run of ``target`` starts with (a new run, or a resumed one)."""
     _check_options(opts)
     model = opts.model
     if isinstance(model, str):
@@ -507,22 +516,6 @@ def new_context(target: Step, opts: RunOptions) -> Context:
     )
 
 
-async def arun(
-    target: Step, input: Any = None, options: RunOptions | None = None, **overrides: Any
-) -> RunResult:
-    """Run ``target`` on ``input``; every guardrail ends in the result's ``status``.
-
-    Configuration mistakes (an unknown option, a target that is not a step, no model
-    when one is needed) raise :class:`~loopwise.errors.ConfigError`.
-    """
-    opts = merge_options(options, overrides)
-    ctx = new_context(_check_step(target), opts)
-    if isinstance(opts.model, str):
-        # A model resolved from its name belongs to this run: release it with the run.
-        return await closing_model(execute(target, input, ctx), ctx.model)
-    return await execute(target, input, ctx)
-
-
 async def execute(target: Step, input: Any, ctx: Context) -> RunResult:
     """Run ``target`` in a prepared context and turn how it ended into a :class:`RunResult`."""
     if not ctx.events:
@@ -537,10 +530,38 @@ async def execute(target: Step, input: Any, ctx: Context) -> RunResult:
         status, detail = Status.ERROR, str(e)
     except asyncio.CancelledError:
         status, detail = Status.CANCELLED, "the run was cancelled"
+        _finish(ctx, status, detail, output)
+        task = asyncio.current_task()
+        if task is None or task.cancelling():
+            # The caller's cancellation (a timeout, a task group, a shutdown) is theirs:
+            # recorded as the run's status, then passed on to them.
+            raise
+        return _result(ctx, status, output, detail, pending)
     except ConfigError:
         raise
     except (LoopwiseError, Exception) as e:
         status, detail = Status.ERROR, f"{type(e).__name__}: {e}"
+    _finish(ctx, status, detail, output)
+    return _result(ctx, status, output, detail, pending)
+
+
+def _result(
+    ctx: Context, status: Status, output: Any, detail: str | None, pending: list[Any]
+) -> RunResult:
+    return RunResult(
+        run_id=ctx.run_id,
+        status=status,
+        output=output,
+        usage=ctx.usage,
+        steps=ctx.steps[0],
+        events=ctx.events,
+        detail=detail,
+        pending=pending,
+    )
+
+
+def _finish(ctx: Context, status: Status, detail: str | None, output: Any) -> None:
+    """The run's last event: ``run_paused`` when it waits for a person, else ``run_finished``."""
     ctx.elapsed()
     finished = (
         EventType.RUN_PAUSED if status is Status.AWAITING_APPROVAL else EventType.RUN_FINISHED
@@ -554,28 +575,22 @@ async def execute(target: Step, input: Any, ctx: Context) -> RunResult:
             "output": _jsonable(output),
         },
     )
-    return RunResult(
-        run_id=ctx.run_id,
-        status=status,
-        output=output,
-        usage=ctx.usage,
-        steps=ctx.steps[0],
-        events=ctx.events,
-        detail=detail,
-        pending=pending,
-    )
 
 
-def run(
-    target: Step, input: Any = None, options: RunOptions | None = None, **overrides: Any
-) -> RunResult:
-    """The sync wrapper of :func:`arun` (use ``arun`` inside an event loop)."""
+def blocking(work: Coroutine[Any, Any, T], *, release: Any = None) -> T:
+    """Run ``work`` to its end in a fresh event loop: the one wrapper of the sync API.
+
+    ``release`` (a model) has its connections closed in that same loop before it ends: a
+    connection pool cannot outlive its loop, and the model reopens one on its next use.
+    Raises :class:`ConfigError` when called inside a running event loop (await the
+    async variant there).
+    """
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        opts = merge_options(options, overrides)
-        return asyncio.run(closing_model(arun(target, input, opts), opts.model))
-    raise ConfigError("loopwise.run() called inside an event loop; await loopwise.arun()")
+        return asyncio.run(closing_model(work, release))
+    work.close()
+    raise ConfigError("called inside an event loop; await the async variant (arun, aresume)")
 
 
 async def closing_model(work: Awaitable[T], model: Any) -> T:
