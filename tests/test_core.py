@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -31,6 +33,19 @@ def test_public_api_is_exactly_the_curated_list() -> None:
     assert list(loopwise.__all__) == sorted(loopwise.__all__)
     for name in loopwise.__all__:
         assert getattr(loopwise, name) is not None, name
+
+
+def test_functions_named_like_their_modules_stay_functions() -> None:
+    # In a fresh interpreter, so that importing the modules first is what happens.
+    code = (
+        "import loopwise.analyze, loopwise.check, loopwise.decide\n"
+        "from loopwise import analyze, check, decide\n"
+        "import loopwise\n"
+        "assert all(callable(f) for f in (analyze, check, decide, loopwise.check))\n"
+        "print(decide('yes', 'cheap').architecture)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert (done.returncode, done.stdout.strip()) == (0, "workflow"), done.stderr
 
 
 def test_status_is_the_closed_set() -> None:

@@ -15,9 +15,10 @@ import pytest
 from pydantic import BaseModel
 
 import loopwise
-from loopwise import Budget, ModelRequest, Workflow
+from loopwise import Budget, ModelRequest, Workflow, analyze, check, decide
+from loopwise.analyze import tool_path
+from loopwise.check import Finding
 from loopwise.cli import main
-from loopwise.decide import Finding, analyze, check, decide, tool_path
 from loopwise.evals import Case, EvalTarget, evaluate, field_match, load_dataset
 from loopwise.testing import ScriptedModel
 from loopwise.tools import tool

@@ -3,6 +3,8 @@ where a wrong step is expensive — one step interface, one budget, one store, o
 """
 
 import importlib
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 from loopwise.agent import Agent, ContextPolicy, LoopDetection
@@ -54,7 +56,9 @@ from loopwise.usage import Budget, Price, Pricing, Usage
 from loopwise.workflow import Workflow
 
 if TYPE_CHECKING:
-    from loopwise.decide import Decision, Finding, TraceAnalysis, analyze, check, decide
+    from loopwise.analyze import TraceAnalysis, analyze
+    from loopwise.check import Finding, check
+    from loopwise.decide import Decision, decide
     from loopwise.evals import (
         Case,
         EvalReport,
@@ -77,13 +81,33 @@ if TYPE_CHECKING:
 # Hybrids and the deciding API (decide, check, analyze, evals) load on first use: they
 # are ~35 ms of `import loopwise` that running a workflow or an agent never needs.
 _LAZY = {
-    **dict.fromkeys(["Decision", "Finding", "TraceAnalysis", "analyze", "check", "decide"],
-                    "loopwise.decide"),
+    **dict.fromkeys(["Decision", "decide"], "loopwise.decide"),
+    **dict.fromkeys(["Finding", "check"], "loopwise.check"),
+    **dict.fromkeys(["TraceAnalysis", "analyze"], "loopwise.analyze"),
     **dict.fromkeys(["Case", "EvalReport", "EvalTarget", "aevaluate", "evaluate",
                      "field_match", "load_dataset"], "loopwise.evals"),
     **dict.fromkeys(["Action", "ActionCatalog", "ActionResult", "Hybrid", "HybridOutput",
                      "Plan", "PlanStep"], "loopwise.hybrid"),
 }  # fmt: skip
+
+
+class _Package(types.ModuleType):
+    """The package, keeping ``loopwise.check`` the function when its module is imported.
+
+    ``decide``, ``check`` and ``analyze`` are both functions exported here and modules
+    named for them; importing a submodule binds it on its package, which would replace
+    the function (``import loopwise.check`` then ``loopwise.check(step)`` failing). Import
+    those modules' other names with ``from loopwise.check import Finding``.
+    """
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _SAME_NAME and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+_SAME_NAME = frozenset({"decide", "check", "analyze"})
+sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> Any:

@@ -17,14 +17,19 @@ from typing import Any, NoReturn
 import pydantic
 
 from loopwise import runner
-from loopwise._cli_evidence import (
-    add_evidence_verbs,
+from loopwise.cli_analyze import add_analyze_verb
+from loopwise.cli_check import add_check_verb
+from loopwise.cli_decide import add_decide_verb
+from loopwise.cli_eval import add_eval_verb
+from loopwise.cli_options import (
     add_limit_flags,
     budget_of,
+    interactive,
     load_checked,
+    store_help,
     user_output_to_stderr,
 )
-from loopwise._cli_store import add_store_verbs, interactive, store_help
+from loopwise.cli_runs import add_runs_verbs
 from loopwise.errors import ConfigError, LoopwiseError, StoreError
 from loopwise.gates import TerminalApprovals
 from loopwise.step import RunResult, Status, needs_model
@@ -197,8 +202,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="verb", required=True, parser_class=_Parser)
     _add_run(sub)
     _add_graph(sub)
-    add_store_verbs(sub)
-    add_evidence_verbs(sub)
+    add_runs_verbs(sub)
+    add_decide_verb(sub)
+    add_check_verb(sub)
+    add_eval_verb(sub)
+    add_analyze_verb(sub)
     _add_resume(sub)
     return parser
 

@@ -1,6 +1,7 @@
-"""The store's command-line verbs: ``runs list|show``, ``pending``, ``approve``, ``deny``.
+"""The command-line verbs over stored runs and their approvals: ``runs list|show``,
+``pending``, ``approve``, ``deny``.
 
-Registered by :mod:`loopwise.cli`; kept here so the CLI module stays a thin list of verbs.
+Registered by :mod:`loopwise.cli`.
 Mistakes (an unknown run or approval, an ambiguous ``approve``) raise
 :class:`~loopwise.errors.ConfigError`: one line, exit 2.
 """
@@ -10,23 +11,16 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
-import sys
 from typing import Any
 
+from loopwise.cli_options import count, store_help
 from loopwise.errors import ConfigError
 from loopwise.gates import args_hash
 from loopwise.store import SQLiteStore
 
-__all__ = ["add_store_verbs", "interactive", "store_help"]
-
-store_help = "run store path (default $LOOPWISE_STORE or .loopwise/runs.db)"
+__all__ = ["add_runs_verbs"]
 
 _PUBLIC = ("run_id", "approval_id", "tool", "args", "effect", "reason", "tainted_by")
-
-
-def interactive(args: argparse.Namespace) -> bool:
-    """Whether gates may ask on this terminal (a TTY both ways and no ``--json``)."""
-    return not getattr(args, "json", False) and sys.stdin.isatty() and sys.stdout.isatty()
 
 
 def _store(args: argparse.Namespace) -> SQLiteStore:
@@ -177,17 +171,6 @@ def _decide(args: argparse.Namespace, decision: str) -> int:
     return 0
 
 
-def _positive(raw: str) -> int:
-    """An argparse type: a whole number of at least 1."""
-    try:
-        value = int(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{raw!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
-
-
 def _user() -> str:
     try:
         return getpass.getuser()
@@ -199,7 +182,7 @@ def _add_runs(sub: Any) -> None:
     p = sub.add_parser("runs", help="list and show stored runs")
     verbs = p.add_subparsers(dest="runs_verb", required=True, parser_class=type(p))
     ls = verbs.add_parser("list", help="the most recent runs")
-    ls.add_argument("--limit", type=_positive, default=50, help="how many (default 50)")
+    ls.add_argument("--limit", type=count(1), default=50, help="how many (default 50)")
     ls.set_defaults(handler=_cmd_runs_list)
     show = verbs.add_parser("show", help="the audit log of one run")
     show.add_argument("run_id")
@@ -225,7 +208,7 @@ def _add_decision(sub: Any, verb: str) -> None:
         p.set_defaults(handler=lambda a: _decide(a, "denied"))
 
 
-def add_store_verbs(sub: Any) -> None:
+def add_runs_verbs(sub: Any) -> None:
     """Register ``runs``, ``pending``, ``approve`` and ``deny`` on the CLI's subparsers."""
     _add_runs(sub)
     p = sub.add_parser("pending", help="list undecided approvals")

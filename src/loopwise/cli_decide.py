@@ -1,0 +1,109 @@
+"""The ``loopwise decide`` verb: ask the two questions, print :func:`loopwise.decide.decide`.
+
+Missing answers are asked on a terminal; without one, the missing flag is a usage error
+(:class:`~loopwise.errors.ConfigError`, one line, exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, TextIO
+
+from loopwise.cli_options import count, seconds
+from loopwise.decide import Decision, decide
+from loopwise.errors import ConfigError
+
+__all__ = ["add_decide_verb"]
+
+
+def add_decide_verb(sub: Any) -> None:
+    """Register ``decide`` on the CLI's subparsers ``sub``."""
+    p = sub.add_parser("decide", help="workflow, agent or hybrid?")
+    p.add_argument(
+        "--steps-known",
+        choices=["yes", "no", "partly"],
+        help="can the steps be written down in advance?",
+    )
+    p.add_argument(
+        "--wrong-step-cost",
+        choices=["cheap", "expensive"],
+        help="what does a wrong step cost? (expensive: money, deletes, mail to customers)",
+    )
+    p.add_argument("--volume", type=count(0), help="runs per day (optional)")
+    p.add_argument("--latency", type=seconds, help="latency budget in seconds (optional)")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.set_defaults(handler=_cmd_decide)
+
+
+_QUESTIONS = {
+    "steps_known": (
+        "Can the steps be written down in advance? [yes/no/partly] ",
+        "--steps-known",
+        ("yes", "no", "partly"),
+    ),
+    "wrong_step_cost": (
+        "What does a wrong step cost? [cheap/expensive] (expensive: money, deletes, mail) ",
+        "--wrong-step-cost",
+        ("cheap", "expensive"),
+    ),
+}
+
+
+def _ask(prompt: str, stream: TextIO = sys.stderr) -> str:
+    # Prompts go to stderr so that `--json` keeps stdout one document.
+    stream.write(prompt)
+    stream.flush()
+    return sys.stdin.readline().strip()
+
+
+def _ask_choice(prompt: str, flag: str, choices: tuple[str, ...]) -> str:
+    """Ask until the answer is one of ``choices`` (three tries, then a usage error)."""
+    for _ in range(3):
+        answer = _ask(prompt).lower()
+        if answer in choices:
+            return answer
+        sys.stderr.write(f"  answer {', '.join(choices[:-1])} or {choices[-1]}\n")
+    raise ConfigError(f"decide: no valid answer for {flag}")
+
+
+def _answers(args: argparse.Namespace) -> argparse.Namespace:
+    """Fill missing answers by asking on a terminal; without one, name the missing flag."""
+    interactive = sys.stdin.isatty()
+    for dest, (prompt, flag, choices) in _QUESTIONS.items():
+        if getattr(args, dest) is None:
+            if not interactive:
+                raise ConfigError(f"decide: missing {flag} (or run it in a terminal to be asked)")
+            setattr(args, dest, _ask_choice(prompt, flag, choices))
+    if interactive and args.volume is None:
+        raw = _ask("Runs per day? (blank to skip) ")
+        args.volume = int(raw) if raw.isdigit() else None
+    if interactive and args.latency is None:
+        raw = _ask("Latency budget in seconds? (blank to skip) ")
+        args.latency = float(raw) if raw.replace(".", "", 1).isdigit() else None
+    return args
+
+
+def _cmd_decide(args: argparse.Namespace) -> int:
+    args = _answers(args)
+    decision = decide(
+        args.steps_known, args.wrong_step_cost, volume=args.volume, latency_seconds=args.latency
+    )
+    if args.json:
+        print(json.dumps(decision.to_dict()))
+    else:
+        print(_decision_text(decision))
+    return 0
+
+
+def _decision_text(d: Decision) -> str:
+    lines = [f"architecture: {d.architecture}", "why:"]
+    lines += [f"  - {r}" for r in d.reasons]
+    lines.append(f"start from: {d.start_from}")
+    if d.cautions:
+        lines.append("watch out:")
+        lines += [f"  - {c}" for c in d.cautions]
+    lines.append("next:")
+    lines += [f"  $ {s}" for s in d.next_steps]
+    return "\n".join(lines)

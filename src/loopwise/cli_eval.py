@@ -1,0 +1,146 @@
+"""The ``loopwise eval`` verb: run targets over a dataset, save, print and draw the report.
+
+The logic lives in :mod:`loopwise.evals` and :mod:`loopwise.report`; this module only
+parses, calls and prints. Usage mistakes raise :class:`~loopwise.errors.ConfigError`
+(one line, exit 2), before any run where they can be seen before.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from loopwise.cli_options import (
+    add_limit_flags,
+    budget_of,
+    load_checked,
+    store_help,
+    user_output_to_stderr,
+)
+from loopwise.errors import ConfigError
+from loopwise.evals import (
+    EvalReport,
+    EvalTarget,
+    StderrProgress,
+    aevaluate,
+    field_match,
+    format_text,
+    load_dataset,
+    load_scorer,
+    previous_summaries,
+    save_eval,
+)
+from loopwise.report import describe_graph, write_report
+from loopwise.step import needs_model
+from loopwise.store import default_store_path
+from loopwise.targets import model_for
+
+__all__ = ["add_eval_verb"]
+
+
+def add_eval_verb(sub: Any) -> None:
+    """Register ``eval`` on the CLI's subparsers ``sub``."""
+    p = sub.add_parser("eval", help="run targets over a dataset and compare their distributions")
+    p.add_argument("targets", nargs="+", metavar="TARGET", help="steps to compare")
+    p.add_argument("--dataset", required=True, help="JSONL file of {input, expected} cases")
+    p.add_argument("--model", help="model name, or `scripted` for the offline model")
+    p.add_argument("--repeat", type=int, default=1, help="runs per case and target")
+    p.add_argument("--concurrency", type=int, default=4, help="runs in flight at most")
+    p.add_argument("--scorer", help="module:function or file.py:function (default field match)")
+    add_limit_flags(p, "every run")
+    p.add_argument("--report", help="write a self-contained HTML report here")
+    p.add_argument("--store", help=store_help)
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.set_defaults(handler=_cmd_eval)
+
+
+def _report_path(raw: str | None) -> Path | None:
+    """The ``--report`` file, checked before any run (a bad path must not waste an eval)."""
+    if raw is None:
+        return None
+    path = Path(raw)
+    if path.is_dir() or (path.parent.exists() and not path.parent.is_dir()):
+        raise ConfigError(f"--report {raw}: not a file path", name="report")
+    return path
+
+
+def _write_report(report: EvalReport, path: Path, targets: list[EvalTarget]) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_report(report, str(path), {t.name: describe_graph(t.step) for t in targets})
+    except OSError as e:
+        raise ConfigError(
+            f"--report {path}: cannot write it ({e}); the eval is saved in the store",
+            name="report",
+        ) from e
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    with user_output_to_stderr(args.json):
+        report = _eval_and_save(args)
+    if args.json:
+        doc = report.to_dict()
+        doc["report"] = args.report
+        print(json.dumps(doc, default=str))
+    else:
+        print(format_text(report))
+        if args.report:
+            print(f"report: {args.report}")
+    return 0
+
+
+def _eval_and_save(args: argparse.Namespace) -> EvalReport:
+    """Load, run and store the eval (and write its page); the report for printing."""
+    report_path = _report_path(args.report)
+    cases = load_dataset(args.dataset)
+    scorer = load_scorer(args.scorer) if args.scorer else field_match
+    loaded = [load_checked(spec) for spec in args.targets]
+    if len({t.spec for t in loaded}) != len(loaded):
+        raise ConfigError("eval: a target is named twice")
+    targets = [
+        EvalTarget(
+            name=t.spec,
+            step=t.step,
+            model=model_for(t, args.model) if (args.model or needs_model(t.step)) else None,
+        )
+        for t in loaded
+    ]
+    store_path = default_store_path(args.store)
+    report = asyncio.run(_evaluate(targets, cases, args, store_path, scorer))
+    report = replace(
+        report,
+        previous=previous_summaries(
+            store_path, report.dataset, [t.name for t in targets], before=report.created_at
+        ),
+    )
+    save_eval(store_path, report)
+    if report_path is not None:
+        _write_report(report, report_path, targets)
+    return report
+
+
+async def _evaluate(
+    targets: list[EvalTarget], cases: Any, args: argparse.Namespace, store: Path, scorer: Any
+) -> EvalReport:
+    try:
+        return await aevaluate(
+            targets,
+            cases,
+            repeat=args.repeat,
+            concurrency=args.concurrency,
+            scorer=scorer,
+            progress=StderrProgress(),
+            budget=budget_of(args),
+            max_steps=args.max_steps,
+            store=store,
+            dataset=args.dataset,
+        )
+    finally:
+        for t in targets:
+            close = getattr(t.model, "aclose", None)
+            if callable(close):
+                await close()

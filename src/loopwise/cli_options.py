@@ -1,0 +1,102 @@
+"""What several verbs of the command line share: limit flags, ``--store`` help, loading a
+target, keeping user output off a ``--json`` stdout.
+
+Used by :mod:`loopwise.cli` and its verb modules (``cli_*``). Usage mistakes raise
+:class:`~loopwise.errors.ConfigError` or :class:`argparse.ArgumentTypeError` (one line, exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, redirect_stdout
+
+from loopwise.targets import Target, load_target
+from loopwise.usage import Budget
+from loopwise.workflow import Workflow
+
+__all__ = [
+    "add_limit_flags",
+    "budget_of",
+    "count",
+    "interactive",
+    "load_checked",
+    "seconds",
+    "store_help",
+    "user_output_to_stderr",
+]
+
+store_help = "run store path (default $LOOPWISE_STORE or .loopwise/runs.db)"
+
+
+def interactive(args: argparse.Namespace) -> bool:
+    """Whether gates may ask on this terminal (a TTY both ways and no ``--json``)."""
+    return not getattr(args, "json", False) and sys.stdin.isatty() and sys.stdout.isatty()
+
+
+@contextmanager
+def user_output_to_stderr(as_json: bool) -> Iterator[None]:
+    """While user code runs (a target's import, its steps and tools), send what it prints
+    to stderr when ``--json`` promises one document on stdout."""
+    if not as_json:
+        yield
+        return
+    with redirect_stdout(sys.stderr):
+        yield
+
+
+def count(least: int) -> Callable[[str], int]:
+    """An argparse type: a whole number of at least ``least``."""
+
+    def parse(raw: str) -> int:
+        try:
+            value = int(raw)
+        except ValueError:
+            value = least - 1
+        if value < least:
+            raise argparse.ArgumentTypeError(f"{raw!r} is not a whole number of at least {least}")
+        return value
+
+    return parse
+
+
+def _amount(unit: str) -> Callable[[str], float]:
+    def parse(raw: str) -> float:
+        try:
+            value = float(raw)
+        except ValueError:
+            value = -1.0
+        if not value >= 0 or value == float("inf"):  # also refuses nan
+            raise argparse.ArgumentTypeError(f"{raw!r} is not an amount of {unit} >= 0")
+        return value
+
+    return parse
+
+
+_usd = _amount("USD")
+#: An argparse type: seconds, a finite amount >= 0.
+seconds = _amount("seconds")
+
+
+def add_limit_flags(p: argparse.ArgumentParser, scope: str) -> None:
+    """``--max-steps``, ``--max-tokens``, ``--max-cost``: validated as they are parsed."""
+    p.add_argument("--max-steps", type=count(1), help=f"override the step limit of {scope}")
+    p.add_argument("--max-tokens", type=count(0), help=f"token budget for {scope}")
+    p.add_argument("--max-cost", type=_usd, help=f"USD budget for {scope}")
+
+
+def budget_of(args: argparse.Namespace) -> Budget | None:
+    """The budget the limit flags ask for (``None`` when neither is given)."""
+    if args.max_tokens is None and args.max_cost is None:
+        return None
+    return Budget(max_tokens=args.max_tokens, max_cost_usd=args.max_cost)
+
+
+def load_checked(spec: str) -> Target:
+    """Load a target and, for a workflow, validate its graph now: a graph error is a
+    usage error (exit 2) before any run is recorded, not a failed run."""
+    target = load_target(spec)
+    if isinstance(target.step, Workflow):
+        target.step.validate()
+    return target
