@@ -322,8 +322,7 @@ def test_eval_prefers_accuracy_over_cost() -> None:
     assert "more accurate (100% vs 50% correct)" in report.recommendation.text
     differ = report.disagreements()
     assert len(differ) == 10 and differ[0]["scores"] == {"sloppy": 0.0, "careful": 1.0}
-    from loopwise.evals import format_text
-    from loopwise.report import render_html
+    from loopwise.report import format_text, render_html
 
     assert "cases the targets score differently: 10" in format_text(report)
     assert "10 case(s); score per target" in render_html(report)

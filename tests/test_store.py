@@ -127,7 +127,7 @@ def test_schema_is_versioned(tmp_path: Path) -> None:
     with SQLiteStore(db) as store:
         assert store.list_runs() == []
     conn = sqlite3.connect(db)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     conn.execute("PRAGMA user_version = 99")
     conn.close()
@@ -146,7 +146,41 @@ def test_a_version_1_file_is_migrated(tmp_path: Path) -> None:
     conn.close()
     with SQLiteStore(db) as store:
         assert store.get_run("r0")["owner"] is None
-    assert sqlite3.connect(db).execute("PRAGMA user_version").fetchone()[0] == 2
+    assert sqlite3.connect(db).execute("PRAGMA user_version").fetchone()[0] == 3
+
+
+def test_eval_history_made_before_it_was_the_stores_survives_the_migration(
+    tmp_path: Path,
+) -> None:
+    # Before schema version 3, loopwise.evals created eval_results in a version-2 store.
+    db = tmp_path / "evals.db"
+    with SQLiteStore(db) as store:
+        store.list_runs()
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA user_version = 2")
+    conn.execute("DROP TABLE eval_results")
+    conn.execute(
+        "CREATE TABLE eval_results (eval_id TEXT NOT NULL, target TEXT NOT NULL, "
+        "dataset TEXT NOT NULL, created_at TEXT NOT NULL, summary TEXT NOT NULL, "
+        "PRIMARY KEY (eval_id, target))"
+    )
+    conn.execute(
+        "INSERT INTO eval_results VALUES ('e1', 'triage', 'd.jsonl', '2026-01-01', "
+        "'{\"correct_rate\": 0.9}')"
+    )
+    conn.commit()
+    conn.close()
+    with SQLiteStore(db) as store:
+        old = store.last_eval("triage", dataset="d.jsonl", before="2026-02-01")
+        assert old == {"created_at": "2026-01-01", "eval_id": "e1", "correct_rate": 0.9}
+        store.save_eval(
+            "e2", dataset="d.jsonl", created_at="2026-03-01", summaries={"triage": {"n": 4}}
+        )
+        assert store.last_eval("triage", dataset="d.jsonl", before="2026-02-01") == old
+        newest = store.last_eval("triage", dataset="d.jsonl", before="2026-12-31")
+        assert newest == {"created_at": "2026-03-01", "eval_id": "e2", "n": 4}
+        assert store.last_eval("triage", dataset="other.jsonl", before="2026-12-31") is None
+    assert sqlite3.connect(db).execute("PRAGMA user_version").fetchone()[0] == 3
 
 
 def test_a_run_is_resumed_by_one_process_at_a_time(tmp_path: Path) -> None:
@@ -295,7 +329,7 @@ def test_a_store_that_cannot_be_used_exits_2_with_one_line(
         conn.commit()
     cases = [
         (corrupt, "file is not a database"),
-        (newer, "schema version 99; this loopwise knows 2 (upgrade loopwise)"),
+        (newer, "schema version 99; this loopwise knows 3 (upgrade loopwise)"),
         (tmp_path, "unable to open database file"),  # a directory
         (foreign, "is not a loopwise run store (it holds other tables: customers)"),
     ]

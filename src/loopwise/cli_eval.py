@@ -28,13 +28,12 @@ from loopwise.evals import (
     StderrProgress,
     aevaluate,
     field_match,
-    format_text,
     load_dataset,
     load_scorer,
     previous_summaries,
     save_eval,
 )
-from loopwise.report import describe_graph, write_report
+from loopwise.report import describe_graph, format_text, write_report
 from loopwise.step import needs_model
 from loopwise.store import default_store_path
 from loopwise.targets import model_for

@@ -1,4 +1,5 @@
-"""The eval report as one self-contained HTML page: inline CSS and SVG, no script, no CDN.
+"""The eval report: :func:`format_text` for a terminal, and one self-contained HTML page
+(inline CSS and SVG, no script, no CDN).
 
 :func:`render_html` draws, for an :class:`~loopwise.evals.EvalReport`: the
 recommendation; the side-by-side table; how runs ended (a stacked bar per target); a box
@@ -13,21 +14,23 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from loopwise.evals import (
+from loopwise.evals import EvalReport, architecture_of
+from loopwise.stats import (
     REFERENCE_MODEL,
     Distribution,
-    EvalReport,
     TargetSummary,
-    architecture_of,
+    metric_text,
+    pct,
     percentile,
     reference_cost,
     reference_costs,
+    usd,
 )
 
-__all__ = ["describe_graph", "render_html", "write_report"]
+__all__ = ["describe_graph", "format_text", "render_html", "write_report"]
 
 PALETTE = ("#2563eb", "#ea580c", "#16a34a", "#9333ea", "#0891b2", "#be123c")
 STATUS_COLORS = {
@@ -141,13 +144,7 @@ def _recommendation(report: EvalReport) -> str:
 
 
 def _fmt(value: float | None, metric: str) -> str:
-    if value is None:
-        return "unknown"
-    if metric == "cost_usd":
-        return "$0" if value == 0 else f"${value:.{max(2, 2 - math.floor(math.log10(value)))}f}"
-    if metric == "latency_s":
-        return f"{value * 1000:.3g} ms" if value < 1 else f"{value:.3g} s"
-    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+    return "unknown" if value is None else metric_text(value, metric)
 
 
 def _history(report: EvalReport) -> str:
@@ -467,6 +464,102 @@ def _runs_table(t: TargetSummary) -> str:
         f"<details><summary>{_e(t.title)} — {t.n} runs</summary>"
         f"<table><tr>{head}</tr>{rows}</table></details>"
     )
+
+
+_LABELS = {
+    "steps": "steps",
+    "model_calls": "model calls",
+    "tool_calls": "tool calls",
+    "tokens": "tokens",
+    "cost_usd": "cost (USD)",
+    "latency_s": "latency",
+}
+
+
+def format_text(report: EvalReport) -> str:
+    """The side-by-side table and the recommendation, for a terminal."""
+    head = ["", *(f"{t.title} ({t.architecture})" for t in report.targets)]
+    rows = [head, ["", *(["p50 / p95 / max"] * len(report.targets))]]
+    rows.append(["runs", *(str(t.n) for t in report.targets)])
+    rates: list[tuple[str, list[float | None]]] = [
+        ("completed", [t.completed_rate for t in report.targets]),
+        ("correct", [t.correct_rate for t in report.targets]),
+        ("within budget", [t.within_budget_rate for t in report.targets]),
+    ]
+    for label, values in rates:
+        rows.append([label, *("—" if v is None else pct(v) for v in values)])
+    rows.append(
+        [
+            "statuses",
+            *(", ".join(f"{k} {v}" for k, v in t.status_counts.items()) for t in report.targets),
+        ]
+    )
+    for metric, label in _LABELS.items():
+        rows.append([label, *(_triple(t.metrics[metric], metric) for t in report.targets)])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+    settings = (
+        f"{report.cases} cases × {report.repeat} repeat(s) from {report.dataset or 'the dataset'}, "
+        f"concurrency {report.concurrency}"
+    )
+    history = [
+        _since(t, report.previous[t.name]) for t in report.targets if t.name in report.previous
+    ]
+    return "\n".join(
+        [
+            settings,
+            "",
+            *lines,
+            *_disagreement_lines(report),
+            *(["", *history] if history else []),
+            "",
+            _recommendation_text(report),
+        ]
+    )
+
+
+def _recommendation_text(report: EvalReport) -> str:
+    rec = report.recommendation
+    if len(rec.reasons) <= 1:
+        return f"Recommendation: {rec.text}"
+    final = rec.text.rsplit(" → ", 1)[-1]
+    return "\n".join([f"Recommendation: → {final}", *(f"  - {r}" for r in rec.reasons)])
+
+
+def _disagreement_lines(report: EvalReport) -> list[str]:
+    cases = report.disagreements()
+    if not cases:
+        return []
+    shown = ", ".join(c["case_id"] for c in cases[:12]) + (" …" if len(cases) > 12 else "")
+    return ["", f"cases the targets score differently: {len(cases)} ({shown})"]
+
+
+def _since(t: TargetSummary, before: Mapping[str, Any]) -> str:
+    """One line comparing ``t`` with its last stored eval."""
+    old_rate = before.get("correct_rate")
+    rate = t.correct_rate
+    parts = []
+    if rate is not None and old_rate is not None:
+        parts.append(f"correct {pct(rate)} (was {pct(float(old_rate))})")
+    old_cost = (before.get("metrics", {}).get("cost_usd") or {}).get("p95")
+    cost = t.metrics["cost_usd"].stat("p95")
+    if cost is not None and old_cost is not None:
+        parts.append(f"p95 cost {usd(cost)} (was {usd(float(old_cost))})")
+    old_tokens = (before.get("metrics", {}).get("tokens") or {}).get("p95")
+    tokens = t.metrics["tokens"].stat("p95")
+    if tokens is not None and old_tokens is not None:
+        parts.append(f"p95 tokens {tokens:,.0f} (was {float(old_tokens):,.0f})")
+    return f"since {before.get('created_at', '?')}: {t.title}: " + ", ".join(parts)
+
+
+def _triple(dist: Distribution, metric: str) -> str:
+    if dist.n == 0:
+        return "unknown"
+    text = " / ".join(metric_text(dist.stat(s) or 0.0, metric) for s in ("p50", "p95", "max"))
+    return text + (f" ({dist.unknown} unknown)" if dist.unknown else "")
 
 
 def describe_graph(step: Any) -> dict[str, Any]:

@@ -27,7 +27,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -90,6 +90,18 @@ _MIGRATIONS: list[str] = [
     """,
     # Which process runs a run, so that two resumes of one run cannot both go on.
     "ALTER TABLE runs ADD COLUMN owner TEXT;",
+    # Eval history: one summary per target and eval (the eval's runs are rows of `runs`).
+    # IF NOT EXISTS: before this version, loopwise.evals created the table itself.
+    """
+    CREATE TABLE IF NOT EXISTS eval_results (
+        eval_id TEXT NOT NULL,
+        target TEXT NOT NULL,
+        dataset TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        summary TEXT NOT NULL,
+        PRIMARY KEY (eval_id, target)
+    );
+    """,
 ]
 """The schema, one script per version; ``PRAGMA user_version`` says how many ran."""
 
@@ -192,6 +204,22 @@ class RunStore(Protocol):
 
     def mark_failed(self, run_id: str, detail: str) -> None:
         """Mark a run that raised before finishing as ``error``."""
+        ...
+
+    def save_eval(
+        self,
+        eval_id: str,
+        *,
+        dataset: str,
+        created_at: str,
+        summaries: Mapping[str, dict[str, Any]],
+    ) -> None:
+        """Keep an eval's summary per target (its runs are runs of this store already)."""
+        ...
+
+    def last_eval(self, target: str, *, dataset: str, before: str) -> dict[str, Any] | None:
+        """The newest summary of ``target`` on ``dataset`` from an eval no later than
+        ``before``, with its ``created_at`` and ``eval_id``; ``None`` when there is none."""
         ...
 
     def close(self) -> None:
@@ -547,6 +575,37 @@ class SQLiteStore:
             (run_id, approval_id),
         )
         return _approval_dict(rows[0]) if rows else None
+
+    def save_eval(
+        self,
+        eval_id: str,
+        *,
+        dataset: str,
+        created_at: str,
+        summaries: Mapping[str, dict[str, Any]],
+    ) -> None:
+        """Keep an eval's summary per target in ``eval_results``, in one transaction."""
+        self._write(
+            [
+                (
+                    "INSERT INTO eval_results VALUES (?, ?, ?, ?, ?)",
+                    (eval_id, target, dataset, created_at, _dump(summary)),
+                )
+                for target, summary in summaries.items()
+            ]
+        )
+
+    def last_eval(self, target: str, *, dataset: str, before: str) -> dict[str, Any] | None:
+        """The newest summary of ``target`` on ``dataset`` from an eval no later than ``before``."""
+        rows = self._read(
+            "SELECT created_at, eval_id, summary FROM eval_results WHERE target = ? "
+            "AND dataset = ? AND created_at <= ? ORDER BY created_at DESC LIMIT 1",
+            (target, dataset, before),
+        )
+        if not rows:
+            return None
+        row = rows[0]
+        return {"created_at": row["created_at"], "eval_id": row["eval_id"], **_load(row["summary"])}
 
     def _approval(self, run_id: str, approval_id: str) -> dict[str, Any]:
         found = self.approval(run_id, approval_id)
