@@ -20,9 +20,11 @@ EXPECTED_ALL = {
     "GraphError", "Hybrid", "HybridOutput", "IdPattern", "InDirectory", "LoopDetection",
     "LoopwiseError", "Model", "ModelAPIError", "ModelNotConfigured", "ModelRequest", "OneOf",
     "OpenAIModel", "Plan", "PlanStep", "Price", "Pricing", "RunOptions", "RunResult",
-    "RunStore", "SQLiteStore", "Status", "Step", "StoreError", "Structured", "TargetError",
+    "RunStore", "RunStream", "SQLiteStore", "Status", "Step", "StoreError", "Structured",
+    "TargetError",
     "TerminalApprovals", "Tool", "ToolArgumentsError", "ToolCall", "ToolError", "TraceAnalysis",
-    "Turn", "Usage", "Workflow", "aevaluate", "analyze", "aresume", "arun", "as_tool", "check",
+    "Turn", "Usage", "Workflow", "aevaluate", "analyze", "aresume", "arun", "as_tool", "astream",
+    "astream_resume", "check",
     "decide", "evaluate", "field_match", "load_dataset", "resolve_model", "resume", "run",
     "step", "tool",
 }  # fmt: skip

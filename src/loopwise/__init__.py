@@ -40,6 +40,7 @@ from loopwise.step import (
     step,
 )
 from loopwise.store import RunStore, SQLiteStore
+from loopwise.stream import RunStream, astream, astream_resume
 from loopwise.structured import Structured
 from loopwise.tools import (
     Bounds,
@@ -164,6 +165,7 @@ __all__ = [
     "RunOptions",
     "RunResult",
     "RunStore",
+    "RunStream",
     "SQLiteStore",
     "Status",
     "Step",
@@ -184,6 +186,8 @@ __all__ = [
     "aresume",
     "arun",
     "as_tool",
+    "astream",
+    "astream_resume",
     "check",
     "decide",
     "evaluate",

@@ -362,9 +362,14 @@ def _resumed_context(
     ctx.restore(events)
     # Wall time goes on from where the run stopped, so max_seconds stays per run.
     ctx.started_at -= float((row["usage"] or {}).get("wall_seconds", 0.0))
+    resumed: dict[str, Any] = {"target": target.name}
+    if events and "trace" in events[0].data:
+        # The trace context a tracing sink recorded at the start: the resume joins it.
+        resumed["trace"] = events[0].data["trace"]
     ctx.emit(
         EventType.RUN_RESUMED,
         {
+            **resumed,
             "after_seq": events[-1].seq if events else 0,
             "from_status": row["status"],
             "model": getattr(opts.model, "name", None),

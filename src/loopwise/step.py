@@ -263,6 +263,7 @@ class Context:
             raise ConfigError("this step calls a model but the run has none", name="model")
         key = self.next_key("model")
         recorded = self.replay.get(key)
+        started_at, took = "", 0.0
         if recorded is not None:
             # Imported here, on the replay path only (an import statement costs ~0.7 us a
             # call): the port's types; step.py stays import-light.
@@ -273,7 +274,9 @@ class Context:
             # The estimate (it serializes the tool schemas) only matters to a token limit.
             pending = request.prompt_chars() // 4 if self.budget.max_tokens is not None else 0
             self.check_budget(pending_tokens=pending)
+            started_at, began = _now_iso(), self.clock()
             turn = await self._complete(request)
+            took = self.clock() - began
         cost = self.pricing.cost(
             turn.model or self.model.name, turn.input_tokens, turn.output_tokens
         )
@@ -286,6 +289,9 @@ class Context:
                 {
                     "key": key,
                     "model": turn.model or self.model.name,
+                    "request_model": self.model.name,
+                    "started_at": started_at,
+                    "duration_seconds": took,
                     "input_tokens": turn.input_tokens,
                     "output_tokens": turn.output_tokens,
                     "cost_usd": cost,
