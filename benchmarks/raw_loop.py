@@ -92,7 +92,9 @@ async def agent(client: openai.AsyncOpenAI, model: str, question: str, max_steps
         message = completion.choices[0].message
         if not message.tool_calls:
             return message.content or ""
-        messages.append(message.model_dump(exclude_none=True))
+        # content as a string, even empty: the form every tested server accepts (llama.cpp's
+        # chat templates fail on a missing or null content), and what loopwise sends.
+        messages.append({**message.model_dump(exclude_none=True), "content": message.content or ""})
         messages.extend(await asyncio.gather(*(_run_call(c) for c in message.tool_calls)))
     return "step limit"
 

@@ -45,6 +45,11 @@ def test_the_agent_sides_make_the_same_calls() -> None:
     assert len(raw_reqs) == len(lw_reqs) == 6
     for a, b in zip(raw_reqs, lw_reqs, strict=True):
         assert [m["role"] for m in a["messages"]] == [m["role"] for m in b["messages"]]
+        # The same message shapes, so both sides pay the SDK's transform for the same keys.
+        assert [sorted(m) for m in a["messages"]] == [sorted(m) for m in b["messages"]]
+        assert [m.get("content") for m in a["messages"]] == [
+            m.get("content") for m in b["messages"]
+        ]
         assert [t["function"]["name"] for t in a["tools"]] == [
             t["function"]["name"] for t in b["tools"]
         ]

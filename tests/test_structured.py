@@ -132,7 +132,8 @@ def _modes(server: FakeChatServer) -> list[str]:
     out = []
     for body in server.requests:
         if "response_format" in body:
-            out.append(body["response_format"]["type"])
+            fmt = body["response_format"]
+            out.append("json_object_schema" if "schema" in fmt else fmt["type"])
         elif "tool_choice" in body:
             out.append("tool")
         else:
@@ -168,27 +169,42 @@ def test_server_rejecting_json_schema_steps_down_and_remembers() -> None:
         first, second = asyncio.run(_twice(triage, model))
     assert first.status == second.status == "completed"
     assert first.output == Ticket(**GOOD)
-    # The rejected call is not a model call; the second run goes straight to json_object.
+    # The rejected call is not a model call; the second run goes straight to the
+    # json_object rung that carries the schema (constrained decoding where honoured).
     assert first.usage.model_calls == second.usage.model_calls == 1
-    assert _modes(server) == ["json_schema", "json_object", "json_object"]
-    assert model.structured_modes == {model.endpoint: "json_object"}
+    assert _modes(server) == ["json_schema", "json_object_schema", "json_object_schema"]
+    assert model.structured_modes == {model.endpoint: "json_object_schema"}
+    fmt = server.requests[1]["response_format"]
+    assert fmt == {"type": "json_object", "schema": triage.schema}
     assert "JSON schema" in server.requests[1]["messages"][0]["content"]
 
 
+def test_server_rejecting_the_schema_form_steps_down_to_plain_json_object() -> None:
+    with FakeChatServer(_answer, reject={"json_schema", "json_object_schema"}) as server:
+        model = server.model()
+        first, second = asyncio.run(_twice(triage, model))
+    assert first.output == second.output == Ticket(**GOOD)
+    assert _modes(server) == ["json_schema", "json_object_schema", "json_object", "json_object"]
+    assert model.structured_modes == {model.endpoint: "json_object"}
+
+
 def test_ladder_reaches_the_forced_tool_and_then_the_prompt() -> None:
-    with FakeChatServer(_answer, reject={"json_schema", "json_object"}) as server:
+    no_json = {"json_schema", "json_object_schema", "json_object"}
+    with FakeChatServer(_answer, reject=no_json) as server:
         model = server.model()
         results = asyncio.run(_twice(triage, model))
     assert [r.status for r in results] == ["completed", "completed"]
-    assert _modes(server) == ["json_schema", "json_object", "tool", "tool"]
-    assert server.requests[2]["tool_choice"] == {"type": "function", "function": {"name": "Ticket"}}
+    assert _modes(server) == ["json_schema", "json_object_schema", "json_object", "tool", "tool"]
+    assert server.requests[3]["tool_choice"] == {"type": "function", "function": {"name": "Ticket"}}
 
-    everything = {"json_schema", "json_object", "tool_choice"}
+    everything = {*no_json, "tool_choice"}
     with FakeChatServer(_answer, reject=everything) as server:
         model = server.model()
         results = asyncio.run(_twice(triage, model))
     assert [r.output for r in results] == [Ticket(**GOOD)] * 2
-    assert _modes(server) == ["json_schema", "json_object", "tool", "prompt", "prompt"]
+    assert _modes(server) == [
+        "json_schema", "json_object_schema", "json_object", "tool", "prompt", "prompt"
+    ]  # fmt: skip
     assert model.structured_modes[model.endpoint] == "prompt"
 
 
@@ -211,7 +227,9 @@ def test_tool_rung_validation_error_answers_the_call_id() -> None:
         bad = not any(m["role"] == "tool" for m in request.messages)
         return call("Ticket", {**GOOD, "urgency": 7} if bad else GOOD, id="call_a")
 
-    with FakeChatServer(script, reject={"json_schema", "json_object"}) as server:
+    with FakeChatServer(
+        script, reject={"json_schema", "json_object_schema", "json_object"}
+    ) as server:
         result = asyncio.run(_once(triage, server.model()))
     assert result.status == "completed" and result.usage.model_calls == 2
     retry = server.requests[-1]["messages"]

@@ -9,13 +9,17 @@ thread per request — so a thousand concurrent connections are cheap.
 Answers come from a :class:`~loopwise.scripted.ScriptedModel` (the same script rules: a
 list consumed in order, a function of the request, or none for offline auto answers).
 A :class:`Fault` as a script entry injects a failure instead of an answer; ``reject``
-makes the server refuse structured-output modes the way many compatible servers do.
-Each HTTP request consumes one entry, so an SDK retry after a fault takes the next one.
+makes the server refuse structured-output modes with a plain 400, and ``profile`` makes it
+answer the way one real server does (:mod:`loopwise._serverprofiles`: llama-cpp-python's
+500 on ``json_schema`` and its demand for string ``content``, vLLM's tool-choice errors,
+Ollama ignoring ``tool_choice``, LM Studio refusing ``json_object``...). Each HTTP request
+consumes one entry, so an SDK retry after a fault takes the next one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import json
 import threading
@@ -24,8 +28,13 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from types import TracebackType
 from typing import Any
 
-import openai
-
+from loopwise._serverprofiles import (
+    FEATURES,
+    PROFILES,
+    Rejection,
+    ServerProfile,
+    arguments_as_objects,
+)
 from loopwise.errors import ConfigError
 from loopwise.model import OpenAIModel
 from loopwise.port import ModelRequest, Turn
@@ -33,8 +42,8 @@ from loopwise.scripted import Fault, ScriptedModel, as_turn, auto_respond, price
 
 __all__ = ["FakeChatServer"]
 
-REJECTABLE = frozenset({"json_schema", "json_object", "tool_choice"})
-"""What ``reject`` may name: two ``response_format`` types and a forced ``tool_choice``."""
+REJECTABLE = FEATURES
+"""What ``reject`` may name (see :data:`loopwise._serverprofiles.FEATURES`)."""
 
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests"}
 _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit"}
@@ -44,9 +53,11 @@ class FakeChatServer:
     """A local Chat Completions server; see the module docstring.
 
     ``script`` is a :class:`~loopwise.scripted.ScriptedModel` script whose entries may
-    also be :class:`Fault`; ``latency`` delays every answer; ``reject`` names modes to
-    refuse with HTTP 400 (``json_schema``, ``json_object``, ``tool_choice``). Use it as a
-    context manager, or call :meth:`start` and :meth:`stop`.
+    also be :class:`Fault`; ``latency`` delays every answer; ``reject`` names request
+    features to refuse with HTTP 400 (``json_schema``, ``json_object_schema``,
+    ``json_object``, ``tool_choice``...); ``profile`` (a name in ``PROFILES`` or a
+    :class:`ServerProfile`) reproduces one real server's quirks. Use it as a context
+    manager, or call :meth:`start` and :meth:`stop`.
     """
 
     def __init__(
@@ -55,15 +66,16 @@ class FakeChatServer:
         *,
         latency: float = 0.0,
         reject: Collection[str] = (),
+        profile: str | ServerProfile | None = None,
     ) -> None:
         unknown = sorted(set(reject) - REJECTABLE)
         if unknown:
             raise ConfigError(
                 f"reject: unknown mode {unknown[0]!r}; known: {sorted(REJECTABLE)}", name="reject"
             )
+        self.profile = _profile(profile, reject)
         self.scripted: ScriptedModel = ScriptedModel(script, name="")
         self.latency = latency
-        self.reject = frozenset(reject)
         self.requests: list[dict[str, Any]] = []
         """Every chat request body received, parsed, in arrival order."""
         self.errors: list[str] = []
@@ -74,7 +86,10 @@ class FakeChatServer:
         """Chat requests being answered right now."""
         self.peak_in_flight = 0
         """The most chat requests ever answered at once (proves client concurrency)."""
+        self.dead = False
+        """Whether a ``Fault(crash=True)`` killed the server."""
         self.port = 0
+        self._writers: set[asyncio.StreamWriter] = set()
         self._ids = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -94,18 +109,18 @@ class FakeChatServer:
         timeout: float = 30.0,
         **client_options: Any,
     ) -> OpenAIModel:
-        """An :class:`~loopwise.model.OpenAIModel` whose own client points at this server
-        (no SDK retries by default, so failure tests stay fast). ``client_options`` go to
-        ``openai.AsyncOpenAI`` (an ``http_client`` with a bigger pool, headers...).
-        Use the model inside one event loop: its connection pool belongs to that loop."""
-        client = openai.AsyncOpenAI(
+        """An :class:`~loopwise.model.OpenAIModel` pointed at this server (no SDK retries by
+        default, so failure tests stay fast). ``client_options`` go to
+        ``openai.AsyncOpenAI`` (headers, ...). The model builds its own client, so it
+        survives several ``loopwise.run`` calls (each its own event loop)."""
+        return OpenAIModel(
+            name,
             api_key="fake-key",
             base_url=self.base_url,
             max_retries=max_retries,
             timeout=timeout,
-            **client_options,
+            client_options=client_options,
         )
-        return OpenAIModel(name, client=client)
 
     def start(self) -> FakeChatServer:
         """Start serving in a background thread; returns once the port is bound."""
@@ -168,9 +183,21 @@ class FakeChatServer:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
+    def _crash(self) -> None:
+        """Stop accepting connections and drop the open ones, as a dead process would."""
+        self.dead = True
+        if self._server is not None:
+            self._server.close()
+        for writer in list(self._writers):
+            writer.close()
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """One connection: requests in order until the client closes (keep-alive)."""
         self.connections += 1
+        if self.dead:
+            writer.close()
+            return
+        self._writers.add(writer)
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -190,6 +217,7 @@ class FakeChatServer:
             # (which calls task.exception()) from logging a spurious error.
             pass
         finally:
+            self._writers.discard(writer)
             writer.close()
 
     async def _respond(self, method: bytes, path: bytes, body: bytes) -> bytes | None:
@@ -213,12 +241,12 @@ class FakeChatServer:
         except ValueError:
             return _error(400, "the request body is not JSON")
         self.requests.append(payload)
-        rejected = self._rejection(payload)
-        if rejected is not None:
-            return rejected
+        refusal = self.profile.rejection(payload)
+        if refusal is not None:
+            return _http(refusal.status, json.dumps(refusal.body).encode())
         if payload.get("stream"):
             return _error(400, "stream=true is not supported by FakeChatServer", param="stream")
-        request = _to_request(payload)
+        request = _to_request(self.profile.adapt(payload))
         try:
             entry = self.scripted.script_entry(request)
         except Exception as e:
@@ -227,26 +255,6 @@ class FakeChatServer:
         if isinstance(entry, Fault):
             return await self._fault(entry, request, payload)
         return _http(200, self._completion(entry, request, payload))
-
-    def _rejection(self, payload: dict[str, Any]) -> bytes | None:
-        fmt = payload.get("response_format")
-        kind = fmt.get("type") if isinstance(fmt, dict) else None
-        if kind in self.reject:
-            return _error(
-                400,
-                f"Invalid parameter: 'response_format' of type '{kind}' is not supported "
-                "by this server.",
-                param="response_format",
-            )
-        choice = payload.get("tool_choice")
-        forced = isinstance(choice, dict) or choice == "required"
-        if forced and "tool_choice" in self.reject:
-            return _error(
-                400,
-                "Invalid parameter: this server does not support a forced 'tool_choice'.",
-                param="tool_choice",
-            )
-        return None
 
     def _completion(
         self, entry: Any, request: ModelRequest, payload: dict[str, Any], *, empty: bool = False
@@ -267,6 +275,8 @@ class FakeChatServer:
                 "total_tokens": turn.input_tokens + turn.output_tokens,
             },
         }
+        if self.profile.arguments_as_object:
+            doc = arguments_as_objects(doc)
         return json.dumps(doc).encode()
 
     async def _fault(
@@ -274,6 +284,9 @@ class FakeChatServer:
     ) -> bytes | None:
         if fault.delay:
             await asyncio.sleep(fault.delay)
+        if fault.crash:
+            self._crash()
+            return None
         if fault.disconnect:
             return None
         if fault.body is not None:
@@ -293,6 +306,50 @@ class FakeChatServer:
         if fault.truncated_json:
             body = body[: len(body) // 2]
         return _http(fault.status, body, fault.headers)
+
+
+def _profile(profile: str | ServerProfile | None, reject: Collection[str]) -> ServerProfile:
+    """The profile to serve with: a named or given one, or plain 400s for ``reject``."""
+    if isinstance(profile, ServerProfile):
+        chosen = profile
+    elif profile is not None:
+        if profile not in PROFILES:
+            raise ConfigError(
+                f"profile: unknown server profile {profile!r}; known: {sorted(PROFILES)}",
+                name="profile",
+            )
+        chosen = PROFILES[profile]
+    else:
+        chosen = ServerProfile(name="openai", source="OpenAI's Chat Completions API")
+    if not reject:
+        return chosen
+    rejects = {**chosen.rejects, **{f: _plain_rejection(f) for f in _expand(reject)}}
+    return dataclasses.replace(chosen, rejects=rejects)
+
+
+def _expand(reject: Collection[str]) -> set[str]:
+    # "tool_choice" has always meant any forced choice: a named function or "required".
+    names = set(reject)
+    return names | {"tool_choice_required"} if "tool_choice" in names else names
+
+
+def _plain_rejection(feature: str) -> Rejection:
+    """The 400 an OpenAI-like server sends for a feature it does not support."""
+    if feature.startswith("tool_choice"):
+        message = "Invalid parameter: this server does not support a forced 'tool_choice'."
+        param = "tool_choice"
+    elif feature == "strict":
+        message, param = "Invalid parameter: 'strict' is not supported by this server.", "strict"
+    else:
+        kind = "json_object" if feature == "json_object_schema" else feature
+        message = (
+            f"Invalid parameter: 'response_format' of type '{kind}'"
+            + (" with a 'schema'" if feature == "json_object_schema" else "")
+            + " is not supported by this server."
+        )
+        param = "response_format"
+    error = {"message": message, "type": "invalid_request_error", "param": param, "code": None}
+    return Rejection(status=400, body={"error": error})
 
 
 def _to_request(payload: dict[str, Any]) -> ModelRequest:

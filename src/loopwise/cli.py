@@ -23,6 +23,7 @@ from loopwise.cli_decide import add_decide_verb
 from loopwise.cli_eval import add_eval_verb
 from loopwise.cli_options import (
     add_limit_flags,
+    add_structured_mode_flag,
     budget_of,
     interactive,
     load_checked,
@@ -129,7 +130,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         result = runner.run(
             target.step,
             payload,
-            model=model_for(target, args.model) if wants_model else None,
+            model=model_for(target, args.model, structured_mode=args.structured_mode)
+            if wants_model
+            else None,
             budget=budget_of(args),
             max_steps=args.max_steps,
             store=args.store or runner.DEFAULT,
@@ -170,6 +173,7 @@ def _add_run(sub: Any) -> None:
     p.add_argument("target", help="path/to/module.py:name or package.module:name")
     p.add_argument("--input", help="JSON value, @file.json, or - for stdin")
     p.add_argument("--model", help="model name, or `scripted` for the offline model")
+    add_structured_mode_flag(p)
     p.add_argument("--store", help=store_help)
     add_limit_flags(p, "the run")
     p.add_argument("--json", action="store_true", help="print one JSON document")

@@ -16,6 +16,7 @@ from typing import Any
 
 from loopwise.cli_options import (
     add_limit_flags,
+    add_structured_mode_flag,
     budget_of,
     load_checked,
     store_help,
@@ -47,6 +48,7 @@ def add_eval_verb(sub: Any) -> None:
     p.add_argument("targets", nargs="+", metavar="TARGET", help="steps to compare")
     p.add_argument("--dataset", required=True, help="JSONL file of {input, expected} cases")
     p.add_argument("--model", help="model name, or `scripted` for the offline model")
+    add_structured_mode_flag(p)
     p.add_argument("--repeat", type=int, default=1, help="runs per case and target")
     p.add_argument("--concurrency", type=int, default=4, help="runs in flight at most")
     p.add_argument("--scorer", help="module:function or file.py:function (default field match)")
@@ -104,7 +106,9 @@ def _eval_and_save(args: argparse.Namespace) -> EvalReport:
         EvalTarget(
             name=t.spec,
             step=t.step,
-            model=model_for(t, args.model) if (args.model or needs_model(t.step)) else None,
+            model=model_for(t, args.model, structured_mode=args.structured_mode)
+            if (args.model or needs_model(t.step))
+            else None,
         )
         for t in loaded
     ]

@@ -12,12 +12,14 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, redirect_stdout
 
+from loopwise.port import STRUCTURED_MODES
 from loopwise.targets import Target, load_target
 from loopwise.usage import Budget
 from loopwise.workflow import Workflow
 
 __all__ = [
     "add_limit_flags",
+    "add_structured_mode_flag",
     "budget_of",
     "count",
     "interactive",
@@ -28,6 +30,16 @@ __all__ = [
 ]
 
 store_help = "run store path (default $LOOPWISE_STORE or .loopwise/runs.db)"
+
+
+def add_structured_mode_flag(p: argparse.ArgumentParser) -> None:
+    """``--structured-mode``: pin the structured-output rung of the ``--model``'s server."""
+    p.add_argument(
+        "--structured-mode",
+        choices=STRUCTURED_MODES,
+        help="start structured calls at this rung (default $LOOPWISE_STRUCTURED_MODE, or "
+        "the top of the ladder): for servers whose rejections are not recognizable",
+    )
 
 
 def interactive(args: argparse.Namespace) -> bool:

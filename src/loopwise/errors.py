@@ -74,15 +74,24 @@ class GraphError(ConfigError):
 
 
 class ModelAPIError(LoopwiseError):
-    """The model API failed after the SDK's own retries; ``status_code`` when HTTP said one."""
+    """The model API failed after the SDK's own retries; ``status_code`` when HTTP said one.
 
-    def __init__(self, message: str, *, status_code: int | None = None) -> None:
+    The message keeps the status, the error type and the first line of the server's
+    message; ``body`` is the server's whole error body (it may hold a traceback), which
+    the run's final event keeps.
+    """
+
+    def __init__(
+        self, message: str, *, status_code: int | None = None, body: str | None = None
+    ) -> None:
         super().__init__(message)
         self.status_code = status_code
+        self.body = body
 
 
 class ResponseFormatRejected(ModelAPIError):
-    """The server rejected a structured-output mode (``response_format`` or ``tool_choice``)."""
+    """The server rejected a structured-output mode: its error (any status) names
+    ``response_format``, ``json_schema``, ``tool_choice`` or ``strict``."""
 
 
 class StoreError(LoopwiseError):

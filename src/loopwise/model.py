@@ -14,12 +14,21 @@ import asyncio
 import json
 import os
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 import openai
 
 from loopwise.errors import ConfigError, ModelAPIError, ModelNotConfigured, ResponseFormatRejected
-from loopwise.port import Message, Model, ModelRequest, StructuredMode, ToolCall, Turn
+from loopwise.port import (
+    STRUCTURED_MODES,
+    Message,
+    Model,
+    ModelRequest,
+    StructuredMode,
+    ToolCall,
+    Turn,
+)
 from loopwise.scripted import ScriptedModel
 
 __all__ = [
@@ -30,6 +39,7 @@ __all__ = [
     "ToolCall",
     "Turn",
     "resolve_model",
+    "structured_mode_of",
 ]
 
 
@@ -40,6 +50,10 @@ class OpenAIModel:
     ``api_key``/``base_url`` and the ``OPENAI_*`` environment. ``structured_modes``
     remembers, per base URL and model, which structured-output rung the server
     accepted, so a server that rejects ``json_schema`` is asked that way only once.
+    ``client_options`` are more keyword arguments for the client it builds (``headers``,
+    ``default_query``...). ``structured_mode`` (or ``LOOPWISE_STRUCTURED_MODE``) pins the
+    rung structured calls start at, for a server whose rejections are not recognizable;
+    an unknown mode raises :class:`ConfigError`.
     """
 
     def __init__(
@@ -51,10 +65,13 @@ class OpenAIModel:
         base_url: str | None = None,
         timeout: float = 60.0,
         max_retries: int = 2,
+        structured_mode: str | None = None,
+        client_options: Mapping[str, Any] | None = None,
     ) -> None:
         if not name:
             raise ConfigError("model name is empty", name="model")
         self.name = name
+        self.structured_mode: StructuredMode | None = structured_mode_of(structured_mode)
         if client is None:
             key = api_key or os.environ.get("OPENAI_API_KEY")
             url = base_url or os.environ.get("OPENAI_BASE_URL")
@@ -69,6 +86,7 @@ class OpenAIModel:
                 "base_url": url,
                 "timeout": timeout,
                 "max_retries": max_retries,
+                **(client_options or {}),
             }
             client = openai.AsyncOpenAI(**self._settings)
         else:
@@ -76,6 +94,9 @@ class OpenAIModel:
         self._client = client
         self._loop: asyncio.AbstractEventLoop | None = None
         self._endpoint: tuple[str, str] | None = None
+        self._retry_split: (
+            tuple[openai.AsyncOpenAI, openai.AsyncOpenAI, openai.AsyncOpenAI] | None
+        ) = None
         self.structured_modes: dict[tuple[str, str], StructuredMode] = {}
 
     @property
@@ -116,7 +137,14 @@ class OpenAIModel:
             self._client = openai.AsyncOpenAI(**self._settings)
 
     async def complete(self, request: ModelRequest) -> Turn:
-        """One Chat Completions call; SDK errors become :class:`ModelAPIError`."""
+        """One Chat Completions call; SDK errors become :class:`ModelAPIError`.
+
+        A request that carries a structured-output feature (a ``response_format``, a
+        forced ``tool_choice``) is sent once without SDK retries, so a server that
+        rejects the feature (with whatever status: 400, 422, 500, 501) costs one call
+        and raises :class:`ResponseFormatRejected`; any other retryable failure of that
+        first try is retried by the SDK as usual, with one retry fewer.
+        """
         params: dict[str, Any] = {"model": self.name, "messages": request.messages}
         if request.tools:
             params["tools"] = request.tools
@@ -128,13 +156,40 @@ class OpenAIModel:
             params["temperature"] = request.temperature
         if request.max_output_tokens is not None:
             params["max_completion_tokens"] = request.max_output_tokens
-        try:
-            completion = await self.client.chat.completions.create(**params)
-        except openai.OpenAIError as e:
-            raise _map_error(e, request) from e
-        except json.JSONDecodeError as e:  # a 2xx body that is not JSON: the SDK lets it through
-            raise ModelAPIError(f"model API returned malformed JSON: {e}") from e
-        return _to_turn(completion, self.name)
+        client = self.client
+        if _asks_structured(request) and client.max_retries > 0:
+            first, rest = self._split_retries(client)
+            try:
+                return await _create(first, params, request, self.name)
+            except ModelAPIError as e:
+                if isinstance(e, ResponseFormatRejected) or not _sdk_retries(e.__cause__):
+                    raise
+                client = rest
+        return await _create(client, params, request, self.name)
+
+    def _split_retries(
+        self, client: openai.AsyncOpenAI
+    ) -> tuple[openai.AsyncOpenAI, openai.AsyncOpenAI]:
+        """``client`` without retries, and with one retry fewer (copies made once per client)."""
+        if self._retry_split is None or self._retry_split[0] is not client:
+            self._retry_split = (
+                client,
+                client.with_options(max_retries=0),
+                client.with_options(max_retries=client.max_retries - 1),
+            )
+        return self._retry_split[1], self._retry_split[2]
+
+
+async def _create(
+    client: openai.AsyncOpenAI, params: dict[str, Any], request: ModelRequest, name: str
+) -> Turn:
+    try:
+        completion = await client.chat.completions.create(**params)
+    except openai.OpenAIError as e:
+        raise _map_error(e, request) from e
+    except json.JSONDecodeError as e:  # a 2xx body that is not JSON: the SDK lets it through
+        raise ModelAPIError(f"model API returned malformed JSON: {e}") from e
+    return _to_turn(completion, name)
 
 
 def _to_turn(completion: Any, fallback_model: str) -> Turn:
@@ -145,7 +200,7 @@ def _to_turn(completion: Any, fallback_model: str) -> Turn:
     raw = [c for c in (message.tool_calls or []) if getattr(c, "function", None) is not None]
     ids = _unique_ids([c.id for c in raw])
     calls = [
-        ToolCall(id=i, name=c.function.name, arguments=c.function.arguments or "")
+        ToolCall(id=i, name=c.function.name, arguments=_arguments_text(c.function.arguments))
         for i, c in zip(ids, raw, strict=True)
     ]
     usage = completion.usage
@@ -176,26 +231,109 @@ def _unique_ids(ids: list[str | None]) -> list[str]:
     return unique
 
 
+def _arguments_text(arguments: Any) -> str:
+    """Tool arguments as the raw string the port promises; some servers send a JSON object."""
+    if arguments is None:
+        return ""
+    return arguments if isinstance(arguments, str) else json.dumps(arguments)
+
+
+def _asks_structured(request: ModelRequest) -> bool:
+    """Whether the request carries a feature a server may reject (see :func:`_rejects`)."""
+    choice = request.tool_choice
+    return request.response_format is not None or isinstance(choice, dict) or choice == "required"
+
+
+def _sdk_retries(error: BaseException | None) -> bool:
+    """Whether the SDK retries this failure (its rule: connection errors, 408/409/429/5xx)."""
+    if isinstance(error, openai.APIConnectionError):
+        return True
+    status = getattr(error, "status_code", None)
+    return isinstance(status, int) and (status in (408, 409, 429) or status >= 500)
+
+
+_NOT_ABOUT_FEATURES = frozenset({401, 402, 403, 407, 408, 409, 429})
+"""Statuses that say nothing about the request's features (auth, payment, rate, conflict)."""
+
+
 def _map_error(error: openai.OpenAIError, request: ModelRequest) -> ModelAPIError:
     """The one place SDK errors become loopwise errors."""
-    status = getattr(error, "status_code", None)
-    text = str(error)
-    if isinstance(error, openai.BadRequestError) and _names_structured_mode(text, request):
-        return ResponseFormatRejected(f"server rejected structured output: {text}", status_code=400)
     if isinstance(error, openai.APITimeoutError):
-        return ModelAPIError(f"model API timed out after retries: {text}")
+        return ModelAPIError(f"model API timed out after retries: {error}")
     if isinstance(error, openai.APIConnectionError):
-        return ModelAPIError(f"model API unreachable after retries: {text}")
-    return ModelAPIError(f"model API error: {text}", status_code=status)
+        return ModelAPIError(
+            f"server unreachable: no answer from the model API after retries ({error})"
+        )
+    if not isinstance(error, openai.APIStatusError):
+        return ModelAPIError(f"model API error: {error}")
+    status = error.status_code
+    kind, first_line = _summary(error)
+    body = error.response.text
+    short = (
+        f"HTTP {status}" + (f" {kind}" if kind else "") + (f": {first_line}" if first_line else "")
+    )
+    if status not in _NOT_ABOUT_FEATURES and _rejects(body, request):
+        return ResponseFormatRejected(
+            f"server rejected structured output: {short}", status_code=status, body=body
+        )
+    return ModelAPIError(f"model API error: {short}", status_code=status, body=body)
 
 
-def _names_structured_mode(text: str, request: ModelRequest) -> bool:
-    lowered = text.lower()
+def _summary(error: openai.APIStatusError) -> tuple[str, str]:
+    """The error type and the first line of its message, from whatever shape the body has."""
+    body: Any = error.body
+    kind = ""
+    if isinstance(body, dict):
+        kind = str(body.get("type") or body.get("code") or "")
+        message = body.get("message") or body.get("detail") or body.get("error") or body
+    else:
+        message = body if body is not None else error.response.text
+    text = message if isinstance(message, str) else json.dumps(message, default=str)
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return kind, first if len(first) <= 200 else first[:199] + "…"
+
+
+def _rejects(body: str, request: ModelRequest) -> bool:
+    """Whether an error body names a structured-output feature this request carries.
+
+    Servers say it in many shapes and statuses (a 400 naming ``response_format``, a 500
+    with a pydantic error about ``response_format.type``, a 422 about ``tool_choice``),
+    so the body is read for the parameter's name, never the status.
+    """
+    lowered = body.lower()
     if request.response_format is not None and (
         "response_format" in lowered or "json_schema" in lowered
     ):
         return True
-    return request.tool_choice is not None and "tool_choice" in lowered
+    if _asks_structured(request) and "tool_choice" in lowered:
+        return True
+    return "strict" in lowered and _asks_strict(request)
+
+
+def _asks_strict(request: ModelRequest) -> bool:
+    fmt = request.response_format or {}
+    if (fmt.get("json_schema") or {}).get("strict"):
+        return True
+    return any(t.get("function", {}).get("strict") for t in request.tools or ())
+
+
+def structured_mode_of(value: str | None) -> StructuredMode | None:
+    """``value``, else ``LOOPWISE_STRUCTURED_MODE``, checked against the ladder's rungs.
+
+    Raises :class:`ConfigError` naming the setting and the known modes.
+    """
+    chosen = value or os.environ.get("LOOPWISE_STRUCTURED_MODE") or None
+    if chosen is None:
+        return None
+    for mode in STRUCTURED_MODES:
+        if chosen == mode:
+            return mode
+    setting = "structured_mode" if value else "LOOPWISE_STRUCTURED_MODE"
+    raise ConfigError(
+        f"{setting}: unknown structured-output mode {chosen!r}; "
+        f"known (strongest first): {', '.join(STRUCTURED_MODES)}",
+        name=setting,
+    )
 
 
 def resolve_model(
@@ -203,15 +341,17 @@ def resolve_model(
     *,
     base_url: str | None = None,
     api_key: str | None = None,
+    structured_mode: str | None = None,
 ) -> Model:
     """The model named by ``name`` or ``LOOPWISE_MODEL``; ``"scripted"`` is the offline one.
 
-    Raises :class:`ModelNotConfigured` when neither names a model: nothing falls back
-    silently to a fake.
+    ``structured_mode`` pins an OpenAI model's structured-output rung (see
+    :class:`OpenAIModel`). Raises :class:`ModelNotConfigured` when neither names a model:
+    nothing falls back silently to a fake.
     """
     chosen = name or os.environ.get("LOOPWISE_MODEL")
     if not chosen:
         raise ModelNotConfigured()
     if chosen == "scripted":
         return ScriptedModel()
-    return OpenAIModel(chosen, api_key=api_key, base_url=base_url)
+    return OpenAIModel(chosen, api_key=api_key, base_url=base_url, structured_mode=structured_mode)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 __all__ = [
+    "STRUCTURED_MODES",
     "Message",
     "Model",
     "ModelRequest",
@@ -24,7 +25,17 @@ __all__ = [
 Message = dict[str, Any]
 """A Chat Completions message (``{"role": ..., "content": ...}``)."""
 
-StructuredMode = Literal["json_schema", "json_object", "tool", "prompt"]
+StructuredMode = Literal["json_schema", "json_object_schema", "json_object", "tool", "prompt"]
+"""A rung of the structured-output ladder (see :mod:`loopwise.structured`)."""
+
+STRUCTURED_MODES: tuple[StructuredMode, ...] = (
+    "json_schema",
+    "json_object_schema",
+    "json_object",
+    "tool",
+    "prompt",
+)
+"""The structured-output modes, strongest first: the ladder a structured call walks down."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -60,12 +71,10 @@ class Turn:
 
     def to_message(self) -> Message:
         """This turn as the assistant message to append to a transcript."""
-        message: Message = {"role": "assistant"}
-        # A tool-calling turn usually has no text; leaving `content: None` out is valid
-        # Chat Completions and spares the SDK's param transform ~90 us per such message
-        # on every later call of the run (measured by benchmarks/run.py).
-        if self.text is not None or not self.tool_calls:
-            message["content"] = self.text
+        # `content` is always a string: OpenAI accepts "" beside tool calls (content is
+        # "required unless tool_calls is specified", a string or null), while
+        # llama-cpp-python's chat templates fail on a missing or null content (HTTP 500).
+        message: Message = {"role": "assistant", "content": self.text or ""}
         if self.tool_calls:
             message["tool_calls"] = [
                 {
@@ -127,14 +136,70 @@ class ModelRequest:
     """A cap on completion tokens for this call."""
 
     def prompt_chars(self) -> int:
-        """Characters in the messages and tool schemas (for a cheap token estimate)."""
-        size = sum(len(str(m.get("content") or "")) for m in self.messages)
-        for m in self.messages:
-            for call in m.get("tool_calls") or ():
-                size += len(call["function"]["arguments"]) + len(call["function"]["name"])
+        """Characters in the messages and tool schemas (for a cheap token estimate).
+
+        Incremental: a run's requests share their transcript's message objects, so the
+        size of the longest prefix already measured is reused (checked by identity, at
+        C speed) and only the new messages are measured.
+        """
+        size = _SIZES.messages(self.messages)
         if self.tools:
-            size += len(json.dumps(self.tools))
+            size += _SIZES.tools(self.tools)
         return size
+
+
+def _message_chars(message: Message) -> int:
+    size = len(str(message.get("content") or ""))
+    for call in message.get("tool_calls") or ():
+        size += len(call["function"]["arguments"]) + len(call["function"]["name"])
+    return size
+
+
+class _PromptSizes:
+    """Remembered prompt sizes, so a long run measures each message once, not every call.
+
+    Keyed by the identity of a transcript's first message (one per run) and of a tool
+    list; each entry keeps the objects it measured, so an identity cannot be reused
+    while it is remembered. Bounded: the oldest entries go first.
+    """
+
+    def __init__(self, limit: int = 64) -> None:
+        self.limit = limit
+        self._prefixes: dict[int, tuple[list[Message], int]] = {}
+        self._tools: dict[int, tuple[list[dict[str, Any]], int]] = {}
+
+    def messages(self, messages: list[Message]) -> int:
+        if not messages:
+            return 0
+        key = id(messages[0])
+        known = self._prefixes.get(key)
+        start, size = 0, 0
+        if known is not None:
+            prefix, prefix_size = known
+            # Identical objects compare equal without a look inside: a C-speed check.
+            k = len(prefix)
+            if k <= len(messages) and prefix[0] is messages[0] and messages[:k] == prefix:
+                start, size = k, prefix_size
+        size += sum(_message_chars(m) for m in messages[start:])
+        self._remember(self._prefixes, key, (list(messages), size))
+        return size
+
+    def tools(self, tools: list[dict[str, Any]]) -> int:
+        known = self._tools.get(id(tools))
+        if known is not None and known[0] is tools:
+            return known[1]
+        size = len(json.dumps(tools))
+        self._remember(self._tools, id(tools), (tools, size))
+        return size
+
+    def _remember(self, table: dict[int, Any], key: int, value: Any) -> None:
+        table.pop(key, None)
+        table[key] = value
+        if len(table) > self.limit:
+            del table[next(iter(table))]
+
+
+_SIZES = _PromptSizes()
 
 
 @runtime_checkable

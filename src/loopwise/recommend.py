@@ -41,10 +41,23 @@ def recommend(summaries: Sequence[TargetSummary]) -> Recommendation:
     interval) count as equally accurate; among those, the one that stays within budget
     more often wins, then the cheaper (mean USD per case, then mean tokens), then fewer
     model calls, then the lower p95 latency, and last the simpler architecture
-    (workflow before hybrid before agent).
+    (workflow before hybrid before agent). A target none of whose runs completed is never
+    recommended; it is reported as failed (and with every target failed, none is chosen).
     """
     if not summaries:
         return Recommendation(choice=None, text="no targets were evaluated")
+    failed = [
+        f"{s.title}: every run failed ({_stops(s)})" for s in summaries if not s.completed_rate
+    ]
+    summaries = [s for s in summaries if s.completed_rate]
+    if not summaries:
+        return Recommendation(choice=None, text="no recommendation: " + "; ".join(failed))
+    if failed:
+        found = recommend(summaries)
+        reasons = [*found.reasons, *failed]
+        return Recommendation(
+            choice=found.choice, text=f"{found.text} ({'; '.join(failed)})", reasons=reasons
+        )
     if len(summaries) == 1:
         only = summaries[0]
         return Recommendation(choice=only.name, text=f"{only.title}: {_profile(only)}")
@@ -99,11 +112,14 @@ def _compare(best: TargetSummary, other: TargetSummary, tied: bool) -> str:
         parts.append(
             f"within budget {pct(best.within_budget_rate)} vs {pct(other.within_budget_rate)}"
         )
-    stops = {k: v for k, v in other.status_counts.items() if k != "completed"}
-    if stops:
-        listed = ", ".join(f"{k} ×{v}" for k, v in stops.items())
-        parts.append(f"{other.title} stopped early: {listed}")
+    if _stops(other):
+        parts.append(f"{other.title} stopped early: {_stops(other)}")
     return f"{best.title} vs {other.title}: " + ", ".join(parts)
+
+
+def _stops(s: TargetSummary) -> str:
+    """How runs of ``s`` ended other than completed: ``error ×2, step_limit ×1``."""
+    return ", ".join(f"{k} ×{v}" for k, v in s.status_counts.items() if k != "completed")
 
 
 def _cost_clauses(best: TargetSummary, other: TargetSummary) -> list[str]:
@@ -150,6 +166,8 @@ def _ratio(a: float, b: float, noun: str) -> str:
     """``a`` as a share of ``b`` in words: "a quarter of the cost", "2.5× the tokens"."""
     if b == 0:
         return f"more {noun}" if a else f"the same {noun}"
+    if a == 0:  # a target whose runs all ended before any call
+        return f"no {noun}"
     r = a / b
     if 0.9 <= r <= 1.1:
         return f"about the same {noun}"

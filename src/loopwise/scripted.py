@@ -20,6 +20,7 @@ import asyncio
 import itertools
 import json
 import re
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -84,11 +85,11 @@ def refuse(message: str = "I can't help with that.") -> Turn:
 class Fault:
     """A failure the server answers with instead of the next scripted turn.
 
-    Applied in order: wait ``delay`` seconds; ``disconnect`` closes the connection with
-    no response; ``body`` (str, bytes or a JSON-able value) is sent as is with
-    ``status``; a ``status`` >= 400 sends an OpenAI-style error body; otherwise a normal
-    completion of ``answer`` (default: the offline auto answer), broken by
-    ``empty_choices`` and/or ``truncated_json`` when set.
+    Applied in order: wait ``delay`` seconds; ``crash`` kills the server; ``disconnect``
+    closes the connection with no response; ``body`` (str, bytes or a JSON-able value)
+    is sent as is with ``status``; a ``status`` >= 400 sends an OpenAI-style error body;
+    otherwise a normal completion of ``answer`` (default: the offline auto answer),
+    broken by ``empty_choices`` and/or ``truncated_json`` when set.
     """
 
     status: int = 200
@@ -101,6 +102,9 @@ class Fault:
     """Send a completion with ``choices: []``."""
     disconnect: bool = False
     """Close the connection without answering."""
+    crash: bool = False
+    """Die: close the connection and every other one and stop accepting new ones (a
+    server process that exited mid-request)."""
     body: Any = None
     """A raw body to send instead of anything built here."""
     headers: Mapping[str, str] = field(default_factory=dict)
@@ -114,8 +118,8 @@ class Fault:
         in-process), or return the answer after the delay."""
         if self.delay:
             await asyncio.sleep(self.delay)
-        if self.disconnect:
-            raise ModelAPIError("model API unreachable (scripted disconnect)")
+        if self.disconnect or self.crash:
+            raise ModelAPIError("server unreachable (scripted disconnect)")
         if self.status >= 400:
             raise ModelAPIError(
                 f"model API error: HTTP {self.status} (scripted fault)", status_code=self.status
@@ -128,16 +132,26 @@ class Fault:
 
 
 class ScriptedModel:
-    """An in-process model that answers from a script; see the module docstring."""
+    """An in-process model that answers from a script; see the module docstring.
+
+    What it was asked stays inspectable without growing with use: :attr:`calls` counts
+    every request, :attr:`requests` holds the most recent ``keep`` (oldest first, a
+    ``deque``), :attr:`last_request` the latest. A model shared by many runs (an
+    example's module-level ``offline_model``) so keeps a bounded record.
+    """
 
     def __init__(
         self,
         script: Iterable[ScriptEntry] | Responder | None = None,
         *,
         name: str = "scripted",
+        keep: int = 100,
     ) -> None:
         self.name = name
-        self.requests: list[ModelRequest] = []
+        self.calls = 0
+        """Requests answered (or attempted) so far."""
+        self.requests: deque[ModelRequest] = deque(maxlen=keep)
+        """The most recent ``keep`` requests, oldest first."""
         self._responder: Responder | None = None
         self._turns: list[ScriptEntry] | None = None
         if callable(script):
@@ -153,16 +167,22 @@ class ScriptedModel:
             entry = await entry.in_process(request)
         return priced(as_turn(entry), request, self.name)
 
+    @property
+    def last_request(self) -> ModelRequest | None:
+        """The latest request, or ``None`` before the first."""
+        return self.requests[-1] if self.requests else None
+
     def script_entry(self, request: ModelRequest) -> Any:
         """The raw script entry for ``request`` (the fake server also uses it, so that a
         :class:`Fault` entry reaches the server before it becomes a turn)."""
+        self.calls += 1
         self.requests.append(request)
         if self._responder is not None:
             return self._responder(request)
         if self._turns is not None:
             if not self._turns:
                 raise ScriptExhausted(
-                    f"scripted model {self.name!r} has no turn left for call {len(self.requests)}"
+                    f"scripted model {self.name!r} has no turn left for call {self.calls}"
                 )
             return self._turns.pop(0)
         return auto_respond(request)
@@ -225,8 +245,11 @@ def schema_of(request: ModelRequest) -> dict[str, Any] | None:
     fmt = request.response_format or {}
     if fmt.get("type") == "json_schema":
         schema = (fmt.get("json_schema") or {}).get("schema")
-        return schema if isinstance(schema, dict) else None
-    return None
+    elif fmt.get("type") == "json_object":  # the schema-carrying form some servers honour
+        schema = fmt.get("schema")
+    else:
+        return None
+    return schema if isinstance(schema, dict) else None
 
 
 def example_from_schema(schema: dict[str, Any], root: dict[str, Any] | None = None) -> Any:

@@ -527,6 +527,7 @@ async def execute(target: Step, input: Any, ctx: Context) -> RunResult:
     if not ctx.events:
         ctx.emit(EventType.RUN_STARTED, {"target": target.name, "input": _jsonable(input)})
     status, output, detail, pending = Status.COMPLETED, None, None, []
+    extra: dict[str, Any] = {}
     try:
         output = await ctx.run_step(target, input)
     except Halt as halt:
@@ -534,6 +535,8 @@ async def execute(target: Step, input: Any, ctx: Context) -> RunResult:
         pending = list(halt.pending)
     except ModelAPIError as e:
         status, detail = Status.ERROR, str(e)
+        if e.body:  # the server's whole error body: kept for the audit, not in the detail line
+            extra["error_body"] = e.body
     except asyncio.CancelledError:
         status, detail = Status.CANCELLED, "the run was cancelled"
         _finish(ctx, status, detail, output)
@@ -547,7 +550,7 @@ async def execute(target: Step, input: Any, ctx: Context) -> RunResult:
         raise
     except (LoopwiseError, Exception) as e:
         status, detail = Status.ERROR, f"{type(e).__name__}: {e}"
-    _finish(ctx, status, detail, output)
+    _finish(ctx, status, detail, output, extra)
     return _result(ctx, status, output, detail, pending)
 
 
@@ -566,8 +569,15 @@ def _result(
     )
 
 
-def _finish(ctx: Context, status: Status, detail: str | None, output: Any) -> None:
-    """The run's last event: ``run_paused`` when it waits for a person, else ``run_finished``."""
+def _finish(
+    ctx: Context,
+    status: Status,
+    detail: str | None,
+    output: Any,
+    extra: dict[str, Any] | None = None,
+) -> None:
+    """The run's last event: ``run_paused`` when it waits for a person, else ``run_finished``
+    (``extra`` adds fields, such as a failed model call's whole ``error_body``)."""
     ctx.elapsed()
     finished = (
         EventType.RUN_PAUSED if status is Status.AWAITING_APPROVAL else EventType.RUN_FINISHED
@@ -579,6 +589,7 @@ def _finish(ctx: Context, status: Status, detail: str | None, output: Any) -> No
             "detail": detail,
             "usage": ctx.usage.to_dict(),
             "output": _jsonable(output),
+            **(extra or {}),
         },
     )
 

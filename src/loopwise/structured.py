@@ -8,13 +8,19 @@ refusal (or a content-filter stop) ends the run ``refused``.
 Many OpenAI-compatible servers reject strict ``json_schema`` response formats or a forced
 ``tool_choice``. The step walks a ladder of modes, strongest first::
 
-    json_schema → json_object → tool (one forced function call) → prompt (schema in prompt)
+    json_schema → json_object_schema → json_object → tool → prompt
 
-and steps down one rung whenever the server rejects the current one
-(:class:`~loopwise.errors.ResponseFormatRejected`, a 400 naming ``response_format`` or
-``tool_choice``). The rung that worked is remembered on the model object, keyed by its
-``endpoint`` (base URL, model name), so later calls to that endpoint start there. Every
-rung validates with pydantic; ``ModelRequest.output_schema`` always carries the schema so
+``json_object_schema`` is ``{"type": "json_object", "schema": {...}}``, the form
+llama-cpp-python's server (and others built on llama.cpp grammars) constrains decoding
+with; ``json_object`` carries the schema only in the prompt; ``tool`` is one forced
+function call; ``prompt`` is instructions alone. The step steps down one rung whenever the
+server rejects the current one (:class:`~loopwise.errors.ResponseFormatRejected`: an error
+of any status whose body names the feature). The rung that worked is remembered on the
+model object, keyed by its ``endpoint`` (base URL, model name), so later calls to that
+endpoint start there. A model's ``structured_mode`` (``OpenAIModel(structured_mode=...)``,
+``LOOPWISE_STRUCTURED_MODE``, ``--structured-mode``) pins where calls start, for servers
+whose rejections are not recognizable: rungs above it are never tried. Every rung
+validates with pydantic; ``ModelRequest.output_schema`` always carries the schema so
 scripted models can answer any rung.
 """
 
@@ -29,14 +35,14 @@ import pydantic
 from openai.lib._pydantic import to_strict_json_schema
 
 from loopwise.errors import ConfigError, ResponseFormatRejected
-from loopwise.port import Message, ModelRequest, StructuredMode, Turn
+from loopwise.port import STRUCTURED_MODES, Message, ModelRequest, StructuredMode, Turn
 from loopwise.step import Context, Halt, Status, jsonable
 
 __all__ = ["LADDER", "Structured"]
 
 M = TypeVar("M", bound=pydantic.BaseModel)
 
-LADDER: tuple[StructuredMode, ...] = ("json_schema", "json_object", "tool", "prompt")
+LADDER: tuple[StructuredMode, ...] = STRUCTURED_MODES
 """The structured-output modes, strongest first."""
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
@@ -105,10 +111,14 @@ class Structured(Generic[M]):
         self._tools = [{"type": "function", "function": function}]
         self._tool_choice = {"type": "function", "function": {"name": tool_name}}
         schema_text = json.dumps(self.schema)
+        in_prompt = (
+            f"{self.instructions}\n\nAnswer with one JSON object that matches this JSON "
+            f"schema:\n{schema_text}"
+        )
         self._systems: dict[StructuredMode, str] = {
             "json_schema": self.instructions,
-            "json_object": f"{self.instructions}\n\nAnswer with one JSON object that "
-            f"matches this JSON schema:\n{schema_text}",
+            "json_object_schema": in_prompt,
+            "json_object": in_prompt,
             "tool": f"{self.instructions}\n\nGive your answer by calling the "
             f"`{tool_name}` function.",
             "prompt": f"{self.instructions}\n\nAnswer with only one JSON object (no prose, "
@@ -127,8 +137,9 @@ class Structured(Generic[M]):
         user = self.render(input)
         modes = _memory(ctx.model)
         key = _endpoint(ctx.model)
-        start = modes.get(key, LADDER[0]) if modes is not None else LADDER[0]
-        for mode in LADDER[LADDER.index(start) :]:
+        remembered = modes.get(key, LADDER[0]) if modes is not None else LADDER[0]
+        start = max(LADDER.index(remembered), LADDER.index(_pinned(ctx.model)))
+        for mode in LADDER[start:]:
             try:
                 return await self._ask(mode, user, ctx, modes, key)
             except ResponseFormatRejected:
@@ -180,6 +191,8 @@ class Structured(Generic[M]):
         request = ModelRequest(messages=list(messages), output_schema=self.schema)
         if mode == "json_schema":
             request.response_format = self._response_format
+        elif mode == "json_object_schema":
+            request.response_format = {"type": "json_object", "schema": self.schema}
         elif mode == "json_object":
             request.response_format = {"type": "json_object"}
         elif mode == "tool":
@@ -225,6 +238,12 @@ def _memory(model: Any) -> dict[tuple[str, str], StructuredMode] | None:
         except AttributeError:  # a slotted or frozen model: no memory, start at the top
             return None
     return cast("dict[tuple[str, str], StructuredMode]", modes)
+
+
+def _pinned(model: Any) -> StructuredMode:
+    """The rung a model pins calls to start at (its ``structured_mode``), else the top."""
+    mode = getattr(model, "structured_mode", None)
+    return mode if mode in LADDER else LADDER[0]
 
 
 def _endpoint(model: Any) -> tuple[str, str]:

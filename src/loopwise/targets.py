@@ -115,10 +115,11 @@ def _import_file(path: Path, spec: str, what: str) -> ModuleType:
     return module
 
 
-def model_for(target: Target, name: str | None) -> Model:
+def model_for(target: Target, name: str | None, *, structured_mode: str | None = None) -> Model:
     """The model a run of ``target`` uses: ``name``/``LOOPWISE_MODEL``, with the target's
-    own ``offline_model`` standing in for ``scripted``."""
-    model = resolve_model(name)
+    own ``offline_model`` standing in for ``scripted``; ``structured_mode`` pins an
+    OpenAI model's structured-output rung."""
+    model = resolve_model(name, structured_mode=structured_mode)
     if model.name == "scripted" and hasattr(target.module, "offline_model"):
         offline: Any = target.module.offline_model
         candidate = offline() if callable(offline) and not isinstance(offline, Model) else offline

@@ -9,6 +9,8 @@
 * :class:`FakeChatServer` (in :mod:`loopwise._fakeserver`) is a real HTTP server on
   127.0.0.1 speaking Chat Completions, so integration tests go through the real
   ``openai`` client.
+* :class:`ServerProfile` and :data:`PROFILES` (in :mod:`loopwise._serverprofiles`)
+  reproduce real servers' quirks: ``FakeChatServer(profile="llama-cpp-python")``.
 * :class:`Cassette` (in :mod:`loopwise._cassette`) records a real model's answers to a
   JSON file once and replays whole runs from it in regression tests.
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 from loopwise._cassette import Cassette, CassetteMismatch
 from loopwise._fakeserver import FakeChatServer
+from loopwise._serverprofiles import PROFILES, Rejection, ServerProfile
 from loopwise.scripted import (
     Fault,
     ScriptedModel,
@@ -32,12 +35,15 @@ from loopwise.scripted import (
 )
 
 __all__ = [
+    "PROFILES",
     "Cassette",
     "CassetteMismatch",
     "FakeChatServer",
     "Fault",
+    "Rejection",
     "ScriptExhausted",
     "ScriptedModel",
+    "ServerProfile",
     "call",
     "calls",
     "example_from_schema",
