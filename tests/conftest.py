@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +29,8 @@ def _offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     monkeypatch.setattr(socket.socket, "connect", _loopback_only)
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "LOOPWISE_MODEL"):
         monkeypatch.delenv(name, raising=False)
+    for name in [n for n in os.environ if n.startswith("OTEL_")]:
+        monkeypatch.delenv(name)  # a developer's tracing setup must not change what runs
     monkeypatch.setenv("LOOPWISE_STORE", str(tmp_path / "runs.db"))
     # The examples' shop database is built on first use: never in the checkout.
     monkeypatch.setenv("LOOPWISE_SHOP_DB", str(tmp_path / "shop.db"))

@@ -31,6 +31,7 @@ from loopwise.cli_options import (
     user_output_to_stderr,
 )
 from loopwise.cli_runs import add_runs_verbs
+from loopwise.cli_watch import add_watch_flags, watch_sinks
 from loopwise.errors import ConfigError, LoopwiseError, StoreError
 from loopwise.gates import TerminalApprovals
 from loopwise.step import RunResult, Status, needs_model
@@ -127,30 +128,33 @@ def _cmd_run(args: argparse.Namespace) -> int:
         target = load_checked(args.target)
         payload = _checked_input(target, payload)
         wants_model = needs_model(target.step) or args.model
-        result = runner.run(
-            target.step,
-            payload,
-            model=model_for(target, args.model, structured_mode=args.structured_mode)
-            if wants_model
-            else None,
-            budget=budget_of(args),
-            max_steps=args.max_steps,
-            store=args.store or runner.DEFAULT,
-            spec=args.target,
-            approvals=TerminalApprovals() if interactive(args) else None,
-        )
+        with watch_sinks(args) as sinks:
+            result = runner.run(
+                target.step,
+                payload,
+                model=model_for(target, args.model, structured_mode=args.structured_mode)
+                if wants_model
+                else None,
+                budget=budget_of(args),
+                max_steps=args.max_steps,
+                store=args.store or runner.DEFAULT,
+                spec=args.target,
+                approvals=TerminalApprovals() if interactive(args) else None,
+                sinks=sinks,
+            )
     _print_result(result, args.json)
     return exit_code(result.status)
 
 
 def _cmd_resume(args: argparse.Namespace) -> int:
-    with user_output_to_stderr(args.json):
+    with user_output_to_stderr(args.json), watch_sinks(args) as sinks:
         result = runner.resume(
             args.run_id,
             model=args.model,
             store=args.store or runner.DEFAULT,
             approvals=TerminalApprovals() if interactive(args) else None,
             force=args.force,
+            sinks=sinks,
         )
     _print_result(result, args.json)
     return exit_code(result.status)
@@ -164,6 +168,7 @@ def _add_resume(sub: Any) -> None:
         "--force", action="store_true", help="take over a run whose process is known to be gone"
     )
     p.add_argument("--store", help=store_help)
+    add_watch_flags(p)
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(handler=_cmd_resume)
 
@@ -176,6 +181,7 @@ def _add_run(sub: Any) -> None:
     add_structured_mode_flag(p)
     p.add_argument("--store", help=store_help)
     add_limit_flags(p, "the run")
+    add_watch_flags(p)
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(handler=_cmd_run)
 

@@ -22,6 +22,7 @@ from loopwise.cli_options import (
     store_help,
     user_output_to_stderr,
 )
+from loopwise.cli_watch import add_watch_flags, watch_sinks
 from loopwise.errors import ConfigError
 from loopwise.evals import (
     EvalReport,
@@ -55,6 +56,7 @@ def add_eval_verb(sub: Any) -> None:
     add_limit_flags(p, "every run")
     p.add_argument("--report", help="write a self-contained HTML report here")
     p.add_argument("--store", help=store_help)
+    add_watch_flags(p)
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(handler=_cmd_eval)
 
@@ -113,7 +115,8 @@ def _eval_and_save(args: argparse.Namespace) -> EvalReport:
         for t in loaded
     ]
     store_path = default_store_path(args.store)
-    report = asyncio.run(_evaluate(targets, cases, args, store_path, scorer))
+    with watch_sinks(args, progress=False) as sinks:  # eval draws its own progress bar
+        report = asyncio.run(_evaluate(targets, cases, args, store_path, scorer, sinks=sinks))
     report = replace(
         report,
         previous=previous_summaries(
@@ -127,7 +130,13 @@ def _eval_and_save(args: argparse.Namespace) -> EvalReport:
 
 
 async def _evaluate(
-    targets: list[EvalTarget], cases: Any, args: argparse.Namespace, store: Path, scorer: Any
+    targets: list[EvalTarget],
+    cases: Any,
+    args: argparse.Namespace,
+    store: Path,
+    scorer: Any,
+    *,
+    sinks: tuple[Any, ...],
 ) -> EvalReport:
     try:
         return await aevaluate(
@@ -141,6 +150,7 @@ async def _evaluate(
             max_steps=args.max_steps,
             store=store,
             dataset=args.dataset,
+            sinks=sinks,
         )
     finally:
         for t in targets:

@@ -1,0 +1,83 @@
+"""What `loopwise run/resume/eval` show while runs go: progress lines on a terminal, and
+OpenTelemetry spans with --otel or the OTEL_* environment."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from loopwise.cli import main
+
+AGENT = "agents/order_investigation.py:investigate"
+QUESTION = json.dumps("Why did customer C-1004's last three orders fail?")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _in_checkout(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+
+
+def _terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+
+
+def test_run_on_a_terminal_prints_one_line_per_model_and_tool_call(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _terminal(monkeypatch)
+    assert main(["run", AGENT, "--input", QUESTION, "--model", "scripted"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    models = [line for line in err if "investigate: model scripted" in line]
+    tools = [line for line in err if "investigate: tool " in line]
+    assert models and tools
+    assert any("lookup_customer" in line for line in tools)
+
+
+def test_json_keeps_progress_quiet(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _terminal(monkeypatch)
+    assert main(["run", AGENT, "--input", QUESTION, "--model", "scripted", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["status"] == "completed"
+    assert "model scripted" not in err
+
+
+def test_otel_exports_the_runs_spans(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "console")
+    code = main(["run", AGENT, "--input", QUESTION, "--model", "scripted", "--otel", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0 and json.loads(out)["status"] == "completed"  # stdout: one document
+    assert '"name": "chat scripted"' in err and '"name": "execute_tool lookup_customer"' in err
+    assert '"service.name": "loopwise"' in err
+
+
+def test_the_otel_environment_alone_turns_export_on_for_eval(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "console")
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "triage-eval")
+    dataset = tmp_path / "cases.jsonl"
+    dataset.write_text(
+        json.dumps({"input": {"subject": "Refund", "body": "charged twice"}, "expected": {}})
+    )
+    target = "workflows/ticket_triage.py:triage"
+    assert main(["eval", target, "--dataset", str(dataset), "--model", "scripted"]) == 0
+    err = capsys.readouterr().err
+    assert '"name": "chat scripted"' in err and '"service.name": "triage-eval"' in err
+
+
+def test_an_unknown_exporter_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "zipkin")
+    assert main(["run", AGENT, "--input", QUESTION, "--model", "scripted"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "OTEL_TRACES_EXPORTER='zipkin'" in err[0]
