@@ -20,6 +20,7 @@ from loopwise.analyze import tool_path
 from loopwise.check import Finding
 from loopwise.cli import main
 from loopwise.evals import Case, EvalTarget, evaluate, field_match, load_dataset
+from loopwise.shape import Kind, Limits, Shape
 from loopwise.testing import ScriptedModel
 from loopwise.tools import tool
 
@@ -116,6 +117,7 @@ def _write(tmp_path: Path, name: str, source: str) -> Path:
 
 
 RISKY = """
+    from loopwise.shape import Kind, Limits, Shape
     from loopwise.tools import tool
 
 
@@ -126,7 +128,7 @@ RISKY = """
 
 
     class Risky:
-        \"\"\"A hand-rolled agent-like step: check reads its tools by duck typing.\"\"\"
+        \"\"\"A hand-rolled agent-like step that describes itself, so check reads its tools.\"\"\"
 
         name = "risky"
         tools = [delete_account]
@@ -134,6 +136,11 @@ RISKY = """
 
         async def run(self, input, ctx):
             return None
+
+        def describe(self):
+            tools = tuple(t.describe() for t in self.tools)
+            limits = Limits(max_steps=self.max_steps)
+            return Shape(kind=Kind.AGENT, name=self.name, tools=tools, limits=limits)
 
 
     risky = Risky()
@@ -172,6 +179,20 @@ def test_check_reports_an_agent_that_refuses_to_be_built(
     assert main(["check", f"{tmp_path}/missing.py:x"]) == 2
 
 
+class _SelfDescribed:
+    """A hand-rolled tool-using step: it describes itself from its class attributes."""
+
+    name: str
+    tools: tuple[Any, ...]
+    max_steps: int | None
+    budget: Budget | None
+
+    def describe(self) -> Shape:
+        limits = Limits(max_steps=self.max_steps, budget=self.budget)
+        tools = tuple(t.describe() for t in self.tools)
+        return Shape(kind=Kind.AGENT, name=self.name, tools=tools, limits=limits)
+
+
 def test_check_reviews_tools_limits_and_graphs() -> None:
     @tool
     def get_order(order_id: str) -> dict[str, Any]:
@@ -193,7 +214,7 @@ def test_check_reviews_tools_limits_and_graphs() -> None:
         """Add a note to the customer's file. Use it after every finding."""
         return ""
 
-    class Loose:
+    class Loose(_SelfDescribed):
         name = "loose"
         tools = (get_order, get_orders, read_mail, add_note)
         max_steps = None
@@ -207,7 +228,7 @@ def test_check_reviews_tools_limits_and_graphs() -> None:
     assert ("near-duplicate-tools", "warning") in codes
     assert ("untrusted-beside-write", "warning") in codes
 
-    class Crowded:
+    class Crowded(_SelfDescribed):
         name = "crowded"
         tools = (get_order,) * 13
         max_steps = 5
@@ -231,10 +252,11 @@ def test_check_finds_graph_errors_and_recurses_into_nodes() -> None:
     def billing(t: Ticket) -> str:
         return "b"
 
-    class Unlimited:
+    class Unlimited(_SelfDescribed):
         name = "technical"
         tools = ()
         max_steps = 0
+        budget = None
 
         async def run(self, input: Any, ctx: Any) -> Any:
             return None

@@ -58,6 +58,7 @@ from loopwise.gates import (
     recheck_edited,
 )
 from loopwise.model import Message, ModelRequest, ToolCall, Turn
+from loopwise.shape import Kind, Limits, Shape
 from loopwise.step import Context, EventType, Halt, Status, concurrently, jsonable
 from loopwise.structured import _strip_fence
 from loopwise.tools import Effect, Tool, ToolArgumentsError, tool
@@ -344,6 +345,7 @@ class Agent:
                 f"give it one (@tool(effect='irreversible', gate=...)), declare a smaller "
                 "effect if it can be undone, or use a hybrid so the agent only proposes it",
                 tool=item.name,
+                code="ungated-irreversible",
             )
         self._tools[item.name] = item
 
@@ -351,6 +353,12 @@ class Agent:
     def tool_map(self) -> dict[str, Tool]:
         """The agent's tools by name (``final_answer`` included for structured agents)."""
         return dict(self._tools)
+
+    def describe(self) -> Shape:
+        """A loop over its tools (its answer tool is its output, not the user's to review)."""
+        tools = tuple(t.describe() for name, t in self._tools.items() if name != FINAL_ANSWER)
+        limits = Limits(max_steps=self.max_steps, budget=self.budget)
+        return Shape(kind=Kind.AGENT, name=self.name, tools=tools, limits=limits)
 
     async def run(self, input: Any, ctx: Context) -> Any:
         """Run the loop on ``input`` (a question, or anything JSON-able)."""

@@ -34,6 +34,7 @@ from loopwise.cli_runs import add_runs_verbs
 from loopwise.cli_watch import add_watch_flags, watch_sinks
 from loopwise.errors import ConfigError, LoopwiseError, StoreError
 from loopwise.gates import TerminalApprovals
+from loopwise.shape import Kind, describe, mermaid
 from loopwise.step import RunResult, Status, needs_model
 from loopwise.targets import Target, load_target, model_for
 
@@ -187,11 +188,10 @@ def _add_run(sub: Any) -> None:
 
 
 def _cmd_graph(args: argparse.Namespace) -> int:
-    target = load_target(args.target)
-    draw = getattr(target.step, "to_mermaid", None)
-    if not callable(draw):
+    shape = describe(load_target(args.target).step)
+    if shape.kind not in (Kind.WORKFLOW, Kind.HYBRID):
         raise UsageError(f"{args.target} is not a workflow: it has no graph to draw")
-    print(draw(), end="")
+    print(mermaid(shape), end="")
     return 0
 
 

@@ -60,11 +60,12 @@ def check_target(spec: str) -> list[Finding]:
         cause = e.__cause__
         if not isinstance(cause, ConfigError):
             raise
-        irreversible = "irreversible" in str(cause) and "gate" in str(cause)
         return [
             Finding(
                 level=Level.ERROR,
-                code="ungated-irreversible" if irreversible else "declaration",
+                code="ungated-irreversible"
+                if cause.code == "ungated-irreversible"
+                else "declaration",
                 where=f"{spec}/{cause.name}" if cause.name else spec,
                 message=f"the target cannot be built: {cause}",
                 fix="fix the declaration the message names; loopwise refuses it at construction",

@@ -4,15 +4,24 @@ Guardrails never raise: a budget hit or a step limit ends the run with a
 :class:`~loopwise.step.Status`. These exceptions are for mistakes a caller must fix
 (configuration, declarations) and for infrastructure that stayed down after retries::
 
-    LoopwiseError
-    ├── ConfigError            a setting, target or declaration is wrong (``.name`` says which)
-    │   ├── ModelNotConfigured no model given and none in the environment
-    │   ├── TargetError        a CLI target that cannot be loaded
-    │   ├── ToolError          a tool declaration is invalid (``.tool``)
-    │   └── GraphError         a workflow graph is invalid (``.node``)
-    ├── ModelAPIError          the model API failed after the SDK's retries (``.status_code``)
-    │   └── ResponseFormatRejected  the server refused a ``response_format``/``tool_choice``
-    └── StoreError             the run store cannot be read or written
+    LoopwiseError                   .code
+    ├── ConfigError                 config      a setting, target or declaration is wrong
+    │   │                                       (``.name`` says which)
+    │   ├── ModelNotConfigured      model-not-configured
+    │   ├── TargetError             target      a CLI target that cannot be loaded
+    │   ├── ToolError               tool        a tool declaration is invalid (``.tool``);
+    │   │                           ungated-irreversible
+    │   └── GraphError              graph       a workflow graph is invalid (``.node``);
+    │                               empty, cycle, unreachable, dangling-branch,
+    │                               unrouted-node, type-mismatch, unknown-branch,
+    │                               non-exhaustive-route, unknown-route-field
+    ├── ModelAPIError               model-api   the model API failed after the SDK's
+    │   │                                       retries (``.status_code``)
+    │   └── ResponseFormatRejected  response-format-rejected
+    └── StoreError                  store       the run store cannot be read or written
+
+Catch by type; where a caller must tell errors of one type apart, branch on ``.code``
+(a stable identifier, never the message text, which may be reworded).
 """
 
 from __future__ import annotations
@@ -33,17 +42,26 @@ __all__ = [
 class LoopwiseError(Exception):
     """Base of every error loopwise raises on purpose."""
 
+    code: str = "error"
+    """What went wrong, as a stable identifier to branch on (see the tree above)."""
+
 
 class ConfigError(LoopwiseError):
     """A setting, target or declaration is wrong; ``name`` is the culprit when known."""
 
-    def __init__(self, message: str, *, name: str | None = None) -> None:
+    code = "config"
+
+    def __init__(self, message: str, *, name: str | None = None, code: str | None = None) -> None:
         super().__init__(message)
         self.name = name
+        if code is not None:
+            self.code = code
 
 
 class ModelNotConfigured(ConfigError):
     """No model was given and none is configured in the environment."""
+
+    code = "model-not-configured"
 
     def __init__(self) -> None:
         super().__init__(
@@ -56,20 +74,26 @@ class ModelNotConfigured(ConfigError):
 class TargetError(ConfigError):
     """A ``path.py:name`` or ``package.module:name`` target cannot be loaded."""
 
+    code = "target"
+
 
 class ToolError(ConfigError):
     """A tool is declared wrongly (bad signature, ungated irreversible effect...)."""
 
-    def __init__(self, message: str, *, tool: str) -> None:
-        super().__init__(message, name=tool)
+    code = "tool"
+
+    def __init__(self, message: str, *, tool: str, code: str | None = None) -> None:
+        super().__init__(message, name=tool, code=code)
         self.tool = tool
 
 
 class GraphError(ConfigError):
     """A workflow graph is invalid; ``node`` names where."""
 
-    def __init__(self, message: str, *, node: str | None = None) -> None:
-        super().__init__(message, name=node)
+    code = "graph"
+
+    def __init__(self, message: str, *, node: str | None = None, code: str | None = None) -> None:
+        super().__init__(message, name=node, code=code)
         self.node = node
 
 
@@ -80,6 +104,8 @@ class ModelAPIError(LoopwiseError):
     message; ``body`` is the server's whole error body (it may hold a traceback), which
     the run's final event keeps.
     """
+
+    code = "model-api"
 
     def __init__(
         self, message: str, *, status_code: int | None = None, body: str | None = None
@@ -93,6 +119,10 @@ class ResponseFormatRejected(ModelAPIError):
     """The server rejected a structured-output mode: its error (any status) names
     ``response_format``, ``json_schema``, ``tool_choice`` or ``strict``."""
 
+    code = "response-format-rejected"
+
 
 class StoreError(LoopwiseError):
     """The run store cannot be opened, read or written."""
+
+    code = "store"

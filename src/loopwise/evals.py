@@ -27,6 +27,7 @@ from typing import Any
 
 from loopwise.errors import ConfigError, StoreError
 from loopwise.recommend import Recommendation, recommend
+from loopwise.shape import Kind, describe
 from loopwise.stats import (
     CaseRun,
     Distribution,
@@ -129,22 +130,18 @@ class EvalTarget:
 
     @property
     def architecture(self) -> str:
-        """``workflow``, ``agent``, ``hybrid`` or ``step`` (read from the step's class)."""
+        """``workflow``, ``agent``, ``hybrid`` or ``step`` (from the step's description)."""
         return architecture_of(self.step)
 
 
 def architecture_of(step: Any) -> str:
-    """What kind of step ``step`` is, by duck typing (``architecture`` attribute wins)."""
-    declared = getattr(step, "architecture", None)
-    if isinstance(declared, str):
-        return declared
-    kind = type(step).__name__.lower()
-    for name in ("hybrid", "workflow", "agent"):
-        if name in kind:
-            return name
-    if getattr(step, "tools", None) is not None:
-        return "agent"
-    return "workflow" if getattr(step, "graph", None) is not None else "step"
+    """``workflow``, ``agent`` or ``hybrid`` from the step's description; ``step`` for any
+    other kind (a function, a structured call, a tool, an opaque step)."""
+    kind = describe(step).kind
+    return kind.value if kind in _ARCHITECTURES else "step"
+
+
+_ARCHITECTURES = frozenset({Kind.WORKFLOW, Kind.AGENT, Kind.HYBRID})
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -49,6 +49,7 @@ from loopwise.gates import (
     pause,
     recheck_edited,
 )
+from loopwise.shape import Edge, Graph, Kind, Limits, Node, Shape, describe, mermaid
 from loopwise.step import Context, EventType, Halt, Status, jsonable, step
 from loopwise.structured import Structured
 from loopwise.tools import Tool, ToolArgumentsError
@@ -376,7 +377,7 @@ async def validate_plan(
 
 def plan_mermaid(plan: Plan, catalog: ActionCatalog) -> str:
     """The plan as a Mermaid graph: each action with its effect and estimated cost."""
-    lines = ["graph TD"]
+    nodes = []
     for s in plan.steps:
         action = catalog.get(s.action)
         effect = action.effect if action else "unknown"
@@ -384,10 +385,10 @@ def plan_mermaid(plan: Plan, catalog: ActionCatalog) -> str:
         cost = _estimate(action, s.args)
         if cost is not None:
             label += f", est. cost {cost:,.2f}"
-        lines.append(f'    {_node(s.id)}["{_escape(label)}"]')
-    for s in plan.steps:
-        lines.extend(f"    {_node(d)} --> {_node(s.id)}" for d in s.depends_on)
-    return "\n".join(lines)
+        # Step ids are model output: prefixed, so none is read as Mermaid syntax.
+        nodes.append(Node(id=f"n_{s.id}", label=label, kind=effect))
+    edges = [Edge(source=f"n_{d}", target=f"n_{s.id}") for s in plan.steps for d in s.depends_on]
+    return mermaid(Graph(nodes=tuple(nodes), edges=tuple(edges)))
 
 
 def _estimate(action: Action | None, args: Any) -> float | None:
@@ -404,14 +405,6 @@ def plan_cost(plan: Plan, catalog: ActionCatalog) -> float | None:
     costs = [_estimate(catalog[s.action], s.args) for s in plan.steps if s.action in catalog]
     known = [c for c in costs if c is not None]
     return sum(known) if known else None
-
-
-def _node(step_id: str) -> str:
-    return "n_" + re.sub(r"\W", "_", step_id)
-
-
-def _escape(text: str) -> str:
-    return text.replace('"', "#quot;")
 
 
 PLANNER_INSTRUCTIONS = """\
@@ -876,16 +869,19 @@ class Hybrid:
             return reason
         return None
 
+    def describe(self) -> Shape:
+        """Its planner, its actions (each a tool behind its gate) and its limits."""
+        return Shape(
+            kind=Kind.HYBRID,
+            name=self.name,
+            actions=tuple(a.tool.describe() for a in self.catalog),
+            parts=(("planner", describe(self.planner)),),
+            limits=Limits(max_steps=self.max_steps, budget=self.budget),
+        )
+
     def to_mermaid(self) -> str:
         """The hybrid's fixed shape (propose → validate → execute behind gates)."""
-        lines = [f"%% hybrid {self.name}", "flowchart TD", '    plan["planner: propose"]']
-        lines.append('    validate{"validate plan"}')
-        lines.append("    plan --> validate")
-        lines.append('    validate -->|"errors"| plan')
-        for a in self.catalog:
-            lines.append(f'    {_node(a.name)}["{a.name} ({a.effect})"]')
-            lines.append(f"    validate -->|valid| {_node(a.name)}")
-        return "\n".join(lines) + "\n"
+        return mermaid(self.describe())
 
 
 def _id_scope(ctx: Context) -> str:
@@ -919,6 +915,7 @@ def _check_gated(catalog: ActionCatalog, hybrid: str) -> None:
                 f"hybrid {hybrid!r}: action {a.name!r} is irreversible and has no gate; "
                 "give it one (@tool(effect='irreversible', gate=human()))",
                 tool=a.name,
+                code="ungated-irreversible",
             )
 
 

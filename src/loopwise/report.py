@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from loopwise.evals import EvalReport, architecture_of
+from loopwise.shape import describe, drawing, mermaid
 from loopwise.stats import (
     REFERENCE_MODEL,
     Distribution,
@@ -565,105 +566,24 @@ def _triple(dist: Distribution, metric: str) -> str:
 def describe_graph(step: Any) -> dict[str, Any]:
     """A step's shape as data for drawing: ``{"kind", "name", "nodes", "edges", "mermaid"}``.
 
-    A workflow (anything with a networkx ``graph`` whose nodes carry ``step``) gives its
-    nodes and edges (route edges labelled with their values); an agent (anything with
-    ``tools``) gives itself and its tools, each tool's ``kind`` its effect; a hybrid its
-    planner, the validation, the executor and its actions; any other step, one node.
+    From the step's own description (:mod:`loopwise.shape`): a workflow gives its nodes
+    and edges (route edges labelled with their values); an agent itself and its tools,
+    each tool's ``kind`` its effect; a hybrid its planner, the validation and its
+    actions; any other step, one node. ``mermaid`` is the same drawing as Mermaid text.
     """
-    kind = architecture_of(step)
-    name = str(getattr(step, "name", type(step).__name__))
-    graph = getattr(step, "graph", None)
-    if graph is not None and callable(getattr(graph, "nodes", None)):
-        nodes, edges = _workflow_parts(graph)
-    elif getattr(step, "planner", None) is not None:
-        nodes, edges = _hybrid_parts(step)
-    elif getattr(step, "tools", None) is not None:
-        nodes, edges = _agent_parts(name, step)
-    else:
-        nodes, edges = [{"id": name, "label": name, "kind": kind, "detail": ""}], []
-    to_mermaid = getattr(step, "to_mermaid", None)
-    mermaid = to_mermaid() if callable(to_mermaid) else _mermaid(nodes, edges)
-    return {"kind": kind, "name": name, "nodes": nodes, "edges": edges, "mermaid": mermaid}
-
-
-def _workflow_parts(graph: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    nodes, edges = [], []
-    for node, data in graph.nodes(data=True):
-        route = data.get("route")
-        inner = data.get("step")
-        kind = "route" if route is not None else _node_kind(inner)
-        nodes.append({"id": str(node), "label": str(node), "kind": kind, "detail": ""})
-    for source, target in graph.edges:
-        route = graph.nodes[source].get("route")
-        labels = getattr(route, "labels", None)
-        label = ", ".join(map(str, labels(target))) if callable(labels) else ""
-        edges.append({"source": str(source), "target": str(target), "label": label})
-    return nodes, edges
-
-
-def _node_kind(step: Any) -> str:
-    kind = architecture_of(step)
-    if kind == "step" and "structured" in type(step).__name__.lower():
-        return "structured"
-    return kind
-
-
-def _tool_nodes(tools: Any) -> list[dict[str, Any]]:
-    out = []
-    items = tools.values() if isinstance(tools, dict) else tools
-    for tool in items:
-        effect = getattr(tool, "effect", None)
-        effect = str(getattr(effect, "value", effect) or "read")
-        notes = []
-        if getattr(tool, "gate", None) is not None:
-            notes.append("gated")
-        if getattr(tool, "untrusted_output", False):
-            notes.append("untrusted output")
-        name = str(getattr(tool, "name", None) or getattr(tool, "__name__", "tool"))
-        out.append({"id": name, "label": name, "kind": effect, "detail": ", ".join(notes)})
-    return out
-
-
-def _agent_parts(name: str, step: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    limit = getattr(step, "max_steps", None)
-    detail = f"max_steps {limit}" if limit is not None else ""
-    tools = _tool_nodes(getattr(step, "tools", ()) or ())
-    nodes = [{"id": name, "label": name, "kind": "agent", "detail": detail}, *tools]
-    edges = [{"source": name, "target": t["id"], "label": ""} for t in tools]
-    return nodes, edges
-
-
-def _hybrid_parts(step: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    planner = step.planner
-    pname = str(getattr(planner, "name", "planner"))
+    shape = describe(step)
+    graph = drawing(shape)
     nodes = [
-        {"id": pname, "label": pname, "kind": _node_kind(planner), "detail": "proposes"},
-        {"id": "validate plan", "label": "validate plan", "kind": "step", "detail": ""},
-        {"id": "execute plan", "label": "execute plan", "kind": "workflow", "detail": ""},
+        {"id": n.id, "label": n.label, "kind": n.kind, "detail": n.detail} for n in graph.nodes
     ]
-    edges = [
-        {"source": pname, "target": "validate plan", "label": "plan"},
-        {"source": "validate plan", "target": "execute plan", "label": "valid"},
-    ]
-    catalog = getattr(step, "catalog", None)
-    actions = getattr(catalog, "actions", catalog)
-    tools = [getattr(a, "tool", a) for a in (actions or ())]
-    for action in _tool_nodes(tools):
-        nodes.append(action)
-        edges.append({"source": "execute plan", "target": action["id"], "label": ""})
-    return nodes, edges
-
-
-def _mermaid(nodes: list[dict[str, Any]], edges: list[dict[str, Any]]) -> str:
-    ids = {n["id"]: f"n{i}" for i, n in enumerate(nodes)}
-    lines = ["flowchart TD"]
-    for n in nodes:
-        text = n["label"] + (f" ({n['kind']})" if n["kind"] else "")
-        lines.append(f'    {ids[n["id"]]}["{text.replace(chr(34), chr(39))}"]')
-    for e in edges:
-        label = f"|{e['label']}|" if e["label"] else ""
-        lines.append(f"    {ids[e['source']]} -->{label} {ids[e['target']]}")
-    return "\n".join(lines) + "\n"
+    edges = [{"source": e.source, "target": e.target, "label": e.label} for e in graph.edges]
+    return {
+        "kind": architecture_of(step),
+        "name": shape.name,
+        "nodes": nodes,
+        "edges": edges,
+        "mermaid": mermaid(shape),
+    }
 
 
 KIND_FILLS = {
@@ -672,7 +592,9 @@ KIND_FILLS = {
     "hybrid": "#fce7f3",
     "route": "#fef9c3",
     "structured": "#e0f2fe",
-    "step": "#f3f4f6",
+    "function": "#f3f4f6",
+    "tool": "#f3f4f6",
+    "opaque": "#f3f4f6",
 }
 _NODE_W, _NODE_H, _GAP_X, _GAP_Y, _ROW_MAX = 150, 40, 20, 44, 5
 
@@ -683,13 +605,12 @@ def _layout(nodes: list[dict[str, Any]], edges: list[dict[str, Any]]) -> dict[st
 
     graph = nx.DiGraph()
     graph.add_nodes_from(n["id"] for n in nodes)
-    graph.add_edges_from((e["source"], e["target"]) for e in edges)
-    try:
-        layers = [
-            sorted(layer, key=list(graph).index) for layer in nx.topological_generations(graph)
-        ]
-    except nx.NetworkXUnfeasible:
-        layers = [[n] for n in graph]
+    for e in edges:
+        # An edge back up (a hybrid's invalid plan going back to its planner) is drawn
+        # but does not place its target below its source.
+        if not nx.has_path(graph, e["target"], e["source"]):
+            graph.add_edge(e["source"], e["target"])
+    layers = [sorted(layer, key=list(graph).index) for layer in nx.topological_generations(graph)]
     positions: dict[str, tuple[int, int]] = {}
     row = 0
     for layer in layers:

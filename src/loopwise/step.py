@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar, get_type_hints, overload, runtime_checkable
 
 from loopwise.errors import ConfigError, LoopwiseError, ModelAPIError
+from loopwise.shape import Kind, Shape
 from loopwise.usage import Budget, Pricing, Usage
 
 __all__ = [
@@ -703,6 +704,10 @@ class FunctionStep:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the wrapped function directly."""
         return self.fn(*args, **kwargs)
+
+    def describe(self) -> Shape:
+        """A function step: plain code, nothing inside it to review."""
+        return Shape(kind=Kind.FUNCTION, name=self.name)
 
     def __repr__(self) -> str:
         return f"<step {self.name}>"

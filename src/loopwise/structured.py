@@ -36,6 +36,7 @@ from openai.lib._pydantic import to_strict_json_schema
 
 from loopwise.errors import ConfigError, ResponseFormatRejected
 from loopwise.port import STRUCTURED_MODES, Message, ModelRequest, StructuredMode, Turn
+from loopwise.shape import Kind, Shape
 from loopwise.step import Context, Halt, Status, jsonable
 
 __all__ = ["LADDER", "Structured"]
@@ -127,6 +128,10 @@ class Structured(Generic[M]):
 
     def __repr__(self) -> str:
         return f"<Structured {self.name} -> {self.output_type.__name__}>"
+
+    def describe(self) -> Shape:
+        """One structured-output call: no tools, no loop."""
+        return Shape(kind=Kind.STRUCTURED, name=self.name)
 
     async def run(self, input: Any, ctx: Context) -> M:
         """Ask for, validate and return the answer; walks the ladder on rejections.

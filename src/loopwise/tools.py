@@ -47,9 +47,10 @@ from pydantic.fields import FieldInfo
 from pydantic_core import core_schema
 
 from loopwise.errors import LoopwiseError, ToolError
+from loopwise.shape import ToolShape, describe, parameters_of
 
 if TYPE_CHECKING:
-    from loopwise.step import Context
+    from loopwise.step import Context, Step
 
 __all__ = [
     "Bounds",
@@ -272,6 +273,9 @@ def _arg_fields(
 class Tool:
     """A function the model may call; see the module docstring. Build with :func:`tool`."""
 
+    step: Step | None = None
+    """The step this tool runs, for a step given as a tool (:func:`as_tool`)."""
+
     def __init__(
         self,
         fn: Callable[..., Any],
@@ -376,6 +380,18 @@ class Tool:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the wrapped function directly (no validation): handy in tests."""
         return self.fn(*args, **kwargs)
+
+    def describe(self) -> ToolShape:
+        """What the model and ``loopwise check`` see of this tool (and of the step it runs)."""
+        return ToolShape(
+            name=self.name,
+            description=self.description,
+            effect=self.effect.value,
+            gated=self.gate is not None,
+            untrusted=self.untrusted_output,
+            parameters=parameters_of(self.schema["function"].get("parameters", {})),
+            step=None if self.step is None else describe(self.step),
+        )
 
     def __repr__(self) -> str:
         return f"<tool {self.name} ({self.effect})>"
@@ -557,7 +573,7 @@ def as_tool(
     async def run_step(args: BaseModel, ctx: Context) -> Any:
         return await ctx.run_step(step, getattr(args, "input") if unwrap else args)  # noqa: B009
 
-    return Tool(
+    wrapped = Tool(
         run_step,
         name=step_name,
         description=description,
@@ -567,3 +583,6 @@ def as_tool(
         gate=gate,
         args_model=args_model,
     )
+    # Kept so the step's own description (its tools, its limits) reaches `check`.
+    wrapped.step = step
+    return wrapped

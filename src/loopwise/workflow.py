@@ -52,7 +52,6 @@ Node names are unique and stable, so journal keys of a resumed run are determini
 from __future__ import annotations
 
 import enum
-import re
 import types
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, is_dataclass
@@ -70,6 +69,7 @@ from typing import (
 from pydantic import BaseModel, ValidationError
 
 from loopwise.errors import ConfigError, GraphError
+from loopwise.shape import Edge, Graph, Kind, Limits, Node, Problem, Shape, describe, mermaid
 from loopwise.step import (
     Context,
     FunctionStep,
@@ -355,7 +355,9 @@ class Workflow:
     def validation_errors(self) -> list[GraphError]:
         """Every problem of the graph, without raising (``loopwise check`` reports these)."""
         if len(self.graph) == 0:
-            return [GraphError(f"workflow {self.name!r} has no nodes; add one", node=None)]
+            return [
+                GraphError(f"workflow {self.name!r} has no nodes; add one", node=None, code="empty")
+            ]
         errors = self._branch_errors()
         cycle = self._cycle_error()
         if cycle is not None:
@@ -383,19 +385,28 @@ class Workflow:
         outputs = {n: _value(state.outputs[n]) for n in ran}
         return outputs[ran[0]] if len(ran) == 1 else outputs
 
-    def to_mermaid(self) -> str:
-        """The graph as a Mermaid flowchart (``loopwise graph`` prints it)."""
-        ids = _mermaid_ids(list(self.graph))
-        lines = [f"%% workflow {self.name}", "flowchart TD"]
-        for node, data in self.graph.nodes(data=True):
-            lines.append(f"    {ids[node]}{_shape(node, data)}")
+    def describe(self) -> Shape:
+        """The graph as data: each node's own shape, route labels, what validation finds."""
+        nodes = [_node_shape(node, data) for node, data in self.graph.nodes(data=True)]
+        edges = []
         for source, target in self.graph.edges:
             spec: _RouteSpec | None = self.graph.nodes[source].get("route")
-            label = ""
-            if spec is not None:
-                label = "|" + _quote(", ".join(spec.labels(target))) + "|"
-            lines.append(f"    {ids[source]} -->{label} {ids[target]}")
-        return "\n".join(lines) + "\n"
+            label = ", ".join(spec.labels(target)) if spec is not None else ""
+            edges.append(Edge(source=source, target=target, label=label))
+        problems = tuple(
+            Problem(code=e.code, node=e.node, message=str(e)) for e in self.validation_errors()
+        )
+        return Shape(
+            kind=Kind.WORKFLOW,
+            name=self.name,
+            limits=Limits(budget=self.budget),
+            graph=Graph(nodes=tuple(nodes), edges=tuple(edges)),
+            problems=problems,
+        )
+
+    def to_mermaid(self) -> str:
+        """The graph as a Mermaid flowchart (``loopwise graph`` prints it)."""
+        return mermaid(self.describe())
 
     def _current_ends(self) -> list[str]:
         """Where the chained methods attach: the last declared ends, or the graph's ends."""
@@ -542,6 +553,7 @@ class Workflow:
             f"node {cycle[0][0]!r} is on a cycle ({path}); a workflow is acyclic: remove the "
             f"edge {first} → {last}, or put the loop inside one step (an agent)",
             node=cycle[0][0],
+            code="cycle",
         )
 
     def _reach_errors(self) -> list[GraphError]:
@@ -552,6 +564,7 @@ class Workflow:
                 f"node {n!r} is unreachable from the start node {start!r}: nothing leads to "
                 f"it; give it after=[...] (or name it as a branch), or remove it",
                 node=n,
+                code="unreachable",
             )
             for n in self.graph
             if n not in reached
@@ -572,6 +585,7 @@ class Workflow:
                             f"{target!r}, which is not a node (a dangling branch); add "
                             f"{target!r} or fix the branch",
                             node=node,
+                            code="dangling-branch",
                         )
                     )
             for succ in self.graph.successors(node):
@@ -581,6 +595,7 @@ class Workflow:
                             f"node {succ!r} follows route {node!r} but no branch leads to it; "
                             f"name it in the route's branches (or default)",
                             node=succ,
+                            code="unrouted-node",
                         )
                     )
         return errors
@@ -598,6 +613,7 @@ class Workflow:
                         f"also ends the workflow (a dangling branch: one output would be "
                         f"lost); join them with then(step) / add(..., after=[...])",
                         node=end,
+                        code="dangling-branch",
                     )
                 )
         return errors
@@ -620,6 +636,7 @@ class Workflow:
                 f"node {node!r} takes {_type_name(wanted)} but {source} gives "
                 f"{_type_name(out)}; fix the annotations or convert in a small @step between",
                 node=node,
+                code="type-mismatch",
             )
             for source, out in given
             if not _compatible(out, wanted)
@@ -642,6 +659,7 @@ class Workflow:
                     f"route {node!r} has a branch for {unknown[0]!r}, which is not a value of "
                     f"{spec.describe()} ({', '.join(map(repr, domain))}); fix the branch key",
                     node=node,
+                    code="unknown-branch",
                 )
             )
         missing = [v for v in domain if v not in spec.branches]
@@ -651,6 +669,7 @@ class Workflow:
                     f"route {node!r} on {spec.describe()} does not cover "
                     f"{', '.join(map(repr, missing))}; add a branch for each, or a default",
                     node=node,
+                    code="non-exhaustive-route",
                 )
             )
         return errors
@@ -670,6 +689,7 @@ class Workflow:
                 f"route {node!r} routes on {spec.on!r} but {_type_name(routed)} has no such "
                 f"field (fields: {', '.join(fields)})",
                 node=node,
+                code="unknown-route-field",
             )
         return _domain(fields[spec.on])
 
@@ -787,26 +807,12 @@ def _type_name(tp: Any) -> str:
     return repr(tp).replace("typing.", "")
 
 
-def _mermaid_ids(names: list[str]) -> dict[str, str]:
-    ids: dict[str, str] = {}
-    for name in names:
-        base = re.sub(r"\W", "_", name) or "node"
-        candidate, n = base, 1
-        while candidate in ids.values():
-            n += 1
-            candidate = f"{base}_{n}"
-        ids[name] = candidate
-    return ids
-
-
-def _quote(text: str) -> str:
-    return '"' + text.replace('"', "#quot;") + '"'
-
-
-def _shape(node: str, data: dict[str, Any]) -> str:
+def _node_shape(node: str, data: dict[str, Any]) -> Node:
     spec: _RouteSpec | None = data.get("route")
     if spec is not None:
-        return "{" + _quote(f"{node}: {spec.describe()}?") + "}"
-    if callable(getattr(data["step"], "to_mermaid", None)):
-        return "[[" + _quote(node) + "]]"
-    return "[" + _quote(node) + "]"
+        return Node(id=node, label=f"{node}: {spec.describe()}?", kind="route", form="decision")
+    inner = describe(data["step"])
+    nested = inner.kind in (Kind.WORKFLOW, Kind.HYBRID)
+    return Node(
+        id=node, label=node, kind=inner.kind.value, form="nested" if nested else "box", shape=inner
+    )
