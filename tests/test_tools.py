@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from pathlib import Path
 from typing import Annotated, Any
@@ -175,3 +176,57 @@ def test_as_tool_of_an_untyped_step_gives_every_property_a_type() -> None:
         params = made.schema["function"]["parameters"]
         assert params["properties"]["input"]["type"] == "string"
         assert made.parse('{"input": "hello"}').input == "hello"  # type: ignore[attr-defined]
+
+
+def _argument_error(t: Tool, raw: str) -> str:
+    with pytest.raises(ToolArgumentsError) as info:
+        t.parse(raw)
+    return str(info.value)
+
+
+def test_id_pattern_matches_ascii_digits_only_unless_unicode_is_asked() -> None:
+    @tool
+    def loose(order_id: Annotated[str, IdPattern(r"O-\d{4}", unicode=True)]) -> str:
+        """Look up an order with any digits."""
+        return order_id
+
+    look_alikes = ("O-١٢٣٤", "O-１２３４", "O-𝟏𝟐𝟑𝟒", "O-۱۲۳۴")  # Arabic-Indic, fullwidth, math
+    for order_id in look_alikes:
+        raw = json.dumps({"order_id": order_id})
+        assert "does not match the id pattern" in _argument_error(get_order, raw), order_id
+        assert loose.parse(raw).model_dump() == {"order_id": order_id}
+    assert get_order.parse({"order_id": "O-1234"}).model_dump()["order_id"] == "O-1234"
+    assert repr(IdPattern(r"\w+", unicode=True)) == r"IdPattern('\\w+', unicode=True)"
+    with pytest.raises(ToolError, match="not a valid regex"):
+        IdPattern(r"O-(\d")
+
+
+def test_bounds_reject_nan_infinity_and_booleans_and_keep_the_minimum() -> None:
+    @tool
+    def refund(amount: Annotated[float, Bounds(ge=0, le=100)]) -> float:
+        """Refund an amount."""
+        return amount
+
+    for raw in ("NaN", "Infinity", "-Infinity", '"nan"', '"inf"', "1e999"):
+        message = _argument_error(refund, f'{{"amount": {raw}}}')
+        assert "is not a finite number" in message, raw
+    assert "is a boolean, not a number" in _argument_error(refund, '{"amount": true}')
+    assert "is below the minimum 0" in _argument_error(refund, '{"amount": -5}')
+    assert "is above the maximum 100" in _argument_error(refund, '{"amount": 100.5}')
+    assert refund.parse('{"amount": 0}').model_dump() == {"amount": 0}
+    assert refund.parse('{"amount": 100}').model_dump() == {"amount": 100}
+    props = refund.schema["function"]["parameters"]["properties"]["amount"]
+    assert (props["minimum"], props["maximum"]) == (0, 100)
+
+
+def test_one_of_integers_rejects_booleans() -> None:
+    @tool
+    def pick(level: Annotated[int, OneOf([1, 2])], flag: Annotated[bool, OneOf([True])]) -> int:
+        """Pick a level."""
+        return level
+
+    for raw in ("true", "false"):
+        message = _argument_error(pick, f'{{"level": {raw}, "flag": true}}')
+        assert "is a boolean, not one of the allowed values" in message, raw
+    assert pick.parse('{"level": 1, "flag": true}').model_dump() == {"level": 1, "flag": True}
+    assert pick.schema["function"]["parameters"]["properties"]["level"]["enum"] == [1, 2]

@@ -32,11 +32,13 @@ import contextvars
 import enum
 import inspect
 import json
+import math
 import re
 import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, get_args, get_origin, get_type_hints, overload
 
@@ -87,7 +89,14 @@ class ToolArgumentsError(LoopwiseError):
 
 
 class _Constraint:
-    """Base of the allow-list helpers: an after-validator plus a JSON-schema hint."""
+    """Base of the allow-list helpers: a validator around pydantic's plus a JSON-schema hint.
+
+    ``check_raw`` sees the value as sent (before pydantic's lax conversions, which read
+    ``true`` as ``1``), ``check`` the converted one.
+    """
+
+    def check_raw(self, raw: Any) -> None:
+        """Reject a value as sent, before conversion (default: accept)."""
 
     def check(self, value: Any) -> Any:  # pragma: no cover - overridden
         raise NotImplementedError
@@ -95,10 +104,14 @@ class _Constraint:
     def schema_hint(self, schema: dict[str, Any]) -> None:
         """Add what JSON schema can express of this constraint to ``schema``."""
 
+    def _validate(self, raw: Any, handler: core_schema.ValidatorFunctionWrapHandler) -> Any:
+        self.check_raw(raw)
+        return self.check(handler(raw))
+
     def __get_pydantic_core_schema__(
         self, source: Any, handler: pydantic.GetCoreSchemaHandler
     ) -> core_schema.CoreSchema:
-        return core_schema.no_info_after_validator_function(self.check, handler(source))
+        return core_schema.no_info_wrap_validator_function(self._validate, handler(source))
 
     def __get_pydantic_json_schema__(
         self, schema: core_schema.CoreSchema, handler: pydantic.GetJsonSchemaHandler
@@ -116,6 +129,11 @@ class OneOf(_Constraint):
         if not self.values:
             raise ToolError("OneOf() needs at least one allowed value", tool="OneOf")
 
+    def check_raw(self, raw: Any) -> None:
+        # ``True == 1``: without this, OneOf([1, 2]) on an int would take ``true``.
+        if isinstance(raw, bool) and not any(isinstance(v, bool) for v in self.values):
+            raise ValueError(f"{raw!r} is a boolean, not one of the allowed values")
+
     def check(self, value: Any) -> Any:
         if value not in self.values:
             allowed = ", ".join(repr(v) for v in self.values)
@@ -130,11 +148,23 @@ class OneOf(_Constraint):
 
 
 class IdPattern(_Constraint):
-    """Allow only strings that match ``regex`` in full: ``IdPattern(r"C-\\d{4}")``."""
+    """Allow only strings that match ``regex`` in full: ``IdPattern(r"C-\\d{4}")``.
 
-    def __init__(self, regex: str) -> None:
+    ``\\d``, ``\\w``, ``\\s`` and ``\\b`` match ASCII only (the pattern is compiled with
+    ``re.ASCII``), as they do in the schema's ECMAScript ``pattern``: ``O-١٢٣٤`` (Arabic-Indic
+    digits), fullwidth and mathematical digits are rejected, so an approver never reads
+    one id while a tool's ``int()`` reads another. Pass ``unicode=True`` to let them match
+    any Unicode digit, word or space character instead.
+    """
+
+    def __init__(self, regex: str, *, unicode: bool = False) -> None:
         self.regex = regex.removeprefix("^").removesuffix("$")
-        self._compiled = re.compile(self.regex)
+        self.unicode = unicode
+        try:
+            self._compiled = re.compile(self.regex, 0 if unicode else re.ASCII)
+        except re.error as e:
+            message = f"IdPattern({regex!r}) is not a valid regex: {e}"
+            raise ToolError(message, tool="IdPattern") from e
 
     def check(self, value: Any) -> Any:
         if not isinstance(value, str) or self._compiled.fullmatch(value) is None:
@@ -145,7 +175,8 @@ class IdPattern(_Constraint):
         schema["pattern"] = f"^{self.regex}$"
 
     def __repr__(self) -> str:
-        return f"IdPattern({self.regex!r})"
+        flag = ", unicode=True" if self.unicode else ""
+        return f"IdPattern({self.regex!r}{flag})"
 
 
 class InDirectory(_Constraint):
@@ -174,14 +205,25 @@ class InDirectory(_Constraint):
 
 
 class Bounds(_Constraint):
-    """Allow only numbers within ``[ge, le]`` (either side optional; schema min/max)."""
+    """Allow only finite numbers within ``[ge, le]`` (either side optional; schema min/max).
+
+    NaN and infinities are rejected whatever the bounds (NaN compares false with every
+    bound, so a policy's ``amount > 50`` would let it through), and so are booleans
+    (``true`` is not the number 1 here).
+    """
 
     def __init__(self, *, ge: float | None = None, le: float | None = None) -> None:
         if ge is None and le is None:
             raise ToolError("Bounds() needs ge= and/or le=", tool="Bounds")
         self.ge, self.le = ge, le
 
+    def check_raw(self, raw: Any) -> None:
+        if isinstance(raw, bool):
+            raise ValueError(f"{raw!r} is a boolean, not a number")
+
     def check(self, value: Any) -> Any:
+        if not _finite(value):
+            raise ValueError(f"{value!r} is not a finite number")
         if self.ge is not None and value < self.ge:
             raise ValueError(f"{value!r} is below the minimum {self.ge}")
         if self.le is not None and value > self.le:
@@ -196,6 +238,17 @@ class Bounds(_Constraint):
 
     def __repr__(self) -> str:
         return f"Bounds(ge={self.ge!r}, le={self.le!r})"
+
+
+def _finite(value: Any) -> bool:
+    if isinstance(value, int):
+        return True  # however long: ``math.isfinite`` would overflow converting it
+    if isinstance(value, Decimal):
+        return value.is_finite()
+    try:
+        return math.isfinite(value)
+    except (TypeError, ValueError, OverflowError):
+        return False
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
