@@ -1,8 +1,9 @@
 """The example shop: a real SQLite database and read-only, scoped tools over it.
 
 The database is built on first use from ``agents/data/shop.sql`` into
-``agents/data/shop.db`` (not committed), or into ``$LOOPWISE_SHOP_DB`` when set, and is
-rebuilt when the SQL script is newer. Readers open it read-only.
+``agents/data/shop.db`` (not committed), or into ``$LOOPWISE_SHOP_DB`` when set, and its
+seed tables are refreshed when the SQL script is newer (recorded effects are kept).
+Readers open it read-only.
 
 The tools take allow-listed ids only (``C-1004``, ``O-1017``); there is no raw SQL tool.
 A missing row raises ``LookupError``, which the agent loop turns into an error result.
@@ -68,26 +69,48 @@ def db_path() -> Path:
 
 
 def ensure_db(path: Path | None = None) -> Path:
-    """Build the database from the SQL script if it is missing or older; return its path.
+    """Build the database from the SQL script if it is missing, refresh it if older.
 
-    Built into a temporary file and moved into place, so concurrent first uses (several
-    processes, several runs) never see a half-built database.
+    A missing database is built into a temporary file and moved into place, so concurrent
+    first uses (several processes, several runs) never see a half-built database. An
+    older one has only its seed tables (those the script creates) dropped and rebuilt, in
+    one transaction: the rows other code recorded there (the refund desk's refunds, mails,
+    notes and their idempotency keys) are effects that happened, and are never deleted.
     """
     target = path or db_path()
     if target.exists() and target.stat().st_mtime >= SQL_PATH.stat().st_mtime:
+        return target
+    script = SQL_PATH.read_text(encoding="utf-8")
+    if target.exists():
+        _refresh_seed(target, script)
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".shop-", suffix=".db")
     os.close(fd)
     try:
         with closing(sqlite3.connect(tmp)) as db:
-            db.executescript(SQL_PATH.read_text(encoding="utf-8"))
+            db.executescript(script)
             db.commit()
         os.replace(tmp, target)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
     return target
+
+
+_SEED_TABLE = re.compile(r"^\s*CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)", re.I | re.M)
+
+
+def _refresh_seed(target: Path, script: str) -> None:
+    """Drop and rebuild the script's tables in one transaction; leave every other table."""
+    drops = "".join(f"DROP TABLE IF EXISTS {name};\n" for name in _SEED_TABLE.findall(script))
+    with closing(sqlite3.connect(target, timeout=30, isolation_level=None)) as db:
+        try:
+            db.executescript(f"BEGIN IMMEDIATE;\n{drops}{script}\nCOMMIT;")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
 
 
 def connect(path: Path | None = None, *, readonly: bool = True) -> sqlite3.Connection:

@@ -172,3 +172,31 @@ def test_two_approved_refunds_of_one_order_pay_it_once(
     assert second["status"] == "denied"
     assert "exceeds what is left to refund on O-1003 (0 of 18900" in second["detail"]
     assert [r[0] for r in _rows(env, "refunds")] == ["O-1003"]
+
+
+def test_refreshing_the_shop_seed_keeps_recorded_refunds(
+    env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    assert main(["run", TARGET, "--model", "scripted", "--input", COMPLAINT, "--json"]) == 1
+    run_id = json.loads(capsys.readouterr().out)["run_id"]
+    assert main(["approve", run_id, "--all", "--by", "alice"]) == 0
+    assert _here(capsys, "resume", run_id)["status"] == "completed"
+    paid = _rows(env, "refunds")
+    assert [r[0] for r in paid] == ["O-1003"]
+
+    # The seed script is newer than the database (a checkout updated it), and a seed row
+    # drifted: the next use refreshes the seed and keeps what the desk recorded.
+    db_file = env["LOOPWISE_SHOP_DB"]
+    with sqlite3.connect(db_file) as db:
+        db.execute("UPDATE orders SET note = 'drifted' WHERE id = 'O-1003'")
+    os.utime(db_file, (0, 0))
+    capsys.readouterr()
+    assert main(["run", TARGET, "--model", "scripted", "--input", COMPLAINT, "--json"]) == 1
+    again = json.loads(capsys.readouterr().out)
+    assert again["status"] != "awaiting_approval"  # nothing is left to refund on O-1003
+    with sqlite3.connect(db_file) as db:
+        note = db.execute("SELECT note FROM orders WHERE id = 'O-1003'").fetchone()[0]
+    assert note != "drifted"
+    assert _rows(env, "refunds") == paid
+    assert len(_rows(env, "emails")) == 1 and len(_rows(env, "notes")) == 1
