@@ -321,3 +321,33 @@ def test_an_invalid_workflow_exits_2_before_any_run_is_recorded(
         assert out == "" and "does not cover 'b'" in err and err.count("\n") == 1
     assert main(["runs", "list", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["runs"] == []
+
+
+def test_input_json_too_deep_or_with_a_too_long_number_exits_2_in_one_line(
+    target: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    deep = "[" * 100_000 + "]" * 100_000  # past the JSON parser's recursion limit
+    for levels in (101, 900):  # json reads these; recording the run would not
+        parsable_but_deep = "[" * levels + '"why?"' + "]" * levels
+        err = _usage_error(capsys, target, "--input", parsable_but_deep, "--model", "scripted")
+        assert "--input nests arrays/objects deeper than 100 levels" in err
+    err = _usage_error(capsys, target, "--input", deep, "--model", "scripted")
+    assert "--input nests arrays/objects deeper than 100 levels" in err
+    for number in ("1" * 5000, '{"subject": ' + "9" * 5000 + ', "body": "b"}'):
+        err = _usage_error(capsys, target, "--input", number, "--model", "scripted")
+        assert "--input holds a number too long to read" in err
+    hundred = "[" * 100 + "]" * 100
+    big = tmp_path / "deep.json"
+    big.write_text(deep)
+    exe = str(Path(sys.executable).with_name("loopwise"))
+    done = subprocess.run(
+        [exe, "run", target, "--input", f"@{big}", "--model", "scripted"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    code, doc, _ = _run(capsys, target, "--input", hundred, "--model", "scripted")
+    assert code == 0 and doc["status"] == "completed"  # 100 levels are read and recorded

@@ -9,14 +9,17 @@ import os
 import sqlite3
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import loopwise
 from loopwise.cli import main
-from loopwise.hybrid import validate_plan
+from loopwise.hybrid import REJECTED, validate_plan
 from loopwise.targets import load_target
+from loopwise.testing import ScriptedModel, calls
 
 ROOT = Path(__file__).resolve().parent.parent
 LOOPWISE = str(Path(sys.executable).with_name("loopwise"))
@@ -200,3 +203,98 @@ def test_refreshing_the_shop_seed_keeps_recorded_refunds(
     assert note != "drifted"
     assert _rows(env, "refunds") == paid
     assert len(_rows(env, "emails")) == 1 and len(_rows(env, "notes")) == 1
+
+
+def _paid_cents(env: dict[str, str]) -> list[int]:
+    with sqlite3.connect(env["LOOPWISE_SHOP_DB"]) as db:
+        return [r[0] for r in db.execute("SELECT amount_cents FROM refunds ORDER BY created_at")]
+
+
+def test_two_approved_refunds_resumed_at_once_never_pay_more_than_the_total(
+    env: dict[str, str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = load_target(str(ROOT / TARGET))
+    runs = []
+    for _ in range(2):
+        capsys.readouterr()
+        assert main(["run", TARGET, "--model", "scripted", "--input", COMPLAINT, "--json"]) == 1
+        runs.append(json.loads(capsys.readouterr().out)["run_id"])
+    for run_id in runs:
+        assert main(["approve", run_id, "--all", "--by", "alice"]) == 0
+
+    # Force the race: each resumed run's refund policy reads the ledger, then waits until
+    # the other's has read it too, so both gates pass before either refund is written.
+    real = target.module._refunded_cents
+    both_read = threading.Barrier(2, timeout=60)
+    reads = iter(range(2))
+
+    def read_then_wait(order_id: str, *rest: Any) -> int:
+        cents = int(real(order_id, *rest))
+        if next(reads, None) is not None:
+            both_read.wait()
+        return cents
+
+    monkeypatch.setattr(target.module, "_refunded_cents", read_then_wait)
+    results: dict[str, loopwise.RunResult] = {}
+
+    def resume(run_id: str) -> None:
+        results[run_id] = loopwise.resume(
+            run_id, step=target.step, model=target.module.offline_model()
+        )
+
+    threads = [threading.Thread(target=resume, args=(run_id,)) for run_id in runs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert _paid_cents(env) == [18900]
+    statuses = sorted(str(r.status) for r in results.values())
+    assert statuses[0] == "completed" and statuses[1] != "completed", statuses
+    late = next(r for r in results.values() if r.status != "completed")
+    assert "exceeds what is left to refund on O-1003 (0 of 18900" in str(late.detail)
+
+
+def test_a_refund_below_the_minimum_is_rejected_before_any_gate() -> None:
+    desk = load_target(str(ROOT / TARGET)).module
+    args = {"order_id": "O-1003", "amount_cents": -5, "reason": "negative"}
+    with pytest.raises(loopwise.ToolArgumentsError, match="is below the minimum 1"):
+        desk.issue_refund.parse(args)
+
+
+def _two_refunds(amount: int) -> dict[str, Any]:
+    refund = {"order_id": "O-1003", "amount_cents": amount, "reason": "broken lamp"}
+    return {
+        "steps": [
+            {"id": "s1", "action": "issue_refund", "args": refund, "reason": "first"},
+            {"id": "s2", "action": "issue_refund", "args": refund, "reason": "again"},
+        ]
+    }
+
+
+def test_one_plan_cannot_refund_an_order_twice_over(env: dict[str, str]) -> None:
+    desk = load_target(str(ROOT / TARGET)).step
+    valid, errors = asyncio.run(validate_plan(_two_refunds(18_900), desk.catalog))  # type: ignore[attr-defined]
+    assert valid is None
+    assert len(errors) == 2, errors
+    assert all("plus 18900 in the plan's other refunds of it exceeds" in e for e in errors)
+    halves, errors = asyncio.run(validate_plan(_two_refunds(9_450), desk.catalog))  # type: ignore[attr-defined]
+    assert halves is not None and errors == []
+
+
+def test_the_planner_hears_that_its_refunds_of_one_order_sum_past_the_total(
+    env: dict[str, str],
+) -> None:
+    desk = load_target(str(ROOT / TARGET)).step
+    heard: list[str] = []
+
+    def planner(request: loopwise.ModelRequest) -> loopwise.Turn:
+        asked = str(next(m["content"] for m in request.messages if m["role"] == "user"))
+        if REJECTED not in asked:
+            return calls(("final_answer", _two_refunds(18_900), "plan-1"))
+        heard.append(asked.split(REJECTED)[1])
+        return calls(("final_answer", {"steps": _two_refunds(18_900)["steps"][:1]}, "plan-2"))
+
+    result = loopwise.run(desk, COMPLAINT.strip('"'), model=ScriptedModel(planner))
+    assert result.status == "awaiting_approval"
+    assert [p["tool"] for p in result.pending] == ["issue_refund"]
+    assert len(heard) == 1 and "in the plan's other refunds of it" in heard[0]

@@ -9,7 +9,10 @@ So a planner agent investigates with the shop's READ-ONLY tools (the same ones, 
 same database, as ``agents/order_investigation.py``) and only *proposes*:
 
 * ``issue_refund`` — irreversible; its policy denies more than the order's total minus
-  what was already refunded, then a person approves;
+  what was already refunded (and, judging a plan, minus the plan's other refunds of
+  that order), then a person approves; the tool checks the same limit again and writes
+  the refund in one database transaction, so runs approved side by side cannot pay an
+  order twice;
 * ``email_customer`` — irreversible; its policy denies any recipient but the order's
   customer, then a person approves;
 * ``add_note`` — a write to the order's internal notes; its policy passes it
@@ -28,6 +31,7 @@ from __future__ import annotations
 import sqlite3
 import sys
 import uuid
+from collections.abc import Callable
 from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,7 +41,7 @@ from pydantic import Field
 
 from loopwise import Budget, Context, ModelRequest, Turn
 from loopwise.gates import Denied, Escalate, policy, policy_then_human
-from loopwise.hybrid import REJECTED, ActionCatalog, Hybrid
+from loopwise.hybrid import REJECTED, ActionCatalog, Hybrid, PlanContext
 from loopwise.testing import ScriptedModel, calls
 from loopwise.tools import Bounds, tool
 
@@ -74,41 +78,86 @@ CREATE TABLE IF NOT EXISTS notes (
 def _writable() -> sqlite3.Connection:
     db = shop.connect(readonly=False)
     db.executescript(_DESK_TABLES)
+    db.isolation_level = None  # transactions are explicit: see _insert_once
     return db
 
 
-def _insert_once(table: str, row: dict[str, Any], ctx: Context | None) -> dict[str, Any]:
-    """Insert ``row`` unless its idempotency key is there already; return the stored row."""
+def _insert_once(
+    table: str,
+    row: dict[str, Any],
+    ctx: Context | None,
+    *,
+    guard: Callable[[sqlite3.Connection], None] | None = None,
+) -> dict[str, Any]:
+    """Insert ``row`` unless its idempotency key is there already; return the stored row.
+
+    ``guard`` checks an invariant against the database before a new row is written, in
+    the same ``BEGIN IMMEDIATE`` transaction (which takes the write lock before the first
+    read): no other write lands between its check and the insert.
+    """
     key = (ctx.idempotency_key if ctx is not None else None) or f"manual:{uuid.uuid4().hex}"
     row = {"idempotency_key": key, **row, "created_at": datetime.now(UTC).isoformat()}
     names = ", ".join(row)
     marks = ", ".join("?" for _ in row)
-    with closing(_writable()) as db, db:
-        db.execute(f"INSERT OR IGNORE INTO {table} ({names}) VALUES ({marks})", tuple(row.values()))
-        stored = db.execute(f"SELECT * FROM {table} WHERE idempotency_key = ?", (key,)).fetchone()
+    find = f"SELECT * FROM {table} WHERE idempotency_key = ?"
+    with closing(_writable()) as db:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            stored = db.execute(find, (key,)).fetchone()
+            if stored is None:
+                if guard is not None:
+                    guard(db)
+                db.execute(f"INSERT INTO {table} ({names}) VALUES ({marks})", tuple(row.values()))
+                stored = db.execute(find, (key,)).fetchone()
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
     return dict(stored)
 
 
-def _refunded_cents(order_id: str) -> int:
-    with closing(_writable()) as db:
-        row = db.execute(
-            "SELECT COALESCE(SUM(amount_cents), 0) FROM refunds WHERE order_id = ?", (order_id,)
-        ).fetchone()
+def _refunded_cents(order_id: str, db: sqlite3.Connection | None = None) -> int:
+    """What was refunded on ``order_id`` so far (read in ``db``'s transaction when given)."""
+    if db is None:
+        with closing(_writable()) as own:
+            return _refunded_cents(order_id, own)
+    row = db.execute(
+        "SELECT COALESCE(SUM(amount_cents), 0) FROM refunds WHERE order_id = ?", (order_id,)
+    ).fetchone()
     return int(row[0])
 
 
-def refund_within_total(args: dict[str, Any]) -> Denied | Escalate:
-    """Deny a refund above the order's total minus what was already refunded."""
+def _too_much(order: Any, amount_cents: int, refunded: int, planned: int = 0) -> str | None:
+    """Why refunding ``amount_cents`` (beside ``planned`` in the same plan) is too much."""
+    total = int(order["total_cents"])
+    left = total - refunded
+    if amount_cents + planned <= left:
+        return None
+    beside = f" plus {planned} in the plan's other refunds of it" if planned else ""
+    return (
+        f"refund of {amount_cents} cents{beside} exceeds what is left to refund on "
+        f"{order['id']} ({left} of {total} {order['currency']} cents)"
+    )
+
+
+def refund_within_total(args: dict[str, Any], plan: PlanContext | None = None) -> Denied | Escalate:
+    """Deny a refund above the order's total minus what was already refunded.
+
+    When a plan is validated (``plan`` given), the plan's other refunds of the same order
+    count too: one plan cannot refund an order twice by splitting it over steps.
+    """
     try:
         order = shop.get_order.fn(args["order_id"])
     except LookupError as e:
         return Denied(str(e))
-    left = int(order["total_cents"]) - _refunded_cents(order["id"])
-    if args["amount_cents"] > left:
-        return Denied(
-            f"refund of {args['amount_cents']} cents exceeds what is left to refund on "
-            f"{order['id']} ({left} of {order['total_cents']} {order['currency']} cents)"
-        )
+    planned = sum(
+        int(other.args_dict()["amount_cents"])
+        for other in (plan.others("issue_refund") if plan is not None else ())
+        if other.args_dict()["order_id"] == order["id"]
+    )
+    why = _too_much(order, args["amount_cents"], _refunded_cents(order["id"]), planned)
+    if why is not None:
+        return Denied(why)
     return Escalate("a person approves every refund")
 
 
@@ -145,9 +194,19 @@ def issue_refund(
     """Refund money to the customer of an order (at most what is left of its total).
     Use it when the records show the customer is owed money for this order.
     """
-    return _insert_once(
-        "refunds", {"order_id": order_id, "amount_cents": amount_cents, "reason": reason}, ctx
-    )
+
+    # The policy judged the ledger when the gate was asked; two approved runs resumed at
+    # once both passed it. The limit holds here, checked and written in one transaction.
+    def within_total(db: sqlite3.Connection) -> None:
+        order = db.execute("SELECT * FROM orders WHERE id = ?", (order_id,)).fetchone()
+        if order is None:
+            raise LookupError(f"no order {order_id}")
+        why = _too_much(order, amount_cents, _refunded_cents(order_id, db))
+        if why is not None:
+            raise ValueError(why)
+
+    row = {"order_id": order_id, "amount_cents": amount_cents, "reason": reason}
+    return _insert_once("refunds", row, ctx, guard=within_total)
 
 
 @tool(effect="irreversible", gate=policy_then_human(recipient_is_customer))

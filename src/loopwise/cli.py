@@ -27,6 +27,7 @@ from loopwise.cli_options import (
     budget_of,
     interactive,
     load_checked,
+    read_json,
     store_help,
     user_output_to_stderr,
 )
@@ -70,7 +71,7 @@ def _parse_input(raw: str | None) -> Any:
     else:
         text = raw
     try:
-        return json.loads(text)
+        return read_json(text, "--input")
     except json.JSONDecodeError as e:
         # Plain words are the usual slip: an agent's question must be a JSON string.
         hint = "" if text.lstrip()[:1] in '{["' else "; pass text as a JSON string: '\"...\"'"

@@ -1,5 +1,5 @@
 """What several verbs of the command line share: limit flags, ``--store`` help, loading a
-target, keeping user output off a ``--json`` stdout.
+target, keeping user output off a ``--json`` stdout, reading JSON given as a flag.
 
 Used by :mod:`loopwise.cli` and its verb modules (``cli_*``). Usage mistakes raise
 :class:`~loopwise.errors.ConfigError` or :class:`argparse.ArgumentTypeError` (one line, exit 2).
@@ -8,22 +8,27 @@ Used by :mod:`loopwise.cli` and its verb modules (``cli_*``). Usage mistakes rai
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, redirect_stdout
+from typing import Any
 
+from loopwise.errors import ConfigError
 from loopwise.port import STRUCTURED_MODES
 from loopwise.targets import Target, load_target
 from loopwise.usage import Budget
 from loopwise.workflow import Workflow
 
 __all__ = [
+    "MAX_JSON_DEPTH",
     "add_limit_flags",
     "add_structured_mode_flag",
     "budget_of",
     "count",
     "interactive",
     "load_checked",
+    "read_json",
     "seconds",
     "store_help",
     "user_output_to_stderr",
@@ -112,3 +117,48 @@ def load_checked(spec: str) -> Target:
     if isinstance(target.step, Workflow):
         target.step.validate()
     return target
+
+
+MAX_JSON_DEPTH = 100
+"""The deepest nesting of arrays and objects a JSON flag (``--input``, ``--args``) accepts."""
+
+
+def read_json(text: str, flag: str) -> Any:
+    """``text`` parsed as the JSON value of ``flag``, bounded before any run sees it.
+
+    Valid JSON can still be unreadable: an integer longer than Python's ``int`` digit
+    limit, or nesting deep enough that a recursive walk (the store recording the input,
+    the hash binding an approval) runs out of stack. Raises ``json.JSONDecodeError`` for
+    text that is not JSON (callers word that one themselves), :class:`ConfigError` for
+    nesting deeper than :data:`MAX_JSON_DEPTH` or a number too long to read.
+    """
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except RecursionError as e:
+        raise _too_deep(flag) from e
+    except ValueError as e:  # an integer past Python's digit limit for int()
+        reason = str(e).split(":")[0]
+        raise ConfigError(f"{flag} holds a number too long to read ({reason})", name=flag) from e
+    if _deeper_than(value, MAX_JSON_DEPTH):
+        raise _too_deep(flag)
+    return value
+
+
+def _too_deep(flag: str) -> ConfigError:
+    message = f"{flag} nests arrays/objects deeper than {MAX_JSON_DEPTH} levels"
+    return ConfigError(message, name=flag)
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        if isinstance(item, list):
+            if depth > limit:
+                return True
+            stack.extend((child, depth + 1) for child in item)
+    return False

@@ -13,7 +13,7 @@ import getpass
 import json
 from typing import Any
 
-from loopwise.cli_options import count, store_help
+from loopwise.cli_options import count, read_json, store_help
 from loopwise.errors import ConfigError
 from loopwise.gates import args_hash
 from loopwise.store import SQLiteStore
@@ -133,7 +133,7 @@ def _edited_args(args: argparse.Namespace) -> dict[str, Any] | None:
     if args.args is None:
         return None
     try:
-        edited = json.loads(args.args)
+        edited = read_json(args.args, "--args")
     except json.JSONDecodeError as e:
         raise ConfigError(f"--args is not valid JSON ({e.msg})", name="args") from e
     if not isinstance(edited, dict):

@@ -29,6 +29,7 @@ The pieces, in the order a run meets them:
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -43,6 +44,7 @@ from loopwise.gates import (
     Approved,
     Denied,
     Edited,
+    Gate,
     Pending,
     authorize,
     human,
@@ -68,6 +70,7 @@ __all__ = [
     "Hybrid",
     "HybridOutput",
     "Plan",
+    "PlanContext",
     "PlanStep",
     "authorize_plan",
     "compile_plan",
@@ -76,10 +79,11 @@ __all__ = [
     "validate_plan",
 ]
 
-Policy = Callable[[dict[str, Any]], Any]
+Policy = Callable[..., Any]
 """An automatic check of an action's arguments (a dict), as :func:`loopwise.gates.policy`
 takes: ``True``/``None``/``Approved``/``Escalate`` pass, ``False``, a string or
-``Denied`` reject (the string being the reason); may be async."""
+``Denied`` reject (the string being the reason); may be async. An optional second
+parameter receives the rest of the plan at validation (:class:`PlanContext`)."""
 
 
 class PlanStep(BaseModel):
@@ -339,15 +343,65 @@ def _cycle_errors(plan: Plan) -> list[str]:
     return [f"dependency cycle: {path}"]
 
 
-async def check_policy(action: Action, args: dict[str, Any]) -> str | None:
+@dataclass(frozen=True, kw_only=True)
+class PlanContext:
+    """The rest of the plan, for a policy judging one of its steps at validation.
+
+    A policy with a second positional parameter (``def within_total(args, plan=None)``)
+    is given one when :func:`validate_plan` judges a step, so an invariant over several
+    steps (the refunds of one order, summed) is judged before anything runs. Everywhere
+    else (an agent's call, a gate asked while the plan runs, an edit re-checked) it is
+    called with the arguments alone, so give the parameter a default of ``None``.
+    One-parameter policies are always called with the arguments alone.
+    """
+
+    plan: Plan
+    """The whole proposed plan (already valid against the catalog's argument models)."""
+    step: PlanStep
+    """The step being judged."""
+
+    def others(self, action: str | None = None) -> list[PlanStep]:
+        """The plan's other steps, in plan order; only those of ``action`` when given."""
+        return [
+            s
+            for s in self.plan.steps
+            if s.id != self.step.id and (action is None or s.action == action)
+        ]
+
+
+def _takes_plan(fn: Any) -> bool:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return sum(p.kind in positional for p in params) >= 2
+
+
+def _with_plan(check: Any, plan: PlanContext | None) -> Any:
+    """``check`` (a policy or a gate) calling its policy with ``plan`` when it takes one."""
+    fn: Any = check.check if isinstance(check, Gate) else check
+    if plan is None or fn is None or not _takes_plan(fn):
+        return check
+
+    def bound(args: Any) -> Any:
+        return fn(args, plan)
+
+    return replace(check, check=bound) if isinstance(check, Gate) else bound
+
+
+async def check_policy(
+    action: Action, args: dict[str, Any], plan: PlanContext | None = None
+) -> str | None:
     """Run ``action``'s policy and its gate's policy on ``args``: ``None`` or the reason.
 
     Only a denial is a validation error; a policy that escalates to a person is fine
     here (the person is asked when the action runs). Each is judged as its gate judges
-    it at run time (:func:`loopwise.gates.recheck_edited`), failing closed when it raises.
+    it at run time (:func:`loopwise.gates.recheck_edited`), failing closed when it raises;
+    a policy that takes a second parameter is also given ``plan`` (see :class:`PlanContext`).
     """
     for check in (action.policy, action.tool.gate):
-        denied = await recheck_edited(check, action.name, args)
+        denied = await recheck_edited(_with_plan(check, plan), action.name, args)
         if denied is not None:
             return denied.reason
     return None
@@ -360,7 +414,8 @@ async def validate_plan(
 
     Errors say which step is wrong and how: an unknown action (listing the known ones),
     arguments failing the action's schema or policy, unknown or cyclic dependencies,
-    duplicate ids, too many steps.
+    duplicate ids, too many steps. Policies judge each step with the rest of the plan in
+    view when they take it (:class:`PlanContext`): the plan is judged as a whole.
     """
     plan, errors = parse_plan(raw, catalog)
     if plan is None:
@@ -369,7 +424,9 @@ async def validate_plan(
     if errors:
         return None, errors
     for s in plan.steps:
-        reason = await check_policy(catalog[s.action], s.args_dict())
+        reason = await check_policy(
+            catalog[s.action], s.args_dict(), PlanContext(plan=plan, step=s)
+        )
         if reason is not None:
             errors.append(f"step {s.id} ({s.action}): policy rejected the arguments: {reason}")
     return (None, errors) if errors else (plan, [])
