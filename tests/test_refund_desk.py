@@ -158,18 +158,24 @@ def test_refund_and_mail_policies_reject_bad_plans_before_anything_runs(
     assert any("not the customer of O-1003" in e for e in errors), errors
 
 
-def test_two_approved_refunds_of_one_order_pay_it_once(
-    env: dict[str, str], capsys: pytest.CaptureFixture[str]
-) -> None:
-    # Both complaints were approved while neither had paid; the refund policy is asked
-    # again when each resumes, and the second finds nothing left to refund.
+def _approved_runs(capsys: pytest.CaptureFixture[str], count: int) -> list[str]:
+    """``count`` refund desk runs on COMPLAINT, each paused and then approved in full."""
     runs = []
-    for _ in range(2):
+    for _ in range(count):
         capsys.readouterr()
         assert main(["run", TARGET, "--model", "scripted", "--input", COMPLAINT, "--json"]) == 1
         runs.append(json.loads(capsys.readouterr().out)["run_id"])
     for run_id in runs:
         assert main(["approve", run_id, "--all", "--by", "alice"]) == 0
+    return runs
+
+
+def test_two_approved_refunds_of_one_order_pay_it_once(
+    env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Both complaints were approved while neither had paid; the refund policy is asked
+    # again when each resumes, and the second finds nothing left to refund.
+    runs = _approved_runs(capsys, 2)
     first, second = (_here(capsys, "resume", run_id) for run_id in runs)
     assert first["status"] == "completed"
     assert second["status"] == "denied"
@@ -180,10 +186,7 @@ def test_two_approved_refunds_of_one_order_pay_it_once(
 def test_refreshing_the_shop_seed_keeps_recorded_refunds(
     env: dict[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    capsys.readouterr()
-    assert main(["run", TARGET, "--model", "scripted", "--input", COMPLAINT, "--json"]) == 1
-    run_id = json.loads(capsys.readouterr().out)["run_id"]
-    assert main(["approve", run_id, "--all", "--by", "alice"]) == 0
+    (run_id,) = _approved_runs(capsys, 1)
     assert _here(capsys, "resume", run_id)["status"] == "completed"
     paid = _rows(env, "refunds")
     assert [r[0] for r in paid] == ["O-1003"]
@@ -214,13 +217,7 @@ def test_two_approved_refunds_resumed_at_once_never_pay_more_than_the_total(
     env: dict[str, str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     target = load_target(str(ROOT / TARGET))
-    runs = []
-    for _ in range(2):
-        capsys.readouterr()
-        assert main(["run", TARGET, "--model", "scripted", "--input", COMPLAINT, "--json"]) == 1
-        runs.append(json.loads(capsys.readouterr().out)["run_id"])
-    for run_id in runs:
-        assert main(["approve", run_id, "--all", "--by", "alice"]) == 0
+    runs = _approved_runs(capsys, 2)
 
     # Force the race: each resumed run's refund policy reads the ledger, then waits until
     # the other's has read it too, so both gates pass before either refund is written.
