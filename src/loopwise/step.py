@@ -272,6 +272,7 @@ class Context:
 
             turn = Turn.from_dict(recorded["turn"])
         else:
+            _stop_if_cancelled()
             # The estimate (it serializes the tool schemas) only matters to a token limit.
             pending = request.prompt_chars() // 4 if self.budget.max_tokens is not None else 0
             self.check_budget(pending_tokens=pending)
@@ -321,6 +322,7 @@ class Context:
 
     async def run_step(self, step: Step, input: Any) -> Any:
         """Run a nested ``step`` with ``step_started``/``step_finished`` events and its usage."""
+        _stop_if_cancelled()
         own = Usage()
         child = self._derived(
             path=(*self.path, step.name), idempotency_key=None, scopes=(*self.scopes, own)
@@ -334,6 +336,19 @@ class Context:
         own.wall_seconds = self.clock() - started
         child.emit(EventType.STEP_FINISHED, {"output": _jsonable(output), "usage": own.to_dict()})
         return output
+
+
+def _stop_if_cancelled() -> None:
+    """End a cancelled run before it starts a step or a model call.
+
+    A sync tool with an effect is seen through when its run is cancelled (a thread cannot
+    be stopped: :func:`loopwise.tools._to_the_end`), which holds the ``CancelledError``
+    off; the task's cancellation is still requested, and is raised here so the run does
+    not go on as if it had never been cancelled.
+    """
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
 
 
 _STAMP: list[tuple[int, str]] = [(-1, "")]

@@ -453,10 +453,12 @@ class Tool:
 async def _to_the_end(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
     """Run a sync tool with an effect in a worker thread and see it through.
 
-    A thread cannot be stopped, so cancelling the call (a sibling call ended the run)
-    would not stop the effect, only hide it: the result would never be recorded. Once
-    started, the call is awaited to its end and returned, so the agent records it before
-    the run ends.
+    A thread cannot be stopped, so cancelling the call (a sibling call ended the run, the
+    caller cancelled it) would not stop the effect, only hide it: the result would never
+    be recorded. Once started, the call is awaited to its end and returned, so the caller
+    records it. The cancellation is not undone (``Task.cancelling()`` still counts it):
+    the run ends ``cancelled`` before its next step or model call
+    (:meth:`~loopwise.step.Context.call_model`).
     """
     context = contextvars.copy_context()
     loop = asyncio.get_running_loop()
