@@ -81,3 +81,18 @@ def test_an_unknown_exporter_is_a_usage_error(
     assert main(["run", AGENT, "--input", QUESTION, "--model", "scripted"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "OTEL_TRACES_EXPORTER='zipkin'" in err[0]
+
+
+def test_stream_prints_the_answer_as_it_arrives_then_the_result(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["run", AGENT, "--input", QUESTION, "--model", "scripted", "--stream"]) == 0
+    out = capsys.readouterr().out
+    streamed, _, rest = out.partition("\nrun ")
+    assert streamed.startswith("Dana Whitfield (C-1004)") and "3 of 3 failed." in streamed
+    assert rest.split(":", 1)[1].startswith(" completed")
+
+
+def test_stream_with_json_keeps_stdout_one_document(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["run", AGENT, "--input", QUESTION, "--model", "scripted", "--stream", "--json"])
+    assert code == 0 and json.loads(capsys.readouterr().out)["status"] == "completed"

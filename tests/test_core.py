@@ -21,7 +21,7 @@ EXPECTED_ALL = {
     "LoopwiseError", "Model", "ModelAPIError", "ModelNotConfigured", "ModelRequest", "OneOf",
     "OpenAIModel", "Plan", "PlanStep", "Price", "Pricing", "RunOptions", "RunResult",
     "RunStore", "RunStream", "SQLiteStore", "Status", "Step", "StoreError", "Structured",
-    "TargetError",
+    "TargetError", "TextDelta",
     "TerminalApprovals", "Tool", "ToolArgumentsError", "ToolCall", "ToolError", "TraceAnalysis",
     "Turn", "Usage", "Workflow", "aevaluate", "analyze", "aresume", "arun", "as_tool", "astream",
     "astream_resume", "check",

@@ -37,6 +37,7 @@ from loopwise.step import (
     RunResult,
     Status,
     Step,
+    TextDelta,
     step,
 )
 from loopwise.store import RunStore, SQLiteStore
@@ -173,6 +174,7 @@ __all__ = [
     "Structured",
     "TargetError",
     "TerminalApprovals",
+    "TextDelta",
     "Tool",
     "ToolArgumentsError",
     "ToolCall",

@@ -13,7 +13,9 @@ makes the server refuse structured-output modes with a plain 400, and ``profile`
 answer the way one real server does (:mod:`loopwise._serverprofiles`: llama-cpp-python's
 500 on ``json_schema`` and its demand for string ``content``, vLLM's tool-choice errors,
 Ollama ignoring ``tool_choice``, LM Studio refusing ``json_object``...). Each HTTP request
-consumes one entry, so an SDK retry after a fault takes the next one.
+consumes one entry, so an SDK retry after a fault takes the next one. A request with
+``stream: true`` gets the same answer as server-sent events, its text and tool-call
+arguments cut into pieces (the calls of one turn interleaved).
 """
 
 from __future__ import annotations
@@ -38,7 +40,15 @@ from loopwise._serverprofiles import (
 from loopwise.errors import ConfigError
 from loopwise.model import OpenAIModel
 from loopwise.port import ModelRequest, Turn
-from loopwise.scripted import Fault, ScriptedModel, as_turn, auto_respond, priced, schema_of
+from loopwise.scripted import (
+    Fault,
+    ScriptedModel,
+    as_turn,
+    auto_respond,
+    pieces,
+    priced,
+    schema_of,
+)
 
 __all__ = ["FakeChatServer"]
 
@@ -244,8 +254,6 @@ class FakeChatServer:
         refusal = self.profile.rejection(payload)
         if refusal is not None:
             return _http(refusal.status, json.dumps(refusal.body).encode())
-        if payload.get("stream"):
-            return _error(400, "stream=true is not supported by FakeChatServer", param="stream")
         request = _to_request(self.profile.adapt(payload))
         try:
             entry = self.scripted.script_entry(request)
@@ -254,7 +262,7 @@ class FakeChatServer:
             return _error(500, f"FakeChatServer script failed: {type(e).__name__}: {e}")
         if isinstance(entry, Fault):
             return await self._fault(entry, request, payload)
-        return _http(200, self._completion(entry, request, payload))
+        return _http(200, self._completion(entry, request, payload), media=_media(payload))
 
     def _completion(
         self, entry: Any, request: ModelRequest, payload: dict[str, Any], *, empty: bool = False
@@ -277,6 +285,10 @@ class FakeChatServer:
         }
         if self.profile.arguments_as_object:
             doc = arguments_as_objects(doc)
+        if payload.get("stream"):
+            return _event_stream(
+                doc, usage=bool((payload.get("stream_options") or {}).get("include_usage"))
+            )
         return json.dumps(doc).encode()
 
     async def _fault(
@@ -305,7 +317,7 @@ class FakeChatServer:
         body = self._completion(answer, request, payload, empty=fault.empty_choices)
         if fault.truncated_json:
             body = body[: len(body) // 2]
-        return _http(fault.status, body, fault.headers)
+        return _http(fault.status, body, fault.headers, media=_media(payload))
 
 
 def _profile(profile: str | ServerProfile | None, reject: Collection[str]) -> ServerProfile:
@@ -392,14 +404,74 @@ async def _read_body(reader: asyncio.StreamReader, headers: dict[bytes, bytes]) 
     return await reader.readexactly(length) if length else b""
 
 
-def _http(status: int, body: bytes, headers: Mapping[str, str] | None = None) -> bytes:
+def _http(
+    status: int,
+    body: bytes,
+    headers: Mapping[str, str] | None = None,
+    *,
+    media: str = "application/json",
+) -> bytes:
     extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
     head = (
         f"HTTP/1.1 {status} {_REASONS.get(status, 'Error' if status >= 400 else 'OK')}\r\n"
-        f"content-type: application/json\r\ncontent-length: {len(body)}\r\n"
+        f"content-type: {media}\r\ncontent-length: {len(body)}\r\n"
         f"connection: keep-alive\r\n{extra}\r\n"
     )
     return head.encode() + body
+
+
+def _media(payload: dict[str, Any]) -> str:
+    return "text/event-stream" if payload.get("stream") else "application/json"
+
+
+def _event_stream(doc: dict[str, Any], *, usage: bool) -> bytes:
+    """A completion as the server-sent events of ``stream=true``: the text in pieces, each
+    tool call's id and name first and then its arguments in pieces, the calls of one turn
+    interleaved (clients must reassemble them by index), the finish reason, the usage when
+    ``stream_options.include_usage`` asked for it, then ``[DONE]``."""
+    head = {
+        "id": doc["id"],
+        "object": "chat.completion.chunk",
+        "created": doc["created"],
+        "model": doc["model"],
+    }
+    chunks = []
+    for choice in doc["choices"]:
+        chunks += [
+            {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+            for delta in _deltas(choice["message"])
+        ]
+        end = {"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}
+        chunks.append({**head, "choices": [end]})
+    if usage:
+        chunks.append({**head, "choices": [], "usage": doc["usage"]})
+    events = [f"data: {json.dumps(chunk)}\n\n" for chunk in chunks]
+    return ("".join(events) + "data: [DONE]\n\n").encode()
+
+
+def _deltas(message: dict[str, Any]) -> list[dict[str, Any]]:
+    deltas: list[dict[str, Any]] = [{"role": "assistant"}]
+    if message.get("content") is not None:
+        deltas += [{"content": piece} for piece in pieces(message["content"])]
+    if message.get("refusal") is not None:
+        deltas.append({"refusal": message["refusal"]})
+    calls = message.get("tool_calls") or []
+    for i, call in enumerate(calls):
+        named = {"name": call["function"]["name"], "arguments": ""}
+        deltas.append(
+            {"tool_calls": [{"index": i, "id": call["id"], "type": "function", "function": named}]}
+        )
+    parts = [_argument_pieces(call["function"].get("arguments")) for call in calls]
+    for round_ in itertools.zip_longest(*parts):
+        for i, piece in enumerate(round_):
+            if piece is not None:
+                deltas.append({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
+    return deltas
+
+
+def _argument_pieces(arguments: Any) -> list[str]:
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    return pieces(text) if text else []
 
 
 def _error(

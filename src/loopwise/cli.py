@@ -143,6 +143,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 spec=args.target,
                 approvals=TerminalApprovals() if interactive(args) else None,
                 sinks=sinks,
+                stream=args.stream,
             )
     _print_result(result, args.json)
     return exit_code(result.status)
@@ -183,7 +184,7 @@ def _add_run(sub: Any) -> None:
     add_structured_mode_flag(p)
     p.add_argument("--store", help=store_help)
     add_limit_flags(p, "the run")
-    add_watch_flags(p)
+    add_watch_flags(p, stream=True)
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(handler=_cmd_run)
 

@@ -1,5 +1,6 @@
 """What the command line shows of a run while it goes: one progress line per model call
-and tool call on a terminal, and OpenTelemetry spans with ``--otel``.
+and tool call on a terminal, the answer's text as it arrives with ``--stream``, and
+OpenTelemetry spans with ``--otel``.
 
 ``--otel`` (or the standard environment: ``OTEL_TRACES_EXPORTER``, or an
 ``OTEL_EXPORTER_OTLP_*ENDPOINT``) exports each run's spans through
@@ -22,15 +23,21 @@ from contextlib import contextmanager
 from typing import Any, TextIO
 
 from loopwise.errors import ConfigError
-from loopwise.step import Event, EventSink, EventType
+from loopwise.step import Event, EventSink, EventType, TextDelta
 
-__all__ = ["Progress", "add_watch_flags", "watch_sinks"]
+__all__ = ["Progress", "TextPrinter", "add_watch_flags", "watch_sinks"]
 
 _OTLP_ENV = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 
 
-def add_watch_flags(p: argparse.ArgumentParser) -> None:
-    """``--otel`` for a verb that runs steps (run, resume, eval)."""
+def add_watch_flags(p: argparse.ArgumentParser, *, stream: bool = False) -> None:
+    """``--otel`` for a verb that runs steps (run, resume, eval), and ``--stream``."""
+    if stream:
+        p.add_argument(
+            "--stream",
+            action="store_true",
+            help="stream the model's answers and print their text as it arrives (not with --json)",
+        )
     p.add_argument(
         "--otel",
         action="store_true",
@@ -44,8 +51,11 @@ def watch_sinks(args: argparse.Namespace, *, progress: bool = True) -> Iterator[
     """The sinks the verb's runs get: progress lines on a terminal (``progress`` and no
     ``--json``) and the OTel sink when asked for; spans are flushed when it closes."""
     sinks: list[EventSink] = []
-    if progress and not getattr(args, "json", False) and sys.stderr.isatty():
+    quiet = getattr(args, "json", False)
+    if progress and not quiet and sys.stderr.isatty():
         sinks.append(Progress(sys.stderr))
+    if getattr(args, "stream", False) and not quiet:
+        sinks.append(TextPrinter(sys.stdout))
     provider = _otel_provider(getattr(args, "otel", False))
     if provider is not None:
         from loopwise.otel import OTelSink
@@ -69,6 +79,27 @@ class Progress:
         line = _line(event)
         if line is not None:
             print(f"  {event.step or run_id}: {line}", file=self.out, flush=True)
+
+
+class TextPrinter:
+    """Prints a streamed run's answer text as it arrives (``--stream``), each model call's
+    text ending in a newline."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self._open: str | None = None
+
+    def text(self, run_id: str, delta: TextDelta) -> None:
+        """Print the new piece of text at once."""
+        self._open = delta.key
+        self.out.write(delta.text)
+        self.out.flush()
+
+    def record(self, run_id: str, event: Event) -> None:
+        """End the line of a model call whose text was printed."""
+        if event.type is EventType.MODEL_CALL and event.data.get("key") == self._open:
+            self._open = None
+            print(file=self.out, flush=True)
 
 
 def _line(event: Event) -> str | None:

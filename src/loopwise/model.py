@@ -14,10 +14,11 @@ import asyncio
 import json
 import os
 import uuid
-from collections.abc import Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
 from typing import Any
 
 import openai
+from openai.lib.streaming.chat import ChatCompletionStreamState
 
 from loopwise.errors import ConfigError, ModelAPIError, ModelNotConfigured, ResponseFormatRejected
 from loopwise.port import (
@@ -184,12 +185,56 @@ async def _create(
     client: openai.AsyncOpenAI, params: dict[str, Any], request: ModelRequest, name: str
 ) -> Turn:
     try:
-        completion = await client.chat.completions.create(**params)
+        if request.on_text is not None:
+            completion = await _streamed(client, params, request.on_text)
+        else:
+            completion = await client.chat.completions.create(**params)
     except openai.OpenAIError as e:
         raise _map_error(e, request) from e
     except json.JSONDecodeError as e:  # a 2xx body that is not JSON: the SDK lets it through
         raise ModelAPIError(f"model API returned malformed JSON: {e}") from e
     return _to_turn(completion, name)
+
+
+async def _streamed(
+    client: openai.AsyncOpenAI, params: dict[str, Any], on_text: Callable[[str], None]
+) -> Any:
+    """A streamed call (``stream=True``): each text delta goes to ``on_text`` as it arrives,
+    and the SDK's own accumulator assembles the chunks (tool calls split across them
+    included) into the completion a plain call returns, so the turn is the same."""
+    state = ChatCompletionStreamState()
+    finished = False
+    stream = await client.chat.completions.create(
+        **params, stream=True, stream_options={"include_usage": True}
+    )
+    async with stream:
+        async for chunk in _chunks(stream):
+            state.handle_chunk(chunk)
+            for choice in chunk.choices:
+                if choice.index == 0:
+                    finished = finished or choice.finish_reason is not None
+                    if choice.delta.content:
+                        on_text(choice.delta.content)
+    if not finished:
+        # A cut-off stream must not pass for a short answer.
+        raise ModelAPIError("the model's stream ended before its answer did (no finish reason)")
+    return state.get_final_completion()
+
+
+async def _chunks(stream: AsyncIterable[Any]) -> AsyncIterator[Any]:
+    """The stream's chunks; a transport error past the SDK's own mapping (the connection
+    broke mid-stream, a chunk that is not JSON) becomes :class:`ModelAPIError`."""
+    chunks = aiter(stream)
+    while True:
+        try:
+            chunk = await anext(chunks)
+        except StopAsyncIteration:
+            return
+        except openai.OpenAIError:
+            raise
+        except Exception as e:
+            raise ModelAPIError(f"model API stream broke off: {type(e).__name__}: {e}") from e
+        yield chunk
 
 
 def _to_turn(completion: Any, fallback_model: str) -> Turn:

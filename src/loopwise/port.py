@@ -9,6 +9,7 @@ core can build requests and turns without loading the ``openai`` client;
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -134,6 +135,9 @@ class ModelRequest:
     """Sampling temperature; ``None`` leaves the server's default."""
     max_output_tokens: int | None = None
     """A cap on completion tokens for this call."""
+    on_text: Callable[[str], None] | None = None
+    """Stream the answer: called with each piece of its text as it arrives. Not sent; the
+    turn is the same as without it, and a model that cannot stream ignores it."""
 
     def prompt_chars(self) -> int:
         """Characters in the messages and tool schemas (for a cheap token estimate).

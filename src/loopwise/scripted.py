@@ -2,6 +2,7 @@
 
 * :class:`ScriptedModel` answers from a list of turns (consumed in order, for unit tests)
   or from a function of the request (pure, so a resumed run replays the same answers).
+  Asked to stream (``request.on_text``), it hands over its answer's text in pieces first.
   With no script it is the offline ``--model scripted``: schema-valid JSON for structured
   calls, one plausible call of the first tool when tools are offered (:func:`auto_respond`).
 * :func:`reply`, :func:`call`, :func:`calls`, :func:`refuse` build turns tersely.
@@ -38,6 +39,7 @@ __all__ = [
     "call",
     "calls",
     "example_from_schema",
+    "pieces",
     "priced",
     "refuse",
     "reply",
@@ -165,7 +167,11 @@ class ScriptedModel:
         entry = self.script_entry(request)
         if isinstance(entry, Fault):
             entry = await entry.in_process(request)
-        return priced(as_turn(entry), request, self.name)
+        turn = priced(as_turn(entry), request, self.name)
+        if request.on_text is not None and turn.text:
+            for piece in pieces(turn.text):
+                request.on_text(piece)
+        return turn
 
     @property
     def last_request(self) -> ModelRequest | None:
@@ -203,6 +209,13 @@ def as_turn(entry: ScriptEntry) -> Turn:
             model=entry.model,
         )
     return reply(entry)
+
+
+def pieces(text: str, parts: int = 3) -> list[str]:
+    """``text`` cut into at most ``parts`` consecutive pieces, as a streamed answer arrives
+    (an empty text is one empty piece)."""
+    size = max(1, -(-len(text) // parts))
+    return [text[i : i + size] for i in range(0, len(text), size)] or [text]
 
 
 def priced(turn: Turn, request: ModelRequest, name: str) -> Turn:

@@ -22,7 +22,15 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
-from typing import Any, Protocol, TypeVar, get_type_hints, overload, runtime_checkable
+from typing import (
+    Any,
+    ClassVar,
+    Protocol,
+    TypeVar,
+    get_type_hints,
+    overload,
+    runtime_checkable,
+)
 
 from loopwise.errors import ConfigError, LoopwiseError, ModelAPIError
 from loopwise.shape import Kind, Shape
@@ -39,6 +47,7 @@ __all__ = [
     "RunResult",
     "Status",
     "Step",
+    "TextDelta",
     "blocking",
     "check_step",
     "execute",
@@ -109,8 +118,30 @@ class Event:
         }
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TextDelta:
+    """A piece of a model's answer as it streams in (a run with ``stream=True``).
+
+    Ephemeral: handed to sinks that have a ``text`` method and yielded by
+    ``loopwise.astream``, never stored, so it has no ``seq``. The ``model_call`` event
+    that follows holds the whole answer, the same as without streaming.
+    """
+
+    type: ClassVar[str] = "text_delta"
+    step: str
+    """The path of the step whose model call it belongs to."""
+    key: str
+    """The journal key of that model call (its ``model_call`` event's ``key``)."""
+    text: str
+    """The new piece of text."""
+
+
 class EventSink(Protocol):
-    """Receives every event of a run as it happens (the store, a tracer, a test)."""
+    """Receives every event of a run as it happens (the store, a tracer, a test).
+
+    A sink may also have ``text(run_id, delta)``: it then receives each
+    :class:`TextDelta` of a streamed run (``stream=True``) as well.
+    """
 
     def record(self, run_id: str, event: Event) -> None:
         """Persist or forward ``event``; raise only when the event is lost."""
@@ -174,6 +205,8 @@ class Context:
     """Why ``write``/``irreversible`` calls are refused here (a hybrid's planner; inherited)."""
     clock: Callable[[], float] = time.monotonic
     """Monotonic seconds; injected so tests can control time."""
+    stream: bool = False
+    """Ask the model to stream its answers (text deltas to sinks with a ``text`` method)."""
     started_at: float = 0.0
     """``clock()`` when the run started."""
     steps: list[int] = field(default_factory=lambda: [0])
@@ -277,7 +310,7 @@ class Context:
             pending = request.prompt_chars() // 4 if self.budget.max_tokens is not None else 0
             self.check_budget(pending_tokens=pending)
             started_at, began = _now_iso(), self.clock()
-            turn = await self._complete(request)
+            turn = await self._complete(self._streaming(request, key) if self.stream else request)
             took = self.clock() - began
         cost = self.pricing.cost(
             turn.model or self.model.name, turn.input_tokens, turn.output_tokens
@@ -303,6 +336,18 @@ class Context:
             )
         self.check_budget()
         return turn
+
+    def _streaming(self, request: Any, key: str) -> Any:
+        """``request`` asking the model to stream, its text going to the sinks that take it."""
+        hooks = [hook for sink in self.sinks if callable(hook := getattr(sink, "text", None))]
+        run_id, step = self.run_id, self.step_path
+
+        def on_text(piece: str) -> None:
+            delta = TextDelta(step=step, key=key, text=piece)
+            for hook in hooks:
+                hook(run_id, delta)
+
+        return replace(request, on_text=on_text)
 
     async def _complete(self, request: Any) -> Any:
         """The model call, cut off when the run's wall-time budget runs out during it."""
@@ -454,6 +499,10 @@ class RunOptions:
     """Journaled results to replay (set by resume)."""
     clock: Callable[[], float] = time.monotonic
     """The monotonic clock."""
+    stream: bool = False
+    """Ask the model to stream its answers: each piece of text goes, as a
+    :class:`TextDelta`, to the sinks that have a ``text`` method (``astream`` yields them);
+    what is recorded is the same as without streaming."""
 
 
 _OPTION_NAMES = frozenset(f.name for f in fields(RunOptions))
@@ -534,6 +583,7 @@ def new_context(target: Step, opts: RunOptions) -> Context:
         sinks=opts.sinks,
         replay=opts.replay,
         clock=opts.clock,
+        stream=opts.stream,
         started_at=opts.clock(),
     )
 

@@ -4,7 +4,10 @@
 :class:`~loopwise.step.Event` as it is emitted — the same objects, in the same order, that
 the store records — and the stream's :attr:`RunStream.result` is the
 :class:`~loopwise.step.RunResult` once the iteration has ended. :func:`astream_resume`
-does the same for a resumed run (only the new events: ``run_resumed`` onwards).
+does the same for a resumed run (only the new events: ``run_resumed`` onwards). With
+``stream=True`` the model streams its answers and the stream also yields each piece of
+text as a :class:`~loopwise.step.TextDelta` (``type == "text_delta"``, not stored, no
+``seq``) before the ``model_call`` event that holds the whole answer.
 
 Leaving early cancels the run: ``aclose()`` or the end of ``async with astream(...)``
 cancels it and waits until it is recorded ``cancelled``; a bare ``break`` out of
@@ -24,7 +27,7 @@ from types import TracebackType
 from typing import Any
 
 from loopwise.runner import DEFAULT, aresume, arun
-from loopwise.step import Event, EventSink, RunOptions, RunResult, Step, merge_options
+from loopwise.step import Event, EventSink, RunOptions, RunResult, Step, TextDelta, merge_options
 
 __all__ = ["RunStream", "astream", "astream_resume"]
 
@@ -34,17 +37,26 @@ _Start = Callable[[EventSink], Coroutine[Any, Any, RunResult]]
 class _QueueSink:
     """The sink a stream adds to its run: every event onto the stream's queue."""
 
-    def __init__(self, queue: asyncio.Queue[Event | None], loop: asyncio.AbstractEventLoop):
+    def __init__(
+        self, queue: asyncio.Queue[Event | TextDelta | None], loop: asyncio.AbstractEventLoop
+    ):
         self._queue = queue
         self._loop = loop
         self._thread = threading.get_ident()
 
     def record(self, run_id: str, event: Event) -> None:
         """Queue ``event`` for the consumer (safely from a step's worker thread too)."""
+        self._put(event)
+
+    def text(self, run_id: str, delta: TextDelta) -> None:
+        """Queue a piece of streamed answer text (``stream=True``)."""
+        self._put(delta)
+
+    def _put(self, item: Event | TextDelta) -> None:
         if threading.get_ident() == self._thread:
-            self._queue.put_nowait(event)
+            self._queue.put_nowait(item)
         else:
-            self._loop.call_soon_threadsafe(self._queue.put_nowait, event)
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
 
 
 class RunStream:
@@ -57,7 +69,7 @@ class RunStream:
 
     def __init__(self, start: _Start) -> None:
         self._start = start
-        self._queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        self._queue: asyncio.Queue[Event | TextDelta | None] = asyncio.Queue()
         self._task: asyncio.Task[RunResult] | None = None
         self.result: RunResult | None = None
         """The run's result once the iteration has ended (``None`` before, or if cancelled)."""
@@ -65,7 +77,7 @@ class RunStream:
     def __aiter__(self) -> RunStream:
         return self
 
-    async def __anext__(self) -> Event:
+    async def __anext__(self) -> Event | TextDelta:
         task = self._task or self._begin()
         try:
             item = await self._queue.get()
