@@ -1,8 +1,12 @@
 """Measurements that need a fresh process: import time and peak memory.
 
 Run as a script: ``probes.py import MODULE`` prints the seconds the import took;
-``probes.py memory raw|loopwise BASE_URL RUNS`` runs ``RUNS`` concurrent agent runs
-and prints the process's peak RSS in KiB.
+``probes.py memory KIND BASE_URL RUNS`` runs ``RUNS`` concurrent runs and prints the
+process's peak RSS in KiB, KIND one of ``raw``/``loopwise`` (the agent task) or
+``triage-raw``/``triage-loopwise`` (the triage task; loopwise runs the canonical
+``workflows/ticket_triage.py:triage`` workflow, loaded as the CLI loads it).
+
+:func:`cli_times` times ``loopwise`` commands as fresh processes, as a user runs them.
 
 Peak RSS is read from ``VmHWM`` in ``/proc/self/status`` where there is one: Linux
 carries ``getrusage``'s ``ru_maxrss`` across ``fork``/``exec``, so a probe started by a
@@ -12,9 +16,11 @@ big parent would report the parent's peak, not its own. Elsewhere ``ru_maxrss`` 
 from __future__ import annotations
 
 import os
+import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -53,6 +59,26 @@ def peak_memory(kind: str, base_url: str, runs: int, repeats: int) -> float:
     return min(_run("memory", kind, base_url, str(runs)) for _ in range(repeats))
 
 
+def cli_times(commands: dict[str, Callable[[], list[str]]], repeats: int) -> dict[str, float]:
+    """Median wall seconds of each command as a fresh process (interleaved, after one
+    untimed run of each, which writes the bytecode caches); each command's argv is built
+    afresh for every run (an approval is decided once)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+    def once(argv: list[str]) -> float:
+        start = time.perf_counter()
+        subprocess.run(argv, capture_output=True, check=True, env=env)
+        return time.perf_counter() - start
+
+    for argv in commands.values():
+        once(argv())
+    seconds: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(repeats):
+        for name, argv in commands.items():
+            seconds[name].append(once(argv()))
+    return {name: statistics.median(s) for name, s in seconds.items()}
+
+
 def _import(module: str) -> None:
     start = time.perf_counter()
     __import__(module)
@@ -68,14 +94,24 @@ def _memory(kind: str, base_url: str, runs: int) -> None:
 
     client = openai.AsyncOpenAI(base_url=base_url, api_key="bench", max_retries=0)
     question = "Why did order A-1000 fail? turns=5"
+    ticket = {"subject": "Charged twice", "body": "I was billed twice for order O-1001."}
 
     async def main() -> None:
         if kind == "raw":
             await asyncio.gather(*(raw_loop.agent(client, "bench", question) for _ in range(runs)))
             return
+        if kind == "triage-raw":
+            await asyncio.gather(*(raw_loop.triage(client, "bench", ticket) for _ in range(runs)))
+            return
         import lw_side
 
         model = lw_side.openai_model("bench", client)
+        if kind == "triage-loopwise":
+            from loopwise.targets import load_target
+
+            triage = load_target(str(HERE.parent / "workflows" / "ticket_triage.py:triage")).step
+            await asyncio.gather(*(lw_side.run(triage, ticket, model) for _ in range(runs)))
+            return
         agent = lw_side.make_agent()
         await asyncio.gather(*(lw_side.run(agent, question, model) for _ in range(runs)))
 

@@ -14,6 +14,7 @@ import os
 import platform
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import growth
 import lw_side
 import openai
 import probes
@@ -339,6 +341,96 @@ def bench_memory(url: str) -> Row:
     )
 
 
+def bench_triage_memory(url: str) -> Row:
+    """Peak RSS of a process doing triage runs: the canonical workflow against the raw call."""
+    runs, repeats = (20, 1) if QUICK else (50, 3)
+    raw = probes.peak_memory("triage-raw", url, runs, repeats)
+    lw = probes.peak_memory("triage-loopwise", url, runs, repeats)
+    ratio = lw / raw
+    return Row(
+        f"peak memory ({runs} concurrent triage runs)",
+        f"{lw / 1024:.1f} MiB",
+        f"{raw / 1024:.1f} MiB",
+        ratio,
+        "<= 1.15x",
+        ratio <= 1.15,
+        "workflows/ticket_triage.py:triage, loaded as the CLI loads it",
+    )
+
+
+def _paused_runs(store: Path, n: int) -> list[str]:
+    """``n`` runs paused at a human gate, recorded in ``store``."""
+    import loopwise
+    from loopwise import gates
+    from loopwise.agent import Agent
+    from loopwise.testing import ScriptedModel, call, reply
+
+    @loopwise.tool(effect="irreversible", gate=gates.human())
+    async def refund(order_id: str) -> str:
+        """Refund one order; call it only for an order that was charged in error.
+
+        Args:
+            order_id: The order to refund.
+        """
+        return f"refunded {order_id}"
+
+    agent = Agent(name="refunder", tools=[refund], max_steps=3)
+    ids = []
+    for _ in range(n):
+        model = ScriptedModel([call("refund", {"order_id": "O-1"}), reply("done")])
+        result = loopwise.run(agent, "Refund O-1.", model=model, store=store)
+        if result.status != "awaiting_approval":
+            raise RuntimeError(f"CLI fixture run ended {result.status}")
+        ids.append(result.run_id)
+    return ids
+
+
+def bench_cli() -> list[Row]:
+    """Wall time of the store verbs as fresh processes, against ``python -c pass``."""
+    repeats = 3 if QUICK else 9
+    store = Path(tempfile.mkdtemp(prefix="loopwise-bench-cli-")) / "runs.db"
+    paused = iter(_paused_runs(store, repeats + 2))
+    cli = str(Path(sys.executable).with_name("loopwise"))
+    at = ["--store", str(store)]
+    commands = {
+        "python -c pass": lambda: [sys.executable, "-c", "pass"],
+        "loopwise runs list": lambda: [cli, "runs", "list", *at],
+        "loopwise pending": lambda: [cli, "pending", *at],
+        "loopwise approve": lambda: [cli, "approve", next(paused), *at, "--by", "bench"],
+    }
+    seconds = probes.cli_times(commands, repeats)
+    base = seconds.pop("python -c pass")
+    return [
+        Row(
+            f"{name}: wall time, fresh process",
+            _ms(wall),
+            _ms(base) + " (python -c pass)",
+            wall / base,
+            "<= 0.25 s",
+            wall <= 0.25,
+            "median of interleaved runs",
+        )
+        for name, wall in seconds.items()
+    ]
+
+
+def _print_growth(series: list[growth.Series], steps: tuple[float, float]) -> None:
+    print("\ngrowth — CPU seconds of this process by size, and the fitted exponent k")
+    print(f"(time ~ size^k over sizes >= {growth.FIT_FROM}; target k <= 1.1)")
+    for s in series:
+        cells = "  ".join(
+            f"{n:>5}: {t * 1000:8.1f} ms" for n, t in zip(s.sizes, s.seconds, strict=True)
+        )
+        verdict = "ok" if s.exponent <= 1.1 else "MISSED"
+        print(f"  {s.name:<42} k={s.exponent:4.2f} {verdict:<6} {s.unit}  {cells}")
+    early, late = steps
+    verdict = "ok" if late <= 1.5 * early else "MISSED"
+    print(
+        f"  {growth.EVERYTHING.name}, longest run: late step {late * 1e6:.0f} us, "
+        f"early step {early * 1e6:.0f} us: {late / early:.2f}x (target <= 1.5x) {verdict}"
+    )
+
+
 def _print(rows: list[Row]) -> None:
     print()
     print(
@@ -375,10 +467,14 @@ async def _all() -> list[Row]:
         rows += await _section("concurrency", bench_concurrency(slow.base_url))
     with Server(latency=0.0) as fast:
         rows += await _section("memory", asyncio.to_thread(bench_memory, fast.base_url))
+        rows += await _section(
+            "triage memory", asyncio.to_thread(bench_triage_memory, fast.base_url)
+        )
         rows += await _section("parallel tools", bench_parallel_tools(fast.base_url))
         rows += await _section("store", bench_store(fast.base_url))
     rows += await _section("own time", bench_own_time())
     rows += await _section("context policy", bench_context_policy())
+    rows += await _section("CLI verbs", asyncio.to_thread(bench_cli))
     return rows
 
 
@@ -386,7 +482,10 @@ def main() -> int:
     """Run every benchmark and print the table; always exit 0."""
     started = time.perf_counter()
     rows = asyncio.run(_all())
+    _progress("growth...")
+    series, steps = growth.run_all(quick=QUICK)
     _print(rows)
+    _print_growth(series, steps)
     print(f"\n(total {time.perf_counter() - started:.0f} s; baseline = a hand-written openai loop)")
     return 0
 
