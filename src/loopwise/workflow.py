@@ -214,6 +214,10 @@ class Workflow:
         self.graph: nx.DiGraph = _nx().DiGraph()
         """The graph: node attrs ``step`` and ``join``; route nodes also ``route``."""
         self._tails: list[str] = []
+        # Route branches named before their node exists: node name -> the routes naming it.
+        self._awaited: dict[str, list[str]] = {}
+        self._routes = 0
+        self._guards_memo: tuple[int, dict[str, frozenset[tuple[str, str]]]] | None = None
         self._version = 0
         self._plan: tuple[int, _Plan] | None = None
 
@@ -249,10 +253,8 @@ class Workflow:
         self.graph.add_node(name, step=step, join=join)
         for pred in after:
             self.graph.add_edge(pred, name)
-        for other, data in self.graph.nodes(data=True):
-            spec: _RouteSpec | None = data.get("route")
-            if spec is not None and name in spec.targets():
-                self.graph.add_edge(other, name)
+        for route in self._awaited.pop(name, ()):
+            self.graph.add_edge(route, name)
         self._touch()
         return self
 
@@ -278,9 +280,12 @@ class Workflow:
         )
         self.add(name, _RouteStep(name, spec), after=after)
         self.graph.nodes[name]["route"] = spec
+        self._routes += 1
         for target in spec.targets():
             if target in self.graph:
                 self.graph.add_edge(name, target)
+            else:
+                self._awaited.setdefault(target, []).append(name)
         self._touch()
         return self
 
@@ -505,14 +510,16 @@ class Workflow:
     def _merges(self, node: str) -> bool:
         """Whether ``node`` joins mutually exclusive route branches (so one ran)."""
         preds = list(self.graph.predecessors(node))
-        if len(preds) < 2:
-            return False
+        if len(preds) < 2 or not self._routes:
+            return False  # only route branches exclude each other
         guards = self._guards()
         edge = [self._edge_guard(p, node, guards) for p in preds]
         return all(_exclusive(a, b) for i, a in enumerate(edge) for b in edge[i + 1 :])
 
     def _guards(self) -> dict[str, frozenset[tuple[str, str]]]:
         """Per node, the route choices (route, branch) every run of it depends on."""
+        if self._guards_memo is not None and self._guards_memo[0] == self._version:
+            return self._guards_memo[1]
         guards: dict[str, frozenset[tuple[str, str]]] = {}
         for node in _nx().topological_sort(self.graph):
             preds = list(self.graph.predecessors(node))
@@ -521,6 +528,7 @@ class Workflow:
                 continue
             sets = [self._edge_guard(p, node, guards) for p in preds]
             guards[node] = frozenset.intersection(*sets)
+        self._guards_memo = (self._version, guards)
         return guards
 
     def _edge_guard(

@@ -1,0 +1,76 @@
+"""Costs that must grow linearly with the work (issue 17), checked without a clock.
+
+Each test counts Python function calls (``sys.setprofile``), retained objects or
+imported modules: work that re-walks everything gathered so far shows up as a count
+that grows with the size, on any machine, however loaded.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import loopwise
+from loopwise import Workflow
+
+
+def _calls(fn: Callable[[], Any]) -> int:
+    """How many Python function calls (and generator resumptions) ``fn()`` makes."""
+    count = 0
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        nonlocal count
+        if event == "call":
+            count += 1
+
+    sys.setprofile(profile)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return count
+
+
+@loopwise.step
+async def _pass(value: int) -> int:
+    return value
+
+
+async def _parity(value: int) -> int:
+    return value % 2
+
+
+def _add_diamond(wf: Workflow, i: int, last: str) -> str:
+    """route -> one of two branches (named before they exist) -> merge; returns the merge."""
+    wf.add_route(f"r{i}", _parity, {0: f"even{i}", 1: f"odd{i}"}, after=[last])
+    wf.add(f"even{i}", _pass)
+    wf.add(f"odd{i}", _pass)
+    wf.add(f"merge{i}", _pass, after=[f"even{i}", f"odd{i}"])
+    return f"merge{i}"
+
+
+def _diamonds(count: int) -> Workflow:
+    wf = Workflow("diamonds", input_type=int).add("start", _pass)
+    last = "start"
+    for i in range(count):
+        last = _add_diamond(wf, i, last)
+    return wf
+
+
+def test_adding_a_node_costs_the_same_in_a_small_and_a_large_workflow() -> None:
+    small, large = _diamonds(5), _diamonds(300)
+    assert _calls(lambda: _add_diamond(small, 5, "merge4")) == _calls(
+        lambda: _add_diamond(large, 300, "merge299")
+    )
+
+
+def test_validating_and_running_a_workflow_is_linear_in_its_nodes() -> None:
+    small, large = _diamonds(20), _diamonds(400)
+    per_node = [
+        _calls(lambda wf=wf: loopwise.run(wf, 3, store=None)) / len(wf.graph)
+        for wf in (small, large)
+    ]
+    assert loopwise.run(large, 3, store=None).output == 3
+    # A re-walk per merge node made the large graph ~20x dearer per node; linear stays ~1x.
+    assert per_node[1] < 1.3 * per_node[0]
