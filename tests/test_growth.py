@@ -11,8 +11,13 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 import loopwise
-from loopwise import Workflow
+from loopwise import Agent, LoopDetection, ModelRequest, Workflow
+from loopwise.port import Turn
+from loopwise.step import Event
+from loopwise.testing import ScriptedModel, call, reply
 
 
 def _calls(fn: Callable[[], Any]) -> int:
@@ -74,3 +79,44 @@ def test_validating_and_running_a_workflow_is_linear_in_its_nodes() -> None:
     assert loopwise.run(large, 3, store=None).output == 3
     # A re-walk per merge node made the large graph ~20x dearer per node; linear stays ~1x.
     assert per_node[1] < 1.3 * per_node[0]
+
+
+def _long_agent(steps: int, **settings: Any) -> tuple[Agent, ScriptedModel]:
+    """An agent that reads ``steps - 1`` pages (each ~300 characters), then answers."""
+    left = [steps]
+
+    def script(request: ModelRequest) -> Turn:
+        left[0] -= 1
+        return call("fetch_page", {"page": steps - left[0]}) if left[0] else reply("done")
+
+    async def fetch_page(page: int) -> str:
+        """Fetch one page of the history.
+
+        Args:
+            page: The page number.
+        """
+        return f"page {page}: " + "order failed, card declined; " * 10
+
+    agent = Agent(
+        name="reader",
+        tools=[fetch_page],
+        max_steps=steps + 1,
+        loop_detection=LoopDetection(repeats=0, ping_pong=0),
+        **settings,
+    )
+    return agent, ScriptedModel(script)
+
+
+def test_a_run_result_repr_is_one_line_and_sync_run_formats_no_event(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    formatted: list[Event] = []
+    monkeypatch.setattr(Event, "__repr__", lambda self: formatted.append(self) or "event")
+    agent, model = _long_agent(200)
+    result = loopwise.run(agent, "Read it all.", model=model, store=None)
+    assert result.status == "completed" and len(result.events) > 600
+    assert formatted == []  # asyncio.run formats the task's result on Python 3.11
+    text = repr(result)
+    assert "\n" not in text and len(text) < 400
+    assert text.startswith(f"RunResult(run_id={result.run_id!r}, status='completed'")
+    assert f"events={len(result.events)}" in text

@@ -18,6 +18,7 @@ import enum
 import functools
 import inspect
 import os
+import reprlib
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -433,9 +434,9 @@ def _jsonable(value: Any) -> Any:
 jsonable = _jsonable
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, repr=False)
 class RunResult:
-    """How a run ended and what it produced."""
+    """How a run ended and what it produced; its ``repr`` is a one-line summary."""
 
     run_id: str
     """The run's id (the store's key)."""
@@ -458,6 +459,16 @@ class RunResult:
     def transcript(self) -> list[Event]:
         """The event log (an alias of :attr:`events`)."""
         return self.events
+
+    def __repr__(self) -> str:
+        # Bounded whatever the run's length: asyncio.run formats its task's result (on
+        # 3.11, when it restores the Ctrl-C handler), and so do debuggers and logs.
+        detail = f", detail={reprlib.repr(self.detail)}" if self.detail else ""
+        return (
+            f"RunResult(run_id={self.run_id!r}, status={str(self.status)!r}, "
+            f"output={reprlib.repr(self.output)}, steps={self.steps}, "
+            f"events={len(self.events)}, pending={len(self.pending)}{detail})"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document the CLI prints with ``--json``."""
