@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import loopwise
-from loopwise import Agent, LoopDetection, ModelRequest, Workflow
+from loopwise import Agent, ContextPolicy, LoopDetection, ModelRequest, Workflow
 from loopwise.port import Turn
 from loopwise.step import Event
 from loopwise.testing import ScriptedModel, call, reply
@@ -81,13 +81,20 @@ def test_validating_and_running_a_workflow_is_linear_in_its_nodes() -> None:
     assert per_node[1] < 1.3 * per_node[0]
 
 
-def _long_agent(steps: int, **settings: Any) -> tuple[Agent, ScriptedModel]:
-    """An agent that reads ``steps - 1`` pages (each ~300 characters), then answers."""
+def _long_agent(
+    steps: int, sent: list[list[Any]] | None = None, **settings: Any
+) -> tuple[Agent, ScriptedModel]:
+    """An agent that reads ``steps - 1`` pages (each ~300 characters), then answers;
+    ``sent`` gets the messages of the last request."""
     left = [steps]
 
     def script(request: ModelRequest) -> Turn:
+        if sent is not None:
+            sent[:] = [request.messages]
         left[0] -= 1
-        return call("fetch_page", {"page": steps - left[0]}) if left[0] else reply("done")
+        turn = call("fetch_page", {"page": steps - left[0]}) if left[0] else reply("done")
+        turn.input_tokens = turn.output_tokens = 1  # nothing estimated from the prompt
+        return turn
 
     async def fetch_page(page: int) -> str:
         """Fetch one page of the history.
@@ -120,3 +127,29 @@ def test_a_run_result_repr_is_one_line_and_sync_run_formats_no_event(
     assert "\n" not in text and len(text) < 400
     assert text.startswith(f"RunResult(run_id={result.run_id!r}, status='completed'")
     assert f"events={len(result.events)}" in text
+
+
+def test_a_context_policy_compacts_each_old_result_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    compacted: list[Any] = []
+    compact = ContextPolicy._compact
+    monkeypatch.setattr(
+        ContextPolicy, "_compact", lambda self, m: compacted.append(m) or compact(self, m)
+    )
+    sent: list[list[Any]] = []
+    agent, model = _long_agent(100, sent, context_policy=ContextPolicy(keep_last=3))
+    assert loopwise.run(agent, "Read it all.", model=model, store=None).status == "completed"
+    assert len(compacted) == 99 - 3  # 99 results; each but the last three compacted once
+    results = [m["content"] for m in sent[0] if m["role"] == "tool"]
+    assert len(results) == 99
+    assert all("[compacted: " in r for r in results[:-3])
+    assert all(r.startswith("page ") and "[compacted" not in r for r in results[-3:])
+
+
+def test_a_late_agent_step_makes_as_many_calls_as_an_early_one() -> None:
+    def per_step(steps: int) -> float:
+        agent, model = _long_agent(steps, context_policy=ContextPolicy(keep_last=3))
+        return _calls(lambda: loopwise.run(agent, "Read.", model=model, store=None)) / steps
+
+    short, long = per_step(50), per_step(400)
+    # Re-walking the transcript every turn made a 400-step run ~4x dearer per step.
+    assert long < 1.1 * short

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -126,10 +126,7 @@ class ContextPolicy:
 
     def apply(self, messages: list[Message]) -> list[Message]:
         """``messages`` with old tool results compacted."""
-        tool_positions = [i for i, m in enumerate(messages) if m.get("role") == "tool"]
-        cut = len(tool_positions) - self.keep_last
-        old = set(tool_positions[: max(cut, 0)])
-        return [self._compact(m) if i in old else m for i, m in enumerate(messages)]
+        return _CompactedView(self).update(messages)
 
     def _compact(self, message: Message) -> Message:
         content = str(message.get("content") or "")
@@ -138,6 +135,32 @@ class ContextPolicy:
         preview = content[: self.preview_chars]
         note = f"{preview}… [compacted: {len(content)} characters, older result]"
         return {**message, "content": note}
+
+
+class _CompactedView:
+    """What a policy sends, kept up to date as an append-only transcript grows: each
+    message is looked at once and each old result compacted once, so a turn costs the
+    same early and late in a long run (re-applying the policy to the whole transcript
+    every turn made long runs quadratic)."""
+
+    def __init__(self, policy: ContextPolicy) -> None:
+        self._policy = policy
+        self._sent: list[Message] = []
+        self._whole: deque[int] = deque()  # positions of the results not yet compacted
+
+    def update(self, messages: list[Message]) -> list[Message]:
+        """The compacted ``messages`` (a fresh list); ``messages`` only grew since the
+        last call."""
+        if len(messages) < len(self._sent):
+            self._sent, self._whole = [], deque()
+        for message in messages[len(self._sent) :]:
+            if message.get("role") == "tool":
+                self._whole.append(len(self._sent))
+            self._sent.append(message)
+        while len(self._whole) > self._policy.keep_last:
+            old = self._whole.popleft()
+            self._sent[old] = self._policy._compact(self._sent[old])
+        return list(self._sent)
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,6 +282,7 @@ class _Transcript:
     untrusted: list[str] = field(default_factory=list)
     call_ids: set[str] = field(default_factory=set)
     invocation: int = 1
+    compacted: _CompactedView | None = None
 
     def gathered(self) -> dict[str, Any]:
         """Everything gathered so far: the output of a run a guardrail ended."""
@@ -363,6 +387,8 @@ class Agent:
     async def run(self, input: Any, ctx: Context) -> Any:
         """Run the loop on ``input`` (a question, or anything JSON-able)."""
         state = _Transcript(messages=self._first_messages(input))
+        if self.context_policy is not None:
+            state.compacted = _CompactedView(self.context_policy)
         # Which run of this agent at this path: a second run's calls get ids of their own.
         state.invocation = int(ctx.next_key("agent").rsplit(":", 1)[1])
         limit = ctx.max_steps or self.max_steps
@@ -403,9 +429,10 @@ class Agent:
 
     async def _call_model(self, state: _Transcript, ctx: Context) -> Turn:
         """One turn: the transcript (compacted by the policy) and the tool schemas."""
-        messages = list(state.messages)
-        if self.context_policy is not None:
-            messages = self.context_policy.apply(messages)
+        if state.compacted is None:
+            messages = list(state.messages)
+        else:
+            messages = state.compacted.update(state.messages)
         request = ModelRequest(
             messages=messages,
             tools=self._schemas or None,
