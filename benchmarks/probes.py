@@ -16,6 +16,7 @@ big parent would report the parent's peak, not its own. Elsewhere ``ru_maxrss`` 
 from __future__ import annotations
 
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -59,24 +60,33 @@ def peak_memory(kind: str, base_url: str, runs: int, repeats: int) -> float:
     return min(_run("memory", kind, base_url, str(runs)) for _ in range(repeats))
 
 
-def cli_times(commands: dict[str, Callable[[], list[str]]], repeats: int) -> dict[str, float]:
-    """Median wall seconds of each command as a fresh process (interleaved, after one
-    untimed run of each, which writes the bytecode caches); each command's argv is built
-    afresh for every run (an approval is decided once)."""
+def cli_times(
+    commands: dict[str, Callable[[], list[str]]], repeats: int
+) -> dict[str, tuple[float, float]]:
+    """Median wall and CPU seconds (user + system) of each command as a fresh process
+    (interleaved, after one untimed run of each, which writes the bytecode caches); each
+    command's argv is built afresh for every run (an approval is decided once). CPU time
+    is blind to other jobs on a busy machine; wall time is what a user waits."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
-    def once(argv: list[str]) -> float:
+    def once(argv: list[str]) -> tuple[float, float]:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         subprocess.run(argv, capture_output=True, check=True, env=env)
-        return time.perf_counter() - start
+        wall = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
     for argv in commands.values():
         once(argv())
-    seconds: dict[str, list[float]] = {name: [] for name in commands}
+    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
     for _ in range(repeats):
         for name, argv in commands.items():
-            seconds[name].append(once(argv()))
-    return {name: statistics.median(s) for name, s in seconds.items()}
+            runs[name].append(once(argv()))
+    return {
+        name: (statistics.median(w for w, _ in r), statistics.median(c for _, c in r))
+        for name, r in runs.items()
+    }
 
 
 def _import(module: str) -> None:
@@ -87,7 +97,6 @@ def _import(module: str) -> None:
 
 def _memory(kind: str, base_url: str, runs: int) -> None:
     import asyncio
-    import resource
 
     import openai
     import raw_loop

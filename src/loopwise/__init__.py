@@ -27,7 +27,7 @@ from loopwise.gates import (
     Gate,
     TerminalApprovals,
 )
-from loopwise.model import Model, ModelRequest, OpenAIModel, ToolCall, Turn, resolve_model
+from loopwise.port import Model, ModelRequest, ToolCall, Turn
 from loopwise.runner import aresume, arun, resume, run
 from loopwise.step import (
     Context,
@@ -79,10 +79,13 @@ if TYPE_CHECKING:
         Plan,
         PlanStep,
     )
+    from loopwise.model import OpenAIModel, resolve_model
 
-# Hybrids and the deciding API (decide, check, analyze, evals) load on first use: they
-# are ~35 ms of `import loopwise` that running a workflow or an agent never needs.
+# Hybrids and the deciding API (decide, check, analyze, evals) load on first use: running
+# a workflow or an agent never needs them. The openai SDK (under OpenAIModel) loads when a
+# model, a tool or a structured step is made: the store's CLI verbs never need it.
 _LAZY = {
+    **dict.fromkeys(["OpenAIModel", "resolve_model"], "loopwise.model"),
     **dict.fromkeys(["Decision", "decide"], "loopwise.decide"),
     **dict.fromkeys(["Finding", "check"], "loopwise.check"),
     **dict.fromkeys(["TraceAnalysis", "analyze"], "loopwise.analyze"),

@@ -57,7 +57,7 @@ from loopwise.gates import (
     pause,
     recheck_edited,
 )
-from loopwise.model import Message, ModelRequest, ToolCall, Turn
+from loopwise.port import Message, ModelRequest, ToolCall, Turn
 from loopwise.shape import Kind, Limits, Shape
 from loopwise.step import Context, EventType, Halt, Status, concurrently, jsonable
 from loopwise.structured import _strip_fence

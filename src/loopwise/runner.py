@@ -43,7 +43,7 @@ from pydantic import BaseModel
 
 from loopwise.errors import ConfigError
 from loopwise.gates import ApprovalRequest, Denied, Handler, Verdict, ask, verdict_from_data
-from loopwise.model import Model, resolve_model
+from loopwise.port import Model
 from loopwise.step import (
     Context,
     EventType,
@@ -399,6 +399,8 @@ def _target_and_model(
     if name is None:
         return step, None
     if loaded is None:
+        from loopwise.model import resolve_model  # the SDK loads only when a model is made
+
         return step, resolve_model(name)
     offline = getattr(loaded.module, "offline_model", None)
     if offline is not None and model is None:

@@ -302,7 +302,7 @@ class Context:
         if recorded is not None:
             # Imported here, on the replay path only (an import statement costs ~0.7 us a
             # call): the port's types; step.py stays import-light.
-            from loopwise.model import Turn
+            from loopwise.port import Turn
 
             turn = Turn.from_dict(recorded["turn"])
         else:

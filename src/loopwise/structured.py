@@ -32,7 +32,6 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar, cast
 
 import pydantic
-from openai.lib._pydantic import to_strict_json_schema
 
 from loopwise.errors import ConfigError, ResponseFormatRejected
 from loopwise.port import STRUCTURED_MODES, Message, ModelRequest, StructuredMode, Turn
@@ -96,6 +95,9 @@ class Structured(Generic[M]):
 
     def _build_templates(self, output: type[M]) -> None:
         """Everything per-call that does not depend on the input, computed once."""
+        # Imported when a step is declared: the store's CLI verbs never load the openai SDK.
+        from openai.lib._pydantic import to_strict_json_schema
+
         try:
             self.schema: dict[str, Any] = to_strict_json_schema(output)
         except Exception:  # a type the strict transform cannot handle: send it as is

@@ -19,7 +19,7 @@ from types import ModuleType
 from typing import Any
 
 from loopwise.errors import TargetError
-from loopwise.model import Model, resolve_model
+from loopwise.port import Model
 from loopwise.step import Step
 
 __all__ = ["Target", "import_module_of", "load_target", "model_for"]
@@ -119,6 +119,8 @@ def model_for(target: Target, name: str | None, *, structured_mode: str | None =
     """The model a run of ``target`` uses: ``name``/``LOOPWISE_MODEL``, with the target's
     own ``offline_model`` standing in for ``scripted``; ``structured_mode`` pins an
     OpenAI model's structured-output rung."""
+    from loopwise.model import resolve_model  # the SDK loads only when a model is made
+
     model = resolve_model(name, structured_mode=structured_mode)
     if model.name == "scripted" and hasattr(target.module, "offline_model"):
         offline: Any = target.module.offline_model

@@ -43,7 +43,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, get_args, get_origin, get_type_hints, overload
 
 import pydantic
-from openai import pydantic_function_tool
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_core import core_schema
@@ -506,6 +505,9 @@ async def _in_own_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
 
 
 def _function_schema(name: str, description: str, model: type[BaseModel]) -> dict[str, Any]:
+    # Imported when a tool is declared: the store's CLI verbs never load the openai SDK.
+    from openai import pydantic_function_tool
+
     entry = pydantic_function_tool(model, name=name, description=description or name)
     # A plain dict (the SDK's wrapper carries the model class), JSON-ready for any sink.
     function = dict(entry["function"])

@@ -1,14 +1,18 @@
-"""Costs that must grow linearly with the work (issue 17), checked without a clock.
+"""Costs that must not come back (issue 17), checked without a clock.
 
-Each test counts Python function calls (``sys.setprofile``), retained objects or
+Each test counts Python function calls (``sys.setprofile``), formatted objects or
 imported modules: work that re-walks everything gathered so far shows up as a count
-that grows with the size, on any machine, however loaded.
+that grows with the size, and a heavy import as a module in ``sys.modules``, on any
+machine, however loaded.
 """
 
 from __future__ import annotations
 
+import subprocess
 import sys
+import textwrap
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -153,3 +157,49 @@ def test_a_late_agent_step_makes_as_many_calls_as_an_early_one() -> None:
     short, long = per_step(50), per_step(400)
     # Re-walking the transcript every turn made a 400-step run ~4x dearer per step.
     assert long < 1.1 * short
+
+
+def test_the_store_verbs_do_not_load_the_openai_sdk(tmp_path: Path) -> None:
+    store = tmp_path / "runs.db"
+    paused = []
+    for _ in range(2):
+        agent, model = _gated_refunder()
+        result = loopwise.run(agent, "Refund O-1.", model=model, store=store)
+        assert result.status == "awaiting_approval"
+        paused.append(result.run_id)
+    at = ["--store", str(store)]
+    verbs = [
+        ["runs", "list", *at],
+        ["runs", "show", paused[0], *at, "--json"],
+        ["pending", *at, "--json"],
+        ["approve", paused[0], *at, "--by", "alice"],
+        ["deny", paused[1], *at, "--reason", "no"],
+        ["decide", "--steps-known", "no", "--wrong-step-cost", "expensive"],
+    ]
+    script = textwrap.dedent(
+        f"""
+        import sys
+        from loopwise.cli import main
+        codes = [main(argv) for argv in {verbs!r}]
+        sdk = sorted(m for m in sys.modules if m.split(".")[0] == "openai")
+        print(codes, sdk[:3])
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.splitlines()[-1] == "[0, 0, 0, 0, 0, 0] []"
+
+
+def _gated_refunder() -> tuple[Agent, ScriptedModel]:
+    @loopwise.tool(effect="irreversible", gate=loopwise.gates.human())
+    async def refund(order_id: str) -> str:
+        """Refund one order that was charged in error.
+
+        Args:
+            order_id: The order to refund.
+        """
+        return f"refunded {order_id}"
+
+    agent = Agent(name="refunder", tools=[refund], max_steps=3)
+    return agent, ScriptedModel([call("refund", {"order_id": "O-1"}), reply("done")])
