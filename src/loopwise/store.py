@@ -22,12 +22,14 @@ runs never interleave and a lost or doubled event cannot pass silently.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -455,24 +457,27 @@ class SQLiteStore:
 
     def events(self, run_id: str) -> list[Event]:
         """The run's events in ``seq`` order."""
-        rows = self._read(
-            "SELECT seq, type, step, at, data FROM events WHERE run_id = ? ORDER BY seq",
-            (run_id,),
-        )
-        return [
-            Event(
-                seq=r["seq"],
-                type=EventType(r["type"]),
-                step=r["step"],
-                at=r["at"],
-                data=json.loads(r["data"]),
+        with _collector_paused():
+            rows = self._read(
+                "SELECT seq, type, step, at, data FROM events WHERE run_id = ? ORDER BY seq",
+                (run_id,),
             )
-            for r in rows
-        ]
+            return [
+                Event(
+                    seq=r["seq"],
+                    type=EventType(r["type"]),
+                    step=r["step"],
+                    at=r["at"],
+                    data=json.loads(r["data"]),
+                )
+                for r in rows
+            ]
 
     def show(self, run_id: str) -> dict[str, Any]:
         """The audit log ``{"run_id", "target", "status", "usage", "output", "events"}``."""
         run = self.get_run(run_id)
+        with _collector_paused():
+            events = [e.to_dict() for e in self.events(run_id)]
         return {
             "run_id": run["run_id"],
             "target": run["target"],
@@ -486,16 +491,17 @@ class SQLiteStore:
             "created_at": run["created_at"],
             "updated_at": run["updated_at"],
             "approvals": self.approvals(run_id),
-            "events": [e.to_dict() for e in self.events(run_id)],
+            "events": events,
         }
 
     def journal(self, run_id: str) -> dict[str, dict[str, Any]]:
         """``{key: data}`` for replay; a later event with the same key wins."""
-        rows = self._read(
-            "SELECT key, data FROM events WHERE run_id = ? AND key IS NOT NULL ORDER BY seq",
-            (run_id,),
-        )
-        return {r["key"]: json.loads(r["data"]) for r in rows}
+        with _collector_paused():
+            rows = self._read(
+                "SELECT key, data FROM events WHERE run_id = ? AND key IS NOT NULL ORDER BY seq",
+                (run_id,),
+            )
+            return {r["key"]: json.loads(r["data"]) for r in rows}
 
     def pending(self, run_id: str | None = None) -> list[dict[str, Any]]:
         """Undecided approvals, oldest first (of ``run_id``, or of every run)."""
@@ -782,3 +788,21 @@ def _approval_dict(row: sqlite3.Row) -> dict[str, Any]:
         "decision_reason": row["decision_reason"],
         "edited_args": _load(row["edited_args"]),
     }
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause the cycle collector while a run's log decodes into fresh rows, dicts and lists.
+
+    They hold no reference cycles, so a collection finds nothing in them, yet allocating
+    them triggers collections, and the full ones rescan the whole heap: reading a long log
+    grew faster than its length. Reference counting still frees what is dropped.
+    """
+    if not gc.isenabled():  # paused already (an outer read, another thread, the caller)
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
