@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 import loopwise
-from loopwise import Agent, ContextPolicy, LoopDetection, ModelRequest, Workflow
-from loopwise.port import Turn
+from loopwise import Agent, Budget, ContextPolicy, LoopDetection, ModelRequest, Workflow
+from loopwise.port import Turn, message_chars
 from loopwise.step import Event
 from loopwise.store import SQLiteStore
 from loopwise.testing import ScriptedModel, call, reply
@@ -88,15 +88,15 @@ def test_validating_and_running_a_workflow_is_linear_in_its_nodes() -> None:
 
 
 def _long_agent(
-    steps: int, sent: list[list[Any]] | None = None, **settings: Any
+    steps: int, sent: list[ModelRequest] | None = None, **settings: Any
 ) -> tuple[Agent, ScriptedModel]:
     """An agent that reads ``steps - 1`` pages (each ~300 characters), then answers;
-    ``sent`` gets the messages of the last request."""
+    ``sent`` gets the last request."""
     left = [steps]
 
     def script(request: ModelRequest) -> Turn:
         if sent is not None:
-            sent[:] = [request.messages]
+            sent[:] = [request]
         left[0] -= 1
         turn = call("fetch_page", {"page": steps - left[0]}) if left[0] else reply("done")
         turn.input_tokens = turn.output_tokens = 1  # nothing estimated from the prompt
@@ -141,11 +141,13 @@ def test_a_context_policy_compacts_each_old_result_once(monkeypatch: pytest.Monk
     monkeypatch.setattr(
         ContextPolicy, "_compact", lambda self, m: compacted.append(m) or compact(self, m)
     )
-    sent: list[list[Any]] = []
+    sent: list[ModelRequest] = []
     agent, model = _long_agent(100, sent, context_policy=ContextPolicy(keep_last=3))
     assert loopwise.run(agent, "Read it all.", model=model, store=None).status == "completed"
     assert len(compacted) == 99 - 3  # 99 results; each but the last three compacted once
-    results = [m["content"] for m in sent[0] if m["role"] == "tool"]
+    # The size the policy keeps up to date is the size of what is sent.
+    assert sent[0].known_chars == sum(message_chars(m) for m in sent[0].messages)
+    results = [m["content"] for m in sent[0].messages if m["role"] == "tool"]
     assert len(results) == 99
     assert all("[compacted: " in r for r in results[:-3])
     assert all(r.startswith("page ") and "[compacted" not in r for r in results[-3:])
@@ -153,7 +155,10 @@ def test_a_context_policy_compacts_each_old_result_once(monkeypatch: pytest.Monk
 
 def test_a_late_agent_step_makes_as_many_calls_as_an_early_one() -> None:
     def per_step(steps: int) -> float:
-        agent, model = _long_agent(steps, context_policy=ContextPolicy(keep_last=3))
+        # A token budget has every prompt's size estimated, under the policy's compaction.
+        agent, model = _long_agent(
+            steps, context_policy=ContextPolicy(keep_last=3), budget=Budget(max_tokens=10**9)
+        )
         return _calls(lambda: loopwise.run(agent, "Read.", model=model, store=None)) / steps
 
     short, long = per_step(50), per_step(400)

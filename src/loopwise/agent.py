@@ -57,7 +57,7 @@ from loopwise.gates import (
     pause,
     recheck_edited,
 )
-from loopwise.port import Message, ModelRequest, ToolCall, Turn
+from loopwise.port import Message, ModelRequest, ToolCall, Turn, message_chars
 from loopwise.shape import Kind, Limits, Shape
 from loopwise.step import Context, EventType, Halt, Status, concurrently, jsonable
 from loopwise.structured import _strip_fence
@@ -147,19 +147,23 @@ class _CompactedView:
         self._policy = policy
         self._sent: list[Message] = []
         self._whole: deque[int] = deque()  # positions of the results not yet compacted
+        self.chars = 0
+        """The size of what is sent, as the prompt-size estimate counts it."""
 
     def update(self, messages: list[Message]) -> list[Message]:
         """The compacted ``messages`` (a fresh list); ``messages`` only grew since the
         last call."""
         if len(messages) < len(self._sent):
-            self._sent, self._whole = [], deque()
+            self._sent, self._whole, self.chars = [], deque(), 0
         for message in messages[len(self._sent) :]:
             if message.get("role") == "tool":
                 self._whole.append(len(self._sent))
             self._sent.append(message)
+            self.chars += message_chars(message)
         while len(self._whole) > self._policy.keep_last:
             old = self._whole.popleft()
-            self._sent[old] = self._policy._compact(self._sent[old])
+            whole, self._sent[old] = self._sent[old], self._policy._compact(self._sent[old])
+            self.chars += message_chars(self._sent[old]) - message_chars(whole)
         return list(self._sent)
 
 
@@ -429,15 +433,18 @@ class Agent:
 
     async def _call_model(self, state: _Transcript, ctx: Context) -> Turn:
         """One turn: the transcript (compacted by the policy) and the tool schemas."""
+        known = None
         if state.compacted is None:
             messages = list(state.messages)
         else:
             messages = state.compacted.update(state.messages)
+            known = state.compacted.chars  # compaction rewrites old messages: not re-measured
         request = ModelRequest(
             messages=messages,
             tools=self._schemas or None,
             output_schema=self._output_schema,
             temperature=self.temperature,
+            known_chars=known,
         )
         state.turns += 1
         ctx.count_step()

@@ -21,6 +21,7 @@ __all__ = [
     "StructuredMode",
     "ToolCall",
     "Turn",
+    "message_chars",
 ]
 
 Message = dict[str, Any]
@@ -138,6 +139,9 @@ class ModelRequest:
     on_text: Callable[[str], None] | None = None
     """Stream the answer: called with each piece of its text as it arrives. Not sent; the
     turn is the same as without it, and a model that cannot stream ignores it."""
+    known_chars: int | None = None
+    """The messages' size (:func:`message_chars` summed) when the sender keeps it up to
+    date already (an agent under a context policy does); ``None``: measured here."""
 
     def prompt_chars(self) -> int:
         """Characters in the messages and tool schemas (for a cheap token estimate).
@@ -146,13 +150,15 @@ class ModelRequest:
         size of the longest prefix already measured is reused (checked by identity, at
         C speed) and only the new messages are measured.
         """
-        size = _SIZES.messages(self.messages)
+        known = self.known_chars
+        size = _SIZES.messages(self.messages) if known is None else known
         if self.tools:
             size += _SIZES.tools(self.tools)
         return size
 
 
-def _message_chars(message: Message) -> int:
+def message_chars(message: Message) -> int:
+    """The characters of ``message`` that the prompt-size estimate counts."""
     size = len(str(message.get("content") or ""))
     for call in message.get("tool_calls") or ():
         size += len(call["function"]["arguments"]) + len(call["function"]["name"])
@@ -184,7 +190,7 @@ class _PromptSizes:
             k = len(prefix)
             if k <= len(messages) and prefix[0] is messages[0] and messages[:k] == prefix:
                 start, size = k, prefix_size
-        size += sum(_message_chars(m) for m in messages[start:])
+        size += sum(message_chars(m) for m in messages[start:])
         self._remember(self._prefixes, key, (list(messages), size))
         return size
 
