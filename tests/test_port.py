@@ -35,13 +35,13 @@ def _from_scratch(messages: list[dict[str, Any]]) -> int:
 
 def test_the_prompt_size_measures_only_the_new_messages(monkeypatch: pytest.MonkeyPatch) -> None:
     measured: list[int] = []
-    real = loopwise.port._message_chars
+    real = loopwise.port.message_chars
 
     def counting(message: dict[str, Any]) -> int:
         measured.append(1)
         return real(message)
 
-    monkeypatch.setattr(loopwise.port, "_message_chars", counting)
+    monkeypatch.setattr(loopwise.port, "message_chars", counting)
     messages = _transcript(1000)
     first = ModelRequest(messages=list(messages)).prompt_chars()
     assert len(measured) == len(messages)
