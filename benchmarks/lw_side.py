@@ -48,6 +48,32 @@ async def run(step: Any, input: Any, model: Any, **options: Any) -> loopwise.Run
     return await loopwise.arun(step, input, model=model, **{"store": None, **options})
 
 
+async def watch(step: Any, input: Any, model: Any, **options: Any) -> loopwise.RunResult:
+    """One loopwise run consumed through ``astream`` (every event handed to the loop)."""
+    stream = loopwise.astream(step, input, model=model, **{"store": None, **options})
+    async for _ in stream:
+        pass
+    assert stream.result is not None
+    return stream.result
+
+
+def otel_sink() -> Any:
+    """An OTel sink on an SDK provider whose exporter drops every span (the SDK's span
+    work is measured, no export)."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+
+    from loopwise.otel import OTelSink
+
+    class Drop(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(Drop()))
+    return OTelSink(provider)
+
+
 def store_options() -> dict[str, Any]:
     """Run options recording into a fresh SQLite store."""
     path = Path(tempfile.mkdtemp(prefix="loopwise-bench-")) / "runs.db"

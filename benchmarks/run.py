@@ -174,6 +174,50 @@ async def bench_overhead(url: str) -> list[Row]:
     return rows
 
 
+async def bench_watching(url: str) -> list[Row]:
+    """What watching a run costs per model call, each against the same agent run plain:
+    ``astream`` consuming every event, the OTel sink (SDK spans, dropped by the exporter),
+    and streamed model output (``stream=True``: server-sent events, chunks assembled)."""
+    client = _client(url)
+    model = lw_side.openai_model(MODEL, client)
+    agent, sink = lw_side.make_agent(), lw_side.otel_sink()
+    rounds, n, calls = (3, 8, 6) if QUICK else (25, 8, 6)
+
+    async def plain() -> None:
+        _check(await lw_side.run(agent, QUESTION, model))
+
+    async def streamed_events() -> None:
+        _check(await lw_side.watch(agent, QUESTION, model))
+
+    async def traced() -> None:
+        _check(await lw_side.run(agent, QUESTION, model, sinks=(sink,)))
+
+    async def streamed_text() -> None:
+        _check(await lw_side.run(agent, QUESTION, model, stream=True))
+
+    rows = []
+    for name, variant, target in (
+        ("astream (every event): time per model call", streamed_events, 1.05),
+        ("OTel sink (no-op exporter): per model call", traced, 1.10),
+        ("stream=True (SSE, chunks assembled): per call", streamed_text, None),
+    ):
+        timing = await _interleaved(plain, variant, n, rounds)
+        lw_c, plain_c = timing.lw / (n * calls), timing.raw / (n * calls)
+        rows.append(
+            Row(
+                name,
+                _ms(lw_c),
+                _ms(plain_c) + " (plain)",
+                timing.ratio,
+                f"<= {target:.2f}x" if target else "vs plain run",
+                None if target is None else timing.ratio <= target,
+                f"{(lw_c - plain_c) * 1e6:+.0f} us/call; middle half of rounds {timing.spread}",
+            )
+        )
+    await client.close()
+    return rows
+
+
 async def bench_concurrency(url: str) -> Row:
     """Throughput of N concurrent agent runs in one process against a 50 ms server."""
     runs = 200 if QUICK else 1000
@@ -458,6 +502,7 @@ async def _all() -> list[Row]:
     rows = await _section("import time", asyncio.to_thread(bench_import))
     with Server(latency=0.0) as fast:
         rows += await _section("per-call overhead", bench_overhead(fast.base_url))
+        rows += await _section("watching runs", bench_watching(fast.base_url))
     with Server(latency=0.05) as slow:
         rows += await _section("concurrency", bench_concurrency(slow.base_url))
     with Server(latency=0.0) as fast:

@@ -71,6 +71,9 @@ def test_a_run_is_a_span_tree_with_genai_names(tmp_path: Path) -> None:
         assert child.parent is not None and child.parent.span_id == root.context.span_id
         assert child.context.trace_id == root.context.trace_id
     assert root.parent is None and root.attributes is not None
+    assert root.name == "invoke_agent clerk"
+    assert root.attributes[gen_ai.GEN_AI_OPERATION_NAME] == "invoke_agent"
+    assert root.attributes[gen_ai.GEN_AI_AGENT_NAME] == "clerk"
     assert root.attributes["loopwise.run_id"] == result.run_id
     assert root.attributes["loopwise.status"] == "completed"
     chat = chats[0].attributes or {}
@@ -85,6 +88,34 @@ def test_a_run_is_a_span_tree_with_genai_names(tmp_path: Path) -> None:
     assert tool_attrs[gen_ai.GEN_AI_TOOL_NAME] == "lookup"
     assert tool_attrs[gen_ai.GEN_AI_TOOL_CALL_ID]
     assert tool_attrs["loopwise.tool.effect"] == "read"
+    for span in spans:
+        for name in span.attributes or {}:
+            assert name.startswith("loopwise.") or name in SEMCONV_NAMES, name
+
+
+def test_a_workflow_run_nests_its_agent_node_and_the_agents_calls() -> None:
+    @loopwise.step
+    async def tidy(question: str) -> str:
+        return question.strip()
+
+    desk = loopwise.Workflow("desk").then(tidy).then(_clerk())
+    provider, exporter = _tracing()
+    result = loopwise.run(desk, " O-1? ", model=_model(), store=None, sinks=(OTelSink(provider),))
+    assert result.status == "completed"
+    spans = exporter.get_finished_spans()
+    by_name = _by_name(spans)
+    root, agent, node = (
+        by_name["invoke_workflow desk"],
+        by_name["invoke_agent clerk"],
+        by_name["tidy"],
+    )
+    assert (root.attributes or {})[gen_ai.GEN_AI_WORKFLOW_NAME] == "desk"
+    assert (node.attributes or {})["loopwise.step.kind"] == "function"
+    for child in (agent, node):
+        assert child.parent is not None and child.parent.span_id == root.context.span_id
+    for grandchild in [s for s in spans if s.name in ("chat scripted", "execute_tool lookup")]:
+        assert grandchild.parent is not None
+        assert grandchild.parent.span_id == agent.context.span_id
     for span in spans:
         for name in span.attributes or {}:
             assert name.startswith("loopwise.") or name in SEMCONV_NAMES, name

@@ -738,6 +738,10 @@ class _Attempt:
         self.name = name
         self.inner = inner
 
+    def describe(self) -> Shape:
+        """The planner, under this attempt's name."""
+        return replace(describe(self.inner), name=self.name)
+
     async def run(self, input: Any, ctx: Context) -> Any:
         # Declared effects are checked when the hybrid is built; this also covers what
         # the planner reaches through nested steps (an agent wrapped by as_tool as "read").
@@ -797,6 +801,7 @@ class Hybrid:
         self.output_type: Any = HybridOutput
         self.description = task
         self.planner = planner or self._default_planner(task, tools, planner_max_steps)
+        self._attempts: dict[str, _Attempt] = {}
         check_planner(self.planner, name)
 
     def _default_planner(self, task: str, tools: Sequence[Any], max_steps: int) -> Any:
@@ -866,7 +871,11 @@ class Hybrid:
         before = (replace(ctx.usage), ctx.steps[0])
         for attempt in range(1, self.max_plan_retries + 2):
             name = "plan" if (round_no, attempt) == (1, 1) else f"plan_{round_no}_{attempt}"
-            raw = await ctx.run_step(_Attempt(name, self.planner), planner_request(input, notes))
+            attempt_step = self._attempts.get(name)
+            if attempt_step is None or attempt_step.inner is not self.planner:
+                # One object per attempt name: a step's kind is remembered by its identity.
+                attempt_step = self._attempts[name] = _Attempt(name, self.planner)
+            raw = await ctx.run_step(attempt_step, planner_request(input, notes))
             plan, errors = await self._validate(raw, key, ctx, before)
             if plan is not None:
                 return plan

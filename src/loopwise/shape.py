@@ -15,9 +15,12 @@ proposed plan are all drawn by it from a :class:`Graph`.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import enum
+import functools
 import re
+import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -35,6 +38,7 @@ __all__ = [
     "ToolShape",
     "describe",
     "drawing",
+    "kind_of",
     "mermaid",
     "parameters_of",
 ]
@@ -207,6 +211,26 @@ def describe(step: object) -> Shape:
         return step.describe()
     finally:
         _IN_PROGRESS.reset(token)
+
+
+_KINDS: dict[int, tuple[weakref.ref[Any], Kind]] = {}
+
+
+def kind_of(step: object) -> Kind:
+    """``describe(step).kind``, remembered per step object: a run names the kind of every
+    step it enters (``step_started``), and describing a step builds its whole shape."""
+    key = id(step)
+    known = _KINDS.get(key)
+    if known is not None and known[0]() is step:
+        return known[1]
+    kind = describe(step).kind
+    with contextlib.suppress(TypeError):  # a step without weak references is not remembered
+        _KINDS[key] = (weakref.ref(step, functools.partial(_forget, key)), kind)
+    return kind
+
+
+def _forget(key: int, _gone: object) -> None:
+    _KINDS.pop(key, None)
 
 
 def parameters_of(schema: Mapping[str, Any]) -> dict[str, str | None]:

@@ -34,7 +34,7 @@ from typing import (
 )
 
 from loopwise.errors import ConfigError, LoopwiseError, ModelAPIError
-from loopwise.shape import Kind, Shape
+from loopwise.shape import Kind, Shape, kind_of
 from loopwise.usage import Budget, Pricing, Usage
 
 __all__ = [
@@ -377,7 +377,10 @@ class Context:
         key = child.next_key("started")
         if key not in self.replay:
             # A resumed run re-enters its steps to replay them; the log says so only once.
-            child.emit(EventType.STEP_STARTED, {"input": _jsonable(input), "key": key})
+            child.emit(
+                EventType.STEP_STARTED,
+                {"input": _jsonable(input), "key": key, "kind": str(kind_of(step))},
+            )
         output = await step.run(input, child)
         own.wall_seconds = self.clock() - started
         child.emit(EventType.STEP_FINISHED, {"output": _jsonable(output), "usage": own.to_dict()})

@@ -54,7 +54,7 @@ from __future__ import annotations
 import enum
 import types
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, is_dataclass
+from dataclasses import dataclass, field, is_dataclass, replace
 from typing import (
     TYPE_CHECKING,
     Annotated,
@@ -167,7 +167,7 @@ class _RouteStep:
         return RouteDecision(value=value, key=key, branch=branch)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, weakref_slot=True)
 class _Named:
     """A node's step under the node's name (its events' path and journal keys)."""
 
@@ -176,6 +176,10 @@ class _Named:
 
     async def run(self, input: Any, ctx: Context) -> Any:
         return await self.inner.run(input, ctx)
+
+    def describe(self) -> Shape:
+        """The node's step, under the node's name."""
+        return replace(describe(self.inner), name=self.name)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -495,13 +499,22 @@ class Workflow:
             return next(iter(live.values()))
         return live
 
+    def _named(self, node: str, step: Any) -> _Named:
+        """The node's step under its name: one object per node, so what is remembered about
+        a step by its identity (its kind, for ``step_started``) holds across runs."""
+        data = self.graph.nodes[node]
+        named = data.get("named")
+        if named is None or named.inner is not step:
+            named = data["named"] = _Named(node, step)
+        return named  # type: ignore[no-any-return]
+
     async def _run_node(self, node: str, plan: _Plan, state: _RunState, ctx: Context) -> None:
         step = self.graph.nodes[node]["step"]
         try:
             value = self._node_input(node, plan, state)
             value = _coerce(value, getattr(step, "input_type", Any), f"node {node}")
             ctx.count_step()
-            state.outputs[node] = await ctx.run_step(_Named(node, step), value)
+            state.outputs[node] = await ctx.run_step(self._named(node, step), value)
         except (Halt, ConfigError):
             raise
         except Exception as e:
