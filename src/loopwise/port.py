@@ -9,6 +9,7 @@ core can build requests and turns without loading the ``openai`` client;
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -175,6 +176,7 @@ class _PromptSizes:
 
     def __init__(self, limit: int = 64) -> None:
         self.limit = limit
+        self._lock = threading.Lock()
         self._prefixes: dict[int, tuple[list[Message], int]] = {}
         self._tools: dict[int, tuple[list[dict[str, Any]], int]] = {}
 
@@ -203,10 +205,12 @@ class _PromptSizes:
         return size
 
     def _remember(self, table: dict[int, Any], key: int, value: Any) -> None:
-        table.pop(key, None)
-        table[key] = value
-        if len(table) > self.limit:
-            del table[next(iter(table))]
+        # The fake server prices turns on its own thread: evicting must not race an insert.
+        with self._lock:
+            table.pop(key, None)
+            table[key] = value
+            if len(table) > self.limit:
+                del table[next(iter(table))]
 
 
 _SIZES = _PromptSizes()
