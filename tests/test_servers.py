@@ -17,6 +17,7 @@ import pytest
 from pydantic import BaseModel
 
 import loopwise
+import loopwise.errors
 from loopwise import Agent, ConfigError, Structured
 from loopwise.cli import main
 from loopwise.testing import PROFILES, FakeChatServer, Fault, call, reply
@@ -154,6 +155,31 @@ def test_the_llama_cpp_python_profile_rejects_what_its_templates_reject(content:
     assert isinstance(error, loopwise.ModelAPIError) and error.status_code == 500
     assert "'dict object' has no attribute 'content'" in str(error)
     assert "Traceback" not in str(error) and "Traceback" in (error.body or "")
+
+
+def test_an_unrecognizable_rejection_is_an_error_not_a_step_down() -> None:
+    """llama-cpp-python refuses tool_choice "required" with an empty 500: nothing named,
+    so it is not taken for a rejection (pin a rung for such servers)."""
+    tool = {"type": "function", "function": {"name": "lookup", "parameters": {}}}
+    request = loopwise.ModelRequest(
+        messages=[{"role": "user", "content": "x"}], tools=[tool], tool_choice="required"
+    )
+    with FakeChatServer(profile="llama-cpp-python") as server:
+        model = server.model(max_retries=1)
+
+        async def go() -> BaseException | None:
+            try:
+                await model.complete(request)
+            except loopwise.ModelAPIError as e:
+                return e
+            finally:
+                await model.aclose()
+            return None
+
+        error = asyncio.run(go())
+    assert isinstance(error, loopwise.ModelAPIError)
+    assert not isinstance(error, loopwise.errors.ResponseFormatRejected)
+    assert error.status_code == 500 and len(server.requests) == 2  # the SDK retried a 500
 
 
 def test_tool_arguments_sent_as_an_object_reach_the_tool() -> None:

@@ -158,9 +158,13 @@ def _vllm_error(message: str) -> Any:
 LLAMA_CPP_PYTHON = ServerProfile(
     name="llama-cpp-python",
     source="llama-cpp-python 0.3.36 `python -m llama_cpp.server --chat_format "
-    "chatml-function-calling` with Gemma 3 270M, run by `make compat` (issue 19); "
-    "json_object with a schema is its documented JSON-schema mode (abetlen/llama-cpp-python#1122)"
-    "; the 500 on json_schema is also ggml-org/llama.cpp#23463",
+    "chatml-function-calling` with Gemma 3 270M, as reported in issue 19 (500 naming "
+    'response_format on json_schema; content required; tool_choice "required" refused), '
+    "also ggml-org/llama.cpp#23463; its 0.3.36 source: server/errors.py answers any "
+    "exception with a 500 carrying str(error), the chatml-function-calling template uses "
+    'StrictUndefined (a missing content fails) and asserts tool_choice == "auto" (an '
+    "empty message); json_object with a schema is its JSON-schema mode "
+    "(abetlen/llama-cpp-python#1122)",
     rejects={
         "json_schema": Rejection(
             status=500,
@@ -170,13 +174,18 @@ LLAMA_CPP_PYTHON = ServerProfile(
                 "input_value='json_schema', input_type=str]"
             ),
         ),
+        # Its chatml-function-calling handler asserts tool_choice == "auto" after the named
+        # and "none" cases; the bare AssertionError's text is empty, so nothing is named.
         "tool_choice_required": Rejection(
             status=500,
-            body=_llama_cpp_python_error(
-                "1 validation error for CreateChatCompletionRequest\ntool_choice\n"
-                "  Input should be 'none' or 'auto' [type=literal_error, "
-                "input_value='required', input_type=str]"
-            ),
+            body={
+                "error": {
+                    "message": "",
+                    "type": "internal_server_error",
+                    "param": None,
+                    "code": None,
+                }
+            },
         ),
     },
     assistant_content=Rejection(
