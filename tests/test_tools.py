@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -230,3 +231,54 @@ def test_one_of_integers_rejects_booleans() -> None:
         assert "is a boolean, not one of the allowed values" in message, raw
     assert pick.parse('{"level": 1, "flag": true}').model_dump() == {"level": 1, "flag": True}
     assert pick.schema["function"]["parameters"]["properties"]["level"]["enum"] == [1, 2]
+
+
+def test_allow_list_mistakes_raise_tool_error_naming_the_helper() -> None:
+    mistakes: list[tuple[str, str, Any]] = [
+        ("Bounds", "Bounds() needs ge= and/or le=", Bounds),
+        ("OneOf", "OneOf() needs at least one allowed value", lambda: OneOf([])),
+        ("IdPattern", "IdPattern('O-(\\\\d') is not a valid regex", lambda: IdPattern(r"O-(\d")),
+    ]
+    for helper, message, declare in mistakes:
+        with pytest.raises(ToolError) as info:
+            declare()
+        assert str(info.value).startswith(message) and info.value.tool == helper
+
+
+def test_allow_lists_declared_in_a_function_hold_as_at_module_level() -> None:
+    # Constraints built here, not at import: one-sided bounds, an ASCII-only pattern
+    # written with anchors, and the allowed values named in the error.
+    @tool
+    def refund(
+        order_id: Annotated[str, IdPattern(r"^O-\d{4}$")],
+        amount: Annotated[int, Bounds(ge=1)],
+        tip: Annotated[Decimal, Bounds(le=5)],
+        speed: Annotated[int, OneOf([1, 2])] = 1,
+    ) -> str:
+        """Refund an order."""
+        return order_id
+
+    ok = {"order_id": "O-1234", "amount": 1, "tip": "5"}
+    assert refund.parse(ok).model_dump()["amount"] == 1
+    props = refund.schema["function"]["parameters"]["properties"]
+    assert props["order_id"]["pattern"] == r"^O-\d{4}$"
+    assert "maximum" not in props["amount"] and props["amount"]["minimum"] == 1
+    assert "minimum" not in props["tip"] and props["tip"]["maximum"] == 5
+    cases = {
+        "O-١٢٣٤": ("order_id", "'O-١٢٣٤' does not match the id pattern ^O-\\d{4}$"),
+        "-5": ("amount", "-5 is below the minimum 1"),
+        "NaN": ("tip", "Input should be a finite number"),
+        "6": ("tip", "Decimal('6') is above the maximum 5"),
+        "3": ("speed", "3 is not one of the allowed values: 1, 2"),
+    }
+    for raw, (field, expected) in cases.items():
+        args = {**ok, field: raw if field in ("order_id", "tip") else int(raw)}
+        assert expected in _argument_error(refund, json.dumps(args)), raw
+    assert repr(IdPattern(r"\d+")) == r"IdPattern('\\d+')"
+
+    @tool
+    def rename(name: Annotated[str, Bounds(le=5)]) -> str:
+        """Bounds on text: a declaration slip that must not let anything through."""
+        return name
+
+    assert "'abc' is not a finite number" in _argument_error(rename, '{"name": "abc"}')
