@@ -9,6 +9,7 @@ that a cancelled run waits for a sync write already running.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import threading
 from pathlib import Path
@@ -397,3 +398,64 @@ def test_a_cancelled_run_waits_for_a_sync_write_already_running_and_records_it(
     result = kinds.index(("tool_result", "slow_write"))
     assert result < kinds.index(("run_finished", None))
     assert log["events"][result]["data"]["content"] == "written"
+
+
+def test_an_approval_hash_is_the_canonical_json_of_the_tool_and_its_arguments() -> None:
+    # Stored approvals are matched by this hash: it must not depend on key order, and
+    # must stay the same across versions (approvals outlive the process that asked).
+    args = {"b": 2, "a": [1, {"y": "é", "x": 2.5}]}
+    reordered = {"a": [1, {"x": 2.5, "y": "é"}], "b": 2}
+    canonical = '["pay",{"a":[1,{"x":2.5,"y":"\\u00e9"}],"b":2}]'
+    expected = hashlib.sha256(canonical.encode()).hexdigest()
+    assert gates.args_hash("pay", args) == gates.args_hash("pay", reordered) == expected
+    assert gates.args_hash("pay", {"b": 3, "a": [1]}) != gates.args_hash("pay", {"b": 2, "a": [1]})
+
+
+def _denial_read_by_the_model(gate: Any) -> str:
+    paid: list[Any] = []
+    agent = loopwise.Agent(name="a", tools=[_pay_tool(gate, paid)])
+
+    def respond(request: loopwise.ModelRequest) -> Any:
+        done = _tool_results(request)
+        return reply(done[-1]) if done else call("pay", {"amount": 5}, id="c1")
+
+    result = loopwise.run(agent, "go", model=ScriptedModel(respond), store=None)
+    assert result.status == Status.COMPLETED and paid == []
+    return str(result.output)
+
+
+def test_a_policy_denial_says_why_to_the_model() -> None:
+    said = {
+        "denied by policy": gates.policy(lambda a: False),
+        "a policy cannot edit arguments": gates.policy(lambda a: Edited({"amount": 1})),
+        "needs a look (this gate has no human to ask)": gates.policy(
+            lambda a: Escalate("needs a look")
+        ),
+    }
+    for reason, gate in said.items():
+        assert reason in _denial_read_by_the_model(gate), reason
+
+
+def test_a_gate_that_is_not_a_gate_is_a_config_error_naming_the_tool() -> None:
+    with pytest.raises(loopwise.ConfigError, match="'pay': gate 'nope' is not a gate") as info:
+        asyncio.run(gates.recheck_edited("nope", "pay", {"amount": 1}))
+    assert info.value.name == "pay"
+
+
+def test_claiming_a_run_that_a_live_process_runs_is_a_config_error_naming_it(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "runs.db"
+    agent = loopwise.Agent(name="a", tools=[_pay_tool(gates.human(), [])])
+
+    def respond(request: loopwise.ModelRequest) -> Any:
+        done = _tool_results(request)
+        return reply(done[-1]) if done else call("pay", {"amount": 2}, id="c1")
+
+    paused = loopwise.run(agent, "go", model=ScriptedModel(respond), store=db)
+    with SQLiteStore(db) as store:
+        store.decide(paused.run_id, "c1", decision="approved", by="alice")
+        assert store.claim(paused.run_id, "first", alive=lambda owner: False) is True
+        with pytest.raises(loopwise.ConfigError, match="is still running") as info:
+            store.claim(paused.run_id, "second", alive=lambda owner: owner == "first")
+        assert info.value.name == paused.run_id
