@@ -426,7 +426,7 @@ def _denial_read_by_the_model(gate: Any) -> str:
 
 def test_a_policy_denial_says_why_to_the_model() -> None:
     said = {
-        "denied by policy": gates.policy(lambda a: False),
+        "policy: denied by policy": gates.policy(lambda a: False),
         "a policy cannot edit arguments": gates.policy(lambda a: Edited({"amount": 1})),
         "needs a look (this gate has no human to ask)": gates.policy(
             lambda a: Escalate("needs a look")
