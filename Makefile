@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo bench lint clean mutation compat
+.PHONY: test test-fast demo bench lint clean mutation compat
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -21,6 +21,11 @@ lint: $(STAMP)
 
 test: lint
 	$(BIN)/pytest
+
+# The inner loop: lint, types and every test but the subprocess-heavy ones (marked slow:
+# the demo, the refund desk end to end, crash and resume across processes).
+test-fast: lint
+	$(BIN)/pytest -m "not slow"
 
 demo: $(STAMP)
 	$(BIN)/python -m loopwise.demo

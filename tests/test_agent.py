@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import time
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -17,6 +16,7 @@ from loopwise import (
     Agent,
     Budget,
     ContextPolicy,
+    EventType,
     IdPattern,
     LoopDetection,
     ModelRequest,
@@ -492,19 +492,28 @@ def test_a_sync_write_already_running_when_the_run_ends_is_seen_through_and_reco
     """A thread cannot be cancelled: its effect is awaited and logged, never left unseen."""
     effects: list[str] = []
     started = threading.Event()
+    over_budget = threading.Event()
+
+    class Watch:
+        def record(self, run_id: str, event: loopwise.Event) -> None:
+            if event.type is EventType.MODEL_CALL and event.step.endswith("/inner"):
+                over_budget.set()  # the nested agent's answer has crossed the budget
 
     @tool(effect="write")
     def slow_sync_write() -> str:
         """Write something slowly. Call it to write."""
         started.set()
-        time.sleep(0.2)  # still running when the sibling ends the run
+        # Still running when the sibling ends the run: it finishes only after that.
+        assert over_budget.wait(10)
         effects.append("written")
         return "written"
 
     outer, model = _write_beside_a_budget_breaker(
         slow_sync_write, before_answer=lambda: started.wait(5)
     )
-    result = loopwise.run(outer, "go", model=model, budget=Budget(max_tokens=300), store=None)
+    result = loopwise.run(
+        outer, "go", model=model, budget=Budget(max_tokens=300), store=None, sinks=[Watch()]
+    )
     assert result.status == Status.BUDGET_EXCEEDED
     assert effects == ["written"]
     kinds = [(e.type, e.data.get("tool")) for e in result.events]

@@ -188,6 +188,7 @@ def test_missing_model_configuration_exits_2(
     assert "OPENAI_API_KEY" in err
 
 
+@pytest.mark.slow
 def test_the_console_script_end_to_end(target: str, serve: Any) -> None:
     """The installed `loopwise` command, as a user runs it: stdout is one JSON document."""
     server = serve([reply('{"oops'), reply(GOOD)])
@@ -278,6 +279,7 @@ def test_json_stdout_stays_one_document_when_user_code_prints(
         assert "shouting" in err or "loading noisy" in err or argv[0] == "check"
 
 
+@pytest.mark.slow
 def test_a_reader_that_leaves_early_gets_no_traceback(target: str) -> None:
     """`loopwise run ... --json | head -c 1`: the pipe closes before the document is out."""
     exe = str(Path(sys.executable).with_name("loopwise"))

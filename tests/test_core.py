@@ -17,7 +17,7 @@ EXPECTED_ALL = {
     "Action", "ActionCatalog", "ActionResult", "Agent", "ApprovalRequest", "Approved", "Bounds",
     "Budget", "Case", "ConfigError", "Context", "ContextPolicy", "Decision", "Denied", "Edited",
     "Effect", "Escalate", "EvalReport", "EvalTarget", "Event", "EventType", "Finding", "Gate",
-    "GraphError", "Hybrid", "HybridOutput", "IdPattern", "InDirectory", "LoopDetection",
+    "GraphError", "Halt", "Hybrid", "HybridOutput", "IdPattern", "InDirectory", "LoopDetection",
     "LoopwiseError", "Model", "ModelAPIError", "ModelNotConfigured", "ModelRequest", "OneOf",
     "OpenAIModel", "Plan", "PlanStep", "Price", "Pricing", "RunOptions", "RunResult",
     "RunStore", "RunStream", "SQLiteStore", "Status", "Step", "StoreError", "Structured",

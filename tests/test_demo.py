@@ -12,6 +12,7 @@ from loopwise import demo
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_demo_runs_offline_and_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     report = tmp_path / "report.html"
     code = demo.main(

@@ -262,6 +262,7 @@ def _until(condition: Any, timeout: float = 30.0) -> None:
         time.sleep(0.01)
 
 
+@pytest.mark.slow
 def test_a_process_killed_while_waiting_on_the_model_resumes_in_another(tmp_path: Path) -> None:
     """The store's own crash test kills at event boundaries from inside; this one kills a
     real ``loopwise run`` from outside while its model call is in flight over HTTP, then
@@ -313,6 +314,7 @@ def test_a_process_killed_while_waiting_on_the_model_resumes_in_another(tmp_path
 # --- 200 concurrent runs on one store file ---------------------------------------------------
 
 
+@pytest.mark.slow
 def test_200_concurrent_runs_on_one_store_lose_nothing_and_repeat_nothing(tmp_path: Path) -> None:
     effects: Counter[str] = Counter()
     agent = _recorder(effects)

@@ -128,6 +128,7 @@ def _json_main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any
     return code, json.loads(out) if out.strip() else None
 
 
+@pytest.mark.slow
 def test_pause_approve_resume_across_processes(
     target: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -209,13 +209,16 @@ def test_the_planner_can_reach_only_read_tools() -> None:
 
 def test_independent_actions_run_concurrently_and_dependencies_in_order() -> None:
     active, peak, order = [0], [0], []
+    independent = asyncio.Barrier(2)
 
     @tool(effect="read")
     async def probe(label: str) -> str:
         """Probe."""
         active[0] += 1
         peak[0] = max(peak[0], active[0])
-        await asyncio.sleep(0.02)
+        if label in {"a", "b"}:
+            # Passes only once both are running: run one after the other, they time out.
+            await asyncio.wait_for(independent.wait(), 10)
         active[0] -= 1
         order.append(label)
         return label

@@ -167,6 +167,7 @@ def _command(spec: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_the_real_command(tmp_path: Path) -> None:
     done = _command(f"{AGENT}:investigate", tmp_path)
     assert done.returncode == 0, done.stderr

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -199,6 +200,7 @@ print(json.dumps([
 """
 
 
+@pytest.mark.slow
 def test_a_run_paused_here_and_resumed_in_another_process_is_one_trace(tmp_path: Path) -> None:
     (tmp_path / "gated.py").write_text(_GATED)
     db = tmp_path / "runs.db"

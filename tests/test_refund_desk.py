@@ -82,6 +82,7 @@ def _decide_all(
         assert code == 0
 
 
+@pytest.mark.slow
 def test_approved_refund_runs_exactly_once(
     env: dict[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -116,6 +117,7 @@ def test_approved_refund_runs_exactly_once(
     assert len(refunds) == 1 and not refunds[0]["data"]["is_error"]
 
 
+@pytest.mark.slow
 def test_denied_refund_never_runs(env: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
     started = _start(env)
     _decide_all(env, capsys, started["run_id"], "deny", "--reason", "the lamp was fine on delivery")

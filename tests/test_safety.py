@@ -305,6 +305,7 @@ def _plan(request: loopwise.ModelRequest) -> Any:
     return reply(json.dumps(_DESK_PLAN))
 
 
+@pytest.mark.slow
 def test_a_hybrid_killed_at_any_event_resumes_to_the_same_effects(tmp_path: Path) -> None:
     workdir = {"dir": tmp_path / "clean"}
     workdir["dir"].mkdir()
@@ -484,6 +485,7 @@ def offline_model():
 """
 
 
+@pytest.mark.slow
 def test_two_processes_resuming_one_approved_run_pay_once(tmp_path: Path) -> None:
     target = tmp_path / "payer.py"
     target.write_text(_PAYER)

@@ -186,16 +186,18 @@ def test_eval_history_made_before_it_was_the_stores_survives_the_migration(
 def test_a_run_is_resumed_by_one_process_at_a_time(tmp_path: Path) -> None:
     db = tmp_path / "lease.db"
     gate_open = asyncio.Event()
+    running = asyncio.Event()
 
     @loopwise.step
     async def slow(x: int, ctx: loopwise.Context) -> int:
+        running.set()
         await gate_open.wait()
         return x
 
     async def scenario() -> None:
         with SQLiteStore(db) as store:
             first = asyncio.create_task(loopwise.arun(slow, 1, store=store, run_id="r1"))
-            await asyncio.sleep(0.01)
+            await running.wait()  # the first run holds r1 now
             with pytest.raises(loopwise.ConfigError, match="still running"):
                 await loopwise.aresume("r1", step=slow, store=store)
             gate_open.set()
@@ -244,6 +246,7 @@ def _respond(request: loopwise.ModelRequest) -> Any:
     return reply(f"recorded {done}")
 
 
+@pytest.mark.slow
 def test_killed_at_any_event_resume_ends_with_the_same_effects(tmp_path: Path) -> None:
     workdir = {"dir": tmp_path / "clean"}
     workdir["dir"].mkdir()

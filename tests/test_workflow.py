@@ -12,10 +12,18 @@ import pytest
 from pydantic import BaseModel
 
 import loopwise
-from loopwise import Budget, Context, EventType, GraphError, ModelRequest, Status, Workflow
+from loopwise import (
+    Budget,
+    Context,
+    EventType,
+    GraphError,
+    Halt,
+    ModelRequest,
+    Status,
+    Workflow,
+)
 from loopwise.cli import main
 from loopwise.model import Turn
-from loopwise.step import Halt
 from loopwise.testing import ScriptedModel
 
 

@@ -49,6 +49,7 @@ __all__ = [
     "Recommendation",
     "TargetSummary",
     "aevaluate",
+    "architecture_of",
     "evaluate",
     "field_match",
     "load_dataset",

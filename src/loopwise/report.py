@@ -31,7 +31,7 @@ from loopwise.stats import (
     usd,
 )
 
-__all__ = ["describe_graph", "format_text", "render_html", "write_report"]
+__all__ = ["describe_graph", "draw_graph", "format_text", "render_html", "write_report"]
 
 PALETTE = ("#2563eb", "#ea580c", "#16a34a", "#9333ea", "#0891b2", "#be123c")
 STATUS_COLORS = {

@@ -150,7 +150,12 @@ class EventSink(Protocol):
 
 
 class Halt(Exception):
-    """Ends the whole run with ``status``; raised by guardrails inside nested steps."""
+    """Ends the whole run with ``status``; raised by guardrails inside nested steps.
+
+    A step of yours may raise it too, to end the run with a status instead of an error
+    (``raise loopwise.Halt(Status.REFUSED, "the model declined")``): the run's result
+    has that status and ``detail``, and ``output`` when given.
+    """
 
     def __init__(
         self, status: Status, detail: str, *, output: Any = None, pending: list[Any] | None = None
@@ -227,9 +232,9 @@ class Context:
         return self._derived(path=(*self.path, name), idempotency_key=None)
 
     def _derived(self, **changes: Any) -> Context:
-        # A shallow copy, not dataclasses.replace: replace re-runs __init__ over every
-        # field (~5 us) and contexts are derived on every step and tool call (benchmarks/).
-        # What copy.copy does for a plain object, without its __reduce_ex__ detour (~3 us).
+        # A shallow copy: contexts are derived on every step and tool call, and neither
+        # dataclasses.replace (it re-runs __init__ over every field) nor copy.copy (its
+        # __reduce_ex__ detour) does less work than this.
         clone = object.__new__(type(self))
         clone.__dict__.update(self.__dict__)
         clone.__dict__.update(changes)
@@ -300,8 +305,8 @@ class Context:
         recorded = self.replay.get(key)
         started_at, took = "", 0.0
         if recorded is not None:
-            # Imported here, on the replay path only (an import statement costs ~0.7 us a
-            # call): the port's types; step.py stays import-light.
+            # Imported here, on the replay path only, so that step.py stays import-light:
+            # only a recorded turn needs the port's types.
             from loopwise.port import Turn
 
             turn = Turn.from_dict(recorded["turn"])
@@ -404,10 +409,10 @@ _STAMP: list[tuple[int, str]] = [(-1, "")]
 
 
 def _now_iso() -> str:
-    """What ``datetime.now(UTC).isoformat()`` gives, at ~40% of its cost (one per event).
+    """What ``datetime.now(UTC).isoformat()`` gives; every event takes one.
 
-    The date and time to the second are formatted once per second; the microseconds
-    are appended (omitted when zero, as ``isoformat`` does).
+    The date and time to the second are formatted once per second, not once per event;
+    the microseconds are appended (omitted when zero, as ``isoformat`` does).
     """
     second, nanos = divmod(time.time_ns(), 1_000_000_000)
     cached, prefix = _STAMP[0]
@@ -538,8 +543,8 @@ def merge_options(
 
 def check_step(target: Any) -> Step:
     """``target`` as a :class:`Step`; :class:`ConfigError` when it is not one."""
-    # What isinstance(target, Step) checks, without the runtime Protocol machinery
-    # (~8 us a run).
+    # What isinstance(target, Step) checks, without the runtime Protocol machinery,
+    # which inspects every member of the protocol on each call.
     if not (hasattr(target, "name") and callable(getattr(target, "run", None))):
         raise ConfigError(
             f"{target!r} is not a step: it needs a `name` and `async run(input, ctx)` "
@@ -745,8 +750,8 @@ class FunctionStep:
 
     The function takes ``(input)`` or ``(input, ctx)``. Its annotations give
     ``input_type`` and ``output_type`` for graph checks. A sync function runs in a worker
-    thread, so blocking I/O cannot stall other runs; that hop costs ~50–100 µs, so write
-    quick pure code (routing, reshaping) as ``async def`` to run it on the loop itself.
+    thread, so blocking I/O cannot stall other runs; the hop is not free, so write quick
+    pure code (routing, reshaping) as ``async def`` to run it on the loop itself.
     """
 
     def __init__(self, fn: Callable[..., Any], *, name: str | None = None) -> None:

@@ -9,8 +9,8 @@ rows (from ``gate_requested``/``gate_decided`` events) in step with the log.
 Durability: every event is committed before :meth:`SQLiteStore.record` returns. In WAL
 mode with ``synchronous=NORMAL`` a commit is a write into the WAL file without an
 fsync, so it survives the process being killed (SIGKILL) at any later point — a tool
-result recorded is never lost — while costing tens of microseconds, not milliseconds
-(``benchmarks`` measures it). A power cut may lose the last few commits; use
+result recorded is never lost — without an fsync per event (``benchmarks`` measures
+the cost). A power cut may lose the last few commits; use
 ``synchronous="FULL"`` when that matters more than speed.
 
 Concurrency: one connection per store object, guarded by a lock, so concurrent runs in

@@ -87,7 +87,7 @@ if TYPE_CHECKING:
 
 
 def _nx() -> Any:
-    """networkx, imported on first use: it would add ~60 ms to ``import loopwise``."""
+    """networkx, imported on first use: most runs never need it, and it is slow to import."""
     import networkx
 
     return networkx
