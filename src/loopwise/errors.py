@@ -11,6 +11,8 @@ Guardrails never raise: a budget hit or a step limit ends the run with a
     │   ├── TargetError             target      a CLI target that cannot be loaded
     │   ├── ToolError               tool        a tool declaration is invalid (``.tool``);
     │   │                           ungated-irreversible
+    │   ├── MCPServerError          mcp-server  an MCP server cannot be started or listed
+    │   │                                       (``.server``)
     │   └── GraphError              graph       a workflow graph is invalid (``.node``);
     │                               empty, cycle, unreachable, dangling-branch,
     │                               unrouted-node, type-mismatch, unknown-branch,
@@ -30,6 +32,7 @@ __all__ = [
     "ConfigError",
     "GraphError",
     "LoopwiseError",
+    "MCPServerError",
     "ModelAPIError",
     "ModelNotConfigured",
     "ResponseFormatRejected",
@@ -85,6 +88,16 @@ class ToolError(ConfigError):
     def __init__(self, message: str, *, tool: str, code: str | None = None) -> None:
         super().__init__(message, name=tool, code=code)
         self.tool = tool
+
+
+class MCPServerError(ConfigError):
+    """An MCP server whose tools are declared cannot be started or listed; ``server`` names it."""
+
+    code = "mcp-server"
+
+    def __init__(self, message: str, *, server: str) -> None:
+        super().__init__(message, name=server)
+        self.server = server
 
 
 class GraphError(ConfigError):

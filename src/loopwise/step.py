@@ -14,6 +14,7 @@ Starting a run (options, the store, the sync wrapper) is :mod:`loopwise.runner`'
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import functools
 import inspect
@@ -219,6 +220,9 @@ class Context:
     """A one-cell counter of steps taken, shared by children."""
     scopes: tuple[Usage, ...] = ()
     """The own usage of each enclosing step (so parallel siblings are not mixed up)."""
+    resources: dict[Any, Any] = field(default_factory=dict)
+    """What the run opened on first use, by owner (an MCP server's connection); each has
+    ``async aclose()`` and is closed when the run ends or pauses (shared by children)."""
     _counters: dict[str, int] = field(default_factory=dict)
     _seq: list[int] = field(default_factory=lambda: [0])
 
@@ -614,7 +618,7 @@ async def execute(target: Step, input: Any, ctx: Context) -> RunResult:
     status, output, detail, pending = Status.COMPLETED, None, None, []
     extra: dict[str, Any] = {}
     try:
-        output = await ctx.run_step(target, input)
+        output = await _closing_resources(ctx.run_step(target, input), ctx)
     except Halt as halt:
         status, output, detail = halt.status, halt.output, halt.detail
         pending = list(halt.pending)
@@ -677,6 +681,20 @@ def _finish(
             **(extra or {}),
         },
     )
+
+
+async def _closing_resources(work: Awaitable[T], ctx: Context) -> T:
+    """Await ``work``, then close what the run opened (:attr:`Context.resources`).
+
+    A resource that fails to close does not change how the run ended.
+    """
+    try:
+        return await work
+    finally:
+        while ctx.resources:
+            _, resource = ctx.resources.popitem()
+            with contextlib.suppress(Exception):
+                await resource.aclose()
 
 
 def blocking(work: Coroutine[Any, Any, T], *, release: Any = None) -> T:
