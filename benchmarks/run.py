@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import growth
 import lw_side
+import mcp_side
 import openai
 import probes
 import raw_loop
@@ -355,6 +356,32 @@ async def bench_own_time() -> list[Row]:
     return rows
 
 
+async def bench_mcp() -> list[Row]:
+    """An MCP tool call (stdio subprocess) against the same function as a local @tool."""
+    n, rounds = (20, 5) if QUICK else (100, 15)
+
+    async def measure(local: Factory, remote: Factory) -> Paired:
+        return await _interleaved(local, remote, n, rounds)
+
+    timing, start = await mcp_side.paired(measure)
+    per_local, per_mcp = timing.raw / n, timing.lw / n
+    return [
+        Row(
+            "MCP tool call (stdio) vs a local @tool",
+            _ms(per_mcp),
+            _ms(per_local) + " (@tool)",
+            timing.ratio,
+            note=f"{(per_mcp - per_local) * 1e6:+.0f} us/call; middle half {timing.spread}",
+        ),
+        Row(
+            "MCP: server start + connect + 1 call per run",
+            _ms(start),
+            "",
+            note="a subprocess per run (median of 3)",
+        ),
+    ]
+
+
 def bench_import() -> Row:
     """Import time of loopwise against ``import openai``, fresh interpreters, best of N."""
     best = probes.import_times(["openai", "loopwise"], 3 if QUICK else 7)
@@ -515,6 +542,7 @@ async def _all() -> list[Row]:
     rows += await _section("own time", bench_own_time())
     rows += await _section("context policy", bench_context_policy())
     rows += await _section("CLI verbs", asyncio.to_thread(bench_cli))
+    rows += await _section("mcp", bench_mcp())
     return rows
 
 

@@ -305,3 +305,42 @@ def test_tools_over_streamable_http(
     result = loopwise.run(_agent(source.get("get_order")), "Where is O-1002?", model=model)
     assert result.status is Status.COMPLETED, result.detail
     assert [c["tool"] for c in calls_made()] == ["get_order"]
+
+
+QUESTION = '"Why did customer C-1004\'s last three orders fail?"'
+
+
+def test_the_canonical_agent_with_its_tools_from_an_mcp_server(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    outputs = []
+    for target in (
+        "agents/order_investigation_mcp.py:investigate_mcp",
+        "agents/order_investigation.py:investigate",
+    ):
+        capsys.readouterr()
+        argv = ["run", str(ROOT / target), "--model", "scripted", "--input", QUESTION, "--json"]
+        assert main(argv) == 0
+        done = json.loads(capsys.readouterr().out)
+        assert done["status"] == "completed"
+        outputs.append(done["output"])
+    # The same investigation, whether the tools are local or served over MCP.
+    assert outputs[0] == outputs[1]
+    assert "O-1017 payment_failed: card declined 2 time(s)" in outputs[0]
+
+
+def test_the_cli_says_in_one_line_when_a_target_s_server_will_not_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "ghost_agent.py"
+    target.write_text(
+        "import sys\n"
+        "from loopwise import Agent, mcp\n"
+        f"ghost = mcp.stdio(sys.executable, {str(tmp_path / 'nope.py')!r}, name='ghost')\n"
+        "agent = Agent(name='a', tools=[*ghost])\n"
+    )
+    code = main(["run", f"{target}:agent", "--model", "scripted", "--input", '"hi"'])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1
+    assert "MCP server 'ghost' did not start" in err
