@@ -13,13 +13,14 @@ without ``trust_annotations`` and every tool would wait for a person.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
-from order_investigation import INSTRUCTIONS, offline_model
+from order_investigation import investigate, offline_model
 from shop import db_path, ensure_db
 
-from loopwise import Agent, Budget, mcp
+from loopwise import mcp
 
 __all__ = ["SHOP", "investigate_mcp", "offline_model"]
 
@@ -33,10 +34,5 @@ SHOP = mcp.stdio(
     trust_annotations=True,
 )
 
-investigate_mcp = Agent(
-    name="investigate",
-    instructions=INSTRUCTIONS,
-    tools=SHOP,
-    max_steps=8,
-    budget=Budget(max_tokens=60_000),
-)
+investigate_mcp = dataclasses.replace(investigate, tools=SHOP)
+"""The investigation agent, its tools served over MCP (same name, instructions, limits)."""

@@ -463,29 +463,19 @@ class MCPTools(Sequence[MCPTool]):
     name, :attr:`skipped` says which listed tools were left out and why.
     """
 
-    def __init__(
-        self,
-        *,
-        server: str,
-        named: bool,
-        opener: _Opener,
-        trust_annotations: bool,
-        overrides: dict[str, Override] | None,
-        include: Iterable[str] | None,
-        timeout: float,
-        connect_timeout: float,
-    ) -> None:
-        self.server = server
+    def __init__(self, opener: _Opener, shown: str, settings: _Settings) -> None:
+        self.server = settings.name or shown
         """The server's name (``name=``, else what it calls itself)."""
-        self._named = named
-        self.trusted = trust_annotations
+        self._named = settings.name is not None
+        self.trusted = settings.trust_annotations
         """Whether its annotations are trusted."""
-        self.connect_timeout = connect_timeout
+        self.connect_timeout = settings.connect_timeout
         self.opener = opener
         self.skipped: dict[str, str] = {}
         """Listed tools left out, by name: why."""
         listed = _blocking(self._list)
-        self._tools = self._build(listed, dict(overrides or {}), include, timeout)
+        overrides = dict(settings.overrides or {})
+        self._tools = self._build(listed, overrides, settings.include, settings.timeout)
 
     def _build(
         self,
@@ -704,6 +694,8 @@ def _blocking(work: Callable[[], Awaitable[Any]]) -> Any:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class _Settings:
+    """What :func:`stdio` and :func:`http` were told, besides how to connect."""
+
     name: str | None
     trust_annotations: bool
     overrides: dict[str, Override] | None
@@ -714,16 +706,7 @@ class _Settings:
 
 def _declared(opener: _Opener, shown: str, settings: _Settings) -> MCPTools:
     try:
-        return MCPTools(
-            server=settings.name or shown,
-            named=settings.name is not None,
-            opener=opener,
-            trust_annotations=settings.trust_annotations,
-            overrides=settings.overrides,
-            include=settings.include,
-            timeout=settings.timeout,
-            connect_timeout=settings.connect_timeout,
-        )
+        return MCPTools(opener, shown, settings)
     except ConfigError:
         raise
     except _NotStarted as e:
