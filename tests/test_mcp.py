@@ -344,3 +344,25 @@ def test_the_cli_says_in_one_line_when_a_target_s_server_will_not_start(
     assert code == 2
     assert err.count("\n") == 1
     assert "MCP server 'ghost' did not start" in err
+
+
+def test_check_shows_the_mapping_applied_and_the_tools_left_out(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    capsys.readouterr()
+    code = main(["check", f"{AGENTS}:refunder", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert (code, doc["ok"]) == (0, True)
+    origins = {f["where"]: f["message"] for f in doc["findings"] if f["code"] == "tool-origin"}
+    assert origins == {
+        "refunder/tools/get_order": (
+            "MCP server 'test-shop': get_order: readOnlyHint=true, openWorldHint=false -> read"
+        ),
+        "refunder/tools/refund": (
+            "MCP server 'test-shop': refund: openWorldHint=false -> irreversible, gated"
+        ),
+    }
+    assert {f["level"] for f in doc["findings"] if f["code"] == "tool-origin"} == {"info"}
+    [left_out] = [f for f in doc["findings"] if f["code"] == "tool-left-out"]
+    assert left_out["level"] == "warning"
+    assert "lists 'broken', left out: its input schema is invalid" in left_out["message"]

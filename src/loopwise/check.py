@@ -25,6 +25,8 @@ class Level(enum.StrEnum):
 
     ERROR = "error"
     WARNING = "warning"
+    INFO = "info"
+    """Neither: what check found worth showing (an MCP tool's annotation mapping)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -32,7 +34,7 @@ class Finding:
     """One result of :func:`check`."""
 
     level: Level
-    """``error`` (fails the check) or ``warning``."""
+    """``error`` (fails the check), ``warning``, or ``info`` (shown only)."""
     code: str
     """A stable identifier (``ungated-irreversible``, ``no-step-limit`` ...)."""
     where: str
@@ -89,7 +91,7 @@ def check(step: object, *, where: str | None = None) -> list[Finding]:
     shape = describe(step)
     findings: list[Finding] = []
     _check_shape(shape, where or shape.name, findings, budgeted=False)
-    order = {Level.ERROR: 0, Level.WARNING: 1}
+    order = {Level.ERROR: 0, Level.WARNING: 1, Level.INFO: 2}
     return sorted(findings, key=lambda f: order[f.level])
 
 
@@ -115,6 +117,14 @@ def _check_shape(shape: Shape, where: str, out: list[Finding], *, budgeted: bool
 
 
 def _tool_findings(tool: ToolShape, where: str) -> Iterator[Finding]:
+    if tool.origin:
+        yield Finding(
+            level=Level.INFO,
+            code="tool-origin",
+            where=where,
+            message=tool.origin,
+            fix="if that is not what the tool does, override it (loopwise.mcp.Override)",
+        )
     if tool.effect == "irreversible" and not tool.gated:
         yield _error(
             "ungated-irreversible",
@@ -228,6 +238,13 @@ def _toolset_findings(
             "split the agent by task, or merge tools that differ only by a parameter",
         )
     yield from _duplicate_findings(tools, where)
+    for note in dict.fromkeys(n for t in tools for n in t.left_out):
+        yield _warning(
+            "tool-left-out",
+            where,
+            note,
+            "fix the tool's input schema or name on its server, or pass include=[...] without it",
+        )
     if not untrusted:
         return
     readers = [t.name for t in tools if t.untrusted]

@@ -38,7 +38,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
         }
         print(json.dumps(doc))
         return 1 if errors else 0
-    warnings = len(findings) - errors
+    warnings = sum(f.level is Level.WARNING for f in findings)
     verdict = "FAILED" if errors else "ok"
     print(f"check {args.target}: {verdict} ({errors} error(s), {warnings} warning(s))")
     for f in findings:

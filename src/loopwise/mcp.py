@@ -55,6 +55,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import keyword
 import tempfile
 import types
@@ -67,6 +68,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from loopwise.errors import ConfigError, MCPServerError, ToolError
 from loopwise.gates import human
+from loopwise.shape import ToolShape
 from loopwise.step import Halt, Status
 from loopwise.tools import Effect, Tool, ToolArgumentsError
 
@@ -218,6 +220,18 @@ class MCPTool(Tool):
         self.server = source.server
         """The name of the server the tool comes from."""
         self._validator = validator
+        self._skipped = source.skipped
+
+    def describe(self) -> ToolShape:
+        """As any tool's, plus the mapping applied and the server's tools left out."""
+        return dataclasses.replace(
+            super().describe(),
+            origin=f"MCP server {self.server!r}: {self.mapping.describe()}",
+            left_out=tuple(
+                f"MCP server {self.server!r} lists {name!r}, left out: {why}"
+                for name, why in sorted(self._skipped.items())
+            ),
+        )
 
     def parse(self, arguments: Any) -> BaseModel:
         """Validate like any tool, then against the server's whole JSON schema."""
@@ -499,8 +513,13 @@ class MCPTools(Sequence[MCPTool]):
             override = overrides.get(listed_tool.name, Override())
             try:
                 built.append(MCPTool(self, listed_tool, override, timeout=timeout))
-            except _Unusable as e:
-                self.skipped[listed_tool.name] = str(e)
+            except ConfigError:
+                raise  # the user's own override is wrong: say so, do not skip
+            except Exception as e:
+                # A hostile or broken listing (a schema nested past the recursion limit, one
+                # pydantic cannot model) leaves that tool out, not the server's others.
+                why = str(e) if isinstance(e, _Unusable) else f"{type(e).__name__}: {e}"
+                self.skipped[listed_tool.name] = why[:300]
         return tuple(built)
 
     async def _list(self) -> list[ListedTool]:

@@ -74,6 +74,11 @@ class ToolShape:
     """Parameter name → its description (``None`` when it has none)."""
     step: Shape | None = None
     """The step it runs, for a step given as a tool (:func:`~loopwise.tools.as_tool`)."""
+    origin: str | None = None
+    """For a tool from outside (an MCP server's): where it came from and how its effect,
+    gate and taint were decided, in one line (``check`` shows it)."""
+    left_out: tuple[str, ...] = ()
+    """Tools its source listed but could not use, each with why (``check`` warns)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
