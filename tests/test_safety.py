@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 import loopwise
-from _crash import KillAt, drive, effects, record_effect
+from _crash import KillAt, approve_all, drive, effects, record_effect
 from loopwise import Denied, Edited, Escalate, SQLiteStore, Status, gates
 from loopwise.cli import main
 from loopwise.runner import StoreApprovals
@@ -228,14 +228,6 @@ def test_a_plan_from_a_planner_that_read_untrusted_output_waits_for_a_person() -
     assert paid == [(f"{paused.run_id}:execute.s1", 5)]
 
 
-def _approve_all(run_id: str) -> list[str]:
-    with SQLiteStore() as store:
-        ids = [p["approval_id"] for p in store.pending(run_id)]
-        for approval_id in ids:
-            store.decide(run_id, approval_id, decision="approved", by="alice")
-    return ids
-
-
 def test_a_call_id_reused_in_a_later_turn_does_not_inherit_the_approval() -> None:
     # Some servers number calls per turn: "call_0" every time.
     def respond(request: loopwise.ModelRequest) -> Any:
@@ -246,10 +238,10 @@ def test_a_call_id_reused_in_a_later_turn_does_not_inherit_the_approval() -> Non
     agent = loopwise.Agent(name="a", tools=[_pay_tool(gates.human(), paid)])
     model = ScriptedModel(respond)
     run_id = loopwise.run(agent, "go", model=model).run_id
-    assert _approve_all(run_id) == ["call_0"]
+    assert approve_all(run_id) == ["call_0"]
     second = loopwise.resume(run_id, step=agent, model=model)
     assert second.status == Status.AWAITING_APPROVAL and len(paid) == 1  # asked again
-    assert _approve_all(run_id) == ["call_0~2"]
+    assert approve_all(run_id) == ["call_0~2"]
     assert loopwise.resume(run_id, step=agent, model=model).status == Status.COMPLETED
     assert paid == [(f"{run_id}:call_0", 10), (f"{run_id}:call_0~2", 10)]
 
@@ -269,9 +261,9 @@ def test_a_nested_agent_run_twice_gets_its_own_approvals_and_keys() -> None:
 
     model = ScriptedModel(respond)
     run_id = loopwise.run(outer, "go", model=model).run_id
-    assert _approve_all(run_id) == ["outer/payer/inner/call_0"]
+    assert approve_all(run_id) == ["outer/payer/inner/call_0"]
     assert loopwise.resume(run_id, step=outer, model=model).status == Status.AWAITING_APPROVAL
-    assert _approve_all(run_id) == ["outer/payer/inner/call_0@2"]
+    assert approve_all(run_id) == ["outer/payer/inner/call_0@2"]
     assert loopwise.resume(run_id, step=outer, model=model).status == Status.COMPLETED
     keys = [f"{run_id}:outer/payer/inner/call_0", f"{run_id}:outer/payer/inner/call_0@2"]
     assert paid == [(keys[0], 3), (keys[1], 3)]
@@ -351,11 +343,11 @@ def test_an_approval_never_carries_over_to_a_nested_call_with_its_id() -> None:
 
     model = ScriptedModel(respond)
     run_id = loopwise.run(outer, "go", model=model).run_id
-    assert _approve_all(run_id) == ["c1"]
+    assert approve_all(run_id) == ["c1"]
     # The nested call did not ride on that approval: it asks for its own.
     assert loopwise.resume(run_id, step=outer, model=model).status == Status.AWAITING_APPROVAL
     assert paid == [(f"{run_id}:c1", 3)]
-    assert _approve_all(run_id) == ["outer/helper/inner/c1"]
+    assert approve_all(run_id) == ["outer/helper/inner/c1"]
     assert loopwise.resume(run_id, step=outer, model=model).status == Status.COMPLETED
     assert paid == [(f"{run_id}:c1", 3), (f"{run_id}:outer/helper/inner/c1", 3)]
 
@@ -606,9 +598,9 @@ def test_a_hybrid_run_twice_in_one_run_pays_twice_each_with_its_own_approval() -
 
     model = ScriptedModel(respond)
     run_id = loopwise.run(batch, "go", model=model).run_id
-    assert _approve_all(run_id) == ["batch/desk/desk/execute.s1"]
+    assert approve_all(run_id) == ["batch/desk/desk/execute.s1"]
     assert loopwise.resume(run_id, step=batch, model=model).status == Status.AWAITING_APPROVAL
-    assert _approve_all(run_id) == ["batch/desk/desk@2/execute.s1"]  # asked again, for the second
+    assert approve_all(run_id) == ["batch/desk/desk@2/execute.s1"]  # asked again, for the second
     assert loopwise.resume(run_id, step=batch, model=model).status == Status.COMPLETED
     assert ledger == {
         f"{run_id}:batch/desk/desk/execute.s1": 7,

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from loopwise.agent import Agent, ContextPolicy, LoopDetection
 from loopwise.errors import (
     ConfigError,
+    DirectEffectError,
     GraphError,
     LoopwiseError,
     ModelAPIError,
@@ -141,6 +142,7 @@ __all__ = [
     "ContextPolicy",
     "Decision",
     "Denied",
+    "DirectEffectError",
     "Edited",
     "Effect",
     "Escalate",

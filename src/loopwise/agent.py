@@ -27,12 +27,13 @@ too (so servers and scripted models without tool calling still work); an invalid
 goes back to the model with the validation errors. No ``response_format`` is sent, so
 any OpenAI-compatible server that supports tools works.
 
-**Effects and journaling.** Each call is executed by :meth:`Agent._execute_call`, whose
-authorization seam is :func:`_authorize` (gates, taint and durable pause plug in there).
-Tool results are journaled under a key stable across resumes (step path, turn, call id);
-a key present in ``ctx.replay`` returns the recorded result without running the tool.
-``write``/``irreversible`` tools run with ``ctx.idempotency_key = f"{run_id}:{call_id}"``
-(a nested agent's call id prefixed with its path).
+**Effects and journaling.** The agent decides which calls a turn makes; the tool-call
+executor (:mod:`loopwise.calls`) makes them: validation, taint, gates, idempotency keys,
+replay and recording happen there, the same for every architecture. Results are
+journaled under a key stable across resumes (step path, turn, call id). At most
+``max_tool_calls`` calls of one turn run; the others are answered with ``ERROR:``
+results. Call ids bind approvals and idempotency keys (a nested agent's prefixed with
+its path).
 """
 
 from __future__ import annotations
@@ -47,21 +48,15 @@ from typing import Any
 import pydantic
 from pydantic import BaseModel
 
+from loopwise.calls import Call, CallSettings, Outcome, execute, readable_args
 from loopwise.errors import ConfigError, ToolError
-from loopwise.gates import (
-    Denied,
-    Edited,
-    Pending,
-    authorize,
-    denial_message,
-    pause,
-    recheck_edited,
-)
+from loopwise.gates import Pending, pause
+from loopwise.journal import Journal
 from loopwise.port import Message, ModelRequest, ToolCall, Turn, message_chars
 from loopwise.shape import Kind, Limits, Shape
-from loopwise.step import Context, EventType, Halt, Status, concurrently, jsonable
+from loopwise.step import Context, Halt, Status, jsonable
 from loopwise.structured import _strip_fence
-from loopwise.tools import Effect, Tool, ToolArgumentsError, tool
+from loopwise.tools import Effect, Tool, tool
 from loopwise.usage import Budget
 
 __all__ = [
@@ -80,6 +75,7 @@ FINAL_ANSWER = "final_answer"
 """The name of the tool a structured agent answers with."""
 
 _UNKNOWN_TOOL = "(unknown tool)"
+_TOO_MANY = "(too many calls in one turn)"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -217,62 +213,6 @@ class ToolOutcome:
     """Set when a gate waits for a person: the call did not run, the run pauses."""
 
 
-@dataclass(frozen=True, slots=True)
-class _Proceed:
-    """Authorization verdict: run the tool with ``args`` (possibly edited by a gate)."""
-
-    args: BaseModel
-
-
-@dataclass(frozen=True, slots=True)
-class _Block:
-    """Authorization verdict: do not run; answer the call with ``reason`` as an error."""
-
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class _Wait:
-    """Authorization verdict: a person must decide first; the run pauses after this turn."""
-
-    pending: Pending
-
-
-async def _authorize(
-    tool: Tool, args: BaseModel, call: ToolCall, ctx: Context, untrusted: Sequence[str]
-) -> _Proceed | _Block | _Wait:
-    """THE AUTHORIZATION SEAM: decide whether one validated call may run.
-
-    The tool's gate and taint (``untrusted`` names the untrusted outputs already read,
-    ``tool (call id)``) decide through :func:`loopwise.gates.authorize`; a denial becomes
-    an error result, edited arguments are validated again, and an undecided human gate
-    makes the turn pause once its other calls are done.
-    """
-    verdict = await authorize(
-        ctx,
-        tool=tool.name,
-        effect=str(tool.effect),
-        args=args,
-        call_id=_scoped_id(ctx, call.id),
-        gate=tool.gate,
-        tainted_by=untrusted[0] if untrusted else None,
-    )
-    if isinstance(verdict, Pending):
-        return _Wait(verdict)
-    if isinstance(verdict, Denied):
-        return _Block(denial_message(tool.name, verdict))
-    if isinstance(verdict, Edited):
-        try:
-            edited = tool.parse(verdict.args)
-        except ToolArgumentsError as e:
-            return _Block(f"the edited arguments were rejected: {e}")
-        refused = await recheck_edited(tool.gate, tool.name, edited)
-        if refused is not None:
-            return _Block(f"the edited arguments were rejected by the policy: {refused.reason}")
-        return _Proceed(edited)
-    return _Proceed(args)
-
-
 @dataclass(kw_only=True)
 class _Transcript:
     """What one run of an agent has gathered so far."""
@@ -283,7 +223,6 @@ class _Transcript:
     failures: Counter[str] = field(default_factory=Counter)
     signatures: list[tuple[tuple[str, str], ...]] = field(default_factory=list)
     results: list[dict[str, Any]] = field(default_factory=list)
-    untrusted: list[str] = field(default_factory=list)
     call_ids: set[str] = field(default_factory=set)
     invocation: int = 1
     compacted: _CompactedView | None = None
@@ -325,6 +264,9 @@ class Agent:
     """Optional compaction of old tool results."""
     max_tool_output_chars: int = 8000
     """Longer tool results are truncated with a note."""
+    max_tool_calls: int = 16
+    """Tool calls of one model turn that run; the rest are answered with ``ERROR:``
+    results saying so (and count as one failure toward ``failure_cap``)."""
     temperature: float | None = None
     """Sampling temperature (``None``: the server's default)."""
     _tools: dict[str, Tool] = field(init=False, repr=False, default_factory=dict)
@@ -340,7 +282,7 @@ class Agent:
             raise ConfigError(
                 f"agent name {self.name!r} must be non-empty, without '/'", name="name"
             )
-        for limit in ("max_steps", "failure_cap"):
+        for limit in ("max_steps", "failure_cap", "max_tool_calls"):
             value = getattr(self, limit)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(
@@ -394,7 +336,7 @@ class Agent:
         if self.context_policy is not None:
             state.compacted = _CompactedView(self.context_policy)
         # Which run of this agent at this path: a second run's calls get ids of their own.
-        state.invocation = int(ctx.next_key("agent").rsplit(":", 1)[1])
+        state.invocation = ctx.journal.counted(ctx.step_path, "agent")
         limit = ctx.max_steps or self.max_steps
         try:
             while True:
@@ -484,14 +426,29 @@ class Agent:
     async def _run_tools(
         self, calls: Sequence[ToolCall], state: _Transcript, ctx: Context
     ) -> list[ToolOutcome]:
-        """Run every call of one turn concurrently; append results in call order."""
-        turn = state.turns
-        # A call that ends the run (a Halt) cancels its siblings: no effect after the end.
-        outcomes = await concurrently([self._execute_call(c, turn, state, ctx) for c in calls])
-        waiting = [o.pending for o in outcomes if o.pending is not None]
+        """Make the turn's calls through the executor; append results in call order."""
+        path = ctx.step_path
+        batch = [
+            Call(
+                name=c.name,
+                arguments=c.arguments,
+                call_id=c.id,
+                bind_id=_scoped_id(ctx, c.id),
+                key=Journal.key(path, "tool", state.turns, c.id),
+                # The final answer is how a structured result arrives, not a tool use.
+                counted=c.name != FINAL_ANSWER,
+            )
+            for c in calls
+        ]
+        settings = CallSettings(
+            max_calls=self.max_tool_calls, max_output_chars=self.max_tool_output_chars
+        )
+        made = await execute(ctx, batch, self._tools, settings)
+        waiting = [o.pending for o in made if o.pending is not None]
         if waiting:
             # Every gate of the turn is pending together; the other calls ran and are journaled.
             raise pause(waiting)
+        outcomes = [self._outcome(call, o) for call, o in zip(calls, made, strict=True)]
         for outcome in outcomes:
             state.messages.append(
                 {"role": "tool", "tool_call_id": outcome.call.id, "content": outcome.content}
@@ -499,12 +456,31 @@ class Agent:
             state.results.append(
                 {
                     "tool": outcome.call.name,
-                    "args": _args_for_log(outcome.call.arguments),
+                    "args": readable_args(outcome.call.arguments),
                     "content": outcome.content,
                     "is_error": outcome.is_error,
                 }
             )
-        return list(outcomes)
+        return outcomes
+
+    def _outcome(self, call: ToolCall, made: Outcome) -> ToolOutcome:
+        """The executor's outcome as the loop reads it (which failure count it feeds)."""
+        value = made.value
+        if call.name == FINAL_ANSWER and not made.is_error and value is None:
+            # A replayed final answer: the answer is its (validated) arguments.
+            value = self._tools[FINAL_ANSWER].parse(call.arguments)
+        counts_as = call.name
+        if made.status == "unknown":
+            counts_as = _UNKNOWN_TOOL
+        elif made.status == "excess":
+            counts_as = _TOO_MANY
+        return ToolOutcome(
+            call=call,
+            content=made.content,
+            is_error=made.is_error,
+            counts_as=counts_as,
+            value=value,
+        )
 
     def _check_guards(
         self, outcomes: Sequence[ToolOutcome], state: _Transcript
@@ -525,104 +501,6 @@ class Agent:
                     f"{outcome.content.removeprefix('ERROR: ')}",
                 )
         return None
-
-    async def _execute_call(
-        self, call: ToolCall, turn: int, state: _Transcript, ctx: Context
-    ) -> ToolOutcome:
-        """Execute ONE tool call: journal → resolve → validate → authorize → invoke → record."""
-        key = f"{ctx.step_path}:tool:{turn}:{call.id}"
-        if call.name != FINAL_ANSWER:
-            # The final answer is how a structured result arrives, not a tool use.
-            ctx.count_tool_call()
-        found = self._tools.get(call.name)
-        recorded = ctx.replay.get(key)
-        if recorded is not None and call.name != FINAL_ANSWER:
-            _restore_counters(ctx, recorded)
-            return _replayed(call, recorded, found, state)
-        if f"{key}:call" not in ctx.replay:
-            # A call logged before a pause or a crash is not logged twice on resume.
-            ctx.emit(
-                EventType.TOOL_CALL,
-                {
-                    "tool": call.name,
-                    "call_id": call.id,
-                    "args": _args_for_log(call.arguments),
-                    "effect": str(found.effect) if found else None,
-                    "key": f"{key}:call",
-                },
-            )
-        outcome = await self._outcome(found, call, state, ctx)
-        if outcome.pending is not None:
-            return outcome
-        ctx.emit(
-            EventType.TOOL_RESULT,
-            {
-                "tool": call.name,
-                "call_id": call.id,
-                "is_error": outcome.is_error,
-                "content": outcome.content,
-                "key": key,
-                # Taint is read from the run's log (gates.run_taint), nested steps included.
-                "untrusted": bool(found and found.untrusted_output and not outcome.is_error),
-                "counters": _nested_counters(ctx, call.name),
-            },
-        )
-        return outcome
-
-    async def _outcome(
-        self, found: Tool | None, call: ToolCall, state: _Transcript, ctx: Context
-    ) -> ToolOutcome:
-        if found is None:
-            names = ", ".join(sorted(self._tools)) or "(none)"
-            return _error(
-                call, f"there is no tool named {call.name!r}; the tools are: {names}", _UNKNOWN_TOOL
-            )
-        try:
-            args = found.parse(call.arguments)
-        except ToolArgumentsError as e:
-            return _error(call, str(e), found.name)
-        verdict = await _authorize(found, args, call, ctx, tuple(state.untrusted))
-        if isinstance(verdict, _Wait):
-            return ToolOutcome(
-                call=call, content="", is_error=False, counts_as=found.name, pending=verdict.pending
-            )
-        if isinstance(verdict, _Block):
-            return _error(call, verdict.reason, found.name)
-        try:
-            value = await found.invoke(verdict.args, _tool_context(found, call, ctx))
-        except Halt:
-            raise
-        except TimeoutError as e:
-            return _error(call, str(e) or f"tool {found.name!r} timed out", found.name)
-        except Exception as e:
-            return _error(call, f"tool {found.name!r} raised {type(e).__name__}: {e}", found.name)
-        if found.untrusted_output:
-            state.untrusted.append(f"{found.name} ({call.id})")
-        content = _truncate(_render(value), self.max_tool_output_chars)
-        return ToolOutcome(
-            call=call, content=content, is_error=False, counts_as=found.name, value=value
-        )
-
-
-def _nested_counters(ctx: Context, tool: str) -> dict[str, int]:
-    """The journal-key counters a nested step (a tool made with ``as_tool``) advanced.
-
-    Recorded with the call's result: a resumed run replays the result without running the
-    nested step, and must still count its keys, or the next run of that step (a later
-    call) would take this one's keys and replay its recorded turns and effects.
-    """
-    prefix = f"{ctx.step_path}/{tool}"
-    # Context keeps the counters private; they are exactly what must survive here.
-    counters = ctx._counters
-    return {
-        base: n for base, n in counters.items() if base.startswith((f"{prefix}/", f"{prefix}:"))
-    }
-
-
-def _restore_counters(ctx: Context, recorded: dict[str, Any]) -> None:
-    counters = ctx._counters
-    for base, n in (recorded.get("counters") or {}).items():
-        counters[base] = max(counters.get(base, 0), int(n))
 
 
 def _own_ids(turn: Turn, state: _Transcript) -> Turn:
@@ -698,11 +576,7 @@ _CANONICAL = json.JSONEncoder(sort_keys=True)
 
 def _signature(call: ToolCall) -> tuple[str, str]:
     """A call as (name, canonical arguments), so key order and spacing do not matter."""
-    try:
-        canonical = _CANONICAL.encode(json.loads(call.arguments or "{}"))
-    except json.JSONDecodeError:
-        canonical = call.arguments.strip()
-    return (call.name, canonical)
+    return (call.name, _CANONICAL.encode(readable_args(call.arguments)))
 
 
 def _loop_detected(
@@ -725,39 +599,6 @@ def _describe(signature: tuple[tuple[str, str], ...]) -> str:
     return ", ".join(f"{name}({args})" for name, args in signature)
 
 
-def _args_for_log(raw: str) -> Any:
-    try:
-        return json.loads(raw) if raw.strip() else {}
-    except json.JSONDecodeError:
-        return raw
-
-
-def _error(call: ToolCall, message: str, counts_as: str) -> ToolOutcome:
-    return ToolOutcome(call=call, content=f"ERROR: {message}", is_error=True, counts_as=counts_as)
-
-
-def _replayed(
-    call: ToolCall, recorded: dict[str, Any], found: Tool | None, state: _Transcript
-) -> ToolOutcome:
-    is_error = bool(recorded.get("is_error"))
-    if found is not None and found.untrusted_output and not is_error:
-        state.untrusted.append(f"{found.name} ({call.id})")
-    return ToolOutcome(
-        call=call,
-        content=str(recorded.get("content", "")),
-        is_error=is_error,
-        counts_as=found.name if found else _UNKNOWN_TOOL,
-    )
-
-
-def _tool_context(found: Tool, call: ToolCall, ctx: Context) -> Context:
-    child = ctx.child(found.name)
-    if found.effect is not Effect.READ:
-        # Lets an effect interrupted between doing and recording be made safe on resume.
-        child.idempotency_key = f"{ctx.run_id}:{_scoped_id(ctx, call.id)}"
-    return child
-
-
 def _scoped_id(ctx: Context, call_id: str) -> str:
     """The id that binds a call's approval and idempotency key, unique in the run.
 
@@ -766,20 +607,6 @@ def _scoped_id(ctx: Context, call_id: str) -> str:
     the other's, and its effect deduplicated into the other's).
     """
     return call_id if len(ctx.path) <= 1 else f"{ctx.step_path}/{call_id}"
-
-
-def _render(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    if value is None:
-        return "done (the tool returned nothing)"
-    return json.dumps(jsonable(value), default=str)
-
-
-def _truncate(content: str, limit: int) -> str:
-    if len(content) <= limit:
-        return content
-    return f"{content[:limit]}\n[truncated: showing {limit} of {len(content)} characters]"
 
 
 def _errors(error: pydantic.ValidationError) -> str:

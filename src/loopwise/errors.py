@@ -10,7 +10,9 @@ Guardrails never raise: a budget hit or a step limit ends the run with a
     │   ├── ModelNotConfigured      model-not-configured
     │   ├── TargetError             target      a CLI target that cannot be loaded
     │   ├── ToolError               tool        a tool declaration is invalid (``.tool``);
-    │   │                           ungated-irreversible
+    │   │   │                       ungated-irreversible
+    │   │   └── DirectEffectError   direct-effect  a write/irreversible tool called around
+    │   │                                       its gate (``tool(...)``, ``.invoke``)
     │   ├── MCPServerError          mcp-server  an MCP server cannot be started or listed
     │   │                                       (``.server``)
     │   └── GraphError              graph       a workflow graph is invalid (``.node``);
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 __all__ = [
     "ConfigError",
+    "DirectEffectError",
     "GraphError",
     "LoopwiseError",
     "MCPServerError",
@@ -88,6 +91,13 @@ class ToolError(ConfigError):
     def __init__(self, message: str, *, tool: str, code: str | None = None) -> None:
         super().__init__(message, name=tool, code=code)
         self.tool = tool
+
+
+class DirectEffectError(ToolError):
+    """A ``write``/``irreversible`` tool was called directly (``tool(...)``,
+    ``tool.invoke(...)``), which would skip its gate, journal and idempotency key."""
+
+    code = "direct-effect"
 
 
 class MCPServerError(ConfigError):

@@ -38,12 +38,13 @@ import hashlib
 import inspect
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO, get_args
 
 from loopwise.errors import ConfigError
+from loopwise.journal import Journal
 from loopwise.step import EventType, Halt, Status, jsonable
 
 if TYPE_CHECKING:
@@ -52,10 +53,12 @@ if TYPE_CHECKING:
 __all__ = [
     "ApprovalRequest",
     "Approved",
+    "Ask",
     "Denied",
     "Edited",
     "Escalate",
     "Gate",
+    "GateKind",
     "Handler",
     "Pending",
     "TerminalApprovals",
@@ -63,6 +66,7 @@ __all__ = [
     "args_hash",
     "ask",
     "authorize",
+    "authorize_all",
     "denial_message",
     "human",
     "pause",
@@ -123,8 +127,15 @@ class Escalate:
 Verdict = Approved | Denied | Edited
 PolicyFn = Callable[[Any], Any]
 """A policy: a (sync or async) function of the validated arguments (a dict) returning ``Approved``,
-``Denied``, ``Escalate``, ``True``/``None`` (approve), ``False`` or a string (deny, the
-string being the reason)."""
+``Denied``, ``Escalate``, ``True`` (approve), ``False`` or a string (deny, the string being
+the reason). ``None`` (a function that fell off its end) approves a ``read``/``write`` call
+but never an ``irreversible`` one: there it escalates, so a person decides or, with no
+person behind the gate, the call is denied."""
+
+GateKind = Literal["human", "policy", "policy_then_human"]
+"""The kinds of gate: a person, an automatic policy, or the policy then a person."""
+
+_KINDS: frozenset[str] = frozenset(get_args(GateKind))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -181,18 +192,32 @@ class Gate:
     """What stands in front of a tool; build with :func:`human`, :func:`policy` or
     :func:`policy_then_human`."""
 
-    kind: str
+    kind: GateKind
     """``human``, ``policy`` or ``policy_then_human``."""
     check: PolicyFn | None = None
     """The automatic policy, if any."""
+
+    def __post_init__(self) -> None:
+        if self.kind not in _KINDS:
+            raise ConfigError(
+                f"gate kind {self.kind!r} is not one of {', '.join(sorted(_KINDS))}",
+                name="kind",
+            )
+        if (self.check is None) != (self.kind == "human"):
+            raise ConfigError(
+                f"a {self.kind} gate {'takes no' if self.kind == 'human' else 'needs a'} "
+                "policy; build gates with human(), policy(fn) or policy_then_human(fn)",
+                name="check",
+            )
 
     @property
     def asks_human(self) -> bool:
         """Whether a person can be asked (``human`` and ``policy_then_human``)."""
         return self.kind != "policy"
 
-    async def run_policy(self, args: Any) -> Approved | Denied | Escalate:
-        """The policy's verdict on ``args`` (``Escalate`` for a plain human gate)."""
+    async def run_policy(self, args: Any, *, effect: str = "write") -> Approved | Denied | Escalate:
+        """The policy's verdict on ``args`` of a call with ``effect`` (``Escalate`` for a
+        plain human gate)."""
         if self.check is None:
             return Escalate("this tool is gated by a human")
         try:
@@ -203,14 +228,19 @@ class Gate:
             # Fail closed, as a result: a raising policy must neither approve nor end the
             # run (which would cancel sibling calls between their effect and its record).
             return Denied(f"the policy raised {type(e).__name__}: {e}")
-        return _policy_verdict(result)
+        return _policy_verdict(result, effect)
 
 
-def _policy_verdict(result: Any) -> Approved | Denied | Escalate:
+def _policy_verdict(result: Any, effect: str) -> Approved | Denied | Escalate:
     if isinstance(result, Approved | Denied | Escalate):
         return result
     if isinstance(result, Edited):
         return Denied("a policy cannot edit arguments; it may approve, deny or escalate")
+    if result is None and effect == "irreversible":
+        return Escalate(
+            "the policy returned None, which never approves an irreversible call "
+            "(return True or Approved() to approve)"
+        )
     if result is True or result is None:
         return Approved()
     if isinstance(result, str):
@@ -247,18 +277,50 @@ def run_taint(ctx: Context) -> str | None:
 
     Taint is per run, not per transcript: what a nested agent or workflow read reaches
     its caller through its output, and what the caller read reaches the nested step
-    through its input. The run's log holds every result flagged ``untrusted`` (a resumed
-    run's too), so the taint survives a pause.
+    through its input. The run's journal keeps it from the log (a resumed run's too), so
+    the taint survives a pause.
     """
-    for event in ctx.events:
-        if event.type is EventType.TOOL_RESULT and event.data.get("untrusted"):
-            return f"{event.data.get('tool')} ({event.data.get('call_id')})"
-    return None
+    return ctx.journal.taint
 
 
 Handler = Callable[[ApprovalRequest], Any] | Any
 """An approval handler: an object with ``async decide(request)``, or a function of the
 request (sync or async); it returns a verdict, ``True``/``False``, or ``None`` (undecided)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Ask:
+    """One call a gate must judge, in the context (step path) that makes it."""
+
+    ctx: Context
+    """The context of the step making the call (its path scopes the journal keys)."""
+    tool: str
+    """The tool or plan action."""
+    effect: str
+    """``read``, ``write`` or ``irreversible``."""
+    args: Any
+    """The validated arguments (a pydantic model or a dict)."""
+    call_id: str
+    """The id that binds the approval (unique in the run)."""
+    gate: Gate | None
+    """The tool's gate (a bare function is taken as a :func:`policy`)."""
+    tainted_by: str | None = None
+    """The untrusted source that preceded the call, when the caller knows it better
+    than the run's journal does."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Judged:
+    """What deciding one ask produced, before anything is journaled."""
+
+    verdict: Verdict | None = None
+    """Decided without a person (``None``: a person must be asked)."""
+    new: bool = False
+    """Whether ``verdict`` is a fresh decision the journal must record."""
+    request: ApprovalRequest | None = None
+    """What to ask a person."""
+    asked: bool = False
+    """Whether ``request`` was journaled already (a resumed run)."""
 
 
 async def authorize(
@@ -271,73 +333,103 @@ async def authorize(
     gate: Gate | None,
     tainted_by: str | None = None,
 ) -> Verdict | Pending:
-    """Decide whether one call may run: the seam agents and hybrids call before a tool.
+    """Decide whether one call may run (:func:`authorize_all` of one :class:`Ask`)."""
+    one = Ask(
+        ctx=ctx,
+        tool=tool,
+        effect=effect,
+        args=args,
+        call_id=call_id,
+        gate=gate,
+        tainted_by=tainted_by,
+    )
+    return (await authorize_all([one]))[0]
 
-    Returns :class:`Approved` (run it), :class:`Edited` (validate ``args`` again, then run
-    them), :class:`Denied` (answer with an error result) or :class:`Pending` (collect it
-    and :func:`pause` once the turn's other calls are done). Decisions are journaled by
-    ``call_id``, so a resumed run gets the same verdict without asking again.
+
+async def authorize_all(asks: Sequence[Ask]) -> list[Verdict | Pending]:
+    """Decide the calls of one turn (or one plan) together, in order.
+
+    Returns per ask :class:`Approved` (run it), :class:`Edited` (validate ``args`` again,
+    then run them), :class:`Denied` (answer with an error result) or :class:`Pending`
+    (collect them and :func:`pause`). Deciding comes first (journal, taint, policy);
+    then every fresh decision and every new request for a person is journaled in one
+    step, so a crash leaves either all of the turn's requests or none; then the approval
+    handler is asked. A resumed run gets the same verdicts without asking again.
     """
-    effect = str(effect)
-    gate = _as_gate(gate, tool)
-    if ctx.refuse_effects is not None and effect in _EFFECTS:
-        return _refused_here(ctx, tool, call_id, ctx.refuse_effects)
-    if tainted_by is None and effect in _EFFECTS:
-        tainted_by = run_taint(ctx)
-    tainted = tainted_by is not None and effect in _EFFECTS
-    if gate is None and not tainted:
-        return Approved(by="no-gate")
-    decided_key = f"{ctx.step_path}:gate_decided:{call_id}"
-    recorded = ctx.replay.get(decided_key)
+    judged = [await _judge(a) for a in asks]
+    entries = [e for a, j in zip(asks, judged, strict=True) for e in _journal_entries(a, j)]
+    if entries:
+        asks[0].ctx.emit_together(entries)
+    verdicts: list[Verdict | Pending] = []
+    for a, j in zip(asks, judged, strict=True):
+        if j.request is None:
+            assert j.verdict is not None  # a _Judged holds one or the other
+            verdicts.append(j.verdict)
+            continue
+        answer = await ask(a.ctx.approvals, j.request)
+        if answer is None:
+            verdicts.append(Pending(j.request))
+        else:
+            a.ctx.emit(EventType.GATE_DECIDED, _decision_data(a, answer))
+            verdicts.append(answer)
+    return verdicts
+
+
+def _journal_entries(a: Ask, j: _Judged) -> list[tuple[str, EventType, dict[str, Any]]]:
+    path = a.ctx.step_path
+    if j.verdict is not None and j.new:
+        return [(path, EventType.GATE_DECIDED, _decision_data(a, j.verdict))]
+    if j.request is not None and not j.asked:
+        key = _key(a, "gate_requested")
+        return [(path, EventType.GATE_REQUESTED, {"key": key, **j.request.to_dict()})]
+    return []
+
+
+async def _judge(a: Ask) -> _Judged:
+    """The verdict on ``a`` when no person is needed, else the request for one."""
+    ctx, effect = a.ctx, str(a.effect)
+    gate = _as_gate(a.gate, a.tool)
+    effectful = effect in _EFFECTS
+    if ctx.refuse_effects is not None and effectful:
+        # Under a hybrid's planner; a resumed run replays it, the log says it once.
+        refused = Denied(ctx.refuse_effects, by="loopwise")
+        return _Judged(verdict=refused, new=_key(a, "gate_decided") not in ctx.journal)
+    tainted_by = (a.tainted_by or ctx.journal.taint) if effectful else None
+    if gate is None and tainted_by is None:
+        return _Judged(verdict=Approved(by="no-gate"))
+    recorded = ctx.journal.recall(_key(a, "gate_decided"))
     if recorded is not None:
-        return verdict_from_data(recorded)
-    requested_key = f"{ctx.step_path}:gate_requested:{call_id}"
-    asked = ctx.replay.get(requested_key)
-    first = await gate.run_policy(_as_dict(args)) if gate is not None else Escalate()
+        return _Judged(verdict=verdict_from_data(recorded))
+    asked = ctx.journal.recall(_key(a, "gate_requested"))
+    first = await gate.run_policy(_as_dict(a.args), effect=effect) if gate else Escalate()
     # Once a person was asked (the run paused), only they decide; the policy, asked again
     # on resume, may still deny, but its approval must not overrule their denial.
-    verdict = _without_human(first, gate, tainted or asked is not None)
+    verdict = _without_human(first, gate, tainted_by is not None or asked is not None)
     if verdict is not None:
-        _emit_decision(ctx, decided_key, tool, call_id, verdict)
-        return verdict
+        return _Judged(verdict=verdict, new=True)
     if asked is not None:
-        tainted_by = asked.get("tainted_by")
-    request = ApprovalRequest(
-        run_id=ctx.run_id,
-        approval_id=call_id,
-        tool=tool,
-        args=jsonable(args),
-        effect=effect,
-        reason=str(asked["reason"]) if asked else _human_reason(first, tainted_by, tainted),
-        tainted_by=tainted_by if tainted or asked else None,
-        args_hash=args_hash(tool, args),
-        call_id=call_id,
-        step=ctx.step_path,
+        request = _request(a, str(asked["reason"]), asked.get("tainted_by"))
+        return _Judged(request=request, asked=True)
+    return _Judged(request=_request(a, _human_reason(first, tainted_by), tainted_by))
+
+
+def _key(a: Ask, kind: str) -> str:
+    return Journal.key(a.ctx.step_path, kind, a.call_id)
+
+
+def _request(a: Ask, reason: str, tainted_by: str | None) -> ApprovalRequest:
+    return ApprovalRequest(
+        run_id=a.ctx.run_id,
+        approval_id=a.call_id,
+        tool=a.tool,
+        args=jsonable(a.args),
+        effect=str(a.effect),
+        reason=reason,
+        tainted_by=tainted_by,
+        args_hash=args_hash(a.tool, a.args),
+        call_id=a.call_id,
+        step=a.ctx.step_path,
     )
-    return await _ask_person(ctx, request, requested_key if asked is None else None)
-
-
-def _refused_here(ctx: Context, tool: str, call_id: str, why: str) -> Denied:
-    """A write or irreversible call where effects are refused (under a hybrid's planner)."""
-    refused = Denied(why, by="loopwise")
-    key = f"{ctx.step_path}:gate_decided:{call_id}"
-    if key not in ctx.replay:  # a resumed run replays it; the log says it once
-        _emit_decision(ctx, key, tool, call_id, refused)
-    return refused
-
-
-async def _ask_person(
-    ctx: Context, request: ApprovalRequest, requested_key: str | None
-) -> Verdict | Pending:
-    """Log the request (unless a resumed run logged it already) and ask the handler."""
-    if requested_key is not None:
-        ctx.emit(EventType.GATE_REQUESTED, {"key": requested_key, **request.to_dict()})
-    answer = await ask(ctx.approvals, request)
-    if answer is None:
-        return Pending(request)
-    decided_key = f"{ctx.step_path}:gate_decided:{request.call_id}"
-    _emit_decision(ctx, decided_key, request.tool, request.call_id, answer)
-    return answer
 
 
 async def recheck_edited(gate: Gate | PolicyFn | None, tool: str, args: Any) -> Denied | None:
@@ -391,10 +483,8 @@ def _without_human(
     return None
 
 
-def _human_reason(
-    first: Approved | Denied | Escalate, tainted_by: str | None, tainted: bool
-) -> str:
-    if tainted and tainted_by is not None:
+def _human_reason(first: Approved | Denied | Escalate, tainted_by: str | None) -> str:
+    if tainted_by is not None:
         return (
             f"untrusted output from {tainted_by} is in the transcript: every later write or "
             "irreversible call needs a human"
@@ -402,12 +492,12 @@ def _human_reason(
     return first.reason if isinstance(first, Escalate) else "this tool is gated by a human"
 
 
-def _emit_decision(ctx: Context, key: str, tool: str, call_id: str, verdict: Verdict) -> None:
+def _decision_data(a: Ask, verdict: Verdict) -> dict[str, Any]:
     data: dict[str, Any] = {
-        "key": key,
-        "approval_id": call_id,
-        "call_id": call_id,
-        "tool": tool,
+        "key": _key(a, "gate_decided"),
+        "approval_id": a.call_id,
+        "call_id": a.call_id,
+        "tool": a.tool,
         "decision": _decision_name(verdict),
         "by": verdict.by,
         "reason": verdict.reason,
@@ -416,7 +506,7 @@ def _emit_decision(ctx: Context, key: str, tool: str, call_id: str, verdict: Ver
     }
     if isinstance(verdict, Edited):
         data["args"] = jsonable(verdict.args)
-    ctx.emit(EventType.GATE_DECIDED, data)
+    return data
 
 
 def _decision_name(verdict: Verdict) -> str:

@@ -39,22 +39,25 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from loopwise.agent import Agent
+from loopwise.calls import Call, CallSettings, Outcome, effect_id, execute
 from loopwise.errors import ConfigError, ToolError
 from loopwise.gates import (
-    Approved,
+    Ask,
     Denied,
     Edited,
     Gate,
     Pending,
     authorize,
+    authorize_all,
     human,
     pause,
     recheck_edited,
 )
+from loopwise.journal import Journal
 from loopwise.shape import Edge, Graph, Kind, Limits, Node, Shape, describe, mermaid
 from loopwise.step import Context, EventType, Halt, Status, jsonable, step
 from loopwise.structured import Structured
-from loopwise.tools import Tool, ToolArgumentsError
+from loopwise.tools import Tool
 from loopwise.usage import Budget, Usage
 from loopwise.workflow import Workflow, _nx
 
@@ -566,74 +569,52 @@ class HybridOutput(BaseModel):
 
 
 class _ActionNode:
-    """The workflow node of one plan step: dependencies → its gate's verdict → tool, once."""
+    """The workflow node of one plan step: dependencies, then the tool-call executor."""
 
     needs_model = False
     input_type: Any = Any
     output_type: Any = ActionResult
 
-    def __init__(self, planned: PlanStep, action: Action, call_id: str, verdict: Any) -> None:
+    def __init__(
+        self, planned: PlanStep, action: Action, call_id: str, verdict: Any, once_in: str
+    ) -> None:
         self.name = planned.id
         self.planned = planned
         self.action = action
         self.call_id = call_id
         self.verdict = verdict
+        self.once_in = once_in
 
     async def run(self, upstream: Any, ctx: Context) -> ActionResult:
-        """Skip when a dependency did not run or the gate denied; else run the tool once."""
+        """Skip when a dependency did not run or the plan's gate denied; else make the call
+        (its gate's verdict is recalled from the journal, or asked now)."""
         for dep, result in (upstream if isinstance(upstream, dict) else {}).items():
             if isinstance(result, ActionResult) and result.status != "done":
                 return self._result("skipped", reason=f"step {dep} was {result.status}")
-        key = f"{ctx.step_path}:action:{self.call_id}"
-        recorded = ctx.replay.get(key)
-        if recorded is not None and "result" in recorded:
-            return ActionResult.model_validate(recorded["result"])
-        verdict = self.verdict
-        if isinstance(verdict, Denied):
+        if isinstance(self.verdict, Denied):
+            verdict = self.verdict
             return self._result("denied", reason=f"denied by {verdict.by}: {verdict.reason}")
-        try:
-            args = self.action.tool.parse(
-                verdict.args if isinstance(verdict, Edited) else self.planned.args_dict()
-            )
-        except ToolArgumentsError as e:
-            return self._result("denied", reason=f"edited arguments are invalid: {e}")
-        if isinstance(verdict, Edited):
-            refused = await check_policy(self.action, args.model_dump(mode="json"))
-            if refused is not None:
-                return self._result("denied", reason=f"edited arguments: {refused}")
-        return await self._invoke(args, key, ctx)
+        call = Call(
+            name=self.action.name,
+            arguments=self.planned.args_dict(),
+            call_id=self.call_id,
+            bind_id=self.call_id,
+            key=Journal.key(ctx.step_path, "action", self.call_id),
+            policies=(self.action.policy,),
+            once_in=self.once_in,
+        )
+        tools = {self.action.name: self.action.tool}
+        (made,) = await execute(ctx, [call], tools, CallSettings(keep_value=True))
+        if made.pending is not None:
+            raise pause([made.pending])
+        return self._from(made)
 
-    async def _invoke(self, args: BaseModel, key: str, ctx: Context) -> ActionResult:
-        tool = self.action.tool
-        ctx.count_tool_call()
-        data = {"tool": self.action.name, "call_id": self.call_id, "effect": self.action.effect}
-        ctx.emit(EventType.TOOL_CALL, {**data, "args": args.model_dump(mode="json")})
-        child = ctx.child(self.action.name)
-        if self.action.effect != "read":
-            # The effect can dedupe on this key if the process dies before it is recorded.
-            child.idempotency_key = f"{ctx.run_id}:{self.call_id}"
-        try:
-            value = await tool.invoke(args, child)
-            result = self._result("done", output=jsonable(value))
-        except Halt:
-            raise
-        except Exception as e:
-            result = self._result("failed", reason=f"{type(e).__name__}: {e}")
-        content = (
-            json.dumps(result.output, default=str) if result.status == "done" else result.reason
-        )
-        ctx.emit(
-            EventType.TOOL_RESULT,
-            {
-                **data,
-                "is_error": result.status != "done",
-                "content": content,
-                "key": key,
-                "untrusted": bool(tool.untrusted_output and result.status == "done"),
-                "result": result.model_dump(mode="json"),
-            },
-        )
-        return result
+    def _from(self, made: Outcome) -> ActionResult:
+        if made.status == "done":
+            return self._result("done", output=jsonable(made.value))
+        if made.status == "failed":
+            return self._result("failed", reason=made.reason)
+        return self._result("denied", reason=made.reason)
 
     def _result(self, status: ActionStatus, **fields: Any) -> ActionResult:
         return ActionResult(step=self.planned.id, action=self.action.name, status=status, **fields)
@@ -671,10 +652,13 @@ def compile_plan(
     """The plan as a :class:`~loopwise.workflow.Workflow`: one node per step, edges from
     ``depends_on``, all results joined in a final ``results`` node.
 
-    Independent steps land in one topological generation and run concurrently.
-    ``verdicts`` are the gates' decisions by step id (see :func:`authorize_plan`); a step
-    without one runs as approved. ``scope`` prefixes the call ids (``{scope}{name}.{id}``,
-    which bind approvals and idempotency keys), as given to :func:`authorize_plan`.
+    Independent steps land in one topological generation and run concurrently. Every
+    action is made by the tool-call executor (:mod:`loopwise.calls`), so it passes its
+    gate there: the verdicts :func:`authorize_plan` journaled are recalled, a step
+    without one is asked then. ``verdicts`` (by step id) can only add denials. ``scope``
+    prefixes the call ids (``{scope}{name}.{id}``, which bind approvals and idempotency
+    keys), as given to :func:`authorize_plan`, and bounds "an effect at most once" to
+    this hybrid's run.
     """
     verdicts = verdicts or {}
     wf = Workflow(name)
@@ -683,8 +667,10 @@ def compile_plan(
     by_id = plan.by_id()
     for sid in order:
         planned = by_id[sid]
-        verdict = verdicts.get(sid, Approved(by="no-gate"))
-        node = _ActionNode(planned, catalog[planned.action], f"{scope}{name}.{sid}", verdict)
+        call_id = f"{scope}{name}.{sid}"
+        node = _ActionNode(
+            planned, catalog[planned.action], call_id, verdicts.get(sid), _once_in(scope)
+        )
         wf.add(sid, node, after=planned.depends_on or ["start"], join=dict)
     wf.add("results", _Collect("results"), after=order, join=dict)
     return wf
@@ -702,26 +688,24 @@ async def authorize_plan(
     it is before the plan's first effect (as validation did), not between its steps.
     """
     base = ctx.child(name)
-    verdicts: dict[str, Any] = {}
-    waiting: list[Pending] = []
+    asks = []
     for planned in plan.steps:
         action = catalog[planned.action]
-        args = action.tool.parse(planned.args_dict())
-        verdict = await authorize(
-            base.child(planned.id),
-            tool=action.name,
-            effect=action.effect,
-            args=args.model_dump(mode="json"),
-            call_id=f"{scope}{name}.{planned.id}",
-            gate=getattr(action.tool, "gate", None),
+        asks.append(
+            Ask(
+                ctx=base.child(planned.id),
+                tool=action.name,
+                effect=action.effect,
+                args=action.tool.parse(planned.args_dict()).model_dump(mode="json"),
+                call_id=f"{scope}{name}.{planned.id}",
+                gate=action.tool.gate,
+            )
         )
-        if isinstance(verdict, Pending):
-            waiting.append(verdict)
-        else:
-            verdicts[planned.id] = verdict
+    verdicts = await authorize_all(asks)
+    waiting = [v for v in verdicts if isinstance(v, Pending)]
     if waiting:
         raise pause(waiting)
-    return verdicts
+    return {p.id: v for p, v in zip(plan.steps, verdicts, strict=True)}
 
 
 def _dependency_graph(plan: Plan) -> nx.DiGraph:
@@ -827,7 +811,9 @@ class Hybrid:
         output: HybridOutput | None = None
         scope = _id_scope(ctx)
         for round_no in range(1, self.replan_on_denial + 2):
-            plan = await self.propose(input, ctx, feedback=feedback, round_no=round_no)
+            plan = await self.propose(
+                input, ctx, feedback=feedback, round_no=round_no, scope=_once_in(scope)
+            )
             suffix = "" if round_no == 1 else f"_{round_no}"
             refused = await self._approve_whole(plan, f"{scope}plan{suffix}", ctx)
             if refused is not None:
@@ -851,16 +837,25 @@ class Hybrid:
         raise Halt(Status.DENIED, f"{self.name}: {detail}", output=output)
 
     async def propose(
-        self, input: Any, ctx: Context, *, feedback: Sequence[str] = (), round_no: int = 1
+        self,
+        input: Any,
+        ctx: Context,
+        *,
+        feedback: Sequence[str] = (),
+        round_no: int = 1,
+        scope: str | None = None,
     ) -> Plan:
         """Ask the planner until its plan validates (``max_plan_retries`` re-asks).
 
+        With ``scope`` (the hybrid's run, see :mod:`loopwise.calls`), a plan that repeats
+        a ``write``/``irreversible`` action with arguments that already took effect in
+        it — or holds one twice — is invalid, and the planner is told so.
         The accepted plan is journaled, so a resumed run executes the same plan without
         validating it again (its policies would see the effects it already had).
         Raises :class:`Halt` (``invalid_output``) when the last plan is still invalid.
         """
-        key = f"{ctx.step_path}:plan:{round_no}"
-        recorded = ctx.replay.get(key)
+        key = Journal.key(ctx.step_path, "plan", round_no)
+        recorded = ctx.journal.recall(key)
         if recorded is not None:
             plan, _ = parse_plan(recorded.get("plan"), self.catalog)
             if plan is not None:
@@ -876,7 +871,7 @@ class Hybrid:
                 # One object per attempt name: a step's kind is remembered by its identity.
                 attempt_step = self._attempts[name] = _Attempt(name, self.planner)
             raw = await ctx.run_step(attempt_step, planner_request(input, notes))
-            plan, errors = await self._validate(raw, key, ctx, before)
+            plan, errors = await self._validate(raw, key, ctx, (before, scope))
             if plan is not None:
                 return plan
             notes = [*feedback, *errors]
@@ -887,13 +882,17 @@ class Hybrid:
         )
 
     async def _validate(
-        self, raw: Any, key: str, ctx: Context, before: tuple[Usage, int]
+        self, raw: Any, key: str, ctx: Context, since: tuple[tuple[Usage, int], str | None]
     ) -> tuple[Plan | None, list[str]]:
         """Validate as a ``validate`` step; a valid plan's event carries the journal key
         and what planning spent (a resumed run skips the planner but still counts it)."""
+        before, scope = since
         check = ctx.child("validate")
         check.emit(EventType.STEP_STARTED, {"input": jsonable(raw)})
         plan, errors = await validate_plan(raw, self.catalog, max_steps=self.max_steps)
+        if plan is not None:
+            errors = _repeat_errors(plan, self.catalog, ctx, scope)
+            plan = None if errors else plan
         data: dict[str, Any] = {"output": {"valid": plan is not None, "errors": errors}}
         if plan is not None:
             spent = {**ctx.usage.since(before[0]).to_dict(), "steps": ctx.steps[0] - before[1]}
@@ -958,10 +957,42 @@ def _id_scope(ctx: Context) -> str:
     refund would be deduplicated into the other's (done, but never paid) or approved by
     the other's decision. Counted per path, so a resumed run scopes alike.
     """
-    n = int(ctx.next_key("hybrid").rsplit(":", 1)[1])
+    n = ctx.journal.counted(ctx.step_path, "hybrid")
     if len(ctx.path) <= 1 and n == 1:
         return ""
     return f"{ctx.step_path}{'' if n == 1 else f'@{n}'}/"
+
+
+def _repeat_errors(
+    plan: Plan, catalog: ActionCatalog, ctx: Context, scope: str | None
+) -> list[str]:
+    """A re-plan must not repeat an effect its run already took, nor hold one twice."""
+    errors: list[str] = []
+    planned: dict[str, str] = {}
+    for s in plan.steps:
+        tool = catalog[s.action].tool
+        found = effect_id(scope, tool, tool.parse(s.args_dict()))
+        if found is None:
+            continue
+        earlier = ctx.journal.effect(found)
+        if earlier is not None:
+            errors.append(
+                f"step {s.id} ({s.action}): this action already took effect with these "
+                f"arguments in this run (as {earlier.get('call_id')}); it is never repeated — "
+                "leave it out of the plan"
+            )
+        elif found in planned:
+            errors.append(
+                f"step {s.id} ({s.action}): the same action with the same arguments is "
+                f"already step {planned[found]}; an effect is taken once — leave one out"
+            )
+        planned.setdefault(found, s.id)
+    return errors
+
+
+def _once_in(scope: str) -> str:
+    """The scope in which an action's effect happens at most once: this hybrid's run."""
+    return f"hybrid:{scope}"
 
 
 def _count_again(ctx: Context, spent: Any) -> None:

@@ -307,6 +307,8 @@ async def aresume(
             raise ConfigError("resume needs a run store (store=None records nothing)")
         row = st.get_run(run_id)
         waiting = st.pending(run_id)
+        if waiting and row["status"] == "running":
+            row = _settle_paused(st, row, len(waiting), force=force)
         if row["status"] not in RESUMABLE or waiting:
             return _stored_result(st, row, pending=waiting)
         given = opts.model
@@ -343,6 +345,18 @@ def _resume_options(
     if opts.replay:
         raise ConfigError("resume replays the run's own journal; drop replay=", name="replay")
     return opts
+
+
+def _settle_paused(
+    st: RunStore, row: dict[str, Any], waiting: int, *, force: bool
+) -> dict[str, Any]:
+    """A run its process left ``running`` after asking people (killed before it could
+    record the pause) is stored as what it is: ``awaiting_approval``."""
+    owner = row.get("owner")
+    if owner and not force and _alive(row["run_id"])(owner):
+        return row  # still running there: that process records its own pause
+    st.mark_paused(row["run_id"], f"{waiting} approval(s) still undecided")
+    return st.get_run(row["run_id"])
 
 
 def _resumed_context(

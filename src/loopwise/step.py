@@ -35,6 +35,7 @@ from typing import (
 )
 
 from loopwise.errors import ConfigError, LoopwiseError, ModelAPIError
+from loopwise.journal import Journal
 from loopwise.shape import Kind, Shape, kind_of
 from loopwise.usage import Budget, Pricing, Usage
 
@@ -202,8 +203,8 @@ class Context:
     """Where events go besides :attr:`events`."""
     events: list[Event] = field(default_factory=list)
     """Every event of the run so far (shared by children)."""
-    replay: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Journaled results by key, for resuming without repeating calls or effects."""
+    journal: Journal = field(default_factory=Journal)
+    """The run's journal: keys, what was recorded (for replay), taint, effects taken."""
     path: tuple[str, ...] = ()
     """The step path this context belongs to."""
     idempotency_key: str | None = None
@@ -223,7 +224,6 @@ class Context:
     resources: dict[Any, Any] = field(default_factory=dict)
     """What the run opened on first use, by owner (an MCP server's connection); each has
     ``async aclose()`` and is closed when the run ends or pauses (shared by children)."""
-    _counters: dict[str, int] = field(default_factory=dict)
     _seq: list[int] = field(default_factory=lambda: [0])
 
     @property
@@ -266,22 +266,43 @@ class Context:
             data=data or {},
         )
         self.events.append(event)
+        if "key" in event.data or type is EventType.TOOL_RESULT:
+            self.journal.note(type, event.data)
         for sink in self.sinks:
             sink.record(self.run_id, event)
         return event
 
+    def emit_together(self, entries: Sequence[tuple[str, EventType, dict[str, Any]]]) -> None:
+        """Log several events (``(step path, type, data)``) as one: all or none is stored.
+
+        A sink with ``record_many`` (the run store) writes them in one transaction; the
+        gate requests of one turn use this, so a crash never leaves only some asked.
+        """
+        events = []
+        for path, type, data in entries:
+            self._seq[0] += 1
+            events.append(Event(seq=self._seq[0], type=type, step=path, at=_now_iso(), data=data))
+        self.events.extend(events)
+        for event in events:
+            self.journal.note(event.type, event.data)
+        for sink in self.sinks:
+            many = getattr(sink, "record_many", None)
+            if many is not None:
+                many(self.run_id, events)
+            else:
+                for event in events:
+                    sink.record(self.run_id, event)
+
     def restore(self, events: list[Event]) -> None:
         """Continue a stored log (resume): ``events`` count as emitted, ``seq`` goes on."""
         self.events.extend(events)
+        self.journal.observe(events)
         if events:
             self._seq[0] = max(self._seq[0], events[-1].seq)
 
     def next_key(self, kind: str) -> str:
-        """A deterministic journal key: the path, the kind, and a per-path counter."""
-        base = f"{self.step_path}:{kind}"
-        n = self._counters.get(base, 0) + 1
-        self._counters[base] = n
-        return f"{base}:{n}"
+        """A counted journal key of this step path (see :class:`~loopwise.journal.Journal`)."""
+        return self.journal.next_key(self.step_path, kind)
 
     def elapsed(self) -> float:
         """Seconds since the run started (also kept in ``usage.wall_seconds``)."""
@@ -306,7 +327,7 @@ class Context:
         if self.model is None:
             raise ConfigError("this step calls a model but the run has none", name="model")
         key = self.next_key("model")
-        recorded = self.replay.get(key)
+        recorded = self.journal.recall(key)
         started_at, took = "", 0.0
         if recorded is not None:
             # Imported here, on the replay path only, so that step.py stays import-light:
@@ -384,7 +405,7 @@ class Context:
         )
         started = self.clock()
         key = child.next_key("started")
-        if key not in self.replay:
+        if key not in self.journal:
             # A resumed run re-enters its steps to replay them; the log says so only once.
             child.emit(
                 EventType.STEP_STARTED,
@@ -604,7 +625,7 @@ def new_context(target: Step, opts: RunOptions) -> Context:
         max_steps=opts.max_steps,
         approvals=opts.approvals,
         sinks=opts.sinks,
-        replay=opts.replay,
+        journal=Journal(opts.replay),
         clock=opts.clock,
         stream=opts.stream,
         started_at=opts.clock(),

@@ -141,6 +141,10 @@ class RunStore(Protocol):
         """Append ``event`` to the run's log durably (the :class:`EventSink` method)."""
         ...
 
+    def record_many(self, run_id: str, events: list[Event]) -> None:
+        """Append several events durably, all or none (the gate requests of one turn)."""
+        ...
+
     def create_run(
         self,
         run_id: str,
@@ -202,6 +206,10 @@ class RunStore(Protocol):
         edited_args: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Record a human decision on a pending approval; return the updated approval."""
+        ...
+
+    def mark_paused(self, run_id: str, detail: str) -> None:
+        """Mark a ``running`` run of a dead process that waits on approvals as paused."""
         ...
 
     def mark_failed(self, run_id: str, detail: str) -> None:
@@ -334,25 +342,12 @@ class SQLiteStore:
 
     def record(self, run_id: str, event: Event) -> None:
         """Commit ``event`` and what it changes in ``runs``/``approvals`` in one transaction."""
-        data = event.data
-        key = data.get("key")
-        statements: list[tuple[str, tuple[Any, ...]]] = [
-            (
-                "INSERT INTO events (run_id, seq, type, step, at, key, data) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (
-                    run_id,
-                    event.seq,
-                    str(event.type),
-                    event.step,
-                    event.at,
-                    None if key is None else str(key),
-                    _dump(data),
-                ),
-            )
-        ]
-        statements.extend(_side_effects(run_id, event))
-        self._write(statements)
+        self._write(_statements(run_id, event))
+
+    def record_many(self, run_id: str, events: list[Event]) -> None:
+        """Commit several events (the gate requests of one turn) in one transaction:
+        after a crash the log holds all of them or none."""
+        self._write([st for event in events for st in _statements(run_id, event)])
 
     def create_run(
         self,
@@ -429,6 +424,19 @@ class SQLiteStore:
             "SELECT count(*) FROM approvals WHERE run_id = ? AND status = 'pending'", (run_id,)
         ).fetchone()[0]
         return status in RESUMABLE and not waiting
+
+    def mark_paused(self, run_id: str, detail: str) -> None:
+        """Mark a run left ``running`` by a dead process, with undecided approvals, as
+        ``awaiting_approval`` (what it is: it waits for people, not for a process)."""
+        self._write(
+            [
+                (
+                    "UPDATE runs SET status = 'awaiting_approval', detail = ?, updated_at = ? "
+                    "WHERE id = ? AND status = 'running'",
+                    (detail, _now(), run_id),
+                )
+            ]
+        )
 
     def mark_failed(self, run_id: str, detail: str) -> None:
         """Mark a run that raised (a configuration mistake) as ``error``."""
@@ -665,6 +673,25 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
     except sqlite3.Error:
         conn.execute("ROLLBACK")
         raise
+
+
+def _statements(run_id: str, event: Event) -> list[tuple[str, tuple[Any, ...]]]:
+    """The writes that store ``event``: its row, and what it changes besides the log."""
+    data = event.data
+    key = data.get("key")
+    row = (
+        "INSERT INTO events (run_id, seq, type, step, at, key, data) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (
+            run_id,
+            event.seq,
+            str(event.type),
+            event.step,
+            event.at,
+            None if key is None else str(key),
+            _dump(data),
+        ),
+    )
+    return [row, *_side_effects(run_id, event)]
 
 
 def _side_effects(run_id: str, event: Event) -> list[tuple[str, tuple[Any, ...]]]:

@@ -46,13 +46,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_core import core_schema
 
-from loopwise.errors import LoopwiseError, ToolError
+from loopwise.errors import DirectEffectError, LoopwiseError, ToolError
 from loopwise.shape import ToolShape, describe, parameters_of
 
 if TYPE_CHECKING:
     from loopwise.step import Context, Step
 
 __all__ = [
+    "MAX_DEPTH",
     "Bounds",
     "Effect",
     "IdPattern",
@@ -61,6 +62,7 @@ __all__ = [
     "Tool",
     "ToolArgumentsError",
     "as_tool",
+    "load_arguments",
     "tool",
 ]
 
@@ -382,8 +384,7 @@ class Tool:
             return arguments
         if isinstance(arguments, BaseModel):
             arguments = arguments.model_dump()
-        if isinstance(arguments, str):
-            arguments = _loads(arguments, self.name)
+        arguments = load_arguments(arguments, self.name)
         if not isinstance(arguments, Mapping):
             raise ToolArgumentsError(
                 f"arguments for {self.name!r} must be a JSON object, got "
@@ -398,12 +399,24 @@ class Tool:
     async def invoke(
         self, arguments: str | Mapping[str, Any] | BaseModel | None, ctx: Context | None = None
     ) -> Any:
-        """Validate ``arguments`` and run the tool (sync ones in a worker thread).
+        """Validate ``arguments`` and run a ``read`` tool (sync ones in a worker thread).
 
         Raises :class:`ToolArgumentsError` for bad arguments, ``TimeoutError`` when
-        :attr:`timeout` passes, and whatever the function raises.
+        :attr:`timeout` passes, and whatever the function raises. A ``write`` or
+        ``irreversible`` tool is not run this way (it raises
+        :class:`~loopwise.errors.DirectEffectError`): its effects go through a run — an
+        agent's tool, a hybrid's action or a workflow node — where its gate, journal and
+        idempotency key apply.
         """
-        args = self.parse(arguments)
+        self._refuse_direct("invoke()")
+        return await self.perform(self.parse(arguments), ctx)
+
+    async def perform(self, args: BaseModel, ctx: Context | None) -> Any:
+        """Run the tool on validated ``args`` with its timeout: no gate, no journal.
+
+        The tool-call executor (:mod:`loopwise.calls`) calls this after the gate; code
+        that calls it directly takes the effect on itself.
+        """
         coro = self._call(args, ctx)
         if self.timeout is None:
             return await coro
@@ -427,8 +440,21 @@ class Tool:
         return await asyncio.to_thread(self.fn, **kwargs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """Call the wrapped function directly (no validation): handy in tests."""
+        """Call the wrapped function of a ``read`` tool directly (no validation): handy in
+        tests. A ``write``/``irreversible`` tool raises
+        :class:`~loopwise.errors.DirectEffectError` (test its function as ``tool.fn``)."""
+        self._refuse_direct("a direct call")
         return self.fn(*args, **kwargs)
+
+    def _refuse_direct(self, how: str) -> None:
+        if self.effect is Effect.READ:
+            return
+        raise DirectEffectError(
+            f"tool {self.name!r} is {self.effect}: {how} would skip its gate, journal and "
+            f"idempotency key; run it as a workflow node (Workflow(...).then({self.name})), "
+            "an agent's tool or a hybrid's action (or call its function, .fn, in a unit test)",
+            tool=self.name,
+        )
 
     def describe(self) -> ToolShape:
         """What the model and ``loopwise check`` see of this tool (and of the step it runs)."""
@@ -513,18 +539,61 @@ def _function_schema(name: str, description: str, model: type[BaseModel]) -> dic
     return {"type": "function", "function": function}
 
 
-def _loads(raw: str, name: str) -> Any:
+MAX_DEPTH = 32
+"""How deeply a call's arguments may nest (objects and arrays)."""
+
+
+def load_arguments(raw: Any, name: str) -> Any:
+    """Arguments a model wrote, as data. Text that cannot be read safely — not JSON, a
+    number of more than 4,300 digits, nesting deeper than :data:`MAX_DEPTH` (or than the
+    parser's recursion limit) — raises :class:`ToolArgumentsError` saying why, never
+    anything else, so it can go back to the model as an error result."""
+    if not isinstance(raw, str):
+        if isinstance(raw, Mapping | list) and _depth(raw) > MAX_DEPTH:
+            raise ToolArgumentsError(_too_deep(name), tool=name)
+        return raw
     if not raw.strip():
         return {}
     try:
-        return json.loads(raw)
+        value = json.loads(raw)
     except json.JSONDecodeError as e:
         shown = raw if len(raw) <= 200 else raw[:200] + "…"
         raise ToolArgumentsError(
             f"arguments for {name!r} are not valid JSON ({e.msg} at line {e.lineno} column "
             f"{e.colno}): {shown}",
             tool=name,
-        ) from e
+        ) from None
+    except (ValueError, RecursionError) as e:
+        # int() refuses numbers of more than 4,300 digits; the parser, deep nesting.
+        what = "they nest too deeply" if isinstance(e, RecursionError) else str(e)
+        raise ToolArgumentsError(
+            f"arguments for {name!r} cannot be read: {what}", tool=name
+        ) from None
+    if _depth(value) > MAX_DEPTH:
+        raise ToolArgumentsError(_too_deep(name), tool=name)
+    return value
+
+
+def _too_deep(name: str) -> str:
+    return f"arguments for {name!r} nest deeper than {MAX_DEPTH} levels; send flatter arguments"
+
+
+def _depth(value: Any) -> int:
+    """How deeply ``value`` nests, counted without recursion (so any depth is safe)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, Mapping):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, level)
+        if deepest > MAX_DEPTH:
+            return deepest
+        stack.extend((child, level + 1) for child in children)
+    return deepest
 
 
 def _describe(error: ValidationError, name: str) -> str:

@@ -68,7 +68,10 @@ from typing import (
 
 from pydantic import BaseModel, ValidationError
 
-from loopwise.errors import ConfigError, GraphError
+from loopwise.calls import Call, CallSettings, execute
+from loopwise.errors import ConfigError, GraphError, ToolError
+from loopwise.gates import pause
+from loopwise.journal import Journal
 from loopwise.shape import Edge, Graph, Kind, Limits, Node, Problem, Shape, describe, mermaid
 from loopwise.step import (
     Context,
@@ -80,6 +83,7 @@ from loopwise.step import (
     jsonable,
     needs_model,
 )
+from loopwise.tools import Effect, Tool
 from loopwise.usage import Budget
 
 if TYPE_CHECKING:
@@ -167,6 +171,90 @@ class _RouteStep:
         return RouteDecision(value=value, key=key, branch=branch)
 
 
+_NODE_ENDS: dict[str, Status] = {
+    "denied": Status.DENIED,
+    "failed": Status.TOOL_FAILED,
+    "invalid": Status.ERROR,
+}
+
+
+class _ToolNode:
+    """A tool as a workflow node: its input is the tool's arguments (a dict, or a pydantic
+    model with those fields), its output the tool's return value. The call is made by the
+    tool-call executor, so the node passes the tool's gate (a person pauses the run
+    durably), is journaled (a resumed run replays it), runs with its idempotency key and
+    taints the run when the tool's output is untrusted."""
+
+    needs_model = False
+
+    def __init__(self, tool: Tool) -> None:
+        if tool.effect is Effect.IRREVERSIBLE and tool.gate is None:
+            raise ToolError(
+                f"tool {tool.name!r} is irreversible and has no gate; give it one "
+                "(@tool(effect='irreversible', gate=human())) before using it as a node",
+                tool=tool.name,
+            )
+        self.tool = tool
+        self.name = tool.name
+        self.input_type: Any = tool.args_model
+        self.output_type: Any = _hints_of(tool.fn).get("return", Any)
+        self.description = tool.description
+
+    def accepts(self, given: Any) -> bool:
+        """Whether a value of type ``given`` can be the tool's arguments (checked when the
+        workflow is declared): a mapping (validated when it runs), the argument model, or
+        a pydantic model whose fields are arguments and cover the required ones."""
+        given = _strip(given)
+        if given is Any or given is self.tool.args_model:
+            return True
+        origin = get_origin(given) or given
+        if isinstance(origin, type) and issubclass(origin, Mapping):
+            return True
+        if not (isinstance(given, type) and issubclass(given, BaseModel)):
+            return False
+        wanted = self.tool.args_model.model_fields
+        required = {k for k, f in wanted.items() if f.is_required()}
+        return set(given.model_fields) <= set(wanted) and required <= set(given.model_fields)
+
+    async def run(self, input: Any, ctx: Context) -> Any:
+        """Make the call; a pause, a denial or a failure ends the run with its status."""
+        n = ctx.journal.counted(ctx.step_path, "tool_node")
+        bind = ctx.step_path if n == 1 else f"{ctx.step_path}@{n}"
+        call = Call(
+            name=self.tool.name,
+            arguments=input,
+            call_id=bind,
+            bind_id=bind,
+            key=Journal.key(ctx.step_path, "tool_node", n),
+        )
+        tools = {self.tool.name: self.tool}
+        (made,) = await execute(ctx, [call], tools, CallSettings(keep_value=True))
+        if made.pending is not None:
+            raise pause([made.pending])
+        if made.status == "done":
+            return made.value
+        status = _NODE_ENDS.get(made.status, Status.ERROR)
+        raise Halt(status, f"node {self.name}: {made.reason or made.content}")
+
+
+def _paused_together(halts: list[Halt]) -> Halt:
+    """One ``awaiting_approval`` halt listing every request of the paused nodes."""
+    if len(halts) == 1:
+        return halts[0]
+    pending = [p for h in halts for p in h.pending]
+    detail = f"{len(pending)} call(s) await approval: " + ", ".join(
+        f"{p.get('tool')} ({p.get('approval_id')})" for p in pending
+    )
+    return Halt(Status.AWAITING_APPROVAL, detail, output=halts[0].output, pending=pending)
+
+
+def _hints_of(fn: Any) -> dict[str, Any]:
+    try:
+        return get_type_hints(fn)
+    except (NameError, TypeError):
+        return {}
+
+
 @dataclass(slots=True, weakref_slot=True)
 class _Named:
     """A node's step under the node's name (its events' path and journal keys)."""
@@ -194,6 +282,8 @@ class _Plan:
 class _RunState:
     input: Any
     outputs: dict[str, Any] = field(default_factory=dict)
+    paused: list[Halt] = field(default_factory=list)
+    """Nodes of the current generation that wait for people (all are listed together)."""
 
 
 class Workflow:
@@ -245,14 +335,24 @@ class Workflow:
         return any(needs_model(self.graph.nodes[n]["step"]) for n in self.graph)
 
     def add(
-        self, name: str, step: Step, *, after: Iterable[str] = (), join: Join | None = None
+        self,
+        name: str,
+        step: Step | Tool,
+        *,
+        after: Iterable[str] = (),
+        join: Join | None = None,
     ) -> Workflow:
         """Add node ``name`` running ``step`` after the nodes in ``after`` (builder API).
+
+        A :class:`~loopwise.tools.Tool` is a node too: its input is its arguments, and it
+        runs behind its gate, journaled, with its idempotency key (see :mod:`loopwise.calls`).
 
         ``after`` must name nodes already added; a route reaches nodes added later by
         naming them as branches. ``join`` overrides what a join node receives.
         """
         after = list(after)
+        if isinstance(step, Tool):
+            step = _ToolNode(step)
         self._check_new(name, step, after)
         self.graph.add_node(name, step=step, join=join)
         for pred in after:
@@ -302,7 +402,9 @@ class Workflow:
         self._touch()
         return self
 
-    def then(self, step: Step, *, name: str | None = None, join: Join | None = None) -> Workflow:
+    def then(
+        self, step: Step | Tool, *, name: str | None = None, join: Join | None = None
+    ) -> Workflow:
         """Append ``step`` after the current end(s): a chain link, or the join of a fan-out."""
         node = name or _step_name(step, self.name)
         self.add(node, step, after=self._current_ends(), join=join)
@@ -390,6 +492,8 @@ class Workflow:
             if ready:
                 ctx.check_budget()
                 await concurrently([self._run_node(n, plan, state, ctx) for n in ready])
+            if state.paused:
+                raise _paused_together(state.paused)
         ran = [n for n in plan.ends if n in state.outputs]
         outputs = {n: _value(state.outputs[n]) for n in ran}
         return outputs[ran[0]] if len(ran) == 1 else outputs
@@ -515,7 +619,12 @@ class Workflow:
             value = _coerce(value, getattr(step, "input_type", Any), f"node {node}")
             ctx.count_step()
             state.outputs[node] = await ctx.run_step(self._named(node, step), value)
-        except (Halt, ConfigError):
+        except Halt as halt:
+            if halt.status is not Status.AWAITING_APPROVAL:
+                raise
+            # Its siblings go on: every gate of the generation is asked before the pause.
+            state.paused.append(halt)
+        except ConfigError:
             raise
         except Exception as e:
             raise Halt(Status.ERROR, f"node {node}: {type(e).__name__}: {e}") from e
@@ -652,6 +761,19 @@ class Workflow:
             given = [(repr(p), self._out_type(p, set())) for p in preds]
         else:
             given = [(f"the join of {', '.join(preds)}", dict)]
+        step = data["step"]
+        if isinstance(step, _ToolNode):
+            return [
+                GraphError(
+                    f"node {node!r} is the tool {step.tool.name!r}, whose input is its "
+                    f"arguments ({', '.join(step.tool.args_model.model_fields) or 'none'}): "
+                    f"a dict or a pydantic model with those fields, but {source} gives "
+                    f"{_type_name(out)}; convert in a small @step between",
+                    node=node,
+                )
+                for source, out in given
+                if not step.accepts(out)
+            ]
         return [
             GraphError(
                 f"node {node!r} takes {_type_name(wanted)} but {source} gives "
@@ -717,7 +839,7 @@ class Workflow:
 
 def _step_name(step: Any, workflow: str) -> str:
     """The node name of a step added by the chained methods; a non-step is a GraphError."""
-    if not isinstance(step, Step):
+    if not isinstance(step, Step | Tool):
         raise GraphError(
             f"{workflow}: {step!r} is not a step; decorate the function with @loopwise.step "
             "(or give an object a `name` and `async run(input, ctx)`)",
