@@ -77,8 +77,17 @@ def effects(directory: Path, run_id: str) -> list[tuple[str, str, int]]:
     return sorted((r["key"].removeprefix(f"{run_id}:"), r["kind"], r["n"]) for r in rows)
 
 
-def drive(step: loopwise.Step, db: Path, run_id: str, kill: KillAt, respond: Any) -> None:
-    """Run in a child process, then resume in children (approving what waits) until done."""
+def drive(
+    step: loopwise.Step,
+    db: Path,
+    run_id: str,
+    kill: KillAt,
+    respond: Any,
+    *,
+    deny: Callable[[dict[str, Any]], bool] = lambda approval: False,
+) -> None:
+    """Run in a child process, then resume in children until done, approving what waits
+    (denying what ``deny`` says of the approval)."""
     for attempt in range(8):
 
         def child(first: bool = attempt == 0) -> None:
@@ -91,7 +100,12 @@ def drive(step: loopwise.Step, db: Path, run_id: str, kill: KillAt, respond: Any
         wait(fork(child))
         with SQLiteStore(db) as store:
             for waiting in store.pending(run_id):
-                store.decide(run_id, waiting["approval_id"], decision="approved", by="t")
+                if deny(waiting):
+                    store.decide(
+                        run_id, waiting["approval_id"], decision="denied", by="t", reason="no"
+                    )
+                else:
+                    store.decide(run_id, waiting["approval_id"], decision="approved", by="t")
             if store.get_run(run_id)["status"] == "completed":
                 return
     raise AssertionError(f"{run_id} did not complete")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 from pydantic import BaseModel
 
 import loopwise
-from _crash import KillAt, approve_all, fork, wait
+from _crash import KillAt, approve_all, drive, effects, fork, record_effect, wait
 from loopwise import SQLiteStore, Status, gates
 from loopwise.cli import main
 from loopwise.testing import ScriptedModel, call, calls, reply
@@ -445,4 +446,171 @@ def test_the_announce_example_publishes_once_after_a_person_approves(
             "title": "Maintenance",
             "body": "API read-only on Sunday.",
         }
+    ]
+
+
+NOTES_AGENT = '''
+import loopwise
+from loopwise import Agent, gates, tool
+
+SAVED: list[str] = []
+
+
+@tool
+def lookup() -> str:
+    """Look the customer up. Use it first."""
+    return "customer C-1"
+
+
+@tool(effect="write", gate=gates.policy(lambda args: "notes are frozen today"))
+def save_note() -> str:
+    """Save a note on the customer. Use it last."""
+    SAVED.append("note")
+    return "saved"
+
+
+notes = Agent(name="notes", tools=[lookup, save_note], max_steps=5)
+'''
+
+
+def test_the_analyze_skeleton_calls_tools_through_their_gates(tmp_path: Path) -> None:
+    module = tmp_path / "notes_agent.py"
+    module.write_text(NOTES_AGENT)
+    spec = f"{module}:notes"
+    events: list[dict[str, Any]] = []
+    for name in ("lookup", "save_note"):
+        events += [
+            {"type": "model_call", "data": {}},
+            {"type": "tool_call", "data": {"tool": name}},
+        ]
+    runs = [{"run_id": f"r{i}", "status": "completed", "events": events} for i in range(6)]
+    result = loopwise.analyze(runs, target=spec)
+    assert result.skeleton is not None and ".invoke(" not in result.skeleton
+    namespace: dict[str, Any] = {}
+    exec(compile(result.skeleton, "skeleton.py", "exec"), namespace)
+    ran = loopwise.run(namespace["notes_workflow"], {})
+    saved = loopwise.targets.load_target(spec).module.SAVED
+    assert ran.status == Status.DENIED and "notes are frozen today" in (ran.detail or "")
+    assert saved == []
+
+
+def test_decide_sends_known_but_expensive_steps_to_the_gated_workflow_example(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["decide", "--steps-known", "yes", "--wrong-step-cost", "expensive", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["architecture"] == "workflow"
+    assert doc["start_from"] == "workflows/announce.py:announce"
+    assert (ROOT / "workflows" / "announce.py").exists()
+    assert "loopwise run workflows/announce.py:announce --model scripted" in doc["next_steps"]
+
+
+# --- killed at every event -------------------------------------------------------------------
+
+
+def _effect_tools(workdir: dict[str, Path]) -> tuple[loopwise.Tool, loopwise.Tool]:
+    @loopwise.tool(effect="write", gate=gates.policy(lambda a: True))
+    def record(n: int, ctx: Any) -> str:
+        """Record n (once per idempotency key)."""
+        return record_effect(workdir["dir"], "record", n, ctx.idempotency_key)
+
+    @loopwise.tool(effect="irreversible", gate=gates.human())
+    def pay(n: int, ctx: Any) -> str:
+        """Pay n (once per idempotency key), after a person approves."""
+        return record_effect(workdir["dir"], "pay", n, ctx.idempotency_key)
+
+    return record, pay
+
+
+def _number(n: int) -> loopwise.FunctionStep:
+    async def number(_: Any) -> dict[str, int]:
+        return {"n": n}
+
+    return loopwise.step(name=f"number_{n}")(number)
+
+
+def _each_kill(
+    tmp_path: Path, step: loopwise.Step, respond: Any, deny: Any = lambda a: False
+) -> list[tuple[str, str, int]]:
+    """Kill a run at each of its events in turn; every resume must end with the effects of
+    the run that was never killed, each taken once. Returns those effects."""
+    workdir = {"dir": tmp_path / "clean"}
+    workdir["dir"].mkdir()
+    step = step(workdir)
+    drive(step, tmp_path / "c.db", "clean", KillAt(0, tmp_path / "never"), respond, deny=deny)
+    expected = effects(workdir["dir"], "clean")
+    with SQLiteStore(tmp_path / "c.db") as store:
+        total = len(store.events("clean"))
+    for n in range(1, total + 1):
+        workdir["dir"] = tmp_path / f"kill{n}"
+        workdir["dir"].mkdir()
+        db, run_id = tmp_path / f"kill{n}.db", f"kill{n}"
+        drive(step, db, run_id, KillAt(n, workdir["dir"] / "killed"), respond, deny=deny)
+        assert (workdir["dir"] / "killed").exists(), n
+        assert effects(workdir["dir"], run_id) == expected, n
+        with SQLiteStore(db) as store:
+            events = store.events(run_id)
+        assert [e.seq for e in events] == list(range(1, len(events) + 1)), n
+        recorded = {e.data["call_id"] for e in events[: n - 1] if e.type == "tool_result"}
+        attempts = Counter((workdir["dir"] / "attempts.txt").read_text().split())
+        assert all(attempts[f"{run_id}:{c}"] == 1 for c in recorded), n
+    return expected
+
+
+def test_a_workflow_with_a_gated_tool_node_killed_at_any_event_pays_once(tmp_path: Path) -> None:
+    def flow(workdir: dict[str, Path]) -> loopwise.Workflow:
+        record, pay = _effect_tools(workdir)
+        return (
+            loopwise.Workflow("flow")
+            .then(_number(1))
+            .then(record)
+            .then(_number(2))
+            .then(pay)
+            .then(_number(3))
+            .then(record, name="record_again")
+        )
+
+    expected = _each_kill(tmp_path, flow, lambda request: reply("unused"))
+    assert expected == [
+        ("flow/pay", "pay", 2),
+        ("flow/record", "record", 1),
+        ("flow/record_again", "record", 3),
+    ]
+
+
+_ROUND_1 = {
+    "steps": [
+        {"id": "s1", "action": "record", "args": {"n": 1}, "reason": "r"},
+        {"id": "s2", "action": "pay", "args": {"n": 2}, "depends_on": ["s1"], "reason": "r"},
+        {"id": "s3", "action": "pay", "args": {"n": 5}, "reason": "r"},
+    ]
+}
+_ROUND_2 = {  # repeats s1, which already took effect: rejected, then left out
+    "steps": [
+        {"id": "s1", "action": "record", "args": {"n": 1}, "reason": "r"},
+        {"id": "s4", "action": "record", "args": {"n": 4}, "reason": "r"},
+    ]
+}
+
+
+def _replanner(request: loopwise.ModelRequest) -> Any:
+    text = _first_user(request)
+    if "already took effect" in text:
+        return reply({"steps": _ROUND_2["steps"][1:]})
+    return reply(_ROUND_2 if "was denied" in text else _ROUND_1)
+
+
+def test_a_hybrid_that_replans_after_a_denial_killed_at_any_event_pays_once(
+    tmp_path: Path,
+) -> None:
+    def desk(workdir: dict[str, Path]) -> loopwise.Hybrid:
+        return loopwise.Hybrid("desk", actions=_effect_tools(workdir), replan_on_denial=1)
+
+    expected = _each_kill(
+        tmp_path, desk, _replanner, deny=lambda approval: approval["args"] == {"n": 5}
+    )
+    assert expected == [
+        ("execute.s1", "record", 1),
+        ("execute.s2", "pay", 2),
+        ("execute_2.s4", "record", 4),
     ]

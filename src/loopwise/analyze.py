@@ -257,9 +257,11 @@ def workflow_skeleton(
 
     The turns the paths share become a chain of nodes; where they part, one node holds an
     ``if`` per path with a ``TODO`` condition (in a workflow, code decides what the model
-    did). Tools the agent called together are awaited together; a repeated turn becomes
-    a loop. When ``name`` is a target spec (``agents/x.py:investigate``) the skeleton
-    takes the tools from that agent (its ``tool_map``); ``examples`` maps a tool to
+    did). Tools the agent called together are called together, through
+    :func:`loopwise.calls.call_tools` — gated, journaled and keyed like the agent's calls,
+    so a write tool's policy or person still decides; a repeated turn becomes a loop.
+    When ``name`` is a target spec (``agents/x.py:investigate``) the skeleton takes the
+    tools from that agent (its ``tool_map``); ``examples`` maps a tool to
     arguments the agent once passed, shown beside each call.
     """
     group = [paths] if isinstance(paths, PathStats) else list(paths)
@@ -273,10 +275,9 @@ def workflow_skeleton(
         *(f"    {p.share:>4.0%}  {p.text}" for p in group),
         '"""',
         "",
-        "import asyncio",
-        "",
         "import loopwise",
         "from loopwise import Workflow",
+        "from loopwise.calls import call_tools",
         *_tool_imports(name, tools),
         "",
     ]
@@ -361,11 +362,12 @@ class _Calls:
             seen = self.examples.get(t)
             hint = f"  # the agent passed e.g. {json.dumps(seen)}" if seen is not None else ""
             lines.append(f"{indent}{_identifier(t)}_args: dict = {{}}{hint}")
-        awaited = ", ".join(f"{_identifier(t)}.invoke({_identifier(t)}_args, ctx)" for t in turn)
+        pairs = ", ".join(f"({_identifier(t)}, {_identifier(t)}_args)" for t in turn)
         names = ", ".join(repr(t) for t in turn)
         return [
             *lines,
-            f"{indent}results = await asyncio.gather({awaited})",
+            # Through the executor: each call passes its tool's gate, journal and key.
+            f"{indent}results = await call_tools(ctx, [{pairs}])",
             f"{indent}for tool_name, result in zip([{names}], results):",
             f"{indent}    state.setdefault(tool_name, []).append(result)",
         ]

@@ -48,9 +48,11 @@ from loopwise.gates import (
     args_hash,
     authorize_all,
     denial_message,
+    pause,
     recheck_edited,
 )
-from loopwise.step import Context, EventType, Halt, concurrently, jsonable
+from loopwise.journal import Journal
+from loopwise.step import Context, EventType, Halt, Status, concurrently, jsonable
 from loopwise.tools import Effect, Tool, ToolArgumentsError, load_arguments
 
 __all__ = [
@@ -58,9 +60,11 @@ __all__ = [
     "CallSettings",
     "CallStatus",
     "Outcome",
+    "call_tools",
     "effect_id",
     "execute",
     "readable_args",
+    "values_or_halt",
 ]
 
 _LOG_CHARS = 2000
@@ -172,6 +176,59 @@ async def execute(
         ctx.check_budget()
     outcomes = await concurrently([_finish(batch, s) for s in slots]) if slots else []
     return outcomes + _refuse_excess(batch, excess)
+
+
+async def call_tools(ctx: Context, calls: Sequence[tuple[Tool, Any]]) -> list[Any]:
+    """Make tool calls from code in a step (a workflow node) and return their values.
+
+    ``calls`` are ``(tool, arguments)`` pairs, made as one batch through :func:`execute`:
+    validated, gated (the batch's asks together), journaled and keyed like an agent's.
+    Approval ids are the step's path and the tool's name (``flow/node/publish``; a second
+    batch of the step adds ``@2``, a tool twice in a batch ``.i``). A call waiting for a
+    person ends the run ``awaiting_approval``; resumed, the step runs again from its top
+    and its calls that already ran are replayed, not repeated (so the step must decide
+    its calls the same way again: code, not chance). A denial ends the run ``denied``, a
+    failing tool ``tool_failed``, invalid arguments ``error``.
+    """
+    path = ctx.step_path
+    n = ctx.journal.counted(path, "calls")
+    names = [tool.name for tool, _ in calls]
+    batch = []
+    for i, (tool, args) in enumerate(calls, 1):
+        bind = f"{path}/{tool.name}"
+        if n > 1 or names.count(tool.name) > 1:
+            bind += f"@{n}.{i}"
+        batch.append(
+            Call(
+                name=tool.name,
+                arguments=args,
+                call_id=bind,
+                bind_id=bind,
+                key=Journal.key(path, "calls", n, i),
+            )
+        )
+    tools = {tool.name: tool for tool, _ in calls}
+    made = await execute(ctx, batch, tools, CallSettings(keep_value=True))
+    return values_or_halt(made)
+
+
+_ENDS: dict[CallStatus, Status] = {
+    "denied": Status.DENIED,
+    "failed": Status.TOOL_FAILED,
+}
+
+
+def values_or_halt(made: Sequence[Outcome]) -> list[Any]:
+    """The values of calls made by code: every pending ask pauses the run (together); a
+    denial, a failure or bad arguments end it (code has no model to read an error)."""
+    waiting = [o.pending for o in made if o.pending is not None]
+    if waiting:
+        raise pause(waiting)
+    for o in made:
+        if o.status != "done":
+            detail = f"{o.call.call_id}: {o.reason or o.content}"
+            raise Halt(_ENDS.get(o.status, Status.ERROR), detail)
+    return [o.value for o in made]
 
 
 def _prepare(batch: _Batch, call: Call) -> Outcome | _Ready:

@@ -34,6 +34,10 @@ EXAMPLES: Mapping[Architecture, str] = {
     Architecture.HYBRID: "workflows/refund_desk.py:refund_desk",
 }
 
+#: Where to start when the steps are known but a wrong step is expensive: a workflow
+#: whose irreversible node is a tool behind a human gate.
+GATED_WORKFLOW = "workflows/announce.py:announce"
+
 #: Runs per day from which an agent's per-run cost and variance dominate the bill.
 HIGH_VOLUME = 10_000
 #: A latency budget (seconds) under which a multi-turn agent loop rarely fits.
@@ -109,12 +113,13 @@ def decide(
         answers["volume_per_day"] = volume
     if latency_seconds is not None:
         answers["latency_seconds"] = latency_seconds
+    example = GATED_WORKFLOW if (known, cost) == ("yes", "expensive") else EXAMPLES[arch]
     return Decision(
         architecture=arch,
         reasons=reasons,
-        start_from=EXAMPLES[arch],
+        start_from=example,
         cautions=_cautions(arch, volume, latency_seconds),
-        next_steps=_next_steps(arch),
+        next_steps=_next_steps(arch, example),
         answers=answers,
     )
 
@@ -141,9 +146,10 @@ def _rule(
     if known == "yes":
         return Architecture.WORKFLOW, [
             fixed,
-            "a wrong step is expensive, so put a human gate (or a stricter policy) in front of "
-            "each irreversible node; no model chooses the path, so nothing injectable reaches "
-            "the effects",
+            "a wrong step is expensive, so make each irreversible step a tool node behind a "
+            "human gate (or a stricter policy): Workflow(...).then(tool) pauses the run for a "
+            "person and runs the tool once after approval; no model chooses the path, so "
+            f"nothing injectable reaches the effects (see {GATED_WORKFLOW})",
         ]
     if cost == "expensive":
         return Architecture.HYBRID, _hybrid_reasons(known)
@@ -202,8 +208,7 @@ def _cautions(arch: Architecture, volume: int | None, latency: float | None) -> 
     return out
 
 
-def _next_steps(arch: Architecture) -> list[str]:
-    example = EXAMPLES[arch]
+def _next_steps(arch: Architecture, example: str) -> list[str]:
     steps = [
         f"loopwise check {example}",
         f"loopwise run {example} --model scripted",

@@ -68,9 +68,8 @@ from typing import (
 
 from pydantic import BaseModel, ValidationError
 
-from loopwise.calls import Call, CallSettings, execute
+from loopwise.calls import Call, CallSettings, execute, values_or_halt
 from loopwise.errors import ConfigError, GraphError, ToolError
-from loopwise.gates import pause
 from loopwise.journal import Journal
 from loopwise.shape import Edge, Graph, Kind, Limits, Node, Problem, Shape, describe, mermaid
 from loopwise.step import (
@@ -171,13 +170,6 @@ class _RouteStep:
         return RouteDecision(value=value, key=key, branch=branch)
 
 
-_NODE_ENDS: dict[str, Status] = {
-    "denied": Status.DENIED,
-    "failed": Status.TOOL_FAILED,
-    "invalid": Status.ERROR,
-}
-
-
 class _ToolNode:
     """A tool as a workflow node: its input is the tool's arguments (a dict, or a pydantic
     model with those fields), its output the tool's return value. The call is made by the
@@ -217,7 +209,7 @@ class _ToolNode:
         return set(given.model_fields) <= set(wanted) and required <= set(given.model_fields)
 
     async def run(self, input: Any, ctx: Context) -> Any:
-        """Make the call; a pause, a denial or a failure ends the run with its status."""
+        """Make the call (:func:`loopwise.calls.values_or_halt` says how it may end)."""
         n = ctx.journal.counted(ctx.step_path, "tool_node")
         bind = ctx.step_path if n == 1 else f"{ctx.step_path}@{n}"
         call = Call(
@@ -227,14 +219,10 @@ class _ToolNode:
             bind_id=bind,
             key=Journal.key(ctx.step_path, "tool_node", n),
         )
-        tools = {self.tool.name: self.tool}
-        (made,) = await execute(ctx, [call], tools, CallSettings(keep_value=True))
-        if made.pending is not None:
-            raise pause([made.pending])
-        if made.status == "done":
-            return made.value
-        status = _NODE_ENDS.get(made.status, Status.ERROR)
-        raise Halt(status, f"node {self.name}: {made.reason or made.content}")
+        made = await execute(
+            ctx, [call], {self.tool.name: self.tool}, CallSettings(keep_value=True)
+        )
+        return values_or_halt(made)[0]
 
 
 def _paused_together(halts: list[Halt]) -> Halt:
