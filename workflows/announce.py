@@ -80,7 +80,8 @@ def publish(
     body: Annotated[str, Field(description="The text customers read.", max_length=2000)],
     ctx: Any,
 ) -> str:
-    """Publish an announcement to every customer; it cannot be taken back."""
+    """Publish an announcement to every customer; it cannot be taken back. Use it once the
+    draft is final."""
     outbox = _outbox()
     outbox.parent.mkdir(parents=True, exist_ok=True)
     key = ctx.idempotency_key

@@ -208,6 +208,10 @@ class _ToolNode:
         required = {k for k, f in wanted.items() if f.is_required()}
         return set(given.model_fields) <= set(wanted) and required <= set(given.model_fields)
 
+    def describe(self) -> Shape:
+        """A tool step: the tool as the reviewer sees it (effect, gate, taint)."""
+        return Shape(kind=Kind.TOOL, name=self.name, tools=(self.tool.describe(),))
+
     async def run(self, input: Any, ctx: Context) -> Any:
         """Make the call (:func:`loopwise.calls.values_or_halt` says how it may end)."""
         n = ctx.journal.counted(ctx.step_path, "tool_node")
@@ -758,6 +762,7 @@ class Workflow:
                     f"a dict or a pydantic model with those fields, but {source} gives "
                     f"{_type_name(out)}; convert in a small @step between",
                     node=node,
+                    code="type-mismatch",
                 )
                 for source, out in given
                 if not step.accepts(out)
