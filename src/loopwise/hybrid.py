@@ -594,9 +594,12 @@ class _ActionNode:
         if isinstance(self.verdict, Denied):
             verdict = self.verdict
             return self._result("denied", reason=f"denied by {verdict.by}: {verdict.reason}")
+        # A person's edit is what runs (and what the log shows); the executor recalls the
+        # edited verdict and validates and re-checks these arguments before they run.
+        edited = self.verdict.args if isinstance(self.verdict, Edited) else None
         call = Call(
             name=self.action.name,
-            arguments=self.planned.args_dict(),
+            arguments=self.planned.args_dict() if edited is None else edited,
             call_id=self.call_id,
             bind_id=self.call_id,
             key=Journal.key(ctx.step_path, "action", self.call_id),
