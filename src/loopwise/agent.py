@@ -489,9 +489,11 @@ class Agent:
         for outcome in outcomes:
             if outcome.call.name == FINAL_ANSWER and not outcome.is_error:
                 return Answer(outcome.value)
+        over_cap = False
         for outcome in outcomes:
-            if not outcome.is_error:
-                continue
+            if not outcome.is_error or (over_cap and outcome.counts_as == _TOO_MANY):
+                continue  # the calls over a turn's cap are one failure, not one each
+            over_cap = over_cap or outcome.counts_as == _TOO_MANY
             state.failures[outcome.counts_as] += 1
             if state.failures[outcome.counts_as] >= self.failure_cap:
                 final = outcome.counts_as == FINAL_ANSWER

@@ -460,7 +460,8 @@ def _excess_call(call: Call) -> dict[str, Any]:
     return {
         "tool": call.name,
         "call_id": call.call_id,
-        "args": readable_args(call.arguments),
+        # As sent (shortened): a flood of calls is not worth parsing only to log it.
+        "args": _shortened(str(call.arguments)),
         "effect": None,
         "key": f"{call.key}:call",
     }
@@ -484,8 +485,11 @@ def readable_args(arguments: Any) -> Any:
     try:
         return jsonable(load_arguments(arguments, "log"))
     except ToolArgumentsError:
-        text = str(arguments)
-        return text if len(text) <= _LOG_CHARS else text[:_LOG_CHARS] + "…"
+        return _shortened(str(arguments))
+
+
+def _shortened(text: str) -> str:
+    return text if len(text) <= _LOG_CHARS else text[:_LOG_CHARS] + "…"
 
 
 def _render(value: Any) -> str:
