@@ -17,13 +17,13 @@ from loopwise.store import SQLiteStore
 from loopwise.structured import Structured
 
 
-def make_agent(**settings: Any) -> Agent:
+def make_agent(max_steps: int = 20, **settings: Any) -> Agent:
     """The benchmark agent: ``lookup_order`` and ``wait`` as loopwise tools."""
     return Agent(
         name="bench_agent",
         instructions=raw_loop.SYSTEM,
         tools=[raw_loop.lookup_order, raw_loop.wait],
-        max_steps=20,
+        max_steps=max_steps,
         **settings,
     )
 

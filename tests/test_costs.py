@@ -8,6 +8,7 @@ machine, however loaded.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import subprocess
 import sys
@@ -16,6 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx2
+import openai
 import pytest
 
 import loopwise
@@ -234,3 +237,70 @@ def test_reading_a_long_run_log_sets_off_at_most_one_collection(tmp_path: Path) 
     # that rescan the heap, so reading grew faster than the log; now at most the one
     # deferred pass after the read.
     assert len(collections) <= 2
+
+
+def test_the_model_port_sends_the_bytes_the_sdk_create_sends() -> None:
+    sent: list[tuple[str, str, list[tuple[str, str]], bytes]] = []
+    answer = {
+        "id": "c1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "m",
+        "choices": [
+            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "ok"}}
+        ],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+    }
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        headers = sorted(request.headers.items())
+        sent.append((request.method, str(request.url), headers, request.content))
+        return httpx2.Response(200, json=answer)
+
+    client = openai.AsyncOpenAI(
+        base_url="http://127.0.0.1:9/v1",
+        api_key="sk-test",
+        max_retries=0,
+        http_client=openai.DefaultAsyncHttpxClient(transport=httpx2.MockTransport(handler)),
+    )
+    model = loopwise.OpenAIModel("m", client=client)
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    history: list[dict[str, Any]] = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Hi é ☃"},
+        {"role": "assistant", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        ]},
+        {"role": "tool", "tool_call_id": "c1", "content": "done"},
+    ]  # fmt: skip
+    fmt = {"type": "json_schema", "json_schema": {"name": "A", "schema": {"type": "object"}}}
+    cases: list[tuple[ModelRequest, dict[str, Any]]] = [
+        (ModelRequest(messages=history[:2]), {}),
+        (ModelRequest(messages=history, tools=tools), {"tools": tools}),
+        (
+            ModelRequest(
+                messages=history[:2],
+                response_format=fmt,
+                tool_choice="none",
+                temperature=0.2,
+                max_output_tokens=50,
+            ),
+            {
+                "tool_choice": "none",
+                "response_format": fmt,
+                "temperature": 0.2,
+                "max_completion_tokens": 50,
+            },
+        ),
+    ]
+
+    async def both() -> None:
+        for request, extra in cases:
+            turn = await model.complete(request)
+            assert turn.text == "ok" and turn.input_tokens == 3
+            await client.chat.completions.create(model="m", messages=request.messages, **extra)
+
+    asyncio.run(both())
+    assert len(sent) == 2 * len(cases)
+    for port, sdk in zip(sent[::2], sent[1::2], strict=True):
+        assert port == sdk

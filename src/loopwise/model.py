@@ -19,6 +19,7 @@ from typing import Any
 
 import openai
 from openai.lib.streaming.chat import ChatCompletionStreamState
+from openai.types.chat import ChatCompletion
 
 from loopwise.errors import ConfigError, ModelAPIError, ModelNotConfigured, ResponseFormatRejected
 from loopwise.port import (
@@ -146,17 +147,18 @@ class OpenAIModel:
         and raises :class:`ResponseFormatRejected`; any other retryable failure of that
         first try is retried by the SDK as usual, with one retry fewer.
         """
+        # In the order chat.completions.create() sends them: the same bytes on the wire.
         params: dict[str, Any] = {"model": self.name, "messages": request.messages}
-        if request.tools:
-            params["tools"] = request.tools
-        if request.tool_choice is not None:
-            params["tool_choice"] = request.tool_choice
+        if request.max_output_tokens is not None:
+            params["max_completion_tokens"] = request.max_output_tokens
         if request.response_format is not None:
             params["response_format"] = request.response_format
         if request.temperature is not None:
             params["temperature"] = request.temperature
-        if request.max_output_tokens is not None:
-            params["max_completion_tokens"] = request.max_output_tokens
+        if request.tool_choice is not None:
+            params["tool_choice"] = request.tool_choice
+        if request.tools:
+            params["tools"] = request.tools
         client = self.client
         if _asks_structured(request) and client.max_retries > 0:
             first, rest = self._split_retries(client)
@@ -188,12 +190,27 @@ async def _create(
         if request.on_text is not None:
             completion = await _streamed(client, params, request.on_text)
         else:
-            completion = await client.chat.completions.create(**params)
+            completion = await _posted(client, params)
     except openai.OpenAIError as e:
         raise _map_error(e, request) from e
     except json.JSONDecodeError as e:  # a 2xx body that is not JSON: the SDK lets it through
         raise ModelAPIError(f"model API returned malformed JSON: {e}") from e
     return _to_turn(completion, name)
+
+
+async def _posted(client: openai.AsyncOpenAI, params: dict[str, Any]) -> ChatCompletion:
+    """``chat.completions.create(**params)`` without the SDK's parameter transform.
+
+    The port's messages and tools are already in wire form, and the transform walks the
+    whole transcript on every call, so a long run paid more per call as it grew. The
+    request goes through the client's own ``post`` (what ``create`` calls): same bytes on
+    the wire (a test compares them), the client's retries, timeouts, auth and typed
+    errors, and the answer parsed into a ``ChatCompletion`` as ``create`` parses it.
+    """
+    options: Any = {"security": {"bearer_auth": True}}  # as create() asks for auth
+    return await client.post(
+        "/chat/completions", cast_to=ChatCompletion, body=params, options=options
+    )
 
 
 async def _streamed(
