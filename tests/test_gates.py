@@ -412,3 +412,19 @@ def test_resume_keeps_the_limits_the_run_started_with(
     code, done = _json_main(capsys, "resume", paused["run_id"], "--json")
     assert code == 1 and done["status"] == "step_limit"  # 1 step, not the agent's own 4
     assert len(_effects(target)) == 1
+
+
+def test_non_finite_numbers_in_input_or_edited_arguments_exit_2(
+    target: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for raw in ("NaN", '{"amount": Infinity}', "1e999"):
+        assert main(["run", f"{target}:refund_agent", "--input", raw, "--model", "scripted"]) == 2
+        _, err = capsys.readouterr()
+        assert err.startswith("loopwise: --input is not valid JSON (") and err.count("\n") == 1
+    _, paused = _json_main(capsys, "run", f"{target}:refund_agent", "--input", '"x"',
+                           "--model", "scripted", "--json")  # fmt: skip
+    edit = '{"order_id": "O-1", "amount": NaN}'
+    assert main(["approve", paused["run_id"], "--args", edit]) == 2
+    err = capsys.readouterr().err
+    assert "NaN is not a finite number" in err and err.count("\n") == 1
+    assert _effects(target) == []

@@ -606,3 +606,29 @@ def test_a_hybrid_run_twice_in_one_run_pays_twice_each_with_its_own_approval() -
         f"{run_id}:batch/desk/desk/execute.s1": 7,
         f"{run_id}:batch/desk/desk@2/execute.s1": 7,
     }
+
+
+def test_nan_or_infinite_tool_arguments_are_refused_before_the_gate() -> None:
+    # NaN compares false both ways, so a policy written "deny above 100" would approve it.
+    paid: list[float] = []
+
+    @loopwise.tool(
+        effect="irreversible",
+        gate=gates.policy(lambda a: Denied("over 100") if a["amount"] > 100 else True),
+    )
+    def refund(order: str, amount: float) -> str:
+        paid.append(amount)
+        return f"refunded {amount}"
+
+    raws = ['{"order": "O-1", "amount": NaN}', '{"order": "O-1", "amount": -Infinity}',
+            '{"order": "O-1", "amount": -1e999}']  # fmt: skip
+    model = ScriptedModel([call("refund", raw) for raw in raws] + [reply("done")])
+    agent = loopwise.Agent(name="desk", tools=[refund], max_steps=5)
+    result = loopwise.run(agent, "refund", model=model, store=":memory:")
+    assert paid == []
+    results = [e.data for e in result.events if e.type == "tool_result"]
+    assert [r["is_error"] for r in results] == [True, True, True]
+    assert "NaN is not a finite number" in results[0]["content"]
+    assert "-Infinity is not a finite number" in results[1]["content"]
+    assert "1e999 is not a finite number" in results[2]["content"]
+    json.dumps(result.to_dict(), allow_nan=False)  # the log stays JSON

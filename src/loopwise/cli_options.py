@@ -17,6 +17,7 @@ from typing import Any
 from loopwise.errors import ConfigError
 from loopwise.port import STRUCTURED_MODES
 from loopwise.targets import Target, load_target
+from loopwise.tools import json_value
 from loopwise.usage import Budget
 from loopwise.workflow import Workflow
 
@@ -133,7 +134,7 @@ def read_json(text: str, flag: str) -> Any:
     nesting deeper than :data:`MAX_JSON_DEPTH` or a number too long to read.
     """
     try:
-        value = json.loads(text)
+        value = json_value(text)
     except json.JSONDecodeError:
         raise
     except RecursionError as e:

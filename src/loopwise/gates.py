@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, Literal, TextIO, get_args
 from loopwise.errors import ConfigError
 from loopwise.journal import Journal
 from loopwise.step import EventType, Halt, Status, jsonable
+from loopwise.tools import json_value
 
 if TYPE_CHECKING:
     from loopwise.step import Context
@@ -615,7 +616,7 @@ class TerminalApprovals:
     def _edited(self) -> Edited | None:
         raw = self._line("new arguments as a JSON object: ")
         try:
-            args = json.loads(raw or "")
+            args = json_value(raw or "")
         except json.JSONDecodeError as e:
             (self._out or sys.stderr).write(f"not JSON: {e.msg}\n")
             return None

@@ -39,7 +39,16 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, get_args, get_origin, get_type_hints, overload
+from typing import (
+    TYPE_CHECKING,
+    Annotated,
+    Any,
+    NoReturn,
+    get_args,
+    get_origin,
+    get_type_hints,
+    overload,
+)
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -62,6 +71,7 @@ __all__ = [
     "Tool",
     "ToolArgumentsError",
     "as_tool",
+    "json_value",
     "load_arguments",
     "tool",
 ]
@@ -539,6 +549,26 @@ def _function_schema(name: str, description: str, model: type[BaseModel]) -> dic
     return {"type": "function", "function": function}
 
 
+def json_value(text: str) -> Any:
+    """``text`` read as JSON as RFC 8259 defines it, for text a model or a person sent.
+
+    Python's parser also reads ``NaN``, ``Infinity`` and numbers too large for a float
+    (``1e999``) as non-finite floats; those slip past checks such as ``amount > 100`` (a
+    NaN compares false both ways) and make a stored log that is no longer JSON. Raises
+    ``json.JSONDecodeError`` for them as for any other text that is not JSON.
+    """
+
+    def refuse(token: str) -> NoReturn:
+        message = f"{token} is not a finite number"
+        raise json.JSONDecodeError(message, text, max(text.find(token), 0))
+
+    def finite(token: str) -> float:
+        value = float(token)
+        return value if math.isfinite(value) else refuse(token)
+
+    return json.loads(text, parse_constant=refuse, parse_float=finite)
+
+
 MAX_DEPTH = 32
 """How deeply a call's arguments may nest (objects and arrays)."""
 
@@ -555,7 +585,7 @@ def load_arguments(raw: Any, name: str) -> Any:
     if not raw.strip():
         return {}
     try:
-        value = json.loads(raw)
+        value = json_value(raw)
     except json.JSONDecodeError as e:
         shown = raw if len(raw) <= 200 else raw[:200] + "…"
         raise ToolArgumentsError(
