@@ -199,7 +199,8 @@ def test_keep_alive_reuses_one_connection() -> None:
 
 
 def test_concurrent_requests_are_served_concurrently() -> None:
-    with FakeChatServer(latency=0.2) as server:
+    # No answer leaves before the 100th request arrives: all 100 were sent at once.
+    with FakeChatServer(hold_until=100) as server:
         model = server.model()
 
         async def many() -> list[Turn]:

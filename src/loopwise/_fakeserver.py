@@ -63,7 +63,9 @@ class FakeChatServer:
     """A local Chat Completions server; see the module docstring.
 
     ``script`` is a :class:`~loopwise.scripted.ScriptedModel` script whose entries may
-    also be :class:`Fault`; ``latency`` delays every answer; ``reject`` names request
+    also be :class:`Fault`; ``latency`` delays every answer; ``hold_until=N`` answers no
+    chat request until N are in flight at once (a client's concurrency proven without
+    timing: fewer than N concurrent requests time out); ``reject`` names request
     features to refuse with HTTP 400 (``json_schema``, ``json_object_schema``,
     ``json_object``, ``tool_choice``...); ``profile`` (a name in ``PROFILES`` or a
     :class:`ServerProfile`) reproduces one real server's quirks. Use it as a context
@@ -75,6 +77,7 @@ class FakeChatServer:
         script: Iterable[Any] | Callable[[ModelRequest], Any] | None = None,
         *,
         latency: float = 0.0,
+        hold_until: int = 0,
         reject: Collection[str] = (),
         profile: str | ServerProfile | None = None,
     ) -> None:
@@ -86,6 +89,8 @@ class FakeChatServer:
         self.profile = _profile(profile, reject)
         self.scripted: ScriptedModel = ScriptedModel(script, name="")
         self.latency = latency
+        self.hold_until = hold_until
+        self._gathered = asyncio.Event()
         self.requests: list[dict[str, Any]] = []
         """Every chat request body received, parsed, in arrival order."""
         self.errors: list[str] = []
@@ -235,6 +240,9 @@ class FakeChatServer:
             self.in_flight += 1
             self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
             try:
+                if self.in_flight >= self.hold_until:
+                    self._gathered.set()
+                await self._gathered.wait()
                 if self.latency:
                     await asyncio.sleep(self.latency)
                 return await self._chat(body)
