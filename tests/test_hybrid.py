@@ -331,3 +331,27 @@ def test_a_resumed_run_still_counts_the_planning_it_skips() -> None:
     assert resumed.steps >= paused.steps
     with loopwise.SQLiteStore() as store:
         assert store.get_run(paused.run_id)["usage"]["total_tokens"] == paused.usage.total_tokens
+
+
+def test_a_plan_with_a_nan_or_infinite_argument_never_executes() -> None:
+    # pydantic's JSON reader accepts NaN, and NaN passes a "deny above 100" policy.
+    paid: list[float] = []
+
+    @loopwise.tool(
+        effect="irreversible",
+        gate=policy(lambda a: Denied("over 100") if a["amount"] > 100 else True),
+    )
+    def refund(order_id: str, amount: float) -> str:
+        paid.append(amount)
+        return "refunded"
+
+    def plan(amount: str) -> str:
+        step = '{"id": "s1", "action": "refund", "depends_on": [], "reason": "r", "args": '
+        return '{"steps": [' + step + '{"order_id": "O-1", "amount": ' + amount + "}}]}"
+
+    model = ScriptedModel([reply(plan("NaN")), reply(plan("-Infinity")), reply(plan("20"))])
+    desk = Hybrid("desk", actions=[refund], task="refund")
+    result = loopwise.run(desk, "x", model=model)
+    assert result.status == "completed" and paid == [20.0]
+    feedback = [str(m["content"]) for m in model.last_request.messages if m["role"] == "user"]
+    assert model.calls == 3 and any("amount is not a finite number" in t for t in feedback)

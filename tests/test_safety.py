@@ -624,7 +624,7 @@ def test_nan_or_infinite_tool_arguments_are_refused_before_the_gate() -> None:
             '{"order": "O-1", "amount": -1e999}']  # fmt: skip
     model = ScriptedModel([call("refund", raw) for raw in raws] + [reply("done")])
     agent = loopwise.Agent(name="desk", tools=[refund], max_steps=5)
-    result = loopwise.run(agent, "refund", model=model, store=":memory:")
+    result = loopwise.run(agent, "refund", model=model)
     assert paid == []
     results = [e.data for e in result.events if e.type == "tool_result"]
     assert [r["is_error"] for r in results] == [True, True, True]

@@ -427,6 +427,11 @@ async def validate_plan(
     if errors:
         return None, errors
     for s in plan.steps:
+        try:  # what the plan's own parse lets through (pydantic's JSON reads NaN)
+            catalog[s.action].tool.parse(s.args_dict())
+        except ToolArgumentsError as e:
+            errors.append(f"step {s.id} ({s.action}): {e}")
+            continue
         reason = await check_policy(
             catalog[s.action], s.args_dict(), PlanContext(plan=plan, step=s)
         )

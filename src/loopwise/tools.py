@@ -401,6 +401,10 @@ class Tool:
                 f"{type(arguments).__name__}",
                 tool=self.name,
             )
+        where = _non_finite(arguments)
+        if where is not None:
+            message = f"arguments for {self.name!r}: {where} is not a finite number"
+            raise ToolArgumentsError(message, tool=self.name)
         try:
             return self.args_model.model_validate(dict(arguments))
         except ValidationError as e:
@@ -567,6 +571,21 @@ def json_value(text: str) -> Any:
         return value if math.isfinite(value) else refuse(token)
 
     return json.loads(text, parse_constant=refuse, parse_float=finite)
+
+
+def _non_finite(arguments: Mapping[str, Any]) -> str | None:
+    """Where a NaN or infinite float sits in already-parsed arguments (a plan's, an edit's:
+    pydantic's JSON reader accepts ``NaN``), as a dotted path, or ``None``."""
+    stack: list[tuple[str, Any]] = [(str(k), v) for k, v in arguments.items()]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            return where
+        if isinstance(value, Mapping):
+            stack.extend((f"{where}.{k}", v) for k, v in value.items())
+        elif isinstance(value, list | tuple):
+            stack.extend((f"{where}.{i}", v) for i, v in enumerate(value))
+    return None
 
 
 MAX_DEPTH = 32
