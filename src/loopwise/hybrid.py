@@ -57,7 +57,7 @@ from loopwise.journal import Journal
 from loopwise.shape import Edge, Graph, Kind, Limits, Node, Shape, describe, mermaid
 from loopwise.step import Context, EventType, Halt, Status, jsonable, step
 from loopwise.structured import Structured
-from loopwise.tools import Tool
+from loopwise.tools import Tool, ToolArgumentsError
 from loopwise.usage import Budget, Usage
 from loopwise.workflow import Workflow, _nx
 
