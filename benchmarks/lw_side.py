@@ -13,7 +13,7 @@ import raw_loop
 import loopwise
 from loopwise.agent import Agent, ContextPolicy, LoopDetection
 from loopwise.model import ModelRequest, ToolCall, Turn
-from loopwise.store import SQLiteStore
+from loopwise.sqlite_store import SQLiteStore
 from loopwise.structured import Structured
 
 

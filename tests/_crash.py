@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import loopwise
-from loopwise import SQLiteStore
+from loopwise import open_store
 from loopwise.testing import ScriptedModel
 
 
@@ -79,12 +79,12 @@ def effects(directory: Path, run_id: str) -> list[tuple[str, str, int]]:
 
 def drive(
     step: loopwise.Step,
-    db: Path,
+    db: Path | str,
     run_id: str,
     kill: KillAt,
     respond: Any,
     *,
-    deny: Callable[[dict[str, Any]], bool] = lambda approval: False,
+    deny: Callable[[Any], bool] = lambda approval: False,
 ) -> None:
     """Run in a child process, then resume in children until done, approving what waits
     (denying what ``deny`` says of the approval)."""
@@ -98,23 +98,23 @@ def drive(
                 loopwise.resume(run_id, step=step, model=model, store=db, sinks=(kill,))
 
         wait(fork(child))
-        with SQLiteStore(db) as store:
+        with open_store(db) as store:
             for waiting in store.pending(run_id):
                 if deny(waiting):
                     store.decide(
-                        run_id, waiting["approval_id"], decision="denied", by="t", reason="no"
+                        run_id, waiting.approval_id, decision="denied", by="t", reason="no"
                     )
                 else:
-                    store.decide(run_id, waiting["approval_id"], decision="approved", by="t")
-            if store.get_run(run_id)["status"] == "completed":
+                    store.decide(run_id, waiting.approval_id, decision="approved", by="t")
+            if store.get_run(run_id).status == "completed":
                 return
     raise AssertionError(f"{run_id} did not complete")
 
 
 def approve_all(run_id: str, by: str = "alice") -> list[str]:
     """Approve every pending approval of ``run_id`` in the default store; their ids."""
-    with SQLiteStore() as store:
-        ids = [p["approval_id"] for p in store.pending(run_id)]
+    with open_store() as store:
+        ids = [p.approval_id for p in store.pending(run_id)]
         for approval_id in ids:
             store.decide(run_id, approval_id, decision="approved", by=by)
     return ids

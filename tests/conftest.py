@@ -1,14 +1,27 @@
-"""Test setup: no network beyond 127.0.0.1, no key, a fresh store per test."""
+"""Test setup: no network beyond 127.0.0.1, no key, a fresh store per test.
+
+PostgreSQL tests use the server ``LOOPWISE_TEST_PG`` names (``.ci/run`` starts a throwaway
+one), each test in a database of its own; without it they skip, except under ``CI=true``.
+"""
 
 from __future__ import annotations
 
 import os
 import socket
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from loopwise.stores import close_shared_stores
+
+PG_HOW = (
+    "PostgreSQL store tests skipped: set LOOPWISE_TEST_PG=postgresql://user@127.0.0.1:PORT/db "
+    "(a server where the tests may create databases) or run .ci/run, which starts one"
+)
+_skipped_pg: list[str] = []
 
 _real_connect = socket.socket.connect
 
@@ -35,3 +48,38 @@ def _offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     # The examples' shop database is built on first use: never in the checkout.
     monkeypatch.setenv("LOOPWISE_SHOP_DB", str(tmp_path / "shop.db"))
     yield
+    close_shared_stores()
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A fresh, empty PostgreSQL database for this test (dropped afterwards)."""
+    base = os.environ.get("LOOPWISE_TEST_PG")
+    if not base:
+        if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
+            pytest.fail("CI=true but LOOPWISE_TEST_PG is not set (.ci/run starts PostgreSQL)")
+        _skipped_pg.append("pg")
+        pytest.skip(PG_HOW)
+    import psycopg
+
+    name = f"lw_{os.urandom(6).hex()}"
+    with psycopg.connect(base, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    yield urllib.parse.urlsplit(base)._replace(path=f"/{name}").geturl()
+    close_shared_stores()
+    with psycopg.connect(base, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_at(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where a store test keeps its runs: a SQLite path, then a PostgreSQL URL."""
+    if request.param == "sqlite":
+        return str(tmp_path / "runs.db")
+    url: str = request.getfixturevalue("pg_url")
+    return url
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _skipped_pg:
+        terminalreporter.write_line(PG_HOW)

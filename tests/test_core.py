@@ -20,14 +20,13 @@ EXPECTED_ALL = {
     "Effect", "Escalate", "EvalReport", "EvalTarget", "Event", "EventType", "Finding", "Gate",
     "GraphError", "Halt", "Hybrid", "HybridOutput", "IdPattern", "InDirectory", "LoopDetection",
     "LoopwiseError", "Model", "ModelAPIError", "ModelNotConfigured", "ModelRequest", "OneOf",
-    "OpenAIModel", "Plan", "PlanStep", "Price", "Pricing", "RunOptions", "RunResult",
-    "RunStore", "RunStream", "SQLiteStore", "Status", "Step", "StoreError", "Structured",
-    "TargetError", "TextDelta",
-    "TerminalApprovals", "Tool", "ToolArgumentsError", "ToolCall", "ToolError", "TraceAnalysis",
-    "Turn", "Usage", "Workflow", "aevaluate", "analyze", "aresume", "arun", "as_tool", "astream",
-    "astream_resume", "check",
-    "decide", "evaluate", "field_match", "load_dataset", "resolve_model", "resume", "run",
-    "step", "tool",
+    "OpenAIModel", "Plan", "PlanStep", "PostgresStore", "Price", "Pricing", "RunOptions",
+    "RunResult", "RunStore", "RunStream", "SQLiteStore", "Status", "Step", "StoreError",
+    "StoredApproval", "StoredRun", "Structured", "TargetError", "TerminalApprovals", "TextDelta",
+    "Tool", "ToolArgumentsError", "ToolCall", "ToolError", "TraceAnalysis", "Turn", "Usage",
+    "Workflow", "aevaluate", "analyze", "aresume", "arun", "as_tool", "astream", "astream_resume",
+    "check", "decide", "enqueue", "evaluate", "field_match", "load_dataset", "open_store",
+    "resolve_model", "resume", "run", "step", "tool",
 }  # fmt: skip
 
 

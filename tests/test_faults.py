@@ -51,7 +51,7 @@ def _consistent(result: loopwise.RunResult, store: Path | None = None) -> list[l
         with SQLiteStore(store) as db:
             stored = db.events(result.run_id)
             assert [e.to_dict() for e in stored] == [e.to_dict() for e in events]
-            assert db.get_run(result.run_id)["status"] == result.status
+            assert db.get_run(result.run_id).status == result.status
     return events
 
 
@@ -295,17 +295,17 @@ def test_a_process_killed_while_waiting_on_the_model_resumes_in_another(tmp_path
         hang["on"] = False
         with SQLiteStore(tmp_path / "runs.db") as store:
             (run,) = store.list_runs()
-            assert run["status"] == "running"  # killed: nothing said how it ended
-        second = _cli("resume", run["run_id"], "--json", env=env, cwd=tmp_path)
+            assert run.status == "running"  # killed: nothing said how it ended
+        second = _cli("resume", run.run_id, "--json", env=env, cwd=tmp_path)
         out, err = second.communicate(timeout=60)
     assert second.returncode == 0, err
     assert json.loads(out)["status"] == "completed"
     assert len(server.requests) == 4  # only the call in flight was sent again
     lines = (tmp_path / "effects.jsonl").read_text().splitlines()
     keys = Counter(json.loads(line)["key"] for line in lines)
-    assert keys == Counter({f"{run['run_id']}:c0": 1, f"{run['run_id']}:c1": 1})
+    assert keys == Counter({f"{run.run_id}:c0": 1, f"{run.run_id}:c1": 1})
     with SQLiteStore(tmp_path / "runs.db") as store:
-        events = store.events(run["run_id"])
+        events = store.events(run.run_id)
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     assert [e.type for e in events].count("model_call") == 3
     assert events[-1].type == "run_finished" and events[-1].data["status"] == "completed"

@@ -130,9 +130,9 @@ def _json_main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any
 
 @pytest.mark.slow
 def test_pause_approve_resume_across_processes(
-    target: Path, capsys: pytest.CaptureFixture[str]
+    target: Path, capsys: pytest.CaptureFixture[str], store_at: str
 ) -> None:
-    db = str(target.with_name("runs.db"))
+    db = store_at
     spec = f"{target}:refund_agent"
     first = _cli("run", spec, "--input", '"refund O-1"', "--model", "scripted", "--store", db,
                  "--json")  # fmt: skip
@@ -363,12 +363,12 @@ def test_library_resume_in_process_with_the_step(tmp_path: Path) -> None:
     with SQLiteStore(tmp_path / "lib.db") as store:
         paused = loopwise.run(agent, "go", model=_refund_script(7), store=store)
         assert paused.status == "awaiting_approval" and paused.pending[0]["tool"] == "refund"
-        assert [p["approval_id"] for p in store.pending()] == ["c1"]
+        assert [p.approval_id for p in store.pending()] == ["c1"]
         store.decide(paused.run_id, "c1", decision="approved", by="lib")
         done = loopwise.resume(paused.run_id, step=agent, model=_refund_script(7), store=store)
         assert done.status == "completed" and done.run_id == paused.run_id
         assert effects == [(f"{paused.run_id}:c1", 7)]
-        assert store.get_run(paused.run_id)["status"] == "completed"
+        assert store.get_run(paused.run_id).status == "completed"
 
 
 def test_a_terminal_answers_the_same_gate_interactively(
@@ -383,7 +383,7 @@ def test_a_terminal_answers_the_same_gate_interactively(
     assert len(_effects(target)) == 1
     with SQLiteStore() as store:
         (approval,) = store.approvals(run_id)
-    assert approval["status"] == "approved" and approval["decided_by"] == "terminal"
+    assert approval.status == "approved" and approval.decided_by == "terminal"
 
 
 def test_an_approval_is_bound_to_the_exact_arguments(tmp_path: Path) -> None:

@@ -330,7 +330,7 @@ def test_a_resumed_run_still_counts_the_planning_it_skips() -> None:
     assert resumed.usage.total_tokens == paused.usage.total_tokens
     assert resumed.steps >= paused.steps
     with loopwise.SQLiteStore() as store:
-        assert store.get_run(paused.run_id)["usage"]["total_tokens"] == paused.usage.total_tokens
+        assert store.get_run(paused.run_id).usage["total_tokens"] == paused.usage.total_tokens
 
 
 def test_a_plan_with_a_nan_or_infinite_argument_never_executes() -> None:

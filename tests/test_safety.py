@@ -20,7 +20,7 @@ import pytest
 
 import loopwise
 from _crash import KillAt, approve_all, drive, effects, record_effect
-from loopwise import Denied, Edited, Escalate, SQLiteStore, Status, gates
+from loopwise import Denied, Edited, Escalate, SQLiteStore, Status, gates, open_store
 from loopwise.cli import main
 from loopwise.runner import StoreApprovals
 from loopwise.testing import ScriptedModel, call, reply
@@ -478,10 +478,10 @@ def offline_model():
 
 
 @pytest.mark.slow
-def test_two_processes_resuming_one_approved_run_pay_once(tmp_path: Path) -> None:
+def test_two_processes_resuming_one_approved_run_pay_once(tmp_path: Path, store_at: str) -> None:
     target = tmp_path / "payer.py"
     target.write_text(_PAYER)
-    db = str(tmp_path / "runs.db")
+    db = store_at
     loopwise_cli = str(Path(sys.executable).with_name("loopwise"))
 
     def argv(*args: str) -> list[str]:
@@ -504,7 +504,7 @@ def test_two_processes_resuming_one_approved_run_pay_once(tmp_path: Path) -> Non
         finished = racer.returncode == 0 and json.loads(stdout)["status"] == "completed"
         assert finished or (racer.returncode == 2 and "is still running" in stderr), stderr
     assert (tmp_path / "ledger.txt").read_text().split() == [f"{run_id}:c9"]
-    with SQLiteStore(db) as store:
+    with open_store(db) as store:
         types = [e.type for e in store.events(run_id)]
     assert types.count("run_resumed") == 1 and types.count("tool_result") == 1
 

@@ -29,7 +29,8 @@ from loopwise.gates import (
     TerminalApprovals,
 )
 from loopwise.port import Model, ModelRequest, ToolCall, Turn
-from loopwise.runner import aresume, arun, resume, run
+from loopwise.runner import aresume, arun, enqueue, resume, run
+from loopwise.sqlite_store import SQLiteStore
 from loopwise.step import (
     Context,
     Event,
@@ -42,7 +43,8 @@ from loopwise.step import (
     TextDelta,
     step,
 )
-from loopwise.store import RunStore, SQLiteStore
+from loopwise.store import RunStore, StoredApproval, StoredRun
+from loopwise.stores import open_store
 from loopwise.stream import RunStream, astream, astream_resume
 from loopwise.structured import Structured
 from loopwise.tools import (
@@ -93,6 +95,8 @@ _LAZY = {
     **dict.fromkeys(["TraceAnalysis", "analyze"], "loopwise.analyze"),
     **dict.fromkeys(["Case", "EvalReport", "EvalTarget", "aevaluate", "evaluate",
                      "field_match", "load_dataset"], "loopwise.evals"),
+    # The PostgreSQL store needs the loopwise[postgres] extra (StoreError without it).
+    "PostgresStore": "loopwise.postgres_store",
     **dict.fromkeys(["Action", "ActionCatalog", "ActionResult", "Hybrid", "HybridOutput",
                      "Plan", "PlanStep"], "loopwise.hybrid"),
 }  # fmt: skip
@@ -168,6 +172,7 @@ __all__ = [
     "OpenAIModel",
     "Plan",
     "PlanStep",
+    "PostgresStore",
     "Price",
     "Pricing",
     "RunOptions",
@@ -178,6 +183,8 @@ __all__ = [
     "Status",
     "Step",
     "StoreError",
+    "StoredApproval",
+    "StoredRun",
     "Structured",
     "TargetError",
     "TerminalApprovals",
@@ -199,9 +206,11 @@ __all__ = [
     "astream_resume",
     "check",
     "decide",
+    "enqueue",
     "evaluate",
     "field_match",
     "load_dataset",
+    "open_store",
     "resolve_model",
     "resume",
     "run",

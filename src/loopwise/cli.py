@@ -33,6 +33,7 @@ from loopwise.cli_options import (
 )
 from loopwise.cli_runs import add_runs_verbs
 from loopwise.cli_watch import add_watch_flags, watch_sinks
+from loopwise.cli_worker import add_worker_verb
 from loopwise.errors import ConfigError, LoopwiseError, StoreError
 from loopwise.gates import TerminalApprovals
 from loopwise.shape import Kind, describe, mermaid
@@ -130,23 +131,47 @@ def _cmd_run(args: argparse.Namespace) -> int:
         target = load_checked(args.target)
         payload = _checked_input(target, payload)
         wants_model = needs_model(target.step) or args.model
-        with watch_sinks(args) as sinks:
-            result = runner.run(
-                target.step,
-                payload,
-                model=model_for(target, args.model, structured_mode=args.structured_mode)
-                if wants_model
-                else None,
-                budget=budget_of(args),
-                max_steps=args.max_steps,
-                store=args.store or runner.DEFAULT,
-                spec=args.target,
-                approvals=TerminalApprovals() if interactive(args) else None,
-                sinks=sinks,
-                stream=args.stream,
-            )
+        if args.queue:
+            queued = _enqueue(args, target, payload, wants_model)
+    if args.queue:
+        return _print_queued(queued, args.json)
+    with user_output_to_stderr(args.json), watch_sinks(args) as sinks:
+        result = runner.run(
+            target.step,
+            payload,
+            model=model_for(target, args.model, structured_mode=args.structured_mode)
+            if wants_model
+            else None,
+            budget=budget_of(args),
+            max_steps=args.max_steps,
+            store=args.store or runner.DEFAULT,
+            spec=args.target,
+            approvals=TerminalApprovals() if interactive(args) else None,
+            sinks=sinks,
+            stream=args.stream,
+        )
     _print_result(result, args.json)
     return exit_code(result.status)
+
+
+def _enqueue(args: argparse.Namespace, target: Target, payload: Any, wants_model: Any) -> str:
+    """``run --queue``: record the run ``queued`` for a worker; its id."""
+    return runner.enqueue(
+        args.target,
+        payload,
+        model=model_for(target, args.model).name if wants_model else None,
+        budget=budget_of(args),
+        max_steps=args.max_steps,
+        store=args.store or runner.DEFAULT,
+    )
+
+
+def _print_queued(run_id: str, as_json: bool) -> int:
+    if as_json:
+        print(json.dumps({"run_id": run_id, "status": "queued"}))
+    else:
+        print(f"queued run {run_id}: a `loopwise worker` on this store will run it")
+    return 0
 
 
 def _cmd_resume(args: argparse.Namespace) -> int:
@@ -185,6 +210,9 @@ def _add_run(sub: Any) -> None:
     p.add_argument("--store", help=store_help)
     add_limit_flags(p, "the run")
     add_watch_flags(p, stream=True)
+    p.add_argument(
+        "--queue", action="store_true", help="record the run for a `loopwise worker` to run"
+    )
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(handler=_cmd_run)
 
@@ -220,6 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_eval_verb(sub)
     add_analyze_verb(sub)
     _add_resume(sub)
+    add_worker_verb(sub)
     return parser
 
 

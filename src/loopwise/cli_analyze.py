@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Any
 
 from loopwise.analyze import TraceAnalysis, analyze
 from loopwise.cli_options import store_help
-from loopwise.store import SQLiteStore, default_store_path
+from loopwise.stores import open_existing
 
 __all__ = ["add_analyze_verb", "stored_runs"]
 
@@ -25,7 +24,7 @@ def add_analyze_verb(sub: Any) -> None:
 
 
 def _cmd_analyze(args: argparse.Namespace) -> int:
-    runs = stored_runs(default_store_path(args.store), args.target, limit=args.limit)
+    runs = stored_runs(args.store, args.target, limit=args.limit)
     result = analyze(runs, target=args.target)
     if args.json:
         print(json.dumps(result.to_dict()))
@@ -47,19 +46,23 @@ def _analysis_text(a: TraceAnalysis) -> str:
     return "\n".join(lines)
 
 
-def stored_runs(path: Any, target: str | None = None, *, limit: int = 1000) -> list[dict[str, Any]]:
-    """Runs of ``target`` from the store at ``path``, oldest first, as :func:`analyze` takes them.
+def stored_runs(
+    where: Any, target: str | None = None, *, limit: int = 1000
+) -> list[dict[str, Any]]:
+    """Runs of ``target`` from the store at ``where`` (a path or URL; ``None``: the default),
+    oldest first, as :func:`analyze` takes them.
 
     ``target`` matches a run's recorded spec (``agents/x.py:investigate``) or its step
     name (``investigate``); ``None`` takes every run. Reads the newest ``limit`` runs.
     """
-    if not Path(path).exists():
+    store = open_existing(where)
+    if store is None:
         return []  # no store yet: no runs (a path that is not a store fails when opened)
     names = {target, target.rsplit(":", 1)[-1]} if target else set()
-    with SQLiteStore(path) as store:
+    with store:
         rows = store.list_runs(limit=limit)
-        chosen = [r for r in rows if not names or r["spec"] in names or r["target"] in names]
+        chosen = [r for r in rows if not names or r.spec in names or r.target in names]
         return [
-            {"run_id": r["run_id"], "status": r["status"], "events": store.events(r["run_id"])}
+            {"run_id": r.run_id, "status": r.status, "events": store.events(r.run_id)}
             for r in reversed(chosen)
         ]

@@ -37,7 +37,7 @@ from loopwise.evals import (
 )
 from loopwise.report import describe_graph, format_text, write_report
 from loopwise.step import needs_model
-from loopwise.store import default_store_path
+from loopwise.stores import store_location
 from loopwise.targets import model_for
 
 __all__ = ["add_eval_verb"]
@@ -114,7 +114,7 @@ def _eval_and_save(args: argparse.Namespace) -> EvalReport:
         )
         for t in loaded
     ]
-    store_path = default_store_path(args.store)
+    store_path = store_location(args.store)[1]  # a path or a URL
     with watch_sinks(args, progress=False) as sinks:  # eval draws its own progress bar
         report = asyncio.run(_evaluate(targets, cases, args, store_path, scorer, sinks=sinks))
     report = replace(
@@ -133,7 +133,7 @@ async def _evaluate(
     targets: list[EvalTarget],
     cases: Any,
     args: argparse.Namespace,
-    store: Path,
+    store: str,
     scorer: Any,
     *,
     sinks: tuple[Any, ...],

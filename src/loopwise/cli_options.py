@@ -35,7 +35,10 @@ __all__ = [
     "user_output_to_stderr",
 ]
 
-store_help = "run store path (default $LOOPWISE_STORE or .loopwise/runs.db)"
+store_help = (
+    "run store: a path, sqlite:///path or postgresql://... "
+    "(default $LOOPWISE_STORE or .loopwise/runs.db)"
+)
 
 
 def add_structured_mode_flag(p: argparse.ArgumentParser) -> None:

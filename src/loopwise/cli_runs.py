@@ -16,30 +16,31 @@ from typing import Any
 from loopwise.cli_options import count, read_json, store_help
 from loopwise.errors import ConfigError
 from loopwise.gates import args_hash
-from loopwise.store import SQLiteStore
+from loopwise.store import SQLStore, StoredApproval
+from loopwise.stores import open_store
 
 __all__ = ["add_runs_verbs"]
 
 _PUBLIC = ("run_id", "approval_id", "tool", "args", "effect", "reason", "tainted_by")
 
 
-def _store(args: argparse.Namespace) -> SQLiteStore:
-    return SQLiteStore(args.store)
+def _store(args: argparse.Namespace) -> SQLStore:
+    return open_store(args.store)
 
 
 def _cmd_runs_list(args: argparse.Namespace) -> int:
     with _store(args) as st:
         runs = st.list_runs(limit=args.limit)
     if args.json:
-        print(json.dumps({"runs": runs}, default=str))
+        print(json.dumps({"runs": [r.to_dict() for r in runs]}, default=str))
         return 0
     if not runs:
         print("no runs stored")
     for r in runs:
-        tokens = (r["usage"] or {}).get("total_tokens", 0)
+        tokens = (r.usage or {}).get("total_tokens", 0)
         print(
-            f"{r['run_id']}  {r['status']:<17}  {r['target']:<24}  {r['model'] or '-':<12}  "
-            f"{tokens:>7} tok  {r['created_at'][:19]}"
+            f"{r.run_id}  {r.status:<17}  {r.target:<24}  {r.model or '-':<12}  "
+            f"{tokens:>7} tok  {r.created_at[:19]}"
         )
     return 0
 
@@ -86,20 +87,21 @@ def _cmd_pending(args: argparse.Namespace) -> int:
             st.get_run(args.run_id)  # an unknown run is a usage error, not "nothing pending"
         waiting = st.pending(args.run_id)
     if args.json:
-        print(json.dumps([{k: a[k] for k in _PUBLIC} for a in waiting], default=str))
+        rows = [a.to_dict() for a in waiting]
+        print(json.dumps([{k: a[k] for k in _PUBLIC} for a in rows], default=str))
         return 0
     if not waiting:
         print("no pending approvals")
     for a in waiting:
-        taint = f" (tainted by {a['tainted_by']})" if a["tainted_by"] else ""
+        taint = f" (tainted by {a.tainted_by})" if a.tainted_by else ""
         print(
-            f"{a['run_id']}  {a['approval_id']}  {a['tool']}({json.dumps(a['args'])}) "
-            f"[{a['effect']}]: {a['reason']}{taint}"
+            f"{a.run_id}  {a.approval_id}  {a.tool}({json.dumps(a.args)}) "
+            f"[{a.effect}]: {a.reason}{taint}"
         )
     return 0
 
 
-def _chosen(st: SQLiteStore, args: argparse.Namespace) -> list[dict[str, Any]]:
+def _chosen(st: SQLStore, args: argparse.Namespace) -> list[StoredApproval]:
     """The approvals a decision applies to: the one named, or the run's only pending one."""
     st.get_run(args.run_id)
     if args.approval:
@@ -112,15 +114,14 @@ def _chosen(st: SQLiteStore, args: argparse.Namespace) -> list[dict[str, Any]]:
     waiting = st.pending(args.run_id)
     if not waiting:
         decided = "; ".join(
-            f"{a['approval_id']} was {a['status']} by {a['decided_by']}"
-            for a in st.approvals(args.run_id)
+            f"{a.approval_id} was {a.status} by {a.decided_by}" for a in st.approvals(args.run_id)
         )
         raise ConfigError(
             f"run {args.run_id!r} has no pending approval" + (f" ({decided})" if decided else ""),
             name=args.run_id,
         )
     if len(waiting) > 1 and not args.all:
-        ids = ", ".join(a["approval_id"] for a in waiting)
+        ids = ", ".join(a.approval_id for a in waiting)
         raise ConfigError(
             f"run {args.run_id!r} has {len(waiting)} pending approvals ({ids}); name one with "
             "--approval ID, or pass --all",
@@ -148,19 +149,18 @@ def _decide(args: argparse.Namespace, decision: str) -> int:
         if edited is not None and len(chosen) != 1:
             raise ConfigError("--args edits one approval: name it with --approval", name="args")
         for a in chosen:
-            changed = edited is not None and args_hash(a["tool"], edited) != a["args_hash"]
+            changed = edited is not None and args_hash(a.tool, edited) != a.args_hash
             done = st.decide(
                 args.run_id,
-                a["approval_id"],
+                a.approval_id,
                 decision="edited" if changed else decision,
                 by=args.by or _user(),
                 reason=getattr(args, "reason", None),
                 edited_args=edited if changed else None,
             )
             print(
-                f"{done['status']} {done['approval_id']} of run {args.run_id}: "
-                f"{done['tool']}({json.dumps(done['edited_args'] or done['args'])}) "
-                f"by {done['decided_by']}"
+                f"{done.status} {done.approval_id} of run {args.run_id}: "
+                f"{done.tool}({json.dumps(done.edited_args or done.args)}) by {done.decided_by}"
             )
         still = len(st.pending(args.run_id))
     print(

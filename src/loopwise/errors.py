@@ -22,7 +22,9 @@ Guardrails never raise: a budget hit or a step limit ends the run with a
     ├── ModelAPIError               model-api   the model API failed after the SDK's
     │   │                                       retries (``.status_code``)
     │   └── ResponseFormatRejected  response-format-rejected
-    └── StoreError                  store       the run store cannot be read or written
+    └── StoreError                  store       the run store cannot be opened, read or
+                                    written; bad-url, missing-extra, unreachable,
+                                    foreign, newer-schema, lease-lost
 
 Catch by type; where a caller must tell errors of one type apart, branch on ``.code``
 (a stable identifier, never the message text, which may be reworded).
@@ -146,6 +148,18 @@ class ResponseFormatRejected(ModelAPIError):
 
 
 class StoreError(LoopwiseError):
-    """The run store cannot be opened, read or written."""
+    """The run store cannot be opened, read or written.
+
+    ``code`` tells apart the causes a caller may handle: ``bad-url`` (an unknown scheme or
+    a malformed URL), ``missing-extra`` (``pip install 'loopwise[postgres]'``),
+    ``unreachable`` (the server does not answer or refuses the login), ``foreign`` (the
+    database holds another program's tables), ``newer-schema`` (upgrade loopwise),
+    ``lease-lost`` (another process took the run over); ``store`` for the rest.
+    """
 
     code = "store"
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code

@@ -36,7 +36,7 @@ from loopwise.stats import (
     summarize,
 )
 from loopwise.step import EventSink, RunResult, Status, Step, blocking, jsonable
-from loopwise.store import SQLiteStore
+from loopwise.stores import open_existing, open_store
 from loopwise.targets import import_module_of
 from loopwise.usage import Budget
 
@@ -387,7 +387,7 @@ def save_eval(path: str | Path, report: EvalReport) -> None:
     their ``run_id``), so evals can be compared over time (:func:`previous_summaries`).
     Raises :class:`~loopwise.errors.StoreError` when the store cannot be written.
     """
-    with SQLiteStore(path) as store:
+    with open_store(path) as store:
         store.save_eval(
             report.eval_id,
             dataset=report.dataset,
@@ -403,10 +403,11 @@ def previous_summaries(
 
     No store yet, or one that cannot be read, means no history: the eval still runs.
     """
-    if not Path(path).is_file():
-        return {}
     try:
-        with SQLiteStore(path) as store:
+        store = open_existing(path)
+        if store is None:
+            return {}
+        with store:
             found = {t: store.last_eval(t, dataset=dataset, before=before) for t in targets}
     except StoreError:
         return {}

@@ -33,10 +33,9 @@ from __future__ import annotations
 import os
 import socket
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
@@ -59,11 +58,22 @@ from loopwise.step import (
     merge_options,
     new_context,
 )
-from loopwise.store import RESUMABLE, RunStore, SQLiteStore, default_store_path
+from loopwise.store import QUEUED, RESUMABLE, RunStore, StoredApproval, StoredRun
+from loopwise.stores import shared_store
 from loopwise.targets import load_target, model_for
 from loopwise.usage import Budget, Usage
 
-__all__ = ["DEFAULT", "StoreApprovals", "aresume", "arun", "resume", "run"]
+__all__ = [
+    "DEFAULT",
+    "StoreApprovals",
+    "aresume",
+    "arun",
+    "enqueue",
+    "execute_claimed",
+    "owner_id",
+    "resume",
+    "run",
+]
 
 
 class _Default:
@@ -90,61 +100,30 @@ class StoreApprovals:
     async def decide(self, request: ApprovalRequest) -> Verdict | None:
         """The recorded decision, the fallback's answer, or ``None`` (still pending)."""
         row = self.store.approval(request.run_id, request.approval_id)
-        if row is None or row["status"] == "pending":
+        if row is None or row.status == "pending":
             return await ask(self.fallback, request)
-        if row["step"] != request.step:
+        if row.step != request.step:
             # Two steps' calls share an id (the model chose them): this decision was about
             # the other call; fail closed rather than let it approve this one.
             return Denied(
                 f"approval {request.approval_id!r} was decided for a call of another step "
-                f"({row['step']}); this call has no approval of its own",
+                f"({row.step}); this call has no approval of its own",
                 by="loopwise",
             )
-        if row["args_hash"] != request.args_hash:
+        if row.args_hash != request.args_hash:
             return Denied(
                 "the approval was given for different arguments than this call has",
-                by=str(row["decided_by"]),
+                by=str(row.decided_by),
             )
         return verdict_from_data(
             {
-                "decision": row["status"],
-                "by": row["decided_by"],
-                "reason": row["decision_reason"],
-                "args": row["edited_args"],
-                "decided_at": row["decided_at"],
+                "decision": row.status,
+                "by": row.decided_by,
+                "reason": row.decision_reason,
+                "args": row.edited_args,
+                "decided_at": row.decided_at,
             }
         )
-
-
-class _SharedStores:
-    """Open stores by path, shared by the runs using them and closed after the last one.
-
-    Many concurrent runs in one process then write through one connection instead of
-    holding one (and its file handles) each.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._open: dict[Path, tuple[SQLiteStore, int]] = {}
-
-    def acquire(self, path: Path) -> SQLiteStore:
-        with self._lock:
-            store, users = self._open.get(path, (None, 0))
-            store = store or SQLiteStore(path)
-            self._open[path] = (store, users + 1)
-            return store
-
-    def release(self, path: Path) -> None:
-        with self._lock:
-            store, users = self._open[path]
-            if users > 1:
-                self._open[path] = (store, users - 1)
-                return
-            del self._open[path]
-        store.close()
-
-
-_shared = _SharedStores()
 
 
 class _Active:
@@ -172,7 +151,8 @@ class _Active:
 _active = _Active()
 
 
-def _owner() -> str:
+def owner_id() -> str:
+    """This process as a run's owner: ``host:pid``."""
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
@@ -196,19 +176,15 @@ def _alive(run_id: str) -> Callable[[str], bool]:
     return alive
 
 
-@asynccontextmanager
-async def _opened(store: Any) -> AsyncIterator[RunStore | None]:
-    """The store to use: an object as given (``None``: no store), or a shared one for
-    ``DEFAULT``/a path."""
-    if store is not DEFAULT and not isinstance(store, str | os.PathLike):
-        yield store
-        return
-    path = default_store_path(None if store is DEFAULT else store).resolve()
-    opened = _shared.acquire(path)
-    try:
-        yield opened
-    finally:
-        _shared.release(path)
+def _store_of(store: Any) -> RunStore | None:
+    """The store to use: an object as given (``None``: no store), else this process's
+    store for ``DEFAULT``/a path/a URL (opened once, kept open across runs)."""
+    if store is DEFAULT:
+        return shared_store(None)
+    if isinstance(store, str | os.PathLike):
+        return shared_store(store)
+    opened: RunStore | None = store
+    return opened
 
 
 def _limits(budget: Budget, max_steps: int | None) -> dict[str, Any]:
@@ -245,38 +221,109 @@ async def arun(
     """
     opts = merge_options(options, overrides, also=_OWN_KEYWORDS)
     step = check_step(target)
-    async with _opened(store) as st:
-        if st is not None:
-            opts = replace(
-                opts, sinks=(*opts.sinks, st), approvals=StoreApprovals(st, opts.approvals)
-            )
-        ctx = new_context(step, opts)
-        if st is not None:
-            st.create_run(
-                ctx.run_id,
-                target=step.name,
-                spec=spec,
-                input=jsonable(input),
-                model=getattr(ctx.model, "name", None),
-                options=_limits(ctx.budget, ctx.max_steps),
-                owner=_owner(),
-            )
-        work = _execute(st, step, input, ctx)
-        if isinstance(opts.model, str):
-            # A model resolved from its name belongs to this run: release it with the run.
-            work = closing_model(work, ctx.model)
-        with _active.running(ctx.run_id):
-            return await work
+    st = _store_of(store)
+    if st is not None:
+        opts = replace(opts, sinks=(*opts.sinks, st), approvals=StoreApprovals(st, opts.approvals))
+    ctx = new_context(step, opts)
+    if st is not None:
+        st.create_run(
+            ctx.run_id,
+            target=step.name,
+            spec=spec,
+            input=jsonable(input),
+            model=getattr(ctx.model, "name", None),
+            options=_limits(ctx.budget, ctx.max_steps),
+            owner=owner_id(),
+        )
+    work = _execute(st, step, input, ctx)
+    if isinstance(opts.model, str):
+        # A model resolved from its name belongs to this run: release it with the run.
+        work = closing_model(work, ctx.model)
+    return await work
 
 
 async def _execute(st: RunStore | None, target: Step, input: Any, ctx: Context) -> RunResult:
+    """Run in ``ctx``, holding the run's lease while it runs here; a raise marks it failed."""
+    with _active.running(ctx.run_id), _holding(st, ctx.run_id):
+        try:
+            return await execute(target, input, ctx)
+        except Exception as e:
+            if st is not None:
+                # A configuration mistake raised mid-run: the stored run must not look alive.
+                st.mark_failed(ctx.run_id, f"{type(e).__name__}: {e}")
+            raise
+
+
+@contextmanager
+def _holding(st: RunStore | None, run_id: str) -> Iterator[None]:
+    if st is None:
+        yield
+        return
+    with st.hold(run_id, owner_id()):
+        yield
+
+
+def enqueue(
+    spec: str,
+    input: Any = None,
+    *,
+    model: str | None = None,
+    store: Any = DEFAULT,
+    budget: Budget | None = None,
+    max_steps: int | None = None,
+    run_id: str | None = None,
+) -> str:
+    """Record a run of the target at ``spec`` (``path.py:name``) as ``queued``; its run id.
+
+    Nothing runs here: a ``loopwise worker`` on the same store starts queued runs in
+    arrival order, with ``model`` (a name the worker resolves) and these limits. Raises
+    :class:`~loopwise.errors.TargetError` when ``spec`` cannot be loaded here.
+    """
+    st = _store_of(store)
+    if st is None:
+        raise ConfigError("enqueue needs a run store (store=None records nothing)")
+    target = load_target(spec).step
+    run_id = run_id or os.urandom(6).hex()
+    st.create_run(
+        run_id,
+        target=target.name,
+        spec=spec,
+        input=jsonable(input),
+        model=model,
+        options=_limits(budget or Budget(), max_steps),
+        queued=True,
+    )
+    return run_id
+
+
+async def execute_claimed(st: RunStore, row: StoredRun) -> RunResult:
+    """Run a run a worker claimed (:meth:`~loopwise.store.RunStore.claim_next`): start a
+    queued run, or continue a paused or abandoned one, with the model it recorded.
+
+    A run whose target or model cannot be loaded here is marked ``error``.
+    """
     try:
-        return await execute(target, input, ctx)
+        target, chosen = _target_and_model(row, None, None)
     except Exception as e:
-        if st is not None:
-            # A configuration mistake raised mid-run: the stored run must not look alive.
-            st.mark_failed(ctx.run_id, f"{type(e).__name__}: {e}")
+        st.mark_failed(row.run_id, f"{type(e).__name__}: {e}")
         raise
+    try:
+        options = RunOptions(model=chosen, sinks=(st,), approvals=StoreApprovals(st))
+        if row.status != QUEUED:
+            return await _continue(st, row, target, options)
+        limits = row.options
+        ctx = new_context(
+            target,
+            replace(
+                options,
+                budget=Budget(**limits.get("budget", {})),
+                max_steps=limits.get("max_steps"),
+                run_id=row.run_id,
+            ),
+        )
+        return await _execute(st, target, _typed_input(target, row.input), ctx)
+    finally:
+        await _close(chosen)
 
 
 async def aresume(
@@ -302,34 +349,38 @@ async def aresume(
     continues its own run from its own journal).
     """
     opts = _resume_options(run_id, options, overrides)
-    async with _opened(store) as st:
-        if st is None:
-            raise ConfigError("resume needs a run store (store=None records nothing)")
-        row = st.get_run(run_id)
-        waiting = st.pending(run_id)
-        if waiting and row["status"] == "running":
-            row = _settle_paused(st, row, len(waiting), force=force)
-        if row["status"] not in RESUMABLE or waiting:
-            return _stored_result(st, row, pending=waiting)
-        given = opts.model
-        target, chosen = _target_and_model(row, step, given)
-        try:
-            alive = (lambda owner: False) if force else _alive(run_id)
-            if not st.claim(run_id, _owner(), alive=alive):
-                # Another process took it (or decided it) between our read and our claim.
-                return _stored_result(st, st.get_run(run_id), pending=st.pending(run_id))
-            opts = replace(
-                opts,
-                model=chosen,
-                sinks=(*opts.sinks, st),
-                approvals=StoreApprovals(st, opts.approvals),
-            )
-            ctx = _resumed_context(st, row, target, opts)
-            with _active.running(run_id):
-                return await _execute(st, target, _typed_input(target, row["input"]), ctx)
-        finally:
-            if not isinstance(given, Model):
-                await _close(chosen)
+    st = _store_of(store)
+    if st is None:
+        raise ConfigError("resume needs a run store (store=None records nothing)")
+    row = st.get_run(run_id)
+    waiting = st.pending(run_id)
+    if waiting and row.status == "running":
+        row = _settle_paused(st, row, len(waiting), force=force)
+    if row.status not in RESUMABLE or waiting:
+        return _stored_result(st, row, pending=waiting)
+    given = opts.model
+    target, chosen = _target_and_model(row, step, given)
+    try:
+        alive = (lambda owner: False) if force else _alive(run_id)
+        if not st.claim(run_id, owner_id(), alive=alive):
+            # Another process took it (or decided it) between our read and our claim.
+            return _stored_result(st, st.get_run(run_id), pending=st.pending(run_id))
+        opts = replace(
+            opts,
+            model=chosen,
+            sinks=(*opts.sinks, st),
+            approvals=StoreApprovals(st, opts.approvals),
+        )
+        return await _continue(st, row, target, opts)
+    finally:
+        if not isinstance(given, Model):
+            await _close(chosen)
+
+
+async def _continue(st: RunStore, row: StoredRun, target: Step, opts: RunOptions) -> RunResult:
+    """Go on with a claimed run after its last recorded event."""
+    ctx = _resumed_context(st, row, target, opts)
+    return await _execute(st, target, _typed_input(target, row.input), ctx)
 
 
 def _resume_options(
@@ -347,23 +398,19 @@ def _resume_options(
     return opts
 
 
-def _settle_paused(
-    st: RunStore, row: dict[str, Any], waiting: int, *, force: bool
-) -> dict[str, Any]:
+def _settle_paused(st: RunStore, row: StoredRun, waiting: int, *, force: bool) -> StoredRun:
     """A run its process left ``running`` after asking people (killed before it could
     record the pause) is stored as what it is: ``awaiting_approval``."""
-    owner = row.get("owner")
-    if owner and not force and _alive(row["run_id"])(owner):
+    owner = row.owner
+    if owner and not force and _alive(row.run_id)(owner):
         return row  # still running there: that process records its own pause
-    st.mark_paused(row["run_id"], f"{waiting} approval(s) still undecided")
-    return st.get_run(row["run_id"])
+    st.mark_paused(row.run_id, f"{waiting} approval(s) still undecided")
+    return st.get_run(row.run_id)
 
 
-def _resumed_context(
-    st: RunStore, row: dict[str, Any], target: Step, overrides: RunOptions
-) -> Context:
+def _resumed_context(st: RunStore, row: StoredRun, target: Step, overrides: RunOptions) -> Context:
     """The run's context rebuilt: its limits, its journal, its log so far, ``run_resumed``."""
-    run_id, limits = row["run_id"], row["options"]
+    run_id, limits = row.run_id, row.options
     opts = replace(
         overrides,
         budget=Budget(**limits.get("budget", {})).merged(overrides.budget),
@@ -375,7 +422,7 @@ def _resumed_context(
     events = st.events(run_id)
     ctx.restore(events)
     # Wall time goes on from where the run stopped, so max_seconds stays per run.
-    ctx.started_at -= float((row["usage"] or {}).get("wall_seconds", 0.0))
+    ctx.started_at -= float((row.usage or {}).get("wall_seconds", 0.0))
     resumed: dict[str, Any] = {"target": target.name}
     if events and "trace" in events[0].data:
         # The trace context a tracing sink recorded at the start: the resume joins it.
@@ -385,31 +432,31 @@ def _resumed_context(
         {
             **resumed,
             "after_seq": events[-1].seq if events else 0,
-            "from_status": row["status"],
+            "from_status": row.status,
             "model": getattr(opts.model, "name", None),
-            "decisions": [a for a in st.approvals(run_id) if a["status"] != "pending"],
+            "decisions": [a.to_dict() for a in st.approvals(run_id) if a.status != "pending"],
         },
     )
     return ctx
 
 
 def _target_and_model(
-    row: dict[str, Any], step: Step | None, model: Model | str | None
+    row: StoredRun, step: Step | None, model: Model | str | None
 ) -> tuple[Step, Model | None]:
     """The step to run and the model: the one given, else the one the run started with."""
     loaded = None
     if step is None:
-        if not row["spec"]:
+        if not row.spec:
             raise ConfigError(
-                f"run {row['run_id']!r} recorded no target spec; pass the step to resume it "
+                f"run {row.run_id!r} recorded no target spec; pass the step to resume it "
                 "(resume(run_id, step=...))",
-                name=row["run_id"],
+                name=row.run_id,
             )
-        loaded = load_target(row["spec"])
+        loaded = load_target(row.spec)
         step = loaded.step
     if model is not None and not isinstance(model, str):
         return step, model
-    name = model or row["model"]
+    name = model or row.model
     if name is None:
         return step, None
     if loaded is None:
@@ -441,21 +488,20 @@ def _typed_input(target: Step, stored: Any) -> Any:
 
 
 def _stored_result(
-    st: RunStore, row: dict[str, Any], *, pending: list[dict[str, Any]] | None = None
+    st: RunStore, row: StoredRun, *, pending: list[StoredApproval] | None = None
 ) -> RunResult:
     """A run as the store has it (resuming a finished or still-waiting run changes nothing)."""
     try:
-        status = Status(row["status"])
+        status = Status(row.status)
     except ValueError:  # `running`: killed after asking a person, before pausing
         status = Status.AWAITING_APPROVAL if pending else Status.ERROR
     return RunResult(
-        run_id=row["run_id"],
+        run_id=row.run_id,
         status=status,
-        output=row["output"],
-        usage=Usage.from_dict(row["usage"] or {}),
-        events=st.events(row["run_id"]),
-        detail=row["detail"]
-        or (f"{len(pending)} approval(s) still undecided" if pending else None),
+        output=row.output,
+        usage=Usage.from_dict(row.usage or {}),
+        events=st.events(row.run_id),
+        detail=row.detail or (f"{len(pending)} approval(s) still undecided" if pending else None),
         pending=[_public_request(p) for p in pending or []],
     )
 
@@ -463,9 +509,10 @@ def _stored_result(
 _REQUEST_KEYS = ApprovalRequest.__dataclass_fields__.keys()
 
 
-def _public_request(approval: dict[str, Any]) -> dict[str, Any]:
+def _public_request(approval: StoredApproval) -> dict[str, Any]:
     """A stored approval as the request a paused run lists (no decision fields)."""
-    return {k: approval[k] for k in _REQUEST_KEYS}
+    row = approval.to_dict()
+    return {k: row[k] for k in _REQUEST_KEYS}
 
 
 def run(

@@ -1,23 +1,33 @@
-"""The run store: runs, their ordered events and their approvals, in one SQLite file.
+"""The run store: runs, their ordered events and their approvals, behind one interface.
 
-:class:`RunStore` is the interface (a server database can implement it later);
-:class:`SQLiteStore` is the embedded default. A store is an
-:class:`~loopwise.step.EventSink`: a run streams every event into it as it happens,
-and the store keeps the ``runs`` row (status, output, usage) and the ``approvals``
-rows (from ``gate_requested``/``gate_decided`` events) in step with the log.
+:class:`RunStore` is the interface; :class:`SQLiteStore` (one file, the embedded default)
+and :class:`~loopwise.postgres.PostgresStore` (many workers on many machines) implement
+it on :class:`SQLStore`, which holds every statement both run, so the two keep one
+semantics. :func:`loopwise.stores.open_store` picks one from a path or URL. A store is an
+:class:`~loopwise.step.EventSink`: a run streams every event into it as it happens, and
+the store keeps the ``runs`` row (status, output, usage) and the ``approvals`` rows (from
+``gate_requested``/``gate_decided`` events) in step with the log.
 
-Durability: every event is committed before :meth:`SQLiteStore.record` returns. In WAL
-mode with ``synchronous=NORMAL`` a commit is a write into the WAL file without an
-fsync, so it survives the process being killed (SIGKILL) at any later point — a tool
-result recorded is never lost — without an fsync per event (``benchmarks`` measures
-the cost). A power cut may lose the last few commits; use
-``synchronous="FULL"`` when that matters more than speed.
+Durability points: events are grouped and committed together, and a commit happens no
+later than when an event that matters reaches the store — the ``tool_call`` of a
+``write`` or ``irreversible`` tool (before the tool runs) and its ``tool_result`` (as
+soon as it returned), a gate requested or decided, a run paused or finished — or when
+the group is full, or before any read. A crash (SIGKILL, a lost machine) may lose the
+events since the last such point: step events, model turns and read-only tool calls,
+which a resume asks and reads again. It never loses a recorded effect: an effect whose
+process died while it ran (after its call was committed, before its result was) is
+called again with the same idempotency key (run id + call id), which an effectful tool
+uses to act once. In SQLite's WAL mode with ``synchronous=NORMAL`` a commit survives the process
+being killed; a power cut may lose the last few (``synchronous="FULL"`` when it matters).
 
-Concurrency: one connection per store object, guarded by a lock, so concurrent runs in
-one process write through it in turn; several processes share the file through
-SQLite's own locking (``busy_timeout``, short transactions). A run's ``seq`` is
-assigned by its context and ``PRIMARY KEY(run_id, seq)`` refuses a duplicate, so two
-runs never interleave and a lost or doubled event cannot pass silently.
+Leases: a run being executed is owned (``host:pid``) and holds a lease its process renews
+in the background (:meth:`SQLStore.hold`); another process takes a ``running`` run over
+only once the lease lapsed (or, on one machine, once the owner's pid is gone).
+
+Concurrency: writes of one store object go through one lock, so concurrent runs in one
+process write in turn; several processes share the database through its own locking.
+A run's ``seq`` is assigned by its context and ``PRIMARY KEY(run_id, seq)`` refuses a
+duplicate, so two runs never interleave and a lost or doubled event cannot pass silently.
 """
 
 from __future__ import annotations
@@ -26,10 +36,10 @@ import contextlib
 import gc
 import json
 import os
-import sqlite3
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -37,77 +47,25 @@ from typing import Any, Protocol
 from loopwise.errors import ConfigError, StoreError
 from loopwise.step import Event, EventType, Status, jsonable
 
-__all__ = ["DEFAULT_STORE_PATH", "RESUMABLE", "RunStore", "SQLiteStore", "default_store_path"]
+__all__ = [
+    "DEFAULT_LEASE_SECONDS",
+    "DEFAULT_STORE_PATH",
+    "QUEUED",
+    "RESUMABLE",
+    "RunStore",
+    "SQLStore",
+    "StoredApproval",
+    "StoredRun",
+    "Tx",
+    "default_store_path",
+]
 
 DEFAULT_STORE_PATH = ".loopwise/runs.db"
 """Where the store lives when neither an argument nor ``LOOPWISE_STORE`` says."""
 
-_MIGRATIONS: list[str] = [
-    """
-    CREATE TABLE runs (
-        id TEXT PRIMARY KEY,
-        target TEXT NOT NULL,
-        spec TEXT,
-        status TEXT NOT NULL,
-        input TEXT,
-        output TEXT,
-        usage TEXT,
-        model TEXT,
-        options TEXT NOT NULL DEFAULT '{}',
-        detail TEXT,
-        created_at TEXT NOT NULL,
-        updated_at TEXT NOT NULL
-    );
-    CREATE INDEX runs_created ON runs(created_at);
-    CREATE TABLE events (
-        run_id TEXT NOT NULL,
-        seq INTEGER NOT NULL,
-        type TEXT NOT NULL,
-        step TEXT NOT NULL,
-        at TEXT NOT NULL,
-        key TEXT,
-        data TEXT NOT NULL,
-        PRIMARY KEY (run_id, seq)
-    ) WITHOUT ROWID;
-    CREATE TABLE approvals (
-        run_id TEXT NOT NULL,
-        approval_id TEXT NOT NULL,
-        step TEXT NOT NULL,
-        tool TEXT NOT NULL,
-        call_id TEXT,
-        args TEXT NOT NULL,
-        effect TEXT,
-        reason TEXT,
-        tainted_by TEXT,
-        args_hash TEXT NOT NULL,
-        status TEXT NOT NULL DEFAULT 'pending',
-        requested_at TEXT NOT NULL,
-        decided_by TEXT,
-        decided_at TEXT,
-        decision_reason TEXT,
-        edited_args TEXT,
-        PRIMARY KEY (run_id, approval_id)
-    );
-    CREATE INDEX approvals_status ON approvals(status);
-    """,
-    # Which process runs a run, so that two resumes of one run cannot both go on.
-    "ALTER TABLE runs ADD COLUMN owner TEXT;",
-    # Eval history: one summary per target and eval (the eval's runs are rows of `runs`).
-    # IF NOT EXISTS: before this version, loopwise.evals created the table itself.
-    """
-    CREATE TABLE IF NOT EXISTS eval_results (
-        eval_id TEXT NOT NULL,
-        target TEXT NOT NULL,
-        dataset TEXT NOT NULL,
-        created_at TEXT NOT NULL,
-        summary TEXT NOT NULL,
-        PRIMARY KEY (eval_id, target)
-    );
-    """,
-]
-"""The schema, one script per version; ``PRAGMA user_version`` says how many ran."""
+DEFAULT_LEASE_SECONDS = 30.0
+"""How long a run's owner may go silent before another process may take the run over."""
 
-_FINISHED = {EventType.RUN_FINISHED, EventType.RUN_PAUSED}
 RESUMABLE = frozenset(
     {"running", Status.AWAITING_APPROVAL.value, Status.ERROR.value, Status.CANCELLED.value}
 )
@@ -115,10 +73,115 @@ RESUMABLE = frozenset(
 (the model API failed, a step raised) and ``cancelled`` (interrupted) too, so a run is
 not started over (its effects done again under new keys) once the cause is fixed."""
 
+QUEUED = "queued"
+"""The stored status of a run recorded for a worker to start (``run --queue``)."""
+
+_DURABLE = frozenset(
+    {
+        EventType.GATE_REQUESTED,
+        EventType.GATE_DECIDED,
+        EventType.RUN_PAUSED,
+        EventType.RUN_FINISHED,
+    }
+)
+_EFFECTFUL = frozenset({"write", "irreversible"})
+_GROUP = 64
+"""Events a store may hold before committing them even without a durability point."""
+
+
+def __getattr__(name: str) -> Any:
+    # SQLiteStore lives in loopwise.sqlite_store (it builds on this module); the old
+    # spelling ``from loopwise.store import SQLiteStore`` keeps working.
+    if name == "SQLiteStore":
+        from loopwise.sqlite_store import SQLiteStore
+
+        return SQLiteStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 def default_store_path(path: str | os.PathLike[str] | None = None) -> Path:
     """``path``, else ``$LOOPWISE_STORE``, else ``.loopwise/runs.db``."""
     return Path(path or os.environ.get("LOOPWISE_STORE") or DEFAULT_STORE_PATH)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StoredRun:
+    """One run as the store has it."""
+
+    run_id: str
+    """The run's id."""
+    target: str
+    """The step's name."""
+    spec: str | None
+    """How to load the target again (``path.py:name``); ``None`` when not recorded."""
+    status: str
+    """A :class:`~loopwise.step.Status` value, or ``running``/``queued``."""
+    detail: str | None
+    """Why the run ended as it did, when it says."""
+    input: Any
+    """The run's input (JSON)."""
+    output: Any
+    """The run's output (JSON), once finished."""
+    usage: dict[str, Any] | None
+    """The run's usage so far (``Usage.to_dict()``)."""
+    model: str | None
+    """The model's name the run started with."""
+    options: dict[str, Any]
+    """The limits the run started with (budget, max_steps)."""
+    owner: str | None
+    """The process (``host:pid``) that runs or last ran it."""
+    lease_until: float | None
+    """When the owner's lease lapses (seconds since the epoch, database clock)."""
+    created_at: str
+    """ISO-8601 UTC."""
+    updated_at: str
+    """ISO-8601 UTC."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (``runs list --json``)."""
+        return asdict(self)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StoredApproval:
+    """One gate request of a run and, once decided, its decision."""
+
+    run_id: str
+    """The run it belongs to."""
+    approval_id: str
+    """Its id within the run."""
+    step: str
+    """The step that asked."""
+    tool: str
+    """The tool or action to approve."""
+    call_id: str | None
+    """The tool call it gates."""
+    args: Any
+    """The arguments asked about."""
+    effect: str | None
+    """The tool's effect (``write``/``irreversible``)."""
+    reason: str | None
+    """Why the gate asked."""
+    tainted_by: str | None
+    """The untrusted source that preceded the call, if any."""
+    args_hash: str
+    """The hash of tool + arguments a decision is bound to."""
+    status: str
+    """``pending``, ``approved``, ``denied`` or ``edited``."""
+    requested_at: str
+    """ISO-8601 UTC."""
+    decided_by: str | None
+    """Who decided."""
+    decided_at: str | None
+    """When (ISO-8601 UTC)."""
+    decision_reason: str | None
+    """Why, as the decider said."""
+    edited_args: Any
+    """The arguments an ``edited`` decision approved instead."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return asdict(self)
 
 
 def _now() -> str:
@@ -134,15 +197,34 @@ def _load(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
+Statement = tuple[str, tuple[Any, ...]]
+"""One SQL statement with ``?`` placeholders and its parameters."""
+
+
+class Tx(Protocol):
+    """One open transaction of a store's connection."""
+
+    def rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[Mapping[str, Any]]:
+        """Run a query; its rows as mappings."""
+        ...
+
+    def run(self, sql: str, params: tuple[Any, ...] = ()) -> int:
+        """Run a statement; the number of rows it changed."""
+        ...
+
+
 class RunStore(Protocol):
-    """What loopwise needs from a run store (SQLite today, a server database later)."""
+    """What loopwise needs from a run store (:class:`SQLStore` implements it twice)."""
+
+    lease_seconds: float
+    """How long a run's lease lasts without renewal."""
 
     def record(self, run_id: str, event: Event) -> None:
-        """Append ``event`` to the run's log durably (the :class:`EventSink` method)."""
+        """Append ``event`` to the run's log (the :class:`EventSink` method)."""
         ...
 
     def record_many(self, run_id: str, events: list[Event]) -> None:
-        """Append several events durably, all or none (the gate requests of one turn)."""
+        """Append several events, all or none (the gate requests of one turn)."""
         ...
 
     def create_run(
@@ -155,19 +237,32 @@ class RunStore(Protocol):
         model: str | None,
         options: dict[str, Any],
         owner: str | None = None,
+        queued: bool = False,
     ) -> None:
         """Register a run before its first event, with what resuming it needs."""
         ...
 
     def claim(self, run_id: str, owner: str, *, alive: Callable[[str], bool]) -> bool:
-        """Take a paused or interrupted run for resuming, atomically (see SQLiteStore)."""
+        """Take a paused or interrupted run for resuming, atomically."""
         ...
 
-    def get_run(self, run_id: str) -> dict[str, Any]:
-        """The run's row as a dict; :class:`ConfigError` when there is no such run."""
+    def claim_next(self, owner: str) -> StoredRun | None:
+        """Take the oldest run a worker should execute now; the run as it was before."""
         ...
 
-    def list_runs(self, *, limit: int = 50) -> list[dict[str, Any]]:
+    def hold(self, run_id: str, owner: str) -> Any:
+        """A context manager renewing the run's lease while it runs here."""
+        ...
+
+    def wait_for_work(self, timeout: float) -> None:
+        """Return when a run may have become claimable, or after ``timeout`` seconds."""
+        ...
+
+    def get_run(self, run_id: str) -> StoredRun:
+        """The run; :class:`ConfigError` when there is no such run."""
+        ...
+
+    def list_runs(self, *, limit: int = 50) -> list[StoredRun]:
         """The most recent runs first."""
         ...
 
@@ -183,15 +278,15 @@ class RunStore(Protocol):
         """``{key: data}`` of every event that carries a journal ``key``."""
         ...
 
-    def pending(self, run_id: str | None = None) -> list[dict[str, Any]]:
+    def pending(self, run_id: str | None = None) -> list[StoredApproval]:
         """Undecided approvals (of one run, or of all)."""
         ...
 
-    def approvals(self, run_id: str) -> list[dict[str, Any]]:
+    def approvals(self, run_id: str) -> list[StoredApproval]:
         """Every approval of a run, decided or not."""
         ...
 
-    def approval(self, run_id: str, approval_id: str) -> dict[str, Any] | None:
+    def approval(self, run_id: str, approval_id: str) -> StoredApproval | None:
         """One approval of a run, or ``None``."""
         ...
 
@@ -204,7 +299,7 @@ class RunStore(Protocol):
         by: str,
         reason: str | None = None,
         edited_args: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> StoredApproval:
         """Record a human decision on a pending approval; return the updated approval."""
         ...
 
@@ -232,122 +327,159 @@ class RunStore(Protocol):
         ``before``, with its ``created_at`` and ``eval_id``; ``None`` when there is none."""
         ...
 
+    def flush(self) -> None:
+        """Commit the events grouped since the last durability point."""
+        ...
+
     def close(self) -> None:
-        """Release the store's resources."""
+        """Commit what is grouped and release the store's resources."""
         ...
 
 
-class SQLiteStore:
-    """The embedded :class:`RunStore`: one SQLite file in WAL mode (see the module docs).
+class SQLStore:
+    """The statements and rules both stores share; a subclass supplies the connection.
 
-    ``path`` defaults to ``$LOOPWISE_STORE`` or ``.loopwise/runs.db``; the file and its
-    directory are created on first use. Raises :class:`StoreError` when the file cannot
-    be opened or is a newer schema than this loopwise knows.
+    Subclasses implement :meth:`_transaction` (one write transaction), :meth:`_reading`,
+    :meth:`close` and :meth:`wait_for_work`, and set the dialect fragments below. SQL here
+    is written with ``?`` placeholders in the subset SQLite and PostgreSQL share.
     """
 
-    def __init__(
-        self,
-        path: str | os.PathLike[str] | None = None,
-        *,
-        synchronous: str = "NORMAL",
-        busy_timeout_ms: int = 10_000,
-    ) -> None:
-        self.path = default_store_path(path)
-        self._synchronous = synchronous
-        self._busy_timeout_ms = busy_timeout_ms
-        self._lock = threading.RLock()
-        self._conn: sqlite3.Connection | None = None
+    name: str = "?"
+    """The store as messages name it (a path, or a URL without its password)."""
+    _clock = "0"
+    """SQL for the database's clock in seconds since the epoch (leases use it)."""
+    _locking = ""
+    """What makes a claim's SELECT lock the rows it reads (SQLite locks the file)."""
+    _skip_locked = ""
+    """What makes a worker's SELECT skip runs another worker is claiming."""
+    _insertion_order = "rowid"
+    """The column that orders rows created at the same instant."""
 
-    def __enter__(self) -> SQLiteStore:
+    def __init__(self, *, lease_seconds: float = DEFAULT_LEASE_SECONDS) -> None:
+        if not lease_seconds > 0:
+            raise ConfigError(
+                f"lease_seconds must be positive, not {lease_seconds}", name="lease_seconds"
+            )
+        self.lease_seconds = lease_seconds
+        self._lock = threading.RLock()
+        self._grouped: list[Statement] = []
+        self._held: dict[str, str] = {}
+        self._reads_running: set[tuple[str, str]] = set()
+        self._renewer: threading.Thread | None = None
+        self._stopping = threading.Event()
+
+    def __enter__(self) -> SQLStore:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __repr__(self) -> str:
-        return f"SQLiteStore({str(self.path)!r})"
+        return f"{type(self).__name__}({self.name!r})"
+
+    def _transaction(self) -> AbstractContextManager[Tx]:
+        """A context manager: one write transaction, yielding a :class:`Tx`."""
+        raise NotImplementedError
+
+    def _reading(self) -> AbstractContextManager[Tx]:
+        """A context manager yielding a :class:`Tx` for reads."""
+        raise NotImplementedError
+
+    def _notify(self, tx: Tx, run_id: str) -> None:
+        """Tell waiting workers that ``run_id`` may be claimable (PostgreSQL: NOTIFY)."""
+
+    def wait_for_work(self, timeout: float) -> None:
+        """Return when a run may have become claimable, or after ``timeout`` (polling)."""
+        self._stopping.wait(timeout)
 
     def close(self) -> None:
-        """Close the connection (a later use opens it again)."""
+        """Commit what is grouped and stop renewing leases (subclasses close connections)."""
+        self._stopping.set()
+        if self._renewer is not None and self._renewer is not threading.current_thread():
+            self._renewer.join()
+        self._renewer = None
         with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+            if self._grouped:
+                self._write([])
 
-    def _connection(self) -> sqlite3.Connection:
-        if self._conn is None:
-            self._conn = self._open()
-        return self._conn
+    def _write(self, statements: list[Statement], *, held: str | None = None) -> int:
+        """Commit the grouped events and ``statements`` in one transaction.
 
-    def _open(self) -> sqlite3.Connection:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            # isolation_level=None: we issue BEGIN ourselves, so each write is one
-            # short explicit transaction and reads never hold a lock open.
-            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
-            self._prepare(conn)
-        except (sqlite3.Error, OSError) as e:
-            raise StoreError(f"cannot open run store {self.path}: {e}") from e
-        return conn
-
-    def _prepare(self, conn: sqlite3.Connection) -> None:
-        """Check, configure and migrate a new connection.
-
-        Several processes opening one file at once race to rebuild its WAL index, and
-        SQLite answers that race with an immediate "database is locked" that its busy
-        handler does not cover, so the steps are retried until ``busy_timeout``.
+        Returns the rows the last statement changed. With ``held`` (a run id this store
+        holds), the run's lease is renewed first and, when another process owns the run
+        now, nothing is written and :class:`StoreError` (``code="lease-lost"``) is raised.
         """
-        deadline = time.monotonic() + self._busy_timeout_ms / 1000
-        while True:
-            try:
-                _refuse_foreign(conn, self.path)
-                if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                    conn.execute("PRAGMA journal_mode = WAL")
-                conn.execute(f"PRAGMA synchronous = {self._synchronous}")
-                _migrate(conn, self.path)
-                return
-            except sqlite3.OperationalError as e:
-                if "locked" not in str(e) or time.monotonic() > deadline:
-                    raise
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                time.sleep(0.01)
-
-    def _write(self, statements: list[tuple[str, tuple[Any, ...]]]) -> int:
-        """Run ``statements`` in one transaction; return the rows the last one changed."""
         changed = 0
         with self._lock:
-            conn = self._connection()
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                for sql, params in statements:
-                    changed = conn.execute(sql, params).rowcount
-                conn.execute("COMMIT")
-            except sqlite3.Error as e:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise StoreError(f"run store {self.path}: {e}") from e
+            batch, self._grouped = [*self._grouped, *statements], []
+            owner = None if held is None else self._held.get(held)
+            with self._transaction() as tx:
+                if held is not None and owner is not None and not self._renew(tx, held, owner):
+                    raise StoreError(
+                        f"run {held!r} was taken over by another process after its lease "
+                        f"lapsed; this process stopped it (store {self.name})",
+                        code="lease-lost",
+                    )
+                for sql, params in batch:
+                    changed = tx.run(sql, params)
         return changed
 
-    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+    def _renew(self, tx: Tx, run_id: str, owner: str) -> bool:
+        """Extend ``owner``'s lease on ``run_id``; ``False`` when it owns the run no more."""
+        return bool(
+            tx.run(
+                f"UPDATE runs SET lease_until = {self._clock} + ? WHERE id = ? AND owner = ?",
+                (self.lease_seconds, run_id, owner),
+            )
+        )
+
+    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[Mapping[str, Any]]:
         with self._lock:
-            conn = self._connection()
-            try:
-                cursor = conn.execute(sql, params)
-                cursor.row_factory = sqlite3.Row
-                return list(cursor.fetchall())
-            except sqlite3.Error as e:
-                raise StoreError(f"run store {self.path}: {e}") from e
+            if self._grouped:
+                self._write([])
+            with self._reading() as tx:
+                return tx.rows(sql, params)
+
+    def flush(self) -> None:
+        """Commit the events grouped since the last durability point."""
+        with self._lock:
+            if self._grouped:
+                self._write([])
 
     def record(self, run_id: str, event: Event) -> None:
-        """Commit ``event`` and what it changes in ``runs``/``approvals`` in one transaction."""
-        self._write(_statements(run_id, event))
+        """Add ``event`` and what it changes in ``runs``/``approvals``; commit at a
+        durability point (see the module docs), else group it with the next ones."""
+        self.record_many(run_id, [event])
 
     def record_many(self, run_id: str, events: list[Event]) -> None:
-        """Commit several events (the gate requests of one turn) in one transaction:
-        after a crash the log holds all of them or none."""
-        self._write([st for event in events for st in _statements(run_id, event)])
+        """Add several events in one transaction: after a crash the log holds all of them
+        or none (the gate requests of one turn); committed at once when one is a
+        durability point."""
+        statements = [s for e in events for s in (_event_row(run_id, e), *_side_effects(run_id, e))]
+        if not any([self._durable(run_id, e) for e in events]):
+            with self._lock:
+                self._grouped.extend(statements)
+                if len(self._grouped) < _GROUP:
+                    return
+            statements = []
+        self._write(statements, held=run_id)
+
+    def _durable(self, run_id: str, event: Event) -> bool:
+        """Whether ``event`` is a durability point (committed before the run goes on)."""
+        call = (run_id, str(event.data.get("call_id")))
+        if event.type is EventType.TOOL_CALL:
+            if event.data.get("effect") in _EFFECTFUL:
+                return True
+            self._reads_running.add(call)
+            return False
+        if event.type is EventType.TOOL_RESULT:
+            # Only the result of a call seen to be read-only may wait: an effect's result (or
+            # one whose call this process did not see, e.g. before a resume) is committed.
+            if call in self._reads_running:
+                self._reads_running.discard(call)
+                return False
+            return True
+        return event.type in _DURABLE
 
     def create_run(
         self,
@@ -359,22 +491,44 @@ class SQLiteStore:
         model: str | None,
         options: dict[str, Any],
         owner: str | None = None,
+        queued: bool = False,
     ) -> None:
-        """Register a run with its target spec, input, model name, limits and owner."""
+        """Register a run with its target spec, input, model name, limits and owner.
+
+        ``queued=True`` records it for a worker (status ``queued``, no owner) and wakes
+        the waiting workers. Raises :class:`ConfigError` for a run id already stored.
+        """
+        if queued and not spec:
+            raise ConfigError(
+                "a queued run needs its target spec (path.py:name) for a worker to load it",
+                name="spec",
+            )
         now = _now()
-        # OR IGNORE + the row count tell a reused id apart from a store failure.
-        added = self._write(
-            [
+        with self._lock, self._transaction() as tx:
+            # ON CONFLICT + the row count tell a reused id apart from a store failure.
+            added = tx.run(
+                "INSERT INTO runs (id, target, spec, status, input, model, options, owner, "
+                f"lease_until, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, "
+                f"{self._clock} + ?, ?, ?) ON CONFLICT DO NOTHING",
                 (
-                    "INSERT OR IGNORE INTO runs (id, target, spec, status, input, model, options, "
-                    "owner, created_at, updated_at) VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?)",
-                    (run_id, target, spec, _dump(input), model, _dump(options), owner, now, now),
-                )
-            ]
-        )
+                    run_id,
+                    target,
+                    spec,
+                    QUEUED if queued else "running",
+                    _dump(input),
+                    model,
+                    _dump(options),
+                    None if queued else owner,
+                    None if queued or owner is None else self.lease_seconds,
+                    now,
+                    now,
+                ),
+            )
+            if added and queued:
+                self._notify(tx, run_id)
         if not added:
             raise ConfigError(
-                f"run id {run_id!r} is already in the store {self.path}; pass a new run_id "
+                f"run id {run_id!r} is already in the store {self.name}; pass a new run_id "
                 "(or none), or resume that run",
                 name=run_id,
             )
@@ -383,47 +537,99 @@ class SQLiteStore:
         """Take a run for resuming: ``True`` when ``owner`` may now continue it.
 
         A run qualifies when it is ``awaiting_approval`` with every approval decided,
-        ``error`` or ``cancelled``, or ``running`` while ``alive(previous_owner)`` says its
-        process is gone. Checked and
-        taken in one write transaction, so of two processes resuming at once one wins.
-        Raises :class:`ConfigError` when the run is still running in a live process.
+        ``error`` or ``cancelled``, or ``running`` once its lease lapsed or
+        ``alive(previous_owner)`` says that process is gone. Checked and taken in one
+        transaction, so of two processes resuming at once one wins. Raises
+        :class:`ConfigError` when the run is still running in a live process.
         """
-        with self._lock:
-            conn = self._connection()
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                ok = self._claimable(conn, run_id, alive)
-                if ok:
-                    conn.execute(
-                        "UPDATE runs SET status = 'running', owner = ?, updated_at = ? "
-                        "WHERE id = ?",
-                        (owner, _now(), run_id),
-                    )
-                conn.execute("COMMIT")
-            except (sqlite3.Error, ConfigError) as e:
-                conn.execute("ROLLBACK")
-                if isinstance(e, ConfigError):
-                    raise
-                raise StoreError(f"run store {self.path}: {e}") from e
-        return ok
+        with self._lock, self._transaction() as tx:
+            rows = tx.rows(
+                f"SELECT status, owner, lease_until < {self._clock} AS lapsed FROM runs "
+                f"WHERE id = ?{self._locking}",
+                (run_id,),
+            )
+            if not rows or not self._claimable(tx, run_id, rows[0], alive):
+                return False
+            self._take(tx, run_id, owner)
+        return True
 
     def _claimable(
-        self, conn: sqlite3.Connection, run_id: str, alive: Callable[[str], bool]
+        self, tx: Tx, run_id: str, row: Mapping[str, Any], alive: Callable[[str], bool]
     ) -> bool:
-        row = conn.execute("SELECT status, owner FROM runs WHERE id = ?", (run_id,)).fetchone()
-        if row is None:
-            return False
-        status, previous = row
-        if status == "running" and previous and alive(previous):
+        status, previous = row["status"], row["owner"]
+        if status == "running" and previous and not row["lapsed"] and alive(previous):
             raise ConfigError(
-                f"run {run_id!r} is still running (in {previous}); resume it once that process "
-                "has ended (or force it if that process is gone)",
+                f"run {run_id!r} is still running (in {previous}, whose lease has not "
+                "lapsed); resume it once that process has ended (or force it if that process "
+                "is gone)",
                 name=run_id,
             )
-        waiting = conn.execute(
-            "SELECT count(*) FROM approvals WHERE run_id = ? AND status = 'pending'", (run_id,)
-        ).fetchone()[0]
+        waiting = tx.rows(
+            "SELECT count(*) AS n FROM approvals WHERE run_id = ? AND status = 'pending'",
+            (run_id,),
+        )[0]["n"]
         return status in RESUMABLE and not waiting
+
+    def _take(self, tx: Tx, run_id: str, owner: str) -> None:
+        tx.run(
+            f"UPDATE runs SET status = 'running', owner = ?, lease_until = {self._clock} + ?, "
+            "updated_at = ? WHERE id = ?",
+            (owner, self.lease_seconds, _now(), run_id),
+        )
+
+    def claim_next(self, owner: str) -> StoredRun | None:
+        """Take the oldest run a worker should execute now, for ``owner``.
+
+        Workers execute, in arrival order, runs that are ``queued``, ``awaiting_approval``
+        with every approval decided, or ``running`` with a lapsed lease — and only runs
+        with a target spec a worker can load. Returns the run as it was before the claim
+        (its status says whether to start or resume it), or ``None``.
+        """
+        with self._lock, self._transaction() as tx:
+            rows = tx.rows(
+                "SELECT * FROM runs WHERE spec IS NOT NULL AND (status = ? OR "
+                f"(status = 'running' AND lease_until < {self._clock}) OR "
+                "(status = ? AND NOT EXISTS (SELECT 1 FROM approvals a "
+                "WHERE a.run_id = runs.id AND a.status = 'pending'))) "
+                f"ORDER BY created_at, {self._insertion_order} LIMIT 1{self._skip_locked}",
+                (QUEUED, Status.AWAITING_APPROVAL.value),
+            )
+            if not rows:
+                return None
+            self._take(tx, rows[0]["id"], owner)
+        return _run_row(rows[0])
+
+    @contextmanager
+    def hold(self, run_id: str, owner: str) -> Iterator[None]:
+        """Renew ``owner``'s lease on ``run_id`` in the background while the block runs."""
+        with self._lock:
+            self._held[run_id] = owner
+            if self._renewer is None:
+                self._stopping.clear()
+                self._renewer = threading.Thread(
+                    target=self._renew_leases, name="loopwise-leases", daemon=True
+                )
+                self._renewer.start()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._held.pop(run_id, None)
+
+    def _renew_leases(self) -> None:
+        while not self._stopping.wait(self.lease_seconds / 3):
+            with self._lock:
+                held = dict(self._held)
+            if not held:
+                continue
+            try:
+                with self._lock, self._transaction() as tx:
+                    for run_id, owner in held.items():
+                        self._renew(tx, run_id, owner)
+            except StoreError:
+                # The database is unreachable: the next renewal tries again, and a run whose
+                # lease lapses meanwhile stops at its next durability point.
+                continue
 
     def mark_paused(self, run_id: str, detail: str) -> None:
         """Mark a run left ``running`` by a dead process, with undecided approvals, as
@@ -439,29 +645,32 @@ class SQLiteStore:
         )
 
     def mark_failed(self, run_id: str, detail: str) -> None:
-        """Mark a run that raised (a configuration mistake) as ``error``."""
-        self._write(
-            [
-                (
-                    "UPDATE runs SET status = 'error', detail = ?, updated_at = ? WHERE id = ?",
-                    (detail, _now(), run_id),
-                )
-            ]
-        )
+        """Mark a run that raised (a configuration mistake) as ``error``.
 
-    def get_run(self, run_id: str) -> dict[str, Any]:
-        """The run's row; :class:`ConfigError` (exit 2 in the CLI) for an unknown id."""
+        A run another process has taken over meanwhile is left to that process.
+        """
+        sql = "UPDATE runs SET status = 'error', detail = ?, updated_at = ? WHERE id = ?"
+        params: tuple[Any, ...] = (detail, _now(), run_id)
+        owner = self._held.get(run_id)
+        if owner is not None:
+            sql += " AND (owner IS NULL OR owner = ?)"
+            params = (*params, owner)
+        self._write([(sql, params)])
+
+    def get_run(self, run_id: str) -> StoredRun:
+        """The run; :class:`ConfigError` (exit 2 in the CLI) for an unknown id."""
         rows = self._read("SELECT * FROM runs WHERE id = ?", (run_id,))
         if not rows:
-            raise ConfigError(f"no run {run_id!r} in {self.path}", name=run_id)
-        return _run_dict(rows[0])
+            raise ConfigError(f"no run {run_id!r} in {self.name}", name=run_id)
+        return _run_row(rows[0])
 
-    def list_runs(self, *, limit: int = 50) -> list[dict[str, Any]]:
+    def list_runs(self, *, limit: int = 50) -> list[StoredRun]:
         """The most recent ``limit`` runs, newest first."""
         rows = self._read(
-            "SELECT * FROM runs ORDER BY created_at DESC, rowid DESC LIMIT ?", (limit,)
+            f"SELECT * FROM runs ORDER BY created_at DESC, {self._insertion_order} DESC LIMIT ?",
+            (limit,),
         )
-        return [_run_dict(r) for r in rows]
+        return [_run_row(r) for r in rows]
 
     def events(self, run_id: str) -> list[Event]:
         """The run's events in ``seq`` order."""
@@ -487,18 +696,18 @@ class SQLiteStore:
         with _collector_paused():
             events = [e.to_dict() for e in self.events(run_id)]
         return {
-            "run_id": run["run_id"],
-            "target": run["target"],
-            "spec": run["spec"],
-            "status": run["status"],
-            "detail": run["detail"],
-            "model": run["model"],
-            "input": run["input"],
-            "usage": run["usage"],
-            "output": run["output"],
-            "created_at": run["created_at"],
-            "updated_at": run["updated_at"],
-            "approvals": self.approvals(run_id),
+            "run_id": run.run_id,
+            "target": run.target,
+            "spec": run.spec,
+            "status": run.status,
+            "detail": run.detail,
+            "model": run.model,
+            "input": run.input,
+            "usage": run.usage,
+            "output": run.output,
+            "created_at": run.created_at,
+            "updated_at": run.updated_at,
+            "approvals": [a.to_dict() for a in self.approvals(run_id)],
             "events": events,
         }
 
@@ -511,7 +720,7 @@ class SQLiteStore:
             )
             return {r["key"]: json.loads(r["data"]) for r in rows}
 
-    def pending(self, run_id: str | None = None) -> list[dict[str, Any]]:
+    def pending(self, run_id: str | None = None) -> list[StoredApproval]:
         """Undecided approvals, oldest first (of ``run_id``, or of every run)."""
         if run_id is None:
             rows = self._read(
@@ -523,72 +732,22 @@ class SQLiteStore:
                 "ORDER BY requested_at",
                 (run_id,),
             )
-        return [_approval_dict(r) for r in rows]
+        return [_approval_row(r) for r in rows]
 
-    def approvals(self, run_id: str) -> list[dict[str, Any]]:
+    def approvals(self, run_id: str) -> list[StoredApproval]:
         """Every approval of ``run_id``, in the order they were requested."""
         rows = self._read(
             "SELECT * FROM approvals WHERE run_id = ? ORDER BY requested_at", (run_id,)
         )
-        return [_approval_dict(r) for r in rows]
+        return [_approval_row(r) for r in rows]
 
-    def decide(
-        self,
-        run_id: str,
-        approval_id: str,
-        *,
-        decision: str,
-        by: str,
-        reason: str | None = None,
-        edited_args: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        """Record ``decision`` (``approved``/``denied``/``edited``) on a pending approval.
-
-        Raises :class:`ConfigError` for an unknown run or approval, or one already decided.
-        """
-        if decision not in {"approved", "denied", "edited"}:
-            raise ConfigError(f"unknown decision {decision!r}", name="decision")
-        self.get_run(run_id)
-        with self._lock:
-            current = self._approval(run_id, approval_id)
-            if current["status"] != "pending":
-                raise ConfigError(
-                    f"approval {approval_id!r} of run {run_id!r} is already {current['status']}",
-                    name=approval_id,
-                )
-            changed = self._write(
-                [
-                    (
-                        "UPDATE approvals SET status = ?, decided_by = ?, decided_at = ?, "
-                        "decision_reason = ?, edited_args = ? "
-                        "WHERE run_id = ? AND approval_id = ? AND status = 'pending'",
-                        (
-                            decision,
-                            by,
-                            _now(),
-                            reason,
-                            None if edited_args is None else _dump(edited_args),
-                            run_id,
-                            approval_id,
-                        ),
-                    )
-                ]
-            )
-            done = self._approval(run_id, approval_id)
-        if not changed:  # another process decided it between our read and our write
-            raise ConfigError(
-                f"approval {approval_id!r} of run {run_id!r} is already {done['status']}",
-                name=approval_id,
-            )
-        return done
-
-    def approval(self, run_id: str, approval_id: str) -> dict[str, Any] | None:
+    def approval(self, run_id: str, approval_id: str) -> StoredApproval | None:
         """One approval of ``run_id``, or ``None`` when there is no such request."""
         rows = self._read(
             "SELECT * FROM approvals WHERE run_id = ? AND approval_id = ?",
             (run_id, approval_id),
         )
-        return _approval_dict(rows[0]) if rows else None
+        return _approval_row(rows[0]) if rows else None
 
     def save_eval(
         self,
@@ -621,65 +780,62 @@ class SQLiteStore:
         row = rows[0]
         return {"created_at": row["created_at"], "eval_id": row["eval_id"], **_load(row["summary"])}
 
-    def _approval(self, run_id: str, approval_id: str) -> dict[str, Any]:
-        found = self.approval(run_id, approval_id)
-        if found is None:
-            raise ConfigError(f"run {run_id!r} has no approval {approval_id!r}", name=approval_id)
-        return found
+    def decide(
+        self,
+        run_id: str,
+        approval_id: str,
+        *,
+        decision: str,
+        by: str,
+        reason: str | None = None,
+        edited_args: dict[str, Any] | None = None,
+    ) -> StoredApproval:
+        """Record ``decision`` (``approved``/``denied``/``edited``) on a pending approval.
+
+        Wakes the waiting workers. Raises :class:`ConfigError` for an unknown run or
+        approval, or one already decided (here or by another process).
+        """
+        if decision not in {"approved", "denied", "edited"}:
+            raise ConfigError(f"unknown decision {decision!r}", name="decision")
+        self.get_run(run_id)
+        with self._lock, self._transaction() as tx:
+            rows = tx.rows(
+                f"SELECT * FROM approvals WHERE run_id = ? AND approval_id = ?{self._locking}",
+                (run_id, approval_id),
+            )
+            if not rows:
+                raise ConfigError(
+                    f"run {run_id!r} has no approval {approval_id!r}", name=approval_id
+                )
+            if rows[0]["status"] != "pending":
+                raise ConfigError(
+                    f"approval {approval_id!r} of run {run_id!r} is already {rows[0]['status']}",
+                    name=approval_id,
+                )
+            tx.run(
+                "UPDATE approvals SET status = ?, decided_by = ?, decided_at = ?, "
+                "decision_reason = ?, edited_args = ? WHERE run_id = ? AND approval_id = ?",
+                (
+                    decision,
+                    by,
+                    _now(),
+                    reason,
+                    None if edited_args is None else _dump(edited_args),
+                    run_id,
+                    approval_id,
+                ),
+            )
+            self._notify(tx, run_id)
+            rows = tx.rows(
+                "SELECT * FROM approvals WHERE run_id = ? AND approval_id = ?",
+                (run_id, approval_id),
+            )
+        return _approval_row(rows[0])
 
 
-_OWN_TABLES = frozenset({"runs", "events", "approvals", "eval_results"})
-
-
-def _refuse_foreign(conn: sqlite3.Connection, path: Path) -> None:
-    """Refuse another program's database: migrating it would add our tables (and WAL) to it."""
-    # One read transaction: the version and the tables come from one snapshot, even while
-    # other processes open, recover or migrate the same file.
-    conn.execute("BEGIN")
-    try:
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
-    finally:
-        conn.execute("COMMIT")
-    names = {r[0] for r in rows}
-    if version == 0 and names - _OWN_TABLES:
-        conn.close()
-        raise StoreError(
-            f"{path} is not a loopwise run store (it holds other tables: "
-            f"{', '.join(sorted(names)[:5])}); point --store or LOOPWISE_STORE at a file of its own"
-        )
-
-
-def _migrate(conn: sqlite3.Connection, path: Path) -> None:
-    """Bring the schema to the latest version; one process migrates, others wait."""
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if version > len(_MIGRATIONS):
-        raise StoreError(
-            f"run store {path} has schema version {version}; this loopwise knows "
-            f"{len(_MIGRATIONS)} (upgrade loopwise)"
-        )
-    if version == len(_MIGRATIONS):
-        return
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        # Re-read under the write lock: another process may have migrated meanwhile.
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        for script in _MIGRATIONS[version:]:
-            for statement in script.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
-        conn.execute(f"PRAGMA user_version = {len(_MIGRATIONS)}")
-        conn.execute("COMMIT")
-    except sqlite3.Error:
-        conn.execute("ROLLBACK")
-        raise
-
-
-def _statements(run_id: str, event: Event) -> list[tuple[str, tuple[Any, ...]]]:
-    """The writes that store ``event``: its row, and what it changes besides the log."""
-    data = event.data
-    key = data.get("key")
-    row = (
+def _event_row(run_id: str, event: Event) -> Statement:
+    key = event.data.get("key")
+    return (
         "INSERT INTO events (run_id, seq, type, step, at, key, data) VALUES (?, ?, ?, ?, ?, ?, ?)",
         (
             run_id,
@@ -688,13 +844,12 @@ def _statements(run_id: str, event: Event) -> list[tuple[str, tuple[Any, ...]]]:
             event.step,
             event.at,
             None if key is None else str(key),
-            _dump(data),
+            _dump(event.data),
         ),
     )
-    return [row, *_side_effects(run_id, event)]
 
 
-def _side_effects(run_id: str, event: Event) -> list[tuple[str, tuple[Any, ...]]]:
+def _side_effects(run_id: str, event: Event) -> list[Statement]:
     """What an event changes besides the log: the run row, the approvals."""
     # Most events (model calls, tool calls and results) change nothing else: the clock is
     # read only for the few that update a row.
@@ -704,8 +859,8 @@ def _side_effects(run_id: str, event: Event) -> list[tuple[str, tuple[Any, ...]]
         # A run started without create_run (a plain sink user) still gets a row.
         return [
             (
-                "INSERT OR IGNORE INTO runs (id, target, status, input, created_at, updated_at) "
-                "VALUES (?, ?, 'running', ?, ?, ?)",
+                "INSERT INTO runs (id, target, status, input, created_at, updated_at) "
+                "VALUES (?, ?, 'running', ?, ?, ?) ON CONFLICT DO NOTHING",
                 (run_id, str(data.get("target", "?")), _dump(data.get("input")), now, now),
             )
         ]
@@ -738,7 +893,10 @@ def _side_effects(run_id: str, event: Event) -> list[tuple[str, tuple[Any, ...]]
     return []
 
 
-def _decision_row(run_id: str, d: dict[str, Any], at: str) -> tuple[str, tuple[Any, ...]]:
+_FINISHED = {EventType.RUN_FINISHED, EventType.RUN_PAUSED}
+
+
+def _decision_row(run_id: str, d: dict[str, Any], at: str) -> Statement:
     """A decision made in the run (interactive, policy) closes its pending request."""
     edited = d.get("args") if d.get("decision") == "edited" else None
     return (
@@ -756,12 +914,12 @@ def _decision_row(run_id: str, d: dict[str, Any], at: str) -> tuple[str, tuple[A
     )
 
 
-def _request_row(run_id: str, event: Event) -> tuple[str, tuple[Any, ...]]:
+def _request_row(run_id: str, event: Event) -> Statement:
     d = event.data
     return (
-        "INSERT OR IGNORE INTO approvals (run_id, approval_id, step, tool, call_id, args, "
+        "INSERT INTO approvals (run_id, approval_id, step, tool, call_id, args, "
         "effect, reason, tainted_by, args_hash, requested_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
         (
             run_id,
             str(d["approval_id"]),
@@ -778,43 +936,44 @@ def _request_row(run_id: str, event: Event) -> tuple[str, tuple[Any, ...]]:
     )
 
 
-def _run_dict(row: sqlite3.Row) -> dict[str, Any]:
-    return {
-        "run_id": row["id"],
-        "target": row["target"],
-        "spec": row["spec"],
-        "status": row["status"],
-        "detail": row["detail"],
-        "input": _load(row["input"]),
-        "output": _load(row["output"]),
-        "usage": _load(row["usage"]),
-        "model": row["model"],
-        "options": _load(row["options"]) or {},
-        "owner": row["owner"],
-        "created_at": row["created_at"],
-        "updated_at": row["updated_at"],
-    }
+def _run_row(row: Mapping[str, Any]) -> StoredRun:
+    return StoredRun(
+        run_id=row["id"],
+        target=row["target"],
+        spec=row["spec"],
+        status=row["status"],
+        detail=row["detail"],
+        input=_load(row["input"]),
+        output=_load(row["output"]),
+        usage=_load(row["usage"]),
+        model=row["model"],
+        options=_load(row["options"]) or {},
+        owner=row["owner"],
+        lease_until=row["lease_until"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
 
 
-def _approval_dict(row: sqlite3.Row) -> dict[str, Any]:
-    return {
-        "run_id": row["run_id"],
-        "approval_id": row["approval_id"],
-        "tool": row["tool"],
-        "args": _load(row["args"]),
-        "effect": row["effect"],
-        "reason": row["reason"],
-        "tainted_by": row["tainted_by"],
-        "args_hash": row["args_hash"],
-        "call_id": row["call_id"],
-        "step": row["step"],
-        "status": row["status"],
-        "requested_at": row["requested_at"],
-        "decided_by": row["decided_by"],
-        "decided_at": row["decided_at"],
-        "decision_reason": row["decision_reason"],
-        "edited_args": _load(row["edited_args"]),
-    }
+def _approval_row(row: Mapping[str, Any]) -> StoredApproval:
+    return StoredApproval(
+        run_id=row["run_id"],
+        approval_id=row["approval_id"],
+        tool=row["tool"],
+        args=_load(row["args"]),
+        effect=row["effect"],
+        reason=row["reason"],
+        tainted_by=row["tainted_by"],
+        args_hash=row["args_hash"],
+        call_id=row["call_id"],
+        step=row["step"],
+        status=row["status"],
+        requested_at=row["requested_at"],
+        decided_by=row["decided_by"],
+        decided_at=row["decided_at"],
+        decision_reason=row["decision_reason"],
+        edited_args=_load(row["edited_args"]),
+    )
 
 
 @contextlib.contextmanager
