@@ -259,7 +259,7 @@ def test_a_run_recorded_without_the_sink_keeps_one_trace_across_its_resumes(
     for answer in (call("refund", {"order_id": "O-2"}), reply("both refunded")):
         with SQLiteStore(db) as store:
             (waiting,) = store.pending(paused.run_id)
-            store.decide(paused.run_id, waiting["approval_id"], decision="approved", by="a")
+            store.decide(paused.run_id, waiting.approval_id, decision="approved", by="a")
         provider, exporter = _tracing()
         loopwise.resume(
             paused.run_id,

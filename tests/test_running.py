@@ -34,7 +34,7 @@ def test_wait_for_raises_timeout_and_the_run_is_stored_cancelled(tmp_path: Path)
     asyncio.run(main())
     with SQLiteStore(db) as store:
         (row,) = store.list_runs()
-        log = store.show(row["run_id"])
+        log = store.show(row.run_id)
     assert log["status"] == "cancelled"
     assert log["events"][-1]["type"] == "run_finished"
     assert log["events"][-1]["data"]["status"] == "cancelled"
@@ -76,7 +76,7 @@ def test_a_task_group_whose_sibling_fails_stops_the_run(tmp_path: Path) -> None:
 
     asyncio.run(main())
     with SQLiteStore(db) as store:
-        assert store.get_run("tg")["status"] == "cancelled"
+        assert store.get_run("tg").status == "cancelled"
 
 
 def test_a_cancelled_run_resumes_to_completion(tmp_path: Path) -> None:
@@ -125,7 +125,7 @@ def test_resume_takes_the_options_object_of_arun(tmp_path: Path) -> None:
     agent, run_id = _paused(db)
     with SQLiteStore(db) as store:
         store.decide(
-            run_id, store.pending(run_id)[0]["approval_id"], decision="approved", by="alice"
+            run_id, store.pending(run_id)[0].approval_id, decision="approved", by="alice"
         )
     seen: list[str] = []
 
@@ -144,7 +144,7 @@ def test_resume_keeps_its_keyword_arguments(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
     agent, run_id = _paused(db)
     with SQLiteStore(db) as store:
-        store.decide(run_id, store.pending(run_id)[0]["approval_id"], decision="denied", by="bob")
+        store.decide(run_id, store.pending(run_id)[0].approval_id, decision="denied", by="bob")
     result = loopwise.resume(
         run_id,
         step=agent,

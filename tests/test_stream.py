@@ -91,13 +91,13 @@ def test_breaking_out_of_the_stream_cancels_the_run_and_loses_nothing(tmp_path: 
     assert [e.seq for e in stored] == list(range(1, len(stored) + 1))
     assert stored[-1].type == "run_finished" and stored[-1].data["status"] == "cancelled"
     with SQLiteStore(db) as store:
-        assert store.get_run(_only_run(db))["status"] == "cancelled"
+        assert store.get_run(_only_run(db)).status == "cancelled"
 
 
 def _only_run(db: Path) -> str:
     with SQLiteStore(db) as store:
         (row,) = store.list_runs()
-        return str(row["run_id"])
+        return str(row.run_id)
 
 
 def test_closing_the_stream_waits_until_the_run_is_recorded_cancelled(tmp_path: Path) -> None:
@@ -112,7 +112,7 @@ def test_closing_the_stream_waits_until_the_run_is_recorded_cancelled(tmp_path: 
                     break
         assert events.result is None  # left early: no result, the store says how it ended
         with SQLiteStore(db) as store:  # already recorded, inside the same event loop
-            return str(store.get_run(_only_run(db))["status"])
+            return str(store.get_run(_only_run(db)).status)
 
     assert asyncio.run(main()) == "cancelled"
 
@@ -132,7 +132,7 @@ def test_a_cancelled_consumer_cancels_the_run_it_watches(tmp_path: Path) -> None
 
     asyncio.run(main())
     with SQLiteStore(db) as store:
-        assert store.get_run(_only_run(db))["status"] == "cancelled"
+        assert store.get_run(_only_run(db)).status == "cancelled"
 
 
 def test_a_resumed_run_streams_its_new_events(tmp_path: Path) -> None:
