@@ -124,9 +124,7 @@ def test_resume_takes_the_options_object_of_arun(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
     agent, run_id = _paused(db)
     with SQLiteStore(db) as store:
-        store.decide(
-            run_id, store.pending(run_id)[0].approval_id, decision="approved", by="alice"
-        )
+        store.decide(run_id, store.pending(run_id)[0].approval_id, decision="approved", by="alice")
     seen: list[str] = []
 
     class Sink:
