@@ -28,7 +28,7 @@ import loopwise
 from loopwise.agent import Agent, ContextPolicy, LoopDetection
 from loopwise.evals import Case, EvalTarget, aevaluate, load_dataset
 from loopwise.model import ModelRequest, ToolCall, Turn
-from loopwise.store import SQLiteStore
+from loopwise.sqlite_store import SQLiteStore
 from loopwise.targets import load_target
 from loopwise.usage import Budget
 from loopwise.workflow import Workflow

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import bench_script
@@ -13,7 +11,6 @@ import raw_loop
 import loopwise
 from loopwise.agent import Agent, ContextPolicy, LoopDetection
 from loopwise.model import ModelRequest, ToolCall, Turn
-from loopwise.sqlite_store import SQLiteStore
 from loopwise.structured import Structured
 
 
@@ -72,12 +69,6 @@ def otel_sink() -> Any:
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(Drop()))
     return OTelSink(provider)
-
-
-def store_options() -> dict[str, Any]:
-    """Run options recording into a fresh SQLite store."""
-    path = Path(tempfile.mkdtemp(prefix="loopwise-bench-")) / "runs.db"
-    return {"store": SQLiteStore(path)}
 
 
 class InstantModel:

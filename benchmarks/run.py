@@ -29,6 +29,7 @@ import mcp_side
 import openai
 import probes
 import raw_loop
+import store_side
 from openai._constants import DEFAULT_CONNECTION_LIMITS
 from server import Server
 
@@ -298,34 +299,84 @@ async def bench_parallel_tools(url: str) -> Row:
     )
 
 
-async def bench_store(url: str) -> Row:
-    """What recording events in SQLite adds, per event."""
-    store = lw_side.store_options()
+async def bench_store(url: str, pg: str | None) -> list[Row]:
+    """What recording a run adds, per event, on SQLite and on PostgreSQL (durability
+    points on: grouped commits, one at the run's end for this read-only agent)."""
+    rows = [await _store_row(url, "SQLite, WAL", store_side.sqlite_location(), 1.15)]
+    if pg is None:
+        rows.append(Row("store: overhead per event (PostgreSQL)", "SKIPPED", "", note=NO_PG))
+        return rows
+    with store_side.fresh_database(pg) as db:
+        rows.append(await _store_row(url, "PostgreSQL, local", db, 1.5))
+    return rows
+
+
+NO_PG = "no PostgreSQL: set LOOPWISE_BENCH_PG=postgresql://... or install postgresql"
+
+
+async def _store_row(url: str, kind: str, location: str, target: float) -> Row:
     client = _client(url)
     model = lw_side.openai_model(MODEL, client)
     agent = lw_side.make_agent()
-    events = len((await lw_side.run(agent, QUESTION, model, **store)).events)
+    events = len((await lw_side.run(agent, QUESTION, model, store=location)).events)
     n = 5 if QUICK else 20
 
     async def off() -> None:
         await lw_side.run(agent, QUESTION, model)
 
     async def on() -> None:
-        await lw_side.run(agent, QUESTION, model, **store)
+        await lw_side.run(agent, QUESTION, model, store=location)
 
     timing = await _interleaved(off, on, n, 3 if QUICK else 5)
-    off_s, on_s, ratio = timing.raw, timing.lw, timing.ratio
     await client.close()
-    per_event = (on_s - off_s) / n / events
+    per_event = (timing.lw - timing.raw) / n / events
     return Row(
-        "store: overhead per event (SQLite, WAL)",
+        f"store: overhead per event ({kind})",
         f"{per_event * 1e6:.0f} us/event",
         f"{events} events/run",
-        ratio,
-        "run time on/off",
-        None,
-        f"{(on_s - off_s) / n / 6 * 1e6:.0f} us per model call",
+        timing.ratio,
+        f"run on/off <= {target:.2f}x",
+        timing.ratio <= target,
+        f"{n / timing.lw:.0f} stored runs/s vs {n / timing.raw:.0f} unstored; "
+        f"middle half {timing.spread}",
     )
+
+
+def bench_sequential_runs() -> Row:
+    """``loopwise.run(..., store=PATH)`` one after another: the store stays open."""
+    kept, reopened = store_side.sequential_runs(100 if QUICK else 500)
+    return Row(
+        "store: sequential run(store=PATH)",
+        f"{kept:.0f} runs/s",
+        f"{reopened:.0f} runs/s",
+        kept / reopened,
+        ">= 440 runs/s",
+        kept >= 440,
+        "baseline: a store opened and closed around each run (as before); 44 runs/s before",
+    )
+
+
+def bench_workers(pg: str | None) -> list[Row]:
+    """Queued runs executed by 1, 2 and 4 worker processes on one PostgreSQL (50 ms model)."""
+    if pg is None:
+        return [Row("workers: throughput on PostgreSQL", "SKIPPED", "", note=NO_PG)]
+    runs, concurrency = (24, 2) if QUICK else (80, 2)
+    rates: dict[int, float] = {}
+    for workers in (1, 2, 4):
+        with store_side.fresh_database(pg) as db:
+            rates[workers] = store_side.worker_throughput(db, workers, runs, concurrency)
+    return [
+        Row(
+            f"workers: {w} x --concurrency {concurrency} (PostgreSQL)",
+            f"{rate:.1f} runs/s",
+            f"{rates[1]:.1f} runs/s",
+            rate / rates[1],
+            ">= 1.60x" if w == 2 else "",
+            rate / rates[1] >= 1.6 if w == 2 else None,
+            f"{runs} queued runs of 2 model calls x 50 ms; baseline: 1 worker",
+        )
+        for w, rate in rates.items()
+    ]
 
 
 async def bench_context_policy() -> Row:
@@ -553,7 +604,10 @@ async def _all() -> list[Row]:
             "triage memory", asyncio.to_thread(bench_triage_memory, fast.base_url)
         )
         rows += await _section("parallel tools", bench_parallel_tools(fast.base_url))
-        rows += await _section("store", bench_store(fast.base_url))
+        with store_side.postgres() as pg:
+            rows += await _section("store", bench_store(fast.base_url, pg))
+            rows += await _section("sequential runs", asyncio.to_thread(bench_sequential_runs))
+            rows += await _section("workers", asyncio.to_thread(bench_workers, pg))
     rows += await _section("own time", bench_own_time())
     rows += await _section("context policy", bench_context_policy())
     rows += await _section("CLI verbs", asyncio.to_thread(bench_cli))

@@ -343,15 +343,15 @@ def test_a_store_hands_out_neither_a_finished_run_nor_one_awaiting_a_person(
     gone = lambda owner: False  # noqa: E731 - every previous owner is dead
     with SQLiteStore(db) as store:
         assert store.claim(paused.run_id, "me", alive=gone) is False  # a person must decide
-        assert store.get_run(paused.run_id)["status"] == "awaiting_approval"
+        assert store.get_run(paused.run_id).status == "awaiting_approval"
         store.decide(paused.run_id, "c1", decision="approved", by="alice")
         assert store.claim(paused.run_id, "me", alive=gone) is True
-        assert store.get_run(paused.run_id)["status"] == "running"
+        assert store.get_run(paused.run_id).status == "running"
     done = loopwise.resume(paused.run_id, step=agent, model=model, store=db, force=True)
     assert done.status == Status.COMPLETED and len(paid) == 1
     with SQLiteStore(db) as store:
         assert store.claim(paused.run_id, "me", alive=gone) is False  # finished
-        assert store.get_run(paused.run_id)["status"] == "completed"
+        assert store.get_run(paused.run_id).status == "completed"
         assert store.claim("no-such-run", "me", alive=gone) is False
     again = loopwise.resume(paused.run_id, step=agent, model=model, store=db)
     assert again.status == Status.COMPLETED and len(paid) == 1

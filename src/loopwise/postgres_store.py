@@ -161,16 +161,10 @@ class PostgresStore(SQLStore):
         self.url = url
         self.name = redact(url)
         self._timeout = connect_timeout
+        self._max_connections = max_connections
         with self._connect() as conn:
             _migrate(conn, self.name)
-        self._pool = ConnectionPool(
-            url,
-            min_size=1,
-            max_size=max_connections,
-            open=False,
-            timeout=connect_timeout,
-            kwargs={"connect_timeout": max(1, round(connect_timeout))},
-        )
+        self._pool: ConnectionPool | None = None
         self._listener: psycopg.Connection[Any] | None = None
 
     def __enter__(self) -> PostgresStore:
@@ -190,10 +184,13 @@ class PostgresStore(SQLStore):
             ) from e
 
     def close(self) -> None:
-        """Commit what is grouped, then close the pool and the listening connection."""
+        """Commit what is grouped, then close the pool and the listening connection (a
+        later use opens them again)."""
         super().close()
         with self._lock:
-            self._pool.close()
+            if self._pool is not None:
+                self._pool.close()
+                self._pool = None
             if self._listener is not None:
                 self._listener.close()
                 self._listener = None
@@ -202,7 +199,15 @@ class PostgresStore(SQLStore):
     def _transaction(self) -> Iterator[Tx]:
         with self._lock:
             try:
-                if self._pool.closed:
+                if self._pool is None:
+                    self._pool = ConnectionPool(
+                        self.url,
+                        min_size=1,
+                        max_size=self._max_connections,
+                        open=False,
+                        timeout=self._timeout,
+                        kwargs={"connect_timeout": max(1, round(self._timeout))},
+                    )
                     self._pool.open(wait=True, timeout=self._timeout)
                 with self._pool.connection() as conn:
                     yield _PgTx(conn)
