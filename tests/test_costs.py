@@ -24,8 +24,8 @@ import pytest
 import loopwise
 from loopwise import Agent, Budget, ContextPolicy, LoopDetection, ModelRequest, Workflow
 from loopwise.port import Turn, message_chars
+from loopwise.sqlite_store import SQLiteStore
 from loopwise.step import Event
-from loopwise.store import SQLiteStore
 from loopwise.testing import ScriptedModel, call, reply
 
 
