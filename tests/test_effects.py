@@ -419,7 +419,7 @@ def test_the_gates_of_one_turn_are_recorded_together(tmp_path: Path) -> None:
         resumed = loopwise.resume(run_id, step=agent, model=_script(turn), store=db)
         assert resumed.status == Status.AWAITING_APPROVAL and len(resumed.pending) == 2
         with SQLiteStore(db) as store:
-            assert store.get_run(run_id)["status"] == "awaiting_approval"
+            assert store.get_run(run_id).status == "awaiting_approval"
 
 
 # --- the gated workflow example ----------------------------------------------------------------
@@ -609,7 +609,7 @@ def test_a_hybrid_that_replans_after_a_denial_killed_at_any_event_pays_once(
         return loopwise.Hybrid("desk", actions=_effect_tools(workdir), replan_on_denial=1)
 
     expected = _each_kill(
-        tmp_path, desk, _replanner, deny=lambda approval: approval["args"] == {"n": 5}
+        tmp_path, desk, _replanner, deny=lambda approval: approval.args == {"n": 5}
     )
     assert expected == [
         ("execute.s1", "record", 1),
