@@ -89,16 +89,6 @@ _GROUP = 64
 """Events a store may hold before committing them even without a durability point."""
 
 
-def __getattr__(name: str) -> Any:
-    # SQLiteStore lives in loopwise.sqlite_store (it builds on this module); the old
-    # spelling ``from loopwise.store import SQLiteStore`` keeps working.
-    if name == "SQLiteStore":
-        from loopwise.sqlite_store import SQLiteStore
-
-        return SQLiteStore
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def default_store_path(path: str | os.PathLike[str] | None = None) -> Path:
     """``path``, else ``$LOOPWISE_STORE``, else ``.loopwise/runs.db``."""
     return Path(path or os.environ.get("LOOPWISE_STORE") or DEFAULT_STORE_PATH)
