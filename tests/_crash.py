@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import loopwise
-from loopwise import open_store
+from loopwise import gates, open_store
 from loopwise.testing import ScriptedModel
 
 
@@ -69,6 +69,23 @@ def record_effect(directory: Path, kind: str, n: int, key: str) -> str:
         with done.open("a") as f:
             f.write(json.dumps({"key": key, "n": n, "kind": kind}) + "\n")
     return f"{kind} {n}"
+
+
+def effect_tools(workdir: dict[str, Path]) -> tuple[loopwise.Tool, loopwise.Tool]:
+    """``record`` (a write its policy passes) and ``pay`` (irreversible, a person decides),
+    each recording its effect in ``workdir["dir"]`` once per idempotency key."""
+
+    @loopwise.tool(effect="write", gate=gates.policy(lambda a: True))
+    def record(n: int, ctx: Any) -> str:
+        """Record n (once per idempotency key)."""
+        return record_effect(workdir["dir"], "record", n, ctx.idempotency_key)
+
+    @loopwise.tool(effect="irreversible", gate=gates.human())
+    def pay(n: int, ctx: Any) -> str:
+        """Pay n (once per idempotency key), after a person approves."""
+        return record_effect(workdir["dir"], "pay", n, ctx.idempotency_key)
+
+    return record, pay
 
 
 def effects(directory: Path, run_id: str) -> list[tuple[str, str, int]]:

@@ -13,7 +13,7 @@ import pytest
 from pydantic import BaseModel
 
 import loopwise
-from _crash import KillAt, approve_all, drive, effects, fork, record_effect, wait
+from _crash import KillAt, approve_all, drive, effect_tools, effects, fork, wait
 from loopwise import SQLiteStore, Status, gates
 from loopwise.cli import main
 from loopwise.testing import ScriptedModel, call, calls, reply
@@ -510,20 +510,6 @@ def test_decide_sends_known_but_expensive_steps_to_the_gated_workflow_example(
 # --- killed at every event -------------------------------------------------------------------
 
 
-def _effect_tools(workdir: dict[str, Path]) -> tuple[loopwise.Tool, loopwise.Tool]:
-    @loopwise.tool(effect="write", gate=gates.policy(lambda a: True))
-    def record(n: int, ctx: Any) -> str:
-        """Record n (once per idempotency key)."""
-        return record_effect(workdir["dir"], "record", n, ctx.idempotency_key)
-
-    @loopwise.tool(effect="irreversible", gate=gates.human())
-    def pay(n: int, ctx: Any) -> str:
-        """Pay n (once per idempotency key), after a person approves."""
-        return record_effect(workdir["dir"], "pay", n, ctx.idempotency_key)
-
-    return record, pay
-
-
 def _number(n: int) -> loopwise.FunctionStep:
     async def number(_: Any) -> dict[str, int]:
         return {"n": n}
@@ -561,7 +547,7 @@ def _each_kill(
 
 def test_a_workflow_with_a_gated_tool_node_killed_at_any_event_pays_once(tmp_path: Path) -> None:
     def flow(workdir: dict[str, Path]) -> loopwise.Workflow:
-        record, pay = _effect_tools(workdir)
+        record, pay = effect_tools(workdir)
         return (
             loopwise.Workflow("flow")
             .then(_number(1))
@@ -606,7 +592,7 @@ def test_a_hybrid_that_replans_after_a_denial_killed_at_any_event_pays_once(
     tmp_path: Path,
 ) -> None:
     def desk(workdir: dict[str, Path]) -> loopwise.Hybrid:
-        return loopwise.Hybrid("desk", actions=_effect_tools(workdir), replan_on_denial=1)
+        return loopwise.Hybrid("desk", actions=effect_tools(workdir), replan_on_denial=1)
 
     expected = _each_kill(
         tmp_path, desk, _replanner, deny=lambda approval: approval.args == {"n": 5}

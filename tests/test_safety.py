@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 import loopwise
-from _crash import KillAt, approve_all, drive, effects, record_effect
+from _crash import KillAt, approve_all, drive, effect_tools, effects
 from loopwise import Denied, Edited, Escalate, SQLiteStore, Status, gates, open_store
 from loopwise.cli import main
 from loopwise.runner import StoreApprovals
@@ -270,17 +270,7 @@ def test_a_nested_agent_run_twice_gets_its_own_approvals_and_keys() -> None:
 
 
 def _effect_desk(workdir: dict[str, Path]) -> loopwise.Hybrid:
-    @loopwise.tool(effect="write", gate=gates.policy(lambda a: True))
-    def record(n: int, ctx: Any) -> str:
-        """Record n (once per idempotency key)."""
-        return record_effect(workdir["dir"], "record", n, ctx.idempotency_key)
-
-    @loopwise.tool(effect="irreversible", gate=gates.human())
-    def pay(n: int, ctx: Any) -> str:
-        """Pay n (once per idempotency key), after a person approves."""
-        return record_effect(workdir["dir"], "pay", n, ctx.idempotency_key)
-
-    return loopwise.Hybrid("desk", actions=[record, pay])
+    return loopwise.Hybrid("desk", actions=effect_tools(workdir))
 
 
 _DESK_PLAN = {
