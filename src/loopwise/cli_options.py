@@ -17,7 +17,7 @@ from typing import Any
 from loopwise.errors import ConfigError
 from loopwise.port import STRUCTURED_MODES
 from loopwise.targets import Target, load_target
-from loopwise.tools import json_value
+from loopwise.tools import json_value, nests_deeper_than
 from loopwise.usage import Budget
 from loopwise.workflow import Workflow
 
@@ -145,7 +145,7 @@ def read_json(text: str, flag: str) -> Any:
     except ValueError as e:  # an integer past Python's digit limit for int()
         reason = str(e).split(":")[0]
         raise ConfigError(f"{flag} holds a number too long to read ({reason})", name=flag) from e
-    if _deeper_than(value, MAX_JSON_DEPTH):
+    if nests_deeper_than(value, MAX_JSON_DEPTH):
         raise _too_deep(flag)
     return value
 
@@ -153,16 +153,3 @@ def read_json(text: str, flag: str) -> Any:
 def _too_deep(flag: str) -> ConfigError:
     message = f"{flag} nests arrays/objects deeper than {MAX_JSON_DEPTH} levels"
     return ConfigError(message, name=flag)
-
-
-def _deeper_than(value: Any, limit: int) -> bool:
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            item = list(item.values())
-        if isinstance(item, list):
-            if depth > limit:
-                return True
-            stack.extend((child, depth + 1) for child in item)
-    return False

@@ -598,7 +598,7 @@ def load_arguments(raw: Any, name: str) -> Any:
     parser's recursion limit) — raises :class:`ToolArgumentsError` saying why, never
     anything else, so it can go back to the model as an error result."""
     if not isinstance(raw, str):
-        if isinstance(raw, Mapping | list) and _depth(raw) > MAX_DEPTH:
+        if nests_deeper_than(raw, MAX_DEPTH):
             raise ToolArgumentsError(_too_deep(name), tool=name)
         return raw
     if not raw.strip():
@@ -618,7 +618,7 @@ def load_arguments(raw: Any, name: str) -> Any:
         raise ToolArgumentsError(
             f"arguments for {name!r} cannot be read: {what}", tool=name
         ) from None
-    if _depth(value) > MAX_DEPTH:
+    if nests_deeper_than(value, MAX_DEPTH):
         raise ToolArgumentsError(_too_deep(name), tool=name)
     return value
 
@@ -627,9 +627,10 @@ def _too_deep(name: str) -> str:
     return f"arguments for {name!r} nest deeper than {MAX_DEPTH} levels; send flatter arguments"
 
 
-def _depth(value: Any) -> int:
-    """How deeply ``value`` nests, counted without recursion (so any depth is safe)."""
-    deepest, stack = 0, [(value, 1)]
+def nests_deeper_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` holds an object or array more than ``limit`` levels deep, found
+    without recursion (so any depth is safe to ask about)."""
+    stack = [(value, 1)]
     while stack:
         item, level = stack.pop()
         if isinstance(item, Mapping):
@@ -638,11 +639,10 @@ def _depth(value: Any) -> int:
             children = item
         else:
             continue
-        deepest = max(deepest, level)
-        if deepest > MAX_DEPTH:
-            return deepest
+        if level > limit:
+            return True
         stack.extend((child, level + 1) for child in children)
-    return deepest
+    return False
 
 
 def _describe(error: ValidationError, name: str) -> str:
