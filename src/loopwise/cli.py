@@ -11,7 +11,6 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any, NoReturn
 
 import pydantic
@@ -21,13 +20,13 @@ from loopwise.cli_analyze import add_analyze_verb
 from loopwise.cli_check import add_check_verb
 from loopwise.cli_decide import add_decide_verb
 from loopwise.cli_eval import add_eval_verb
+from loopwise.cli_input import add_input_flags, input_of
 from loopwise.cli_options import (
     add_limit_flags,
     add_structured_mode_flag,
     budget_of,
     interactive,
     load_checked,
-    read_json,
     store_help,
     user_output_to_stderr,
 )
@@ -52,33 +51,6 @@ class UsageError(Exception):
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(message)
-
-
-def _parse_input(raw: str | None) -> Any:
-    if raw is None:
-        return None
-    if raw == "-":
-        text = sys.stdin.read()
-        if not text.strip():
-            raise UsageError("--input -: stdin is empty; pipe a JSON value into it")
-    elif raw.startswith("@"):
-        path = Path(raw[1:])
-        if not path.is_file():
-            raise UsageError(f"--input: no such file {path}")
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            raise UsageError(f"--input: cannot read {path} as UTF-8 text ({e})") from e
-    else:
-        text = raw
-    try:
-        return read_json(text, "--input")
-    except json.JSONDecodeError as e:
-        # Plain words are the usual slip: an agent's question must be a JSON string.
-        hint = "" if text.lstrip()[:1] in '{["' else "; pass text as a JSON string: '\"...\"'"
-        raise UsageError(
-            f"--input is not valid JSON ({e.msg} at line {e.lineno} col {e.colno}){hint}"
-        ) from e
 
 
 def _print_result(result: RunResult, as_json: bool) -> None:
@@ -126,7 +98,7 @@ def _checked_input(target: Target, payload: Any) -> Any:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    payload = _parse_input(args.input)
+    payload = input_of(args)
     with user_output_to_stderr(args.json):
         target = load_checked(args.target)
         payload = _checked_input(target, payload)
@@ -204,7 +176,7 @@ def _add_resume(sub: Any) -> None:
 def _add_run(sub: Any) -> None:
     p = sub.add_parser("run", help="run a step on one input")
     p.add_argument("target", help="path/to/module.py:name or package.module:name")
-    p.add_argument("--input", help="JSON value, @file.json, or - for stdin")
+    add_input_flags(p)
     p.add_argument("--model", help="model name, or `scripted` for the offline model")
     add_structured_mode_flag(p)
     p.add_argument("--store", help=store_help)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,7 @@ from loopwise.evals import (
 from loopwise.report import describe_graph, format_text, write_report
 from loopwise.step import needs_model
 from loopwise.stores import store_location
-from loopwise.targets import model_for
+from loopwise.targets import model_for, schema_filler_note
 
 __all__ = ["add_eval_verb"]
 
@@ -114,6 +115,10 @@ def _eval_and_save(args: argparse.Namespace) -> EvalReport:
         )
         for t in loaded
     ]
+    for t, evaluated in zip(loaded, targets, strict=True):
+        note = schema_filler_note(t, evaluated.model)
+        if note is not None:
+            print(f"loopwise eval: note: {note}", file=sys.stderr)
     store_path = store_location(args.store)[1]  # a path or a URL
     with watch_sinks(args, progress=False) as sinks:  # eval draws its own progress bar
         report = asyncio.run(_evaluate(targets, cases, args, store_path, scorer, sinks=sinks))

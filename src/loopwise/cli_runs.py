@@ -163,12 +163,21 @@ def _decide(args: argparse.Namespace, decision: str) -> int:
                 f"{done.tool}({json.dumps(done.edited_args or done.args)}) by {done.decided_by}"
             )
         still = len(st.pending(args.run_id))
-    print(
-        f"{still} approval(s) still pending"
-        if still
-        else f"continue with: loopwise resume {args.run_id}"
-    )
+        spec = st.get_run(args.run_id).spec
+    print(f"{still} approval(s) still pending" if still else _how_to_resume(args.run_id, spec))
     return 0
+
+
+def _how_to_resume(run_id: str, spec: str | None) -> str:
+    """The next step once every gate is decided: the CLI when the run knows its target."""
+    if spec:
+        return f"continue with: loopwise resume {run_id}"
+    return (
+        f"continue in Python: loopwise.resume({run_id!r}, step=YOUR_STEP) — this run recorded "
+        "no target spec (its step is not bound to a name in an importable module, e.g. it "
+        "was made in a script or a function), so `loopwise resume` cannot load it; define "
+        "the step at module level in a module you import to make runs resumable from the CLI"
+    )
 
 
 def _user() -> str:

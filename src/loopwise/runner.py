@@ -9,7 +9,9 @@ knows no store) with the run store as an event sink; all take a
   ``.loopwise/runs.db``) unless ``store=None`` is passed (then nothing is written);
   ``store=`` also takes a path or any :class:`~loopwise.store.RunStore`;
 * ``spec=`` records how to load the target again (``path.py:name``), which a resume in
-  another process needs; the CLI passes it;
+  another process needs; the CLI passes it, and without it the step's import spec
+  (``package.module:name``) is found and recorded when the step is bound to a name in an
+  importable module (:func:`~loopwise.targets.spec_of`);
 * human gates with no interactive handler pause the run durably: it ends
   ``awaiting_approval`` and :func:`resume` continues it, in any later process, once every
   pending approval is decided (``loopwise approve``/``deny`` or
@@ -60,7 +62,7 @@ from loopwise.step import (
 )
 from loopwise.store import QUEUED, RESUMABLE, RunStore, StoredApproval, StoredRun
 from loopwise.stores import shared_store
-from loopwise.targets import load_target, model_for
+from loopwise.targets import calling_modules, load_target, model_for, spec_of
 from loopwise.usage import Budget, Usage
 
 __all__ = [
@@ -229,7 +231,7 @@ async def arun(
         st.create_run(
             ctx.run_id,
             target=step.name,
-            spec=spec,
+            spec=spec or spec_of(step, callers=calling_modules()),
             input=jsonable(input),
             model=getattr(ctx.model, "name", None),
             options=_limits(ctx.budget, ctx.max_steps),
@@ -530,6 +532,9 @@ def run(
     the end of the run (it reopens them on its next use).
     """
     model = overrides.get("model", options.model if options else None)
+    if spec is None and store is not None:
+        # Here, not in arun: under the fresh event loop the caller's frames are gone.
+        spec = spec_of(target, callers=calling_modules())
     return blocking(
         arun(target, input, options, store=store, spec=spec, **overrides), release=model
     )

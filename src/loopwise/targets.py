@@ -12,7 +12,10 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import site
 import sys
+import sysconfig
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -22,7 +25,15 @@ from loopwise.errors import TargetError
 from loopwise.port import Model
 from loopwise.step import Step
 
-__all__ = ["Target", "import_module_of", "load_target", "model_for"]
+__all__ = [
+    "Target",
+    "calling_modules",
+    "import_module_of",
+    "load_target",
+    "model_for",
+    "schema_filler_note",
+    "spec_of",
+]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -85,6 +96,11 @@ def import_module_of(module_part: str, spec: str, *, what: str = "target") -> Mo
         if not path.is_file():
             raise TargetError(f"{what} {spec!r}: no such file {module_part}", name=spec)
         return _import_file(path.resolve(), spec, what)
+    here = str(Path.cwd())
+    if here not in sys.path and "" not in sys.path:
+        # As `python -m` does: a package in the working directory is importable from the
+        # `loopwise` command too (its own sys.path starts at its script's folder).
+        sys.path.append(here)
     try:
         return importlib.import_module(module_part)
     except ImportError as e:
@@ -129,3 +145,96 @@ def model_for(target: Target, name: str | None, *, structured_mode: str | None =
             raise TargetError(f"{target.spec}: offline_model is not a model", name=target.spec)
         return candidate
     return model
+
+
+def schema_filler_note(target: Target, model: Model | None) -> str | None:
+    """A warning when ``model`` is the generic scripted model standing in for a target
+    with no ``offline_model``: its answers are schema filler (valid shapes, made-up
+    values), so an eval's correct rate measures nothing."""
+    if model is None or model.name != "scripted" or hasattr(target.module, "offline_model"):
+        return None
+    return (
+        f"{target.spec}: its module defines no offline_model, so --model scripted answers "
+        "with schema filler (valid shapes, made-up values) and its correct rate measures "
+        "nothing; define offline_model in that module (README: Testing offline)"
+    )
+
+
+_SPECS: dict[int, tuple[Step, str | None]] = {}
+"""``spec_of``'s answers by step id (the step is held, so its id is not reused)."""
+_SPECS_KEPT = 512
+_LIBRARY_DIRS = tuple(
+    {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    | set(site.getsitepackages())
+)
+
+
+def spec_of(step: Step, *, callers: Sequence[str] = ()) -> str | None:
+    """The import spec (``package.module:name``) another process loads ``step`` from, or
+    ``None`` when it has none: a step bound to a name in no importable module (made in a
+    function, or in a script run as ``python script.py``, whose ``__main__`` another
+    process cannot import without running the script again).
+
+    Looked for, in order: a function step's own module, the modules named in ``callers``
+    (those of the code that started the run), then every imported module outside the
+    standard library and site-packages (an installed package is found through
+    ``callers`` only). The answer is kept per step.
+    """
+    known = _SPECS.get(id(step))
+    if known is not None and known[0] is step:
+        return known[1]
+    home = getattr(getattr(step, "fn", None), "__module__", None)
+    first = [home] if isinstance(home, str) else []
+    found = _find_spec(step, [*first, *callers])
+    if len(_SPECS) >= _SPECS_KEPT:
+        _SPECS.clear()
+    _SPECS[id(step)] = (step, found)
+    return found
+
+
+def calling_modules(depth: int = 2, limit: int = 30) -> list[str]:
+    """The names of the modules on the calling stack, from ``depth`` frames up, nearest
+    first (what :func:`spec_of` searches before the rest)."""
+    names: list[str] = []
+    frame = sys._getframe(depth)
+    while frame is not None and len(names) < limit:
+        name = frame.f_globals.get("__name__")
+        if isinstance(name, str) and name not in names:
+            names.append(name)
+        frame = frame.f_back  # type: ignore[assignment]
+    return names
+
+
+def _find_spec(step: Step, preferred: list[str]) -> str | None:
+    modules = sys.modules
+    named = [(n, modules.get(n)) for n in preferred]
+    rest = [(n, m) for n, m in list(modules.items()) if n not in preferred and _user_code(m)]
+    for name, module in [*named, *rest]:
+        importable = _importable_name(name, module)
+        if importable is None:
+            continue
+        try:
+            bound = [k for k, v in list(vars(module).items()) if v is step]
+        except TypeError:  # something in sys.modules that is not a module
+            continue
+        public = sorted(k for k in bound if not k.startswith("_"))
+        if public:
+            return f"{importable}:{public[0]}"
+    return None
+
+
+def _user_code(module: Any) -> bool:
+    """A module of the user's (not the standard library's, not an installed package's)."""
+    where = getattr(module, "__file__", None)
+    return isinstance(where, str) and not where.startswith(_LIBRARY_DIRS)
+
+
+def _importable_name(name: str | None, module: ModuleType | None) -> str | None:
+    """The name another process imports ``module`` by, or ``None`` when it cannot."""
+    if name is None or module is None or name == "loopwise" or name.startswith("loopwise."):
+        return None
+    spec = getattr(module, "__spec__", None)
+    real = getattr(spec, "name", None)
+    if not isinstance(real, str) or real.startswith("_loopwise_target_"):
+        return None  # a script's __main__, or a file the CLI loaded under a private name
+    return real if name in (real, "__main__") else None

@@ -1,0 +1,184 @@
+"""For the user who installs loopwise (issue 18): text input, runs started from Python that
+resume from the CLI, and evals that say when their offline model is schema filler."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import loopwise
+from loopwise.cli import main
+
+ECHO = '''
+import loopwise
+
+
+@loopwise.step
+async def echo(text: str) -> dict[str, object]:
+    """Say what came in, and its type."""
+    return {"type": type(text).__name__, "text": text}
+'''
+
+DESK = '''
+import loopwise
+from loopwise import gates
+from loopwise.testing import ScriptedModel, call, reply
+
+
+@loopwise.tool(effect="irreversible", gate=gates.human())
+def pay(amount: int) -> str:
+    """Pay an amount. Use it when the customer is owed money."""
+    return f"paid {amount}"
+
+
+def _respond(request):
+    done = [m["content"] for m in request.messages if m["role"] == "tool"]
+    return reply(done[-1]) if done else call("pay", {"amount": 9}, id="c9")
+
+
+desk = loopwise.Agent(name="desk", tools=[pay])
+
+
+def offline_model():
+    return ScriptedModel(_respond)
+'''
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any, str]:
+    capsys.readouterr()
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, json.loads(out) if out.strip() and "--json" in argv else out, err
+
+
+@pytest.fixture
+def echo(tmp_path: Path) -> str:
+    path = tmp_path / "echo.py"
+    path.write_text(ECHO)
+    return f"{path}:echo"
+
+
+def test_input_text_is_a_string_as_written(echo: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, doc, _ = _cli(capsys, "run", echo, "--input-text", 'He said "hi" {not json}', "--json")
+    assert code == 0 and doc["output"] == {"type": "str", "text": 'He said "hi" {not json}'}
+    code, doc, _ = _cli(capsys, "run", echo, "--input-text", "42", "--json")
+    assert doc["output"] == {"type": "str", "text": "42"}  # text, not the number
+
+
+def test_input_text_dash_reads_raw_stdin(
+    echo: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    document = "Invoice 17\n\nTotal: 40 EUR\n"
+    monkeypatch.setattr("sys.stdin", io.StringIO(document))
+    code, doc, _ = _cli(capsys, "run", echo, "--input-text", "-", "--json")
+    assert code == 0 and doc["output"]["text"] == document
+    monkeypatch.setattr("sys.stdin", io.StringIO("  \n"))
+    code, out, err = _cli(capsys, "run", echo, "--input-text", "-", "--json")
+    assert code == 2 and out == "" and "--input-text: stdin is empty" in err
+
+
+def test_input_at_a_text_file_is_its_text_and_at_a_json_file_its_value(
+    echo: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    note = tmp_path / "note.txt"
+    note.write_text('["not", "parsed"]\n', encoding="utf-8")
+    code, doc, _ = _cli(capsys, "run", echo, "--input", f"@{note}", "--json")
+    assert code == 0 and doc["output"] == {"type": "str", "text": '["not", "parsed"]\n'}
+    value = tmp_path / "value.json"
+    value.write_text('"from json"')
+    code, doc, _ = _cli(capsys, "run", echo, "--input", f"@{value}", "--json")
+    assert doc["output"] == {"type": "str", "text": "from json"}
+    value.write_text("plain words")
+    code, out, err = _cli(capsys, "run", echo, "--input", f"@{value}", "--json")
+    assert code == 2 and out == "" and "--input is not valid JSON" in err
+    assert "--input-text" in err and err.count("\n") == 1
+
+
+def test_input_and_input_text_exclude_each_other(
+    echo: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = _cli(capsys, "run", echo, "--input", '"a"', "--input-text", "b")
+    assert code == 2 and out == "" and "not allowed with argument" in err
+
+
+def test_a_run_started_from_python_records_its_import_spec_and_resumes_from_the_cli(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    package = tmp_path / "deskapp"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "flows.py").write_text(DESK)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from deskapp.flows import desk, offline_model  # type: ignore[import-not-found]
+
+    paused = loopwise.run(desk, "refund please", model=offline_model())
+    assert paused.status == "awaiting_approval"
+    code, shown, _ = _cli(capsys, "runs", "show", paused.run_id, "--json")
+    assert shown["spec"] == "deskapp.flows:desk"
+    code, out, _ = _cli(capsys, "approve", paused.run_id)
+    assert code == 0 and f"continue with: loopwise resume {paused.run_id}" in out
+    # Another process, started in the project's folder: the `loopwise` command finds the
+    # package there, as `python -m` would.
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("loopwise")), "resume", paused.run_id, "--json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["status"] == "completed" and result["output"] == "paid 9"
+
+
+def test_a_run_of_a_step_made_in_a_function_says_how_to_resume_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from loopwise import gates
+    from loopwise.testing import ScriptedModel, call, reply
+
+    @loopwise.tool(effect="irreversible", gate=gates.human())
+    def pay(amount: int) -> str:
+        """Pay an amount. Use it when the customer is owed money."""
+        return f"paid {amount}"
+
+    local = loopwise.Agent(name="local", tools=[pay])
+    model = ScriptedModel([call("pay", {"amount": 3}, id="c1"), reply("done")])
+    paused = loopwise.run(local, "go", model=model)
+    code, shown, _ = _cli(capsys, "runs", "show", paused.run_id, "--json")
+    assert shown["spec"] is None
+    code, out, _ = _cli(capsys, "approve", paused.run_id)
+    assert code == 0 and "continue with: loopwise resume" not in out
+    assert f"loopwise.resume({paused.run_id!r}, step=YOUR_STEP)" in out
+    assert loopwise.resume(paused.run_id, step=local, model=model).status == "completed"
+
+
+def test_eval_says_when_scripted_is_schema_filler(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bare = tmp_path / "bare.py"
+    bare.write_text(
+        "from typing import Literal\nimport pydantic\nfrom loopwise import Structured\n\n"
+        "class Mood(pydantic.BaseModel):\n    mood: Literal['happy', 'sad']\n\n"
+        "mood = Structured('mood', Mood, 'Say the mood.')\n"
+    )
+    own = tmp_path / "own.py"
+    own.write_text(
+        bare.read_text().replace("mood = ", "moody = ")
+        + "\nfrom loopwise.testing import ScriptedModel\n"
+        "offline_model = ScriptedModel(lambda request: {'mood': 'happy'})\n"
+    )
+    data = tmp_path / "cases.jsonl"
+    data.write_text('{"input": "yay", "expected": {"mood": "happy"}}\n')
+    argv = ["eval", f"{bare}:mood", f"{own}:moody", "--dataset", str(data), "--model", "scripted"]
+    code, doc, err = _cli(capsys, *argv, "--json")
+    assert code == 0 and len(doc["targets"]) == 2
+    notes = [line for line in err.splitlines() if "schema filler" in line]
+    assert len(notes) == 1 and f"{bare}:mood" in notes[0] and "offline_model" in notes[0]
