@@ -7,9 +7,10 @@ import sys
 import types
 from typing import TYPE_CHECKING, Any
 
-from loopwise.agent import Agent, ContextPolicy, LoopDetection
+from loopwise.agent import Agent, LoopDetection
 from loopwise.errors import (
     ConfigError,
+    ConversationError,
     DirectEffectError,
     GraphError,
     LoopwiseError,
@@ -28,6 +29,7 @@ from loopwise.gates import (
     Gate,
     TerminalApprovals,
 )
+from loopwise.history import ContextPolicy, SummarizingPolicy
 from loopwise.port import Model, ModelRequest, ToolCall, Turn
 from loopwise.runner import aresume, arun, enqueue, resume, run
 from loopwise.sqlite_store import SQLiteStore
@@ -144,6 +146,7 @@ __all__ = [
     "ConfigError",
     "Context",
     "ContextPolicy",
+    "ConversationError",
     "Decision",
     "Denied",
     "DirectEffectError",
@@ -186,6 +189,7 @@ __all__ = [
     "StoredApproval",
     "StoredRun",
     "Structured",
+    "SummarizingPolicy",
     "TargetError",
     "TerminalApprovals",
     "TextDelta",

@@ -38,9 +38,8 @@ its path).
 
 from __future__ import annotations
 
-import dataclasses
 import json
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,10 +50,18 @@ from pydantic import BaseModel
 from loopwise.calls import Call, CallSettings, Outcome, execute, readable_args
 from loopwise.errors import ConfigError, ToolError
 from loopwise.gates import Pending, pause
+from loopwise.history import (
+    CompactedView,
+    ContextPolicy,
+    History,
+    SummarizingPolicy,
+    own_ids,
+    user_text,
+)
 from loopwise.journal import Journal
-from loopwise.port import Message, ModelRequest, ToolCall, Turn, message_chars
+from loopwise.port import Message, ModelRequest, ToolCall, Turn
 from loopwise.shape import Kind, Limits, Shape
-from loopwise.step import Context, Halt, Status, jsonable
+from loopwise.step import Context, Halt, Status
 from loopwise.structured import _strip_fence
 from loopwise.tools import Effect, Tool, tool
 from loopwise.usage import Budget
@@ -96,71 +103,6 @@ class LoopDetection:
                     f"LoopDetection.{name} must be 0 (off) or at least 2, not {value!r}",
                     name=name,
                 )
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ContextPolicy:
-    """Compact old tool results so tokens per step stop growing.
-
-    The instructions, the input and every assistant turn stay whole; only tool results
-    older than the last ``keep_last`` are shortened, and only in what is sent (the
-    agent's own transcript keeps them).
-    """
-
-    keep_last: int = 3
-    """Tool results kept whole (the most recent ones)."""
-    preview_chars: int = 120
-    """Characters of a compacted result kept as a preview."""
-
-    def __post_init__(self) -> None:
-        for name in ("keep_last", "preview_chars"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 0:
-                raise ConfigError(
-                    f"ContextPolicy.{name} must be a whole number >= 0, not {value!r}", name=name
-                )
-
-    def apply(self, messages: list[Message]) -> list[Message]:
-        """``messages`` with old tool results compacted."""
-        return _CompactedView(self).update(messages)
-
-    def _compact(self, message: Message) -> Message:
-        content = str(message.get("content") or "")
-        if len(content) <= self.preview_chars:
-            return message
-        preview = content[: self.preview_chars]
-        note = f"{preview}… [compacted: {len(content)} characters, older result]"
-        return {**message, "content": note}
-
-
-class _CompactedView:
-    """What a policy sends, kept up to date as an append-only transcript grows: each
-    message is looked at once and each old result compacted once, so a turn costs the
-    same early and late in a long run (re-applying the policy to the whole transcript
-    every turn made long runs quadratic)."""
-
-    def __init__(self, policy: ContextPolicy) -> None:
-        self._policy = policy
-        self._sent: list[Message] = []
-        self._whole: deque[int] = deque()  # positions of the results not yet compacted
-        self.chars = 0
-        """The size of what is sent, as the prompt-size estimate counts it."""
-
-    def update(self, messages: list[Message]) -> list[Message]:
-        """The compacted ``messages`` (a fresh list); ``messages`` only grew since the
-        last call."""
-        if len(messages) < len(self._sent):
-            self._sent, self._whole, self.chars = [], deque(), 0
-        for message in messages[len(self._sent) :]:
-            if message.get("role") == "tool":
-                self._whole.append(len(self._sent))
-            self._sent.append(message)
-            self.chars += message_chars(message)
-        while len(self._whole) > self._policy.keep_last:
-            old = self._whole.popleft()
-            whole, self._sent[old] = self._sent[old], self._policy._compact(self._sent[old])
-            self.chars += message_chars(self._sent[old]) - message_chars(whole)
-        return list(self._sent)
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,7 +167,7 @@ class _Transcript:
     results: list[dict[str, Any]] = field(default_factory=list)
     call_ids: set[str] = field(default_factory=set)
     invocation: int = 1
-    compacted: _CompactedView | None = None
+    compacted: CompactedView | None = None
 
     def gathered(self) -> dict[str, Any]:
         """Everything gathered so far: the output of a run a guardrail ended."""
@@ -260,8 +202,9 @@ class Agent:
     """Failures of one tool (or invalid answers) that end the run."""
     loop_detection: LoopDetection = field(default_factory=LoopDetection)
     """When the run counts as ``stuck``."""
-    context_policy: ContextPolicy | None = None
-    """Optional compaction of old tool results."""
+    context_policy: ContextPolicy | SummarizingPolicy | None = None
+    """What of the transcript is sent: compaction of old tool results, or (in a
+    conversation) a summary of the older runs (see :mod:`loopwise.history`)."""
     max_tool_output_chars: int = 8000
     """Longer tool results are truncated with a note."""
     max_tool_calls: int = 16
@@ -332,9 +275,12 @@ class Agent:
 
     async def run(self, input: Any, ctx: Context) -> Any:
         """Run the loop on ``input`` (a question, or anything JSON-able)."""
-        state = _Transcript(messages=self._first_messages(input))
-        if self.context_policy is not None:
-            state.compacted = _CompactedView(self.context_policy)
+        state = _Transcript(messages=await self._first_messages(input, ctx))
+        compaction = self.context_policy
+        if isinstance(compaction, SummarizingPolicy):
+            compaction = compaction.compact
+        if compaction is not None:
+            state.compacted = CompactedView(compaction)
         # Which run of this agent at this path: a second run's calls get ids of their own.
         state.invocation = ctx.journal.counted(ctx.step_path, "agent")
         limit = ctx.max_steps or self.max_steps
@@ -365,13 +311,23 @@ class Agent:
             return self._check_guards(outcomes, state)
         return decision
 
-    def _first_messages(self, input: Any) -> list[Message]:
-        text = input if isinstance(input, str) else json.dumps(jsonable(input))
+    async def _first_messages(self, input: Any, ctx: Context) -> list[Message]:
+        """The instructions, the earlier messages of the run's conversation (as the
+        context policy sends them) and ``input`` as the user message."""
         messages: list[Message] = []
         if self.instructions:
             messages.append({"role": "system", "content": self.instructions})
-        messages.append({"role": "user", "content": text})
+        history = ctx.history if len(ctx.path) == 1 else None
+        if isinstance(history, History):
+            # Only the run's target continues its conversation: a nested agent's run is new.
+            messages += await self._earlier(history, ctx)
+        messages.append({"role": "user", "content": user_text(input)})
         return messages
+
+    async def _earlier(self, history: History, ctx: Context) -> list[Message]:
+        if isinstance(self.context_policy, SummarizingPolicy):
+            return await self.context_policy.earlier(history, ctx.step_path, ctx)
+        return history.messages(ctx.step_path)
 
     async def _call_model(self, state: _Transcript, ctx: Context) -> Turn:
         """One turn: the transcript (compacted by the policy) and the tool schemas."""
@@ -390,7 +346,9 @@ class Agent:
         )
         state.turns += 1
         ctx.count_step()
-        turn: Turn = _own_ids(await ctx.call_model(request), state)
+        turn: Turn = own_ids(
+            await ctx.call_model(request), state.call_ids, state.turns, state.invocation
+        )
         state.messages.append(turn.to_message())
         if turn.text:
             state.last_text = turn.text
@@ -503,31 +461,6 @@ class Agent:
                     f"{outcome.content.removeprefix('ERROR: ')}",
                 )
         return None
-
-
-def _own_ids(turn: Turn, state: _Transcript) -> Turn:
-    """``turn`` with call ids no earlier call of this run of the agent used.
-
-    Approvals, journal keys and idempotency keys are bound to call ids, so a server that
-    numbers calls per turn (``call_0`` every time) must not make a later call inherit an
-    earlier one's approval or recorded result. Renaming is a function of the transcript
-    (and of which run of the agent at this path it is), so a resumed run renames alike.
-    """
-    if not turn.tool_calls:
-        return turn
-    renamed = False
-    suffix = "" if state.invocation == 1 else f"@{state.invocation}"
-    calls = []
-    for c in turn.tool_calls:
-        chosen, n = f"{c.id}{suffix}", 1
-        while chosen in state.call_ids:
-            n += 1
-            chosen = f"{c.id}{suffix}~{state.turns}" + ("" if n == 2 else f".{n}")
-        state.call_ids.add(chosen)
-        renamed = renamed or chosen != c.id
-        calls.append(c if chosen == c.id else dataclasses.replace(c, id=chosen))
-    # A copy: a scripted model may hand out the same Turn object again.
-    return dataclasses.replace(turn, tool_calls=calls) if renamed else turn
 
 
 def _as_tool(item: Any, agent: str) -> Tool:

@@ -121,6 +121,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             approvals=TerminalApprovals() if interactive(args) else None,
             sinks=sinks,
             stream=args.stream,
+            conversation=args.conversation,
         )
     _print_result(result, args.json)
     return exit_code(result.status)
@@ -135,6 +136,7 @@ def _enqueue(args: argparse.Namespace, target: Target, payload: Any, wants_model
         budget=budget_of(args),
         max_steps=args.max_steps,
         store=args.store or runner.DEFAULT,
+        conversation=args.conversation,
     )
 
 
@@ -180,6 +182,11 @@ def _add_run(sub: Any) -> None:
     p.add_argument("--model", help="model name, or `scripted` for the offline model")
     add_structured_mode_flag(p)
     p.add_argument("--store", help=store_help)
+    p.add_argument(
+        "--conversation",
+        metavar="ID",
+        help="continue this conversation's history (an agent target; a new id starts one)",
+    )
     add_limit_flags(p, "the run")
     add_watch_flags(p, stream=True)
     p.add_argument(

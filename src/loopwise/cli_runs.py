@@ -16,6 +16,7 @@ from typing import Any
 from loopwise.cli_options import count, read_json, store_help
 from loopwise.errors import ConfigError
 from loopwise.gates import args_hash
+from loopwise.history import check_conversation_id
 from loopwise.store import SQLStore, StoredApproval
 from loopwise.stores import open_store
 
@@ -29,8 +30,10 @@ def _store(args: argparse.Namespace) -> SQLStore:
 
 
 def _cmd_runs_list(args: argparse.Namespace) -> int:
+    if args.conversation is not None:
+        check_conversation_id(args.conversation)
     with _store(args) as st:
-        runs = st.list_runs(limit=args.limit)
+        runs = st.list_runs(limit=args.limit, conversation=args.conversation)
     if args.json:
         print(json.dumps({"runs": [r.to_dict() for r in runs]}, default=str))
         return 0
@@ -53,11 +56,32 @@ def _cmd_runs_show(args: argparse.Namespace) -> int:
         return 0
     detail = f" — {log['detail']}" if log["detail"] else ""
     print(f"run {log['run_id']} ({log['target']}): {log['status']}{detail}")
+    _print_thread(log)
     for e in log["events"]:
         print(f"{e['seq']:>4}  {e['type']:<14} {e['step']:<28} {_summary(e)}")
     if log["output"] is not None:
         print("output:", json.dumps(log["output"], default=str))
     return 0
+
+
+def _print_thread(log: dict[str, Any]) -> None:
+    """The conversation a run belongs to: every message of it, this one marked."""
+    thread = log.get("thread") or []
+    if not thread:
+        return
+    print(f"conversation {log['conversation']}: message {log['turn']} of {len(thread)}")
+    for r in thread:
+        mark = "→" if r["run_id"] == log["run_id"] else " "
+        question = json.dumps(r["input"], default=str)
+        answer = json.dumps(r["output"], default=str) if r["output"] is not None else "-"
+        print(
+            f" {mark} {r['turn']:>3}  {r['run_id']}  {r['status']:<17}  "
+            f"{_clip(question, 50)} → {_clip(answer, 50)}"
+        )
+
+
+def _clip(text: str, size: int) -> str:
+    return text if len(text) <= size else text[: size - 1] + "…"
 
 
 def _summary(event: dict[str, Any]) -> str:
@@ -192,6 +216,9 @@ def _add_runs(sub: Any) -> None:
     verbs = p.add_subparsers(dest="runs_verb", required=True, parser_class=type(p))
     ls = verbs.add_parser("list", help="the most recent runs")
     ls.add_argument("--limit", type=count(1), default=50, help="how many (default 50)")
+    ls.add_argument(
+        "--conversation", metavar="ID", help="only this conversation's runs, newest first"
+    )
     ls.set_defaults(handler=_cmd_runs_list)
     show = verbs.add_parser("show", help="the audit log of one run")
     show.add_argument("run_id")

@@ -13,6 +13,10 @@ Guardrails never raise: a budget hit or a step limit ends the run with a
     │   │   │                       ungated-irreversible
     │   │   └── DirectEffectError   direct-effect  a write/irreversible tool called around
     │   │                                       its gate (``tool(...)``, ``.invoke``)
+    │   ├── ConversationError       conversation  a message a conversation cannot take
+    │   │                                       (``.conversation``): bad-id, not-an-agent,
+    │   │                                       no-store, other-target, busy, paused,
+    │   │                                       superseded, unknown
     │   ├── MCPServerError          mcp-server  an MCP server cannot be started or listed
     │   │                                       (``.server``)
     │   └── GraphError              graph       a workflow graph is invalid (``.node``);
@@ -34,6 +38,7 @@ from __future__ import annotations
 
 __all__ = [
     "ConfigError",
+    "ConversationError",
     "DirectEffectError",
     "GraphError",
     "LoopwiseError",
@@ -100,6 +105,23 @@ class DirectEffectError(ToolError):
     ``tool.invoke(...)``), which would skip its gate, journal and idempotency key."""
 
     code = "direct-effect"
+
+
+class ConversationError(ConfigError):
+    """A conversation cannot take this message or request; ``conversation`` names it.
+
+    ``code`` says why: ``bad-id`` (malformed id), ``not-an-agent`` (only agents hold
+    conversations), ``no-store`` (a conversation lives in a run store), ``other-target``
+    (the conversation belongs to another step), ``busy`` (another message of it is being
+    answered), ``paused`` (its last run waits for approvals), ``superseded`` (a later
+    message was sent after this run) or ``unknown`` (no such conversation stored).
+    """
+
+    code = "conversation"
+
+    def __init__(self, message: str, *, conversation: str, code: str | None = None) -> None:
+        super().__init__(message, name=conversation, code=code)
+        self.conversation = conversation
 
 
 class MCPServerError(ConfigError):

@@ -84,6 +84,12 @@ class Journal:
         if done is not None:
             self._effects.setdefault(str(done), data)
 
+    def inherit_taint(self, source: str | None) -> None:
+        """Start tainted by ``source``: untrusted text that reached the model before this
+        run (an earlier run of its conversation) is in its transcript too."""
+        if self._taint is None and source is not None:
+            self._taint = source
+
     @property
     def taint(self) -> str | None:
         """The first untrusted output that reached the model (``tool (call id)``), if any."""

@@ -106,6 +106,13 @@ _MIGRATIONS: list[str] = [
         PRIMARY KEY (eval_id, target)
     );
     """,
+    # Conversations (SQLite's version 5): a run is the `turn`-th message of its
+    # conversation; the unique index refuses a second message numbered alike.
+    """
+    ALTER TABLE runs ADD COLUMN conversation TEXT;
+    ALTER TABLE runs ADD COLUMN turn INTEGER;
+    CREATE UNIQUE INDEX runs_conversation ON runs(conversation, turn);
+    """,
 ]
 """The schema, one script per version; ``loopwise_schema.version`` says how many ran."""
 

@@ -42,9 +42,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from loopwise.errors import ConfigError
+from loopwise.errors import ConfigError, ConversationError
 from loopwise.gates import ApprovalRequest, Denied, Handler, Verdict, ask, verdict_from_data
+from loopwise.history import History, PriorRun, check_conversation_id
 from loopwise.port import Model
+from loopwise.shape import Kind, kind_of
 from loopwise.step import (
     Context,
     EventType,
@@ -224,6 +226,7 @@ async def arun(
     opts = merge_options(options, overrides, also=_OWN_KEYWORDS)
     step = check_step(target)
     st = _store_of(store)
+    conversation = _conversation(opts.conversation, step, st)
     if st is not None:
         opts = replace(opts, sinks=(*opts.sinks, st), approvals=StoreApprovals(st, opts.approvals))
     ctx = new_context(step, opts)
@@ -236,12 +239,62 @@ async def arun(
             model=getattr(ctx.model, "name", None),
             options=_limits(ctx.budget, ctx.max_steps),
             owner=owner_id(),
+            conversation=conversation,
         )
+        _join(st, ctx, st.get_run(ctx.run_id) if conversation else None)
     work = _execute(st, step, input, ctx)
     if isinstance(opts.model, str):
         # A model resolved from its name belongs to this run: release it with the run.
         work = closing_model(work, ctx.model)
     return await work
+
+
+def _conversation(conversation: Any, target: Step, st: RunStore | None) -> str | None:
+    """The checked conversation id a run joins (``None``: the run stands alone)."""
+    if conversation is None:
+        return None
+    checked = check_conversation_id(conversation)
+    if st is None:
+        raise ConversationError(
+            f"conversation {conversation!r}: a conversation lives in a run store; drop store=None",
+            conversation=conversation,
+            code="no-store",
+        )
+    if kind_of(target) is not Kind.AGENT:
+        raise ConversationError(
+            f"conversation {conversation!r}: {target.name!r} is a {kind_of(target)}, and only "
+            "an agent continues a conversation (give a workflow the earlier exchange as part "
+            "of its input instead)",
+            conversation=conversation,
+            code="not-an-agent",
+        )
+    return checked
+
+
+def _join(st: RunStore, ctx: Context, row: StoredRun | None) -> None:
+    """Give a run of a conversation (``row``) its history: the earlier runs' messages,
+    and their taint. A store that fails here marks the run failed (it never started)."""
+    if row is None or row.conversation is None:
+        return
+    try:
+        history = History(
+            conversation=row.conversation,
+            runs=tuple(
+                PriorRun(
+                    run_id=r.run_id,
+                    status=r.status,
+                    input=r.input,
+                    events=tuple(st.events(r.run_id)),
+                )
+                for r in st.conversation_runs(row.conversation)
+                if r.turn is not None and row.turn is not None and r.turn < row.turn
+            ),
+        )
+    except Exception as e:
+        st.mark_failed(row.run_id, f"{type(e).__name__}: {e}")
+        raise
+    ctx.history = history
+    ctx.journal.inherit_taint(history.taint)
 
 
 async def _execute(st: RunStore | None, target: Step, input: Any, ctx: Context) -> RunResult:
@@ -274,17 +327,21 @@ def enqueue(
     budget: Budget | None = None,
     max_steps: int | None = None,
     run_id: str | None = None,
+    conversation: str | None = None,
 ) -> str:
     """Record a run of the target at ``spec`` (``path.py:name``) as ``queued``; its run id.
 
     Nothing runs here: a ``loopwise worker`` on the same store starts queued runs in
-    arrival order, with ``model`` (a name the worker resolves) and these limits. Raises
-    :class:`~loopwise.errors.TargetError` when ``spec`` cannot be loaded here.
+    arrival order, with ``model`` (a name the worker resolves) and these limits; a run
+    of a ``conversation`` continues its history there. Raises
+    :class:`~loopwise.errors.TargetError` when ``spec`` cannot be loaded here, and
+    :class:`~loopwise.errors.ConversationError` when the conversation cannot take it.
     """
     st = _store_of(store)
     if st is None:
         raise ConfigError("enqueue needs a run store (store=None records nothing)")
     target = load_target(spec).step
+    conversation = _conversation(conversation, target, st)
     run_id = run_id or os.urandom(6).hex()
     st.create_run(
         run_id,
@@ -294,6 +351,7 @@ def enqueue(
         model=model,
         options=_limits(budget or Budget(), max_steps),
         queued=True,
+        conversation=conversation,
     )
     return run_id
 
@@ -323,6 +381,7 @@ async def execute_claimed(st: RunStore, row: StoredRun) -> RunResult:
                 run_id=row.run_id,
             ),
         )
+        _join(st, ctx, row)
         return await _execute(st, target, _typed_input(target, row.input), ctx)
     finally:
         await _close(chosen)
@@ -397,6 +456,12 @@ def _resume_options(
         )
     if opts.replay:
         raise ConfigError("resume replays the run's own journal; drop replay=", name="replay")
+    if opts.conversation is not None:
+        raise ConfigError(
+            f"resume continues run {run_id!r} in the conversation it started in: drop "
+            "conversation=",
+            name="conversation",
+        )
     return opts
 
 
@@ -421,6 +486,7 @@ def _resumed_context(st: RunStore, row: StoredRun, target: Step, overrides: RunO
         replay=st.journal(run_id),
     )
     ctx = new_context(target, opts)
+    _join(st, ctx, row)  # before the run's own log: an earlier run's taint came first
     events = st.events(run_id)
     ctx.restore(events)
     # Wall time goes on from where the run stopped, so max_seconds stays per run.

@@ -101,6 +101,13 @@ _SQLITE_MIGRATIONS: list[str] = [
     ALTER TABLE runs ADD COLUMN lease_until REAL;
     CREATE INDEX runs_status ON runs(status, created_at);
     """,
+    # Conversations: a run is the `turn`-th message of its conversation; the unique index
+    # is what refuses a second message numbered alike (two sent at once).
+    """
+    ALTER TABLE runs ADD COLUMN conversation TEXT;
+    ALTER TABLE runs ADD COLUMN turn INTEGER;
+    CREATE UNIQUE INDEX runs_conversation ON runs(conversation, turn);
+    """,
 ]
 """The schema, one script per version; ``PRAGMA user_version`` says how many ran."""
 

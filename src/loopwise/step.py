@@ -221,6 +221,9 @@ class Context:
     """A one-cell counter of steps taken, shared by children."""
     scopes: tuple[Usage, ...] = ()
     """The own usage of each enclosing step (so parallel siblings are not mixed up)."""
+    history: Any = None
+    """The earlier runs of the run's conversation (a :class:`~loopwise.history.History`,
+    sent by the run's target agent before its input), or ``None``."""
     resources: dict[Any, Any] = field(default_factory=dict)
     """What the run opened on first use, by owner (an MCP server's connection); each has
     ``async aclose()`` and is closed when the run ends or pauses (shared by children)."""
@@ -543,6 +546,10 @@ class RunOptions:
     """Journaled results to replay (set by resume)."""
     clock: Callable[[], float] = time.monotonic
     """The monotonic clock."""
+    conversation: str | None = None
+    """The conversation this run is a message of: the run continues the history of the
+    conversation's earlier runs (an agent target only; needs a run store). A new id
+    starts a conversation."""
     stream: bool = False
     """Ask the model to stream its answers: each piece of text goes, as a
     :class:`TextDelta`, to the sinks that have a ``text`` method (``astream`` yields them);

@@ -44,7 +44,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from loopwise.errors import ConfigError, StoreError
+from loopwise.errors import ConfigError, ConversationError, StoreError
 from loopwise.step import Event, EventType, Status, jsonable
 
 __all__ = [
@@ -126,6 +126,10 @@ class StoredRun:
     """ISO-8601 UTC."""
     updated_at: str
     """ISO-8601 UTC."""
+    conversation: str | None = None
+    """The conversation the run is a message of, if any."""
+    turn: int | None = None
+    """Which message of its conversation it is (from 1)."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (``runs list --json``)."""
@@ -228,8 +232,10 @@ class RunStore(Protocol):
         options: dict[str, Any],
         owner: str | None = None,
         queued: bool = False,
+        conversation: str | None = None,
     ) -> None:
-        """Register a run before its first event, with what resuming it needs."""
+        """Register a run before its first event, with what resuming it needs (as the
+        next message of ``conversation``, when given)."""
         ...
 
     def claim(self, run_id: str, owner: str, *, alive: Callable[[str], bool]) -> bool:
@@ -252,8 +258,12 @@ class RunStore(Protocol):
         """The run; :class:`ConfigError` when there is no such run."""
         ...
 
-    def list_runs(self, *, limit: int = 50) -> list[StoredRun]:
-        """The most recent runs first."""
+    def list_runs(self, *, limit: int = 50, conversation: str | None = None) -> list[StoredRun]:
+        """The most recent runs first (of one conversation, when given)."""
+        ...
+
+    def conversation_runs(self, conversation: str) -> list[StoredRun]:
+        """The runs of a conversation in the order they were sent (empty when unknown)."""
         ...
 
     def events(self, run_id: str) -> list[Event]:
@@ -482,11 +492,17 @@ class SQLStore:
         options: dict[str, Any],
         owner: str | None = None,
         queued: bool = False,
+        conversation: str | None = None,
     ) -> None:
         """Register a run with its target spec, input, model name, limits and owner.
 
         ``queued=True`` records it for a worker (status ``queued``, no owner) and wakes
-        the waiting workers. Raises :class:`ConfigError` for a run id already stored.
+        the waiting workers. With ``conversation`` the run is that conversation's next
+        message, checked and numbered in the same transaction (see :meth:`_next_turn`),
+        and a ``UNIQUE(conversation, turn)`` index refuses a second run with the same
+        number, so two messages sent at once never both go on. Raises
+        :class:`ConfigError` for a run id already stored, :class:`ConversationError`
+        when the conversation cannot take a message now.
         """
         if queued and not spec:
             raise ConfigError(
@@ -495,11 +511,12 @@ class SQLStore:
             )
         now = _now()
         with self._lock, self._transaction() as tx:
+            turn = None if conversation is None else self._next_turn(tx, conversation, target)
             # ON CONFLICT + the row count tell a reused id apart from a store failure.
             added = tx.run(
                 "INSERT INTO runs (id, target, spec, status, input, model, options, owner, "
-                f"lease_until, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, "
-                f"{self._clock} + ?, ?, ?) ON CONFLICT DO NOTHING",
+                "lease_until, created_at, updated_at, conversation, turn) VALUES (?, ?, ?, ?, "
+                f"?, ?, ?, ?, {self._clock} + ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 (
                     run_id,
                     target,
@@ -512,16 +529,52 @@ class SQLStore:
                     None if queued or owner is None else self.lease_seconds,
                     now,
                     now,
+                    conversation,
+                    turn,
                 ),
             )
             if added and queued:
                 self._notify(tx, run_id)
+            if not added and conversation is not None:
+                known = tx.rows("SELECT 1 FROM runs WHERE id = ?", (run_id,))
+                if not known:  # the turn's number was taken: another message won the race
+                    raise _busy(conversation, "another message was sent to it at the same time")
         if not added:
             raise ConfigError(
                 f"run id {run_id!r} is already in the store {self.name}; pass a new run_id "
                 "(or none), or resume that run",
                 name=run_id,
             )
+
+    def _next_turn(self, tx: Tx, conversation: str, target: str) -> int:
+        """The number of the conversation's next message: its last run must be of
+        ``target`` and done (not running, queued, or waiting for approvals)."""
+        rows = tx.rows(
+            "SELECT id, target, status, turn FROM runs WHERE conversation = ? "
+            f"ORDER BY turn DESC LIMIT 1{self._locking}",
+            (conversation,),
+        )
+        if not rows:
+            return 1
+        last = rows[0]
+        if last["target"] != target:
+            raise ConversationError(
+                f"conversation {conversation!r} belongs to {last['target']!r}, not {target!r}; "
+                "use a new conversation id for this target",
+                conversation=conversation,
+                code="other-target",
+            )
+        if last["status"] == QUEUED:
+            raise _busy(conversation, f"its run {last['id']} is queued for a worker")
+        if last["status"] == "running":
+            raise _busy(
+                conversation,
+                f"its run {last['id']} is still running; if its process is gone, finish it "
+                f"first with loopwise resume {last['id']}",
+            )
+        if last["status"] == Status.AWAITING_APPROVAL.value:
+            raise _paused(tx, conversation, str(last["id"]))
+        return int(last["turn"]) + 1
 
     def claim(self, run_id: str, owner: str, *, alive: Callable[[str], bool]) -> bool:
         """Take a run for resuming: ``True`` when ``owner`` may now continue it.
@@ -534,8 +587,8 @@ class SQLStore:
         """
         with self._lock, self._transaction() as tx:
             rows = tx.rows(
-                f"SELECT status, owner, lease_until < {self._clock} AS lapsed FROM runs "
-                f"WHERE id = ?{self._locking}",
+                f"SELECT status, owner, lease_until < {self._clock} AS lapsed, conversation, "
+                f"turn FROM runs WHERE id = ?{self._locking}",
                 (run_id,),
             )
             if not rows or not self._claimable(tx, run_id, rows[0], alive):
@@ -547,6 +600,8 @@ class SQLStore:
         self, tx: Tx, run_id: str, row: Mapping[str, Any], alive: Callable[[str], bool]
     ) -> bool:
         status, previous = row["status"], row["owner"]
+        if row["conversation"] is not None:
+            _refuse_superseded(tx, run_id, row)
         if status == "running" and previous and not row["lapsed"] and alive(previous):
             raise ConfigError(
                 f"run {run_id!r} is still running (in {previous}, whose lease has not "
@@ -654,11 +709,29 @@ class SQLStore:
             raise ConfigError(f"no run {run_id!r} in {self.name}", name=run_id)
         return _run_row(rows[0])
 
-    def list_runs(self, *, limit: int = 50) -> list[StoredRun]:
-        """The most recent ``limit`` runs, newest first."""
+    def list_runs(self, *, limit: int = 50, conversation: str | None = None) -> list[StoredRun]:
+        """The most recent ``limit`` runs, newest first (of ``conversation`` only, when
+        given: :class:`ConversationError`, ``unknown``, when it has no run)."""
+        if conversation is None:
+            rows = self._read(
+                f"SELECT * FROM runs ORDER BY created_at DESC, {self._insertion_order} DESC "
+                "LIMIT ?",
+                (limit,),
+            )
+            return [_run_row(r) for r in rows]
+        runs = self.conversation_runs(conversation)
+        if not runs:
+            raise ConversationError(
+                f"no conversation {conversation!r} in {self.name}",
+                conversation=conversation,
+                code="unknown",
+            )
+        return runs[::-1][:limit]
+
+    def conversation_runs(self, conversation: str) -> list[StoredRun]:
+        """The runs of ``conversation``, first message first (empty when unknown)."""
         rows = self._read(
-            f"SELECT * FROM runs ORDER BY created_at DESC, {self._insertion_order} DESC LIMIT ?",
-            (limit,),
+            "SELECT * FROM runs WHERE conversation = ? ORDER BY turn", (conversation,)
         )
         return [_run_row(r) for r in rows]
 
@@ -697,9 +770,25 @@ class SQLStore:
             "output": run.output,
             "created_at": run.created_at,
             "updated_at": run.updated_at,
+            "conversation": run.conversation,
+            "turn": run.turn,
+            "thread": [] if run.conversation is None else self._thread(run.conversation),
             "approvals": [a.to_dict() for a in self.approvals(run_id)],
             "events": events,
         }
+
+    def _thread(self, conversation: str) -> list[dict[str, Any]]:
+        """The messages of a conversation as ``runs show`` lists them."""
+        return [
+            {
+                "run_id": r.run_id,
+                "turn": r.turn,
+                "status": r.status,
+                "input": r.input,
+                "output": r.output,
+            }
+            for r in self.conversation_runs(conversation)
+        ]
 
     def journal(self, run_id: str) -> dict[str, dict[str, Any]]:
         """``{key: data}`` for replay; a later event with the same key wins."""
@@ -942,7 +1031,54 @@ def _run_row(row: Mapping[str, Any]) -> StoredRun:
         lease_until=row["lease_until"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
+        conversation=row["conversation"],
+        turn=row["turn"],
     )
+
+
+def _busy(conversation: str, why: str) -> ConversationError:
+    return ConversationError(
+        f"conversation {conversation!r} is answering another message ({why}); send this one "
+        "when it has finished",
+        conversation=conversation,
+        code="busy",
+    )
+
+
+def _paused(tx: Tx, conversation: str, run_id: str) -> ConversationError:
+    """The refusal of a message to a conversation whose last run waits for people."""
+    rows = tx.rows(
+        "SELECT approval_id, tool FROM approvals WHERE run_id = ? AND status = 'pending' "
+        "ORDER BY requested_at",
+        (run_id,),
+    )
+    if rows:
+        waiting = ", ".join(f"{r['approval_id']} ({r['tool']})" for r in rows)
+        todo = f"waits for approval(s) {waiting}: decide them (loopwise approve/deny {run_id})"
+    else:
+        todo = "has every approval decided"
+    return ConversationError(
+        f"conversation {conversation!r} cannot take a new message: its run {run_id} {todo}, "
+        f"then resume it (loopwise resume {run_id})",
+        conversation=conversation,
+        code="paused",
+    )
+
+
+def _refuse_superseded(tx: Tx, run_id: str, row: Mapping[str, Any]) -> None:
+    """A run of a conversation continues only while it is the conversation's last: once a
+    later message was sent, resuming it would interleave two exchanges."""
+    later = tx.rows(
+        "SELECT id FROM runs WHERE conversation = ? AND turn > ? ORDER BY turn LIMIT 1",
+        (row["conversation"], row["turn"]),
+    )
+    if later:
+        raise ConversationError(
+            f"run {run_id!r} cannot continue: conversation {row['conversation']!r} went on "
+            f"with run {later[0]['id']}; send a new message instead",
+            conversation=str(row["conversation"]),
+            code="superseded",
+        )
 
 
 def _approval_row(row: Mapping[str, Any]) -> StoredApproval:
