@@ -205,6 +205,19 @@ def test_a_running_run_is_not_taken_over_while_its_lease_is_renewed(
         assert st.get_run("r1").owner == "other:2"
 
 
+def test_a_process_never_takes_over_its_own_run_when_its_lease_lapses(store_at: str) -> None:
+    # A worker loading a slow target can let its fresh claim's lease lapse before the run
+    # starts renewing it; claiming it again would run it twice beside itself.
+    with open_store(store_at, lease_seconds=0.2) as st:
+        st.create_run("r1", target="t", spec="x.py:t", input=None, model=None, options={},
+                      owner="me:1")  # fmt: skip
+        _until(lambda: st.claim_next("other:2") is not None, "the lease to lapse", 5)
+        assert st.get_run("r1").owner == "other:2"
+        time.sleep(0.3)  # the new owner's lease lapses too
+        assert st.claim_next("other:2") is None
+        assert st.claim_next("me:1") is not None  # another process may take it over
+
+
 def test_enqueue_in_python_records_a_queued_run(payer: Path, store_at: str) -> None:
     run_id = loopwise.enqueue(f"{payer}:refunder", "go", model="scripted", store=store_at)
     with open_store(store_at) as st:

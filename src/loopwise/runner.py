@@ -360,8 +360,14 @@ async def execute_claimed(st: RunStore, row: StoredRun) -> RunResult:
     """Run a run a worker claimed (:meth:`~loopwise.store.RunStore.claim_next`): start a
     queued run, or continue a paused or abandoned one, with the model it recorded.
 
-    A run whose target or model cannot be loaded here is marked ``error``.
+    A run whose target or model cannot be loaded here is marked ``error``. The claim's
+    lease is renewed from the start, loading the target included.
     """
+    with st.hold(row.run_id, owner_id()):
+        return await _execute_claimed(st, row)
+
+
+async def _execute_claimed(st: RunStore, row: StoredRun) -> RunResult:
     try:
         target, chosen = _target_and_model(row, None, None)
     except Exception as e:

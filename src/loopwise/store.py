@@ -364,6 +364,7 @@ class SQLStore:
         self._lock = threading.RLock()
         self._grouped: list[Statement] = []
         self._held: dict[str, str] = {}
+        self._holds: dict[str, int] = {}  # nesting depth: a claimed run is held, then run
         self._reads_running: set[tuple[str, str]] = set()
         self._renewer: threading.Thread | None = None
         self._stopping = threading.Event()
@@ -633,11 +634,14 @@ class SQLStore:
         with self._lock, self._transaction() as tx:
             rows = tx.rows(
                 "SELECT * FROM runs WHERE spec IS NOT NULL AND (status = ? OR "
-                f"(status = 'running' AND lease_until < {self._clock}) OR "
+                # A process never takes over its own run: its lease lapsing (a slow import
+                # under load) must not start the run a second time beside itself.
+                f"(status = 'running' AND lease_until < {self._clock} "
+                "AND COALESCE(owner, '') <> ?) OR "
                 "(status = ? AND NOT EXISTS (SELECT 1 FROM approvals a "
                 "WHERE a.run_id = runs.id AND a.status = 'pending'))) "
                 f"ORDER BY created_at, {self._insertion_order} LIMIT 1{self._skip_locked}",
-                (QUEUED, Status.AWAITING_APPROVAL.value),
+                (QUEUED, owner, Status.AWAITING_APPROVAL.value),
             )
             if not rows:
                 return None
@@ -649,6 +653,7 @@ class SQLStore:
         """Renew ``owner``'s lease on ``run_id`` in the background while the block runs."""
         with self._lock:
             self._held[run_id] = owner
+            self._holds[run_id] = self._holds.get(run_id, 0) + 1
             if self._renewer is None:
                 self._stopping.clear()
                 self._renewer = threading.Thread(
@@ -659,7 +664,11 @@ class SQLStore:
             yield
         finally:
             with self._lock:
-                self._held.pop(run_id, None)
+                left = self._holds.pop(run_id) - 1
+                if left:
+                    self._holds[run_id] = left
+                else:
+                    self._held.pop(run_id, None)
 
     def _renew_leases(self) -> None:
         while not self._stopping.wait(self.lease_seconds / 3):
