@@ -22,6 +22,7 @@ from loopwise.cli_decide import add_decide_verb
 from loopwise.cli_eval import add_eval_verb
 from loopwise.cli_input import add_input_flags, input_of
 from loopwise.cli_options import (
+    add_deps_flag,
     add_limit_flags,
     add_structured_mode_flag,
     budget_of,
@@ -37,7 +38,7 @@ from loopwise.errors import ConfigError, LoopwiseError, StoreError
 from loopwise.gates import TerminalApprovals
 from loopwise.shape import Kind, describe, mermaid
 from loopwise.step import RunResult, Status, needs_model
-from loopwise.targets import Target, load_target, model_for
+from loopwise.targets import Target, deps_factory, load_target, model_for
 
 __all__ = ["main"]
 
@@ -103,6 +104,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
         target = load_checked(args.target)
         payload = _checked_input(target, payload)
         wants_model = needs_model(target.step) or args.model
+        if args.queue and args.deps:
+            raise UsageError(
+                "--deps is not stored with a queued run: a worker makes deps with the target "
+                "module's make_deps()"
+            )
+        make_deps = deps_factory(target, args.deps)
         if args.queue:
             queued = _enqueue(args, target, payload, wants_model)
     if args.queue:
@@ -122,6 +129,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             sinks=sinks,
             stream=args.stream,
             conversation=args.conversation,
+            deps=make_deps() if make_deps is not None else None,
         )
     _print_result(result, args.json)
     return exit_code(result.status)
@@ -157,9 +165,16 @@ def _cmd_resume(args: argparse.Namespace) -> int:
             approvals=TerminalApprovals() if interactive(args) else None,
             force=args.force,
             sinks=sinks,
+            deps=_given_deps(args.deps),
         )
     _print_result(result, args.json)
     return exit_code(result.status)
+
+
+def _given_deps(spec: str | None) -> Any:
+    """``--deps``'s deps for a resume (without it the run's module gives its own)."""
+    make = deps_factory(None, spec) if spec else None
+    return make() if make is not None else None
 
 
 def _add_resume(sub: Any) -> None:
@@ -169,6 +184,7 @@ def _add_resume(sub: Any) -> None:
     p.add_argument(
         "--force", action="store_true", help="take over a run whose process is known to be gone"
     )
+    add_deps_flag(p)
     p.add_argument("--store", help=store_help)
     add_watch_flags(p)
     p.add_argument("--json", action="store_true", help="print one JSON document")
@@ -181,6 +197,7 @@ def _add_run(sub: Any) -> None:
     add_input_flags(p)
     p.add_argument("--model", help="model name, or `scripted` for the offline model")
     add_structured_mode_flag(p)
+    add_deps_flag(p)
     p.add_argument("--store", help=store_help)
     p.add_argument(
         "--conversation",

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from loopwise.cli_options import (
+    add_deps_flag,
     add_limit_flags,
     add_structured_mode_flag,
     budget_of,
@@ -39,7 +40,7 @@ from loopwise.evals import (
 from loopwise.report import describe_graph, format_text, write_report
 from loopwise.step import needs_model
 from loopwise.stores import store_location
-from loopwise.targets import model_for, schema_filler_note
+from loopwise.targets import deps_factory, model_for, schema_filler_note
 
 __all__ = ["add_eval_verb"]
 
@@ -54,6 +55,7 @@ def add_eval_verb(sub: Any) -> None:
     p.add_argument("--repeat", type=int, default=1, help="runs per case and target")
     p.add_argument("--concurrency", type=int, default=4, help="runs in flight at most")
     p.add_argument("--scorer", help="module:function or file.py:function (default field match)")
+    add_deps_flag(p)
     add_limit_flags(p, "every run")
     p.add_argument("--report", help="write a self-contained HTML report here")
     p.add_argument("--store", help=store_help)
@@ -112,6 +114,7 @@ def _eval_and_save(args: argparse.Namespace) -> EvalReport:
             model=model_for(t, args.model, structured_mode=args.structured_mode)
             if (args.model or needs_model(t.step))
             else None,
+            make_deps=deps_factory(t, args.deps),
         )
         for t in loaded
     ]

@@ -23,6 +23,7 @@ from loopwise.workflow import Workflow
 
 __all__ = [
     "MAX_JSON_DEPTH",
+    "add_deps_flag",
     "add_limit_flags",
     "add_structured_mode_flag",
     "budget_of",
@@ -105,6 +106,16 @@ def add_limit_flags(p: argparse.ArgumentParser, scope: str) -> None:
     p.add_argument("--max-steps", type=count(1), help=f"override the step limit of {scope}")
     p.add_argument("--max-tokens", type=count(0), help=f"token budget for {scope}")
     p.add_argument("--max-cost", type=_usd, help=f"USD budget for {scope}")
+
+
+def add_deps_flag(p: argparse.ArgumentParser) -> None:
+    """``--deps module:function``: where each run's deps come from (README: Dependencies)."""
+    p.add_argument(
+        "--deps",
+        metavar="MODULE:FUNCTION",
+        help="make each run's deps with this function of no arguments (module:function or "
+        "file.py:function; default: the target module's make_deps(), if any)",
+    )
 
 
 def budget_of(args: argparse.Namespace) -> Budget | None:

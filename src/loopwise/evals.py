@@ -128,6 +128,9 @@ class EvalTarget:
     """The step."""
     model: Any = None
     """A :class:`~loopwise.model.Model` (shared by its runs), or ``None`` for model-free steps."""
+    make_deps: Callable[[], Any] | None = None
+    """Makes each run's deps (fresh per run: a scratch ledger per case); wins over
+    ``aevaluate``'s ``deps``."""
 
     @property
     def architecture(self) -> str:
@@ -222,6 +225,7 @@ async def aevaluate(
     max_steps: int | None = None,
     dataset: str = "",
     store: Any = None,
+    deps: Any = None,
 ) -> EvalReport:
     """Run every target over every case ``repeat`` times, at most ``concurrency`` at once.
 
@@ -232,7 +236,8 @@ async def aevaluate(
     is recorded there like any other run (``runs list``, ``analyze`` see them), with the
     target's name as its spec; human gates then pause runs (``awaiting_approval``).
     ``budget`` and ``max_steps`` override the targets' own limits for every run, so the
-    within-budget rate answers "how often does it fit in this budget?".
+    within-budget rate answers "how often does it fit in this budget?". ``deps`` are every
+    run's deps (a target's own ``make_deps`` makes fresh ones per run instead).
     """
     if repeat < 1 or concurrency < 1:
         raise ConfigError("repeat and concurrency must be at least 1")
@@ -240,7 +245,7 @@ async def aevaluate(
     jobs = [(t, c, k) for k in range(repeat) for c in cases for t in targets]
     done = [0]
 
-    options = {"sinks": tuple(sinks), "budget": budget, "max_steps": max_steps}
+    options = {"sinks": tuple(sinks), "budget": budget, "max_steps": max_steps, "deps": deps}
 
     async def one(target: EvalTarget, case: Case, k: int) -> CaseRun:
         async with gate:
@@ -263,6 +268,8 @@ async def _run_one(
     """One run, recorded in ``store`` when there is one (``None``: not recorded)."""
     from loopwise import runner
 
+    if target.make_deps is not None:
+        options = {**options, "deps": target.make_deps()}
     return await runner.arun(
         target.step, input, store=store, spec=target.name, model=target.model, **options
     )

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, Literal, TextIO, get_args
 
 from loopwise.errors import ConfigError
 from loopwise.journal import Journal
-from loopwise.step import EventType, Halt, Status, jsonable
+from loopwise.step import EventType, Halt, Status, jsonable, running_context
 from loopwise.tools import json_value
 
 if TYPE_CHECKING:
@@ -75,6 +75,7 @@ __all__ = [
     "policy_then_human",
     "recheck_edited",
     "run_taint",
+    "takes_ctx",
     "verdict_from_data",
 ]
 
@@ -218,11 +219,13 @@ class Gate:
 
     async def run_policy(self, args: Any, *, effect: str = "write") -> Approved | Denied | Escalate:
         """The policy's verdict on ``args`` of a call with ``effect`` (``Escalate`` for a
-        plain human gate)."""
+        plain human gate). A policy with a ``ctx`` parameter gets the run's context (its
+        ``deps``)."""
         if self.check is None:
             return Escalate("this tool is gated by a human")
         try:
-            result = self.check(args)
+            check: Any = self.check
+            result = check(args, ctx=running_context()) if takes_ctx(check) else check(args)
             if inspect.isawaitable(result):
                 result = await result
         except Exception as e:
@@ -230,6 +233,14 @@ class Gate:
             # run (which would cancel sibling calls between their effect and its record).
             return Denied(f"the policy raised {type(e).__name__}: {e}")
         return _policy_verdict(result, effect)
+
+
+def takes_ctx(fn: Any) -> bool:
+    """Whether a policy has a ``ctx`` parameter (it is then passed the run's context)."""
+    try:
+        return "ctx" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def _policy_verdict(result: Any, effect: str) -> Approved | Denied | Escalate:

@@ -52,6 +52,7 @@ from loopwise.gates import (
     human,
     pause,
     recheck_edited,
+    takes_ctx,
 )
 from loopwise.journal import Journal
 from loopwise.shape import Edge, Graph, Kind, Limits, Node, Shape, describe, mermaid
@@ -378,7 +379,8 @@ def _takes_plan(fn: Any) -> bool:
     except (TypeError, ValueError):
         return False
     positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    return sum(p.kind in positional for p in params) >= 2
+    # `ctx` is the run's context (see Gate.run_policy), never the plan.
+    return sum(p.kind in positional and p.name != "ctx" for p in params) >= 2
 
 
 def _with_plan(check: Any, plan: PlanContext | None) -> Any:
@@ -387,9 +389,14 @@ def _with_plan(check: Any, plan: PlanContext | None) -> Any:
     if plan is None or fn is None or not _takes_plan(fn):
         return check
 
-    def bound(args: Any) -> Any:
+    def bound_plain(args: Any) -> Any:
         return fn(args, plan)
 
+    def bound_with_ctx(args: Any, ctx: Any) -> Any:
+        return fn(args, plan, ctx=ctx)
+
+    # A policy with a `ctx` parameter keeps it (see Gate.run_policy).
+    bound: Any = bound_with_ctx if takes_ctx(fn) else bound_plain
     return replace(check, check=bound) if isinstance(check, Gate) else bound
 
 

@@ -143,6 +143,10 @@ class ModelRequest:
     known_chars: int | None = None
     """The messages' size (:func:`message_chars` summed) when the sender keeps it up to
     date already (an agent under a context policy does); ``None``: measured here."""
+    deps: Any = None
+    """The run's dependencies (``ctx.deps``), for in-process models such as an offline
+    ``ScriptedModel`` responder; in a run without deps, reading from them ends the run
+    ``error`` saying how to give them. Never sent."""
 
     def prompt_chars(self) -> int:
         """Characters in the messages and tool schemas (for a cheap token estimate).

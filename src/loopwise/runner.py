@@ -64,7 +64,7 @@ from loopwise.step import (
 )
 from loopwise.store import QUEUED, RESUMABLE, RunStore, StoredApproval, StoredRun
 from loopwise.stores import shared_store
-from loopwise.targets import calling_modules, load_target, model_for, spec_of
+from loopwise.targets import calling_modules, deps_factory, load_target, model_for, spec_of
 from loopwise.usage import Budget, Usage
 
 __all__ = [
@@ -374,7 +374,9 @@ async def _execute_claimed(st: RunStore, row: StoredRun) -> RunResult:
         st.mark_failed(row.run_id, f"{type(e).__name__}: {e}")
         raise
     try:
-        options = RunOptions(model=chosen, sinks=(st,), approvals=StoreApprovals(st))
+        options = RunOptions(
+            model=chosen, sinks=(st,), approvals=StoreApprovals(st), deps=_module_deps(row)
+        )
         if row.status != QUEUED:
             return await _continue(st, row, target, options)
         limits = row.options
@@ -427,6 +429,8 @@ async def aresume(
         return _stored_result(st, row, pending=waiting)
     given = opts.model
     target, chosen = _target_and_model(row, step, given)
+    if opts.deps is None and step is None:
+        opts = replace(opts, deps=_module_deps(row))
     try:
         alive = (lambda owner: False) if force else _alive(run_id)
         if not st.claim(run_id, owner_id(), alive=alive):
@@ -544,6 +548,12 @@ def _target_and_model(
         if candidate.name == name:
             return step, candidate
     return step, model_for(loaded, name)
+
+
+def _module_deps(row: StoredRun) -> Any:
+    """The deps a run loaded from its spec gets: its module's ``make_deps()``, or none."""
+    make = deps_factory(load_target(row.spec)) if row.spec else None
+    return make() if make is not None else None
 
 
 async def _close(model: Any) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import enum
 import functools
 import inspect
@@ -27,12 +28,15 @@ from datetime import UTC, datetime
 from typing import (
     Any,
     ClassVar,
+    Generic,
     Protocol,
     TypeVar,
     get_type_hints,
     overload,
     runtime_checkable,
 )
+
+import typing_extensions
 
 from loopwise.errors import ConfigError, LoopwiseError, ModelAPIError
 from loopwise.journal import Journal
@@ -61,6 +65,14 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+DepsT = typing_extensions.TypeVar("DepsT", default=Any)
+"""The type of a run's dependencies: ``Context[MyDeps]`` types ``ctx.deps``."""
+
+NO_DEPS = (
+    "this run has no deps, and a step, tool or policy of it reads ctx.deps: pass deps= to "
+    "loopwise.run/arun/astream/resume/evaluate, --deps module:function to the command, or "
+    "define make_deps() in the target's module; a run that ended so resumes once given them"
+)
 
 
 class Status(enum.StrEnum):
@@ -170,6 +182,30 @@ class Halt(Exception):
         """The approval requests a run ``awaiting_approval`` waits on."""
 
 
+class _NoDeps:
+    """``request.deps`` in a run without deps: reading from it ends the run ``error`` with
+    :data:`NO_DEPS`, as ``ctx.deps`` does (an offline model that needs deps)."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise Halt(Status.ERROR, NO_DEPS)
+
+    def __getitem__(self, key: Any) -> Any:
+        raise Halt(Status.ERROR, NO_DEPS)
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return "<no deps>"
+
+
+_NO_DEPS = _NoDeps()
+
+
 @runtime_checkable
 class Step(Protocol):
     """Anything runnable in a run: a ``name`` and ``async run(input, ctx)``."""
@@ -182,8 +218,12 @@ class Step(Protocol):
 
 
 @dataclass(kw_only=True)
-class Context:
-    """What one run carries through every step; nested steps get a :meth:`child`."""
+class Context(Generic[DepsT]):
+    """What one run carries through every step; nested steps get a :meth:`child`.
+
+    ``Context[MyDeps]`` (in a tool's, step's or policy's ``ctx`` annotation) types
+    :attr:`deps`.
+    """
 
     run_id: str
     """The run's id."""
@@ -227,7 +267,26 @@ class Context:
     resources: dict[Any, Any] = field(default_factory=dict)
     """What the run opened on first use, by owner (an MCP server's connection); each has
     ``async aclose()`` and is closed when the run ends or pauses (shared by children)."""
+    _deps: Any = None
     _seq: list[int] = field(default_factory=lambda: [0])
+
+    @property
+    def deps(self) -> DepsT:
+        """The run's dependencies (``deps=`` of :func:`loopwise.run`): clients, accounts, a
+        ledger. Shared by every step, tool, policy (a ``ctx`` parameter) and offline model
+        (``request.deps``) of the run; never stored. Reading them in a run started without
+        any ends the run ``error`` with a detail that says how to give them
+        (:data:`NO_DEPS`), not with an ``AttributeError`` somewhere in a tool.
+        """
+        if self._deps is None:
+            raise Halt(Status.ERROR, NO_DEPS)
+        deps: DepsT = self._deps
+        return deps
+
+    @property
+    def has_deps(self) -> bool:
+        """Whether the run was given deps (for code that works with and without)."""
+        return self._deps is not None
 
     @property
     def step_path(self) -> str:
@@ -344,6 +403,8 @@ class Context:
             pending = request.prompt_chars() // 4 if self.budget.max_tokens is not None else 0
             self.check_budget(pending_tokens=pending)
             started_at, began = _now_iso(), self.clock()
+            # In place: the request is this call's own (a replace() would cost every call).
+            request.deps = _NO_DEPS if self._deps is None else self._deps
             turn = await self._complete(self._streaming(request, key) if self.stream else request)
             took = self.clock() - began
         cost = self.pricing.cost(
@@ -550,6 +611,11 @@ class RunOptions:
     """The conversation this run is a message of: the run continues the history of the
     conversation's earlier runs (an agent target only; needs a run store). A new id
     starts a conversation."""
+    deps: Any = None
+    """The run's dependencies (clients, accounts, a ledger): ``ctx.deps`` in its steps,
+    tools and policies, ``request.deps`` in an in-process model. Never stored: a resume
+    in another process is given them again (``deps=``, ``--deps``, or the target module's
+    ``make_deps()``)."""
     stream: bool = False
     """Ask the model to stream its answers: each piece of text goes, as a
     :class:`TextDelta`, to the sinks that have a ``text`` method (``astream`` yields them);
@@ -636,6 +702,7 @@ def new_context(target: Step, opts: RunOptions) -> Context:
         clock=opts.clock,
         stream=opts.stream,
         started_at=opts.clock(),
+        _deps=opts.deps,
     )
 
 
@@ -643,6 +710,23 @@ async def execute(target: Step, input: Any, ctx: Context) -> RunResult:
     """Run ``target`` in a prepared context and turn how it ended into a :class:`RunResult`."""
     if not ctx.events:
         ctx.emit(EventType.RUN_STARTED, {"target": target.name, "input": _jsonable(input)})
+    running = _RUNNING.set(ctx)
+    try:
+        return await _execute(target, input, ctx)
+    finally:
+        _RUNNING.reset(running)
+
+
+_RUNNING: contextvars.ContextVar[Context] = contextvars.ContextVar("loopwise_run")
+
+
+def running_context() -> Context | None:
+    """The context of the run this code runs in (``None`` outside any run): how a gate's
+    policy gets it (a policy with a ``ctx`` parameter)."""
+    return _RUNNING.get(None)
+
+
+async def _execute(target: Step, input: Any, ctx: Context) -> RunResult:
     status, output, detail, pending = Status.COMPLETED, None, None, []
     extra: dict[str, Any] = {}
     try:

@@ -15,19 +15,21 @@ import importlib.util
 import site
 import sys
 import sysconfig
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from loopwise.errors import TargetError
+from loopwise.errors import ConfigError, TargetError
 from loopwise.port import Model
 from loopwise.step import Step
 
 __all__ = [
+    "DEPS_FACTORY",
     "Target",
     "calling_modules",
+    "deps_factory",
     "import_module_of",
     "load_target",
     "model_for",
@@ -145,6 +147,39 @@ def model_for(target: Target, name: str | None, *, structured_mode: str | None =
             raise TargetError(f"{target.spec}: offline_model is not a model", name=target.spec)
         return candidate
     return model
+
+
+DEPS_FACTORY = "make_deps"
+"""The name of a target module's deps factory: called with no arguments, once per run
+the command line starts or resumes (and per run of an eval), when ``--deps`` is not given."""
+
+
+def deps_factory(target: Target | None, spec: str | None = None) -> Callable[[], Any] | None:
+    """Where the deps of a run the command line starts or resumes come from: ``spec``
+    (``--deps module:function`` or ``file.py:function``) when given, else the target
+    module's ``make_deps``, else nowhere (``None``). The returned function makes them;
+    what a factory raises becomes a :class:`ConfigError` naming it."""
+    if spec is not None:
+        module_part, _, name = spec.partition(":")
+        if not module_part or not name:
+            raise ConfigError(f"--deps {spec!r}: name a function, module:function", name="deps")
+        fn = getattr(import_module_of(module_part, spec, what="--deps"), name, None)
+        where = f"--deps {spec}"
+    elif target is not None and hasattr(target.module, DEPS_FACTORY):
+        fn, where = getattr(target.module, DEPS_FACTORY), f"{target.spec}: {DEPS_FACTORY}()"
+    else:
+        return None
+    if not callable(fn):
+        raise ConfigError(f"{where}: not a function of no arguments", name="deps")
+    factory: Callable[[], Any] = fn
+
+    def make() -> Any:
+        try:
+            return factory()
+        except Exception as e:  # user code
+            raise ConfigError(f"{where} raised {type(e).__name__}: {e}", name="deps") from e
+
+    return make
 
 
 def schema_filler_note(target: Target, model: Model | None) -> str | None:
