@@ -14,10 +14,16 @@ $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
+# The starter projects `loopwise init` writes are type-checked as what they are: each
+# folder its own project, whose test imports the target beside it by plain name.
+TEMPLATES := src/loopwise/templates
+
 lint: $(STAMP)
 	$(BIN)/ruff check src tests workflows agents benchmarks compat
 	$(BIN)/ruff format --check src tests workflows agents benchmarks compat
 	$(BIN)/mypy
+	MYPYPATH=$(TEMPLATES)/workflow:$(TEMPLATES)/agent:$(TEMPLATES)/hybrid \
+		$(BIN)/mypy --explicit-package-bases $(wildcard $(TEMPLATES)/*/*.py)
 
 test: lint
 	$(BIN)/pytest

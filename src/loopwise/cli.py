@@ -20,6 +20,7 @@ from loopwise.cli_analyze import add_analyze_verb
 from loopwise.cli_check import add_check_verb
 from loopwise.cli_decide import add_decide_verb
 from loopwise.cli_eval import add_eval_verb
+from loopwise.cli_init import add_init_verb
 from loopwise.cli_input import add_input_flags, input_of
 from loopwise.cli_options import (
     add_deps_flag,
@@ -245,6 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_analyze_verb(sub)
     _add_resume(sub)
     add_worker_verb(sub)
+    add_init_verb(sub)
     return parser
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any, TextIO
 
 from loopwise.cli_options import count, seconds
@@ -87,8 +88,15 @@ def _answers(args: argparse.Namespace) -> argparse.Namespace:
 
 def _cmd_decide(args: argparse.Namespace) -> int:
     args = _answers(args)
+    known, cost = args.steps_known, args.wrong_step_cost
+    # The canonical examples are at hand in a loopwise checkout only: name them then.
+    example = decide(known, cost).start_from
     decision = decide(
-        args.steps_known, args.wrong_step_cost, volume=args.volume, latency_seconds=args.latency
+        known,
+        cost,
+        volume=args.volume,
+        latency_seconds=args.latency,
+        checkout=Path(example.split(":", maxsplit=1)[0]).is_file(),
     )
     if args.json:
         print(json.dumps(decision.to_dict()))
@@ -100,10 +108,14 @@ def _cmd_decide(args: argparse.Namespace) -> int:
 def _decision_text(d: Decision) -> str:
     lines = [f"architecture: {d.architecture}", "why:"]
     lines += [f"  - {r}" for r in d.reasons]
-    lines.append(f"start from: {d.start_from}")
+    lines.append(f"start with: {d.init}  (a small runnable {d.architecture} project)")
     if d.cautions:
         lines.append("watch out:")
         lines += [f"  - {c}" for c in d.cautions]
     lines.append("next:")
-    lines += [f"  $ {s}" for s in d.next_steps]
+    here = next((i for i, s in enumerate(d.next_steps) if d.start_from in s), None)
+    for i, step in enumerate(d.next_steps):
+        if i == here:
+            lines.append(f"then, in this checkout, the canonical example {d.start_from}:")
+        lines.append(f"  $ {step}")
     return "\n".join(lines)

@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from loopwise.scaffold import TEMPLATES
+
 __all__ = ["EXAMPLES", "Architecture", "Decision", "decide"]
 
 
@@ -53,7 +55,11 @@ class Decision:
     reasons: list[str]
     """Why, one sentence each, most important first."""
     start_from: str
-    """The canonical example to copy (a ``loopwise run`` target)."""
+    """The canonical example it is modelled on (a ``loopwise run`` target in a loopwise
+    checkout: ``workflows/...``)."""
+    init: str = ""
+    """The command that writes a runnable starter project of this kind
+    (``loopwise init hybrid``): where an installed user starts."""
     cautions: list[str] = field(default_factory=list)
     """What to watch for with this choice (volume, latency)."""
     next_steps: list[str] = field(default_factory=list)
@@ -67,6 +73,7 @@ class Decision:
             "architecture": str(self.architecture),
             "reasons": self.reasons,
             "start_from": self.start_from,
+            "init": self.init,
             "cautions": self.cautions,
             "next_steps": self.next_steps,
             "answers": self.answers,
@@ -79,6 +86,7 @@ def decide(
     *,
     volume: int | None = None,
     latency_seconds: float | None = None,
+    checkout: bool = False,
 ) -> Decision:
     """Apply the decision rule.
 
@@ -86,7 +94,9 @@ def decide(
     (actions reversible, or read-only) or ``expensive`` (money, deletes, mail to customers).
     ``volume`` is runs per day and ``latency_seconds`` the answer-time budget; both
     only add cautions (the tail cost of an agent at volume, sequential turns against a
-    latency budget); they never overrule the two questions.
+    latency budget); they never overrule the two questions. The next steps start a project
+    with ``loopwise init`` (:mod:`loopwise.scaffold`); ``checkout=True`` (the canonical
+    examples are at hand, as in a loopwise checkout) adds the steps that run them.
 
     The table (the first three rows are DESIGN §1; the rest are this module's choice):
 
@@ -118,8 +128,9 @@ def decide(
         architecture=arch,
         reasons=reasons,
         start_from=example,
+        init=TEMPLATES[arch.value].command,
         cautions=_cautions(arch, volume, latency_seconds),
-        next_steps=_next_steps(arch, example),
+        next_steps=_next_steps(arch, example, checkout=checkout),
         answers=answers,
     )
 
@@ -208,7 +219,11 @@ def _cautions(arch: Architecture, volume: int | None, latency: float | None) -> 
     return out
 
 
-def _next_steps(arch: Architecture, example: str) -> list[str]:
+def _next_steps(arch: Architecture, example: str, *, checkout: bool) -> list[str]:
+    template = TEMPLATES[arch.value]
+    started = [template.command, *template.commands()]
+    if not checkout:
+        return started
     steps = [
         f"loopwise check {example}",
         f"loopwise run {example} --model scripted",
@@ -216,4 +231,4 @@ def _next_steps(arch: Architecture, example: str) -> list[str]:
     ]
     if arch is Architecture.AGENT:
         steps.append(f"loopwise analyze {example}  # after some runs: are the steps known?")
-    return steps
+    return started + steps

@@ -11,11 +11,14 @@ unchanged; a key or base URL with no model name runs ``gpt-4o-mini``; with nothi
 configured every command gets ``--model scripted`` (the built-in offline model) and the
 demo says so. Runs go to their own store (``.loopwise/demo.db``, emptied first) and
 the examples' shop to its own database (``.loopwise/demo-shop.db``, rebuilt), so a rerun
-starts clean. A missing example or verb is skipped with a line saying so.
+starts clean.
 
-Exit code 0 when every step that ran did what it should (offline the statuses are
-known exactly: a step that ends otherwise fails the demo; with a real model a status
-other than ``completed`` is reported, not failed); 1 otherwise.
+It needs the examples of a loopwise checkout (``workflows/``, ``agents/``): without them
+(an installed package) it says so, points at ``loopwise init``, and exits 2 before
+running anything. Exit code 0 when every part ran and did what it should (offline the
+statuses are known exactly: a step that ends otherwise fails the demo; with a real model
+a status other than ``completed`` is reported, not failed); 1 otherwise — a part that
+was skipped fails it too.
 """
 
 from __future__ import annotations
@@ -375,9 +378,31 @@ def _setup(args: argparse.Namespace) -> Demo:
     return Demo(root=root, model_args=model_args, scripted=scripted, env=env)
 
 
+NEEDS = (TRIAGE, INVESTIGATE, REFUND_DESK, TRIAGE_AGENT, DATASET)
+"""What the demo runs: the canonical examples of a loopwise checkout."""
+
+
+def _missing(root: Path) -> list[str]:
+    return [
+        path for path in (n.split(":", maxsplit=1)[0] for n in NEEDS) if not (root / path).is_file()
+    ]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the demo; 0 when every step that ran did what it should."""
+    """Run the demo; 0 when every part ran and did what it should, 2 when the examples are
+    not there (an installed package has none: it says what to do instead)."""
     args = _parser().parse_args(argv)
+    root = Path(args.root).resolve()
+    missing = _missing(root)
+    if missing:
+        print(
+            f"loopwise demo: it runs the canonical examples of a loopwise checkout, and {root} "
+            f"lacks {', '.join(missing)}. Run it in a checkout of the loopwise repository (or "
+            "pass --root DIR), or start a project of your own from an installed package: "
+            "`loopwise init workflow|agent|hybrid` writes one that runs offline.",
+            file=sys.stderr,
+        )
+        return 2
     demo = _setup(args)
     report = Path(args.report)
     report = report if report.is_absolute() else demo.root / report
@@ -386,7 +411,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     evaluation(demo, report)
     print()
     if demo.skipped:
-        print(f"skipped (not there yet): {', '.join(demo.skipped)}")
+        # A part that did not run proves nothing: never "passed" after a skip.
+        demo.failures.append(f"skipped: {', '.join(demo.skipped)}")
     if demo.failures:
         print(f"demo FAILED: {'; '.join(demo.failures)}")
         return 1

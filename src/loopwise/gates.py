@@ -127,12 +127,13 @@ class Escalate:
 
 
 Verdict = Approved | Denied | Edited
-PolicyFn = Callable[[Any], Any]
+PolicyFn = Callable[..., Any]
 """A policy: a (sync or async) function of the validated arguments (a dict) returning ``Approved``,
 ``Denied``, ``Escalate``, ``True`` (approve), ``False`` or a string (deny, the string being
 the reason). ``None`` (a function that fell off its end) approves a ``read``/``write`` call
 but never an ``irreversible`` one: there it escalates, so a person decides or, with no
-person behind the gate, the call is denied."""
+person behind the gate, the call is denied. A ``ctx`` parameter gets the run's context
+(its ``deps``); a hybrid's action policy may take the plan as its second parameter."""
 
 GateKind = Literal["human", "policy", "policy_then_human"]
 """The kinds of gate: a person, an automatic policy, or the policy then a person."""

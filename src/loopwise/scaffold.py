@@ -1,0 +1,130 @@
+"""Starting a project: what ``loopwise init workflow|agent|hybrid [DIR]`` writes.
+
+Each kind is a small runnable project made from the canonical examples (DESIGN §12): the
+target and its ``offline_model``, a 10-case dataset and one pytest test, so that
+``pytest``, ``loopwise check``, ``loopwise run --model scripted`` and ``loopwise eval
+--model scripted`` pass on it at once, with no key and no network. The files ship inside
+the package (``loopwise/templates/<kind>/``, package data of the wheel); their names
+differ per kind, so the three can share one folder.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
+
+from loopwise.errors import ConfigError
+
+__all__ = ["KINDS", "TEMPLATES", "Template", "init_project"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Template:
+    """One kind of starter project."""
+
+    kind: str
+    """``workflow``, ``agent`` or ``hybrid``."""
+    target: str
+    """The target it writes, as ``loopwise run`` takes it (``triage.py:triage``)."""
+    dataset: str
+    """Its labeled cases (JSONL of ``{"input", "expected"}``)."""
+    example: str
+    """An input for a first run (text: ``--input-text``)."""
+    eval_flags: tuple[str, ...] = ()
+    """What ``loopwise eval`` needs besides the dataset (a scorer)."""
+
+    @property
+    def command(self) -> str:
+        """The command that writes it."""
+        return f"loopwise init {self.kind}"
+
+    def commands(self) -> list[str]:
+        """What to run in the new project, in order: test, review, run, measure."""
+        target = self.target
+        return [
+            "pytest",
+            f"loopwise check {target}",
+            f"loopwise run {target} --model scripted --input-text {shlex.quote(self.example)}",
+            shlex.join(
+                [
+                    *("loopwise", "eval", target, "--dataset", self.dataset),
+                    *("--model", "scripted", *self.eval_flags),
+                ]
+            ),
+        ]
+
+
+TEMPLATES: dict[str, Template] = {
+    "workflow": Template(
+        kind="workflow",
+        target="triage.py:triage",
+        dataset="triage_cases.jsonl",
+        example="I was charged twice for my subscription, please refund one.",
+    ),
+    "agent": Template(
+        kind="agent",
+        target="orders_agent.py:investigate",
+        dataset="orders_cases.jsonl",
+        example="Why did customer C-1004's orders fail?",
+    ),
+    "hybrid": Template(
+        kind="hybrid",
+        target="refunds.py:refund_desk",
+        dataset="refunds_cases.jsonl",
+        example="Order O-3001 arrived broken, I want my money back.",
+        eval_flags=(
+            *("--scorer", "refunds.py:refund_matches"),
+            *("--deps", "refunds.py:scratch_ledger"),
+        ),
+    ),
+}
+"""The starter project of each kind."""
+
+KINDS = tuple(TEMPLATES)
+
+
+def _files(kind: str) -> list[Traversable]:
+    folder = resources.files("loopwise").joinpath("templates", kind)
+    if not folder.is_dir():
+        raise ConfigError(
+            f"the {kind} template is missing from this installation of loopwise "
+            f"(expected {folder}); reinstall loopwise",
+            name=kind,
+        )
+    return sorted(
+        (f for f in folder.iterdir() if f.is_file() and not f.name.endswith((".pyc", ".pyo"))),
+        key=lambda f: f.name,
+    )
+
+
+def init_project(kind: str, directory: str | Path = ".", *, force: bool = False) -> list[Path]:
+    """Write the starter project of ``kind`` into ``directory`` (made when missing); the
+    paths written.
+
+    Raises :class:`~loopwise.errors.ConfigError` for an unknown kind, a ``directory`` that
+    is a file, or files that exist already (nothing is written then; ``force=True``
+    overwrites them).
+    """
+    if kind not in TEMPLATES:
+        raise ConfigError(f"init: unknown kind {kind!r}; one of {', '.join(KINDS)}", name="kind")
+    root = Path(directory)
+    if root.exists() and not root.is_dir():
+        raise ConfigError(f"init: {root} is a file, not a folder", name="directory")
+    sources = _files(kind)
+    clashes = [s.name for s in sources if (root / s.name).exists()]
+    if clashes and not force:
+        raise ConfigError(
+            f"init: {root} already has {', '.join(clashes)}; nothing written "
+            "(choose another folder, or --force to overwrite)",
+            name="directory",
+        )
+    root.mkdir(parents=True, exist_ok=True)
+    written = []
+    for source in sources:
+        path = root / source.name
+        path.write_bytes(source.read_bytes())
+        written.append(path)
+    return written

@@ -1,0 +1,192 @@
+"""Investigate why a customer's orders failed: an AGENT, because the steps are not known
+in advance (which orders failed, and how, decides what to look at next) and every tool
+is a cheap, read-only lookup. Try it::
+
+    loopwise check orders_agent.py:investigate
+    loopwise run orders_agent.py:investigate --model scripted \\
+        --input-text "Why did customer C-1002's orders fail?"
+    loopwise eval orders_agent.py:investigate --dataset orders_cases.jsonl --model scripted
+    pytest
+
+The tools are read-only and scoped by allow-lists (ids must look like ``C-1001`` and
+``O-2001``); they read the shop from the run's deps (``ctx.deps``, made by
+:func:`make_deps`); the agent has a step limit and a token budget, and answers with a
+validated :class:`Findings`. ``--model scripted`` runs offline with :func:`offline_model`: it
+investigates the way a careful person would (customer, orders, then the payments of the
+failed ones, concurrently) as a pure function of the transcript, so offline runs and evals
+are sensible and a resumed run replays exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from pydantic import BaseModel, Field
+
+from loopwise import Agent, Budget, Context, IdPattern, ModelRequest, Turn, tool
+from loopwise.testing import ScriptedModel, calls
+
+# Sample data; make_deps() below is where a real project opens its database instead.
+CUSTOMERS: dict[str, dict[str, str]] = {
+    "C-1001": {"name": "Ada Moreau", "email": "ada@example.com"},
+    "C-1002": {"name": "Ben Okafor", "email": "ben@example.com"},
+    "C-1003": {"name": "Chen Li", "email": "chen@example.com"},
+    "C-1004": {"name": "Dana Whitfield", "email": "dana@example.com"},
+    "C-1005": {"name": "Eli Stone", "email": "eli@example.com"},
+}
+ORDERS: dict[str, dict[str, str]] = {
+    "O-2001": {"customer": "C-1001", "status": "delivered"},
+    "O-2002": {"customer": "C-1001", "status": "delivered"},
+    "O-2003": {"customer": "C-1002", "status": "payment_failed"},
+    "O-2004": {"customer": "C-1002", "status": "delivered"},
+    "O-2005": {"customer": "C-1003", "status": "payment_failed"},
+    "O-2006": {"customer": "C-1003", "status": "lost"},
+    "O-2007": {"customer": "C-1004", "status": "cancelled"},
+    "O-2008": {"customer": "C-1004", "status": "payment_failed"},
+    "O-2009": {"customer": "C-1004", "status": "lost"},
+    "O-2010": {"customer": "C-1005", "status": "shipped"},
+}
+PAYMENTS: dict[str, list[dict[str, Any]]] = {
+    "O-2003": [{"status": "declined", "reason": "insufficient_funds"}],
+    "O-2005": [{"status": "declined", "reason": "expired_card"}],
+    "O-2006": [{"status": "captured", "reason": None}],
+    "O-2007": [{"status": "refunded", "reason": "item out of stock"}],
+    "O-2008": [{"status": "declined", "reason": "do_not_honor"}],
+    "O-2009": [{"status": "captured", "reason": None}],
+}
+FAILED = frozenset({"payment_failed", "cancelled", "lost"})
+
+CustomerId = Annotated[str, IdPattern(r"C-\d{4}"), Field(description="A customer id: C-1001.")]
+OrderId = Annotated[str, IdPattern(r"O-\d{4}"), Field(description="An order id: O-2001.")]
+
+
+@dataclass(frozen=True)
+class Shop:
+    """What the tools read: the run's deps (``ctx.deps``), never a module global, so a
+    test or an eval can hand each run its own shop."""
+
+    customers: dict[str, dict[str, str]]
+    orders: dict[str, dict[str, str]]
+    payments: dict[str, list[dict[str, Any]]]
+
+
+def make_deps() -> Shop:
+    """The shop of a run the command line starts or resumes (``loopwise run``, ``eval``,
+    ``resume`` call it; Python callers pass ``deps=``). Open your database or client here."""
+    return Shop(customers=CUSTOMERS, orders=ORDERS, payments=PAYMENTS)
+
+
+@tool
+def lookup_customer(customer_id: CustomerId, ctx: Context[Shop]) -> dict[str, Any]:
+    """Look up a customer by id: name and email.
+    Use it first, to check the customer exists.
+    """
+    if customer_id not in ctx.deps.customers:
+        raise LookupError(f"no customer {customer_id}")
+    return {"id": customer_id, **ctx.deps.customers[customer_id]}
+
+
+@tool
+def list_orders(customer_id: CustomerId, ctx: Context[Shop]) -> list[dict[str, Any]]:
+    """List a customer's orders with their status (delivered, shipped, payment_failed,
+    cancelled, lost). Use it to find which orders failed.
+    """
+    orders = ctx.deps.orders.items()
+    return [{"id": oid, "status": o["status"]} for oid, o in orders if o["customer"] == customer_id]
+
+
+@tool
+def get_payments(order_id: OrderId, ctx: Context[Shop]) -> list[dict[str, Any]]:
+    """The payment attempts of one order (status and decline or refund reason).
+    Use it on a failed order to find out why it failed.
+    """
+    if order_id not in ctx.deps.orders:
+        raise LookupError(f"no order {order_id}")
+    return ctx.deps.payments.get(order_id, [])
+
+
+class Findings(BaseModel):
+    """What the investigation found."""
+
+    failed_orders: list[str] = Field(description="The ids of the customer's failed orders.")
+    summary: str = Field(description="For each failed order: what failed and why.")
+
+
+investigate = Agent(
+    name="investigate",
+    instructions=(
+        "You investigate order problems for a small shop. Look up the customer, list their "
+        "orders, check the payments of every failed order, then answer with final_answer: "
+        "the failed order ids and a short summary citing them. Use only tool results."
+    ),
+    tools=[lookup_customer, list_orders, get_payments],
+    output_type=Findings,
+    max_steps=6,
+    budget=Budget(max_tokens=30_000),
+)
+
+
+def _key(tool: str, args: dict[str, Any]) -> str:
+    return f"{tool} {json.dumps(args, sort_keys=True)}"
+
+
+def _results(request: ModelRequest) -> dict[str, Any]:
+    """The parsed result of every successful tool call so far, by :func:`_key`."""
+    asked = {
+        c["id"]: _key(c["function"]["name"], json.loads(c["function"]["arguments"] or "{}"))
+        for m in request.messages
+        for c in m.get("tool_calls") or ()
+    }
+    return {
+        asked[m["tool_call_id"]]: json.loads(m["content"])
+        for m in request.messages
+        if m["role"] == "tool" and not str(m["content"]).startswith("ERROR")
+    }
+
+
+def _why(order: dict[str, Any], payments: list[dict[str, Any]]) -> str:
+    reasons = ", ".join(f"{p['status']} ({p['reason']})" for p in payments if p["reason"])
+    return f"{order['id']} {order['status']}" + (f": {reasons}" if reasons else "")
+
+
+def _respond(request: ModelRequest) -> Turn:
+    """The next move of a careful investigation, from the transcript alone."""
+    question = next(str(m["content"]) for m in request.messages if m["role"] == "user")
+    found = re.search(r"C-\d{4}", question)
+    if found is None:
+        answer = {
+            "failed_orders": [],
+            "summary": "Which customer? Give an id like C-1001.",
+        }
+        return calls(("final_answer", answer, "answer"))
+    who = {"customer_id": found.group()}
+    done = _results(request)
+    asked_before = any(m["role"] == "tool" for m in request.messages)
+    if _key("lookup_customer", who) not in done and asked_before:
+        answer = {
+            "failed_orders": [],
+            "summary": f"there is no customer {found.group()}",
+        }
+        return calls(("final_answer", answer, "answer"))
+    for name in ("lookup_customer", "list_orders"):
+        if _key(name, who) not in done:
+            return calls((name, who, name))
+    failed = [o for o in done[_key("list_orders", who)] if o["status"] in FAILED]
+    asks = [("get_payments", {"order_id": o["id"]}, f"pay-{o['id']}") for o in failed]
+    missing = [a for a in asks if _key(a[0], a[1]) not in done]
+    if missing:
+        return calls(*missing)  # several lookups in one turn: they run concurrently
+    why = [_why(o, done[_key("get_payments", {"order_id": o["id"]})]) for o in failed]
+    answer = {
+        "failed_orders": [o["id"] for o in failed],
+        "summary": "; ".join(why) or f"{who['customer_id']} has no failed orders",
+    }
+    return calls(("final_answer", answer, "answer"))
+
+
+def offline_model() -> ScriptedModel:
+    """The model ``--model scripted`` uses for this agent (a pure responder)."""
+    return ScriptedModel(_respond)

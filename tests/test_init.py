@@ -1,0 +1,203 @@
+"""`loopwise init`: a starter project for the user who installed loopwise (issue 18).
+
+The slow test is the whole first hour of such a user: it builds a wheel of this checkout,
+installs it into a fresh virtual environment outside the checkout, and from an empty
+folder runs `loopwise init` for each kind, then `pytest`, `check`, `run` and `eval` on
+what it wrote; `decide` names the init command and the demo says what it needs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from loopwise.cli import main
+from loopwise.scaffold import TEMPLATES, init_project
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_init_writes_each_kind_beside_the_others_and_never_over_a_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for kind, template in TEMPLATES.items():
+        assert main(["init", kind, str(tmp_path)]) == 0
+        out = capsys.readouterr().out
+        assert template.target.split(":")[0] in out and f"$ cd {tmp_path}" in out
+        assert all(f"$ {command}" in out for command in template.commands())
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == sorted(
+        [
+            *("triage.py", "triage_cases.jsonl", "test_triage.py"),
+            *("orders_agent.py", "orders_cases.jsonl", "test_orders_agent.py"),
+            *("refunds.py", "refunds_cases.jsonl", "test_refunds.py"),
+        ]
+    )
+    for template in TEMPLATES.values():
+        cases = (tmp_path / template.dataset).read_text().splitlines()
+        assert len(cases) == 10 and all(
+            {"input", "expected"} <= json.loads(c).keys() for c in cases
+        )
+    mine = tmp_path / "triage.py"
+    mine.write_text("# my own work\n")
+    assert main(["init", "workflow", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "already has test_triage.py, triage.py, triage_cases.jsonl; nothing written" in err
+    assert err.count("\n") == 1 and mine.read_text() == "# my own work\n"
+    assert main(["init", "workflow", str(tmp_path), "--force"]) == 0
+    assert "triage = (" in mine.read_text()
+    assert main(["init", "pipeline"]) == 2
+    assert "invalid choice: 'pipeline'" in capsys.readouterr().err
+
+
+def test_each_template_runs_offline_and_its_eval_is_sensible(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    rates = {}
+    for kind, template in TEMPLATES.items():
+        init_project(kind)
+        spec = template.target
+        assert main(["check", spec]) == 0
+        argv = ["run", spec, "--model", "scripted", "--input-text", template.example, "--json"]
+        capsys.readouterr()
+        assert main(argv) == 0, capsys.readouterr().err
+        assert json.loads(capsys.readouterr().out)["status"] == "completed"
+        argv = ["eval", spec, "--dataset", template.dataset, "--model", "scripted"]
+        assert main([*argv, *template.eval_flags, "--json"]) == 0
+        out, err = capsys.readouterr()
+        assert "schema filler" not in err  # each template brings its offline model
+        (measured,) = json.loads(out)["targets"]
+        rates[kind] = measured["correct_rate"]
+    # Sensible, not perfect: each offline model is right on most cases, wrong on some.
+    assert all(0.5 <= rate < 1 for rate in rates.values()), rates
+
+
+def test_decide_names_the_init_command_and_no_checkout_path_outside_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for known, cost, kind in [("yes", "cheap", "workflow"), ("no", "expensive", "hybrid")]:
+        assert main(["decide", "--steps-known", known, "--wrong-step-cost", cost, "--json"]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert doc["init"] == f"loopwise init {kind}"
+        assert doc["next_steps"] == [doc["init"], *TEMPLATES[kind].commands()]
+        assert not any("workflows/" in step for step in doc["next_steps"])
+
+
+def test_the_demo_outside_a_checkout_says_what_it_needs_and_fails(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from loopwise import demo
+
+    assert demo.main(["--root", str(tmp_path)]) == 2
+    out, err = capsys.readouterr()
+    assert "passed" not in out and "loopwise init" in err and "workflows/ticket_triage.py" in err
+    assert not (tmp_path / ".loopwise").exists()  # nothing ran, nothing was emptied
+
+
+def _run(argv: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    return done
+
+
+@pytest.mark.slow
+def test_a_user_who_installed_the_wheel_starts_a_project_of_each_kind(tmp_path: Path) -> None:
+    dist = tmp_path / "dist"
+    built = _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-q",
+            "-w",
+            str(dist),
+            str(ROOT),
+        ],
+        tmp_path,
+        dict(os.environ),
+    )
+    assert built.returncode == 0, built.stderr
+    (wheel,) = dist.glob("loopwise-*.whl")
+    venv = tmp_path / "venv"
+    made = _run(
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)], tmp_path, dict(os.environ)
+    )
+    assert made.returncode == 0, made.stderr
+    python = venv / "bin" / "python"
+    # The new environment borrows this one's packages (openai, pydantic, pytest, pip) as a
+    # plain path: no network; .pth files there (this checkout's editable install) stay off.
+    site = Path(
+        _run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            tmp_path,
+            dict(os.environ),
+        ).stdout.strip()
+    )
+    (site / "borrowed.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    installed = _run(
+        [str(python), "-m", "pip", "install", "--no-deps", "--no-index", "-q", str(wheel)],
+        tmp_path,
+        dict(os.environ),
+    )
+    assert installed.returncode == 0, installed.stderr
+    project = tmp_path / "project"
+    project.mkdir()
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("LOOPWISE_", "OPENAI_", "PYTHON", "VIRTUAL_ENV"))
+    }
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+
+    def ok(*argv: str) -> str:
+        done = _run(list(argv), project, env)
+        assert done.returncode == 0, f"{argv}: {done.stdout}\n{done.stderr}"
+        return done.stdout
+
+    where = ok("python", "-c", "import loopwise; print(loopwise.__file__)")
+    assert Path(where).is_relative_to(venv) and not Path(where).is_relative_to(ROOT)
+    assert "loopwise init hybrid" in ok(
+        "loopwise", "decide", "--steps-known", "no", "--wrong-step-cost", "expensive"
+    )
+    for kind in TEMPLATES:
+        ok("loopwise", "init", kind)
+    assert "3 passed" in ok("python", "-m", "pytest", "-q", "-p", "no:cacheprovider")
+    for template in TEMPLATES.values():
+        ok("loopwise", "check", template.target)
+        ran = ok(
+            "loopwise",
+            "run",
+            template.target,
+            "--model",
+            "scripted",
+            "--input-text",
+            template.example,
+            "--json",
+        )
+        assert json.loads(ran)["status"] == "completed"
+        ok(
+            "loopwise",
+            "eval",
+            template.target,
+            "--dataset",
+            template.dataset,
+            "--model",
+            "scripted",
+            *template.eval_flags,
+        )
+    demo = _run(["python", "-m", "loopwise.demo"], project, env)
+    assert demo.returncode != 0 and "demo passed" not in demo.stdout
+    assert "loopwise init" in demo.stdout + demo.stderr
