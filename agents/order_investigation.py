@@ -10,11 +10,14 @@ every tool is a cheap, reversible read — so an agent, with its guardrails.
 ``offline_model`` investigates the way a careful person would — customer, then orders,
 then the payments and shipments of the failed ones (in one turn, concurrently), then a
 summary — as a pure function of the transcript, so ``--model scripted`` gives a sensible
-run and a resumed run replays it exactly.
+run and a resumed run replays it exactly. In a conversation (``--conversation ID``) a
+follow-up that names no one ("and what should we tell her about the first one?") is
+answered from the findings already in the transcript, without investigating again.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any
 
@@ -59,10 +62,16 @@ def _how_many(question: str) -> int:
 
 def _respond(request: ModelRequest) -> Turn:
     """The next step of a sensible investigation, from the transcript alone."""
-    question = next(m["content"] for m in request.messages if m["role"] == "user")
-    done = tool_results(request)
-    by_tool = {name: (args, result) for name, args, result in done}
+    asked = [i for i, m in enumerate(request.messages) if m["role"] == "user"]
+    question = str(request.messages[asked[-1]]["content"])
+    # Call ids count every assistant turn of the transcript, earlier messages' included,
+    # so they stay unique across a conversation.
     turn = len([m for m in request.messages if m["role"] == "assistant"]) + 1
+    if len(asked) > 1 and not _names_someone(question):
+        return reply(_follow_up(question, tool_results(request)))
+    # A new question investigates afresh: only this message's results count.
+    done = tool_results(dataclasses.replace(request, messages=request.messages[asked[-1] :]))
+    by_tool = {name: (args, result) for name, args, result in done}
     customer = by_tool.get("lookup_customer") or by_tool.get("find_customer")
     if customer is None:
         return _first_lookup(question, by_tool, turn)
@@ -83,6 +92,50 @@ def _respond(request: ModelRequest) -> Turn:
     if wanted:
         return calls(*wanted)
     return reply(_summary(customer[1], recent, done))
+
+
+def _names_someone(question: str) -> bool:
+    return any(p.search(question) for p in (CUSTOMER_IN_TEXT, EMAIL_IN_TEXT, ORDER_IN_TEXT))
+
+
+_ORDINALS = {"first": 0, "second": 1, "third": 2, "last": -1}
+
+
+def _follow_up(question: str, done: list[tuple[str, Any, Any]]) -> str:
+    """An answer about an order found earlier in the conversation (the first failed one,
+    or the one the question counts to), with what to tell the customer."""
+    results = {name: result for name, _, result in done}
+    customer = results.get("lookup_customer") or results.get("find_customer")
+    checked = {a["order_id"] for n, a, _ in done if n in ("get_payments", "get_shipment_events")}
+    failed = [o for o in results.get("list_orders") or [] if o["id"] in checked]
+    if customer is None or not failed:
+        return (
+            "Nothing in this conversation has been investigated yet: give me a customer id "
+            "(like C-1004), an email address or an order id."
+        )
+    words = re.findall(r"[a-z]+", question.lower())
+    index = next((_ORDINALS[w] for w in words if w in _ORDINALS), 0)
+    order = failed[index if -len(failed) <= index < len(failed) else 0]
+    payments = {a["order_id"]: r for n, a, r in done if n == "get_payments"}
+    shipping = {a["order_id"]: r for n, a, r in done if n == "get_shipment_events"}
+    reason = _reason(order, payments, shipping)
+    first_name = str(customer["name"]).split()[0]
+    return (
+        f"From the investigation above: {order['id']} ({order['status']}) — {reason}\n"
+        f'What to tell {first_name}: "Hi {first_name}, about your order {order["id"]}: '
+        f'{_TELL.get(order["status"], "we are looking into it and will write again.")}"'
+    )
+
+
+_TELL = {
+    "payment_failed": "your bank declined the payment, so the order was not placed. You can "
+    "complete it with another card or payment method.",
+    "returned_to_sender": "the parcel came back to us as undeliverable. Please confirm your "
+    "shipping address and we will send it again.",
+    "cancelled": "we had to cancel it. We can put the item on backorder or suggest an alternative.",
+    "lost": "the carrier lost the parcel. We will re-ship it or refund you, as you prefer.",
+    "refunded": "the payment has been refunded to you.",
+}
 
 
 def _first_lookup(question: str, by_tool: dict[str, Any], turn: int) -> Turn:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import conversation_side
 import growth
 import lw_side
 import mcp_side
@@ -395,6 +396,34 @@ async def bench_context_policy() -> Row:
     )
 
 
+async def bench_conversation() -> list[Row]:
+    """Tokens sent per message of a 20-message conversation, under each context policy."""
+    series = await conversation_side.conversation(20)
+    none = series[0].sent
+    rows = []
+    for s in series:
+        sent = s.sent
+        flat = sent[-1] <= 1.1 * sent[4]
+        label, target, ok = {
+            "no policy": ("none", "", None),
+            "ContextPolicy(keep_last=3)": ("keep_last=3", "lower", sent[-1] < none[-1] / 2),
+            "SummarizingPolicy(keep_runs=2)": ("summarizing", "flat", flat),
+        }[s.policy]
+        rows.append(
+            Row(
+                f"conversation, {label}: tokens sent at message 20",
+                f"{sent[-1]} tok",
+                f"{none[-1]} tok",
+                sent[-1] / none[-1],
+                target,
+                ok,
+                f"messages 1/5/10/20: {sent[0]}/{sent[4]}/{sent[9]}/{sent[19]} tok; total "
+                f"{sum(sent)} tok; {s.summaries} summary call(s)",
+            )
+        )
+    return rows
+
+
 async def bench_own_time() -> list[Row]:
     """loopwise's own time per model call: an in-process model that answers at once."""
     model = lw_side.InstantModel()
@@ -610,6 +639,7 @@ async def _all() -> list[Row]:
             rows += await _section("workers", asyncio.to_thread(bench_workers, pg))
     rows += await _section("own time", bench_own_time())
     rows += await _section("context policy", bench_context_policy())
+    rows += await _section("conversation", bench_conversation())
     rows += await _section("CLI verbs", asyncio.to_thread(bench_cli))
     rows += await _section("mcp", bench_mcp())
     return rows

@@ -26,6 +26,8 @@ def test_demo_runs_offline_and_says_so(tmp_path: Path, capsys: pytest.CaptureFix
     assert "awaiting_approval" in out
     assert "$ loopwise approve" in out
     assert "issue_refund ×1" in out
+    # The follow-up in the investigation's conversation rests on the first answer.
+    assert "used the earlier findings: cites O-1031 from the first answer, with 0 new" in out
     assert "→ recommendation:" in out
     assert report.is_file() and "<html" in report.read_text().lower()
     assert "FAILED" not in out and "skipped" not in out

@@ -64,6 +64,22 @@ def test_offline_investigation_finds_the_three_failures() -> None:
     assert result.usage.model_calls == 4
 
 
+def test_a_follow_up_in_the_conversation_answers_from_the_earlier_findings() -> None:
+    target = load_target(f"{AGENT}:investigate")
+    model = model_for(target, "scripted")
+    ask = {"model": model, "conversation": "dana"}
+    first = loopwise.run(target.step, json.loads(QUESTION), **ask)
+    follow = loopwise.run(target.step, "And what should we tell her about the first one?", **ask)
+    assert first.status == follow.status == Status.COMPLETED
+    assert follow.usage.tool_calls == 0  # nothing investigated again
+    assert "O-1031" in follow.output and "What to tell Dana" in follow.output
+    last = loopwise.run(target.step, "And about the last one?", **ask)
+    assert "O-1017" in last.output and "declined" in last.output
+    # A new customer in the same conversation is investigated afresh.
+    other = loopwise.run(target.step, "Why did C-1001's last order fail?", **ask)
+    assert other.usage.tool_calls > 0 and "C-1001" in other.output
+
+
 def test_shop_tools_are_read_only_scoped_and_allow_listed() -> None:
     target = load_target(f"{AGENT}:investigate")
     tools = target.step.tool_map

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -42,6 +43,8 @@ TICKET = {
     "body": "Hi, my card was charged twice for order O-1001 yesterday. Please refund one.",
 }
 QUESTION = "Why did customer C-1004's last three orders fail?"
+FOLLOW_UP = "And what should we tell her about the first one?"
+CONVERSATION = "demo-c-1004"
 COMPLAINT = "Order O-1003 arrived broken and I want my money back."
 TRIAGE = "workflows/ticket_triage.py:triage"
 INVESTIGATE = "agents/order_investigation.py:investigate"
@@ -174,8 +177,10 @@ def _completed_output(result: dict[str, Any] | None) -> Any:
     return (result or {}).get("output") if (result or {}).get("status") == "completed" else None
 
 
-def _run(demo: Demo, target: str, payload: Any) -> Outcome:
-    return demo.cli("run", target, "--input", json.dumps(payload), *demo.model_args, "--json")
+def _run(demo: Demo, target: str, payload: Any, *extra: str) -> Outcome:
+    return demo.cli(
+        "run", target, "--input", json.dumps(payload), *extra, *demo.model_args, "--json"
+    )
 
 
 def triage_workflow(demo: Demo) -> None:
@@ -196,15 +201,46 @@ def investigation_agent(demo: Demo) -> None:
     print("\n2. Order investigation — an AGENT: model + read-only tools + a guarded loop")
     if not demo.present(INVESTIGATE, "order investigation"):
         return
-    result = _report_run(
-        demo, "order investigation", _run(demo, INVESTIGATE, QUESTION), "completed"
-    )
+    asked = _run(demo, INVESTIGATE, QUESTION, "--conversation", CONVERSATION)
+    result = _report_run(demo, "order investigation", asked, "completed")
     if result is not None:
         print(f"     steps: {result.get('steps')}; answer:")
-        answer = result.get("output")
-        text = answer if isinstance(answer, str) else json.dumps(answer)
-        for line in str(text).splitlines()[:8]:
-            print(f"       {line}")
+        _print_answer(result)
+        follow_up(demo, result)
+
+
+def _print_answer(result: dict[str, Any]) -> None:
+    answer = result.get("output")
+    text = answer if isinstance(answer, str) else json.dumps(answer)
+    for line in str(text).splitlines()[:8]:
+        print(f"       {line}")
+
+
+_ORDER_ID = re.compile(r"\bO-\d{4}\b")
+
+
+def follow_up(demo: Demo, first: dict[str, Any]) -> None:
+    """A second message in the same conversation: its answer should rest on what the
+    first run found (offline: the order ids of the first answer, and no new tool call)."""
+    print("   A follow-up in the same conversation: the agent is sent the first exchange")
+    asked = _run(demo, INVESTIGATE, FOLLOW_UP, "--conversation", CONVERSATION)
+    result = _report_run(demo, "follow-up question", asked, "completed")
+    if result is None:
+        return
+    _print_answer(result)
+    found = set(_ORDER_ID.findall(str(first.get("output"))))
+    cited = sorted(found & set(_ORDER_ID.findall(str(result.get("output")))))
+    tools = (result.get("usage") or {}).get("tool_calls", 0)
+    if cited:
+        print(
+            f"     used the earlier findings: cites {', '.join(cited)} from the first answer, "
+            f"with {tools} new tool call(s)"
+        )
+    elif demo.scripted:
+        demo.failures.append("follow-up question: the answer cites no order of the first")
+        print("   FAILED: the follow-up answer cites no order the first answer found")
+    else:
+        print("   note: the follow-up answer cites no order id of the first answer")
 
 
 def refund_desk(demo: Demo) -> None:
