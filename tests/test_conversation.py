@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -531,3 +532,101 @@ def test_a_history_the_servers_context_cannot_hold_ends_the_run_error() -> None:
     assert over.status == "error" and "maximum context length" in str(over.detail)
     stored = open_store(None).get_run(first.run_id)
     assert stored.status == "completed" and stored.output == "first"
+
+
+def test_a_resumed_run_replays_its_summary_instead_of_asking_again() -> None:
+    @loopwise.tool(effect="irreversible", gate=gates.human())
+    def refund(order_id: str) -> str:
+        """Refund an order."""
+        return "refunded"
+
+    summaries: list[int] = []
+
+    def answer(request: ModelRequest) -> Any:
+        if _is_summary(request):
+            summaries.append(1)
+            return reply("SUMMARY")
+        if request.messages[-1]["content"] == "refund O-1":
+            return call("refund", {"order_id": "O-1"}, id="r1")
+        return reply("ok")
+
+    agent = _agent(extra=[refund], context_policy=SummarizingPolicy(keep_runs=1))
+    model = ScriptedModel(answer)
+    for n in range(2):
+        loopwise.run(agent, f"q{n}", model=model, conversation="rs")
+    paused = loopwise.run(agent, "refund O-1", model=model, conversation="rs")
+    assert paused.status == "awaiting_approval" and len(summaries) == 1
+    store = open_store(None)
+    store.decide(paused.run_id, paused.pending[0]["approval_id"], decision="approved", by="ana")
+    resumed = loopwise.resume(paused.run_id, model=model, step=agent)
+    assert resumed.status == "completed" and len(summaries) == 1  # replayed, not asked again
+    sent = model.requests[-1].messages
+    assert "SUMMARY" in sent[1]["content"] and sent[-1]["content"] == "refunded"
+    summary_calls = [e for e in store.events(paused.run_id) if e.step == "helper/summary"]
+    assert [e.type for e in summary_calls].count("model_call") == 1
+
+
+def test_two_messages_at_once_in_one_process_never_interleave() -> None:
+    async def go() -> tuple[Any, BaseException | None]:
+        entered, release = asyncio.Event(), asyncio.Event()
+
+        class Slow:
+            name = "slow"
+
+            async def complete(self, request: ModelRequest) -> Any:
+                entered.set()
+                await release.wait()
+                return reply("first")
+
+        agent = _agent()
+        first = asyncio.create_task(loopwise.arun(agent, "one", model=Slow(), conversation="b2"))
+        await entered.wait()
+        refused: BaseException | None = None
+        try:
+            await loopwise.arun(agent, "two", model=ScriptedModel([reply("x")]), conversation="b2")
+        except ConversationError as e:
+            refused = e
+        release.set()
+        return await first, refused
+
+    done, refused = asyncio.run(go())
+    assert done.status == "completed"
+    assert isinstance(refused, ConversationError) and refused.code == "busy"
+
+
+@pytest.mark.slow
+def test_queued_messages_of_a_conversation_run_in_turn_on_a_worker(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = _chat_target(tmp_path)
+    store = str(tmp_path / "queue.db")
+    base = ["run", target, "--model", "scripted", "--conversation", "q", "--queue", "--json",
+            "--store", store]  # fmt: skip
+    assert main([*base, "--input", '"one"']) == 0
+    first = json.loads(capsys.readouterr().out)["run_id"]
+    assert main([*base, "--input", '"two"']) == 2  # the first is still queued
+    assert "queued for a worker" in capsys.readouterr().err
+    exe = str(Path(sys.executable).with_name("loopwise"))
+    worker = subprocess.Popen(
+        [exe, "worker", "--store", store, "--poll", "0.1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        with open_store(store) as st:
+            _wait(lambda: st.get_run(first).status == "completed")
+        assert main([*base, "--input", '"two"']) == 0
+        second = json.loads(capsys.readouterr().out)["run_id"]
+        with open_store(store) as st:
+            _wait(lambda: st.get_run(second).status == "completed")
+            assert st.get_run(second).output == "I have read 2 messages: one | two"
+    finally:
+        worker.kill()
+        worker.communicate()
+
+
+def _wait(done: Any, timeout: float = 60.0) -> None:
+    """Wait for what another process brings about (failing after ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, "timed out waiting for the worker"
+        time.sleep(0.05)

@@ -1063,12 +1063,16 @@ def _paused(tx: Tx, conversation: str, run_id: str) -> ConversationError:
     )
     if rows:
         waiting = ", ".join(f"{r['approval_id']} ({r['tool']})" for r in rows)
-        todo = f"waits for approval(s) {waiting}: decide them (loopwise approve/deny {run_id})"
+        todo = (
+            f"waits for approval(s) {waiting}; decide them (loopwise approve/deny {run_id}), "
+            f"then resume it (loopwise resume {run_id})"
+        )
     else:
-        todo = "has every approval decided"
+        todo = (
+            f"has every approval decided but was not resumed; resume it (loopwise resume {run_id})"
+        )
     return ConversationError(
-        f"conversation {conversation!r} cannot take a new message: its run {run_id} {todo}, "
-        f"then resume it (loopwise resume {run_id})",
+        f"conversation {conversation!r} cannot take a new message: its run {run_id} {todo}",
         conversation=conversation,
         code="paused",
     )
