@@ -1,6 +1,7 @@
 """Measurements that need a fresh process: import time and peak memory.
 
-Run as a script: ``probes.py import MODULE`` prints the seconds the import took;
+Run as a script: ``probes.py import STATEMENT`` prints the seconds the import statement
+took;
 ``probes.py memory KIND BASE_URL RUNS`` runs ``RUNS`` concurrent runs and prints the
 process's peak RSS in KiB, KIND one of ``raw``/``loopwise`` (the agent task) or
 ``triage-raw``/``triage-loopwise`` (the triage task; loopwise runs the canonical
@@ -44,7 +45,7 @@ def _run(*args: str) -> float:
 
 
 def import_times(modules: list[str], repeats: int) -> dict[str, float]:
-    """Best-of-``repeats`` import seconds of each module, each in a fresh interpreter
+    """Best-of-``repeats`` seconds of each import statement, each in a fresh interpreter
     (after one untimed import of each, which writes the bytecode caches)."""
     for m in modules:
         _run("import", m)
@@ -89,9 +90,9 @@ def cli_times(
     }
 
 
-def _import(module: str) -> None:
+def _import(statement: str) -> None:
     start = time.perf_counter()
-    __import__(module)
+    exec(statement)
     print(time.perf_counter() - start)
 
 

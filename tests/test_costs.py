@@ -201,6 +201,42 @@ def test_the_store_verbs_do_not_load_the_openai_sdk(tmp_path: Path) -> None:
     assert out.splitlines()[-1] == "[0, 0, 0, 0, 0, 0] []"
 
 
+def test_the_store_and_approval_verbs_load_no_model_stack(tmp_path: Path) -> None:
+    # One fresh process runs every store verb through the console script's own entry
+    # point: a module any of them loads stays in sys.modules for the check at the end.
+    store = tmp_path / "runs.db"
+    paused = []
+    for _ in range(3):
+        agent, model = _gated_refunder()
+        paused.append(loopwise.run(agent, "Refund O-1.", model=model, store=store).run_id)
+    at = ["--store", str(store)]
+    verbs = [
+        ["runs", "list", *at],
+        ["runs", "list", *at, "--json"],
+        ["runs", "show", paused[0], *at],
+        ["pending", *at],
+        ["pending", paused[0], *at, "--json"],
+        ["approve", paused[0], *at, "--by", "alice", "--reason", "ok"],
+        ["approve", paused[1], *at, "--all"],
+        ["deny", paused[2], *at, "--reason", "no"],
+    ]
+    script = textwrap.dedent(
+        f"""
+        import sys
+        from loopwise.cli import main
+        codes = [main(argv) for argv in {verbs!r}]
+        heavy = {{"openai", "networkx", "pydantic", "httpx", "loopwise.agent",
+                  "loopwise.workflow", "loopwise.tools", "loopwise.runner"}}
+        print(codes, sorted({{m.split(".")[0] for m in sys.modules}} & heavy
+                            | set(sys.modules) & heavy))
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.splitlines()[-1] == f"{[0] * len(verbs)} []"
+
+
 def _gated_refunder() -> tuple[Agent, ScriptedModel]:
     @loopwise.tool(effect="irreversible", gate=loopwise.gates.human())
     async def refund(order_id: str) -> str:

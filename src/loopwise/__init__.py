@@ -7,66 +7,23 @@ import sys
 import types
 from typing import TYPE_CHECKING, Any
 
-from loopwise.agent import Agent, LoopDetection
-from loopwise.errors import (
-    ConfigError,
-    ConversationError,
-    DirectEffectError,
-    GraphError,
-    LoopwiseError,
-    ModelAPIError,
-    ModelNotConfigured,
-    StoreError,
-    TargetError,
-    ToolError,
-)
-from loopwise.gates import (
-    ApprovalRequest,
-    Approved,
-    Denied,
-    Edited,
-    Escalate,
-    Gate,
-    TerminalApprovals,
-)
-from loopwise.history import ContextPolicy, SummarizingPolicy
-from loopwise.port import Model, ModelRequest, ToolCall, Turn
-from loopwise.runner import aresume, arun, enqueue, resume, run
-from loopwise.sqlite_store import SQLiteStore
-from loopwise.step import (
-    Context,
-    Event,
-    EventType,
-    Halt,
-    RunOptions,
-    RunResult,
-    Status,
-    Step,
-    TextDelta,
-    step,
-)
-from loopwise.store import RunStore, StoredApproval, StoredRun
-from loopwise.stores import open_store
-from loopwise.stream import RunStream, astream, astream_resume
-from loopwise.structured import Structured
-from loopwise.tools import (
-    Bounds,
-    Effect,
-    IdPattern,
-    InDirectory,
-    OneOf,
-    Tool,
-    ToolArgumentsError,
-    as_tool,
-    tool,
-)
-from loopwise.usage import Budget, Price, Pricing, Usage
-from loopwise.workflow import Workflow
-
 if TYPE_CHECKING:
+    from loopwise.agent import Agent, LoopDetection
     from loopwise.analyze import TraceAnalysis, analyze
     from loopwise.check import Finding, check
     from loopwise.decide import Decision, decide
+    from loopwise.errors import (
+        ConfigError,
+        ConversationError,
+        DirectEffectError,
+        GraphError,
+        LoopwiseError,
+        ModelAPIError,
+        ModelNotConfigured,
+        StoreError,
+        TargetError,
+        ToolError,
+    )
     from loopwise.evals import (
         Case,
         EvalReport,
@@ -76,6 +33,16 @@ if TYPE_CHECKING:
         field_match,
         load_dataset,
     )
+    from loopwise.gates import (
+        ApprovalRequest,
+        Approved,
+        Denied,
+        Edited,
+        Escalate,
+        Gate,
+        TerminalApprovals,
+    )
+    from loopwise.history import ContextPolicy, SummarizingPolicy
     from loopwise.hybrid import (
         Action,
         ActionCatalog,
@@ -86,31 +53,86 @@ if TYPE_CHECKING:
         PlanStep,
     )
     from loopwise.model import OpenAIModel, resolve_model
+    from loopwise.port import Model, ModelRequest, ToolCall, Turn
+    from loopwise.postgres_store import PostgresStore
+    from loopwise.runner import aresume, arun, enqueue, resume, run
+    from loopwise.sqlite_store import SQLiteStore
+    from loopwise.step import (
+        Context,
+        Event,
+        EventType,
+        Halt,
+        RunOptions,
+        RunResult,
+        Status,
+        Step,
+        TextDelta,
+        step,
+    )
+    from loopwise.store import RunStore, StoredApproval, StoredRun
+    from loopwise.stores import open_store
+    from loopwise.stream import RunStream, astream, astream_resume
+    from loopwise.structured import Structured
+    from loopwise.tools import (
+        Bounds,
+        Effect,
+        IdPattern,
+        InDirectory,
+        OneOf,
+        Tool,
+        ToolArgumentsError,
+        as_tool,
+        tool,
+    )
+    from loopwise.usage import Budget, Price, Pricing, Usage
+    from loopwise.workflow import Workflow
 
-# Hybrids and the deciding API (decide, check, analyze, evals) load on first use: running
-# a workflow or an agent never needs them. The openai SDK (under OpenAIModel) loads when a
-# model, a tool or a structured step is made: the store's CLI verbs never need it.
+# Every name loads on first use (PEP 562), so a process pays only for what it touches:
+# the store and approval verbs of the CLI (`loopwise pending`) import neither pydantic
+# nor the openai SDK nor networkx, and a workflow run never loads the hybrid or the
+# deciding API (decide, check, analyze, evals).
 _LAZY = {
-    **dict.fromkeys(["OpenAIModel", "resolve_model"], "loopwise.model"),
-    **dict.fromkeys(["Decision", "decide"], "loopwise.decide"),
-    **dict.fromkeys(["Finding", "check"], "loopwise.check"),
+    **dict.fromkeys(["Agent", "LoopDetection"], "loopwise.agent"),
     **dict.fromkeys(["TraceAnalysis", "analyze"], "loopwise.analyze"),
+    **dict.fromkeys(["Finding", "check"], "loopwise.check"),
+    **dict.fromkeys(["Decision", "decide"], "loopwise.decide"),
+    **dict.fromkeys(["ConfigError", "ConversationError", "DirectEffectError", "GraphError",
+                     "LoopwiseError", "ModelAPIError", "ModelNotConfigured", "StoreError",
+                     "TargetError", "ToolError"], "loopwise.errors"),
     **dict.fromkeys(["Case", "EvalReport", "EvalTarget", "aevaluate", "evaluate",
                      "field_match", "load_dataset"], "loopwise.evals"),
-    # The PostgreSQL store needs the loopwise[postgres] extra (StoreError without it).
-    "PostgresStore": "loopwise.postgres_store",
+    **dict.fromkeys(["ApprovalRequest", "Approved", "Denied", "Edited", "Escalate", "Gate",
+                     "TerminalApprovals"], "loopwise.gates"),
+    **dict.fromkeys(["ContextPolicy", "SummarizingPolicy"], "loopwise.history"),
     **dict.fromkeys(["Action", "ActionCatalog", "ActionResult", "Hybrid", "HybridOutput",
                      "Plan", "PlanStep"], "loopwise.hybrid"),
+    # The openai SDK loads when a model is made.
+    **dict.fromkeys(["OpenAIModel", "resolve_model"], "loopwise.model"),
+    **dict.fromkeys(["Model", "ModelRequest", "ToolCall", "Turn"], "loopwise.port"),
+    # The PostgreSQL store needs the loopwise[postgres] extra (StoreError without it).
+    "PostgresStore": "loopwise.postgres_store",
+    **dict.fromkeys(["aresume", "arun", "enqueue", "resume", "run"], "loopwise.runner"),
+    "SQLiteStore": "loopwise.sqlite_store",
+    **dict.fromkeys(["Context", "Event", "EventType", "Halt", "RunOptions", "RunResult",
+                     "Status", "Step", "TextDelta", "step"], "loopwise.step"),
+    **dict.fromkeys(["RunStore", "StoredApproval", "StoredRun"], "loopwise.store"),
+    "open_store": "loopwise.stores",
+    **dict.fromkeys(["RunStream", "astream", "astream_resume"], "loopwise.stream"),
+    "Structured": "loopwise.structured",
+    **dict.fromkeys(["Bounds", "Effect", "IdPattern", "InDirectory", "OneOf", "Tool",
+                     "ToolArgumentsError", "as_tool", "tool"], "loopwise.tools"),
+    **dict.fromkeys(["Budget", "Price", "Pricing", "Usage"], "loopwise.usage"),
+    "Workflow": "loopwise.workflow",
 }  # fmt: skip
 
 
 class _Package(types.ModuleType):
     """The package, keeping ``loopwise.check`` the function when its module is imported.
 
-    ``decide``, ``check`` and ``analyze`` are both functions exported here and modules
-    named for them; importing a submodule binds it on its package, which would replace
-    the function (``import loopwise.check`` then ``loopwise.check(step)`` failing). Import
-    those modules' other names with ``from loopwise.check import Finding``.
+    ``step``, ``decide``, ``check`` and ``analyze`` are both functions exported here and
+    modules named for them; importing a submodule binds it on its package, which would
+    replace the function (``import loopwise.check`` then ``loopwise.check(step)``
+    failing). Import those modules' other names with ``from loopwise.check import Finding``.
     """
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -119,18 +141,30 @@ class _Package(types.ModuleType):
         super().__setattr__(name, value)
 
 
-_SAME_NAME = frozenset({"decide", "check", "analyze"})
+_SAME_NAME = frozenset({"step", "decide", "check", "analyze"})
 sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> Any:
-    """Load a lazily exported name on first access (PEP 562)."""
+    """Load an exported name, or a submodule (``loopwise.gates``), on first access."""
     module = _LAZY.get(name)
     if module is None:
-        raise AttributeError(f"module 'loopwise' has no attribute {name!r}")
+        return _submodule(name)
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
+
+
+def _submodule(name: str) -> types.ModuleType:
+    qualified = f"{__name__}.{name}"
+    if name.startswith("__"):  # a tool probing for a dunder, never a module
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    try:
+        return importlib.import_module(qualified)
+    except ModuleNotFoundError as e:
+        if e.name != qualified:
+            raise
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
 
 
 __all__ = [

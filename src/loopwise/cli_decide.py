@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from loopwise.cli_options import count, seconds
 from loopwise.decide import Decision, decide
@@ -52,10 +52,11 @@ _QUESTIONS = {
 }
 
 
-def _ask(prompt: str, stream: TextIO = sys.stderr) -> str:
-    # Prompts go to stderr so that `--json` keeps stdout one document.
-    stream.write(prompt)
-    stream.flush()
+def _ask(prompt: str) -> str:
+    # Prompts go to stderr so that `--json` keeps stdout one document; read at call time,
+    # since this module loads only when the verb runs (sys.stderr may be replaced by then).
+    sys.stderr.write(prompt)
+    sys.stderr.flush()
     return sys.stdin.readline().strip()
 
 

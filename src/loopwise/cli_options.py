@@ -12,17 +12,18 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, redirect_stdout
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopwise.errors import ConfigError
 from loopwise.port import STRUCTURED_MODES
-from loopwise.targets import Target, load_target
-from loopwise.tools import json_value, nests_deeper_than
 from loopwise.usage import Budget
-from loopwise.workflow import Workflow
+
+if TYPE_CHECKING:
+    from loopwise.targets import Target
 
 __all__ = [
     "MAX_JSON_DEPTH",
+    "UsageError",
     "add_deps_flag",
     "add_limit_flags",
     "add_structured_mode_flag",
@@ -35,6 +36,11 @@ __all__ = [
     "store_help",
     "user_output_to_stderr",
 ]
+
+
+class UsageError(Exception):
+    """A usage mistake: printed as one line, exit 2."""
+
 
 store_help = (
     "run store: a path, sqlite:///path or postgresql://... "
@@ -128,6 +134,11 @@ def budget_of(args: argparse.Namespace) -> Budget | None:
 def load_checked(spec: str) -> Target:
     """Load a target and, for a workflow, validate its graph now: a graph error is a
     usage error (exit 2) before any run is recorded, not a failed run."""
+    # Imported here, as the verbs that load targets need them: the store verbs share
+    # this module and must start without pydantic (see loopwise.cli).
+    from loopwise.targets import load_target
+    from loopwise.workflow import Workflow
+
     target = load_target(spec)
     if isinstance(target.step, Workflow):
         target.step.validate()
@@ -147,6 +158,8 @@ def read_json(text: str, flag: str) -> Any:
     text that is not JSON (callers word that one themselves), :class:`ConfigError` for
     nesting deeper than :data:`MAX_JSON_DEPTH` or a number too long to read.
     """
+    from loopwise.tools import json_value, nests_deeper_than  # pydantic: see load_checked
+
     try:
         value = json_value(text)
     except json.JSONDecodeError:

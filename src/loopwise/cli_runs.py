@@ -15,7 +15,6 @@ from typing import Any
 
 from loopwise.cli_options import count, read_json, store_help
 from loopwise.errors import ConfigError
-from loopwise.gates import args_hash
 from loopwise.history import check_conversation_id
 from loopwise.store import SQLStore, StoredApproval
 from loopwise.stores import open_store
@@ -173,7 +172,7 @@ def _decide(args: argparse.Namespace, decision: str) -> int:
         if edited is not None and len(chosen) != 1:
             raise ConfigError("--args edits one approval: name it with --approval", name="args")
         for a in chosen:
-            changed = edited is not None and args_hash(a.tool, edited) != a.args_hash
+            changed = edited is not None and _edits(a, edited)
             done = st.decide(
                 args.run_id,
                 a.approval_id,
@@ -202,6 +201,13 @@ def _how_to_resume(run_id: str, spec: str | None) -> str:
         "was made in a script or a function), so `loopwise resume` cannot load it; define "
         "the step at module level in a module you import to make runs resumable from the CLI"
     )
+
+
+def _edits(approval: StoredApproval, edited: dict[str, Any]) -> bool:
+    """Whether ``edited`` differs from the arguments the approval was asked for."""
+    from loopwise.gates import args_hash  # loads pydantic: only for ``approve --args``
+
+    return args_hash(approval.tool, edited) != approval.args_hash
 
 
 def _user() -> str:
