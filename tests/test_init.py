@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import sysconfig
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -198,6 +200,24 @@ def test_a_user_who_installed_the_wheel_starts_a_project_of_each_kind(tmp_path: 
             "scripted",
             *template.eval_flags,
         )
+    # The hybrid's eval kept its paused cases in its own store: nothing waits here.
+    assert json.loads(ok("loopwise", "pending", "--json")) == []
+    # The hybrid's large refund waits for a person; approved, it resumes in a new process,
+    # which makes its ledger with refunds.py's make_deps() (deps are never stored).
+    large = "Order O-3004 never came. Refund me."
+    refund_desk = TEMPLATES["hybrid"].target
+    paused = _run(
+        ["loopwise", "run", refund_desk, "--model", "scripted", "--input-text", large, "--json"],
+        project,
+        env,
+    )
+    assert json.loads(paused.stdout)["status"] == "awaiting_approval", paused.stderr
+    run_id = json.loads(paused.stdout)["run_id"]
+    ok("loopwise", "approve", run_id, "--by", "test")
+    assert json.loads(ok("loopwise", "resume", run_id, "--json"))["status"] == "completed"
+    with closing(sqlite3.connect(project / "refunds.db")) as ledger:
+        paid = ledger.execute("SELECT amount_cents FROM effects WHERE order_id = 'O-3004'")
+        assert paid.fetchall() == [(12900,), (0,)]  # the refund and its note, once each
     demo = _run(["python", "-m", "loopwise.demo"], project, env)
     assert demo.returncode != 0 and "demo passed" not in demo.stdout
     assert "loopwise init" in demo.stdout + demo.stderr

@@ -78,6 +78,8 @@ TEMPLATES: dict[str, Template] = {
         eval_flags=(
             *("--scorer", "refunds.py:refund_matches"),
             *("--deps", "refunds.py:scratch_ledger"),
+            # Its cases that wait for a person must not sit among real pending refunds.
+            *("--store", ".loopwise/eval.db"),
         ),
     ),
 }

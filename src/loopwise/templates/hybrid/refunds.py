@@ -11,8 +11,14 @@ passes its gate. Try it::
     loopwise pending
     loopwise approve RUN_ID && loopwise resume RUN_ID
     loopwise eval refunds.py:refund_desk --dataset refunds_cases.jsonl --model scripted \\
-        --scorer refunds.py:refund_matches --deps refunds.py:scratch_ledger
+        --scorer refunds.py:refund_matches --deps refunds.py:scratch_ledger \\
+        --store .loopwise/eval.db
     pytest
+
+The eval runs every case on a scratch ledger (:func:`scratch_ledger`) and records its runs
+in a store of its own: the cases that wait for a person are measurements, not requests, so
+``loopwise pending`` on the real store never lists them (approved and resumed, a run gets
+:func:`make_deps`'s real ledger).
 
 The actions:
 
