@@ -83,6 +83,17 @@ def test_input_text_dash_reads_raw_stdin(
     assert code == 2 and out == "" and "--input-text: stdin is empty" in err
 
 
+def test_binary_stdin_is_refused_as_a_binary_file_is(
+    echo: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What Python's stdin makes of bytes that are not UTF-8 (surrogateescape).
+    raw = b"\xff\xfe\x00PNG".decode("utf-8", "surrogateescape")
+    for flag in ("--input-text", "--input"):
+        monkeypatch.setattr("sys.stdin", io.StringIO(raw))
+        code, out, err = _cli(capsys, "run", echo, flag, "-", "--json")
+        assert code == 2 and out == "" and "not UTF-8 text" in err and err.count("\n") == 1
+
+
 def test_input_at_a_text_file_is_its_text_and_at_a_json_file_its_value(
     echo: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -182,3 +193,58 @@ def test_eval_says_when_scripted_is_schema_filler(
     assert code == 0 and len(doc["targets"]) == 2
     notes = [line for line in err.splitlines() if "schema filler" in line]
     assert len(notes) == 1 and f"{bare}:mood" in notes[0] and "offline_model" in notes[0]
+
+
+SWAP = '''
+import loopwise
+from loopwise import gates
+
+NOTES = []
+
+
+@loopwise.tool(effect="irreversible", gate=gates.human())
+def pay(amount: int) -> str:
+    """Pay an amount. Use it when the customer is owed money."""
+    return f"paid {amount}"
+
+
+@loopwise.tool(effect="write")
+def note(text: str) -> str:
+    """Add a note to the file."""
+    NOTES.append(text)
+    return "noted"
+
+
+def make(name):
+    return loopwise.Agent(name=name, tools=[pay, note])
+
+
+desk = make("desk")
+'''
+
+
+def test_a_spec_that_now_loads_another_step_is_refused_on_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from loopwise.testing import ScriptedModel, call, reply
+
+    (tmp_path / "swapapp.py").write_text(SWAP)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import swapapp  # type: ignore[import-not-found]
+
+    # A step bound to the module's name only at run time (a test's monkeypatch, a
+    # notebook): its recorded spec loads another step in any later import.
+    other = swapapp.make("other")
+    with monkeypatch.context() as patched:
+        patched.setattr(swapapp, "desk", other)
+        model = ScriptedModel([call("pay", {"amount": 3}, id="c1"), reply("done")])
+        paused = loopwise.run(other, "go", model=model)
+    assert paused.status == "awaiting_approval"
+    assert loopwise.open_store(None).get_run(paused.run_id).spec == "swapapp:desk"
+    store = loopwise.open_store(None)
+    store.decide(paused.run_id, paused.pending[0]["approval_id"], decision="approved", by="ana")
+    stranger = ScriptedModel([call("note", {"text": "x"}), reply("done")])
+    with pytest.raises(loopwise.TargetError, match=r"step 'other', but .* now loads 'desk'"):
+        loopwise.resume(paused.run_id, model=stranger)
+    assert swapapp.NOTES == []  # the other step never ran in this run
+    assert store.get_run(paused.run_id).status == "awaiting_approval"

@@ -61,6 +61,15 @@ def input_of(args: argparse.Namespace) -> Any:
 
 def _stdin(flag: str, what: str) -> str:
     text = sys.stdin.read()
+    try:
+        # stdin decodes bytes that are not UTF-8 to lone surrogates (surrogateescape):
+        # refuse them as a binary file is refused, before they reach a model or the store.
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ConfigError(
+            f"{flag}: stdin is not UTF-8 text (at character {e.start}); pipe {what} into it",
+            name="input",
+        ) from e
     if not text.strip():
         raise ConfigError(f"{flag}: stdin is empty; pipe {what} into it", name="input")
     return text

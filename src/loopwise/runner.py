@@ -42,7 +42,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from loopwise.errors import ConfigError, ConversationError
+from loopwise.errors import ConfigError, ConversationError, TargetError
 from loopwise.gates import ApprovalRequest, Denied, Handler, Verdict, ask, verdict_from_data
 from loopwise.history import History, PriorRun, check_conversation_id
 from loopwise.port import Model
@@ -532,6 +532,14 @@ def _target_and_model(
             )
         loaded = load_target(row.spec)
         step = loaded.step
+        if step.name != row.target:
+            # The name was rebound since the run started (or the file edited): another
+            # step must not continue this run's journal and approvals.
+            raise TargetError(
+                f"run {row.run_id!r} is of step {row.target!r}, but its spec {row.spec!r} "
+                f"now loads {step.name!r}; pass the step to resume it (resume(run_id, step=...))",
+                name=row.spec,
+            )
     if model is not None and not isinstance(model, str):
         return step, model
     name = model or row.model
