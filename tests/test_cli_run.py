@@ -207,6 +207,42 @@ def test_the_console_script_end_to_end(target: str, serve: Any) -> None:
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
 
 
+_INTERRUPTED = """
+import asyncio
+import os
+import signal
+
+import loopwise
+
+
+@loopwise.step
+async def waits(x: str) -> str:
+    os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, as a person at the terminal presses it
+    await asyncio.Event().wait()
+    return x
+"""
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_run_prints_one_line_and_exits_130(tmp_path: Path) -> None:
+    (tmp_path / "waits.py").write_text(_INTERRUPTED)
+    exe = str(Path(sys.executable).with_name("loopwise"))
+    store = str(tmp_path / "runs.db")
+    argv = [exe, "run", f"{tmp_path / 'waits.py'}:waits", "--input", '"x"', "--store", store]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    listed = subprocess.run(
+        [exe, "runs", "list", "--store", store, "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    (run,) = json.loads(listed.stdout)["runs"]
+    assert run["status"] == "cancelled"
+    assert f"run {run['run_id']} is recorded cancelled" in done.stderr
+
+
 def test_input_not_matching_the_declared_model_exits_2_before_any_run(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -263,6 +263,25 @@ def test_the_cli_pins_a_rung_with_structured_mode(
     assert "--structured-mode" in err and err.count("\n") == 1
 
 
+def test_resume_pins_a_rung_with_structured_mode(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    store = str(tmp_path / "runs.db")
+    with FakeChatServer() as server:
+        target = _cli_env(monkeypatch, server, tmp_path)
+        # The first attempt finds no server (the run ends `error`, resumable)...
+        monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+        argv = ["run", target, "--model", "fake-model", "--input", '"x"', "--store", store]
+        assert main([*argv, "--json"]) == 1
+        run_id = json.loads(capsys.readouterr().out)["run_id"]
+        # ...and its resume, on the server that is there, starts at the pinned rung.
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        resumed = ["resume", run_id, "--store", store, "--json", "--structured-mode", "tool"]
+        assert main(resumed) == 0
+    assert json.loads(capsys.readouterr().out)["status"] == "completed"
+    assert _rungs(server) == ["tool"]
+
+
 def test_eval_with_every_run_failed_exits_0_and_writes_its_report(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from loopwise.cli_options import UsageError
+from loopwise.cli_options import Interrupted, UsageError
 from loopwise.errors import ConfigError, LoopwiseError, StoreError
 
 __all__ = ["main"]
@@ -82,6 +82,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LoopwiseError as e:
         print(f"loopwise: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
+    except (Interrupted, KeyboardInterrupt) as e:
+        print(f"loopwise: {e or 'interrupted'}", file=sys.stderr)
+        return 130
     except BrokenPipeError:
         # The reader left early (`loopwise runs show X | head`): no traceback, and none
         # again when Python flushes stdout at exit.

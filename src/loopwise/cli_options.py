@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_JSON_DEPTH",
+    "Interrupted",
     "UsageError",
     "add_deps_flag",
     "add_limit_flags",
@@ -40,6 +41,10 @@ __all__ = [
 
 class UsageError(Exception):
     """A usage mistake: printed as one line, exit 2."""
+
+
+class Interrupted(Exception):
+    """Ctrl-C: printed as one line, exit 130 (as a shell reports an interrupted command)."""
 
 
 store_help = (

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pydantic
@@ -16,6 +18,7 @@ import pydantic
 from loopwise import runner
 from loopwise.cli_input import add_input_flags, input_of
 from loopwise.cli_options import (
+    Interrupted,
     UsageError,
     add_deps_flag,
     add_limit_flags,
@@ -29,7 +32,7 @@ from loopwise.cli_options import (
 from loopwise.cli_watch import add_watch_flags, watch_sinks
 from loopwise.gates import TerminalApprovals
 from loopwise.shape import Kind, describe, mermaid
-from loopwise.step import RunResult, Status, needs_model
+from loopwise.step import RunResult, Status, needs_model, new_run_id
 from loopwise.targets import Target, deps_factory, load_target, model_for
 
 __all__ = ["add_graph_verb", "add_resume_verb", "add_run_verb", "exit_code"]
@@ -95,7 +98,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             queued = _enqueue(args, target, payload, wants_model)
     if args.queue:
         return _print_queued(queued, args.json)
-    with user_output_to_stderr(args.json), watch_sinks(args) as sinks:
+    run_id = new_run_id()  # known before the run starts, for the line a Ctrl-C prints
+    with _interrupted(run_id), user_output_to_stderr(args.json), watch_sinks(args) as sinks:
         result = runner.run(
             target.step,
             payload,
@@ -111,6 +115,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             stream=args.stream,
             conversation=args.conversation,
             deps=make_deps() if make_deps is not None else None,
+            run_id=run_id,
         )
     _print_result(result, args.json)
     return exit_code(result.status)
@@ -137,11 +142,24 @@ def _print_queued(run_id: str, as_json: bool) -> int:
     return 0
 
 
+@contextmanager
+def _interrupted(run_id: str) -> Iterator[None]:
+    """Ctrl-C during a run: one line naming the run (recorded ``cancelled``), exit 130."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise Interrupted(
+            f"interrupted: run {run_id} is recorded cancelled; continue it with: "
+            f"loopwise resume {run_id}"
+        ) from None
+
+
 def _cmd_resume(args: argparse.Namespace) -> int:
-    with user_output_to_stderr(args.json), watch_sinks(args) as sinks:
+    with _interrupted(args.run_id), user_output_to_stderr(args.json), watch_sinks(args) as sinks:
         result = runner.resume(
             args.run_id,
             model=args.model,
+            structured_mode=args.structured_mode,
             store=args.store or runner.DEFAULT,
             approvals=TerminalApprovals() if interactive(args) else None,
             force=args.force,
@@ -163,6 +181,7 @@ def add_resume_verb(sub: Any) -> None:
     p = sub.add_parser("resume", help="resume a paused or interrupted run")
     p.add_argument("run_id")
     p.add_argument("--model", help="continue with this model instead of the run's own")
+    add_structured_mode_flag(p)
     p.add_argument(
         "--force", action="store_true", help="take over a run whose process is known to be gone"
     )

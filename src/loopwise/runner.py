@@ -61,6 +61,7 @@ from loopwise.step import (
     jsonable,
     merge_options,
     new_context,
+    new_run_id,
 )
 from loopwise.store import QUEUED, RESUMABLE, RunStore, StoredApproval, StoredRun
 from loopwise.stores import shared_store
@@ -342,7 +343,7 @@ def enqueue(
         raise ConfigError("enqueue needs a run store (store=None records nothing)")
     target = load_target(spec).step
     conversation = _conversation(conversation, target, st)
-    run_id = run_id or os.urandom(6).hex()
+    run_id = run_id or new_run_id()
     st.create_run(
         run_id,
         target=target.name,
@@ -402,6 +403,7 @@ async def aresume(
     step: Step | None = None,
     store: Any = DEFAULT,
     force: bool = False,
+    structured_mode: str | None = None,
     **overrides: Any,
 ) -> RunResult:
     """Continue a paused or interrupted run (see the module docs).
@@ -412,7 +414,9 @@ async def aresume(
     gates still undecided. ``step`` is the target when resuming in-process (otherwise it
     is loaded from the recorded spec). A ``running`` run is taken over only when the
     process that ran it is gone; ``force=True`` takes it anyway (for a process on another
-    machine known to be dead).
+    machine known to be dead). ``structured_mode`` pins the structured-output rung of a
+    model given or recorded by name (as ``--structured-mode``; default
+    ``$LOOPWISE_STRUCTURED_MODE``).
     Raises :class:`ConfigError` for an unknown run, a run still running elsewhere, a run
     with no recorded spec and no ``step``, or a ``run_id``/``replay`` option (a resume
     continues its own run from its own journal).
@@ -428,7 +432,7 @@ async def aresume(
     if row.status not in RESUMABLE or waiting:
         return _stored_result(st, row, pending=waiting)
     given = opts.model
-    target, chosen = _target_and_model(row, step, given)
+    target, chosen = _target_and_model(row, step, given, structured_mode)
     if opts.deps is None and step is None:
         opts = replace(opts, deps=_module_deps(row))
     try:
@@ -519,7 +523,7 @@ def _resumed_context(st: RunStore, row: StoredRun, target: Step, overrides: RunO
 
 
 def _target_and_model(
-    row: StoredRun, step: Step | None, model: Model | str | None
+    row: StoredRun, step: Step | None, model: Model | str | None, mode: str | None = None
 ) -> tuple[Step, Model | None]:
     """The step to run and the model: the one given, else the one the run started with."""
     loaded = None
@@ -548,14 +552,14 @@ def _target_and_model(
     if loaded is None:
         from loopwise.model import resolve_model  # the SDK loads only when a model is made
 
-        return step, resolve_model(name)
+        return step, resolve_model(name, structured_mode=mode)
     offline = getattr(loaded.module, "offline_model", None)
     if offline is not None and model is None:
         # The run used the target's own offline model (possibly under its own name).
         candidate = model_for(loaded, "scripted")
         if candidate.name == name:
             return step, candidate
-    return step, model_for(loaded, name)
+    return step, model_for(loaded, name, structured_mode=mode)
 
 
 def _module_deps(row: StoredRun) -> Any:
@@ -637,7 +641,18 @@ def resume(
     step: Step | None = None,
     store: Any = DEFAULT,
     force: bool = False,
+    structured_mode: str | None = None,
     **overrides: Any,
 ) -> RunResult:
     """The sync wrapper of :func:`aresume`."""
-    return blocking(aresume(run_id, options, step=step, store=store, force=force, **overrides))
+    return blocking(
+        aresume(
+            run_id,
+            options,
+            step=step,
+            store=store,
+            force=force,
+            structured_mode=structured_mode,
+            **overrides,
+        )
+    )

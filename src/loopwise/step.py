@@ -40,6 +40,7 @@ import typing_extensions
 
 from loopwise.errors import ConfigError, LoopwiseError, ModelAPIError
 from loopwise.journal import Journal
+from loopwise.loops import run_in_kept_loop
 from loopwise.shape import Kind, Shape, kind_of
 from loopwise.usage import Budget, Pricing, Usage
 
@@ -61,6 +62,7 @@ __all__ = [
     "merge_options",
     "needs_model",
     "new_context",
+    "new_run_id",
     "step",
 ]
 
@@ -671,6 +673,12 @@ def _check_options(opts: RunOptions) -> None:
         )
 
 
+def new_run_id() -> str:
+    """A fresh run id: 12 random hex digits, as ``uuid4().hex[:12]`` gave (its version
+    bits come later), at a quarter of the cost."""
+    return os.urandom(6).hex()
+
+
 def new_context(target: Step, opts: RunOptions) -> Context:
     """The context a run of ``target`` starts with (a new run, or a resumed one)."""
     _check_options(opts)
@@ -689,9 +697,7 @@ def new_context(target: Step, opts: RunOptions) -> Context:
         )
     budget = (own_budget or Budget()).merged(opts.budget)
     return Context(
-        # 12 random hex digits, as uuid4().hex[:12] gave (its version bits come later), at
-        # a quarter of the cost.
-        run_id=opts.run_id or os.urandom(6).hex(),
+        run_id=opts.run_id or new_run_id(),
         model=model,
         budget=budget,
         pricing=opts.pricing,
@@ -810,17 +816,18 @@ async def _closing_resources(work: Awaitable[T], ctx: Context) -> T:
 
 
 def blocking(work: Coroutine[Any, Any, T], *, release: Any = None) -> T:
-    """Run ``work`` to its end in a fresh event loop: the one wrapper of the sync API.
+    """Run ``work`` to its end on this thread's kept event loop: the one wrapper of the
+    sync API (see :mod:`loopwise.loops`: each call behaves as ``asyncio.run``).
 
-    ``release`` (a model) has its connections closed in that same loop before it ends: a
-    connection pool cannot outlive its loop, and the model reopens one on its next use.
+    ``release`` (a model) has its connections closed in that loop before the call ends:
+    a model may be used next from another thread's loop, and reopens them on its next use.
     Raises :class:`ConfigError` when called inside a running event loop (await the
     async variant there).
     """
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(closing_model(work, release))
+        return run_in_kept_loop(closing_model(work, release))
     work.close()
     raise ConfigError("called inside an event loop; await the async variant (arun, aresume)")
 
@@ -828,8 +835,8 @@ def blocking(work: Coroutine[Any, Any, T], *, release: Any = None) -> T:
 async def closing_model(work: Awaitable[T], model: Any) -> T:
     """Await ``work``, then release ``model``'s connections in this same event loop.
 
-    Sync wrappers run each call in a fresh loop (``asyncio.run``) and a connection pool
-    cannot outlive its loop; the model reopens one on its next use.
+    A connection pool belongs to the loop that opened it, and the next sync call may come
+    from another thread (another loop); the model reopens one on its next use.
     """
     try:
         return await work
