@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,11 +91,17 @@ class TraceAnalysis:
     """Share of runs covered by the top ``TOP_PATHS`` paths."""
     skeleton: str | None
     """A Python workflow skeleton of the top paths when the steps are known."""
+    statuses: tuple[str, ...] | None = ("completed",)
+    """Only runs that ended with one of these were counted (``None``: every run)."""
+    model: str | None = None
+    """Only runs that started with this model were counted (``None``: any model)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document ``loopwise analyze --json`` prints."""
         return {
             "target": self.target,
+            "statuses": None if self.statuses is None else list(self.statuses),
+            "model": self.model,
             "runs": self.runs,
             "distinct_paths": len(self.paths),
             "top_coverage": round(self.top_coverage, 4),
@@ -126,7 +132,7 @@ def tool_path(events: Iterable[Any]) -> tuple[tuple[tuple[str, ...], ...], tuple
         if kind == "model_call" and current:
             turns.append(tuple(sorted(set(current))))
             current = []
-        elif kind == "tool_call" and data.get("tool") not in ANSWER_TOOLS:
+        elif kind == "tool_call" and _a_step(data):
             current.append(str(data.get("tool", "?")))
     if current:
         turns.append(tuple(sorted(set(current))))
@@ -141,6 +147,13 @@ def tool_path(events: Iterable[Any]) -> tuple[tuple[tuple[str, ...], ...], tuple
     return tuple(path), tuple(repeated)
 
 
+def _a_step(data: Mapping[str, Any]) -> bool:
+    """A call that is a step of the path: not the answer, and not an invented tool name
+    (recorded with ``effect: null``), which no workflow could call."""
+    invented = "effect" in data and data["effect"] is None
+    return data.get("tool") not in ANSWER_TOOLS and not invented
+
+
 def _event_parts(event: Any) -> tuple[str, Mapping[str, Any]]:
     if isinstance(event, Mapping):
         return str(event.get("type")), event.get("data") or {}
@@ -151,13 +164,20 @@ def analyze(
     runs: Iterable[Mapping[str, Any]],
     *,
     target: str | None = None,
+    statuses: Collection[str] | None = ("completed",),
+    model: str | None = None,
     top: int = TOP_PATHS,
     coverage: float = COVERAGE,
     min_runs: int = MIN_RUNS,
 ) -> TraceAnalysis:
-    """Mine ``runs`` (each ``{"run_id", "status", "events"}``) for their tool-call paths.
+    """Mine ``runs`` (each ``{"run_id", "status", "events"}``, ``"model"`` optional) for
+    their tool-call paths.
 
-    Runs that never called a tool are left out (they are not agent runs). The verdict is
+    Only runs that ended with one of ``statuses`` count (by default the completed ones: a
+    run that got stuck or failed is not a path worth writing down; ``None`` counts every
+    run), and, given ``model``, only runs whose ``"model"`` is that model. Runs that never
+    called a tool are left out (they are not agent runs); so are invented tool names. The
+    verdict is
     ``steps_known`` when the top ``top`` paths cover at least ``coverage`` of at least
     ``min_runs`` runs; then :attr:`TraceAnalysis.skeleton` holds a workflow of the fewest
     top paths that reach ``coverage``.
@@ -166,7 +186,12 @@ def analyze(
     # (one order checked or three); the path marks a turn repeated if any run did.
     groups: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
     repeats: dict[tuple[Any, ...], list[bool]] = {}
+    chosen = sorted(statuses) if statuses is not None else None
     for run in runs:
+        if (chosen is not None and str(run.get("status")) not in chosen) or (
+            model is not None and run.get("model") != model
+        ):
+            continue
         path, repeated = tool_path(run.get("events") or [])
         if path:
             groups.setdefault(path, []).append(run)
@@ -188,6 +213,8 @@ def analyze(
         skeleton = workflow_skeleton(top_paths, name=target, examples=example_args(runs_seen))
     return TraceAnalysis(
         target=target,
+        statuses=None if chosen is None else tuple(chosen),
+        model=model,
         runs=total,
         paths=stats,
         verdict=verdict,

@@ -8,6 +8,7 @@ from typing import Any
 
 from loopwise.analyze import TraceAnalysis, analyze
 from loopwise.cli_options import store_help
+from loopwise.step import Status
 from loopwise.stores import open_existing
 
 __all__ = ["add_analyze_verb", "stored_runs"]
@@ -19,13 +20,20 @@ def add_analyze_verb(sub: Any) -> None:
     p.add_argument("target", nargs="?", help="only runs of this target (spec or step name)")
     p.add_argument("--store", help=store_help)
     p.add_argument("--limit", type=int, default=1000, help="most recent runs to read")
+    p.add_argument(
+        "--status",
+        type=_statuses,
+        default=("completed",),
+        help="count runs that ended so (comma-separated, or `all`; default completed)",
+    )
+    p.add_argument("--model", help="count only runs that started with this model")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(handler=_cmd_analyze)
 
 
 def _cmd_analyze(args: argparse.Namespace) -> int:
     runs = stored_runs(args.store, args.target, limit=args.limit)
-    result = analyze(runs, target=args.target)
+    result = analyze(runs, target=args.target, statuses=args.status, model=args.model)
     if args.json:
         print(json.dumps(result.to_dict()))
     else:
@@ -33,8 +41,29 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     return 0
 
 
+def _statuses(raw: str) -> tuple[str, ...] | None:
+    """``--status``: statuses a run may have ended with, or ``all`` (``None``)."""
+    names = tuple(sorted({part.strip() for part in raw.split(",") if part.strip()}))
+    if names == ("all",):
+        return None
+    unknown = [n for n in names if n not in _ENDINGS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"{raw!r}: use `all` or statuses among {', '.join(sorted(_ENDINGS))}"
+        )
+    return names
+
+
+_ENDINGS = frozenset({*(s.value for s in Status), "running", "queued"})
+
+
 def _analysis_text(a: TraceAnalysis) -> str:
-    lines = [f"{a.runs} agent run(s) of {a.target or 'every target'}; {len(a.paths)} path(s)"]
+    which = "every" if a.statuses is None else "/".join(a.statuses)
+    model = f" with {a.model}" if a.model else ""
+    lines = [
+        f"{a.runs} agent run(s) of {a.target or 'every target'} ({which} runs{model}); "
+        f"{len(a.paths)} path(s)"
+    ]
     for p in a.paths[:10]:
         statuses = ", ".join(f"{k} {v}" for k, v in p.statuses.items())
         lines.append(f"  {p.share:>4.0%}  {p.runs:>4} run(s)  {p.text}   [{statuses}]")
@@ -63,6 +92,11 @@ def stored_runs(
         rows = store.list_runs(limit=limit)
         chosen = [r for r in rows if not names or r.spec in names or r.target in names]
         return [
-            {"run_id": r.run_id, "status": r.status, "events": store.events(r.run_id)}
+            {
+                "run_id": r.run_id,
+                "status": r.status,
+                "model": r.model,
+                "events": store.events(r.run_id),
+            }
             for r in reversed(chosen)
         ]

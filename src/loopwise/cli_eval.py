@@ -21,6 +21,7 @@ from loopwise.cli_options import (
     add_structured_mode_flag,
     budget_of,
     load_checked,
+    price_per_mtok,
     store_help,
     user_output_to_stderr,
 )
@@ -41,6 +42,7 @@ from loopwise.report import describe_graph, format_text, write_report
 from loopwise.step import needs_model
 from loopwise.stores import store_location
 from loopwise.targets import deps_factory, model_for, schema_filler_note
+from loopwise.usage import Price, Pricing
 
 __all__ = ["add_eval_verb"]
 
@@ -56,6 +58,12 @@ def add_eval_verb(sub: Any) -> None:
     p.add_argument("--concurrency", type=int, default=4, help="runs in flight at most")
     p.add_argument("--scorer", help="module:function or file.py:function (default field match)")
     add_deps_flag(p)
+    p.add_argument(
+        "--price-per-mtok",
+        type=price_per_mtok,
+        metavar="IN,OUT",
+        help="USD per million input,output tokens of the model (e.g. a self-hosted one)",
+    )
     add_limit_flags(p, "every run")
     p.add_argument("--report", help="write a self-contained HTML report here")
     p.add_argument("--store", help=store_help)
@@ -128,13 +136,22 @@ def _eval_and_save(args: argparse.Namespace) -> EvalReport:
     report = replace(
         report,
         previous=previous_summaries(
-            store_path, report.dataset, [t.name for t in targets], before=report.created_at
+            store_path, report.dataset, report.models, before=report.created_at
         ),
     )
     save_eval(store_path, report)
     if report_path is not None:
         _write_report(report, report_path, targets)
     return report
+
+
+def _pricing(price: Price | None, targets: list[EvalTarget]) -> Pricing | None:
+    """``--price-per-mtok`` as a price table: the eval's models (by the name asked for, and
+    any other name a server answers with) cost ``price``."""
+    if price is None:
+        return None
+    names = {str(t.model.name) for t in targets if getattr(t.model, "name", None)}
+    return Pricing(extra={name: price for name in names}, default=price)
 
 
 async def _evaluate(
@@ -159,6 +176,7 @@ async def _evaluate(
             store=store,
             dataset=args.dataset,
             sinks=sinks,
+            pricing=_pricing(args.price_per_mtok, targets),
         )
     finally:
         for t in targets:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from loopwise.errors import ConfigError
 from loopwise.port import STRUCTURED_MODES
-from loopwise.usage import Budget
+from loopwise.usage import Budget, Price
 
 if TYPE_CHECKING:
     from loopwise.targets import Target
@@ -32,6 +32,7 @@ __all__ = [
     "count",
     "interactive",
     "load_checked",
+    "price_per_mtok",
     "read_json",
     "seconds",
     "store_help",
@@ -110,6 +111,16 @@ def _amount(unit: str) -> Callable[[str], float]:
 _usd = _amount("USD")
 #: An argparse type: seconds, a finite amount >= 0.
 seconds = _amount("seconds")
+
+
+def price_per_mtok(raw: str) -> Price:
+    """An argparse type: ``IN,OUT``, USD per million input and output tokens."""
+    parts = raw.split(",")
+    if len(parts) != 2:
+        raise argparse.ArgumentTypeError(
+            f"{raw!r}: give USD per million input and output tokens as IN,OUT (e.g. 0.2,0.6)"
+        )
+    return Price(input=_usd(parts[0].strip()), output=_usd(parts[1].strip()))
 
 
 def add_limit_flags(p: argparse.ArgumentParser, scope: str) -> None:

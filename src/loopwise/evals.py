@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,7 +38,7 @@ from loopwise.stats import (
 from loopwise.step import EventSink, RunResult, Status, Step, blocking, jsonable
 from loopwise.stores import open_existing, open_store
 from loopwise.targets import import_module_of
-from loopwise.usage import Budget
+from loopwise.usage import Budget, Pricing
 
 __all__ = [
     "Case",
@@ -51,6 +51,7 @@ __all__ = [
     "aevaluate",
     "architecture_of",
     "evaluate",
+    "field_diff",
     "field_match",
     "load_dataset",
     "percentile",
@@ -116,6 +117,28 @@ def field_match(output: Any, expected: Any) -> bool:
             key in output and field_match(output[key], value) for key, value in expected.items()
         )
     return bool(output == expected)
+
+
+def field_diff(output: Any, expected: Any) -> list[dict[str, Any]]:
+    """Where ``output`` differs from ``expected``, field by field, as :func:`field_match`
+    judges it: ``[{"field", "expected", "actual"}]`` (``field`` is a dotted path, ``""``
+    for the whole value; a missing field has ``"actual": None`` and ``"missing": True``).
+    Empty when they match.
+    """
+    return _diff_at("", jsonable(output), jsonable(expected))
+
+
+def _diff_at(at: str, output: Any, expected: Any) -> list[dict[str, Any]]:
+    if not isinstance(expected, dict) or not isinstance(output, dict):
+        return [] if output == expected else [{"field": at, "expected": expected, "actual": output}]
+    found: list[dict[str, Any]] = []
+    for key, value in expected.items():
+        where = f"{at}.{key}" if at else str(key)
+        if key not in output:
+            found.append({"field": where, "expected": value, "actual": None, "missing": True})
+        else:
+            found.extend(_diff_at(where, output[key], value))
+    return found
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -226,6 +249,7 @@ async def aevaluate(
     dataset: str = "",
     store: Any = None,
     deps: Any = None,
+    pricing: Pricing | None = None,
 ) -> EvalReport:
     """Run every target over every case ``repeat`` times, at most ``concurrency`` at once.
 
@@ -237,7 +261,9 @@ async def aevaluate(
     target's name as its spec; human gates then pause runs (``awaiting_approval``).
     ``budget`` and ``max_steps`` override the targets' own limits for every run, so the
     within-budget rate answers "how often does it fit in this budget?". ``deps`` are every
-    run's deps (a target's own ``make_deps`` makes fresh ones per run instead).
+    run's deps (a target's own ``make_deps`` makes fresh ones per run instead). ``pricing``
+    prices every run's model calls (a self-hosted model is unpriced, its cost unknown,
+    without it).
     """
     if repeat < 1 or concurrency < 1:
         raise ConfigError("repeat and concurrency must be at least 1")
@@ -245,7 +271,14 @@ async def aevaluate(
     jobs = [(t, c, k) for k in range(repeat) for c in cases for t in targets]
     done = [0]
 
-    options = {"sinks": tuple(sinks), "budget": budget, "max_steps": max_steps, "deps": deps}
+    options: dict[str, Any] = {
+        "sinks": tuple(sinks),
+        "budget": budget,
+        "max_steps": max_steps,
+        "deps": deps,
+    }
+    if pricing is not None:
+        options["pricing"] = pricing
 
     async def one(target: EvalTarget, case: Case, k: int) -> CaseRun:
         async with gate:
@@ -325,7 +358,16 @@ def _case_run(name: str, case: Case, k: int, result: RunResult, scorer: Scorer) 
         latency_s=result.usage.wall_seconds,
         output=output,
         detail=result.detail,
+        expected=jsonable(case.expected),
+        diff=_diff(case, result, output),
     )
+
+
+def _diff(case: Case, result: RunResult, output: Any) -> list[dict[str, Any]]:
+    """What a wrong answer got wrong (nothing to compare when the run did not complete)."""
+    if case.expected is None or result.status is not Status.COMPLETED:
+        return []
+    return field_diff(output, case.expected)
 
 
 def _score(case: Case, result: RunResult, output: Any, scorer: Scorer) -> float | None:
@@ -399,23 +441,32 @@ def save_eval(path: str | Path, report: EvalReport) -> None:
             report.eval_id,
             dataset=report.dataset,
             created_at=report.created_at,
-            summaries={t.name: t.to_dict(runs=False) for t in report.targets},
+            summaries={
+                t.name: {**t.to_dict(runs=False), "model": report.models.get(t.name, "none")}
+                for t in report.targets
+            },
         )
 
 
 def previous_summaries(
-    path: str | Path, dataset: str, targets: Sequence[str], *, before: str
+    path: str | Path, dataset: str, models: Mapping[str, str], *, before: str
 ) -> dict[str, dict[str, Any]]:
-    """The latest stored summary of each target on ``dataset`` from an eval ``before`` then.
+    """The latest stored summary of each target on ``dataset`` with the same model, from an
+    eval ``before`` then; ``models`` maps target names to model names (``report.models``).
 
-    No store yet, or one that cannot be read, means no history: the eval still runs.
+    History is keyed by dataset, target *and* model: an eval of the same target with
+    another model is another experiment, not a regression. No store yet, or one that
+    cannot be read, means no history: the eval still runs.
     """
     try:
         store = open_existing(path)
         if store is None:
             return {}
         with store:
-            found = {t: store.last_eval(t, dataset=dataset, before=before) for t in targets}
+            found = {
+                t: store.last_eval(t, dataset=dataset, before=before, model=m)
+                for t, m in models.items()
+            }
     except StoreError:
         return {}
     return {t: summary for t, summary in found.items() if summary is not None}

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from loopwise.evals import EvalReport, architecture_of
+from loopwise.failures import failure_lines, failure_table
 from loopwise.shape import describe, drawing, mermaid
 from loopwise.stats import (
     REFERENCE_MODEL,
@@ -73,6 +74,7 @@ def render_html(report: EvalReport, graphs: dict[str, dict[str, Any]] | None = N
         _section("Side by side", _summary_table(report, colors) + _history(report)),
         _section("How runs ended", _status_bars(report.targets)),
         _section("Where they differ", _disagreement_table(report)),
+        _section("Failing cases", failure_table(report)),
         _section(
             "Distributions",
             "".join(_box_plot(report.targets, m, title, colors) for m, title in CHART_METRICS),
@@ -515,6 +517,7 @@ def format_text(report: EvalReport) -> str:
             "",
             *lines,
             *_disagreement_lines(report),
+            *failure_lines(report),
             *(["", *history] if history else []),
             "",
             _recommendation_text(report),

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from loopwise.step import Status
@@ -85,6 +85,11 @@ class CaseRun:
     """The run's output (JSON form)."""
     detail: str | None = None
     """Why it did not complete."""
+    expected: Any = None
+    """The case's ``expected`` (JSON form; ``None``: not scored)."""
+    diff: list[dict[str, Any]] = field(default_factory=list)
+    """Where a completed run's output differs from ``expected``:
+    ``[{"field", "expected", "actual"}]`` (see :func:`loopwise.evals.field_diff`)."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -104,7 +109,14 @@ class CaseRun:
             "latency_s": round(self.latency_s, 6),
             "output": self.output,
             "detail": self.detail,
+            "expected": self.expected,
+            "diff": self.diff,
         }
+
+    @property
+    def failed(self) -> bool:
+        """Scored and not fully right (a run that did not complete scores 0)."""
+        return self.score is not None and self.score < 1.0
 
     def metric(self, name: str) -> float | None:
         """The value of one of :data:`METRICS`."""

@@ -322,9 +322,12 @@ class RunStore(Protocol):
         """Keep an eval's summary per target (its runs are runs of this store already)."""
         ...
 
-    def last_eval(self, target: str, *, dataset: str, before: str) -> dict[str, Any] | None:
+    def last_eval(
+        self, target: str, *, dataset: str, before: str, model: str | None = None
+    ) -> dict[str, Any] | None:
         """The newest summary of ``target`` on ``dataset`` from an eval no later than
-        ``before``, with its ``created_at`` and ``eval_id``; ``None`` when there is none."""
+        ``before`` (and, given ``model``, one whose summary names that ``model``), with its
+        ``created_at`` and ``eval_id``; ``None`` when there is none."""
         ...
 
     def flush(self) -> None:
@@ -856,17 +859,23 @@ class SQLStore:
             ]
         )
 
-    def last_eval(self, target: str, *, dataset: str, before: str) -> dict[str, Any] | None:
-        """The newest summary of ``target`` on ``dataset`` from an eval no later than ``before``."""
+    def last_eval(
+        self, target: str, *, dataset: str, before: str, model: str | None = None
+    ) -> dict[str, Any] | None:
+        """The newest summary of ``target`` on ``dataset`` from an eval no later than
+        ``before``; given ``model``, the newest whose summary names that model."""
+        # The model lives in the summary (no column: the history stays schema-compatible);
+        # a target's evals are few, so reading them newest first is cheap.
         rows = self._read(
             "SELECT created_at, eval_id, summary FROM eval_results WHERE target = ? "
-            "AND dataset = ? AND created_at <= ? ORDER BY created_at DESC LIMIT 1",
+            "AND dataset = ? AND created_at <= ? ORDER BY created_at DESC",
             (target, dataset, before),
         )
-        if not rows:
-            return None
-        row = rows[0]
-        return {"created_at": row["created_at"], "eval_id": row["eval_id"], **_load(row["summary"])}
+        for row in rows:
+            summary = _load(row["summary"])
+            if model is None or summary.get("model") == model:
+                return {"created_at": row["created_at"], "eval_id": row["eval_id"], **summary}
+        return None
 
     def decide(
         self,

@@ -49,11 +49,16 @@ class Pricing:
     """The price table: the built-in one, extended or overridden by ``extra``.
 
     A model name matches exactly, or by its dated snapshot (``gpt-4o-2024-08-06``
-    is priced as ``gpt-4o``). Unknown models price as ``None``.
+    is priced as ``gpt-4o``). Unknown models price as ``default``: ``None`` (cost
+    unknown, never zero) unless you give one. A self-hosted model is unknown to the
+    table: ``Pricing(extra={"llama-3.1-8b": Price(input=0.05, output=0.05)})`` prices it
+    (``loopwise eval --price-per-mtok 0.05,0.05`` does the same for the eval's model).
     """
 
     extra: Mapping[str, Price] = field(default_factory=dict)
     """Prices that extend or override :data:`DEFAULT_PRICES`."""
+    default: Price | None = None
+    """The price of a model in neither table (``None``: its cost is unknown)."""
 
     def price(self, model: str) -> Price | None:
         """The price of ``model``, or ``None`` when it is not known."""
@@ -65,7 +70,7 @@ class Pricing:
             matches = [name for name in table if base.startswith(name + "-")]
             if matches:
                 return table[max(matches, key=len)]
-        return None
+        return self.default
 
     def cost(self, model: str, input_tokens: int, output_tokens: int) -> float | None:
         """USD for one call, or ``None`` when the model has no known price."""
