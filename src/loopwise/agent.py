@@ -358,6 +358,10 @@ class Agent:
         """Decide what the turn means: a refusal, tool calls (unless looping), or an answer."""
         if turn.refusal or turn.finish_reason == "content_filter":
             return Stop(Status.REFUSED, turn.refusal or "the answer was filtered by the server")
+        if turn.tool_calls and all(c.name == FINAL_ANSWER for c in turn.tool_calls):
+            # Answer attempts are bounded by failure_cap: the same invalid answer given
+            # again ends `invalid_output` (what went wrong), not `stuck`.
+            return CallTools(tuple(turn.tool_calls))
         if turn.tool_calls:
             state.signatures.append(tuple(_signature(c) for c in turn.tool_calls))
             looping = _loop_detected(state.signatures, self.loop_detection)
@@ -443,21 +447,22 @@ class Agent:
     def _check_guards(
         self, outcomes: Sequence[ToolOutcome], state: _Transcript
     ) -> Answer | Stop | None:
-        """After a turn's tools ran: an answer, a failure cap reached, or ``None`` (go on)."""
+        """After a turn's tools ran: an answer, a failure cap reached, or ``None`` (go on).
+
+        Failures count per turn: a tool that failed in several parallel calls of one turn
+        failed once (the model asked once), so ``failure_cap`` counts turns that failed.
+        """
         for outcome in outcomes:
             if outcome.call.name == FINAL_ANSWER and not outcome.is_error:
                 return Answer(outcome.value)
-        over_cap = False
-        for outcome in outcomes:
-            if not outcome.is_error or (over_cap and outcome.counts_as == _TOO_MANY):
-                continue  # the calls over a turn's cap are one failure, not one each
-            over_cap = over_cap or outcome.counts_as == _TOO_MANY
-            state.failures[outcome.counts_as] += 1
-            if state.failures[outcome.counts_as] >= self.failure_cap:
-                final = outcome.counts_as == FINAL_ANSWER
+        last_error = {o.counts_as: o for o in outcomes if o.is_error}
+        for counts_as, outcome in last_error.items():
+            state.failures[counts_as] += 1
+            if state.failures[counts_as] >= self.failure_cap:
+                final = counts_as == FINAL_ANSWER
                 return Stop(
                     Status.INVALID_OUTPUT if final else Status.TOOL_FAILED,
-                    f"{outcome.counts_as} failed {self.failure_cap} times; last error: "
+                    f"{counts_as} failed {self.failure_cap} times; last error: "
                     f"{outcome.content.removeprefix('ERROR: ')}",
                 )
         return None

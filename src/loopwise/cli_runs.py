@@ -16,7 +16,7 @@ from typing import Any
 from loopwise.cli_options import count, read_json, store_help
 from loopwise.errors import ConfigError
 from loopwise.history import check_conversation_id
-from loopwise.store import SQLStore, StoredApproval
+from loopwise.store import SQLStore, StoredApproval, StoredRun
 from loopwise.stores import open_store
 
 __all__ = ["add_runs_verbs"]
@@ -38,13 +38,42 @@ def _cmd_runs_list(args: argparse.Namespace) -> int:
         return 0
     if not runs:
         print("no runs stored")
-    for r in runs:
-        tokens = (r.usage or {}).get("total_tokens", 0)
-        print(
-            f"{r.run_id}  {r.status:<17}  {r.target:<24}  {r.model or '-':<12}  "
-            f"{tokens:>7} tok  {r.created_at[:19]}"
-        )
+        return 0
+    print("\n".join(_runs_table(runs)))
     return 0
+
+
+_HEADER = ("RUN", "STATUS", "TARGET", "MODEL", "TOKENS", "CREATED (UTC)")
+_WIDEST = 40
+"""A target or model name longer than this is cut (``…``); ``--json`` has it whole."""
+
+
+def _runs_table(runs: list[StoredRun]) -> list[str]:
+    """``runs list`` for people: a header, then one row per run, every column as wide as
+    its widest cell, so a long model or target name never shifts the columns after it."""
+    rows = [_HEADER] + [
+        (
+            r.run_id,
+            r.status,
+            _cut(r.target),
+            _cut(r.model or "-"),
+            f"{(r.usage or {}).get('total_tokens', 0):,}",
+            r.created_at[:19].replace("T", " "),
+        )
+        for r in runs
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(_HEADER))]
+    return [
+        "  ".join(
+            cell.rjust(w) if i == 4 else cell.ljust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in rows
+    ]
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= _WIDEST else text[: _WIDEST - 1] + "…"
 
 
 def _cmd_runs_show(args: argparse.Namespace) -> int:

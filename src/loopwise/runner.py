@@ -46,6 +46,7 @@ from loopwise.errors import ConfigError, ConversationError, TargetError
 from loopwise.gates import ApprovalRequest, Denied, Handler, Verdict, ask, verdict_from_data
 from loopwise.history import History, PriorRun, check_conversation_id
 from loopwise.port import Model
+from loopwise.scripted import ScriptedModel
 from loopwise.shape import Kind, kind_of
 from loopwise.step import (
     Context,
@@ -503,6 +504,9 @@ def _resumed_context(st: RunStore, row: StoredRun, target: Step, overrides: RunO
     _join(st, ctx, row)  # before the run's own log: an earlier run's taint came first
     events = st.events(run_id)
     ctx.restore(events)
+    if isinstance(opts.model, ScriptedModel):
+        # A list script starts at its first entry; the journal answers the turns it gave.
+        opts.model.resumed(sum(e.type is EventType.MODEL_CALL for e in events))
     # Wall time goes on from where the run stopped, so max_seconds stays per run.
     ctx.started_at -= float((row.usage or {}).get("wall_seconds", 0.0))
     resumed: dict[str, Any] = {"target": target.name}

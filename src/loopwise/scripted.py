@@ -156,6 +156,7 @@ class ScriptedModel:
         """The most recent ``keep`` requests, oldest first."""
         self._responder: Responder | None = None
         self._turns: list[ScriptEntry] | None = None
+        self._used = 0  # list entries consumed, or skipped as replayed
         if callable(script):
             self._responder = script
         elif script is not None:
@@ -190,8 +191,23 @@ class ScriptedModel:
                 raise ScriptExhausted(
                     f"scripted model {self.name!r} has no turn left for call {self.calls}"
                 )
+            self._used += 1
             return self._turns.pop(0)
         return auto_respond(request)
+
+    def resumed(self, replayed: int) -> None:
+        """Told by ``loopwise.resume`` how many model turns the run's journal replays
+        (answered before, never asked again).
+
+        A list script is consumed in order, so a fresh copy of it — a target module's
+        ``offline_model`` imported again by the process that resumes — skips the entries
+        those turns used and answers the next call with the entry after them. The same
+        object resumed in-process has consumed them already and keeps its place. A
+        responder function needs nothing: it answers from the request.
+        """
+        if self._turns is not None and replayed > self._used:
+            del self._turns[: replayed - self._used]
+            self._used = replayed
 
 
 def as_turn(entry: ScriptEntry) -> Turn:

@@ -190,9 +190,15 @@ class IdPattern(_Constraint):
 
 
 class InDirectory(_Constraint):
-    """Allow only paths inside ``root``: relative paths resolve against it, ``..`` and
-    symlinks are resolved before the check. The validated value is the resolved path
-    (a ``Path`` for ``Path`` parameters, a ``str`` otherwise)."""
+    """Allow only paths inside ``root``.
+
+    A relative path is relative to ``root`` (not to the process's working directory): the
+    model names files as it sees them, ``notes/a.md`` meaning ``root/notes/a.md``. ``..``
+    and symlinks are resolved before the check, so neither can leave ``root``. The tool
+    receives the resolved absolute path (a ``Path`` for ``Path`` parameters, a ``str``
+    otherwise). What the model reads — the schema's description and a refusal — never
+    holds ``root`` itself: the machine's directory layout is not the model's business.
+    """
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root).resolve()
@@ -201,11 +207,14 @@ class InDirectory(_Constraint):
         candidate = Path(value)
         full = (candidate if candidate.is_absolute() else self.root / candidate).resolve()
         if not full.is_relative_to(self.root):
-            raise ValueError(f"path {str(value)!r} is outside the allowed directory {self.root}")
+            raise ValueError(
+                f"path {str(value)!r} is outside the allowed directory: give a path relative "
+                "to it, without '..' leaving it"
+            )
         return full if isinstance(value, Path) else str(full)
 
     def schema_hint(self, schema: dict[str, Any]) -> None:
-        note = f"A path inside {self.root} (relative paths resolve against it)."
+        note = "A path inside the allowed directory, relative to it (it may not leave it)."
         schema["description"] = (
             f"{schema['description']} {note}" if "description" in schema else note
         )
