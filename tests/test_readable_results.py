@@ -30,3 +30,39 @@ def test_runs_list_has_a_header_and_columns_that_hold_with_long_names(
         assert row[created : created + 4].isdigit()  # the year, in its column
         assert row[tokens_end - 1].isdigit()  # right-aligned under its header
     assert any("…" in row for row in rows)  # a 64-character model name is cut, not shifting
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_graph_draws_agents_as_a_loop_and_hybrids_with_what_the_planner_reads(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["graph", f"{ROOT}/agents/order_investigation.py:investigate"]) == 0
+    agent = capsys.readouterr().out
+    assert agent.startswith("%% agent investigate\nflowchart TD\n")
+    assert "investigate --> get_payments" in agent
+    assert 'get_payments -->|"result"| investigate' in agent
+    assert 'investigate_answer{"answer"}' in agent
+    assert 'investigate -->|"no more calls"| investigate_answer' in agent
+    assert main(["graph", f"{ROOT}/workflows/refund_desk.py:refund_desk"]) == 0
+    desk = capsys.readouterr().out
+    assert 'plan -->|"reads"| planner_list_orders' in desk
+    assert 'validate -->|"valid"| issue_refund' in desk
+
+
+@pytest.mark.parametrize("verb", [["graph", "T"], ["check", "T"], ["decide"], ["init"]])
+def test_every_verb_takes_store(
+    verb: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = f"{ROOT}/workflows/ticket_triage.py:triage"
+    argv = [target if a == "T" else a for a in verb]
+    if verb == ["decide"]:
+        argv += ["--steps-known", "yes", "--wrong-step-cost", "cheap"]
+    if verb == ["init"]:
+        argv += ["workflow", str(tmp_path / "project")]
+    assert main([*argv, "--store", str(tmp_path / "runs.db")]) == 0
+    capsys.readouterr()
+    assert main([*argv, "--store", "mysql://db/x", "--force"] if verb == ["init"] else [*argv, "--store", "mysql://db/x"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "mysql" in err

@@ -92,3 +92,16 @@ def test_a_fresh_list_script_continues_after_the_turns_a_resume_replays(tmp_path
     done = loopwise.resume(paused.run_id, step=agent, model=fresh, store=store)
     assert done.status == Status.COMPLETED and done.output == "paid 5, done"
     assert fresh.calls == 1
+
+
+def test_a_list_of_only_what_comes_next_is_used_as_it_is(tmp_path: Path) -> None:
+    store = str(tmp_path / "runs.db")
+    agent = Agent(name="payer", tools=[pay], max_steps=4)
+    paused = loopwise.run(
+        agent, "Pay 7.", model=ScriptedModel([call("pay", {"amount": 7})]), store=store
+    )
+    with loopwise.open_store(store) as st:
+        st.decide(paused.run_id, paused.pending[0]["approval_id"], decision="approved", by="me")
+    rest = ScriptedModel([reply("paid 7")])
+    done = loopwise.resume(paused.run_id, step=agent, model=rest, store=store)
+    assert done.status == Status.COMPLETED and done.output == "paid 7"

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from loopwise.check import Finding, Level, check
-from loopwise.cli_options import user_output_to_stderr
+from loopwise.cli_options import add_unused_store_flag, user_output_to_stderr
 from loopwise.errors import ConfigError, TargetError
 from loopwise.targets import load_target
 
@@ -22,6 +22,7 @@ def add_check_verb(sub: Any) -> None:
     """Register ``check`` on the CLI's subparsers ``sub``."""
     p = sub.add_parser("check", help="static review of a step (errors exit 1)")
     p.add_argument("target", help="path/to/module.py:name or package.module:name")
+    add_unused_store_flag(p)
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(handler=_cmd_check)
 

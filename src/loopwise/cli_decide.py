@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from loopwise.cli_options import count, seconds
+from loopwise.cli_options import add_unused_store_flag, count, seconds
 from loopwise.decide import Decision, decide
 from loopwise.errors import ConfigError
 
@@ -34,6 +34,7 @@ def add_decide_verb(sub: Any) -> None:
     )
     p.add_argument("--volume", type=count(0), help="runs per day (optional)")
     p.add_argument("--latency", type=seconds, help="latency budget in seconds (optional)")
+    add_unused_store_flag(p)
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(handler=_cmd_decide)
 

@@ -8,6 +8,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from loopwise.cli_options import add_unused_store_flag
 from loopwise.scaffold import KINDS, TEMPLATES, init_project
 
 __all__ = ["add_init_verb"]
@@ -21,6 +22,7 @@ def add_init_verb(sub: Any) -> None:
     p.add_argument("kind", choices=KINDS, help="what to start from (`loopwise decide` says)")
     p.add_argument("directory", nargs="?", default=".", help="where (default: here)")
     p.add_argument("--force", action="store_true", help="overwrite files that exist")
+    add_unused_store_flag(p)
     p.set_defaults(handler=_cmd_init)
 
 

@@ -28,6 +28,7 @@ __all__ = [
     "add_deps_flag",
     "add_limit_flags",
     "add_structured_mode_flag",
+    "add_unused_store_flag",
     "budget_of",
     "count",
     "interactive",
@@ -52,6 +53,22 @@ store_help = (
     "run store: a path, sqlite:///path or postgresql://... "
     "(default $LOOPWISE_STORE or .loopwise/runs.db)"
 )
+
+
+def add_unused_store_flag(p: argparse.ArgumentParser) -> None:
+    """``--store`` on a verb that reads no runs (``graph``, ``check``, ``decide``): every
+    verb takes it, so one set of flags (a script's, a Makefile's) fits every command. The
+    value is checked like everywhere (an unknown scheme exits 2), never opened."""
+    p.add_argument(
+        "--store", type=_store_value, help="accepted like on every verb; this one reads no runs"
+    )
+
+
+def _store_value(raw: str) -> str:
+    from loopwise.stores import store_location
+
+    store_location(raw)  # a malformed URL raises StoreError: one line, exit 2
+    return raw
 
 
 def add_structured_mode_flag(p: argparse.ArgumentParser) -> None:

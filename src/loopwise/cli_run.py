@@ -23,6 +23,7 @@ from loopwise.cli_options import (
     add_deps_flag,
     add_limit_flags,
     add_structured_mode_flag,
+    add_unused_store_flag,
     budget_of,
     interactive,
     load_checked,
@@ -217,14 +218,17 @@ def add_run_verb(sub: Any) -> None:
 
 def _cmd_graph(args: argparse.Namespace) -> int:
     shape = describe(load_target(args.target).step)
-    if shape.kind not in (Kind.WORKFLOW, Kind.HYBRID):
-        raise UsageError(f"{args.target} is not a workflow: it has no graph to draw")
+    if shape.kind not in (Kind.WORKFLOW, Kind.HYBRID, Kind.AGENT):
+        raise UsageError(
+            f"{args.target} is not a workflow, agent or hybrid: it has no graph to draw"
+        )
     print(mermaid(shape), end="")
     return 0
 
 
 def add_graph_verb(sub: Any) -> None:
-    """``graph``: print a workflow as Mermaid."""
-    p = sub.add_parser("graph", help="print a workflow as Mermaid")
+    """``graph``: print a workflow, agent or hybrid as Mermaid."""
+    p = sub.add_parser("graph", help="print a workflow, agent or hybrid as Mermaid")
     p.add_argument("target", help="path/to/module.py:name or package.module:name")
+    add_unused_store_flag(p)
     p.set_defaults(handler=_cmd_graph)

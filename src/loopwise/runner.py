@@ -45,7 +45,7 @@ from pydantic import BaseModel
 from loopwise.errors import ConfigError, ConversationError, TargetError
 from loopwise.gates import ApprovalRequest, Denied, Handler, Verdict, ask, verdict_from_data
 from loopwise.history import History, PriorRun, check_conversation_id
-from loopwise.port import Model
+from loopwise.port import Model, Turn
 from loopwise.scripted import ScriptedModel
 from loopwise.shape import Kind, kind_of
 from loopwise.step import (
@@ -506,7 +506,13 @@ def _resumed_context(st: RunStore, row: StoredRun, target: Step, overrides: RunO
     ctx.restore(events)
     if isinstance(opts.model, ScriptedModel):
         # A list script starts at its first entry; the journal answers the turns it gave.
-        opts.model.resumed(sum(e.type is EventType.MODEL_CALL for e in events))
+        opts.model.resumed(
+            [
+                Turn.from_dict(e.data["turn"])
+                for e in events
+                if e.type is EventType.MODEL_CALL and "turn" in e.data
+            ]
+        )
     # Wall time goes on from where the run stopped, so max_seconds stays per run.
     ctx.started_at -= float((row.usage or {}).get("wall_seconds", 0.0))
     resumed: dict[str, Any] = {"target": target.name}

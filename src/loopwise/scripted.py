@@ -22,7 +22,7 @@ import itertools
 import json
 import re
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -195,19 +195,42 @@ class ScriptedModel:
             return self._turns.pop(0)
         return auto_respond(request)
 
-    def resumed(self, replayed: int) -> None:
-        """Told by ``loopwise.resume`` how many model turns the run's journal replays
-        (answered before, never asked again).
+    def resumed(self, replayed: Sequence[Turn]) -> None:
+        """Told by ``loopwise.resume`` which model turns the run's journal replays (they
+        were answered before and are never asked again).
 
-        A list script is consumed in order, so a fresh copy of it — a target module's
-        ``offline_model`` imported again by the process that resumes — skips the entries
-        those turns used and answers the next call with the entry after them. The same
-        object resumed in-process has consumed them already and keeps its place. A
-        responder function needs nothing: it answers from the request.
+        A list script is consumed in order. When a fresh copy of the *whole* script
+        resumes the run — a target module's ``offline_model`` imported again by the
+        process that resumes — it starts with those turns: they are skipped, so the next
+        call gets the entry after them. A list that holds only what comes next (it does
+        not start with the replayed turns) and the same object resumed in-process (it
+        consumed them already) are used as they are. A responder function needs nothing:
+        it answers from the request.
         """
-        if self._turns is not None and replayed > self._used:
-            del self._turns[: replayed - self._used]
-            self._used = replayed
+        if self._turns is None or self._used or not replayed:
+            return
+        head = self._turns[: len(replayed)]
+        if len(head) == len(replayed) and all(map(_same_turn, head, replayed)):
+            del self._turns[: len(replayed)]
+            self._used = len(replayed)
+
+
+def _same_turn(entry: ScriptEntry, recorded: Turn) -> bool:
+    """Whether a script entry is the turn the journal recorded (call ids aside: the agent
+    renames them, and ``call()`` numbers them per process)."""
+    if isinstance(entry, Fault):
+        return False
+    mine = as_turn(entry)
+    return (mine.text or "", mine.refusal) == (recorded.text or "", recorded.refusal) and [
+        (c.name, _canonical(c.arguments)) for c in mine.tool_calls
+    ] == [(c.name, _canonical(c.arguments)) for c in recorded.tool_calls]
+
+
+def _canonical(arguments: str) -> str:
+    try:
+        return json.dumps(json.loads(arguments), sort_keys=True)
+    except ValueError:
+        return arguments
 
 
 def as_turn(entry: ScriptEntry) -> Turn:

@@ -22,7 +22,7 @@ import functools
 import re
 import weakref
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from loopwise.usage import Budget
@@ -270,16 +270,26 @@ def drawing(shape: Shape) -> Graph:
     if shape.kind is Kind.HYBRID:
         return _hybrid_drawing(shape)
     if shape.kind is Kind.AGENT:
-        limit = shape.limits.max_steps
-        detail = f"max_steps {limit}" if limit is not None else ""
-        me = Node(id=shape.name, label=shape.name, kind=shape.kind.value, detail=detail)
-        tools = tuple(_tool_node(t) for t in shape.tools)
-        return Graph(
-            nodes=(me, *tools), edges=tuple(Edge(source=me.id, target=t.id) for t in tools)
-        )
+        return _agent_drawing(shape)
     if shape.kind is Kind.TOOL and shape.tools:
         return Graph(nodes=(_tool_node(shape.tools[0]),))
     return Graph(nodes=(Node(id=shape.name, label=shape.name, kind=shape.kind.value),))
+
+
+def _agent_drawing(shape: Shape) -> Graph:
+    """The loop: the model's turn calls tools, their results go back to it, until it
+    answers (or a guardrail ends the run)."""
+    limit = shape.limits.max_steps
+    detail = f"max_steps {limit}" if limit is not None else ""
+    me = Node(id=shape.name, label=shape.name, kind=shape.kind.value, detail=detail)
+    tools = tuple(_tool_node(t) for t in shape.tools)
+    answer = Node(id=f"{shape.name}/answer", label="answer", kind="answer", form="decision")
+    edges = [
+        *(Edge(source=me.id, target=t.id) for t in tools),
+        *(Edge(source=t.id, target=me.id, label="result") for t in tools),
+        Edge(source=me.id, target=answer.id, label="no more calls"),
+    ]
+    return Graph(nodes=(me, *tools, answer), edges=tuple(edges))
 
 
 def _hybrid_drawing(shape: Shape) -> Graph:
@@ -292,12 +302,17 @@ def _hybrid_drawing(shape: Shape) -> Graph:
     )
     validate = Node(id="validate", label="validate plan", kind="route", form="decision")
     actions = tuple(_tool_node(a) for a in shape.actions)
+    # The planner's read-only tools: what it may look at before it proposes.
+    reads = tuple(
+        replace(_tool_node(t), id=f"planner/{t.name}") for t in (planner.tools if planner else ())
+    )
     edges = [
+        *(Edge(source="plan", target=r.id, label="reads") for r in reads),
         Edge(source="plan", target="validate"),
         Edge(source="validate", target="plan", label="errors"),
         *(Edge(source="validate", target=a.id, label="valid") for a in actions),
     ]
-    return Graph(nodes=(plan, validate, *actions), edges=tuple(edges))
+    return Graph(nodes=(plan, *reads, validate, *actions), edges=tuple(edges))
 
 
 #: Words Mermaid reads as syntax where a node id stands.
