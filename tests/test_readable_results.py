@@ -63,6 +63,13 @@ def test_every_verb_takes_store(
         argv += ["workflow", str(tmp_path / "project")]
     assert main([*argv, "--store", str(tmp_path / "runs.db")]) == 0
     capsys.readouterr()
-    assert main([*argv, "--store", "mysql://db/x", "--force"] if verb == ["init"] else [*argv, "--store", "mysql://db/x"]) == 2
+    assert (
+        main(
+            [*argv, "--store", "mysql://db/x", "--force"]
+            if verb == ["init"]
+            else [*argv, "--store", "mysql://db/x"]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "mysql" in err
