@@ -841,15 +841,20 @@ class Hybrid:
                 halt.output = HybridOutput(plan=plan, results={}, rounds=round_no)
                 raise
             workflow = compile_plan(plan, self.catalog, name=name, verdicts=verdicts, scope=scope)
-            results = await ctx.run_step(workflow, plan)
+            ran = await ctx.run_step(workflow, plan)
+            # The workflow gathers results as actions finish; people read them in plan order.
+            results = {s.id: ran[s.id] for s in plan.steps if s.id in ran}
             output = HybridOutput(plan=plan, results=results, rounds=round_no)
             _raise_failed(output)
             denied = [r for r in results.values() if r.status == "denied"]
             if not denied:
                 return output
             feedback = _denial_feedback(output)
-        detail = "; ".join(feedback) or "denied"
-        raise Halt(Status.DENIED, f"{self.name}: {detail}", output=output)
+        # After a whole plan was refused the refusal says it; else what became of each step.
+        detail = "; ".join(feedback)
+        if refused is None and output is not None:
+            detail = _outcome_text(output)
+        raise Halt(Status.DENIED, f"{self.name}: {detail or 'denied'}", output=output)
 
     async def propose(
         self,
@@ -1050,13 +1055,27 @@ def _raise_failed(output: HybridOutput) -> None:
         )
 
 
-def _denial_feedback(output: HybridOutput) -> list[str]:
-    lines = [
+def _not_run(output: HybridOutput) -> list[str]:
+    return [
         f"step {r.step} ({r.action}) was {r.status}: {r.reason}"
         for r in output.results.values()
         if r.status in ("denied", "skipped")
     ]
-    done = [f"{r.step} ({r.action})" for r in output.results.values() if r.status == "done"]
-    if done:
-        lines.append(f"already done, do not repeat: {', '.join(done)}")
-    return lines
+
+
+def _done(output: HybridOutput) -> str:
+    return ", ".join(
+        f"{r.step} ({r.action})" for r in output.results.values() if r.status == "done"
+    )
+
+
+def _denial_feedback(output: HybridOutput) -> list[str]:
+    """What the planner is told before it plans again (an instruction, for the model)."""
+    done = _done(output)
+    return [*_not_run(output), *([f"already done, do not repeat: {done}"] if done else [])]
+
+
+def _outcome_text(output: HybridOutput) -> str:
+    """What became of the last plan, for the people reading the run's detail."""
+    done = _done(output)
+    return "; ".join([*_not_run(output), *([f"done: {done}"] if done else [])])
