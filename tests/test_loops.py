@@ -89,13 +89,20 @@ def test_ctrl_c_cancels_the_run_and_the_next_run_works(tmp_path: object) -> None
     @loopwise.step
     async def interrupted(x: int) -> int:
         os.kill(os.getpid(), signal.SIGINT)
-        await asyncio.Event().wait()  # until the interrupt cancels it
+        await asyncio.sleep(60)  # until the interrupt cancels it (bounded: never hang CI)
         return x
 
     store = f"{tmp_path}/runs.db"
-    for _ in range(2):  # a second Ctrl-C is handled as the first (not counted as a repeat)
-        with pytest.raises(KeyboardInterrupt):
-            loopwise.run(interrupted, 0, store=store)
+    # asyncio turns SIGINT into a cancellation only when Python's default handler is in
+    # place; once in the suite it was not (a hang), so this test sets it itself.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        for _ in range(2):  # a second Ctrl-C is handled as the first (not a repeat)
+            with pytest.raises(KeyboardInterrupt):
+                loopwise.run(interrupted, 0, store=store)
+    finally:
+        if previous is not None:  # None: a handler not set from Python
+            signal.signal(signal.SIGINT, previous)
     with loopwise.open_store(store) as st:
         assert {r.status for r in st.list_runs()} == {"cancelled"}
     assert loopwise.run(loop_of, 0, store=None).status == "completed"
