@@ -15,8 +15,8 @@ from loopwise.testing import ScriptedModel, reply
 
 EXPECTED_ALL = {
     "Action", "ActionCatalog", "ActionResult", "Agent", "ApprovalRequest", "Approved", "Bounds",
-    "Budget", "Case", "ConfigError", "Context", "ContextPolicy", "Decision", "Denied",
-    "DirectEffectError", "Edited", "ConversationError", "SummarizingPolicy",
+    "Budget", "Case", "ConfigError", "Context", "ContextPolicy", "Decision", "DecisionError",
+    "Denied", "DirectEffectError", "Edited", "ConversationError", "SummarizingPolicy",
     "Effect", "Escalate", "EvalReport", "EvalTarget", "Event", "EventType", "Finding", "Gate",
     "GraphError", "Halt", "Hybrid", "HybridOutput", "IdPattern", "InDirectory", "LoopDetection",
     "LoopwiseError", "Model", "ModelAPIError", "ModelNotConfigured", "ModelRequest", "OneOf",

@@ -25,6 +25,10 @@ def test_demo_runs_offline_and_says_so(tmp_path: Path, capsys: pytest.CaptureFix
     # The hybrid paused at its human gates, was approved, resumed, and refunded once.
     assert "awaiting_approval" in out
     assert "$ loopwise approve" in out
+    # The inbox: the command that serves it, and its page rendered once to a file.
+    assert "$ loopwise serve --store" in out and "http://127.0.0.1:8765" in out
+    inbox = (tmp_path / "inbox.html").read_text()
+    assert "issue_refund" in inbox and "a person approves every refund" in inbox
     assert "issue_refund ×1" in out
     # The follow-up in the investigation's conversation rests on the first answer.
     assert "used the earlier findings: cites O-1031 from the first answer, with 0 new" in out

@@ -145,7 +145,10 @@ def test_pause_approve_resume_across_processes(
 
     seen = _cli("pending", "--json", "--store", db)  # a second process sees it
     assert seen.returncode == 0, seen.stderr
-    assert json.loads(seen.stdout) == [
+    listed = json.loads(seen.stdout)
+    # DESIGN §11's fields exactly; what the decider is shown besides (issue 14) follows.
+    contract = ("run_id", "approval_id", "tool", "args", "effect", "reason", "tainted_by")
+    assert [{k: p[k] for k in contract} for p in listed] == [
         {
             "run_id": run_id,
             "approval_id": "c_refund",
@@ -156,6 +159,7 @@ def test_pause_approve_resume_across_processes(
             "tainted_by": None,
         }
     ]
+    assert (listed[0]["why"], listed[0]["plan"], listed[0]["editable"]) == (None, [], True)
     approved = _cli("approve", run_id, "--by", "alice", "--store", db)
     assert approved.returncode == 0, approved.stderr
 
@@ -383,7 +387,8 @@ def test_a_terminal_answers_the_same_gate_interactively(
     assert len(_effects(target)) == 1
     with SQLiteStore() as store:
         (approval,) = store.approvals(run_id)
-    assert approval.status == "approved" and approval.decided_by == "terminal"
+    # The person at the terminal, by their OS name (issue 14), not a generic "terminal".
+    assert approval.status == "approved" and approval.decided_by == gates.os_user()
 
 
 def test_an_approval_is_bound_to_the_exact_arguments(tmp_path: Path) -> None:

@@ -63,6 +63,7 @@ __all__ = [
     "call_tools",
     "effect_id",
     "execute",
+    "judge_edit",
     "readable_args",
     "values_or_halt",
 ]
@@ -318,17 +319,35 @@ async def _finish(batch: _Batch, slot: Outcome | _Ready) -> Outcome:
     return await _run(batch, call, tool, args)
 
 
-async def _edited(batch: _Batch, call: Call, tool: Tool, verdict: Edited) -> BaseModel | Outcome:
-    """A person's edit, validated again and judged by the policies (only a denial counts)."""
+async def judge_edit(
+    tool: Tool, edited: Any, policies: Sequence[Any] = ()
+) -> BaseModel | ToolArgumentsError | Denied:
+    """A person's edit of ``tool``'s arguments: validated again (the tool's schema), then
+    judged by its gate's policy and ``policies`` (only a denial counts).
+
+    The parsed arguments when they may run, else the schema error or the policy's denial.
+    The one judgement of an edit: ``loopwise approve --args`` and the inbox make it when
+    the person decides, and the executor makes it again before the call runs.
+    """
     try:
-        args = tool.parse(verdict.args)
+        args = tool.parse(edited)
     except ToolArgumentsError as e:
-        return _record(batch, call, tool, "denied", f"the edited arguments were rejected: {e}")
-    for check in (tool.gate, *call.policies):
+        return e
+    for check in (tool.gate, *policies):
         refused = await recheck_edited(check, tool.name, args)
         if refused is not None:
-            message = f"the edited arguments were rejected by the policy: {refused.reason}"
-            return _record(batch, call, tool, "denied", message, why=refused)
+            return refused
+    return args
+
+
+async def _edited(batch: _Batch, call: Call, tool: Tool, verdict: Edited) -> BaseModel | Outcome:
+    """A person's edit, judged again when it runs (:func:`judge_edit`)."""
+    args = await judge_edit(tool, verdict.args, call.policies)
+    if isinstance(args, ToolArgumentsError):
+        return _record(batch, call, tool, "denied", f"the edited arguments were rejected: {args}")
+    if isinstance(args, Denied):
+        message = f"the edited arguments were rejected by the policy: {args.reason}"
+        return _record(batch, call, tool, "denied", message, why=args)
     effect_key = effect_id(call.once_in, tool, args)
     earlier = None if effect_key is None else batch.ctx.journal.effect(effect_key)
     return args if earlier is None else _repeated(call, tool, earlier)

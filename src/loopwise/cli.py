@@ -37,6 +37,7 @@ VERBS: dict[str, str] = {
     "resume": "loopwise.cli_run:add_resume_verb",
     "worker": "loopwise.cli_worker:add_worker_verb",
     "init": "loopwise.cli_init:add_init_verb",
+    "serve": "loopwise.cli_serve:add_serve_verb",
 }
 
 

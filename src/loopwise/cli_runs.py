@@ -9,10 +9,10 @@ Mistakes (an unknown run or approval, an ambiguous ``approve``) raise
 from __future__ import annotations
 
 import argparse
-import getpass
 import json
 from typing import Any
 
+from loopwise.audit import event_summary, os_user
 from loopwise.cli_options import count, read_json, store_help
 from loopwise.errors import ConfigError
 from loopwise.history import check_conversation_id
@@ -22,6 +22,9 @@ from loopwise.stores import open_store
 __all__ = ["add_runs_verbs"]
 
 _PUBLIC = ("run_id", "approval_id", "tool", "args", "effect", "reason", "tainted_by")
+_CONTEXT = ("why", "at_stake", "plan_step", "plan", "editable", "decided", "args_hash", "step")
+"""What ``pending --json`` adds to DESIGN §11's fields: the planner's reason, the money at
+stake, the plan around the step, and who decided the run's other approvals."""
 
 
 def _store(args: argparse.Namespace) -> SQLStore:
@@ -114,43 +117,52 @@ def _clip(text: str, size: int) -> str:
 
 def _summary(event: dict[str, Any]) -> str:
     d = event["data"]
-    kind = event["type"]
-    if kind == "tool_call":
-        return f"{d.get('tool')}({json.dumps(d.get('args'), default=str)})"
-    if kind == "tool_result":
+    if event["type"] == "tool_result":
         text = str(d.get("content", ""))
         flagged = d.get("is_error") and not text.startswith("ERROR")
         return ("ERROR " if flagged else "") + (text[:60] + ("…" if len(text) > 60 else ""))
-    if kind == "model_call":
-        return f"{d.get('model')} in={d.get('input_tokens')} out={d.get('output_tokens')}"
-    if kind in {"gate_requested", "gate_decided"}:
-        what = d.get("decision") or d.get("reason")
-        return f"{d.get('tool')} [{d.get('approval_id')}] {what}" + (
-            f" by {d['by']}" if d.get("by") else ""
-        )
-    if kind in {"run_finished", "run_paused"}:
-        return str(d.get("status"))
-    return ""
+    return event_summary(event["type"], d)
 
 
 def _cmd_pending(args: argparse.Namespace) -> int:
+    from loopwise import approvals  # loads pydantic: only for pending and decisions
+
     with _store(args) as st:
         if args.run_id is not None:
             st.get_run(args.run_id)  # an unknown run is a usage error, not "nothing pending"
-        waiting = st.pending(args.run_id)
+        waiting = approvals.views(st, st.pending(args.run_id))
     if args.json:
-        rows = [a.to_dict() for a in waiting]
-        print(json.dumps([{k: a[k] for k in _PUBLIC} for a in rows], default=str))
+        rows = [v.to_dict() for v in waiting]
+        print(json.dumps([{k: a[k] for k in _PUBLIC + _CONTEXT} for a in rows], default=str))
         return 0
     if not waiting:
         print("no pending approvals")
-    for a in waiting:
-        taint = f" (tainted by {a.tainted_by})" if a.tainted_by else ""
-        print(
-            f"{a.run_id}  {a.approval_id}  {a.tool}({json.dumps(a.args)}) "
-            f"[{a.effect}]: {a.reason}{taint}"
-        )
+    for v in waiting:
+        print("\n".join(_pending_lines(v)))
     return 0
+
+
+def _pending_lines(v: Any) -> list[str]:
+    """One approval (an :class:`~loopwise.approvals.ApprovalView`) as the terminal shows
+    it: the ask, then why, the plan around it, who decided the run's other gates."""
+    a = v.approval
+    taint = f" (tainted by {a.tainted_by})" if a.tainted_by else ""
+    lines = [
+        f"{a.run_id}  {a.approval_id}  {a.tool}({json.dumps(a.args)}) "
+        f"[{a.effect}]: {a.reason}{taint}"
+    ]
+    if v.why:
+        lines.append(f"    planner's reason: {v.why}")
+    if v.at_stake is not None:
+        lines.append(f"    at stake: {v.at_stake:,.2f} (the action's estimate)")
+    for p in v.plan:
+        mark = "->" if p.id == v.plan_step else "  "
+        after = f" after {', '.join(p.depends_on)}" if p.depends_on else ""
+        lines.append(f"    {mark} {p.id} {p.action} [{p.state}]{after}: {p.reason}")
+    for d in v.decided:
+        why = f": {d.decision_reason}" if d.decision_reason else ""
+        lines.append(f"    {d.approval_id} {d.tool} was {d.status} by {d.decided_by}{why}")
+    return lines
 
 
 def _chosen(st: SQLStore, args: argparse.Namespace) -> list[StoredApproval]:
@@ -195,20 +207,22 @@ def _edited_args(args: argparse.Namespace) -> dict[str, Any] | None:
 
 
 def _decide(args: argparse.Namespace, decision: str) -> int:
+    from loopwise import approvals  # loads pydantic: checks edits against the tool's schema
+
     edited = _edited_args(args) if decision == "approved" else None
     with _store(args) as st:
         chosen = _chosen(st, args)
         if edited is not None and len(chosen) != 1:
             raise ConfigError("--args edits one approval: name it with --approval", name="args")
         for a in chosen:
-            changed = edited is not None and _edits(a, edited)
-            done = st.decide(
+            done = approvals.decide(
+                st,
                 args.run_id,
                 a.approval_id,
-                decision="edited" if changed else decision,
-                by=args.by or _user(),
+                decision=decision,
+                by=args.by or os_user(),
                 reason=getattr(args, "reason", None),
-                edited_args=edited if changed else None,
+                edited_args=edited,
             )
             print(
                 f"{done.status} {done.approval_id} of run {args.run_id}: "
@@ -230,20 +244,6 @@ def _how_to_resume(run_id: str, spec: str | None) -> str:
         "was made in a script or a function), so `loopwise resume` cannot load it; define "
         "the step at module level in a module you import to make runs resumable from the CLI"
     )
-
-
-def _edits(approval: StoredApproval, edited: dict[str, Any]) -> bool:
-    """Whether ``edited`` differs from the arguments the approval was asked for."""
-    from loopwise.gates import args_hash  # loads pydantic: only for ``approve --args``
-
-    return args_hash(approval.tool, edited) != approval.args_hash
-
-
-def _user() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return "cli"
 
 
 def _add_runs(sub: Any) -> None:

@@ -30,6 +30,7 @@ import re
 import shlex
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -258,8 +259,47 @@ def refund_desk(demo: Demo) -> None:
     if first.get("status") != "awaiting_approval":
         return
     run_id = str(first["run_id"])
+    _show_inbox(demo)
     if _approve_all(demo, run_id):
         _resume(demo, run_id)
+
+
+def _show_inbox(demo: Demo) -> None:
+    """Serve the approvals inbox for a moment and keep its page in a file (with its
+    stylesheet inlined, so it opens from disk)."""
+    store = demo.env["LOOPWISE_STORE"]
+    page = Path(store).with_name("inbox.html")
+    print("   → the same approvals in the browser, decided by a person:")
+    print(f"   $ loopwise serve --store {shlex.quote(store)}   # then open http://127.0.0.1:8765")
+    with subprocess.Popen(
+        [sys.executable, "-m", "loopwise.cli", "serve", "--store", store, "--port", "0"],
+        cwd=demo.root,
+        env=demo.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    ) as server:
+        try:
+            first = server.stdout.readline() if server.stdout else ""
+            if not first.startswith("serving http://"):
+                demo.failures.append("loopwise serve printed no `serving` line")
+                print("   FAILED: loopwise serve did not start")
+                return
+            url = first.split()[1]
+            html = _fetch(f"{url}/").replace(
+                "<link rel='stylesheet' href='/static/inbox.css'>",
+                f"<style>{_fetch(f'{url}/static/inbox.css')}</style>",
+            )
+        finally:
+            server.terminate()
+    page.write_text(html, encoding="utf-8")
+    print(f"   → the inbox page as it looked, rendered once: {page}")
+
+
+def _fetch(url: str) -> str:
+    # The server this demo just started, on 127.0.0.1.
+    with urllib.request.urlopen(url, timeout=30) as answer:
+        return str(answer.read().decode("utf-8"))
 
 
 def _print_plan(output: Any) -> None:

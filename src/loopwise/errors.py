@@ -19,6 +19,10 @@ Guardrails never raise: a budget hit or a step limit ends the run with a
     │   │                                       superseded, unknown
     │   ├── MCPServerError          mcp-server  an MCP server cannot be started or listed
     │   │                                       (``.server``)
+    │   ├── DecisionError           decision    a decision on an approval is refused, and
+    │   │                                       it stays pending; unknown-approval,
+    │   │                                       not-pending, stale, not-editable,
+    │   │                                       invalid-args, policy-denied, no-target
     │   └── GraphError              graph       a workflow graph is invalid (``.node``);
     │                               empty, cycle, unreachable, dangling-branch,
     │                               unrouted-node, type-mismatch, unknown-branch,
@@ -39,6 +43,7 @@ from __future__ import annotations
 __all__ = [
     "ConfigError",
     "ConversationError",
+    "DecisionError",
     "DirectEffectError",
     "GraphError",
     "LoopwiseError",
@@ -132,6 +137,19 @@ class MCPServerError(ConfigError):
     def __init__(self, message: str, *, server: str) -> None:
         super().__init__(message, name=server)
         self.server = server
+
+
+class DecisionError(ConfigError):
+    """A decision on an approval is refused when it is made; the approval stays pending.
+
+    ``code`` says why: ``unknown-approval``, ``not-pending`` (decided already),
+    ``stale`` (the arguments changed since the decider looked), ``not-editable`` (a
+    whole-plan approval), ``invalid-args`` (edited arguments fail the tool's schema),
+    ``policy-denied`` (the policy refuses the edited arguments), ``no-target`` (the run's
+    target cannot be loaded to check an edit).
+    """
+
+    code = "decision"
 
 
 class GraphError(ConfigError):

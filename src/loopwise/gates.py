@@ -39,10 +39,11 @@ import inspect
 import json
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, TextIO, get_args
 
+from loopwise.audit import os_user
 from loopwise.errors import ConfigError
 from loopwise.journal import Journal
 from loopwise.step import EventType, Halt, Status, jsonable, running_context
@@ -69,7 +70,9 @@ __all__ = [
     "authorize",
     "authorize_all",
     "denial_message",
+    "handler_name",
     "human",
+    "os_user",
     "pause",
     "policy",
     "policy_then_human",
@@ -540,7 +543,12 @@ def verdict_from_data(data: dict[str, Any]) -> Verdict:
 
 
 async def ask(handler: Handler, request: ApprovalRequest) -> Verdict | None:
-    """Ask ``handler`` about ``request``: a verdict, or ``None`` while undecided."""
+    """Ask ``handler`` about ``request``: a verdict, or ``None`` while undecided.
+
+    A verdict that does not say who decided is recorded under the handler's name (its
+    ``by`` or ``name`` attribute, else its function or class name), never as a generic
+    "policy": the audit log must tell an in-code approver from a person and from a policy.
+    """
     if handler is None:
         return None
     decide = getattr(handler, "decide", None)
@@ -548,17 +556,34 @@ async def ask(handler: Handler, request: ApprovalRequest) -> Verdict | None:
     result = fn(request)
     if inspect.isawaitable(result):
         result = await result
-    return _human_verdict(result)
+    return _human_verdict(result, handler_name(handler))
 
 
-def _human_verdict(result: Any) -> Verdict | None:
-    if result is None or isinstance(result, Approved | Denied | Edited):
-        return result
+def handler_name(handler: Any) -> str:
+    """Who an approval handler is in the audit log."""
+    for attr in ("by", "name"):
+        named = getattr(handler, attr, None)
+        if isinstance(named, str) and named:
+            return named
+    name = getattr(handler, "__name__", None) or type(handler).__name__
+    return "approvals handler" if name == "<lambda>" else str(name)
+
+
+_UNNAMED = {Approved: "policy", Denied: "policy", Edited: "human"}
+"""The ``by`` each verdict type gets when its maker does not say."""
+
+
+def _human_verdict(result: Any, by: str) -> Verdict | None:
+    if result is None:
+        return None
+    if isinstance(result, Approved | Denied | Edited):
+        unnamed = result.by == _UNNAMED[type(result)]
+        return replace(result, by=by) if unnamed else result
     if result is True:
-        return Approved(by="human")
+        return Approved(by=by)
     if isinstance(result, str):
-        return Denied(result, by="human")
-    return Denied("denied by a human", by="human")
+        return Denied(result, by=by)
+    return Denied(f"denied by {by}", by=by)
 
 
 def pause(pending: list[Pending]) -> Halt:
@@ -584,9 +609,10 @@ class TerminalApprovals:
     as JSON. End of input leaves the call undecided, so the run pauses durably instead."""
 
     def __init__(
-        self, *, by: str = "terminal", stdin: TextIO | None = None, stdout: TextIO | None = None
+        self, *, by: str | None = None, stdin: TextIO | None = None, stdout: TextIO | None = None
     ) -> None:
-        self.by = by
+        self.by = by or os_user()
+        """Who decides, as the audit log records it (default: the OS user)."""
         self._in = stdin
         self._out = stdout
         self._lock: asyncio.Lock | None = None

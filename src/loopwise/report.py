@@ -19,7 +19,7 @@ from typing import Any
 
 from loopwise.evals import EvalReport, architecture_of
 from loopwise.failures import failure_lines, failure_table
-from loopwise.shape import describe, drawing, mermaid
+from loopwise.shape import Edge, Graph, Node, describe, drawing, mermaid
 from loopwise.stats import (
     REFERENCE_MODEL,
     Distribution,
@@ -31,6 +31,8 @@ from loopwise.stats import (
     reference_costs,
     usd,
 )
+from loopwise.svg import EFFECT_COLORS, graph_svg
+from loopwise.svg import svg_element as _svg
 
 __all__ = ["describe_graph", "draw_graph", "format_text", "render_html", "write_report"]
 
@@ -48,7 +50,6 @@ STATUS_COLORS = {
     "error": "#7f1d1d",
     "cancelled": "#9ca3af",
 }
-EFFECT_COLORS = {"read": "#16a34a", "write": "#f59e0b", "irreversible": "#dc2626"}
 CHART_METRICS = (
     ("cost_usd", "cost per case (USD)"),
     ("steps", "steps per case"),
@@ -229,13 +230,6 @@ def _summary_table(report: EvalReport, colors: dict[str, str]) -> str:
         for label, cells in rows
     )
     return f"<table><tr><th></th>{head}</tr>{body}</table>"
-
-
-def _svg(width: int, height: int, body: str, label: str) -> str:
-    return (
-        f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' "
-        f"viewBox='0 0 {width} {height}' role='img' aria-label='{_e(label)}'>{body}</svg>"
-    )
 
 
 def _status_bars(targets: Sequence[TargetSummary]) -> str:
@@ -589,92 +583,18 @@ def describe_graph(step: Any) -> dict[str, Any]:
     }
 
 
-KIND_FILLS = {
-    "agent": "#ede9fe",
-    "workflow": "#dbeafe",
-    "hybrid": "#fce7f3",
-    "route": "#fef9c3",
-    "structured": "#e0f2fe",
-    "function": "#f3f4f6",
-    "tool": "#f3f4f6",
-    "opaque": "#f3f4f6",
-}
-_NODE_W, _NODE_H, _GAP_X, _GAP_Y, _ROW_MAX = 150, 40, 20, 44, 5
-
-
-def _layout(nodes: list[dict[str, Any]], edges: list[dict[str, Any]]) -> dict[str, tuple[int, int]]:
-    """Node id → (row, column): rows are topological generations, wrapped at five nodes."""
-    import networkx as nx
-
-    graph = nx.DiGraph()
-    graph.add_nodes_from(n["id"] for n in nodes)
-    for e in edges:
-        # An edge back up (a hybrid's invalid plan going back to its planner) is drawn
-        # but does not place its target below its source.
-        if not nx.has_path(graph, e["target"], e["source"]):
-            graph.add_edge(e["source"], e["target"])
-    layers = [sorted(layer, key=list(graph).index) for layer in nx.topological_generations(graph)]
-    positions: dict[str, tuple[int, int]] = {}
-    row = 0
-    for layer in layers:
-        for start in range(0, len(layer), _ROW_MAX):
-            for col, node in enumerate(layer[start : start + _ROW_MAX]):
-                positions[node] = (row, col)
-            row += 1
-    return positions
-
-
 def draw_graph(desc: dict[str, Any]) -> str:
-    """An SVG drawing of a :func:`describe_graph` result (rendered offline, no script)."""
-    nodes, edges = desc["nodes"], desc["edges"]
-    positions = _layout(nodes, edges)
-    rows: dict[int, int] = {}
-    for r, _ in positions.values():
-        rows[r] = rows.get(r, 0) + 1
-    widest = max(rows.values(), default=1)
-    width = widest * (_NODE_W + _GAP_X) + _GAP_X
-    height = len(rows) * (_NODE_H + _GAP_Y) + _GAP_X
-
-    def center(node: str) -> tuple[float, float]:
-        r, c = positions[node]
-        offset = (width - rows[r] * (_NODE_W + _GAP_X) + _GAP_X) / 2
-        return offset + c * (_NODE_W + _GAP_X) + _NODE_W / 2, _GAP_X + r * (_NODE_H + _GAP_Y)
-
-    parts = [
-        "<defs><marker id='arrow' viewBox='0 0 10 10' refX='10' refY='5' markerWidth='7' "
-        "markerHeight='7' orient='auto-start-reverse'><path d='M0,0 L10,5 L0,10 z' "
-        "fill='#6b7280'/></marker></defs>"
-    ]
-    for e in edges:
-        (x1, y1), (x2, y2) = center(e["source"]), center(e["target"])
-        parts.append(
-            f"<line x1='{x1:.1f}' y1='{y1 + _NODE_H:.1f}' x2='{x2:.1f}' y2='{y2:.1f}' "
-            "stroke='#6b7280' marker-end='url(#arrow)'/>"
-        )
-        if e["label"]:
-            parts.append(
-                f"<text x='{(x1 + x2) / 2 + 4:.1f}' y='{(y1 + _NODE_H + y2) / 2 + 4:.1f}' "
-                f"fill='#92400e'>{_e(_short(e['label'], 24))}</text>"
-            )
-    parts.extend(_node_svg(n, *center(n["id"])) for n in nodes)
-    return _svg(width, height, "".join(parts), f"graph of {desc['name']}")
-
-
-def _node_svg(node: dict[str, Any], cx: float, top: float) -> str:
-    kind = node["kind"]
-    stroke = EFFECT_COLORS.get(kind, "#4b5563")
-    fill = KIND_FILLS.get(kind, "#f9fafb" if kind not in EFFECT_COLORS else "#ffffff")
-    dash = " stroke-dasharray='4 3'" if kind == "route" else ""
-    sub = kind + (f" · {node['detail']}" if node["detail"] else "")
-    return (
-        f"<g><title>{_e(node['label'])} ({_e(sub)})</title>"
-        f"<rect x='{cx - _NODE_W / 2:.1f}' y='{top:.1f}' width='{_NODE_W}' height='{_NODE_H}' "
-        f"rx='6' fill='{fill}' stroke='{stroke}' stroke-width='1.5'{dash}/>"
-        f"<text x='{cx:.1f}' y='{top + 16:.1f}' text-anchor='middle' font-weight='600'>"
-        f"{_e(_short(node['label'], 22))}</text>"
-        f"<text x='{cx:.1f}' y='{top + 31:.1f}' text-anchor='middle' fill='#6b7280'>"
-        f"{_e(_short(sub, 26))}</text></g>"
+    """An SVG drawing of a :func:`describe_graph` result (:func:`loopwise.svg.graph_svg`)."""
+    graph = Graph(
+        nodes=tuple(
+            Node(id=n["id"], label=n["label"], kind=n["kind"], detail=n["detail"])
+            for n in desc["nodes"]
+        ),
+        edges=tuple(
+            Edge(source=e["source"], target=e["target"], label=e["label"]) for e in desc["edges"]
+        ),
     )
+    return graph_svg(graph, name=desc["name"])
 
 
 def _shape(t: TargetSummary, desc: dict[str, Any] | None, colors: dict[str, str]) -> str:

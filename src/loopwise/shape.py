@@ -79,6 +79,12 @@ class ToolShape:
     gate and taint were decided, in one line (``check`` shows it)."""
     left_out: tuple[str, ...] = ()
     """Tools its source listed but could not use, each with why (``check`` warns)."""
+    tool: Any = field(default=None, compare=False, repr=False)
+    """The :class:`~loopwise.tools.Tool` itself: arguments a person edits are judged by
+    its schema and gate when the decision is made (:mod:`loopwise.approvals`)."""
+    policies: tuple[Any, ...] = field(default=(), compare=False, repr=False)
+    """Policies besides the gate's that its calls' edited arguments must pass (a plan
+    action's own policy)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -44,7 +44,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from loopwise.errors import ConfigError, ConversationError, StoreError
+from loopwise.errors import ConfigError, ConversationError, DecisionError, StoreError
 from loopwise.step import Event, EventType, Status, jsonable
 
 __all__ = [
@@ -58,6 +58,7 @@ __all__ = [
     "StoredRun",
     "Tx",
     "default_store_path",
+    "not_pending",
 ]
 
 DEFAULT_STORE_PATH = ".loopwise/runs.db"
@@ -299,6 +300,7 @@ class RunStore(Protocol):
         by: str,
         reason: str | None = None,
         edited_args: dict[str, Any] | None = None,
+        seen_hash: str | None = None,
     ) -> StoredApproval:
         """Record a human decision on a pending approval; return the updated approval."""
         ...
@@ -886,11 +888,15 @@ class SQLStore:
         by: str,
         reason: str | None = None,
         edited_args: dict[str, Any] | None = None,
+        seen_hash: str | None = None,
     ) -> StoredApproval:
         """Record ``decision`` (``approved``/``denied``/``edited``) on a pending approval.
 
-        Wakes the waiting workers. Raises :class:`ConfigError` for an unknown run or
-        approval, or one already decided (here or by another process).
+        Wakes the waiting workers. Raises :class:`ConfigError` for an unknown run, and
+        :class:`DecisionError` for an unknown approval, one already decided (here or by
+        another process) or, with ``seen_hash``, one whose arguments hash otherwise
+        (``stale``), checked in the same transaction as the write. Checks of the decision
+        itself (edited arguments) are :func:`loopwise.approvals.decide`'s.
         """
         if decision not in {"approved", "denied", "edited"}:
             raise ConfigError(f"unknown decision {decision!r}", name="decision")
@@ -901,13 +907,19 @@ class SQLStore:
                 (run_id, approval_id),
             )
             if not rows:
-                raise ConfigError(
-                    f"run {run_id!r} has no approval {approval_id!r}", name=approval_id
+                raise DecisionError(
+                    f"run {run_id!r} has no approval {approval_id!r}",
+                    name=approval_id,
+                    code="unknown-approval",
                 )
             if rows[0]["status"] != "pending":
-                raise ConfigError(
-                    f"approval {approval_id!r} of run {run_id!r} is already {rows[0]['status']}",
+                raise not_pending(run_id, approval_id, rows[0]["status"])
+            if seen_hash is not None and rows[0]["args_hash"] != seen_hash:
+                raise DecisionError(
+                    f"approval {approval_id!r} of run {run_id!r} now asks about other "
+                    "arguments than the ones shown when deciding; nothing was decided",
                     name=approval_id,
+                    code="stale",
                 )
             tx.run(
                 "UPDATE approvals SET status = ?, decided_by = ?, decided_at = ?, "
@@ -928,6 +940,15 @@ class SQLStore:
                 (run_id, approval_id),
             )
         return _approval_row(rows[0])
+
+
+def not_pending(run_id: str, approval_id: str, status: str) -> DecisionError:
+    """The error of a decision on an approval that was decided already."""
+    return DecisionError(
+        f"approval {approval_id!r} of run {run_id!r} is already {status}",
+        name=approval_id,
+        code="not-pending",
+    )
 
 
 def _event_row(run_id: str, event: Event) -> Statement:

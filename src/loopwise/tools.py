@@ -489,6 +489,7 @@ class Tool:
             untrusted=self.untrusted_output,
             parameters=parameters_of(self.schema["function"].get("parameters", {})),
             step=None if self.step is None else describe(self.step),
+            tool=self,
         )
 
     def __repr__(self) -> str:

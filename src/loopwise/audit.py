@@ -1,0 +1,42 @@
+"""Small, dependency-free helpers of the audit log: one line per event, and who is deciding.
+
+Light on purpose: ``loopwise runs show`` and the approvals inbox both print events with
+:func:`event_summary`, and the CLI's decisions name the person with :func:`os_user`,
+without loading pydantic or the model port.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["event_summary", "os_user"]
+
+
+def event_summary(kind: str, d: Mapping[str, Any]) -> str:
+    """One line about an event of the audit log (plain text): its ``type`` and ``data``."""
+    if kind == "tool_call":
+        return f"{d.get('tool')}({json.dumps(d.get('args'), default=str)})"
+    if kind == "tool_result":
+        return str(d.get("content", ""))
+    if kind == "model_call":
+        return f"{d.get('model')} in={d.get('input_tokens')} out={d.get('output_tokens')}"
+    if kind in {"gate_requested", "gate_decided"}:
+        what = d.get("decision") or d.get("reason")
+        by = f" by {d['by']}" if d.get("by") else ""
+        why = f": {d['reason']}" if kind == "gate_decided" and d.get("reason") else ""
+        return f"{d.get('tool')} [{d.get('approval_id')}] {what}{by}{why}"
+    if kind in {"run_finished", "run_paused"}:
+        return str(d.get("status"))
+    return ""
+
+
+def os_user() -> str:
+    """The operating system's name for the person at this terminal (``terminal`` when
+    it has none)."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "terminal"

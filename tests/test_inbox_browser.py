@@ -1,0 +1,167 @@
+"""The approvals inbox in a real headless browser: Playwright driving Debian's chromium.
+
+The refund desk pauses on its refund and its mail; a person opens the inbox, reads both
+asks with their reasons, approves the refund, denies the mail with a reason; after
+``loopwise resume`` the shop has exactly one refund and no mail, and the run page says
+who decided. Screenshots of the inbox and the run page, at 1280 px and at phone width,
+go to a temporary directory (``LOOPWISE_SCREENSHOTS=DIR`` keeps them).
+
+Needs ``playwright`` (the dev extra) and a chromium at ``/usr/bin/chromium`` (Debian's
+package; ``LOOPWISE_CHROMIUM`` names another): without them the test skips with one line
+saying so, except under ``CI=true``, where ``.ci/run`` installs both and a skip fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DESK = f"{ROOT / 'workflows' / 'refund_desk.py'}:refund_desk"
+CHROMIUM = os.environ.get("LOOPWISE_CHROMIUM", "/usr/bin/chromium")
+HOW = (
+    "browser test skipped: install Debian's chromium (apt-get install chromium) and the dev "
+    "extra (pip install -e '.[dev]', which brings playwright), or run .ci/run"
+)
+# The machine's network may be closed: without these chromium waits on connections.
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+PHONE = {"width": 390, "height": 844}
+DESKTOP = {"width": 1280, "height": 900}
+
+pytestmark = pytest.mark.slow
+
+
+def _skip_or_fail(why: str) -> None:
+    if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
+        pytest.fail(f"CI=true but {why}: .ci/run installs chromium and playwright")
+    pytest.skip(f"{HOW} ({why})")
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _skip_or_fail("playwright is not installed")
+    if not os.access(CHROMIUM, os.X_OK):
+        _skip_or_fail(f"no chromium at {CHROMIUM}")
+    # Playwright gives the browser a new, empty profile directory of its own.
+    with sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+def _loopwise(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "loopwise.cli", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _shop(sql: str) -> list[Any]:
+    with sqlite3.connect(os.environ["LOOPWISE_SHOP_DB"]) as db:
+        return db.execute(sql).fetchall()
+
+
+def _shots(tmp_path: Path) -> Path:
+    where = Path(os.environ.get("LOOPWISE_SCREENSHOTS") or tmp_path / "screenshots")
+    where.mkdir(parents=True, exist_ok=True)
+    return where
+
+
+def _screenshot(page: Any, where: Path, name: str) -> None:
+    for label, size in (("1280", DESKTOP), ("phone", PHONE)):
+        page.set_viewport_size(size)
+        page.screenshot(path=str(where / f"{name}-{label}.png"), full_page=True)
+        # Nothing may stick out sideways on either width (a table scrolls in its box).
+        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 0, f"{name} is {overflow}px wider than a {label} screen"
+    page.set_viewport_size(DESKTOP)
+
+
+def test_a_person_decides_the_refund_desk_in_the_browser(browser: Any, tmp_path: Path) -> None:
+    complaint = '"Order O-1003 arrived broken and I want my money back."'
+    # Playwright's sync API runs an event loop on this thread: the CLI runs beside it.
+    paused = _loopwise("run", DESK, "--model", "scripted", "--input", complaint, "--json")
+    assert paused.returncode == 1, paused.stderr
+    run_id = json.loads(paused.stdout)["run_id"]
+    with subprocess.Popen(
+        [sys.executable, "-m", "loopwise.cli", "serve", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    ) as server:
+        try:
+            assert server.stdout is not None
+            first = server.stdout.readline()
+            assert first.startswith("serving http://127.0.0.1:"), first
+            _decide_in_browser(browser, first.split()[1], run_id, _shots(tmp_path))
+        finally:
+            server.terminate()
+
+
+def _card(page: Any, action: str) -> Any:
+    """The inbox's card asking about ``action`` (other cards name it in their plan)."""
+    return page.locator("article.approval").filter(has=page.locator("h2", has_text=action))
+
+
+def _decide_in_browser(browser: Any, url: str, run_id: str, shots: Path) -> None:
+    page = browser.new_page(viewport=DESKTOP)
+    page.goto(url)
+    refund, mail = _card(page, "issue_refund"), _card(page, "email_customer")
+    assert page.locator("article.approval").count() == 2
+    assert "a person approves every refund" in refund.inner_text()
+    assert "the customer asks for their money back" in refund.inner_text()
+    assert "a person approves every customer mail" in mail.inner_text()
+    assert "tell the order's customer about the refund" in mail.inner_text()
+    assert "priya@raman-design.example" in mail.inner_text()
+    _screenshot(page, shots, "inbox")
+
+    decide = refund.locator("form.decide")
+    decide.get_by_label("Your name").fill("Ada Lovelace")
+    decide.get_by_role("button", name="Approve").click()
+    page.wait_for_url(re.compile(r"/\?decided="))
+    assert "execute.s1 of run" in page.locator(".notice").inner_text()
+    decide = _card(page, "email_customer").locator("form.decide")
+    decide.get_by_label("Your name").fill("Ada Lovelace")
+    decide.get_by_label("Reason").fill("no mail until the refund shows up")
+    decide.get_by_role("button", name="Deny").click()
+    page.wait_for_url(re.compile(r"/\?decided="))
+    assert page.locator("article.approval").count() == 0
+
+    resumed = _loopwise("resume", run_id)  # a denied action ends the hybrid's run denied
+    assert resumed.returncode == 1 and f"run {run_id}: denied" in resumed.stdout
+    assert len(_shop("SELECT * FROM refunds WHERE order_id = 'O-1003'")) == 1
+    assert _shop("SELECT * FROM emails") == []
+
+    page.goto(f"{url}/runs/{run_id}")
+    approvals = page.locator("table.approvals").inner_text()
+    assert "Ada Lovelace" in approvals and "no mail until the refund shows up" in approvals
+    assert page.locator("figure.drawing svg").count() == 1
+    drawn = page.locator("figure.drawing").inner_text()
+    assert "s1: issue_refund" in drawn and "done" in drawn and "denied" in drawn
+    _screenshot(page, shots, "run")

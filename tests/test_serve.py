@@ -1,0 +1,369 @@
+"""The approvals inbox through HTTP: pages, escaping, CSRF, the hash binding, decisions
+checked when they are made, GET never changing anything, and ``--resume``.
+
+Each test serves a real store on 127.0.0.1 (port 0) from a thread of this process and
+talks to it with ``http.client``; the refund desk pauses through the CLI, as a user's
+run would.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import re
+import sqlite3
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+
+import loopwise
+from loopwise import gates
+from loopwise.cli import main
+from loopwise.serve import CSP, ServeSettings, make_server
+from loopwise.stores import open_store
+from loopwise.targets import load_target
+from loopwise.testing import ScriptedModel, call, reply
+
+ROOT = Path(__file__).resolve().parent.parent
+DESK = f"{ROOT / 'workflows' / 'refund_desk.py'}:refund_desk"
+COMPLAINT = '"Order O-1003 arrived broken and I want my money back."'
+
+
+@dataclass
+class Answer:
+    status: int
+    body: str
+    headers: dict[str, str]
+
+
+@dataclass
+class Client:
+    """A browser without a browser: keeps the CSRF cookie, reads tokens from forms."""
+
+    port: int
+    cookie: str | None = None
+    host: str | None = None
+    sent: list[str] = field(default_factory=list)
+
+    def request(self, method: str, path: str, body: str | None = None, **headers: str) -> Answer:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        hdrs = {k.replace("_", "-"): v for k, v in headers.items()}
+        if self.host is not None:
+            hdrs["Host"] = self.host
+        if self.cookie:
+            hdrs.setdefault("Cookie", f"loopwise_csrf={self.cookie}")
+        if body is not None:
+            hdrs["Content-Type"] = "application/x-www-form-urlencoded"
+        conn.request(method, path, body=body, headers=hdrs)
+        r = conn.getresponse()
+        answer = Answer(r.status, r.read().decode(), {k.lower(): v for k, v in r.getheaders()})
+        conn.close()
+        got = re.match(r"loopwise_csrf=([^;]+)", answer.headers.get("set-cookie", ""))
+        if got:
+            self.cookie = got.group(1)
+        return answer
+
+    def get(self, path: str) -> Answer:
+        return self.request("GET", path)
+
+    def token(self) -> str:
+        page = self.get("/").body
+        found = re.search(r"name='csrf' value='([0-9a-f]+)'", page)
+        assert found, page
+        return found.group(1)
+
+    def decide(self, **fields: str) -> Answer:
+        fields.setdefault("csrf", self.token())
+        return self.request("POST", "/decide", urlencode(fields))
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[Any]:
+    """``serve(**settings)``: a running inbox over the test's store, and its client."""
+    started: list[Any] = []
+
+    def start(**settings: Any) -> tuple[Any, Client]:
+        server, _ = make_server(ServeSettings(port=0, **settings))
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        started.append((server, thread))
+        return server.app, Client(port=server.server_address[1])
+
+    yield start
+    for server, thread in started:
+        server.shutdown()
+        thread.join()
+        server.app.wait_for_resumes()
+        server.server_close()
+        server.app.store.close()
+
+
+def _paused_desk(capsys: pytest.CaptureFixture[str]) -> str:
+    capsys.readouterr()
+    code = main(["run", DESK, "--model", "scripted", "--input", COMPLAINT, "--json"])
+    paused = json.loads(capsys.readouterr().out)
+    assert code == 1 and paused["status"] == "awaiting_approval", paused
+    return str(paused["run_id"])
+
+
+def _pending(run_id: str) -> dict[str, str]:
+    with open_store(None) as st:
+        return {a.approval_id: a.status for a in st.approvals(run_id)}
+
+
+def _hash(run_id: str, approval_id: str) -> str:
+    with open_store(None) as st:
+        found = st.approval(run_id, approval_id)
+        assert found is not None
+        return found.args_hash
+
+
+def _shop(sql: str) -> list[Any]:
+    import os
+
+    with sqlite3.connect(os.environ["LOOPWISE_SHOP_DB"]) as db:
+        return db.execute(sql).fetchall()
+
+
+def test_pages_answer_with_the_approvals_and_get_never_decides(
+    serve: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_id = _paused_desk(capsys)
+    _, client = serve(by="lead")
+    inbox = client.get("/")
+    assert inbox.status == 200 and inbox.headers["content-security-policy"] == CSP
+    assert inbox.headers["x-content-type-options"] == "nosniff"
+    assert "SameSite=Strict" in inbox.headers["set-cookie"]
+    page = inbox.body
+    # Both asks, what they are, why the gate asks and why the planner proposed them.
+    assert page.count("<article class='approval'") == 2
+    assert "a person approves every refund" in page
+    assert "the customer asks for their money back; O-1003 totals 189.00 INR" in page
+    assert "tell the order&#x27;s customer about the refund" in page
+    assert "<dt>amount_cents</dt><dd><code>18900</code></dd>" in page  # readable, not JSON
+    assert "value='lead'" in page  # --by prefills the approver's name
+    run_page = client.get(f"/runs/{run_id}")
+    assert (
+        run_page.status == 200 and "<svg" in run_page.body and "s1: issue_refund" in run_page.body
+    )
+    assert "mermaid" not in run_page.body.lower()
+    assert "gate_requested" in run_page.body  # the audit log
+    listed = client.get("/runs?status=awaiting_approval").body
+    assert run_id in listed
+    assert run_id not in client.get("/runs?status=completed").body
+    assert client.get("/static/inbox.css").headers["content-type"].startswith("text/css")
+    # A decision's fields on a GET decide nothing; other methods are refused.
+    assert (
+        client.get(f"/decide?run_id={run_id}&approval_id=execute.s1&decision=approve").status == 404
+    )
+    assert client.get("/runs/nope").status == 404
+    assert client.request("PUT", "/decide").status == 405
+    assert _pending(run_id) == {"execute.s1": "pending", "execute.s2": "pending"}
+
+
+def test_hostile_arguments_and_tool_output_are_escaped(serve: Any) -> None:
+    hostile = "<script>alert('x')</script><img src=x onerror=alert(1)>"
+
+    @loopwise.tool(effect="read", untrusted_output=True)
+    def fetch_page(url: str) -> str:
+        """Fetch a web page."""
+        return f"page text {hostile}"
+
+    @loopwise.tool(effect="irreversible", gate=gates.human())
+    def send(to: str, body: dict[str, list[str]]) -> str:
+        """Send a mail."""
+        return "sent"
+
+    script = [call("fetch_page", {"url": "http://x"}, id="c1"),
+              call("send", {"to": hostile, "body": {"nested": [hostile]}}, id="c2")]  # fmt: skip
+
+    def respond(request: loopwise.ModelRequest) -> Any:
+        done = sum(1 for m in request.messages if m["role"] == "tool")
+        return script[done] if done < len(script) else reply("done")
+
+    agent = loopwise.Agent(name="mailer", tools=[fetch_page, send])
+    paused = loopwise.run(agent, "go", model=ScriptedModel(respond))
+    assert paused.status == "awaiting_approval"
+    _, client = serve()
+    for page in (client.get("/").body, client.get(f"/runs/{paused.run_id}").body):
+        assert "<script" not in page and "<img" not in page
+        assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in page
+    inbox = client.get("/").body
+    assert "tainted by fetch_page (c1)" in inbox  # taint forced the ask, and it says so
+
+
+def test_a_decision_without_the_pages_csrf_token_is_refused(
+    serve: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_id = _paused_desk(capsys)
+    _, client = serve(by="lead")
+    form = {"run_id": run_id, "approval_id": "execute.s1", "decision": "approve"}
+    assert client.request("POST", "/decide", urlencode(form)).status == 403  # no cookie
+    client.token()
+    assert client.decide(csrf="0" * 64, **form).status == 403
+    stranger = Client(port=client.port)
+    assert stranger.decide(csrf=client.token(), **form).status == 403  # another browser's
+    evil = client.request("POST", "/decide", urlencode({**form, "csrf": client.token()}),
+                          Origin="http://evil.example")  # fmt: skip
+    assert evil.status == 403
+    assert _pending(run_id)["execute.s1"] == "pending"
+    done = client.decide(**form)
+    assert done.status == 303 and done.headers["location"].startswith("/?decided=")
+    assert "execute.s1 of run" in client.get(done.headers["location"]).body
+    assert _pending(run_id)["execute.s1"] == "approved"
+
+
+def test_a_page_opened_before_the_arguments_changed_decides_nothing(
+    serve: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_id = _paused_desk(capsys)
+    _, client = serve(by="lead")
+    answer = client.decide(
+        run_id=run_id, approval_id="execute.s1", decision="approve", args_hash="f" * 64
+    )
+    assert answer.status == 409
+    assert "now asks about other arguments" in answer.body
+    assert _pending(run_id)["execute.s1"] == "pending"
+    twice = {"run_id": run_id, "approval_id": "execute.s1", "decision": "approve",
+             "args_hash": _hash(run_id, "execute.s1")}  # fmt: skip
+    assert client.decide(**twice).status == 303
+    again = client.decide(**twice)
+    assert again.status == 409 and "is already approved" in again.body
+
+
+def test_edits_and_denials_are_checked_when_they_are_made(
+    serve: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_id = _paused_desk(capsys)
+    _, client = serve(by="lead")
+    base = {"run_id": run_id, "approval_id": "execute.s1", "decision": "approve"}
+    too_much = json.dumps({"order_id": "O-1003", "amount_cents": 10**6, "reason": "r"})
+    refused = client.decide(**base, args=too_much)
+    assert refused.status == 400 and "rejected by the policy" in refused.body
+    assert "exceeds what is left to refund" in refused.body
+    bad = client.decide(**base, args=json.dumps({"order_id": "O-1003", "amount_cents": "lots"}))
+    assert bad.status == 400 and "the edited arguments were rejected" in bad.body
+    assert client.decide(**base, args="{not json").status == 400
+    _, nameless = serve()  # no --by: who decides must be said
+    assert nameless.decide(**base, by="").status == 400
+    deny = client.decide(run_id=run_id, approval_id="execute.s2", decision="deny", reason="")
+    assert deny.status == 400 and "a denial needs a reason" in deny.body
+    assert _pending(run_id) == {"execute.s1": "pending", "execute.s2": "pending"}
+    half = json.dumps({"order_id": "O-1003", "amount_cents": 9450, "reason": "half"})
+    assert client.decide(**base, args=half, by="erin").status == 303
+    with open_store(None) as st:
+        edited = st.approval(run_id, "execute.s1")
+    assert edited is not None and edited.status == "edited" and edited.decided_by == "erin"
+    assert edited.edited_args["amount_cents"] == 9450
+
+
+def test_the_proxy_user_header_names_the_approver(
+    serve: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_id = _paused_desk(capsys)
+    _, client = serve(trust_proxy_user="X-Forwarded-User")
+    form = {"run_id": run_id, "approval_id": "execute.s2", "decision": "deny",
+            "reason": "no mail", "by": "mallory"}  # fmt: skip
+    assert client.decide(**form).status == 400  # no header: no decision
+    assert client.request("POST", "/decide", urlencode({**form, "csrf": client.token()}),
+                          X_Forwarded_User="dana").status == 303  # fmt: skip
+    with open_store(None) as st:
+        denied = st.approval(run_id, "execute.s2")
+    assert denied is not None and (denied.status, denied.decided_by) == ("denied", "dana")
+
+
+def test_a_loopback_server_answers_loopback_names_only(serve: Any) -> None:
+    _, client = serve()
+    client.host = "attacker.example"
+    assert client.get("/").status == 421
+    client.host = "localhost"
+    assert client.get("/").status == 200
+
+
+def test_with_resume_the_server_continues_a_run_once_nothing_is_pending(
+    serve: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_id = _paused_desk(capsys)
+    app, client = serve(by="lead", resume=True)
+    client.decide(run_id=run_id, approval_id="execute.s1", decision="approve")
+    app.wait_for_resumes()
+    with open_store(None) as st:
+        assert st.get_run(run_id).status == "awaiting_approval"  # the mail still waits
+    client.decide(run_id=run_id, approval_id="execute.s2", decision="deny", reason="no mail")
+    app.wait_for_resumes()
+    with open_store(None) as st:
+        run = st.get_run(run_id)
+    assert run.status == "denied"  # a denied action ends a hybrid's run denied
+    assert len(_shop("SELECT * FROM refunds WHERE order_id = 'O-1003'")) == 1
+    assert _shop("SELECT * FROM emails") == []
+    page = client.get(f"/runs/{run_id}").body
+    assert "<td>lead</td>" in page and "no mail" in page
+
+
+def test_the_cli_checks_edits_when_they_are_made(capsys: pytest.CaptureFixture[str]) -> None:
+    run_id = _paused_desk(capsys)
+    capsys.readouterr()
+    edit = json.dumps({"order_id": "O-1003", "amount_cents": 10**6, "reason": "r"})
+    code = main(["approve", run_id, "--approval", "execute.s1", "--args", edit])
+    assert code == 2
+    assert "rejected by the policy" in capsys.readouterr().err
+    assert _pending(run_id)["execute.s1"] == "pending"
+    text = main(["pending", run_id])
+    out = capsys.readouterr().out
+    assert text == 0 and "planner's reason: the customer asks for their money back" in out
+    assert "-> s1 issue_refund [pending]" in out and "s3 add_note [approved]" in out
+
+
+def test_a_whole_plan_approval_cannot_be_edited(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plan = {"steps": [{"id": "s1", "action": "note", "args": {"text": "x"}, "reason": "why"}]}
+    (tmp_path / "desk.py").write_text(
+        "import json\nimport loopwise\n"
+        "@loopwise.tool(effect='write')\n"
+        "def note(text: str) -> str:\n    '''Write a note.'''\n    return 'noted'\n"
+        "desk = loopwise.Hybrid('desk', actions=[note], approve_plan=True)\n"
+    )
+    model = ScriptedModel(lambda request: reply(json.dumps(plan)))
+    paused = loopwise.run(
+        load_target(f"{tmp_path / 'desk.py'}:desk").step, "x", model=model,
+        spec=f"{tmp_path / 'desk.py'}:desk",
+    )  # fmt: skip
+    assert [p["approval_id"] for p in paused.pending] == ["plan"]
+    capsys.readouterr()
+    assert main(["approve", paused.run_id, "--args", '{"plan": []}']) == 2
+    assert "approved or denied, not edited" in capsys.readouterr().err
+    assert _pending(paused.run_id) == {"plan": "pending"}
+    assert main(["approve", paused.run_id, "--by", "ann"]) == 0
+
+
+def test_in_code_handlers_are_recorded_under_their_own_name() -> None:
+    paid: list[int] = []
+
+    @loopwise.tool(effect="irreversible", gate=gates.human())
+    def pay(amount: int) -> str:
+        """Pay an amount."""
+        paid.append(amount)
+        return "paid"
+
+    def respond(request: loopwise.ModelRequest) -> Any:
+        done = any(m["role"] == "tool" for m in request.messages)
+        return reply("ok") if done else call("pay", {"amount": 3}, id="c1")
+
+    def finance_bot(request: gates.ApprovalRequest) -> bool:
+        return True
+
+    agent = loopwise.Agent(name="a", tools=[pay])
+    for handler, name in (
+        (finance_bot, "finance_bot"),
+        (lambda r: gates.Approved(), "approvals handler"),
+    ):
+        done = loopwise.run(agent, "go", model=ScriptedModel(respond), approvals=handler)
+        with open_store(None) as st:
+            (decided,) = st.approvals(done.run_id)
+        assert (decided.status, decided.decided_by) == ("approved", name)
