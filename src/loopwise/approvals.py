@@ -24,16 +24,17 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from loopwise.calls import judge_edit
 from loopwise.errors import DecisionError, LoopwiseError
-from loopwise.gates import Denied, args_hash
-from loopwise.shape import Shape, ToolShape, describe
 from loopwise.step import Event, EventType
 from loopwise.store import RunStore, StoredApproval, not_pending
-from loopwise.targets import load_target
-from loopwise.tools import ToolArgumentsError
+
+if TYPE_CHECKING:
+    from loopwise.shape import Shape, ToolShape
+
+# Checking an edit loads the run's target, its tools and pydantic; listing and plain
+# approvals (`loopwise pending/approve/deny`) must not: those imports are made where used.
 
 __all__ = [
     "WHOLE_PLAN",
@@ -53,6 +54,8 @@ Loader = Callable[[str], Any]
 
 
 def _load_step(spec: str) -> Any:
+    from loopwise.targets import load_target
+
     return load_target(spec).step
 
 
@@ -82,7 +85,7 @@ def decide(
         raise DecisionError(
             "a denial needs a reason (the model reads it)", name=approval_id, code="no-reason"
         )
-    changed = edited_args is not None and args_hash(found.tool, edited_args) != found.args_hash
+    changed = edited_args is not None and _differ(found, edited_args)
     if edited_args is not None and found.tool == WHOLE_PLAN:
         raise DecisionError(
             f"approval {approval_id!r} of run {run_id!r} approves a whole plan: it is approved "
@@ -104,6 +107,12 @@ def decide(
     )
 
 
+def _differ(found: StoredApproval, edited: dict[str, Any]) -> bool:
+    from loopwise.gates import args_hash
+
+    return args_hash(found.tool, edited) != found.args_hash
+
+
 def _pending(store: RunStore, run_id: str, approval_id: str) -> StoredApproval:
     """The approval, pending; ``seen_hash`` is checked where the decision is written."""
     store.get_run(run_id)
@@ -123,6 +132,10 @@ def _check_edit(
     store: RunStore, found: StoredApproval, edited: dict[str, Any], load: Loader
 ) -> None:
     """Refuse ``edited`` unless the tool's schema and policies accept it now."""
+    from loopwise.calls import judge_edit
+    from loopwise.gates import Denied
+    from loopwise.tools import ToolArgumentsError
+
     tool = _tool_of(store, found, load)
     judged = asyncio.run(judge_edit(tool.tool, edited, tool.policies))
     if isinstance(judged, ToolArgumentsError):
@@ -138,6 +151,8 @@ def _check_edit(
 
 
 def _tool_of(store: RunStore, found: StoredApproval, load: Loader) -> ToolShape:
+    from loopwise.shape import describe
+
     run = store.get_run(found.run_id)
     if not run.spec:
         raise DecisionError(
