@@ -382,15 +382,15 @@ header{display:flex;gap:16px;align-items:center;padding:10px 16px;background:#11
 color:#fff}
 header a{color:#d1d5db;margin-right:12px;text-decoration:none}
 header a[aria-current]{color:#fff;text-decoration:underline}
-main{max-width:1100px;margin:0 auto;padding:16px}
+main{max-width:1100px;margin:0 auto;padding:16px;overflow-wrap:anywhere}
 h1{font-size:1.4rem}h2{font-size:1.15rem;margin:.2rem 0}h3{font-size:.95rem;margin:1rem 0 .3rem}
 .meta{color:#6b7280;font-size:.85rem;font-weight:normal}
 code{font:13px ui-monospace,Menlo,monospace;overflow-wrap:anywhere}
 .approval{background:#fff;border:1px solid #e5e7eb;border-radius:8px;padding:14px 16px;
 margin:0 0 16px}
-dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:4px 12px;margin:8px 0}
-dl.facts dt{font-weight:600}dl.facts dd{margin:0}
-dl.args{display:grid;grid-template-columns:max-content 1fr;gap:2px 10px;margin:0}
+dl.facts{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:4px 12px;margin:8px 0}
+dl.facts dt{font-weight:600}dl.facts dd{margin:0;min-width:0}
+dl.args{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:2px 10px;margin:0}
 dl.args dt{color:#374151;font-weight:600}dl.args dd{margin:0;min-width:0}
 ol.args{margin:0;padding-left:1.4em}
 .text{white-space:pre-wrap;overflow-wrap:anywhere}
