@@ -31,6 +31,7 @@ from loopwise import (
     open_store,
 )
 from loopwise.cli import main
+from loopwise.history import check_conversation_id
 from loopwise.testing import FakeChatServer, Fault, ScriptedModel, call, reply
 
 
@@ -334,6 +335,14 @@ def test_conversation_mistakes_are_clear_errors_and_store_nothing(tmp_path: Path
     assert len(store.list_runs()) == 1
     with pytest.raises(loopwise.ConfigError, match="conversation="):
         loopwise.resume(store.list_runs()[0].run_id, conversation="mine")
+
+
+def test_a_huge_or_hostile_conversation_id_is_refused_in_a_short_line() -> None:
+    for bad in ("x" * 1_000_000, "a\nb", "ä" * 5, "a'; DROP TABLE runs; --"):
+        with pytest.raises(ConversationError) as malformed:
+            check_conversation_id(bad)
+        assert malformed.value.code == "bad-id" and len(str(malformed.value)) < 300
+        assert "\n" not in str(malformed.value)
 
 
 def test_a_run_that_failed_can_be_followed_but_then_not_resumed() -> None:

@@ -210,3 +210,27 @@ def test_a_worker_makes_deps_with_make_deps(tmp_path: Path) -> None:
         st.decide(run_id, "t1", decision="approved", by="alice")
     done = loopwise.resume(run_id, store=store)
     assert done.status == "completed" and done.output == "sent 7 via module bank"
+
+
+def test_a_worker_whose_make_deps_fails_records_the_run_error(tmp_path: Path) -> None:
+    from loopwise.runner import execute_claimed, owner_id
+
+    module = tmp_path / "broken.py"
+    module.write_text(
+        "import loopwise\n\n"
+        "@loopwise.step\n"
+        "async def echo(text: str) -> str:\n"
+        "    return text\n\n"
+        "def make_deps():\n"
+        "    raise RuntimeError('ledger is down')\n"
+    )
+    store = str(tmp_path / "runs.db")
+    run_id = loopwise.enqueue(f"{module}:echo", "go", store=store)
+    with loopwise.open_store(store) as st:
+        row = st.claim_next(owner_id())
+        assert row is not None and row.run_id == run_id
+        with pytest.raises(loopwise.ConfigError, match="ledger is down"):
+            asyncio.run(execute_claimed(st, row))
+        # Not left `running` under this worker's name (no worker would take it again).
+        failed = st.get_run(run_id)
+        assert failed.status == "error" and "ledger is down" in (failed.detail or "")

@@ -248,3 +248,51 @@ def test_a_spec_that_now_loads_another_step_is_refused_on_resume(
         loopwise.resume(paused.run_id, model=stranger)
     assert swapapp.NOTES == []  # the other step never ran in this run
     assert store.get_run(paused.run_id).status == "awaiting_approval"
+
+
+NIGHTLY = '''
+import pathlib
+
+import loopwise
+from loopwise import gates
+from loopwise.testing import ScriptedModel, call, reply
+
+
+@loopwise.tool(effect="irreversible", gate=gates.human())
+def pay(amount: int) -> str:
+    """Pay an amount. Use it when the customer is owed money."""
+    return f"paid {amount}"
+
+
+desk = loopwise.Agent(name="desk", tools=[pay])
+
+# A job run as `python -m jobapp.nightly`: its top level is the job, not a library.
+STARTS = pathlib.Path(__file__).with_name("starts.txt")
+STARTS.write_text(STARTS.read_text() + "x" if STARTS.exists() else "x")
+model = ScriptedModel([call("pay", {"amount": 5}, id="c1"), reply("done")])
+print(loopwise.run(desk, "go", model=model).run_id)
+'''
+
+
+@pytest.mark.slow
+def test_a_step_of_a_module_run_with_python_m_records_no_spec(tmp_path: Path) -> None:
+    package = tmp_path / "jobapp"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "nightly.py").write_text(NIGHTLY)
+    started = subprocess.run(
+        [sys.executable, "-m", "jobapp.nightly"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**__import__("os").environ, "LOOPWISE_STORE": str(tmp_path / "runs.db")},
+    )
+    assert started.returncode == 0, started.stderr
+    run_id = started.stdout.split()[-1]
+    # Importing `jobapp.nightly` to resume would run the job again (a second run, a
+    # second payment asked for): like `python script.py`, its __main__ is no spec.
+    with loopwise.open_store(str(tmp_path / "runs.db")) as st:
+        assert st.get_run(run_id).spec is None
+    assert (package / "starts.txt").read_text() == "x"

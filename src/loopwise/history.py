@@ -56,10 +56,13 @@ def check_conversation_id(conversation: object) -> str:
     """``conversation`` when it is a usable id (1–128 letters, digits, ``._:@-``, starting
     with a letter or digit); :class:`ConversationError` (``bad-id``) otherwise."""
     if not isinstance(conversation, str) or not _ID.fullmatch(conversation):
+        shown = repr(conversation)
+        # An id may be anything a client sent: the one-line error quotes its start only.
+        shown = shown if len(shown) <= 60 else f"{shown[:57]}..."
         raise ConversationError(
-            f"conversation id {conversation!r} is malformed: use 1-128 letters, digits, "
+            f"conversation id {shown} is malformed: use 1-128 letters, digits, "
             "'.', '_', ':', '@' or '-', starting with a letter or digit",
-            conversation=str(conversation),
+            conversation=str(conversation)[:200],
             code="bad-id",
         )
     return conversation

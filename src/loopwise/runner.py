@@ -372,13 +372,13 @@ async def execute_claimed(st: RunStore, row: StoredRun) -> RunResult:
 async def _execute_claimed(st: RunStore, row: StoredRun) -> RunResult:
     try:
         target, chosen = _target_and_model(row, None, None)
+        deps = _module_deps(row)
     except Exception as e:
+        # Left `running`, the run would stay this worker's: no worker takes it again.
         st.mark_failed(row.run_id, f"{type(e).__name__}: {e}")
         raise
     try:
-        options = RunOptions(
-            model=chosen, sinks=(st,), approvals=StoreApprovals(st), deps=_module_deps(row)
-        )
+        options = RunOptions(model=chosen, sinks=(st,), approvals=StoreApprovals(st), deps=deps)
         if row.status != QUEUED:
             return await _continue(st, row, target, options)
         limits = row.options

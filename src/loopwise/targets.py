@@ -207,8 +207,8 @@ _LIBRARY_DIRS = tuple(
 def spec_of(step: Step, *, callers: Sequence[str] = ()) -> str | None:
     """The import spec (``package.module:name``) another process loads ``step`` from, or
     ``None`` when it has none: a step bound to a name in no importable module (made in a
-    function, or in a script run as ``python script.py``, whose ``__main__`` another
-    process cannot import without running the script again).
+    function, or in a script run as ``python script.py`` or ``python -m pkg.job``, whose
+    ``__main__`` another process cannot import without running the script again).
 
     Looked for, in order: a function step's own module, the modules named in ``callers``
     (those of the code that started the run), then every imported module outside the
@@ -272,4 +272,6 @@ def _importable_name(name: str | None, module: ModuleType | None) -> str | None:
     real = getattr(spec, "name", None)
     if not isinstance(real, str) or real.startswith("_loopwise_target_"):
         return None  # a script's __main__, or a file the CLI loaded under a private name
-    return real if name in (real, "__main__") else None
+    # Not `python -m pkg.job`'s __main__ either: importing pkg.job to resume would run
+    # the job's top level again (its side effects, a second run).
+    return real if name == real else None
