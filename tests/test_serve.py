@@ -11,6 +11,7 @@ from __future__ import annotations
 import http.client
 import json
 import re
+import socket
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -78,7 +79,12 @@ class Client:
         return found.group(1)
 
     def decide(self, **fields: str) -> Answer:
+        """POST a decision as the inbox's form does: with the hash of the arguments seen."""
         fields.setdefault("csrf", self.token())
+        if "run_id" in fields and "approval_id" in fields and "args_hash" not in fields:
+            with open_store(None) as st:
+                found = st.approval(fields["run_id"], fields["approval_id"])
+            fields["args_hash"] = found.args_hash if found is not None else ""
         return self.request("POST", "/decide", urlencode(fields))
 
 
@@ -268,7 +274,8 @@ def test_the_proxy_user_header_names_the_approver(
     run_id = _paused_desk(capsys)
     _, client = serve(trust_proxy_user="X-Forwarded-User")
     form = {"run_id": run_id, "approval_id": "execute.s2", "decision": "deny",
-            "reason": "no mail", "by": "mallory"}  # fmt: skip
+            "reason": "no mail", "by": "mallory",
+            "args_hash": _hash(run_id, "execute.s2")}  # fmt: skip
     assert client.decide(**form).status == 400  # no header: no decision
     assert client.request("POST", "/decide", urlencode({**form, "csrf": client.token()}),
                           X_Forwarded_User="dana").status == 303  # fmt: skip
@@ -367,3 +374,61 @@ def test_in_code_handlers_are_recorded_under_their_own_name() -> None:
         with open_store(None) as st:
             (decided,) = st.approvals(done.run_id)
         assert (decided.status, decided.decided_by) == ("approved", name)
+
+
+def test_a_post_must_name_its_decision_and_a_real_length(
+    serve: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_id = _paused_desk(capsys)
+    _, client = serve(by="lead")
+    base = {"run_id": run_id, "approval_id": "execute.s1"}
+    assert client.decide(**base).status == 400  # no button pressed: nothing approved
+    assert client.decide(**base, decision="yes").status == 400
+    # A form that does not say which arguments the person saw decides nothing.
+    assert client.decide(**base, decision="approve", args_hash="").status == 400
+    assert _pending(run_id) == {"execute.s1": "pending", "execute.s2": "pending"}
+    for length in (b"-1", b"abc"):
+        with socket.create_connection(("127.0.0.1", client.port), timeout=30) as raw:
+            head = b"POST /decide HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: "
+            raw.sendall(head + length + b"\r\n\r\n")
+            assert raw.recv(64).split(b"\r\n")[0].endswith(b"400 Bad Request")
+
+
+class _RacedByAWorker:
+    """A store where a worker on another machine claims a run the moment its last
+    approval is decided (before the server's own resume can)."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def decide(self, run_id: str, approval_id: str, **decision: Any) -> Any:
+        done = self._store.decide(run_id, approval_id, **decision)
+        if not self._store.pending(run_id):
+            assert self._store.claim(run_id, "elsewhere:1", alive=lambda owner: True)
+        return done
+
+
+def test_with_resume_a_run_a_worker_took_first_is_left_to_it(
+    serve: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_id = _paused_desk(capsys)
+    server, _ = make_server(
+        ServeSettings(port=0, by="lead", resume=True), store=_RacedByAWorker(open_store(None))
+    )
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        client = Client(port=server.server_address[1])
+        client.decide(run_id=run_id, approval_id="execute.s1", decision="approve")
+        client.decide(run_id=run_id, approval_id="execute.s2", decision="deny", reason="no")
+        server.app.wait_for_resumes()
+    finally:
+        server.shutdown()
+        thread.join()
+        server.server_close()
+    with open_store(None) as st:
+        run = st.get_run(run_id)
+    assert (run.status, run.owner) == ("running", "elsewhere:1")  # not failed by the server

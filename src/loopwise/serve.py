@@ -63,6 +63,7 @@ CSP = (
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 _COOKIE = "loopwise_csrf"
 _MAX_BODY = 256 * 1024
+_DECISIONS = {"approve": "approved", "deny": "denied"}
 _STATUSES = (
     Status.AWAITING_APPROVAL.value,
     "running",
@@ -155,6 +156,9 @@ class Inbox:
         if not cookie or not hmac.compare_digest(form.get("csrf", ""), self.token(cookie)):
             return _Answer(403, _plain("the form's CSRF token is missing or wrong: reload"))
         run_id, approval_id = form.get("run_id", ""), form.get("approval_id", "")
+        if not form.get("args_hash"):
+            # The decision is bound to the arguments the person saw (the CLI may omit it).
+            return _Answer(400, _plain("the form does not say which arguments you saw: reload"))
         try:
             by = self._who(form, user)
             edited = _edited(form.get("args"))
@@ -162,11 +166,12 @@ class Inbox:
                 self.store,
                 run_id,
                 approval_id,
-                decision="denied" if form.get("decision") == "deny" else "approved",
+                # Exactly the two buttons: a form without one must not approve.
+                decision=_DECISIONS.get(form.get("decision", ""), "missing"),
                 by=by,
                 reason=form.get("reason", "").strip() or None,
                 edited_args=edited,
-                seen_hash=form.get("args_hash") or None,
+                seen_hash=form["args_hash"],
             )
         except LoopwiseError as e:
             status = 409 if getattr(e, "code", "") in {"stale", "not-pending"} else 400
@@ -213,7 +218,10 @@ class Inbox:
         try:
             runner.resume(run_id, store=self.store)
         except LoopwiseError as e:
-            self.store.mark_failed(run_id, f"loopwise serve could not resume it: {e}")
+            # A run another process took meanwhile (a worker, `loopwise resume`) is that
+            # process's: failing it here would free its conversation while it runs.
+            if self.store.get_run(run_id).status == Status.AWAITING_APPROVAL.value:
+                self.store.mark_failed(run_id, f"loopwise serve could not resume it: {e}")
 
     def wait_for_resumes(self, timeout: float | None = None) -> None:
         """Wait until the resumes this server started have ended (for tests, shutdown)."""
@@ -287,7 +295,13 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         if not self._host_ok() or not self._origin_ok():
             return
-        length = int(self.headers.get("Content-Length") or 0)
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if length < 0:  # read(-1) would read until the client closes
+            self._send(_Answer(400, _plain("the form's Content-Length is not a size")))
+            return
         if length > _MAX_BODY:
             self._send(_Answer(413, _plain("the form is too large")))
             return
