@@ -9,6 +9,8 @@ Guardrails end runs with a :class:`Status`. Inside a step they do so by raising
 :class:`Halt`, because a nested step cannot return a status through its typed output;
 :func:`execute` turns a ``Halt`` into a :class:`RunResult`, never into an exception.
 Starting a run (options, the store, the sync wrapper) is :mod:`loopwise.runner`'s.
+The event vocabulary (:class:`Status`, :class:`Event`, ...) is :mod:`loopwise.events`'s
+and :class:`RunOptions` is :mod:`loopwise.options`'s; both are re-exported here.
 """
 
 from __future__ import annotations
@@ -16,18 +18,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import enum
 import functools
 import inspect
 import os
 import reprlib
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
-from dataclasses import dataclass, field, fields, replace
-from datetime import UTC, datetime
+from dataclasses import dataclass, field, replace
 from typing import (
     Any,
-    ClassVar,
     Generic,
     Protocol,
     TypeVar,
@@ -39,8 +38,10 @@ from typing import (
 import typing_extensions
 
 from loopwise.errors import ConfigError, LoopwiseError, ModelAPIError
+from loopwise.events import Event, EventSink, EventType, Status, TextDelta, jsonable, now_iso
 from loopwise.journal import Journal
 from loopwise.loops import run_in_kept_loop
+from loopwise.options import RunOptions, check_options, merge_options
 from loopwise.shape import Kind, Shape, kind_of
 from loopwise.usage import Budget, Pricing, Usage
 
@@ -59,6 +60,7 @@ __all__ = [
     "blocking",
     "check_step",
     "execute",
+    "jsonable",
     "merge_options",
     "needs_model",
     "new_context",
@@ -75,94 +77,6 @@ NO_DEPS = (
     "loopwise.run/arun/astream/resume/evaluate, --deps module:function to the command, or "
     "define make_deps() in the target's module; a run that ended so resumes once given them"
 )
-
-
-class Status(enum.StrEnum):
-    """How a run ended: one closed set for every architecture."""
-
-    COMPLETED = "completed"
-    STEP_LIMIT = "step_limit"
-    BUDGET_EXCEEDED = "budget_exceeded"
-    TOOL_FAILED = "tool_failed"
-    STUCK = "stuck"
-    INVALID_OUTPUT = "invalid_output"
-    REFUSED = "refused"
-    AWAITING_APPROVAL = "awaiting_approval"
-    DENIED = "denied"
-    ERROR = "error"
-    CANCELLED = "cancelled"
-
-
-class EventType(enum.StrEnum):
-    """The event types of the audit log (DESIGN §11)."""
-
-    RUN_STARTED = "run_started"
-    STEP_STARTED = "step_started"
-    STEP_FINISHED = "step_finished"
-    MODEL_CALL = "model_call"
-    TOOL_CALL = "tool_call"
-    TOOL_RESULT = "tool_result"
-    GATE_REQUESTED = "gate_requested"
-    GATE_DECIDED = "gate_decided"
-    RUN_PAUSED = "run_paused"
-    RUN_RESUMED = "run_resumed"
-    RUN_FINISHED = "run_finished"
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Event:
-    """One entry of a run's ordered event log."""
-
-    seq: int
-    """Position in the run, from 1, gap-free."""
-    type: EventType
-    """What happened."""
-    step: str
-    """The path of the step it happened in (``triage/classify``)."""
-    at: str
-    """ISO-8601 UTC timestamp."""
-    data: dict[str, Any]
-    """Type-specific fields (DESIGN §11 names the required ones)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "seq": self.seq,
-            "type": str(self.type),
-            "step": self.step,
-            "at": self.at,
-            "data": self.data,
-        }
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TextDelta:
-    """A piece of a model's answer as it streams in (a run with ``stream=True``).
-
-    Ephemeral: handed to sinks that have a ``text`` method and yielded by
-    ``loopwise.astream``, never stored, so it has no ``seq``. The ``model_call`` event
-    that follows holds the whole answer, the same as without streaming.
-    """
-
-    type: ClassVar[str] = "text_delta"
-    step: str
-    """The path of the step whose model call it belongs to."""
-    key: str
-    """The journal key of that model call (its ``model_call`` event's ``key``)."""
-    text: str
-    """The new piece of text."""
-
-
-class EventSink(Protocol):
-    """Receives every event of a run as it happens (the store, a tracer, a test).
-
-    A sink may also have ``text(run_id, delta)``: it then receives each
-    :class:`TextDelta` of a streamed run (``stream=True``) as well.
-    """
-
-    def record(self, run_id: str, event: Event) -> None:
-        """Persist or forward ``event``; raise only when the event is lost."""
-        ...
 
 
 class Halt(Exception):
@@ -326,7 +240,7 @@ class Context(Generic[DepsT]):
             seq=self._seq[0],
             type=type,
             step=self.step_path,
-            at=_now_iso(),
+            at=now_iso(),
             data=data or {},
         )
         self.events.append(event)
@@ -345,7 +259,7 @@ class Context(Generic[DepsT]):
         events = []
         for path, type, data in entries:
             self._seq[0] += 1
-            events.append(Event(seq=self._seq[0], type=type, step=path, at=_now_iso(), data=data))
+            events.append(Event(seq=self._seq[0], type=type, step=path, at=now_iso(), data=data))
         self.events.extend(events)
         for event in events:
             self.journal.note(event.type, event.data)
@@ -404,7 +318,7 @@ class Context(Generic[DepsT]):
             # The estimate (it serializes the tool schemas) only matters to a token limit.
             pending = request.prompt_chars() // 4 if self.budget.max_tokens is not None else 0
             self.check_budget(pending_tokens=pending)
-            started_at, began = _now_iso(), self.clock()
+            started_at, began = now_iso(), self.clock()
             # In place: the request is this call's own (a replace() would cost every call).
             request.deps = _NO_DEPS if self._deps is None else self._deps
             turn = await self._complete(self._streaming(request, key) if self.stream else request)
@@ -475,11 +389,11 @@ class Context(Generic[DepsT]):
             # A resumed run re-enters its steps to replay them; the log says so only once.
             child.emit(
                 EventType.STEP_STARTED,
-                {"input": _jsonable(input), "key": key, "kind": str(kind_of(step))},
+                {"input": jsonable(input), "key": key, "kind": str(kind_of(step))},
             )
         output = await step.run(input, child)
         own.wall_seconds = self.clock() - started
-        child.emit(EventType.STEP_FINISHED, {"output": _jsonable(output), "usage": own.to_dict()})
+        child.emit(EventType.STEP_FINISHED, {"output": jsonable(output), "usage": own.to_dict()})
         return output
 
 
@@ -494,43 +408,6 @@ def _stop_if_cancelled() -> None:
     task = asyncio.current_task()
     if task is not None and task.cancelling():
         raise asyncio.CancelledError
-
-
-_STAMP: list[tuple[int, str]] = [(-1, "")]
-
-
-def _now_iso() -> str:
-    """What ``datetime.now(UTC).isoformat()`` gives; every event takes one.
-
-    The date and time to the second are formatted once per second, not once per event;
-    the microseconds are appended (omitted when zero, as ``isoformat`` does).
-    """
-    second, nanos = divmod(time.time_ns(), 1_000_000_000)
-    cached, prefix = _STAMP[0]
-    if second != cached:
-        prefix = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
-        _STAMP[0] = (second, prefix)  # one tuple: a reader in another thread sees a pair
-    micros = nanos // 1000
-    return f"{prefix}.{micros:06d}+00:00" if micros else f"{prefix}+00:00"
-
-
-def _jsonable(value: Any) -> Any:
-    """``value`` in a JSON-ready form (pydantic models dumped, the rest by ``str``)."""
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        return dump(mode="json")
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, enum.Enum):
-        return value.value
-    return str(value)
-
-
-jsonable = _jsonable
 
 
 @dataclass(kw_only=True, repr=False)
@@ -574,71 +451,12 @@ class RunResult:
         return {
             "run_id": self.run_id,
             "status": str(self.status),
-            "output": _jsonable(self.output),
+            "output": jsonable(self.output),
             "usage": self.usage.to_dict(),
             "steps": self.steps,
             "detail": self.detail,
-            "pending": [_jsonable(p) for p in self.pending],
+            "pending": [jsonable(p) for p in self.pending],
         }
-
-
-@dataclass(kw_only=True)
-class RunOptions:
-    """How to run a step; every field is optional.
-
-    ``loopwise.arun``, ``run``, ``aresume``, ``resume`` and ``astream`` all take one as
-    ``options`` and the same fields as keyword arguments (``arun(step, x, model=...)``),
-    which win over the object's.
-    """
-
-    model: Any = None
-    """A :class:`~loopwise.model.Model`, or a model name resolved by ``resolve_model``."""
-    budget: Budget | None = None
-    """Overrides the step's own ``budget`` limit by limit."""
-    max_steps: int | None = None
-    """Overrides agents' own ``max_steps`` for this run."""
-    run_id: str | None = None
-    """The id to use (a fresh one by default)."""
-    pricing: Pricing = field(default_factory=Pricing)
-    """The price table."""
-    sinks: tuple[EventSink, ...] = ()
-    """Extra event sinks (the store adds its own)."""
-    approvals: Any = None
-    """The approval handler for gates."""
-    replay: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Journaled results to replay (set by resume)."""
-    clock: Callable[[], float] = time.monotonic
-    """The monotonic clock."""
-    conversation: str | None = None
-    """The conversation this run is a message of: the run continues the history of the
-    conversation's earlier runs (an agent target only; needs a run store). A new id
-    starts a conversation."""
-    deps: Any = None
-    """The run's dependencies (clients, accounts, a ledger): ``ctx.deps`` in its steps,
-    tools and policies, ``request.deps`` in an in-process model. Never stored: a resume
-    in another process is given them again (``deps=``, ``--deps``, or the target module's
-    ``make_deps()``)."""
-    stream: bool = False
-    """Ask the model to stream its answers: each piece of text goes, as a
-    :class:`TextDelta`, to the sinks that have a ``text`` method (``astream`` yields them);
-    what is recorded is the same as without streaming."""
-
-
-_OPTION_NAMES = frozenset(f.name for f in fields(RunOptions))
-
-
-def merge_options(
-    options: RunOptions | None, overrides: dict[str, Any], *, also: str = ""
-) -> RunOptions:
-    """``options`` with ``overrides`` applied; an unknown name raises :class:`ConfigError`
-    listing the known ones (plus ``also``, the caller's own keyword arguments)."""
-    unknown = sorted(set(overrides) - _OPTION_NAMES)
-    if unknown:
-        known = ", ".join(sorted(_OPTION_NAMES)) + (f", {also}" if also else "")
-        raise ConfigError(f"unknown run option {unknown[0]!r}; known: {known}", name=unknown[0])
-    if options is None:
-        return RunOptions(**overrides)
-    return replace(options, **overrides) if overrides else options
 
 
 def check_step(target: Any) -> Step:
@@ -655,24 +473,6 @@ def check_step(target: Any) -> Step:
     return checked
 
 
-def _check_options(opts: RunOptions) -> None:
-    """Raise :class:`ConfigError` naming an option of the wrong kind, before the run starts."""
-    steps = opts.max_steps
-    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
-        raise ConfigError(f"max_steps must be a whole number >= 1, not {steps!r}", name="max_steps")
-    if opts.budget is not None and not isinstance(opts.budget, Budget):
-        raise ConfigError(
-            f"budget must be a loopwise.Budget, not {type(opts.budget).__name__}", name="budget"
-        )
-    model = opts.model
-    if not (model is None or isinstance(model, str) or callable(getattr(model, "complete", None))):
-        raise ConfigError(
-            f"model must be a model name or an object with async complete(request), "
-            f"not {type(model).__name__}",
-            name="model",
-        )
-
-
 def new_run_id() -> str:
     """A fresh run id: 12 random hex digits, as ``uuid4().hex[:12]`` gave (its version
     bits come later), at a quarter of the cost."""
@@ -681,7 +481,7 @@ def new_run_id() -> str:
 
 def new_context(target: Step, opts: RunOptions) -> Context:
     """The context a run of ``target`` starts with (a new run, or a resumed one)."""
-    _check_options(opts)
+    check_options(opts)
     model = opts.model
     if isinstance(model, str):
         from loopwise.model import resolve_model
@@ -715,7 +515,7 @@ def new_context(target: Step, opts: RunOptions) -> Context:
 async def execute(target: Step, input: Any, ctx: Context) -> RunResult:
     """Run ``target`` in a prepared context and turn how it ended into a :class:`RunResult`."""
     if not ctx.events:
-        ctx.emit(EventType.RUN_STARTED, {"target": target.name, "input": _jsonable(input)})
+        ctx.emit(EventType.RUN_STARTED, {"target": target.name, "input": jsonable(input)})
     running = _RUNNING.set(ctx)
     try:
         return await _execute(target, input, ctx)
@@ -795,7 +595,7 @@ def _finish(
             "status": str(status),
             "detail": detail,
             "usage": ctx.usage.to_dict(),
-            "output": _jsonable(output),
+            "output": jsonable(output),
             **(extra or {}),
         },
     )
