@@ -40,9 +40,10 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
 
 # Mutation testing of the safety code (slow; not part of `make test` or CI). MUTANTS
-# narrows it, e.g. `make mutation MUTANTS='loopwise.tools.x_Bounds*'`; the store is
+# narrows it, e.g. `make mutation MUTANTS='loopwise.allowlists.x_Bounds*'`; the store is
 # mutated in its approval and claim code only.
 MUTANTS ?= loopwise.journal.* loopwise.calls.* loopwise.gates.* loopwise.tools.* \
+	loopwise.allowlists.* \
 	loopwise.store.*claim* loopwise.store.*approv* loopwise.store.*decide* loopwise.store.*pending*
 mutation: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[dev,mutation]'

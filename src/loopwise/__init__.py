@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from loopwise.agent import Agent, LoopDetection
+    from loopwise.allowlists import Bounds, IdPattern, InDirectory, OneOf
     from loopwise.analyze import TraceAnalysis, analyze
     from loopwise.check import Finding, check
     from loopwise.decide import Decision, decide
@@ -74,17 +75,7 @@ if TYPE_CHECKING:
     from loopwise.stores import open_store
     from loopwise.stream import RunStream, astream, astream_resume
     from loopwise.structured import Structured
-    from loopwise.tools import (
-        Bounds,
-        Effect,
-        IdPattern,
-        InDirectory,
-        OneOf,
-        Tool,
-        ToolArgumentsError,
-        as_tool,
-        tool,
-    )
+    from loopwise.tools import Effect, Tool, ToolArgumentsError, as_tool, tool
     from loopwise.usage import Budget, Price, Pricing, Usage
     from loopwise.workflow import Workflow
 
@@ -121,8 +112,9 @@ _LAZY = {
     "open_store": "loopwise.stores",
     **dict.fromkeys(["RunStream", "astream", "astream_resume"], "loopwise.stream"),
     "Structured": "loopwise.structured",
-    **dict.fromkeys(["Bounds", "Effect", "IdPattern", "InDirectory", "OneOf", "Tool",
-                     "ToolArgumentsError", "as_tool", "tool"], "loopwise.tools"),
+    **dict.fromkeys(["Bounds", "IdPattern", "InDirectory", "OneOf"], "loopwise.allowlists"),
+    **dict.fromkeys(["Effect", "Tool", "ToolArgumentsError", "as_tool", "tool"],
+                    "loopwise.tools"),
     **dict.fromkeys(["Budget", "Price", "Pricing", "Usage"], "loopwise.usage"),
     "Workflow": "loopwise.workflow",
 }  # fmt: skip

@@ -29,10 +29,11 @@ change it.
 
 **Arguments.** A pydantic model is built from each tool's JSON schema (nested objects,
 enums, required properties; unknown properties are refused unless the schema allows
-them) and the whole schema is checked with ``jsonschema`` too, before anything is sent:
-invalid arguments come back to the model as ``ERROR:`` results like any tool's. The model
-is shown the server's own schema. A tool whose schema is not a valid JSON-schema object
-(or whose name loopwise cannot use) is left out and listed in :attr:`MCPTools.skipped`.
+them) and the whole schema is checked with ``jsonschema`` too, before anything is sent
+(both in :mod:`loopwise.mcp_schema`): invalid arguments come back to the model as
+``ERROR:`` results like any tool's. The model is shown the server's own schema. A tool
+whose schema is not a valid JSON-schema object (or whose name loopwise cannot use) is left
+out and listed in :attr:`MCPTools.skipped`.
 
 **Lifecycle.** A run connects to a server when it first calls one of its tools and closes
 the connection when it ends or pauses (:attr:`loopwise.step.Context.resources`). A run
@@ -56,18 +57,16 @@ import asyncio
 import concurrent.futures
 import contextlib
 import dataclasses
-import keyword
 import tempfile
-import types
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, overload
+from typing import TYPE_CHECKING, Any, overload
 
-import pydantic
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 
 from loopwise.errors import ConfigError, MCPServerError, ToolError
 from loopwise.gates import human
+from loopwise.mcp_schema import Unusable, apply_hints, args_model, schema_validator, wraps_result
 from loopwise.shape import ToolShape
 from loopwise.step import Halt, Status
 from loopwise.tools import Effect, Tool, ToolArgumentsError
@@ -181,14 +180,14 @@ class MCPTool(Tool):
         self, source: MCPTools, listed: ListedTool, override: Override, *, timeout: float
     ) -> None:
         schema = dict(listed.input_schema)
-        validator = _schema_validator(schema)
-        _apply_hints(schema, override.validators, listed.name)
+        validator = schema_validator(schema)
+        apply_hints(schema, override.validators, listed.name)
         mapping = _mapping(source.server, listed, override, trusted=source.trusted)
         gate = override.gate
         if gate is None and mapping.effect is Effect.IRREVERSIBLE:
             gate = human()
         remote = listed.name
-        unwrap = _wraps_result(listed.output_schema)
+        unwrap = wraps_result(listed.output_schema)
 
         async def call(args: BaseModel, ctx: Context | None) -> Any:
             sent = args.model_dump(mode="json", by_alias=True, exclude_unset=True)
@@ -206,10 +205,10 @@ class MCPTool(Tool):
                 untrusted_output=mapping.untrusted_output,
                 timeout=timeout,
                 gate=gate,
-                args_model=_args_model(listed.name, schema, override.validators),
+                args_model=args_model(listed.name, schema, override.validators),
             )
         except ToolError as e:
-            raise _Unusable(str(e)) from e
+            raise Unusable(str(e)) from e
         self.schema = {
             "type": "function",
             "function": {"name": self.name, "description": self.description, "parameters": schema},
@@ -278,165 +277,6 @@ def _mapping(server: str, listed: ListedTool, override: Override, *, trusted: bo
         untrusted_output=untrusted,
         overridden=tuple(overridden),
     )
-
-
-class _Unusable(Exception):
-    """A listed tool loopwise leaves out (the message says why)."""
-
-
-def _schema_validator(schema: dict[str, Any]) -> Any:
-    from jsonschema import Draft202012Validator, SchemaError, validators
-
-    if schema.get("type") != "object":
-        raise _Unusable(f"its input schema is not an object schema (type {schema.get('type')!r})")
-    cls = validators.validator_for(schema, default=Draft202012Validator)
-    try:
-        cls.check_schema(schema)
-    except SchemaError as e:
-        raise _Unusable(f"its input schema is invalid: {e.message}") from e
-    return cls(schema)
-
-
-def _apply_hints(schema: dict[str, Any], checks: dict[str, Any], tool: str) -> None:
-    """Show the model what the user's allow-list validators allow (in its copy of the schema)."""
-    properties = schema.get("properties") or {}
-    for name, check in checks.items():
-        if name not in properties:
-            known = ", ".join(sorted(properties)) or "(none)"
-            raise ConfigError(
-                f"override of {tool!r}: a validator for {name!r}, which is not one of its "
-                f"arguments: {known}",
-                name=tool,
-            )
-        hint = getattr(check, "schema_hint", None)
-        if hint is not None:
-            prop = dict(properties[name])
-            hint(prop)
-            properties[name] = prop
-    if checks:
-        schema["properties"] = properties
-
-
-def _args_model(tool: str, schema: dict[str, Any], checks: dict[str, Any]) -> type[BaseModel]:
-    return _Models(tool, schema).model(schema, f"{tool}_arguments", checks)
-
-
-_SIMPLE: dict[str, Any] = {
-    "string": str,
-    "integer": int,
-    "number": int | float,
-    "boolean": bool,
-    "null": None,
-}
-
-
-class _Models:
-    """Pydantic types from the JSON schema of one tool; what pydantic cannot say is ``Any``
-    and is still enforced by the ``jsonschema`` check of :meth:`MCPTool.parse`."""
-
-    def __init__(self, tool: str, root: dict[str, Any]) -> None:
-        self.tool = tool
-        self.root = root
-        self._resolving: list[str] = []
-        self._count = 0
-
-    def model(self, schema: dict[str, Any], name: str, checks: dict[str, Any]) -> type[BaseModel]:
-        properties = schema.get("properties") or {}
-        required = set(schema.get("required") or ())
-        extra = schema.get("additionalProperties", False)
-        fields: dict[str, Any] = {}
-        for i, (prop, sub) in enumerate(properties.items()):
-            kind = self.type_of(sub, f"{name}_{i}")
-            if prop in checks:
-                kind = Annotated[kind, checks[prop]]
-            default = ... if prop in required else None
-            if _plain_name(prop):
-                fields[prop] = (kind, Field(default))
-            else:
-                fields[f"arg_{i}"] = (kind, Field(default, alias=prop))
-        config = ConfigDict(extra="forbid" if extra is False else "allow", populate_by_name=True)
-        return pydantic.create_model(name, __config__=config, **fields)
-
-    def type_of(self, schema: Any, name: str) -> Any:
-        if schema is True or schema == {}:
-            return Any
-        if not isinstance(schema, dict):
-            raise _Unusable(f"a part of its input schema is not a schema: {schema!r}")
-        if "$ref" in schema:
-            return self._ref(str(schema["$ref"]), name)
-        if "const" in schema:
-            return _literal([schema["const"]])
-        if "enum" in schema:
-            return _literal(schema["enum"])
-        for key in ("anyOf", "oneOf"):
-            if key in schema:
-                return _union([self.type_of(s, f"{name}_{i}") for i, s in enumerate(schema[key])])
-        return self._typed(schema, name)
-
-    def _typed(self, schema: dict[str, Any], name: str) -> Any:
-        kind = schema.get("type")
-        if isinstance(kind, list):
-            return _union([self.type_of({**schema, "type": k}, name) for k in kind])
-        if kind == "object":
-            if schema.get("properties"):
-                return self.model(schema, name, {})
-            return dict[str, Any]
-        if kind == "array":
-            items = schema.get("items")
-            item = Any if items is None else self.type_of(items, f"{name}_item")
-            return types.GenericAlias(list, (item,))
-        if kind in _SIMPLE:
-            return _SIMPLE[kind]
-        if kind is None:
-            return Any
-        raise _Unusable(f"its input schema has an unknown type {kind!r}")
-
-    def _ref(self, ref: str, name: str) -> Any:
-        if ref in self._resolving:
-            return Any  # a recursive schema: the jsonschema check still holds
-        if not ref.startswith("#/"):
-            raise _Unusable(f"its input schema refers outside itself ({ref!r})")
-        target: Any = self.root
-        for escaped in ref[2:].split("/"):
-            part = escaped.replace("~1", "/").replace("~0", "~")
-            if not isinstance(target, dict) or part not in target:
-                raise _Unusable(f"its input schema refers to {ref!r}, which it does not define")
-            target = target[part]
-        self._resolving.append(ref)
-        try:
-            return self.type_of(target, f"{name}_{ref.rsplit('/', 1)[-1]}")
-        finally:
-            self._resolving.pop()
-
-
-def _plain_name(prop: str) -> bool:
-    return (
-        prop.isidentifier()
-        and not keyword.iskeyword(prop)
-        and not prop.startswith(("_", "model_"))
-        and not hasattr(BaseModel, prop)
-    )
-
-
-def _literal(values: Sequence[Any]) -> Any:
-    if values and all(v is None or isinstance(v, str | int | float | bool) for v in values):
-        return Literal[tuple(values)]
-    return Any
-
-
-def _union(kinds: list[Any]) -> Any:
-    if not kinds:
-        return Any
-    return kinds[0] if len(kinds) == 1 else Union[tuple(kinds)]  # noqa: UP007
-
-
-def _wraps_result(output_schema: dict[str, Any] | None) -> bool:
-    """Whether structured results are ``{"result": value}`` (the SDK's wrapping of a
-    non-object return value, which its output schema declares)."""
-    if not output_schema:
-        return False
-    properties = output_schema.get("properties") or {}
-    return list(properties) == ["result"] and output_schema.get("required") == ["result"]
 
 
 def _value(result: CallToolResult, tool: str, unwrap: bool) -> Any:
@@ -518,7 +358,7 @@ class MCPTools(Sequence[MCPTool]):
             except Exception as e:
                 # A hostile or broken listing (a schema nested past the recursion limit, one
                 # pydantic cannot model) leaves that tool out, not the server's others.
-                why = str(e) if isinstance(e, _Unusable) else f"{type(e).__name__}: {e}"
+                why = str(e) if isinstance(e, Unusable) else f"{type(e).__name__}: {e}"
                 self.skipped[listed_tool.name] = why[:300]
         return tuple(built)
 
