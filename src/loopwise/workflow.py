@@ -51,39 +51,27 @@ Node names are unique and stable, so journal keys of a resumed run are determini
 
 from __future__ import annotations
 
-import enum
-import types
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, is_dataclass, replace
-from typing import (
-    TYPE_CHECKING,
-    Annotated,
-    Any,
-    Literal,
-    Union,
-    get_args,
-    get_origin,
-    get_type_hints,
-)
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ValidationError
-
-from loopwise.calls import Call, CallSettings, execute, values_or_halt
-from loopwise.errors import ConfigError, GraphError, ToolError
-from loopwise.journal import Journal
-from loopwise.shape import Edge, Graph, Kind, Limits, Node, Problem, Shape, describe, mermaid
-from loopwise.step import (
-    Context,
-    FunctionStep,
-    Halt,
-    Status,
-    Step,
-    concurrently,
-    jsonable,
-    needs_model,
+from loopwise.errors import ConfigError, GraphError
+from loopwise.nodes import (
+    Join,
+    RouteDecision,
+    _Named,
+    _node_shape,
+    _paused_together,
+    _RouteSpec,
+    _RouteStep,
+    _ToolNode,
+    _value,
 )
-from loopwise.tools import Effect, Tool
+from loopwise.shape import Edge, Graph, Kind, Limits, Problem, Shape, mermaid
+from loopwise.step import Context, FunctionStep, Halt, Status, Step, concurrently, needs_model
+from loopwise.tools import Tool
 from loopwise.usage import Budget
+from loopwise.wiring import _coerce, _compatible, _domain, _fields_of, _norm, _strip, _type_name
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -97,169 +85,6 @@ def _nx() -> Any:
 
 
 __all__ = ["RouteDecision", "Workflow"]
-
-Join = Callable[[dict[str, Any]], Any]
-"""Turns ``{predecessor name: output}`` into a join node's input."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class _RouteSpec:
-    on: str | FunctionStep
-    """A field of the routed value, or a function of it."""
-    branches: dict[Any, str]
-    """Route value (enum members normalised to their values) → target node."""
-    default: str | None
-    """The target for any other value."""
-
-    def targets(self) -> list[str]:
-        found = list(dict.fromkeys(self.branches.values()))
-        if self.default is not None and self.default not in found:
-            found.append(self.default)
-        return found
-
-    def labels(self, target: str) -> list[str]:
-        values = [str(v) for v, t in self.branches.items() if t == target]
-        return [*values, "default"] if target == self.default else values
-
-    def describe(self) -> str:
-        return self.on if isinstance(self.on, str) else f"{self.on.name}()"
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class RouteDecision:
-    """What a route node produced: the value it passes on, the key, the chosen branch."""
-
-    value: Any
-    """The routed value, passed unchanged to the chosen branch."""
-    key: Any
-    """The value routed on."""
-    branch: str
-    """The node that runs next."""
-
-    def model_dump(self, mode: str = "json") -> dict[str, Any]:
-        """JSON form for ``step_finished`` events (the choice is journaled with the value)."""
-        return {"route": jsonable(self.key), "branch": self.branch, "value": jsonable(self.value)}
-
-
-class _RouteStep:
-    """The step a route node runs: read the key, pick the branch."""
-
-    needs_model = False
-
-    def __init__(self, name: str, spec: _RouteSpec) -> None:
-        self.name = name
-        self.spec = spec
-        self.input_type: Any = Any
-        self.output_type: Any = Any
-
-    async def run(self, value: Any, ctx: Context) -> RouteDecision:
-        on = self.spec.on
-        if isinstance(on, FunctionStep):
-            key = await on.run(value, ctx)
-        elif isinstance(value, Mapping) and on in value:
-            key = value[on]
-        elif hasattr(value, on):
-            key = getattr(value, on)
-        else:
-            raise Halt(Status.ERROR, f"route {self.name}: the value has no field {on!r}")
-        branch = self.spec.branches.get(_norm(key), self.spec.default)
-        if branch is None:
-            raise Halt(
-                Status.ERROR, f"route {self.name}: no branch for {key!r} and no default branch"
-            )
-        return RouteDecision(value=value, key=key, branch=branch)
-
-
-class _ToolNode:
-    """A tool as a workflow node: its input is the tool's arguments (a dict, or a pydantic
-    model with those fields), its output the tool's return value. The call is made by the
-    tool-call executor, so the node passes the tool's gate (a person pauses the run
-    durably), is journaled (a resumed run replays it), runs with its idempotency key and
-    taints the run when the tool's output is untrusted."""
-
-    needs_model = False
-
-    def __init__(self, tool: Tool) -> None:
-        if tool.effect is Effect.IRREVERSIBLE and tool.gate is None:
-            raise ToolError(
-                f"tool {tool.name!r} is irreversible and has no gate; give it one "
-                "(@tool(effect='irreversible', gate=human())) before using it as a node",
-                tool=tool.name,
-            )
-        self.tool = tool
-        self.name = tool.name
-        self.input_type: Any = tool.args_model
-        self.output_type: Any = _hints_of(tool.fn).get("return", Any)
-        self.description = tool.description
-
-    def accepts(self, given: Any) -> bool:
-        """Whether a value of type ``given`` can be the tool's arguments (checked when the
-        workflow is declared): a mapping (validated when it runs), the argument model, or
-        a pydantic model whose fields are arguments and cover the required ones."""
-        given = _strip(given)
-        if given is Any or given is self.tool.args_model:
-            return True
-        origin = get_origin(given) or given
-        if isinstance(origin, type) and issubclass(origin, Mapping):
-            return True
-        if not (isinstance(given, type) and issubclass(given, BaseModel)):
-            return False
-        wanted = self.tool.args_model.model_fields
-        required = {k for k, f in wanted.items() if f.is_required()}
-        return set(given.model_fields) <= set(wanted) and required <= set(given.model_fields)
-
-    def describe(self) -> Shape:
-        """A tool step: the tool as the reviewer sees it (effect, gate, taint)."""
-        return Shape(kind=Kind.TOOL, name=self.name, tools=(self.tool.describe(),))
-
-    async def run(self, input: Any, ctx: Context) -> Any:
-        """Make the call (:func:`loopwise.calls.values_or_halt` says how it may end)."""
-        n = ctx.journal.counted(ctx.step_path, "tool_node")
-        bind = ctx.step_path if n == 1 else f"{ctx.step_path}@{n}"
-        call = Call(
-            name=self.tool.name,
-            arguments=input,
-            call_id=bind,
-            bind_id=bind,
-            key=Journal.key(ctx.step_path, "tool_node", n),
-        )
-        made = await execute(
-            ctx, [call], {self.tool.name: self.tool}, CallSettings(keep_value=True)
-        )
-        return values_or_halt(made)[0]
-
-
-def _paused_together(halts: list[Halt]) -> Halt:
-    """One ``awaiting_approval`` halt listing every request of the paused nodes."""
-    if len(halts) == 1:
-        return halts[0]
-    pending = [p for h in halts for p in h.pending]
-    detail = f"{len(pending)} call(s) await approval: " + ", ".join(
-        f"{p.get('tool')} ({p.get('approval_id')})" for p in pending
-    )
-    return Halt(Status.AWAITING_APPROVAL, detail, output=halts[0].output, pending=pending)
-
-
-def _hints_of(fn: Any) -> dict[str, Any]:
-    try:
-        return get_type_hints(fn)
-    except (NameError, TypeError):
-        return {}
-
-
-@dataclass(slots=True, weakref_slot=True)
-class _Named:
-    """A node's step under the node's name (its events' path and journal keys)."""
-
-    name: str
-    inner: Any
-
-    async def run(self, input: Any, ctx: Context) -> Any:
-        return await self.inner.run(input, ctx)
-
-    def describe(self) -> Shape:
-        """The node's step, under the node's name."""
-        return replace(describe(self.inner), name=self.name)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -841,114 +666,6 @@ def _step_name(step: Any, workflow: str) -> str:
     return str(step.name)
 
 
-def _value(output: Any) -> Any:
-    return output.value if isinstance(output, RouteDecision) else output
-
-
 def _exclusive(a: frozenset[tuple[str, str]], b: frozenset[tuple[str, str]]) -> bool:
     """Two guards exclude each other when they need different branches of one route."""
     return any(ra == rb and ta != tb for ra, ta in a for rb, tb in b)
-
-
-def _coerce(value: Any, wanted: Any, where: str) -> Any:
-    """``value`` as the pydantic input model a step declares (the CLI passes JSON objects);
-    a value that cannot be one (a string where a ``Ticket`` is declared) ends the run."""
-    if wanted is Any or (type(wanted) is type and not issubclass(wanted, BaseModel)):
-        return value  # no model to coerce to, and no typing form for _strip to unwrap
-    model = _strip(wanted)
-    if not (isinstance(model, type) and issubclass(model, BaseModel)) or isinstance(value, model):
-        return value
-    if isinstance(value, BaseModel):
-        value = value.model_dump()
-    try:
-        return model.model_validate(dict(value) if isinstance(value, Mapping) else value)
-    except ValidationError as e:
-        first = e.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or "input"
-        raise Halt(
-            Status.ERROR,
-            f"{where}: input does not match {model.__name__}: {field}: {first['msg']}",
-        ) from e
-
-
-def _norm(key: Any) -> Any:
-    return key.value if isinstance(key, enum.Enum) else key
-
-
-def _strip(tp: Any) -> Any:
-    """Drop ``Annotated`` and an optional ``None`` from a type."""
-    while get_origin(tp) is Annotated:
-        tp = get_args(tp)[0]
-    if get_origin(tp) in (Union, types.UnionType):
-        rest = [a for a in get_args(tp) if a is not type(None)]
-        if len(rest) == 1:
-            return _strip(rest[0])
-    return tp
-
-
-def _compatible(out: Any, wanted: Any) -> bool:
-    """Can a value of type ``out`` feed an input of type ``wanted``? Unknown → yes."""
-    out, wanted = _strip(out), _strip(wanted)
-    if out is Any or wanted is Any or wanted is object or out == wanted:
-        return True
-    if get_origin(wanted) in (Union, types.UnionType):
-        return any(_compatible(out, a) for a in get_args(wanted))
-    if get_origin(out) in (Union, types.UnionType):
-        return all(_compatible(a, wanted) for a in get_args(out))
-    if get_origin(out) is Literal:
-        return all(_compatible(type(v), wanted) for v in get_args(out))
-    o, w = get_origin(out) or out, get_origin(wanted) or wanted
-    if not (isinstance(o, type) and isinstance(w, type)):
-        return True
-    try:
-        if issubclass(o, w) or (w is float and o is int):
-            return True
-    except TypeError:  # TypedDicts and friends refuse class checks
-        return True
-    # A dict is validated into a pydantic input model when the node runs.
-    return issubclass(w, BaseModel) and issubclass(o, Mapping)
-
-
-def _fields_of(tp: Any) -> dict[str, Any] | None:
-    """Field name → type of a pydantic model, dataclass or TypedDict (else ``None``)."""
-    if isinstance(tp, type) and issubclass(tp, BaseModel):
-        return {k: f.annotation for k, f in tp.model_fields.items()}
-    if isinstance(tp, type) and (is_dataclass(tp) or hasattr(tp, "__total__")):
-        try:
-            return get_type_hints(tp, include_extras=False)
-        except (NameError, TypeError):
-            return None
-    return None
-
-
-def _domain(tp: Any) -> list[Any] | None:
-    """Every value of a ``Literal``/``Enum``/``bool`` type (normalised), else ``None``."""
-    tp = _strip(tp)
-    if get_origin(tp) is Literal:
-        return [_norm(v) for v in get_args(tp)]
-    if get_origin(tp) in (Union, types.UnionType):
-        parts = [_domain(a) for a in get_args(tp)]
-        return None if any(p is None for p in parts) else [v for p in parts if p for v in p]
-    if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        return [m.value for m in tp]
-    if tp is bool:
-        return [True, False]
-    return None
-
-
-def _type_name(tp: Any) -> str:
-    tp = _strip(tp)
-    if isinstance(tp, type) and not get_args(tp):
-        return tp.__name__
-    return repr(tp).replace("typing.", "")
-
-
-def _node_shape(node: str, data: dict[str, Any]) -> Node:
-    spec: _RouteSpec | None = data.get("route")
-    if spec is not None:
-        return Node(id=node, label=f"{node}: {spec.describe()}?", kind="route", form="decision")
-    inner = describe(data["step"])
-    nested = inner.kind in (Kind.WORKFLOW, Kind.HYBRID)
-    return Node(
-        id=node, label=node, kind=inner.kind.value, form="nested" if nested else "box", shape=inner
-    )
