@@ -9,6 +9,7 @@ run would.
 from __future__ import annotations
 
 import http.client
+import io
 import json
 import re
 import socket
@@ -432,3 +433,205 @@ def test_with_resume_a_run_a_worker_took_first_is_left_to_it(
     with open_store(None) as st:
         run = st.get_run(run_id)
     assert (run.status, run.owner) == ("running", "elsewhere:1")  # not failed by the server
+
+
+# What remained of issue 14: what every ask carries, a whole plan's approval and its steps'
+# gates, the action's own policy at decision time, effects recorded with the plan, pages
+# drawn from the log, and the CLI's argument hash.
+
+DESK_MODULE = '''\
+import json
+from pathlib import Path
+
+import loopwise
+from loopwise.gates import human, policy
+from loopwise.hybrid import ActionCatalog, Hybrid
+from loopwise.testing import ScriptedModel, reply
+
+LEDGER = Path(__file__).with_name("ledger.txt")
+PLAN = {"steps": [
+    {"id": "s1", "action": "pay", "args": {"order_id": "O-1", "amount": 40.0},
+     "depends_on": [], "reason": "the parcel arrived broken"},
+    {"id": "s2", "action": "note", "args": {"text": "refunded"},
+     "depends_on": ["s1"], "reason": "keep a record for the team"},
+]}
+
+
+@loopwise.tool(effect="irreversible", gate=human())
+def pay(order_id: str, amount: float) -> str:
+    """Pay money back for an order."""
+    with LEDGER.open("a") as ledger:
+        ledger.write(f"{order_id} {amount}\\n")
+    return "paid"
+
+
+@loopwise.tool(effect="write", gate=policy(lambda args: True))
+def note(text: str) -> str:
+    """Write a note."""
+    return "noted"
+
+
+def at_most_100(args):
+    return None if args["amount"] <= 100 else f"{args['amount']} is above the limit of 100"
+
+
+ACTIONS = ActionCatalog()
+ACTIONS.add(pay, policy=at_most_100, estimate=lambda args: args.amount)
+ACTIONS.add(note)
+desk = Hybrid("desk", actions=ACTIONS)
+planned = Hybrid("planned", actions=ACTIONS, approve_plan=True)
+trusting = Hybrid("trusting", actions=ACTIONS, approve_plan=True, plan_approval_covers_gates=True)
+
+
+def offline_model():
+    return ScriptedModel(lambda request: reply(json.dumps(PLAN)))
+'''
+
+
+def _desk(tmp_path: Path, name: str) -> str:
+    path = tmp_path / "paydesk.py"
+    if not path.exists():
+        path.write_text(DESK_MODULE)
+    return f"{path}:{name}"
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _paused(capsys: pytest.CaptureFixture[str], spec: str) -> str:
+    code, out, _ = _cli(capsys, "run", spec, "--model", "scripted", "--input", '"x"', "--json")
+    paused = json.loads(out)
+    assert code == 1 and paused["status"] == "awaiting_approval", paused
+    return str(paused["run_id"])
+
+
+def _waiting(capsys: pytest.CaptureFixture[str], run_id: str) -> list[dict[str, Any]]:
+    code, out, _ = _cli(capsys, "pending", run_id, "--json")
+    assert code == 0
+    return list(json.loads(out))
+
+
+def test_every_ask_says_why_what_is_at_stake_and_why_it_asks_after_the_plan(
+    serve: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_id = _paused(capsys, _desk(tmp_path, "planned"))
+    (whole,) = _waiting(capsys, run_id)
+    assert whole["approval_id"] == "plan" and whole["at_stake"] == 40.0
+    assert "each step whose gate asks a person" in whole["note"]
+    assert _cli(capsys, "approve", run_id, "--by", "ann")[0] == 0
+    code, out, _ = _cli(capsys, "resume", run_id, "--model", "scripted")
+    assert code == 1 and "awaiting_approval" in out  # the pay step asks again
+    (step,) = _waiting(capsys, run_id)
+    assert (step["approval_id"], step["why"], step["at_stake"]) == (
+        "execute.s1", "the parcel arrived broken", 40.0,
+    )  # fmt: skip
+    assert step["note"].startswith("the plan was approved by ann; this irreversible step asks")
+    code, text, _ = _cli(capsys, "pending", run_id)
+    assert "planner's reason: the parcel arrived broken" in text
+    assert "at stake: 40.00" in text and "note: the plan was approved by ann" in text
+    _, client = serve(by="lead")
+    page = client.get("/").body
+    assert "the parcel arrived broken" in page and "40.00" in page
+    assert "the plan was approved by ann; this irreversible step asks again" in page
+    assert not (tmp_path / "ledger.txt").exists()
+    # The terminal prompt shows the same (end of input: the run pauses).
+    out_text = io.StringIO()
+    step_obj = load_target(_desk(tmp_path, "desk")).step
+    model = ScriptedModel(lambda request: reply(json.dumps(_plan_of(tmp_path))))
+    handler = gates.TerminalApprovals(stdin=io.StringIO(""), stdout=out_text)
+    paused = loopwise.run(step_obj, "x", model=model, approvals=handler)
+    assert paused.status == "awaiting_approval"
+    assert paused.pending[0]["why"] == "the parcel arrived broken"
+    prompt = out_text.getvalue()
+    assert "pay(" in prompt and "planner's reason: the parcel arrived broken" in prompt
+    assert "at stake: 40.00 (the action's estimate)" in prompt
+
+
+def _plan_of(tmp_path: Path) -> Any:
+    return load_target(_desk(tmp_path, "desk")).module.PLAN
+
+
+def test_a_plan_approval_that_covers_gates_runs_its_exact_steps_and_says_who(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_id = _paused(capsys, _desk(tmp_path, "trusting"))
+    (whole,) = _waiting(capsys, run_id)
+    assert "also answers its steps' human gates" in whole["note"]
+    assert _cli(capsys, "approve", run_id, "--by", "ann")[0] == 0
+    code, out, _ = _cli(capsys, "resume", run_id, "--model", "scripted")
+    assert code == 0, out
+    assert (tmp_path / "ledger.txt").read_text() == "O-1 40.0\n"
+    _, shown, _ = _cli(capsys, "runs", "show", run_id, "--json")
+    decided = [e["data"] for e in json.loads(shown)["events"] if e["type"] == "gate_decided"]
+    pay_decision = next(d for d in decided if d["approval_id"] == "execute.s1")
+    assert (pay_decision["decision"], pay_decision["by"]) == ("approved", "ann")
+    assert pay_decision["reason"] == "approved by ann as part of the whole plan (plan)"
+    with open_store(None) as st:
+        assert [a.approval_id for a in st.approvals(run_id)] == ["plan"]  # asked once
+
+
+def test_a_plan_approval_never_covers_arguments_it_did_not_show() -> None:
+    from loopwise.hybrid import PlanApproval, PlanStep
+
+    step = PlanStep(id="s1", action="pay", args={"amount": 40.0}, reason="r")
+    shown = PlanApproval(
+        verdict=gates.Approved(by="ann"), approval_id="plan", args={"s1": {"amount": 40.0}},
+        covers_gates=True,
+    )  # fmt: skip
+    covered, _ = shown.covers(step, {"amount": 40.0}, "irreversible")
+    assert covered is not None and covered.by == "ann"
+    changed, note = shown.covers(step, {"amount": 400.0}, "irreversible")
+    assert changed is None and "not the ones it showed" in note
+
+
+def test_an_edit_the_actions_own_policy_refuses_is_refused_when_made(
+    serve: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_id = _paused(capsys, _desk(tmp_path, "desk"))
+    too_much = json.dumps({"order_id": "O-1", "amount": 500.0})
+    code, _, err = _cli(capsys, "approve", run_id, "--approval", "execute.s1", "--args", too_much)
+    assert code == 2 and "rejected by the policy: 500.0 is above the limit of 100" in err
+    _, client = serve(by="lead")
+    form = {"run_id": run_id, "approval_id": "execute.s1", "decision": "approve"}
+    refused = client.decide(**form, args=too_much)
+    assert refused.status == 400 and "above the limit of 100" in refused.body
+    assert _pending(run_id) == {"execute.s1": "pending"}
+    fine = json.dumps({"order_id": "O-1", "amount": 30.0})
+    assert client.decide(**form, args=fine).status == 303
+    assert _pending(run_id) == {"execute.s1": "edited"}
+
+
+def test_each_plan_step_shows_its_effect_before_it_runs(
+    serve: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_id = _paused(capsys, _desk(tmp_path, "desk"))
+    (step,) = _waiting(capsys, run_id)
+    # s2 (a note its policy passed) has neither asked a person nor run yet.
+    assert [(p["id"], p["effect"], p["state"]) for p in step["plan"]] == [
+        ("s1", "irreversible", "pending"), ("s2", "write", "approved"),
+    ]  # fmt: skip
+    _, client = serve(by="lead")
+    for page in (client.get("/").body, client.get(f"/runs/{run_id}").body):
+        assert "unknown" not in page and "effect write" in page
+
+
+def test_a_whole_plan_is_read_step_by_step_on_the_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = io.StringIO()
+    handler = gates.TerminalApprovals(stdin=io.StringIO(""), stdout=out)
+    model = ScriptedModel(lambda request: reply(json.dumps(_plan_of(tmp_path))))
+    step = load_target(_desk(tmp_path, "planned")).step
+    paused = loopwise.run(step, "x", model=model, approvals=handler)
+    assert paused.status == "awaiting_approval"
+    prompt = out.getvalue()
+    assert "the whole plan [irreversible] needs approval" in prompt
+    assert "    s2 note" in prompt and "after s1: keep a record for the team" in prompt
+    assert "at stake: 40.00" in prompt and "flowchart" not in prompt
+    _, text, _ = _cli(capsys, "pending", paused.run_id)
+    assert "flowchart" not in text and '"graph"' not in text
+    assert "   s1 pay [planned]: the parcel arrived broken" in text

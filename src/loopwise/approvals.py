@@ -242,6 +242,9 @@ class ApprovalView:
     """Its step id in :attr:`plan`."""
     at_stake: float | None = None
     """What the action estimates it costs (money), when it says."""
+    note: str | None = None
+    """What else the request says (e.g. that the plan was approved and why this step
+    asks again), when anything."""
     editable: bool = True
     """Whether its arguments may be edited (not a whole-plan approval)."""
     decided: tuple[StoredApproval, ...] = field(default=())
@@ -249,13 +252,15 @@ class ApprovalView:
 
     def to_dict(self) -> dict[str, Any]:
         """The approval's fields plus ``why``, ``plan``, ``plan_step``, ``at_stake``,
-        ``editable`` and ``decided`` (``[{approval_id, tool, status, decided_by, ...}]``)."""
+        ``note``, ``editable`` and ``decided``
+        (``[{approval_id, tool, status, decided_by, ...}]``)."""
         return {
             **self.approval.to_dict(),
             "why": self.why,
             "plan": [p.to_dict() for p in self.plan],
             "plan_step": self.plan_step,
             "at_stake": self.at_stake,
+            "note": self.note,
             "editable": self.editable,
             "decided": [_decision(a) for a in self.decided],
         }
@@ -300,6 +305,7 @@ def view(
         plan=plan,
         plan_step=mine.id if mine else None,
         at_stake=_number(data.get("at_stake", _args_field(approval, "estimated_cost"))),
+        note=data.get("note") or None,
         editable=approval.tool != WHOLE_PLAN,
         decided=tuple(a for a in approvals if a.status != "pending"),
     )
@@ -376,7 +382,13 @@ def plan_items(
     round_no = sum(1 for h, _ in plans if h == where)
     execute = f"{where}/execute" + ("" if round_no == 1 else f"_{round_no}")
     steps = latest.data["plan"].get("steps") or []
-    return tuple(_item(s, execute, events, approvals) for s in steps if isinstance(s, Mapping))
+    effects = latest.data.get("effects")
+    planned = effects if isinstance(effects, Mapping) else {}
+    return tuple(
+        _item(s, execute, events, approvals, planned.get(str(s.get("id"))))
+        for s in steps
+        if isinstance(s, Mapping)
+    )
 
 
 def _item(
@@ -384,16 +396,18 @@ def _item(
     execute: str,
     events: Sequence[Event],
     approvals: Sequence[StoredApproval],
+    effect: Any,
 ) -> PlanItem:
     path = f"{execute}/{s.get('id')}"
     asked = next((a for a in approvals if a.step == path), None)
+    # A plan records each step's effect (older runs' logs may not: then from its ask or call).
     return PlanItem(
         id=str(s.get("id")),
         action=str(s.get("action")),
         args=s.get("args"),
         depends_on=tuple(str(d) for d in s.get("depends_on") or ()),
         reason=str(s.get("reason") or ""),
-        effect=_effect(path, events, asked),
+        effect=str(effect) if effect else _effect(path, events, asked),
         state=_state(path, events, asked),
         approval_id=asked.approval_id if asked else None,
     )

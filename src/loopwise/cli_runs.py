@@ -22,9 +22,20 @@ from loopwise.stores import open_store
 __all__ = ["add_runs_verbs"]
 
 _PUBLIC = ("run_id", "approval_id", "tool", "args", "effect", "reason", "tainted_by")
-_CONTEXT = ("why", "at_stake", "plan_step", "plan", "editable", "decided", "args_hash", "step")
+_CONTEXT = (
+    "why",
+    "at_stake",
+    "note",
+    "plan_step",
+    "plan",
+    "editable",
+    "decided",
+    "args_hash",
+    "step",
+)
 """What ``pending --json`` adds to DESIGN §11's fields: the planner's reason, the money at
-stake, the plan around the step, and who decided the run's other approvals."""
+stake, the request's note, the plan around the step, and who decided the run's other
+approvals."""
 
 
 def _store(args: argparse.Namespace) -> SQLStore:
@@ -147,14 +158,15 @@ def _pending_lines(v: Any) -> list[str]:
     it: the ask, then why, the plan around it, who decided the run's other gates."""
     a = v.approval
     taint = f" (tainted by {a.tainted_by})" if a.tainted_by else ""
-    lines = [
-        f"{a.run_id}  {a.approval_id}  {a.tool}({json.dumps(a.args)}) "
-        f"[{a.effect}]: {a.reason}{taint}"
-    ]
+    # A whole plan's steps are listed below; its arguments hold them again as JSON.
+    call = a.tool if not v.editable and v.plan else f"{a.tool}({json.dumps(a.args)})"
+    lines = [f"{a.run_id}  {a.approval_id}  {call} [{a.effect}]: {a.reason}{taint}"]
     if v.why:
         lines.append(f"    planner's reason: {v.why}")
     if v.at_stake is not None:
         lines.append(f"    at stake: {v.at_stake:,.2f} (the action's estimate)")
+    if v.note:
+        lines.append(f"    note: {v.note}")
     for p in v.plan:
         mark = "->" if p.id == v.plan_step else "  "
         after = f" after {', '.join(p.depends_on)}" if p.depends_on else ""

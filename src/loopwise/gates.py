@@ -77,6 +77,7 @@ __all__ = [
     "policy",
     "policy_then_human",
     "recheck_edited",
+    "request_lines",
     "run_taint",
     "takes_ctx",
     "verdict_from_data",
@@ -168,6 +169,13 @@ class ApprovalRequest:
     """The tool call's id."""
     step: str = ""
     """The step path that asked."""
+    why: str | None = None
+    """The planner's reason for this step, when a plan proposed it."""
+    at_stake: float | None = None
+    """The money or cost at stake (the action's own estimate), when it says."""
+    note: str | None = None
+    """What else the person should know about this ask (a plan approved already, and why
+    its step still asks), when anything."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-ready dict (what ``loopwise pending --json`` lists)."""
@@ -182,6 +190,9 @@ class ApprovalRequest:
             "args_hash": self.args_hash,
             "call_id": self.call_id,
             "step": self.step,
+            "why": self.why,
+            "at_stake": self.at_stake,
+            "note": self.note,
         }
 
 
@@ -323,6 +334,16 @@ class Ask:
     tainted_by: str | None = None
     """The untrusted source that preceded the call, when the caller knows it better
     than the run's journal does."""
+    why: str | None = None
+    """The planner's reason for the call (a plan step's), shown to the person asked."""
+    at_stake: float | None = None
+    """The money or cost at stake, when the caller knows it."""
+    note: str | None = None
+    """What else the person asked should know (see :attr:`ApprovalRequest.note`)."""
+    covered_by: Approved | None = None
+    """A person's approval that already covers these exact arguments (a whole plan's,
+    with ``plan_approval_covers_gates``): it answers where a person would be asked. A
+    policy's denial still denies."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -421,6 +442,8 @@ async def _judge(a: Ask) -> _Judged:
     # Once a person was asked (the run paused), only they decide; the policy, asked again
     # on resume, may still deny, but its approval must not overrule their denial.
     verdict = _without_human(first, gate, tainted_by is not None or asked is not None)
+    if verdict is None and asked is None:
+        verdict = a.covered_by
     if verdict is not None:
         return _Judged(verdict=verdict, new=True)
     if asked is not None:
@@ -445,6 +468,9 @@ def _request(a: Ask, reason: str, tainted_by: str | None) -> ApprovalRequest:
         args_hash=args_hash(a.tool, a.args),
         call_id=a.call_id,
         step=a.ctx.step_path,
+        why=a.why,
+        at_stake=a.at_stake,
+        note=a.note,
     )
 
 
@@ -604,6 +630,31 @@ def denial_message(tool: str, verdict: Denied) -> str:
     )
 
 
+def request_lines(request: ApprovalRequest) -> list[str]:
+    """What a person reads before deciding ``request`` on a terminal: the call, why the
+    gate asks, the planner's reason, the money at stake and the note, one per line."""
+    taint = f" (tainted by {request.tainted_by})" if request.tainted_by else ""
+    steps = request.args.get("plan") if request.tool == "approve_plan" else None
+    call = "the whole plan" if isinstance(steps, list) else request.tool
+    if not isinstance(steps, list):
+        call += f"({json.dumps(request.args)})"
+    lines = [f"{call} [{request.effect}] needs approval: {request.reason}{taint}"]
+    for s in steps if isinstance(steps, list) else ():
+        # A plan is read step by step, not as one line of JSON with Mermaid source in it.
+        after = f" after {', '.join(s.get('depends_on') or [])}" if s.get("depends_on") else ""
+        lines.append(
+            f"    {s.get('id')} {s.get('action')}({json.dumps(s.get('args'))}){after}: "
+            f"{s.get('reason')}"
+        )
+    if request.why:
+        lines.append(f"    planner's reason: {request.why}")
+    if request.at_stake is not None:
+        lines.append(f"    at stake: {request.at_stake:,.2f} (the action's estimate)")
+    if request.note:
+        lines.append(f"    note: {request.note}")
+    return lines
+
+
 class TerminalApprovals:
     """Ask on a terminal: ``y`` approves, ``n`` denies (asks why), ``e`` edits the arguments
     as JSON. End of input leaves the call undecided, so the run pauses durably instead."""
@@ -633,10 +684,7 @@ class TerminalApprovals:
 
     def _ask(self, request: ApprovalRequest) -> Verdict | None:
         out = self._out or sys.stderr
-        out.write(
-            f"\n{request.tool}({json.dumps(request.args)}) [{request.effect}] "
-            f"needs approval: {request.reason}\n"
-        )
+        out.write("\n" + "\n".join(request_lines(request)) + "\n")
         while True:
             answer = self._line("approve? [y]es / [n]o / [e]dit: ")
             if answer is None:

@@ -17,7 +17,8 @@ The pieces, in the order a run meets them (the plan model and its checks live in
   unknown dependencies, cycles, too many steps. The errors go back to the planner a
   bounded number of times, then the run ends ``invalid_output``;
 * optionally, with ``approve_plan``, a person approves the whole plan, shown as a Mermaid
-  graph with each action's effect and estimated cost (:func:`plan_mermaid`);
+  graph with each action's effect and estimated cost (:func:`plan_mermaid`); whether that
+  also answers the steps' human gates is ``plan_approval_covers_gates`` (default: no);
 * :func:`authorize_plan`: every step's gate is asked before the first action runs, so a
   person sees all the plan's asks at once and the run pauses once (``awaiting_approval``,
   durable: ``loopwise approve``/``deny``, then ``resume``);
@@ -44,7 +45,6 @@ from loopwise.gates import (
     Denied,
     Edited,
     Pending,
-    authorize,
     authorize_all,
     human,
     pause,
@@ -54,9 +54,11 @@ from loopwise.journal import Journal
 # The plan model moved to loopwise.plans; these names stay importable from here.
 from loopwise.plans import (
     REJECTED,
+    WHOLE_PLAN_NOTE,
     Action,
     ActionCatalog,
     Plan,
+    PlanApproval,
     PlanContext,
     PlanStep,
     check_planner,
@@ -66,6 +68,7 @@ from loopwise.plans import (
     plan_mermaid,
     planner_instructions,
     planner_request,
+    step_cost,
     validate_plan,
 )
 from loopwise.shape import Kind, Limits, Shape, describe, mermaid
@@ -82,6 +85,7 @@ __all__ = [
     "Hybrid",
     "HybridOutput",
     "Plan",
+    "PlanApproval",
     "PlanContext",
     "PlanStep",
     "authorize_plan",
@@ -238,7 +242,13 @@ def compile_plan(
 
 
 async def authorize_plan(
-    plan: Plan, catalog: ActionCatalog, ctx: Context, *, name: str = "execute", scope: str = ""
+    plan: Plan,
+    catalog: ActionCatalog,
+    ctx: Context,
+    *,
+    name: str = "execute",
+    scope: str = "",
+    approved: PlanApproval | None = None,
 ) -> dict[str, Any]:
     """Every step's gate verdict, asked together before any action runs.
 
@@ -247,19 +257,32 @@ async def authorize_plan(
     :class:`Halt` listing all of them. Decisions are journaled by the gates, so a resumed
     run gets the same verdicts without asking again. Policies therefore judge the world as
     it is before the plan's first effect (as validation did), not between its steps.
+    Each request carries the planner's reason for the step and the action's estimate of
+    what is at stake. ``approved`` is the person's approval of this whole plan, when one
+    was asked: it answers a step's human gate only when it covers gates and the step's
+    arguments are exactly those shown (:meth:`PlanApproval.covers`); else the step's
+    request says the plan was approved and why it asks again.
     """
     base = ctx.child(name)
     asks = []
     for planned in plan.steps:
         action = catalog[planned.action]
+        args = action.tool.parse(planned.args_dict()).model_dump(mode="json")
+        covered, note = None, None
+        if approved is not None:
+            covered, note = approved.covers(planned, args, action.effect)
         asks.append(
             Ask(
                 ctx=base.child(planned.id),
                 tool=action.name,
                 effect=action.effect,
-                args=action.tool.parse(planned.args_dict()).model_dump(mode="json"),
+                args=args,
                 call_id=f"{scope}{name}.{planned.id}",
                 gate=action.tool.gate,
+                why=planned.reason,
+                at_stake=step_cost(planned, catalog),
+                note=note,
+                covered_by=covered,
             )
         )
     verdicts = await authorize_all(asks)
@@ -299,6 +322,13 @@ class Hybrid:
     (read-only investigation) when there are any, else one
     :class:`~loopwise.structured.Structured` call. ``task`` says what plans are for.
 
+    ``approve_plan`` asks a person to approve each whole plan before its gates are asked.
+    That approval answers the steps' human gates only with ``plan_approval_covers_gates``
+    (default ``False``: an irreversible step is decided on its own exact arguments, and its
+    request says the plan was approved and why it asks again); with it, a step whose
+    arguments are exactly those the approved plan showed is recorded as approved by the
+    plan's approver, and its policy still judges it (:class:`PlanApproval`).
+
     How runs end: ``completed`` (every action done); ``invalid_output`` (no valid plan
     after ``max_plan_retries`` re-asks); ``awaiting_approval`` (a gate or the whole-plan
     approval waits for a person); ``denied`` (an action or the plan was denied, after
@@ -323,6 +353,7 @@ class Hybrid:
         max_plan_retries: int = 2,
         planner_max_steps: int = 8,
         approve_plan: bool = False,
+        plan_approval_covers_gates: bool = False,
         replan_on_denial: int = 0,
         budget: Budget | None = None,
         input_type: Any = str,
@@ -333,6 +364,7 @@ class Hybrid:
         self.max_steps = max_steps
         self.max_plan_retries = max_plan_retries
         self.approve_plan = approve_plan
+        self.plan_approval_covers_gates = plan_approval_covers_gates
         self.replan_on_denial = replan_on_denial
         self.budget = budget or Budget()
         self.input_type = input_type
@@ -369,13 +401,21 @@ class Hybrid:
                 input, ctx, feedback=feedback, round_no=round_no, scope=_once_in(scope)
             )
             suffix = "" if round_no == 1 else f"_{round_no}"
-            refused = await self._approve_whole(plan, f"{scope}plan{suffix}", ctx)
+            approved = await self._approve_whole(plan, f"{scope}plan{suffix}", ctx)
+            refused = approved if isinstance(approved, str) else None
             if refused is not None:
                 feedback = [refused]
                 continue
             name = f"execute{suffix}"
             try:
-                verdicts = await authorize_plan(plan, self.catalog, ctx, name=name, scope=scope)
+                verdicts = await authorize_plan(
+                    plan,
+                    self.catalog,
+                    ctx,
+                    name=name,
+                    scope=scope,
+                    approved=approved if isinstance(approved, PlanApproval) else None,
+                )
             except Halt as halt:
                 halt.output = HybridOutput(plan=plan, results={}, rounds=round_no)
                 raise
@@ -455,27 +495,36 @@ class Hybrid:
         data: dict[str, Any] = {"output": {"valid": plan is not None, "errors": errors}}
         if plan is not None:
             spent = {**ctx.usage.since(before[0]).to_dict(), "steps": ctx.steps[0] - before[1]}
-            data.update(key=key, plan=plan.model_dump(mode="json"), spent=spent)
+            # Each step's effect is recorded with the plan: what a person reading the run
+            # is shown before the step asks or runs.
+            effects = {s.id: self.catalog[s.action].effect for s in plan.steps}
+            data.update(key=key, plan=plan.model_dump(mode="json"), effects=effects, spent=spent)
         check.emit(EventType.STEP_FINISHED, data)
         return plan, errors
 
-    async def _approve_whole(self, plan: Plan, call_id: str, ctx: Context) -> str | None:
-        """The whole-plan approval (when configured): ``None`` to go on, else the denial."""
+    async def _approve_whole(
+        self, plan: Plan, call_id: str, ctx: Context
+    ) -> PlanApproval | str | None:
+        """The whole-plan approval (when configured): the person's approval, the denial
+        (a string), or ``None`` when no plan approval is asked."""
         if not self.approve_plan:
             return None
-        effects = {self.catalog[s.action].effect for s in plan.steps}
-        verdict = await authorize(
-            ctx,
+        steps = plan.model_dump(mode="json")["steps"]
+        ask = Ask(
+            ctx=ctx,
             tool="approve_plan",
-            effect=_strongest(effects),
+            effect=_strongest({self.catalog[s.action].effect for s in plan.steps}),
             args={
-                "plan": plan.model_dump(mode="json")["steps"],
+                "plan": steps,
                 "graph": plan_mermaid(plan, self.catalog),
                 "estimated_cost": plan_cost(plan, self.catalog),
             },
             call_id=call_id,
             gate=human(),
+            at_stake=plan_cost(plan, self.catalog),
+            note=WHOLE_PLAN_NOTE[self.plan_approval_covers_gates],
         )
+        (verdict,) = await authorize_all([ask])
         if isinstance(verdict, Pending):
             raise pause([verdict])
         if isinstance(verdict, Edited):
@@ -491,14 +540,23 @@ class Hybrid:
             if self.replan_on_denial == 0:
                 raise Halt(Status.DENIED, f"{self.name}: {reason}")
             return reason
-        return None
+        return PlanApproval(
+            verdict=verdict,
+            approval_id=call_id,
+            args={s["id"]: s["args"] for s in steps},
+            covers_gates=self.plan_approval_covers_gates,
+        )
 
     def describe(self) -> Shape:
         """Its planner, its actions (each a tool behind its gate) and its limits."""
         return Shape(
             kind=Kind.HYBRID,
             name=self.name,
-            actions=tuple(a.tool.describe() for a in self.catalog),
+            # An edit a person makes is judged by the action's own policy too (approvals).
+            actions=tuple(
+                replace(a.tool.describe(), policies=(a.policy,) if a.policy else ())
+                for a in self.catalog
+            ),
             parts=(("planner", describe(self.planner)),),
             limits=Limits(max_steps=self.max_steps, budget=self.budget),
         )

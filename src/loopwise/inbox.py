@@ -140,6 +140,8 @@ def _card(v: ApprovalView, form: Form) -> str:
         )
     if v.at_stake is not None:
         facts.append(("At stake", f"{v.at_stake:,.2f} <span class='meta'>(estimate)</span>"))
+    if v.note:
+        facts.append(("Note", _e(v.note)))
     dl = "".join(f"<dt>{k}</dt><dd>{val}</dd>" for k, val in facts)
     run = _path("runs", a.run_id)
     return (

@@ -21,15 +21,16 @@ from __future__ import annotations
 import inspect
 import json
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from loopwise.errors import ConfigError, ToolError
-from loopwise.gates import Gate, recheck_edited, takes_ctx
+from loopwise.gates import Approved, Gate, recheck_edited, takes_ctx
 from loopwise.shape import Edge, Graph, Node, mermaid
+from loopwise.step import jsonable
 from loopwise.tools import Tool, ToolArgumentsError
 from loopwise.workflow import _nx
 
@@ -40,9 +41,11 @@ if TYPE_CHECKING:
 __all__ = [
     "PLANNER_INSTRUCTIONS",
     "REJECTED",
+    "WHOLE_PLAN_NOTE",
     "Action",
     "ActionCatalog",
     "Plan",
+    "PlanApproval",
     "PlanContext",
     "PlanStep",
     "check_planner",
@@ -53,6 +56,7 @@ __all__ = [
     "plan_mermaid",
     "planner_instructions",
     "planner_request",
+    "step_cost",
     "validate_plan",
 ]
 
@@ -445,11 +449,58 @@ def _estimate(action: Action | None, args: Any) -> float | None:
         return None
 
 
+def step_cost(step: PlanStep, catalog: ActionCatalog) -> float | None:
+    """What ``step``'s action estimates it costs (``None`` when it has no estimate)."""
+    return _estimate(catalog.get(step.action), step.args)
+
+
 def plan_cost(plan: Plan, catalog: ActionCatalog) -> float | None:
     """The sum of the steps' estimates (``None`` when no action has an estimate)."""
     costs = [_estimate(catalog[s.action], s.args) for s in plan.steps if s.action in catalog]
     known = [c for c in costs if c is not None]
     return sum(known) if known else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanApproval:
+    """A person's approval of a whole plan (``approve_plan=True``), as its steps' gates see it."""
+
+    verdict: Approved
+    """Who approved the plan, and when."""
+    approval_id: str
+    """The whole-plan approval's id (``plan``, ``plan_2`` after a re-plan)."""
+    args: Mapping[str, Any]
+    """Per step id, the arguments the person was shown."""
+    covers_gates: bool = False
+    """Whether the approval answers the steps' human gates
+    (``Hybrid(plan_approval_covers_gates=True)``)."""
+
+    def covers(self, step: PlanStep, args: Any, effect: str) -> tuple[Approved | None, str]:
+        """The approval that answers ``step``'s human gate (``None``: a person is asked)
+        and the note its request (or the audit log) carries."""
+        by = self.verdict.by
+        if jsonable(self.args.get(step.id)) != jsonable(args):
+            return None, (
+                f"the plan was approved by {by}, but this step's arguments are not the ones "
+                "it showed: a person decides these exact arguments"
+            )
+        if not self.covers_gates:
+            return None, (
+                f"the plan was approved by {by}; this {effect} step asks again with its "
+                "exact arguments (Hybrid(plan_approval_covers_gates=True) lets the plan's "
+                "approval answer it)"
+            )
+        reason = f"approved by {by} as part of the whole plan ({self.approval_id})"
+        return Approved(by=by, reason=reason, at=self.verdict.at), reason
+
+
+WHOLE_PLAN_NOTE = {
+    False: "approving the plan lets it run; each step whose gate asks a person (an "
+    "irreversible refund, a mail) still asks with its exact arguments",
+    True: "approving the plan also answers its steps' human gates for exactly these "
+    "arguments (their policies still judge them)",
+}
+"""What a person approving a whole plan is told it means (``plan_approval_covers_gates``)."""
 
 
 PLANNER_INSTRUCTIONS = """\

@@ -50,6 +50,7 @@ from loopwise.scripted import ScriptedModel
 from loopwise.shape import Kind, kind_of
 from loopwise.step import (
     Context,
+    Event,
     EventType,
     RunOptions,
     RunResult,
@@ -601,24 +602,37 @@ def _stored_result(
         status = Status(row.status)
     except ValueError:  # `running`: killed after asking a person, before pausing
         status = Status.AWAITING_APPROVAL if pending else Status.ERROR
+    events = st.events(row.run_id)
     return RunResult(
         run_id=row.run_id,
         status=status,
         output=row.output,
         usage=Usage.from_dict(row.usage or {}),
-        events=st.events(row.run_id),
+        events=events,
         detail=row.detail or (f"{len(pending)} approval(s) still undecided" if pending else None),
-        pending=[_public_request(p) for p in pending or []],
+        pending=[_public_request(p, events) for p in pending or []],
     )
 
 
 _REQUEST_KEYS = ApprovalRequest.__dataclass_fields__.keys()
 
 
-def _public_request(approval: StoredApproval) -> dict[str, Any]:
-    """A stored approval as the request a paused run lists (no decision fields)."""
+def _public_request(approval: StoredApproval, events: list[Event]) -> dict[str, Any]:
+    """A stored approval as the request a paused run lists (no decision fields); what
+    the store keeps no column for (the planner's reason, the money at stake, the note)
+    is read from the request's event."""
     row = approval.to_dict()
-    return {k: row[k] for k in _REQUEST_KEYS}
+    asked = next(
+        (
+            e.data
+            for e in events
+            if e.type is EventType.GATE_REQUESTED
+            and e.data.get("approval_id") == approval.approval_id
+            and e.step == approval.step
+        ),
+        {},
+    )
+    return {k: row[k] if k in row else asked.get(k) for k in _REQUEST_KEYS}
 
 
 def run(
