@@ -25,7 +25,7 @@ def test_in_directory_paths_are_relative_to_the_folder_and_errors_hide_it(
     (elsewhere / "2026" / "plan.md").write_text("the wrong file")
     monkeypatch.chdir(elsewhere)  # relative paths do not follow the working directory
 
-    @tool
+    @tool(localns=locals())  # the annotation names root, a local here
     def read_note(path: Annotated[str, InDirectory(root)]) -> str:
         """Read one note. Call it with the note's path."""
         return Path(path).read_text()

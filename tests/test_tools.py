@@ -88,7 +88,8 @@ def test_in_directory_resolves_and_confines(tmp_path: Path) -> None:
     (tmp_path / "secret.txt").write_text("no")
     (root / "link").symlink_to(tmp_path / "secret.txt")
 
-    @tool
+    # The annotation names ``root``, a local of this function: given as localns.
+    @tool(localns=locals())
     def read_doc(path: Annotated[Path, InDirectory(root)]) -> str:
         """Read one document from the docs folder."""
         return str(path)
@@ -177,6 +178,43 @@ def test_as_tool_of_an_untyped_step_gives_every_property_a_type() -> None:
         params = made.schema["function"]["parameters"]
         assert params["properties"]["input"]["type"] == "string"
         assert made.parse('{"input": "hello"}').input == "hello"  # type: ignore[attr-defined]
+
+
+def test_tool_options_are_one_checked_set_for_tool_the_decorator_and_as_tool() -> None:
+    def refund(order_id: str) -> str:
+        """Refund an order."""
+        return order_id
+
+    made = tool(refund, effect="write", timeout=5, name="refund_order")
+    assert (made.name, made.effect, made.timeout) == ("refund_order", Effect.WRITE, 5)
+    with pytest.raises(ToolError, match=r"unknown option 'efect' \(did you mean 'effect'\?\)"):
+        tool(refund, efect="write")  # type: ignore[call-overload]
+    with pytest.raises(ToolError, match="unknown option 'retries'") as info:
+        tool(retries=3)  # type: ignore[call-overload]  # at the decorator's line
+    assert info.value.code == "unknown-option"
+    flow = loopwise.Workflow("echo").then(loopwise.step(lambda x: x, name="same"))
+    with pytest.raises(ToolError, match="unknown option 'gated'") as info:
+        as_tool(flow, description="Echo.", gated=True)  # type: ignore[call-arg]
+    assert info.value.tool == "echo"
+
+
+def test_annotations_resolve_from_the_module_and_the_localns_given_only() -> None:
+    class Ticket(BaseModel):
+        subject: str
+
+    def file_ticket(ticket: Ticket) -> str:
+        """File a ticket."""
+        return ticket.subject
+
+    # This module says ``from __future__ import annotations``: ``Ticket`` is a string
+    # naming a local of this test, which no module namespace holds.
+    with pytest.raises(ToolError, match=r"name 'Ticket' is not defined.*localns=") as info:
+        tool(file_ticket)
+    assert info.value.tool == "file_ticket"
+    made = tool(file_ticket, localns={"Ticket": Ticket})
+    assert made.parse('{"ticket": {"subject": "late"}}').ticket.subject == "late"  # type: ignore[attr-defined]
+    decorated = tool(localns=locals())(file_ticket)
+    assert decorated.schema == made.schema
 
 
 def _argument_error(t: Tool, raw: str) -> str:

@@ -10,7 +10,7 @@ Guardrails never raise: a budget hit or a step limit ends the run with a
     │   ├── ModelNotConfigured      model-not-configured
     │   ├── TargetError             target      a CLI target that cannot be loaded
     │   ├── ToolError               tool        a tool declaration is invalid (``.tool``);
-    │   │   │                       ungated-irreversible
+    │   │   │                       ungated-irreversible, unknown-option
     │   │   └── DirectEffectError   direct-effect  a write/irreversible tool called around
     │   │                                       its gate (``tool(...)``, ``.invoke``)
     │   ├── ConversationError       conversation  a message a conversation cannot take

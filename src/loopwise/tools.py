@@ -23,6 +23,13 @@ A parameter named ``ctx`` receives the run's :class:`~loopwise.step.Context` (wi
 ``ctx.idempotency_key`` set while a ``write``/``irreversible`` tool runs) and is not part
 of the schema. Mistakes in a declaration raise :class:`~loopwise.errors.ToolError`;
 bad arguments at call time raise :class:`ToolArgumentsError`.
+
+The options (:class:`ToolOptions`) are declared once, for :func:`tool`, :class:`Tool` and
+(but ``localns``) :func:`as_tool`; an unknown one raises ``ToolError`` naming it.
+Annotations are resolved with the function's module globals and the ``localns`` option
+only: a tool declared inside a function, whose string annotations (``from __future__
+import annotations``) name that function's locals, passes ``localns=locals()``. No
+caller's frame is read.
 """
 
 from __future__ import annotations
@@ -30,12 +37,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import difflib
 import enum
 import inspect
 import json
 import math
 import re
-import sys
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -44,6 +51,8 @@ from typing import (
     Annotated,
     Any,
     NoReturn,
+    TypedDict,
+    Unpack,
     get_args,
     get_origin,
     get_type_hints,
@@ -63,6 +72,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_DEPTH",
+    "AsToolOptions",
     "Bounds",
     "Effect",
     "IdPattern",
@@ -70,6 +80,7 @@ __all__ = [
     "OneOf",
     "Tool",
     "ToolArgumentsError",
+    "ToolOptions",
     "as_tool",
     "json_value",
     "load_arguments",
@@ -96,6 +107,51 @@ class ToolArgumentsError(LoopwiseError):
     def __init__(self, message: str, *, tool: str) -> None:
         super().__init__(message)
         self.tool = tool
+
+
+class AsToolOptions(TypedDict, total=False):
+    """The options every tool takes, :func:`as_tool`'s too; each may be left out."""
+
+    name: str | None
+    """The name the model calls it by (default: the function's or the step's)."""
+    effect: Effect | str
+    """``read`` (the default), ``write`` or ``irreversible``."""
+    untrusted_output: bool
+    """Whether its output taints later effects (fetched pages, mail); default ``False``."""
+    timeout: float | None
+    """Seconds a call may take (default ``None``: no limit)."""
+    gate: Any
+    """The gate in front of each call (see :mod:`loopwise.gates`); default none."""
+
+
+class ToolOptions(AsToolOptions, total=False):
+    """The options of :func:`tool` and :class:`Tool`, declared once for both.
+
+    Besides :class:`AsToolOptions`: ``description`` and ``localns``.
+    """
+
+    description: str | None
+    """What the tool does and when to call it (default: the docstring's first paragraph)."""
+    localns: Mapping[str, Any] | None
+    """Names to resolve the function's annotations with, besides its module's globals: for
+    a tool declared inside a function whose annotations name that function's locals under
+    ``from __future__ import annotations`` (``@tool(localns=locals())``)."""
+
+
+_OPTIONS = frozenset(ToolOptions.__required_keys__ | ToolOptions.__optional_keys__)
+
+
+def _check_options(options: Mapping[str, Any], name: str) -> None:
+    """Raise :class:`~loopwise.errors.ToolError` naming an option no tool takes."""
+    for option in sorted(set(options) - _OPTIONS):
+        close = difflib.get_close_matches(option, _OPTIONS, n=1)
+        meant = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ToolError(
+            f"tool {name!r}: unknown option {option!r}{meant}; the options are: "
+            + ", ".join(sorted(_OPTIONS)),
+            tool=name,
+            code="unknown-option",
+        )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -139,8 +195,16 @@ def _arg_fields(
 ) -> tuple[dict[str, Any], bool]:
     """Pydantic field definitions from ``fn``'s signature, and whether it takes ``ctx``."""
     try:
+        # The function's own globals, plus only what the caller passed: no frame is read.
         hints = get_type_hints(fn, localns=dict(localns or {}), include_extras=True)
-    except (NameError, TypeError) as e:
+    except NameError as e:
+        raise ToolError(
+            f"tool {name!r}: cannot resolve its annotations ({e}); a name local to the "
+            "function that declares the tool is not seen from its module: pass it, "
+            "@tool(localns=locals()) or tool(fn, localns={...})",
+            tool=name,
+        ) from e
+    except TypeError as e:
         raise ToolError(f"tool {name!r}: cannot resolve its annotations ({e})", tool=name) from e
     fields: dict[str, Any] = {}
     takes_ctx = False
@@ -180,21 +244,19 @@ class Tool:
         self,
         fn: Callable[..., Any],
         *,
-        name: str | None = None,
-        description: str | None = None,
-        effect: Effect | str = Effect.READ,
-        untrusted_output: bool = False,
-        timeout: float | None = None,
-        gate: Any = None,
         args_model: type[BaseModel] | None = None,
-        localns: Mapping[str, Any] | None = None,
+        **options: Unpack[ToolOptions],
     ) -> None:
+        """A tool over ``fn`` with the :class:`ToolOptions` given (``args_model``: take these
+        arguments as they are, for a function ``async fn(args, ctx)``, as :func:`as_tool`)."""
         self.fn = fn
-        self.name = name or fn.__name__
+        self.name = options.get("name") or fn.__name__
+        _check_options(options, self.name)
         if not _NAME_RE.match(self.name):
             raise ToolError(
                 f"tool name {self.name!r} must be 1-64 letters, digits, '_' or '-'", tool=self.name
             )
+        effect = options.get("effect", Effect.READ)
         try:
             self.effect = Effect(effect)
         except ValueError as e:
@@ -203,22 +265,24 @@ class Tool:
                 tool=self.name,
             ) from e
         doc = _parse_docstring(inspect.getdoc(fn) or "")
+        description = options.get("description")
         self.description = description if description is not None else doc.summary
         """What the tool does and when to call it (empty when undocumented: ``check`` warns)."""
-        self.untrusted_output = untrusted_output
+        self.untrusted_output = options.get("untrusted_output", False)
+        timeout = options.get("timeout")
         if timeout is not None and not (isinstance(timeout, int | float) and timeout > 0):
             raise ToolError(
                 f"tool {self.name!r}: timeout must be seconds > 0 (or None), not {timeout!r}",
                 tool=self.name,
             )
         self.timeout = timeout
-        self.gate = gate
+        self.gate = options.get("gate")
         self._is_async = inspect.iscoroutinefunction(fn)
         # With an explicit args_model the function is ``async fn(args, ctx)`` (as_tool).
         self._takes_args_model = args_model is not None
         self._takes_ctx = True
         if args_model is None:
-            fields, self._takes_ctx = _arg_fields(fn, self.name, doc, localns)
+            fields, self._takes_ctx = _arg_fields(fn, self.name, doc, options.get("localns"))
             args_model = pydantic.create_model(
                 f"{self.name}_arguments", __config__=ConfigDict(extra="forbid"), **fields
             )
@@ -500,74 +564,42 @@ def _describe(error: ValidationError, name: str) -> str:
 
 
 @overload
-def tool(fn: Callable[..., Any], /) -> Tool: ...
+def tool(fn: Callable[..., Any], /, **options: Unpack[ToolOptions]) -> Tool: ...
 @overload
+def tool(**options: Unpack[ToolOptions]) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
 def tool(
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    effect: Effect | str = Effect.READ,
-    untrusted_output: bool = False,
-    timeout: float | None = None,
-    gate: Any = None,
-) -> Callable[[Callable[..., Any]], Tool]: ...
+    fn: Callable[..., Any] | None = None, /, **options: Unpack[ToolOptions]
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Make a function a :class:`Tool`: ``@tool``, ``@tool(effect="write", timeout=5)`` or
+    ``tool(fn, effect="write")``; the options are :class:`ToolOptions`.
 
+    Annotations are resolved with the function's module globals and, for a tool declared
+    inside a function whose annotations name that function's locals (strings, under
+    ``from __future__ import annotations``), the ``localns`` given:
+    ``@tool(localns=locals())``. Nothing else is looked up (no caller frame is read).
 
-# Not mutated by `make mutation`: mutmut's trampoline would put a frame between this
-# function and its caller, whose locals ``sys._getframe(1)`` reads.
-def tool(
-    fn: Callable[..., Any] | None = None,
-    /,
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    effect: Effect | str = Effect.READ,
-    untrusted_output: bool = False,
-    timeout: float | None = None,
-    gate: Any = None,
-) -> Tool | Callable[[Callable[..., Any]], Tool]:  # pragma: no mutate block
-    """Make a function a :class:`Tool`: ``@tool`` or ``@tool(effect="write", timeout=5)``.
-
-    Raises :class:`~loopwise.errors.ToolError` for a parameter without a type annotation,
+    Raises :class:`~loopwise.errors.ToolError` for an unknown option, an annotation that
+    cannot be resolved (naming ``localns=``), a parameter without a type annotation,
     ``*args``/``**kwargs``, an invalid name or an unknown effect.
     """
-
-    def build(f: Callable[..., Any], localns: Mapping[str, Any]) -> Tool:
-        return Tool(
-            f,
-            name=name,
-            description=description,
-            effect=effect,
-            untrusted_output=untrusted_output,
-            timeout=timeout,
-            gate=gate,
-            localns=localns,
-        )
-
-    # The declaring frame's locals resolve string annotations of tools declared inside
-    # functions (``from __future__ import annotations``), as pydantic does for models.
     if fn is not None:
-        return build(fn, sys._getframe(1).f_locals)
-    return lambda f: build(f, sys._getframe(1).f_locals)
+        return Tool(fn, **options)
+    _check_options(options, options.get("name") or "tool")  # at the decorator's line
+    return lambda f: Tool(f, **options)
 
 
-def as_tool(
-    step: Any,
-    *,
-    description: str,
-    name: str | None = None,
-    effect: Effect | str = Effect.READ,
-    untrusted_output: bool = False,
-    timeout: float | None = None,
-    gate: Any = None,
-) -> Tool:
+def as_tool(step: Any, *, description: str, **options: Unpack[AsToolOptions]) -> Tool:
     """Any step (a workflow, a structured step, an agent) as a tool, run via ``ctx.run_step``.
 
     A step whose ``input_type`` is a pydantic model takes that model as its arguments;
     any other step takes one argument, ``input``, of its ``input_type`` (``str`` when it
-    declares none or ``Any``, as strict function schemas need a type).
+    declares none or ``Any``, as strict function schemas need a type). The options are
+    :class:`AsToolOptions`; ``description`` is required (the step has no docstring to
+    take it from).
     """
-    step_name = name or str(step.name)
+    step_name = options.get("name") or str(step.name)
     input_type = getattr(step, "input_type", str)
     if input_type in (Any, object):
         # A strict function schema needs a type for every property: an untyped input
@@ -587,16 +619,8 @@ def as_tool(
     async def run_step(args: BaseModel, ctx: Context) -> Any:
         return await ctx.run_step(step, getattr(args, "input") if unwrap else args)  # noqa: B009
 
-    wrapped = Tool(
-        run_step,
-        name=step_name,
-        description=description,
-        effect=effect,
-        untrusted_output=untrusted_output,
-        timeout=timeout,
-        gate=gate,
-        args_model=args_model,
-    )
+    options["name"] = step_name
+    wrapped = Tool(run_step, args_model=args_model, description=description, **options)
     # Kept so the step's own description (its tools, its limits) reaches `check`.
     wrapped.step = step
     return wrapped
