@@ -139,6 +139,14 @@ def test_overrides_and_include_that_name_no_tool_raise(call_log: Path) -> None:
         _server(call_log, overrides={"refund": typo})
 
 
+def test_server_options_are_one_set_for_stdio_and_http(tmp_path: Path) -> None:
+    # Refused before any process starts or any request is sent, as a typo'd keyword was.
+    with pytest.raises(TypeError, match=r"stdio\(\) got an unexpected keyword argument 'trust'"):
+        mcp.stdio(sys.executable, str(tmp_path / "missing.py"), trust=True)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"http\(\) got an unexpected keyword argument 'timout'"):
+        mcp.http("http://127.0.0.1:9/mcp", timout=1)  # type: ignore[call-arg]
+
+
 def test_a_server_that_will_not_start_raises_naming_it(tmp_path: Path) -> None:
     with pytest.raises(MCPServerError, match=r"MCP server 'ghost' did not start") as info:
         mcp.stdio(sys.executable, str(tmp_path / "missing.py"), name="ghost")

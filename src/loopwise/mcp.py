@@ -60,7 +60,7 @@ import dataclasses
 import tempfile
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack, overload
 
 from pydantic import BaseModel
 
@@ -83,6 +83,7 @@ __all__ = [
     "MCPTool",
     "MCPTools",
     "Override",
+    "ServerOptions",
     "ToolMapping",
     "http",
     "map_annotations",
@@ -551,16 +552,40 @@ def _blocking(work: Callable[[], Awaitable[Any]]) -> Any:
         return pool.submit(asyncio.run, main()).result()
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class _Settings:
-    """What :func:`stdio` and :func:`http` were told, besides how to connect."""
+class ServerOptions(TypedDict, total=False):
+    """What :func:`stdio` and :func:`http` take besides how to connect; each may be left out."""
 
     name: str | None
+    """The server's name in messages (default: what it calls itself)."""
     trust_annotations: bool
+    """Whether its annotations are trusted (default ``False``; see the module docs)."""
     overrides: dict[str, Override] | None
+    """What the user says about single tools, by name."""
     include: Iterable[str] | None
+    """An allow-list of tool names to take (default: all)."""
     timeout: float
+    """Seconds each call may take (default 60)."""
     connect_timeout: float
+    """Seconds each start may take (default 30)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Settings:
+    """The :class:`ServerOptions` given, with their defaults."""
+
+    name: str | None = None
+    trust_annotations: bool = False
+    overrides: dict[str, Override] | None = None
+    include: Iterable[str] | None = None
+    timeout: float = 60.0
+    connect_timeout: float = 30.0
+
+
+def _settings(options: ServerOptions, caller: str) -> _Settings:
+    unknown = sorted(set(options) - set(ServerOptions.__optional_keys__))
+    if unknown:  # as Python says it for a keyword the function does not take
+        raise TypeError(f"{caller}() got an unexpected keyword argument {unknown[0]!r}")
+    return _Settings(**options)
 
 
 def _declared(opener: _Opener, shown: str, settings: _Settings) -> MCPTools:
@@ -581,19 +606,14 @@ def stdio(
     *args: str,
     env: dict[str, str] | None = None,
     cwd: str | None = None,
-    name: str | None = None,
-    trust_annotations: bool = False,
-    overrides: dict[str, Override] | None = None,
-    include: Iterable[str] | None = None,
-    timeout: float = 60.0,
-    connect_timeout: float = 30.0,
+    **options: Unpack[ServerOptions],
 ) -> MCPTools:
     """The tools of the MCP server ``command args...`` (started as a subprocess, over stdio).
 
     Connects once now to list the tools; each run then starts its own subprocess when it
-    first needs it. ``name`` names the server in messages (default: what it calls itself).
-    ``include`` is an allow-list of tool names to take. ``timeout`` bounds each call
-    (seconds), ``connect_timeout`` each start. Raises
+    first needs it. The options are :class:`ServerOptions`: ``name`` names the server in
+    messages (default: what it calls itself), ``include`` is an allow-list of tool names to
+    take, ``timeout`` bounds each call (seconds), ``connect_timeout`` each start. Raises
     :class:`~loopwise.errors.MCPServerError` when the server cannot be started or listed,
     :class:`~loopwise.errors.ConfigError` for an override or include naming no tool.
     """
@@ -606,27 +626,15 @@ def stdio(
         client = Client(stdio_client(params, errlog=errlog), cache=None)
         return await stack.enter_async_context(client)
 
-    settings = _Settings(
-        name=name,
-        trust_annotations=trust_annotations,
-        overrides=overrides,
-        include=include,
-        timeout=timeout,
-        connect_timeout=connect_timeout,
-    )
-    return _declared(opener, name or " ".join([command, *args]), settings)
+    settings = _settings(options, "stdio")
+    return _declared(opener, settings.name or " ".join([command, *args]), settings)
 
 
 def http(
     url: str,
     *,
     headers: dict[str, str] | None = None,
-    name: str | None = None,
-    trust_annotations: bool = False,
-    overrides: dict[str, Override] | None = None,
-    include: Iterable[str] | None = None,
-    timeout: float = 60.0,
-    connect_timeout: float = 30.0,
+    **options: Unpack[ServerOptions],
 ) -> MCPTools:
     """The tools of the MCP server at ``url`` (Streamable HTTP); as :func:`stdio` otherwise.
 
@@ -642,12 +650,5 @@ def http(
         client = Client(streamable_http_client(url, http_client=http_client), cache=None)
         return await stack.enter_async_context(client)
 
-    settings = _Settings(
-        name=name,
-        trust_annotations=trust_annotations,
-        overrides=overrides,
-        include=include,
-        timeout=timeout,
-        connect_timeout=connect_timeout,
-    )
-    return _declared(opener, name or url, settings)
+    settings = _settings(options, "http")
+    return _declared(opener, settings.name or url, settings)
