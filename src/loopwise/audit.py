@@ -1,8 +1,9 @@
 """Small, dependency-free helpers of the audit log: one line per event, and who is deciding.
 
 Light on purpose: ``loopwise runs show`` and the approvals inbox both print events with
-:func:`event_summary`, and the CLI's decisions name the person with :func:`os_user`,
-without loading pydantic or the model port.
+:func:`event_summary`, the terminal prompt and ``loopwise pending`` both show what an
+approval is about with :func:`asked_lines`, and the CLI's decisions name the person with
+:func:`os_user`, without loading pydantic or the model port.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["event_summary", "os_user"]
+__all__ = ["asked_lines", "event_summary", "os_user"]
 
 
 def event_summary(kind: str, d: Mapping[str, Any]) -> str:
@@ -31,6 +32,19 @@ def event_summary(kind: str, d: Mapping[str, Any]) -> str:
     if kind in {"run_finished", "run_paused"}:
         return str(d.get("status"))
     return ""
+
+
+def asked_lines(why: str | None, at_stake: float | None, note: str | None) -> list[str]:
+    """What a person reads on a terminal under an approval's call, one indented line each
+    when said: the planner's reason, the money at stake (the action's estimate), the note."""
+    lines = []
+    if why:
+        lines.append(f"    planner's reason: {why}")
+    if at_stake is not None:
+        lines.append(f"    at stake: {at_stake:,.2f} (the action's estimate)")
+    if note:
+        lines.append(f"    note: {note}")
+    return lines
 
 
 def os_user() -> str:

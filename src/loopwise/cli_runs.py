@@ -12,7 +12,7 @@ import argparse
 import json
 from typing import Any
 
-from loopwise.audit import event_summary, os_user
+from loopwise.audit import asked_lines, event_summary, os_user
 from loopwise.cli_options import count, read_json, store_help
 from loopwise.errors import ConfigError
 from loopwise.history import check_conversation_id
@@ -161,12 +161,7 @@ def _pending_lines(v: Any) -> list[str]:
     # A whole plan's steps are listed below; its arguments hold them again as JSON.
     call = a.tool if not v.editable and v.plan else f"{a.tool}({json.dumps(a.args)})"
     lines = [f"{a.run_id}  {a.approval_id}  {call} [{a.effect}]: {a.reason}{taint}"]
-    if v.why:
-        lines.append(f"    planner's reason: {v.why}")
-    if v.at_stake is not None:
-        lines.append(f"    at stake: {v.at_stake:,.2f} (the action's estimate)")
-    if v.note:
-        lines.append(f"    note: {v.note}")
+    lines += asked_lines(v.why, v.at_stake, v.note)
     for p in v.plan:
         mark = "->" if p.id == v.plan_step else "  "
         after = f" after {', '.join(p.depends_on)}" if p.depends_on else ""

@@ -43,7 +43,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, TextIO, get_args
 
-from loopwise.audit import os_user
+from loopwise.audit import asked_lines, os_user
 from loopwise.errors import ConfigError
 from loopwise.journal import Journal
 from loopwise.step import EventType, Halt, Status, jsonable, running_context
@@ -646,12 +646,7 @@ def request_lines(request: ApprovalRequest) -> list[str]:
             f"    {s.get('id')} {s.get('action')}({json.dumps(s.get('args'))}){after}: "
             f"{s.get('reason')}"
         )
-    if request.why:
-        lines.append(f"    planner's reason: {request.why}")
-    if request.at_stake is not None:
-        lines.append(f"    at stake: {request.at_stake:,.2f} (the action's estimate)")
-    if request.note:
-        lines.append(f"    note: {request.note}")
+    lines += asked_lines(request.why, request.at_stake, request.note)
     return lines
 
 
