@@ -245,16 +245,8 @@ def _prepare(batch: _Batch, call: Call) -> Outcome | _Ready:
         return _replayed(call, recorded, found)
     call_key = f"{call.key}:call"
     if call_key not in ctx.journal:  # logged before a pause or a crash: not twice
-        ctx.emit(
-            EventType.TOOL_CALL,
-            {
-                "tool": call.name,
-                "call_id": call.call_id,
-                "args": readable_args(call.arguments),
-                "effect": str(found.effect) if found else None,
-                "key": call_key,
-            },
-        )
+        effect = str(found.effect) if found else None
+        ctx.emit(EventType.TOOL_CALL, _call_event(call, readable_args(call.arguments), effect))
     if found is None:
         names = ", ".join(sorted(batch.tools)) or "(none)"
         message = f"there is no tool named {call.name!r}; the tools are: {names}"
@@ -410,20 +402,41 @@ def _log_result(
 ) -> None:
     ctx = batch.ctx
     ran = status in ("done", "failed")
-    data: dict[str, Any] = {
+    data = _result_event(
+        call,
+        status,
+        content,
+        reason=reason,
+        # Whatever an untrusted tool said reached the model: its value, its error text.
+        untrusted=bool(ran and tool is not None and tool.untrusted_output),
+        counters=ctx.journal.counters_under(f"{ctx.step_path}/{call.name}"),
+        **extra,
+    )
+    ctx.emit(EventType.TOOL_RESULT, data)
+
+
+def _call_event(call: Call, args: Any, effect: str | None) -> dict[str, Any]:
+    """The data of a call's ``tool_call`` event (logged before it is judged)."""
+    return {
+        "tool": call.name,
+        "call_id": call.call_id,
+        "args": args,
+        "effect": effect,
+        "key": f"{call.key}:call",
+    }
+
+
+def _result_event(call: Call, status: CallStatus, content: str, **more: Any) -> dict[str, Any]:
+    """The data of a call's ``tool_result`` event: what every result says, then ``more``."""
+    return {
         "tool": call.name,
         "call_id": call.call_id,
         "is_error": status != "done",
         "content": content,
         "key": call.key,
         "status": status,
-        "reason": reason,
-        # Whatever an untrusted tool said reached the model: its value, its error text.
-        "untrusted": bool(ran and tool is not None and tool.untrusted_output),
-        "counters": ctx.journal.counters_under(f"{ctx.step_path}/{call.name}"),
-        **extra,
+        **more,
     }
-    ctx.emit(EventType.TOOL_RESULT, data)
 
 
 def _replayed(call: Call, recorded: dict[str, Any], tool: Tool | None) -> Outcome:
@@ -468,34 +481,15 @@ def _refuse_excess(batch: _Batch, calls: Sequence[Call]) -> list[Outcome]:
         outcomes.append(Outcome(call=call, status="excess", content=message, reason=message))
         if call.key in batch.ctx.journal:
             continue
-        entries.append((path, EventType.TOOL_CALL, _excess_call(call)))
-        entries.append((path, EventType.TOOL_RESULT, _excess_result(call, message)))
+        # The arguments as sent (shortened): a flood of calls is not worth parsing to log.
+        logged = _call_event(call, _shortened(str(call.arguments)), None)
+        entries.append((path, EventType.TOOL_CALL, logged))
+        entries.append(
+            (path, EventType.TOOL_RESULT, _result_event(call, "excess", message, untrusted=False))
+        )
     if entries:
         batch.ctx.emit_together(entries)
     return outcomes
-
-
-def _excess_call(call: Call) -> dict[str, Any]:
-    return {
-        "tool": call.name,
-        "call_id": call.call_id,
-        # As sent (shortened): a flood of calls is not worth parsing only to log it.
-        "args": _shortened(str(call.arguments)),
-        "effect": None,
-        "key": f"{call.key}:call",
-    }
-
-
-def _excess_result(call: Call, message: str) -> dict[str, Any]:
-    return {
-        "tool": call.name,
-        "call_id": call.call_id,
-        "is_error": True,
-        "content": message,
-        "key": call.key,
-        "status": "excess",
-        "untrusted": False,
-    }
 
 
 def readable_args(arguments: Any) -> Any:
