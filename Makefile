@@ -41,10 +41,11 @@ bench: $(STAMP)
 
 # Mutation testing of the safety code (slow; not part of `make test` or CI). MUTANTS
 # narrows it, e.g. `make mutation MUTANTS='loopwise.allowlists.x_Bounds*'`; the store is
-# mutated in its approval and claim code only.
+# mutated in its approval and claim code only (sqlstore, sqlrows, store).
 MUTANTS ?= loopwise.journal.* loopwise.calls.* loopwise.gates.* loopwise.tools.* \
 	loopwise.allowlists.* \
-	loopwise.store.*claim* loopwise.store.*approv* loopwise.store.*decide* loopwise.store.*pending*
+	loopwise.sqlstore.*claim* loopwise.sqlstore.*approv* loopwise.sqlstore.*decide* \
+	loopwise.sqlstore.*pending* loopwise.store.*pending* loopwise.sqlrows.*approv*
 mutation: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[dev,mutation]'
 	nice -n 19 $(BIN)/mutmut run --max-children 2 $(foreach m,$(MUTANTS),'$(m)')

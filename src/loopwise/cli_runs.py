@@ -16,7 +16,8 @@ from loopwise.audit import asked_lines, event_summary, os_user
 from loopwise.cli_options import count, read_json, store_help
 from loopwise.errors import ConfigError
 from loopwise.history import check_conversation_id
-from loopwise.store import SQLStore, StoredApproval, StoredRun
+from loopwise.sqlstore import SQLStore
+from loopwise.store import StoredApproval, StoredRun
 from loopwise.stores import open_store
 
 __all__ = ["add_runs_verbs"]

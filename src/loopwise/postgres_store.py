@@ -2,7 +2,7 @@
 
 Install the extra (``pip install 'loopwise[postgres]'``: psycopg 3 and psycopg-pool) and
 point ``LOOPWISE_STORE``, ``--store`` or ``store=`` at ``postgresql://user:pw@host/db``.
-The semantics are SQLite's (:class:`~loopwise.store.SQLStore` holds the statements both
+The semantics are SQLite's (:class:`~loopwise.sqlstore.SQLStore` holds the statements both
 run); what differs is here: a connection pool, row locks for claims (``FOR UPDATE``, and
 ``SKIP LOCKED`` so workers never wait on one another's claim), the database's clock for
 leases, and LISTEN/NOTIFY so that a decided approval or a queued run wakes the workers.
@@ -23,7 +23,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from loopwise.errors import StoreError
-from loopwise.store import DEFAULT_LEASE_SECONDS, SQLStore, Tx
+from loopwise.sqlstore import SQLStore
+from loopwise.store import DEFAULT_LEASE_SECONDS, Tx
 
 try:
     import psycopg

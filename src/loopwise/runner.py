@@ -15,7 +15,7 @@ knows no store) with the run store as an event sink; all take a
 * human gates with no interactive handler pause the run durably: it ends
   ``awaiting_approval`` and :func:`resume` continues it, in any later process, once every
   pending approval is decided (``loopwise approve``/``deny`` or
-  :meth:`~loopwise.store.SQLStore.decide`).
+  :meth:`~loopwise.sqlstore.SQLStore.decide`).
 
 **Resume** reloads the run (target, input, model name, limits), replays its journal —
 recorded model turns are not sent again, recorded tool results are not run again —

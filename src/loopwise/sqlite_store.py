@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from loopwise.errors import StoreError
-from loopwise.store import DEFAULT_LEASE_SECONDS, SQLStore, Tx, default_store_path
+from loopwise.sqlstore import SQLStore
+from loopwise.store import DEFAULT_LEASE_SECONDS, Tx, default_store_path
 
 __all__ = ["SQLiteStore"]
 

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from loopwise.errors import StoreError
-from loopwise.store import SQLStore, default_store_path
+from loopwise.sqlstore import SQLStore
+from loopwise.store import default_store_path
 
 __all__ = ["close_shared_stores", "open_existing", "open_store", "shared_store", "store_location"]
 
