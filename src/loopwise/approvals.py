@@ -21,13 +21,12 @@ the action estimates it, and the decisions already made on the run.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from loopwise.errors import DecisionError, LoopwiseError
-from loopwise.step import Event, EventType
+from loopwise.events import Event, EventType
 from loopwise.store import RunStore, StoredApproval, not_pending
 
 if TYPE_CHECKING:
@@ -132,6 +131,8 @@ def _check_edit(
     store: RunStore, found: StoredApproval, edited: dict[str, Any], load: Loader
 ) -> None:
     """Refuse ``edited`` unless the tool's schema and policies accept it now."""
+    import asyncio  # here: only an edit runs the tool's policies (pending/approve stay light)
+
     from loopwise.calls import judge_edit
     from loopwise.gates import Denied
     from loopwise.tools import ToolArgumentsError

@@ -15,7 +15,6 @@ from typing import Any
 from loopwise.audit import asked_lines, event_summary, os_user
 from loopwise.cli_options import count, read_json, store_help
 from loopwise.errors import ConfigError
-from loopwise.history import check_conversation_id
 from loopwise.sqlstore import SQLStore
 from loopwise.store import StoredApproval, StoredRun
 from loopwise.stores import open_store
@@ -45,6 +44,8 @@ def _store(args: argparse.Namespace) -> SQLStore:
 
 def _cmd_runs_list(args: argparse.Namespace) -> int:
     if args.conversation is not None:
+        from loopwise.history import check_conversation_id  # the run machinery: only here
+
         check_conversation_id(args.conversation)
     with _store(args) as st:
         runs = st.list_runs(limit=args.limit, conversation=args.conversation)
