@@ -1,6 +1,7 @@
 """The event loop under the sync API: one per thread, kept from one call to the next.
 
-``loopwise.run``, ``resume`` and ``evaluate`` wrap their async versions. A fresh loop per
+``loopwise.run``, ``resume`` and ``evaluate`` wrap their async versions with
+:func:`blocking`, the one sync wrapper. A fresh loop per
 call (``asyncio.run``) costs more than a short stored run itself, so each thread keeps an
 :class:`asyncio.Runner` and reuses its loop. Each call still behaves as ``asyncio.run``:
 
@@ -21,10 +22,12 @@ import contextvars
 import os
 import threading
 import weakref
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Coroutine
 from typing import Any, TypeVar
 
-__all__ = ["run_in_kept_loop"]
+from loopwise.errors import ConfigError
+
+__all__ = ["blocking", "closing_model", "run_in_kept_loop"]
 
 T = TypeVar("T")
 
@@ -103,3 +106,34 @@ def _close(runner: asyncio.Runner) -> None:
     # another loop; the process's end takes it.
     with contextlib.suppress(RuntimeError):
         runner.close()
+
+
+def blocking(work: Coroutine[Any, Any, T], *, release: Any = None) -> T:
+    """Run ``work`` to its end on this thread's kept event loop: the one wrapper of the
+    sync API (see the module docs: each call behaves as ``asyncio.run``).
+
+    ``release`` (a model) has its connections closed in that loop before the call ends:
+    a model may be used next from another thread's loop, and reopens them on its next use.
+    Raises :class:`ConfigError` when called inside a running event loop (await the
+    async variant there).
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return run_in_kept_loop(closing_model(work, release))
+    work.close()
+    raise ConfigError("called inside an event loop; await the async variant (arun, aresume)")
+
+
+async def closing_model(work: Awaitable[T], model: Any) -> T:
+    """Await ``work``, then release ``model``'s connections in this same event loop.
+
+    A connection pool belongs to the loop that opened it, and the next sync call may come
+    from another thread (another loop); the model reopens one on its next use.
+    """
+    try:
+        return await work
+    finally:
+        close = getattr(model, "aclose", None)
+        if close is not None:
+            await close()

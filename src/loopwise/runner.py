@@ -45,6 +45,7 @@ from pydantic import BaseModel
 from loopwise.errors import ConfigError, ConversationError, TargetError
 from loopwise.gates import ApprovalRequest, Denied, Handler, Verdict, ask, verdict_from_data
 from loopwise.history import History, PriorRun, check_conversation_id
+from loopwise.loops import blocking, closing_model
 from loopwise.port import Model, Turn
 from loopwise.scripted import ScriptedModel
 from loopwise.shape import Kind, kind_of
@@ -56,9 +57,7 @@ from loopwise.step import (
     RunResult,
     Status,
     Step,
-    blocking,
     check_step,
-    closing_model,
     execute,
     jsonable,
     merge_options,

@@ -9,8 +9,10 @@ Guardrails end runs with a :class:`Status`. Inside a step they do so by raising
 :class:`Halt`, because a nested step cannot return a status through its typed output;
 :func:`execute` turns a ``Halt`` into a :class:`RunResult`, never into an exception.
 Starting a run (options, the store, the sync wrapper) is :mod:`loopwise.runner`'s.
-The event vocabulary (:class:`Status`, :class:`Event`, ...) is :mod:`loopwise.events`'s
-and :class:`RunOptions` is :mod:`loopwise.options`'s; both are re-exported here.
+The event vocabulary (:class:`Status`, :class:`Event`, ...) is :mod:`loopwise.events`'s,
+:class:`RunOptions` is :mod:`loopwise.options`'s, :class:`Halt` and :class:`RunResult` are
+:mod:`loopwise.result`'s and the sync wrapper :func:`blocking` is :mod:`loopwise.loops`'s;
+all are re-exported here.
 """
 
 from __future__ import annotations
@@ -21,9 +23,8 @@ import contextvars
 import functools
 import inspect
 import os
-import reprlib
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import (
     Any,
@@ -40,8 +41,9 @@ import typing_extensions
 from loopwise.errors import ConfigError, LoopwiseError, ModelAPIError
 from loopwise.events import Event, EventSink, EventType, Status, TextDelta, jsonable, now_iso
 from loopwise.journal import Journal
-from loopwise.loops import run_in_kept_loop
+from loopwise.loops import blocking
 from loopwise.options import RunOptions, check_options, merge_options
+from loopwise.result import Halt, RunResult
 from loopwise.shape import Kind, Shape, kind_of
 from loopwise.usage import Budget, Pricing, Usage
 
@@ -77,25 +79,6 @@ NO_DEPS = (
     "loopwise.run/arun/astream/resume/evaluate, --deps module:function to the command, or "
     "define make_deps() in the target's module; a run that ended so resumes once given them"
 )
-
-
-class Halt(Exception):
-    """Ends the whole run with ``status``; raised by guardrails inside nested steps.
-
-    A step of yours may raise it too, to end the run with a status instead of an error
-    (``raise loopwise.Halt(Status.REFUSED, "the model declined")``): the run's result
-    has that status and ``detail``, and ``output`` when given.
-    """
-
-    def __init__(
-        self, status: Status, detail: str, *, output: Any = None, pending: list[Any] | None = None
-    ) -> None:
-        super().__init__(f"{status}: {detail}")
-        self.status = status
-        self.detail = detail
-        self.output = output
-        self.pending = pending or []
-        """The approval requests a run ``awaiting_approval`` waits on."""
 
 
 class _NoDeps:
@@ -410,55 +393,6 @@ def _stop_if_cancelled() -> None:
         raise asyncio.CancelledError
 
 
-@dataclass(kw_only=True, repr=False)
-class RunResult:
-    """How a run ended and what it produced; its ``repr`` is a one-line summary."""
-
-    run_id: str
-    """The run's id (the store's key)."""
-    status: Status
-    """How it ended."""
-    output: Any = None
-    """The target step's output when ``completed`` (partial results otherwise, if any)."""
-    usage: Usage = field(default_factory=Usage)
-    """Tokens, calls, cost and wall time of the whole run."""
-    steps: int = 0
-    """Steps taken (agent turns, workflow nodes)."""
-    events: list[Event] = field(default_factory=list)
-    """The ordered event log: the transcript of the run."""
-    detail: str | None = None
-    """Why the run did not complete, in one line."""
-    pending: list[Any] = field(default_factory=list)
-    """Undecided approvals when ``awaiting_approval``."""
-
-    @property
-    def transcript(self) -> list[Event]:
-        """The event log (an alias of :attr:`events`)."""
-        return self.events
-
-    def __repr__(self) -> str:
-        # Bounded whatever the run's length: asyncio.run formats its task's result (on
-        # 3.11, when it restores the Ctrl-C handler), and so do debuggers and logs.
-        detail = f", detail={reprlib.repr(self.detail)}" if self.detail else ""
-        return (
-            f"RunResult(run_id={self.run_id!r}, status={str(self.status)!r}, "
-            f"output={reprlib.repr(self.output)}, steps={self.steps}, "
-            f"events={len(self.events)}, pending={len(self.pending)}{detail})"
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON document the CLI prints with ``--json``."""
-        return {
-            "run_id": self.run_id,
-            "status": str(self.status),
-            "output": jsonable(self.output),
-            "usage": self.usage.to_dict(),
-            "steps": self.steps,
-            "detail": self.detail,
-            "pending": [jsonable(p) for p in self.pending],
-        }
-
-
 def check_step(target: Any) -> Step:
     """``target`` as a :class:`Step`; :class:`ConfigError` when it is not one."""
     # What isinstance(target, Step) checks, without the runtime Protocol machinery,
@@ -613,37 +547,6 @@ async def _closing_resources(work: Awaitable[T], ctx: Context) -> T:
             _, resource = ctx.resources.popitem()
             with contextlib.suppress(Exception):
                 await resource.aclose()
-
-
-def blocking(work: Coroutine[Any, Any, T], *, release: Any = None) -> T:
-    """Run ``work`` to its end on this thread's kept event loop: the one wrapper of the
-    sync API (see :mod:`loopwise.loops`: each call behaves as ``asyncio.run``).
-
-    ``release`` (a model) has its connections closed in that loop before the call ends:
-    a model may be used next from another thread's loop, and reopens them on its next use.
-    Raises :class:`ConfigError` when called inside a running event loop (await the
-    async variant there).
-    """
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return run_in_kept_loop(closing_model(work, release))
-    work.close()
-    raise ConfigError("called inside an event loop; await the async variant (arun, aresume)")
-
-
-async def closing_model(work: Awaitable[T], model: Any) -> T:
-    """Await ``work``, then release ``model``'s connections in this same event loop.
-
-    A connection pool belongs to the loop that opened it, and the next sync call may come
-    from another thread (another loop); the model reopens one on its next use.
-    """
-    try:
-        return await work
-    finally:
-        close = getattr(model, "aclose", None)
-        if close is not None:
-            await close()
 
 
 async def concurrently(coros: Sequence[Awaitable[T]]) -> list[T]:
