@@ -42,7 +42,8 @@ bench: $(STAMP)
 # Mutation testing of the safety code (slow; not part of `make test` or CI). MUTANTS
 # narrows it, e.g. `make mutation MUTANTS='loopwise.allowlists.x_Bounds*'`; the store is
 # mutated in its approval and claim code only (sqlstore, sqlrows, store).
-MUTANTS ?= loopwise.journal.* loopwise.calls.* loopwise.gates.* loopwise.tools.* \
+MUTANTS ?= loopwise.journal.* loopwise.calls.* loopwise.gates.* loopwise.verdicts.* \
+	loopwise.handlers.* loopwise.tools.* \
 	loopwise.allowlists.* \
 	loopwise.sqlstore.*claim* loopwise.sqlstore.*approv* loopwise.sqlstore.*decide* \
 	loopwise.sqlstore.*pending* loopwise.store.*pending* loopwise.sqlrows.*approv*

@@ -8,9 +8,8 @@ A :class:`Gate` is one of three kinds:
 * :func:`policy_then_human` — the policy first; a person only when it says
   :class:`Escalate`.
 
-Verdicts are values: :class:`Approved`, :class:`Denied` (with a reason) and
-:class:`Edited` (approved with new arguments, validated again by the caller). A request
-for a person is plain data (:class:`ApprovalRequest`) bound to the exact tool and
+Verdicts and requests are plain data (:mod:`loopwise.verdicts`): :class:`Approved`,
+:class:`Denied`, :class:`Edited`, and :class:`ApprovalRequest` bound to the exact tool and
 arguments by :func:`args_hash`.
 
 **Taint.** Once the output of a tool declared ``untrusted_output`` is in the run (in this
@@ -18,13 +17,10 @@ transcript, or read by a nested or earlier step: :func:`run_taint`), every later
 ``write``/``irreversible`` call needs a person whatever the policy says (a policy may
 still deny); the request names the source in ``tainted_by``.
 
-**Who answers.** :func:`authorize` asks ``ctx.approvals``, the run's approval handler: an
-object with ``async decide(request)``, or a plain (sync or async) function of the
-request, returning a verdict, ``True``/``False``, or ``None`` for "not decided yet".
-:class:`TerminalApprovals` asks on a terminal (y/n/edit). The run store's handler (in
-:mod:`loopwise.runner`) answers from decisions made with ``loopwise approve``/``deny``
-and ``None`` before: the caller then collects every :class:`Pending` of the turn and
-raises :func:`pause`, which ends the run ``awaiting_approval`` with all of them listed.
+**Who answers.** :func:`authorize` asks ``ctx.approvals``, the run's approval handler
+(:mod:`loopwise.handlers`: a verdict, or ``None`` for "not decided yet"). The caller
+collects every :class:`Pending` of the turn and raises :func:`pause`, which ends the run
+``awaiting_approval`` with all of them listed.
 
 Every decision is journaled (``gate_decided`` with a ``key``), so a resumed run applies
 it again without asking twice; a request already made is not made twice either.
@@ -32,22 +28,30 @@ it again without asking twice; a request already made is not made twice either.
 
 from __future__ import annotations
 
-import asyncio
 import copy
-import hashlib
 import inspect
-import json
-import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal, TextIO, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from loopwise.audit import asked_lines, os_user
+from loopwise.audit import os_user
 from loopwise.errors import ConfigError
+from loopwise.handlers import Handler, TerminalApprovals, ask, handler_name, request_lines
 from loopwise.journal import Journal
 from loopwise.step import EventType, Halt, Status, jsonable, running_context
-from loopwise.tools import json_value
+from loopwise.verdicts import (
+    ApprovalRequest,
+    Approved,
+    Denied,
+    Edited,
+    Escalate,
+    Pending,
+    Verdict,
+    args_hash,
+    denial_message,
+    verdict_from_data,
+)
 
 if TYPE_CHECKING:
     from loopwise.step import Context
@@ -84,53 +88,6 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Approved:
-    """The call may run as requested."""
-
-    by: str = "policy"
-    """Who approved (``policy``, ``no-gate``, a person's name)."""
-    reason: str | None = None
-    """Why, when said."""
-    at: str | None = None
-    """When it was decided (ISO 8601, UTC), when known before the run records it."""
-
-
-@dataclass(frozen=True, slots=True)
-class Denied:
-    """The call must not run; the tool answers with an error that carries ``reason``."""
-
-    reason: str
-    """Why it was denied (shown to the model and in the audit log)."""
-    by: str = "policy"
-    """Who denied."""
-    at: str | None = None
-    """When it was decided (ISO 8601, UTC), when known before the run records it."""
-
-
-@dataclass(frozen=True, slots=True)
-class Edited:
-    """Approved with different arguments; the caller validates them again before running."""
-
-    args: dict[str, Any]
-    """The arguments to run with instead."""
-    by: str = "human"
-    """Who edited."""
-    reason: str | None = None
-    """Why, when said."""
-    at: str | None = None
-    """When it was decided (ISO 8601, UTC), when known before the run records it."""
-
-
-@dataclass(frozen=True, slots=True)
-class Escalate:
-    """A policy's answer: "a person must decide" (only :func:`policy_then_human` asks one)."""
-
-    reason: str = "the policy asks a human to decide"
-    """Why a person is needed (shown in the approval request)."""
-
-
-Verdict = Approved | Denied | Edited
 PolicyFn = Callable[..., Any]
 """A policy: a (sync or async) function of the validated arguments (a dict) returning ``Approved``,
 ``Denied``, ``Escalate``, ``True`` (approve), ``False`` or a string (deny, the string being
@@ -143,65 +100,6 @@ GateKind = Literal["human", "policy", "policy_then_human"]
 """The kinds of gate: a person, an automatic policy, or the policy then a person."""
 
 _KINDS: frozenset[str] = frozenset(get_args(GateKind))
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ApprovalRequest:
-    """A call waiting for a person: plain data, bound to the tool and args by ``args_hash``."""
-
-    run_id: str
-    """The run it belongs to."""
-    approval_id: str
-    """Its id within the run (the tool call's id)."""
-    tool: str
-    """The tool (or plan action) to run."""
-    args: dict[str, Any]
-    """The validated arguments it would run with."""
-    effect: str
-    """``read``, ``write`` or ``irreversible``."""
-    reason: str
-    """Why a person must decide."""
-    tainted_by: str | None = None
-    """The untrusted source that preceded it (``fetch_page (call_3)``), if any."""
-    args_hash: str = ""
-    """:func:`args_hash` of ``tool`` and ``args``."""
-    call_id: str = ""
-    """The tool call's id."""
-    step: str = ""
-    """The step path that asked."""
-    why: str | None = None
-    """The planner's reason for this step, when a plan proposed it."""
-    at_stake: float | None = None
-    """The money or cost at stake (the action's own estimate), when it says."""
-    note: str | None = None
-    """What else the person should know about this ask (a plan approved already, and why
-    its step still asks), when anything."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON-ready dict (what ``loopwise pending --json`` lists)."""
-        return {
-            "run_id": self.run_id,
-            "approval_id": self.approval_id,
-            "tool": self.tool,
-            "args": self.args,
-            "effect": self.effect,
-            "reason": self.reason,
-            "tainted_by": self.tainted_by,
-            "args_hash": self.args_hash,
-            "call_id": self.call_id,
-            "step": self.step,
-            "why": self.why,
-            "at_stake": self.at_stake,
-            "note": self.note,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class Pending:
-    """No decision yet: the run must pause with this request outstanding."""
-
-    request: ApprovalRequest
-    """What waits for a person."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -290,12 +188,6 @@ def policy_then_human(fn: PolicyFn) -> Gate:
     return Gate(kind="policy_then_human", check=fn)
 
 
-def args_hash(tool: str, args: Any) -> str:
-    """A stable hash of a tool name and its arguments (canonical JSON, SHA-256)."""
-    text = json.dumps([tool, jsonable(args)], sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
 _EFFECTS = frozenset({"write", "irreversible"})
 
 
@@ -308,11 +200,6 @@ def run_taint(ctx: Context) -> str | None:
     the taint survives a pause.
     """
     return ctx.journal.taint
-
-
-Handler = Callable[[ApprovalRequest], Any] | Any
-"""An approval handler: an object with ``async decide(request)``, or a function of the
-request (sync or async); it returns a verdict, ``True``/``False``, or ``None`` (undecided)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -557,61 +444,6 @@ def _decision_name(verdict: Verdict) -> str:
     return "denied" if isinstance(verdict, Denied) else "edited"
 
 
-def verdict_from_data(data: dict[str, Any]) -> Verdict:
-    """The verdict a ``gate_decided`` event (or an approvals row) records."""
-    decision, by = data.get("decision"), str(data.get("by") or "human")
-    reason, at = data.get("reason"), data.get("decided_at")
-    if decision == "approved":
-        return Approved(by=by, reason=reason, at=at)
-    if decision == "edited":
-        return Edited(dict(data.get("args") or {}), by=by, reason=reason, at=at)
-    return Denied(str(reason or "denied"), by=by, at=at)
-
-
-async def ask(handler: Handler, request: ApprovalRequest) -> Verdict | None:
-    """Ask ``handler`` about ``request``: a verdict, or ``None`` while undecided.
-
-    A verdict that does not say who decided is recorded under the handler's name (its
-    ``by`` or ``name`` attribute, else its function or class name), never as a generic
-    "policy": the audit log must tell an in-code approver from a person and from a policy.
-    """
-    if handler is None:
-        return None
-    decide = getattr(handler, "decide", None)
-    fn: Callable[[ApprovalRequest], Any] = decide if callable(decide) else handler
-    result = fn(request)
-    if inspect.isawaitable(result):
-        result = await result
-    return _human_verdict(result, handler_name(handler))
-
-
-def handler_name(handler: Any) -> str:
-    """Who an approval handler is in the audit log."""
-    for attr in ("by", "name"):
-        named = getattr(handler, attr, None)
-        if isinstance(named, str) and named:
-            return named
-    name = getattr(handler, "__name__", None) or type(handler).__name__
-    return "approvals handler" if name == "<lambda>" else str(name)
-
-
-_UNNAMED = {Approved: "policy", Denied: "policy", Edited: "human"}
-"""The ``by`` each verdict type gets when its maker does not say."""
-
-
-def _human_verdict(result: Any, by: str) -> Verdict | None:
-    if result is None:
-        return None
-    if isinstance(result, Approved | Denied | Edited):
-        unnamed = result.by == _UNNAMED[type(result)]
-        return replace(result, by=by) if unnamed else result
-    if result is True:
-        return Approved(by=by)
-    if isinstance(result, str):
-        return Denied(result, by=by)
-    return Denied(f"denied by {by}", by=by)
-
-
 def pause(pending: list[Pending]) -> Halt:
     """The :class:`Halt` that ends a run ``awaiting_approval`` with every request listed."""
     names = ", ".join(f"{p.request.tool} ({p.request.approval_id})" for p in pending)
@@ -620,88 +452,3 @@ def pause(pending: list[Pending]) -> Halt:
         f"{len(pending)} call(s) await approval: {names}",
         pending=[p.request.to_dict() for p in pending],
     )
-
-
-def denial_message(tool: str, verdict: Denied) -> str:
-    """The error result a denied call answers with (the model reads it)."""
-    return (
-        f"the call to {tool!r} was denied by {verdict.by}: {verdict.reason}. It did not run; "
-        "do not retry it with the same arguments."
-    )
-
-
-def request_lines(request: ApprovalRequest) -> list[str]:
-    """What a person reads before deciding ``request`` on a terminal: the call, why the
-    gate asks, the planner's reason, the money at stake and the note, one per line."""
-    taint = f" (tainted by {request.tainted_by})" if request.tainted_by else ""
-    steps = request.args.get("plan") if request.tool == "approve_plan" else None
-    call = "the whole plan" if isinstance(steps, list) else request.tool
-    if not isinstance(steps, list):
-        call += f"({json.dumps(request.args)})"
-    lines = [f"{call} [{request.effect}] needs approval: {request.reason}{taint}"]
-    for s in steps if isinstance(steps, list) else ():
-        # A plan is read step by step, not as one line of JSON with Mermaid source in it.
-        after = f" after {', '.join(s.get('depends_on') or [])}" if s.get("depends_on") else ""
-        lines.append(
-            f"    {s.get('id')} {s.get('action')}({json.dumps(s.get('args'))}){after}: "
-            f"{s.get('reason')}"
-        )
-    lines += asked_lines(request.why, request.at_stake, request.note)
-    return lines
-
-
-class TerminalApprovals:
-    """Ask on a terminal: ``y`` approves, ``n`` denies (asks why), ``e`` edits the arguments
-    as JSON. End of input leaves the call undecided, so the run pauses durably instead."""
-
-    def __init__(
-        self, *, by: str | None = None, stdin: TextIO | None = None, stdout: TextIO | None = None
-    ) -> None:
-        self.by = by or os_user()
-        """Who decides, as the audit log records it (default: the OS user)."""
-        self._in = stdin
-        self._out = stdout
-        self._lock: asyncio.Lock | None = None
-
-    async def decide(self, request: ApprovalRequest) -> Verdict | None:
-        """One question at a time, even when several calls of a turn wait together."""
-        if self._lock is None:
-            self._lock = asyncio.Lock()
-        async with self._lock:
-            return await asyncio.to_thread(self._ask, request)
-
-    def _line(self, prompt: str) -> str | None:
-        out, inp = self._out or sys.stderr, self._in or sys.stdin
-        out.write(prompt)
-        out.flush()
-        line = inp.readline()
-        return None if not line else line.strip()
-
-    def _ask(self, request: ApprovalRequest) -> Verdict | None:
-        out = self._out or sys.stderr
-        out.write("\n" + "\n".join(request_lines(request)) + "\n")
-        while True:
-            answer = self._line("approve? [y]es / [n]o / [e]dit: ")
-            if answer is None:
-                return None
-            if answer.lower() in {"y", "yes"}:
-                return Approved(by=self.by)
-            if answer.lower() in {"n", "no"}:
-                reason = self._line("reason: ") or "denied at the terminal"
-                return Denied(reason, by=self.by)
-            if answer.lower() in {"e", "edit"}:
-                edited = self._edited()
-                if edited is not None:
-                    return edited
-
-    def _edited(self) -> Edited | None:
-        raw = self._line("new arguments as a JSON object: ")
-        try:
-            args = json_value(raw or "")
-        except json.JSONDecodeError as e:
-            (self._out or sys.stderr).write(f"not JSON: {e.msg}\n")
-            return None
-        if not isinstance(args, dict):
-            (self._out or sys.stderr).write("the arguments must be a JSON object\n")
-            return None
-        return Edited(args, by=self.by)
