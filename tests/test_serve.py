@@ -635,3 +635,35 @@ def test_a_whole_plan_is_read_step_by_step_on_the_terminal(
     _, text, _ = _cli(capsys, "pending", paused.run_id)
     assert "flowchart" not in text and '"graph"' not in text
     assert "   s1 pay [planned]: the parcel arrived broken" in text
+
+
+def test_a_run_page_draws_from_the_store_and_never_loads_the_targets_code(
+    serve: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A module whose top level leaves a mark each time it is loaded (a hostile spec could
+    # do anything there): the run is made in another process, the page is viewed here.
+    marks = tmp_path / "loaded.txt"
+    module = tmp_path / "marked.py"
+    module.write_text(
+        "from pathlib import Path\nimport loopwise\n"
+        f"with Path({str(marks)!r}).open('a') as f:\n    f.write('x')\n"
+        "@loopwise.tool(effect='read')\n"
+        "def look(q: str) -> str:\n    '''Look something up.'''\n    return 'seen ' + q\n"
+        "agent = loopwise.Agent(name='looker', tools=[look])\n"
+    )
+    import subprocess
+    import sys
+
+    made = subprocess.run(
+        [sys.executable, "-m", "loopwise.cli", "run", f"{module}:agent", "--model", "scripted",
+         "--input", '"go"', "--json"],
+        capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    run_id = json.loads(made.stdout)["run_id"]
+    assert marks.read_text() == "x"
+    _, client = serve()
+    page = client.get(f"/runs/{run_id}")
+    assert page.status == 200 and "completed" in page.body
+    assert marks.read_text() == "x"  # the GET ran none of the target's code
+    # Without a plan, the picture is what the run did, read from its log.
+    assert "What it ran" in page.body and "<svg" in page.body and ">look<" in page.body

@@ -19,8 +19,8 @@ from urllib.parse import quote
 
 from loopwise.approvals import ApprovalView, PlanItem
 from loopwise.audit import event_summary
-from loopwise.shape import Edge, Graph, Node, describe, drawing
-from loopwise.step import Event
+from loopwise.events import Event, EventType
+from loopwise.shape import Edge, Graph, Node
 from loopwise.store import StoredApproval, StoredRun
 from loopwise.svg import EFFECT_COLORS, graph_svg
 
@@ -29,6 +29,7 @@ __all__ = [
     "Form",
     "inbox_page",
     "plan_graph",
+    "ran_graph",
     "readable",
     "run_page",
     "runs_page",
@@ -266,10 +267,11 @@ def run_page(
     plan: Sequence[PlanItem],
     approvals: Sequence[StoredApproval],
     events: Sequence[Event],
-    shape_of: Any = None,
 ) -> str:
-    """A run: its status, its plan drawn with each step's state (or its target's shape),
-    every approval with who decided, and the whole audit log."""
+    """A run: its status, its plan drawn with each step's state (or, without a plan, what
+    it ran), every approval with who decided, and the whole audit log.
+
+    Drawn from the store's record alone: showing a run never loads its target's code."""
     head = (
         f"<h1>Run <code>{_e(run.run_id)}</code> {_state(run.status)}</h1>"
         f"<p class='meta'>{_e(run.target)}"
@@ -282,7 +284,7 @@ def run_page(
     return _page(
         f"Run {run.run_id}",
         head
-        + _drawing(run, plan, shape_of)
+        + _drawing(run, plan, events)
         + _plan_table(plan)
         + _approvals_table(approvals)
         + _audit(events),
@@ -290,16 +292,60 @@ def run_page(
     )
 
 
-def _drawing(run: StoredRun, plan: Sequence[PlanItem], shape_of: Any) -> str:
+def _drawing(run: StoredRun, plan: Sequence[PlanItem], events: Sequence[Event]) -> str:
     if plan:
         svg = graph_svg(plan_graph(plan), name="the plan", states={p.id: p.state for p in plan})
         return f"<h2>The plan</h2><figure class='drawing'>{svg}</figure>{_LEGEND}"
-    step = shape_of(run) if shape_of is not None else None
-    if step is None:
+    ran, states = ran_graph(run.status, events)
+    if len(ran.nodes) < 2:
         return ""
-    shape = describe(step)
-    svg = graph_svg(drawing(shape), name=shape.name)
-    return f"<h2>Its shape ({_e(shape.kind)})</h2><figure class='drawing'>{svg}</figure>"
+    svg = graph_svg(ran, name=f"what run {run.run_id} ran", states=states)
+    return (
+        "<h2>What it ran <span class='meta'>(the steps and tools its target entered)"
+        f"</span></h2><figure class='drawing'>{svg}</figure>"
+    )
+
+
+_RUN_STATES = {
+    "completed": "done",
+    "awaiting_approval": "pending",
+    "running": "planned",
+    "queued": "planned",
+    "denied": "denied",
+}
+
+
+def ran_graph(status: str, events: Sequence[Event]) -> tuple[Graph, dict[str, str]]:
+    """What a run without a plan did, from its log: its target, the steps it entered
+    directly and the tools it called itself (each with how often), and each one's state."""
+    started = [e for e in events if e.type is EventType.STEP_STARTED]
+    if not started:
+        return Graph(nodes=()), {}
+    root = started[0].step
+    me = Node(id=root, label=root, kind=str(started[0].data.get("kind") or "step"))
+    nodes: dict[str, Node] = {}
+    calls: dict[str, int] = {}
+    states = {root: _RUN_STATES.get(status, "failed")}
+    for e in events:
+        if e.type is EventType.STEP_STARTED and e.step.rpartition("/")[0] == root:
+            name = e.step.rpartition("/")[2]
+            nodes.setdefault(e.step, Node(id=e.step, label=name, kind=str(e.data.get("kind"))))
+            states.setdefault(e.step, "planned")
+        elif e.type is EventType.STEP_FINISHED and e.step in nodes:
+            states[e.step] = "done"
+        elif e.type is EventType.TOOL_CALL and e.step == root:
+            tool = str(e.data.get("tool"))
+            key = f"{root}/tool:{tool}"
+            nodes.setdefault(key, Node(id=key, label=tool, kind=str(e.data.get("effect"))))
+            calls[key] = calls.get(key, 0) + 1
+            states.setdefault(key, "done")
+        elif e.type is EventType.TOOL_RESULT and e.step == root and e.data.get("is_error"):
+            states[f"{root}/tool:{e.data.get('tool')}"] = "failed"
+    edges = tuple(
+        Edge(source=root, target=k, label=f"×{calls[k]}" if calls.get(k, 1) > 1 else "")
+        for k in nodes
+    )
+    return Graph(nodes=(me, *nodes.values()), edges=edges), states
 
 
 def _plan_table(plan: Sequence[PlanItem]) -> str:

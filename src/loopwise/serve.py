@@ -48,9 +48,8 @@ from loopwise import approvals, runner
 from loopwise.errors import ConfigError, LoopwiseError
 from loopwise.inbox import STYLESHEET, Form, inbox_page, run_page, runs_page
 from loopwise.step import Status
-from loopwise.store import QUEUED, RunStore, StoredRun
+from loopwise.store import QUEUED, RunStore
 from loopwise.stores import open_store
-from loopwise.targets import load_target
 
 __all__ = ["CSP", "Inbox", "ServeSettings", "make_server"]
 
@@ -145,7 +144,7 @@ class Inbox:
         events = self.store.events(run_id)
         rows = self.store.approvals(run_id)
         plan = approvals.plan_items(events, rows)
-        return _Answer(200, run_page(run, plan, rows, events, _shape_of))
+        return _Answer(200, run_page(run, plan, rows, events))
 
     def post(
         self, path: str, form: dict[str, str], cookie: str | None, user: str | None
@@ -254,17 +253,6 @@ def _notice(store: RunStore, decided: str) -> str | None:
     if found is None or found.status == "pending":
         return None
     return f"{found.approval_id} of run {found.run_id}: {found.status} by {found.decided_by}"
-
-
-def _shape_of(run: StoredRun) -> Any:
-    """The run's target, to draw its shape when it proposed no plan (``None`` when it
-    cannot be loaded)."""
-    if not run.spec:
-        return None
-    try:
-        return load_target(run.spec).step
-    except LoopwiseError:
-        return None
 
 
 def _plain(text: str) -> str:
