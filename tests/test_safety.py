@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import os
+import signal
 import subprocess
 import sys
 from collections import Counter
@@ -19,7 +21,7 @@ from typing import Any
 import pytest
 
 import loopwise
-from _crash import KillAt, approve_all, drive, effect_tools, effects
+from _crash import KillAt, approve_all, drive, effect_tools, effects, fork, wait
 from loopwise import Denied, Edited, Escalate, SQLiteStore, Status, gates, open_store
 from loopwise.cli import main
 from loopwise.runner import StoreApprovals
@@ -625,3 +627,36 @@ def test_nan_or_infinite_tool_arguments_are_refused_before_the_gate() -> None:
     assert "-Infinity is not a finite number" in results[1]["content"]
     assert "1e999 is not a finite number" in results[2]["content"]
     json.dumps(result.to_dict(), allow_nan=False)  # the log stays JSON
+
+
+def test_a_policys_approval_never_passes_other_arguments_after_a_crash(tmp_path: Path) -> None:
+    # The refund's policy approved 40 and the process died as the refund started. On
+    # resume the plain step before it runs again and reads a changed world (4,000): the
+    # decision recorded for 40 must not pay 4,000 without anyone asked.
+    world, ledger = tmp_path / "amount.txt", tmp_path / "ledger.txt"
+    world.write_text("40")
+
+    @loopwise.step
+    def amount(order: str) -> dict[str, Any]:
+        return {"order": order, "amount": int(world.read_text())}
+
+    def small(args: dict[str, Any]) -> Any:
+        return True if args["amount"] <= 50 else Escalate("over 50 needs a person")
+
+    @loopwise.tool(effect="irreversible", gate=gates.policy_then_human(small))
+    def refund(order: str, amount: int, ctx: Any) -> str:
+        """Refund an order."""
+        if not (tmp_path / "killed").exists():
+            (tmp_path / "killed").touch()
+            os.kill(os.getpid(), signal.SIGKILL)
+        with ledger.open("a") as f:
+            f.write(f"{amount}\n")
+        return "refunded"
+
+    flow = loopwise.Workflow("desk").then(amount).then(refund)
+    db = str(tmp_path / "runs.db")
+    wait(fork(lambda: loopwise.run(flow, "O-1", store=db, run_id="r1") and None))
+    world.write_text("4000")
+    resumed = loopwise.resume("r1", step=flow, store=db)
+    assert resumed.status == Status.AWAITING_APPROVAL and not ledger.exists()
+    assert resumed.pending[0]["args"] == {"order": "O-1", "amount": 4000}

@@ -321,7 +321,7 @@ async def _judge(a: Ask) -> _Judged:
     tainted_by = (a.tainted_by or ctx.journal.taint) if effectful else None
     if gate is None and tainted_by is None:
         return _Judged(verdict=Approved(by="no-gate"))
-    recorded = ctx.journal.recall(_key(a, "gate_decided"))
+    recorded = _decided_for(a)
     if recorded is not None:
         return _Judged(verdict=verdict_from_data(recorded))
     asked = ctx.journal.recall(_key(a, "gate_requested"))
@@ -337,6 +337,20 @@ async def _judge(a: Ask) -> _Judged:
         request = _request(a, str(asked["reason"]), asked.get("tainted_by"))
         return _Judged(request=request, asked=True)
     return _Judged(request=_request(a, _human_reason(first, tainted_by), tainted_by))
+
+
+def _decided_for(a: Ask) -> dict[str, Any] | None:
+    """The journaled decision on ``a``'s call, if it was made for these arguments.
+
+    A resumed step may make its call with other arguments than before (a plain step
+    upstream ran again and read a changed world): a decision bound to the call's id alone
+    would let a policy's approval of 40 pay 4,000. Such a call is judged afresh.
+    """
+    recorded = a.ctx.journal.recall(_key(a, "gate_decided"))
+    if recorded is None:
+        return None
+    made_for = recorded.get("args_hash")  # absent from logs written before it was kept
+    return recorded if made_for in (None, args_hash(a.tool, a.args)) else None
 
 
 def _key(a: Ask, kind: str) -> str:
@@ -428,6 +442,7 @@ def _decision_data(a: Ask, verdict: Verdict) -> dict[str, Any]:
         "call_id": a.call_id,
         "tool": a.tool,
         "decision": _decision_name(verdict),
+        "args_hash": args_hash(a.tool, a.args),
         "by": verdict.by,
         "reason": verdict.reason,
         # A person's decision was made at `loopwise approve` time, before this event.
