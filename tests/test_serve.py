@@ -667,3 +667,66 @@ def test_a_run_page_draws_from_the_store_and_never_loads_the_targets_code(
     assert marks.read_text() == "x"  # the GET ran none of the target's code
     # Without a plan, the picture is what the run did, read from its log.
     assert "What it ran" in page.body and "<svg" in page.body and ">look<" in page.body
+
+
+PAYER_MODULE = '''\
+import loopwise
+from loopwise.gates import human
+from loopwise.testing import ScriptedModel, call, reply
+
+PAID = []
+
+
+@loopwise.tool(effect="irreversible", gate=human())
+def pay(amount: int) -> str:
+    """Pay an amount."""
+    PAID.append(amount)
+    return "paid"
+
+
+def _respond(request):
+    done = sum(1 for m in request.messages if m["role"] == "tool")
+    script = [call("pay", {"amount": 3}, id="c1"), call("pay", {"amount": 300}, id="c2")]
+    return script[done] if done < len(script) else reply("done")
+
+
+payer = loopwise.Agent(name="payer", tools=[pay])
+
+
+def offline_model():
+    return ScriptedModel(_respond)
+'''
+
+
+def test_an_unnamed_cli_approval_never_reaches_an_ask_a_listing_did_not_show(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "payer.py").write_text(PAYER_MODULE)
+    run_id = _paused(capsys, f"{tmp_path / 'payer.py'}:payer")
+    code, listed, _ = _cli(capsys, "pending", run_id)
+    assert 'pay({"amount": 3})' in listed and "--seen-hash" in listed
+    assert _cli(capsys, "approve", run_id, "--by", "ann")[0] == 0  # the first pause: as shown
+    code, out, _ = _cli(capsys, "resume", run_id)
+    assert code == 1 and "awaiting_approval" in out  # it asks again, for 300
+    # `approve RUN_ID` typed from the listing of 3 must not approve the 300 it never showed.
+    code, _, err = _cli(capsys, "approve", run_id, "--by", "ann")
+    assert code == 2 and "paused before and now asks again (c2: pay" in err
+    code, _, err = _cli(capsys, "approve", run_id, "--all", "--by", "ann")
+    assert code == 2 and "now asks again" in err
+    assert _pending(run_id) == {"c1": "approved", "c2": "pending"}
+    # Bound to the arguments seen: a stale or malformed hash decides nothing.
+    old = _hash(run_id, "c1")
+    code, _, err = _cli(capsys, "approve", run_id, "--approval", "c2", "--seen-hash", old[:12])
+    assert code == 2 and "now asks about other arguments" in err
+    code, _, err = _cli(capsys, "deny", run_id, "--seen-hash", "zz", "--reason", "no")
+    assert code == 2 and "is not one" in err
+    code, _, err = _cli(capsys, "approve", run_id, "--all", "--seen-hash", old)
+    assert code == 2 and "drop --all" in err
+    assert _pending(run_id) == {"c1": "approved", "c2": "pending"}
+    shown = next(
+        line for line in _cli(capsys, "pending", run_id)[1].splitlines() if "--seen" in line
+    )
+    seen = shown.split("--seen-hash ")[1].split()[0]
+    assert seen == _hash(run_id, "c2")[:12]
+    code, out, _ = _cli(capsys, "approve", run_id, "--seen-hash", seen, "--by", "ann")
+    assert code == 0 and "approved c2" in out

@@ -36,9 +36,11 @@ if TYPE_CHECKING:
 # approvals (`loopwise pending/approve/deny`) must not: those imports are made where used.
 
 __all__ = [
+    "SHORTEST_HASH",
     "WHOLE_PLAN",
     "ApprovalView",
     "PlanItem",
+    "asked_again",
     "decide",
     "plan_items",
     "view",
@@ -80,6 +82,7 @@ def decide(
     if decision not in {"approved", "denied"}:
         raise DecisionError(f"a decision is approved or denied, not {decision!r}", name="decision")
     found = _pending(store, run_id, approval_id)
+    seen_hash = _seen(found, seen_hash)
     if decision == "denied" and not (reason or "").strip():
         raise DecisionError(
             "a denial needs a reason (the model reads it)", name=approval_id, code="no-reason"
@@ -103,6 +106,35 @@ def decide(
         reason=reason,
         edited_args=edited_args if changed else None,
         seen_hash=seen_hash,
+    )
+
+
+SHORTEST_HASH = 8
+"""The fewest leading hex digits of an arguments hash that ``seen_hash`` may give."""
+
+
+def _seen(found: StoredApproval, seen_hash: str | None) -> str | None:
+    """The full hash ``seen_hash`` (all of it, or a prefix a person copied) stands for."""
+    if seen_hash is None:
+        return None
+    given = seen_hash.strip().lower()
+    if len(given) < SHORTEST_HASH or any(c not in "0123456789abcdef" for c in given):
+        raise DecisionError(
+            f"the arguments hash {seen_hash[:80]!r} is not one: give the hash `loopwise "
+            f"pending` shows ({SHORTEST_HASH} or more hex digits)",
+            name="seen_hash",
+            code="stale",
+        )
+    # The store checks the full hash again in the transaction that writes the decision.
+    return found.args_hash if found.args_hash.startswith(given) else given
+
+
+def asked_again(approval: StoredApproval, events: Sequence[Event]) -> bool:
+    """Whether ``approval`` was asked after its run had paused before: a listing of the
+    run's pending approvals from then showed other asks than this one."""
+    asked = _request_event(approval, events)
+    return any(
+        e.type is EventType.RUN_PAUSED and (asked is None or e.seq < asked.seq) for e in events
     )
 
 

@@ -164,6 +164,10 @@ def _pending_lines(v: Any) -> list[str]:
     call = a.tool if not v.editable and v.plan else f"{a.tool}({json.dumps(a.args)})"
     lines = [f"{a.run_id}  {a.approval_id}  {call} [{a.effect}]: {a.reason}{taint}"]
     lines += asked_lines(v.why, v.at_stake, v.note)
+    lines.append(
+        f"    decide exactly this: loopwise approve {a.run_id} --approval {a.approval_id} "
+        f"--seen-hash {a.args_hash[:12]}  (or deny ... --reason TEXT)"
+    )
     for p in v.plan:
         mark = "->" if p.id == v.plan_step else "  "
         after = f" after {', '.join(p.depends_on)}" if p.depends_on else ""
@@ -175,8 +179,11 @@ def _pending_lines(v: Any) -> list[str]:
 
 
 def _chosen(st: SQLStore, args: argparse.Namespace) -> list[StoredApproval]:
-    """The approvals a decision applies to: the one named, or the run's only pending one."""
+    """The approvals a decision applies to: the one named, or the run's only pending one
+    (or all of them, ``--all``) when no listing from before could have shown others."""
     st.get_run(args.run_id)
+    if args.all and args.seen_hash:
+        raise ConfigError("--seen-hash binds one approval: drop --all", name="seen_hash")
     if args.approval:
         found = st.approval(args.run_id, args.approval)
         if found is None:
@@ -200,7 +207,27 @@ def _chosen(st: SQLStore, args: argparse.Namespace) -> list[StoredApproval]:
             "--approval ID, or pass --all",
             name=args.run_id,
         )
+    if not args.seen_hash:
+        _refuse_later_asks(st, args, waiting)
     return waiting
+
+
+def _refuse_later_asks(st: SQLStore, args: argparse.Namespace, waiting: list[Any]) -> None:
+    """An unnamed decision must not reach an ask that a listing from an earlier pause of
+    the run did not show (the run was resumed and asked again since)."""
+    from loopwise.approvals import asked_again
+
+    events = st.events(args.run_id)
+    later = [a for a in waiting if asked_again(a, events)]
+    if not later:
+        return
+    names = "; ".join(f"{a.approval_id}: {a.tool}({_clip(json.dumps(a.args), 80)})" for a in later)
+    raise ConfigError(
+        f"run {args.run_id!r} paused before and now asks again ({names}); a listing from "
+        "before may have shown another ask, so nothing was decided: name it with --approval "
+        "ID (and --seen-hash HASH from `loopwise pending`)",
+        name=args.run_id,
+    )
 
 
 def _edited_args(args: argparse.Namespace) -> dict[str, Any] | None:
@@ -232,6 +259,7 @@ def _decide(args: argparse.Namespace, decision: str) -> int:
                 by=args.by or os_user(),
                 reason=getattr(args, "reason", None),
                 edited_args=edited,
+                seen_hash=args.seen_hash,
             )
             print(
                 f"{done.status} {done.approval_id} of run {args.run_id}: "
@@ -278,6 +306,12 @@ def _add_decision(sub: Any, verb: str) -> None:
     p.add_argument("--approval", help="the approval id (needed when several are pending)")
     p.add_argument("--all", action="store_true", help=f"{verb} every pending approval of the run")
     p.add_argument("--by", help="who decides (default: the current user)")
+    p.add_argument(
+        "--seen-hash",
+        metavar="HASH",
+        help="decide only if the approval still asks about the arguments with this hash "
+        "(`loopwise pending` shows it; 8 or more of its hex digits)",
+    )
     p.add_argument("--store", help=store_help)
     if verb == "approve":
         p.add_argument("--args", help="approve with these edited arguments (a JSON object)")
