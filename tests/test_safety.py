@@ -660,3 +660,38 @@ def test_a_policys_approval_never_passes_other_arguments_after_a_crash(tmp_path:
     resumed = loopwise.resume("r1", step=flow, store=db)
     assert resumed.status == Status.AWAITING_APPROVAL and not ledger.exists()
     assert resumed.pending[0]["args"] == {"order": "O-1", "amount": 4000}
+
+
+def test_a_plan_step_whose_policy_an_earlier_step_made_stale_is_judged_again() -> None:
+    # Both gates are asked before the first action: then 100 covers either. Step s1 takes
+    # 90 out; s2's policy, judged before, would now refuse 50. It must not run on it.
+    balance = {"A": 100}
+
+    def covered(args: dict[str, Any]) -> Any:
+        return balance[args["account"]] >= args["amount"] or "insufficient funds"
+
+    @loopwise.tool(effect="write", gate=gates.policy(covered))
+    def withdraw(account: str, amount: int) -> str:
+        """Move money out of an account."""
+        balance[account] -= amount
+        return f"{balance[account]} left"
+
+    @loopwise.tool(effect="irreversible", gate=gates.policy(covered))
+    def pay(account: str, amount: int) -> str:
+        """Pay a supplier from an account."""
+        balance[account] -= amount
+        return f"{balance[account]} left"
+
+    steps = [
+        {"id": "s1", "action": "withdraw", "args": {"account": "A", "amount": 90}, "reason": "r"},
+        {"id": "s2", "action": "pay", "args": {"account": "A", "amount": 50}, "reason": "r",
+         "depends_on": ["s1"]},
+    ]  # fmt: skip
+    desk = loopwise.Hybrid("desk", actions=[withdraw, pay])
+    model = ScriptedModel([reply(json.dumps({"steps": steps}))])
+    result = loopwise.run(desk, "go", model=model, store=None)
+    assert balance == {"A": 10} and result.status == Status.DENIED
+    assert result.output.results["s1"].status == "done"
+    assert "insufficient funds (judged again just before it ran)" in str(
+        result.output.results["s2"].reason
+    )

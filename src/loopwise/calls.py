@@ -40,6 +40,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from loopwise.gates import (
+    Approved,
     Ask,
     Denied,
     Edited,
@@ -147,6 +148,9 @@ class _Ready:
     args: BaseModel
     ask: Ask
     verdict: Verdict | Pending | None = None
+    judged_earlier: bool = False
+    """Whether its gate decided before this batch and before any of the call was logged
+    (a plan's steps, all authorized before its first action ran)."""
 
 
 @dataclass(kw_only=True)
@@ -243,8 +247,8 @@ def _prepare(batch: _Batch, call: Call) -> Outcome | _Ready:
     if recorded is not None:
         ctx.journal.advance(recorded.get("counters"))
         return _replayed(call, recorded, found)
-    call_key = f"{call.key}:call"
-    if call_key not in ctx.journal:  # logged before a pause or a crash: not twice
+    first_try = f"{call.key}:call" not in ctx.journal
+    if first_try:  # logged before a pause or a crash: not twice
         effect = str(found.effect) if found else None
         ctx.emit(EventType.TOOL_CALL, _call_event(call, readable_args(call.arguments), effect))
     if found is None:
@@ -255,8 +259,13 @@ def _prepare(batch: _Batch, call: Call) -> Outcome | _Ready:
         args = found.parse(call.arguments)
     except ToolArgumentsError as e:
         return _record(batch, call, found, "invalid", str(e))
+    decided = Journal.key(ctx.step_path, "gate_decided", call.bind_id) in ctx.journal
     return _once(batch, call, found, args) or _Ready(
-        call=call, tool=found, args=args, ask=_ask(ctx, call, found, args)
+        call=call,
+        tool=found,
+        args=args,
+        ask=_ask(ctx, call, found, args),
+        judged_earlier=first_try and decided,
     )
 
 
@@ -308,7 +317,26 @@ async def _finish(batch: _Batch, slot: Outcome | _Ready) -> Outcome:
         if isinstance(edited, Outcome):
             return edited
         args = edited
+    elif isinstance(verdict, Approved) and slot.judged_earlier and tool.effect is not Effect.READ:
+        refused = await _judged_again(call, tool, args)
+        if refused is not None:
+            message = denial_message(tool.name, refused)
+            return _record(batch, call, tool, "denied", message, why=refused)
     return await _run(batch, call, tool, args)
+
+
+async def _judged_again(call: Call, tool: Tool, args: BaseModel) -> Denied | None:
+    """The policies' denial of an effect approved before this batch, judged again as it is
+    about to run, or ``None``: a plan's gates are all asked before its first action, and an
+    earlier step may have changed what a later step's policy judged (the balance it
+    checked). Only a denial counts, as for a person's edit. Never asked again once the call
+    was logged: after a crash its effect may have happened, and the policy would judge it.
+    """
+    for check in (tool.gate, *call.policies):
+        refused = await recheck_edited(check, tool.name, args)
+        if refused is not None:
+            return Denied(f"{refused.reason} (judged again just before it ran)", by=refused.by)
+    return None
 
 
 async def judge_edit(

@@ -256,7 +256,8 @@ async def authorize_plan(
     pauses once: when any gate is undecided this raises the ``awaiting_approval``
     :class:`Halt` listing all of them. Decisions are journaled by the gates, so a resumed
     run gets the same verdicts without asking again. Policies therefore judge the world as
-    it is before the plan's first effect (as validation did), not between its steps.
+    it is before the plan's first effect (as validation did); the executor asks them again
+    as each action is about to run, where only a denial counts.
     Each request carries the planner's reason for the step and the action's estimate of
     what is at stake. ``approved`` is the person's approval of this whole plan, when one
     was asked: it answers a step's human gate only when it covers gates and the step's
