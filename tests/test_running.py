@@ -157,6 +157,25 @@ def test_resume_keeps_its_keyword_arguments(tmp_path: Path) -> None:
     assert result.status == "completed" and result.output == "not wiped"
 
 
+def test_sync_run_and_resume_both_release_a_given_model(tmp_path: Path) -> None:
+    # A model's connections belong to the event loop of the call that opened them; the
+    # next sync call may come from another thread, so each call releases them at its end.
+    closed: list[str] = []
+
+    class Closing(ScriptedModel):
+        async def aclose(self) -> None:
+            closed.append("closed")
+
+    db = tmp_path / "runs.db"
+    agent, run_id = _paused(db)
+    with SQLiteStore(db) as store:
+        store.decide(run_id, store.pending(run_id)[0].approval_id, decision="approved", by="al")
+    resumed = loopwise.resume(run_id, step=agent, model=Closing([reply("done")]), store=db)
+    assert resumed.status == "completed" and closed == ["closed"]
+    ran = loopwise.run(agent, "wipe", RunOptions(model=Closing([reply("no")])), store=None)
+    assert ran.status == "completed" and closed == ["closed", "closed"]
+
+
 def test_resume_refuses_options_that_would_start_another_run(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
     _, run_id = _paused(db)

@@ -463,7 +463,7 @@ def _resume_options(
     run_id: str, options: RunOptions | None, overrides: dict[str, Any]
 ) -> RunOptions:
     """The options of a resume; the ones that would start another run raise."""
-    opts = merge_options(options, overrides, also="step, store, force")
+    opts = merge_options(options, overrides, also="step, store, force, structured_mode")
     if opts.run_id not in (None, run_id):
         raise ConfigError(
             f"resume continues run {run_id!r}: drop run_id={opts.run_id!r} from its options",
@@ -645,8 +645,8 @@ def run(
 ) -> RunResult:
     """The sync wrapper of :func:`arun` (use ``arun`` inside an event loop).
 
-    Each call runs in a fresh event loop, so the model's connections are released at
-    the end of the run (it reopens them on its next use).
+    Each call behaves as ``asyncio.run`` (:mod:`loopwise.loops`), so the model's
+    connections are released at the end of the run (it reopens them on its next use).
     """
     model = overrides.get("model", options.model if options else None)
     if spec is None and store is not None:
@@ -657,25 +657,11 @@ def run(
     )
 
 
-def resume(
-    run_id: str,
-    options: RunOptions | None = None,
-    *,
-    step: Step | None = None,
-    store: Any = DEFAULT,
-    force: bool = False,
-    structured_mode: str | None = None,
-    **overrides: Any,
-) -> RunResult:
-    """The sync wrapper of :func:`aresume`."""
-    return blocking(
-        aresume(
-            run_id,
-            options,
-            step=step,
-            store=store,
-            force=force,
-            structured_mode=structured_mode,
-            **overrides,
-        )
-    )
+def resume(run_id: str, options: RunOptions | None = None, **keywords: Any) -> RunResult:
+    """The sync wrapper of :func:`aresume`, with its arguments (``step=``, ``store=``,
+    ``force=``, ``structured_mode=`` and the run options).
+
+    A model given here has its connections released when the call ends, as :func:`run`'s.
+    """
+    model = keywords.get("model", options.model if options else None)
+    return blocking(aresume(run_id, options, **keywords), release=model)
