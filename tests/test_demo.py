@@ -40,5 +40,5 @@ def test_demo_runs_offline_and_says_so(tmp_path: Path, capsys: pytest.CaptureFix
 def test_demo_uses_a_configured_model_unchanged(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LOOPWISE_MODEL", "my-model")
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
-    args, scripted, line = demo._model_choice(dict(os.environ))
+    args, scripted, line = demo.model_choice(dict(os.environ))
     assert args == [] and not scripted and "my-model" in line

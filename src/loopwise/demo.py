@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["main"]
+__all__ = ["main", "model_choice"]
 
 DEFAULT_REAL_MODEL = "gpt-4o-mini"
 TICKET = {
@@ -124,8 +124,9 @@ class Demo:
         return False
 
 
-def _model_choice(env: dict[str, str]) -> tuple[list[str], bool, str]:
-    """``(--model args, offline?, the line that says which model runs)``."""
+def model_choice(env: dict[str, str]) -> tuple[list[str], bool, str]:
+    """Which model the demo runs with, from ``env``: ``(--model args, offline?, the line
+    that says which model runs)``."""
     name = env.get("LOOPWISE_MODEL", "")
     if name == "scripted":
         return [], True, "LOOPWISE_MODEL=scripted: the built-in offline scripted model"
@@ -187,14 +188,22 @@ def _run(demo: Demo, target: str, payload: Any, *extra: str) -> Outcome:
 def triage_workflow(demo: Demo) -> None:
     """The ticket-triage workflow: one structured call, then routing code."""
     print("\n1. Ticket triage — a WORKFLOW: one structured-output call + plain routing code")
-    if not demo.present(TRIAGE, "ticket triage"):
-        return
-    result = _report_run(demo, "ticket triage", _run(demo, TRIAGE, TICKET), "completed")
-    output = _completed_output(result)
-    if isinstance(output, dict):
-        fields = ", ".join(f"{k}={output.get(k)!r}" for k in ("category", "urgency", "queue"))
-        print(f"     output: {fields}")
+    output = _triage(demo, TRIAGE, "ticket triage")
+    if output is not None:
         print(f"     summary: {output.get('summary')}")
+
+
+def _triage(demo: Demo, target: str, name: str) -> dict[str, Any] | None:
+    """Run one triage target on the ticket and print its routing; its output, if any."""
+    if not demo.present(target, name):
+        return None
+    result = _report_run(demo, name, _run(demo, target, TICKET), "completed")
+    output = _completed_output(result)
+    if not isinstance(output, dict):
+        return None
+    fields = ", ".join(f"{k}={output.get(k)!r}" for k in ("category", "urgency", "queue"))
+    print(f"     output: {fields}")
+    return output
 
 
 def investigation_agent(demo: Demo) -> None:
@@ -370,13 +379,7 @@ def _effects(shown: dict[str, Any]) -> dict[str, int]:
 def triage_agent(demo: Demo) -> None:
     """The triage job again, as an agent, so the eval can compare the two."""
     print("\n4. Triage agent — the same job as 1, done as an AGENT (for the comparison)")
-    if not demo.present(TRIAGE_AGENT, "triage agent"):
-        return
-    result = _report_run(demo, "triage agent", _run(demo, TRIAGE_AGENT, TICKET), "completed")
-    output = _completed_output(result)
-    if isinstance(output, dict):
-        fields = ", ".join(f"{k}={output.get(k)!r}" for k in ("category", "urgency", "queue"))
-        print(f"     output: {fields}")
+    _triage(demo, TRIAGE_AGENT, "triage agent")
 
 
 def evaluation(demo: Demo, report: Path) -> None:
@@ -447,7 +450,7 @@ def _setup(args: argparse.Namespace) -> Demo:
         for suffix in ("", "-wal", "-shm", "-journal"):
             Path(f"{path}{suffix}").unlink(missing_ok=True)
     env = {**os.environ, "LOOPWISE_STORE": str(store), "LOOPWISE_SHOP_DB": str(shop)}
-    model_args, scripted, line = _model_choice(env)
+    model_args, scripted, line = model_choice(env)
     print("loopwise demo — the canonical examples and the workflow-vs-agent eval")
     print(f"   model: {line}")
     print(f"   store: {store} (emptied first); shop database: {shop} (fresh)")
