@@ -247,27 +247,11 @@ class _Judged:
     """Whether ``request`` was journaled already (a resumed run)."""
 
 
-async def authorize(
-    ctx: Context,
-    *,
-    tool: str,
-    effect: str,
-    args: Any,
-    call_id: str,
-    gate: Gate | None,
-    tainted_by: str | None = None,
-) -> Verdict | Pending:
-    """Decide whether one call may run (:func:`authorize_all` of one :class:`Ask`)."""
-    one = Ask(
-        ctx=ctx,
-        tool=tool,
-        effect=effect,
-        args=args,
-        call_id=call_id,
-        gate=gate,
-        tainted_by=tainted_by,
-    )
-    return (await authorize_all([one]))[0]
+async def authorize(ctx: Context, **call: Any) -> Verdict | Pending:
+    """Decide whether one call may run: :func:`authorize_all` of ``Ask(ctx=ctx, **call)``
+    (``tool``, ``effect``, ``args``, ``call_id``, ``gate``, and optionally the other
+    fields of :class:`Ask`)."""
+    return (await authorize_all([Ask(ctx=ctx, **call)]))[0]
 
 
 async def authorize_all(asks: Sequence[Ask]) -> list[Verdict | Pending]:
