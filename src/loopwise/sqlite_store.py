@@ -183,7 +183,9 @@ class SQLiteStore(SQLStore):
                 _migrate(conn, self.path)
                 return
             except sqlite3.OperationalError as e:
-                if "locked" not in str(e) or time.monotonic() > deadline:
+                # An error raised without a result code is never "locked".
+                code = getattr(e, "sqlite_errorcode", 0) & 0xFF
+                if code not in _BUSY or time.monotonic() > deadline:
                     raise
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
@@ -215,6 +217,10 @@ class SQLiteStore(SQLStore):
             except sqlite3.Error as e:
                 raise StoreError(f"run store {self.path}: {e}") from e
 
+
+_BUSY = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+"""The result codes of "database is locked" and "table is locked" (an extended code, such
+as ``SQLITE_BUSY_RECOVERY``, carries its primary one in its low byte)."""
 
 _OWN_TABLES = frozenset({"runs", "events", "approvals", "eval_results"})
 
