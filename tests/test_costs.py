@@ -140,9 +140,9 @@ def test_a_run_result_repr_is_one_line_and_sync_run_formats_no_event(
 
 def test_a_context_policy_compacts_each_old_result_once(monkeypatch: pytest.MonkeyPatch) -> None:
     compacted: list[Any] = []
-    compact = ContextPolicy._compact
+    compact = ContextPolicy.compact
     monkeypatch.setattr(
-        ContextPolicy, "_compact", lambda self, m: compacted.append(m) or compact(self, m)
+        ContextPolicy, "compact", lambda self, m: compacted.append(m) or compact(self, m)
     )
     sent: list[ModelRequest] = []
     agent, model = _long_agent(100, sent, context_policy=ContextPolicy(keep_last=3))

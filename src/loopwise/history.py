@@ -92,7 +92,9 @@ class ContextPolicy:
         """``messages`` with old tool results compacted."""
         return CompactedView(self).update(messages)
 
-    def _compact(self, message: Message) -> Message:
+    def compact(self, message: Message) -> Message:
+        """An old tool result as it is sent: its first ``preview_chars`` characters and
+        its size (unchanged when it is that short already)."""
         content = str(message.get("content") or "")
         if len(content) <= self.preview_chars:
             return message
@@ -134,7 +136,7 @@ class CompactedView:
             self.chars += message_chars(message)
         while len(self._whole) > self._policy.keep_last:
             old = self._whole.popleft()
-            whole, self._sent[old] = self._sent[old], self._policy._compact(self._sent[old])
+            whole, self._sent[old] = self._sent[old], self._policy.compact(self._sent[old])
             self.chars += message_chars(self._sent[old]) - message_chars(whole)
         return list(self._sent)
 

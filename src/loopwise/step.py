@@ -27,6 +27,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import (
+    TYPE_CHECKING,
     Any,
     Generic,
     Protocol,
@@ -46,6 +47,10 @@ from loopwise.options import RunOptions, check_options, merge_options
 from loopwise.result import Halt, RunResult
 from loopwise.shape import Kind, Shape, kind_of
 from loopwise.usage import Budget, Pricing, Usage
+
+if TYPE_CHECKING:
+    from loopwise.handlers import Handler
+    from loopwise.port import Model, ModelRequest, Turn
 
 __all__ = [
     "Context",
@@ -126,8 +131,8 @@ class Context(Generic[DepsT]):
 
     run_id: str
     """The run's id."""
-    model: Any = None
-    """The run's :class:`~loopwise.model.Model` (``None`` for model-free runs)."""
+    model: Model | None = None
+    """The run's model (``None`` for model-free runs)."""
     budget: Budget = field(default_factory=Budget)
     """Limits for the whole run."""
     usage: Usage = field(default_factory=Usage)
@@ -136,8 +141,8 @@ class Context(Generic[DepsT]):
     """Prices used to turn tokens into USD."""
     max_steps: int | None = None
     """A run-level override of agents' own ``max_steps`` (``--max-steps``)."""
-    approvals: Any = None
-    """The approval handler gates ask (see :mod:`loopwise.gates`)."""
+    approvals: Handler = None
+    """The approval handler gates ask (see :mod:`loopwise.handlers`)."""
     sinks: tuple[EventSink, ...] = ()
     """Where events go besides :attr:`events`."""
     events: list[Event] = field(default_factory=list)
@@ -277,7 +282,7 @@ class Context(Generic[DepsT]):
         if reason is not None:
             raise Halt(Status.BUDGET_EXCEEDED, reason)
 
-    async def call_model(self, request: Any) -> Any:
+    async def call_model(self, request: ModelRequest) -> Turn:
         """One model call under the run's budget, counted, journaled and logged.
 
         The budget is checked first (with a ~4 chars/token estimate of the prompt), so
@@ -304,7 +309,9 @@ class Context(Generic[DepsT]):
             started_at, began = now_iso(), self.clock()
             # In place: the request is this call's own (a replace() would cost every call).
             request.deps = _NO_DEPS if self._deps is None else self._deps
-            turn = await self._complete(self._streaming(request, key) if self.stream else request)
+            turn = await self._complete(
+                self.model, self._streaming(request, key) if self.stream else request
+            )
             took = self.clock() - began
         cost = self.pricing.cost(
             turn.model or self.model.name, turn.input_tokens, turn.output_tokens
@@ -331,7 +338,7 @@ class Context(Generic[DepsT]):
         self.check_budget()
         return turn
 
-    def _streaming(self, request: Any, key: str) -> Any:
+    def _streaming(self, request: ModelRequest, key: str) -> ModelRequest:
         """``request`` asking the model to stream, its text going to the sinks that take it."""
         hooks = [hook for sink in self.sinks if callable(hook := getattr(sink, "text", None))]
         run_id, step = self.run_id, self.step_path
@@ -343,14 +350,14 @@ class Context(Generic[DepsT]):
 
         return replace(request, on_text=on_text)
 
-    async def _complete(self, request: Any) -> Any:
+    async def _complete(self, model: Model, request: ModelRequest) -> Turn:
         """The model call, cut off when the run's wall-time budget runs out during it."""
         limit = self.budget.max_seconds
         if limit is None:
-            return await self.model.complete(request)
+            return await model.complete(request)
         try:
             async with asyncio.timeout(max(limit - self.elapsed(), 0.0)) as window:
-                return await self.model.complete(request)
+                return await model.complete(request)
         except TimeoutError:
             if not window.expired():
                 raise  # the model's own timeout, not the budget's
@@ -408,8 +415,8 @@ def check_step(target: Any) -> Step:
 
 
 def new_run_id() -> str:
-    """A fresh run id: 12 random hex digits, as ``uuid4().hex[:12]`` gave (its version
-    bits come later), at a quarter of the cost."""
+    """A fresh run id: 12 random hex digits, the form ``uuid4().hex[:12]`` gave (a uuid4's
+    version bits come after its first 12 digits)."""
     return os.urandom(6).hex()
 
 
