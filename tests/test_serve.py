@@ -730,3 +730,40 @@ def test_an_unnamed_cli_approval_never_reaches_an_ask_a_listing_did_not_show(
     assert seen == _hash(run_id, "c2")[:12]
     code, out, _ = _cli(capsys, "approve", run_id, "--seen-hash", seen, "--by", "ann")
     assert code == 0 and "approved c2" in out
+
+
+def test_a_model_chosen_call_id_cannot_split_the_answer(serve: Any) -> None:
+    # The approval id is the call id a model (or its server) chose: here with CR/LF in it.
+    sneaky = "x\r\nSet-Cookie: pwn=1\r\nX-A: #&?"
+
+    @loopwise.tool(effect="irreversible", gate=gates.human())
+    def send(to: str) -> str:
+        """Send a mail."""
+        return "sent"
+
+    def respond(request: loopwise.ModelRequest) -> Any:
+        done = any(m["role"] == "tool" for m in request.messages)
+        return reply("done") if done else call("send", {"to": "a"}, id=sneaky)
+
+    paused = loopwise.run(
+        loopwise.Agent(name="m", tools=[send]), "go", model=ScriptedModel(respond)
+    )
+    _, client = serve(by="lead")
+    token = client.token()
+    seen = _hash(paused.run_id, sneaky)
+    form = urlencode({"csrf": token, "run_id": paused.run_id, "approval_id": sneaky,
+                      "decision": "approve", "args_hash": seen})  # fmt: skip
+    with socket.create_connection(("127.0.0.1", client.port), timeout=30) as raw:
+        raw.sendall(
+            f"POST /decide HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: loopwise_csrf={client.cookie}"
+            "\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+            f"Content-Length: {len(form)}\r\n\r\n{form}".encode()
+        )
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += raw.recv(4096)
+    lines = head.split(b"\r\n\r\n")[0].decode().split("\r\n")
+    assert lines[0].endswith("303 See Other")
+    assert not any(line.lower().startswith(("set-cookie: pwn", "x-a:")) for line in lines)
+    location = next(line for line in lines if line.startswith("Location: "))
+    assert "approved by lead" in client.get(location.removeprefix("Location: ")).body

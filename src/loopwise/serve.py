@@ -42,7 +42,7 @@ from http import HTTPStatus
 from http.cookies import CookieError, SimpleCookie
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
 from loopwise import approvals, runner
 from loopwise.errors import ConfigError, LoopwiseError
@@ -185,7 +185,9 @@ class Inbox:
             )
             return _Answer(status, page)
         self._maybe_resume(done.run_id)
-        return _Answer(303, "", location=f"/?decided={done.run_id}/{done.approval_id}")
+        # Ids are model text (a call id may hold CR/LF): quoted, they stay one header line.
+        decided = urlencode({"decided": f"{done.run_id}/{done.approval_id}"})
+        return _Answer(303, "", location=f"/?{decided}")
 
     def _who(self, form: dict[str, str], user: str | None) -> str:
         if self.settings.trust_proxy_user:
