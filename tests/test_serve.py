@@ -291,6 +291,16 @@ def test_a_loopback_server_answers_loopback_names_only(serve: Any) -> None:
     assert client.get("/").status == 421
     client.host = "localhost"
     assert client.get("/").status == 200
+    client.host = "LocalHost:8765"  # host names ignore case
+    assert client.get("/").status == 200
+
+
+def test_a_client_that_stalls_mid_request_is_let_go(serve: Any) -> None:
+    _, client = serve(read_timeout=0.5)
+    with socket.create_connection(("127.0.0.1", client.port), timeout=20) as raw:
+        raw.sendall(b"POST /decide HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\nabc")
+        assert raw.recv(64) == b""  # closed by the server, not held open
+    assert client.get("/").status == 200
 
 
 def test_with_resume_the_server_continues_a_run_once_nothing_is_pending(

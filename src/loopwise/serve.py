@@ -89,6 +89,8 @@ class ServeSettings:
     """The approver's name the forms are prefilled with."""
     trust_proxy_user: str | None = None
     """A header an authenticating reverse proxy sets to the user's name."""
+    read_timeout: float = 30.0
+    """Seconds a client may take to send a request (a stalled one must not hold a thread)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,6 +271,12 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "loopwise"
     sys_version = ""
 
+    def setup(self) -> None:
+        # Without a timeout a client that sends less than its Content-Length, or nothing,
+        # holds its thread (and socket) for ever.
+        super().setup()
+        self.connection.settimeout(self.server.app.settings.read_timeout)
+
     def log_message(self, format: str, *args: Any) -> None:  # quiet: the CLI prints one line
         return
 
@@ -317,7 +325,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _host_ok(self) -> bool:
         if not self.server.loopback_only:
             return True
-        host = (self.headers.get("Host") or "").rsplit(":", 1)[0]
+        host = (self.headers.get("Host") or "").rsplit(":", 1)[0].lower()
         if host in _LOOPBACK:
             return True
         self._send(_Answer(421, _plain("this server answers loopback names only")))
