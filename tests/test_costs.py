@@ -239,6 +239,59 @@ def test_the_store_and_approval_verbs_load_no_model_stack(tmp_path: Path) -> Non
     assert out.splitlines()[-1] == f"{[0] * len(verbs)} []"
 
 
+def test_declaring_validating_and_running_workflows_and_plans_loads_no_networkx(
+    tmp_path: Path,
+) -> None:
+    # networkx is ~300 modules and ~12 MiB: loading it made a process running the triage
+    # workflow peak at 1.25x the raw loop's memory. Only the graph view and drawings need it.
+    triage = Path(__file__).parent.parent / "workflows" / "ticket_triage.py"
+    ticket = '{"subject": "Charged twice", "body": "Two charges of $49 on March 3."}'
+    run = ["run", f"{triage}:triage", "--model", "scripted", "--input", ticket]
+    store = ["--store", str(tmp_path / "runs.db")]
+    script = textwrap.dedent(
+        f"""
+        import sys
+        import loopwise
+        from loopwise import Workflow
+        from loopwise.cli import main
+        from loopwise.hybrid import Hybrid
+        from loopwise.testing import ScriptedModel, reply
+
+        codes = [main(argv) for argv in ({run + store!r}, ["check", {str(triage)!r}],
+                                         ["graph", {str(triage)!r}])]
+
+        @loopwise.tool(effect="read")
+        def probe(label: str) -> str:
+            \"\"\"Probe.\"\"\"
+            return label
+
+        steps = [{{"id": i, "action": "probe", "args": {{"label": i}}, "reason": "r",
+                   "depends_on": d}} for i, d in [("a", []), ("b", []), ("c", ["a", "b"])]]
+        model = ScriptedModel([reply({{"steps": steps}})])
+        hybrid = loopwise.run(Hybrid("h", actions=[probe]), "go", model=model, store=None)
+
+        @loopwise.step
+        def one(x: int) -> int:
+            return x
+
+        wf = Workflow("w", input_type=int).add("a", one).add("b", one, after=["a"])
+        wf.add_route("r", lambda x: x % 2, {{0: "even", 1: "odd"}}, after=["b"])
+        wf.add("even", one).add("odd", one).add("end", one, after=["even", "odd"])
+        routed = loopwise.run(wf, 3, store=None)
+        cyclic = Workflow("c").add("a", one).add("b", one, after=["a"]).connect("b", "a")
+        codes += [hybrid.status.value, routed.output, [e.code for e in cyclic.validation_errors()]]
+        before = "networkx" in sys.modules
+        view = wf.graph
+        print(codes, before, type(view).__module__.split(".")[0], sorted(view.edges))
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    ).stdout
+    edges = [("a", "b"), ("b", "r"), ("even", "end"), ("odd", "end"), ("r", "even"), ("r", "odd")]
+    assert out.splitlines()[-1] == f"[0, 0, 0, 'completed', 3, ['cycle']] False networkx {edges}"
+
+
 def _gated_refunder() -> tuple[Agent, ScriptedModel]:
     @loopwise.tool(effect="irreversible", gate=loopwise.gates.human())
     async def refund(order_id: str) -> str:

@@ -159,6 +159,56 @@ def test_cycle_is_named() -> None:
         wf.validate()
 
 
+def test_a_cycle_error_names_a_real_cycle_and_the_edge_that_closes_it() -> None:
+    log: list[str] = []
+    wf = Workflow("w").add("a", _recorder("a", log))
+    for pred, node in [("a", "b"), ("b", "c"), ("c", "d")]:
+        wf.add(node, _recorder(node, log), after=[pred])
+    wf.connect("d", "b")  # a -> (b -> c -> d -> b): `a` leads into the cycle, is not on it
+    (error,) = wf.validation_errors()
+    assert error.code == "cycle" and error.node == "b"
+    assert "(b → c → d → b)" in str(error) and "remove the edge d → b" in str(error)
+
+
+def test_the_schedule_and_validation_agree_with_networkx_on_random_graphs() -> None:
+    # The workflow holds its graph in plain dicts with its own cycle, reachability and
+    # generation code (running one must not import networkx); the frozen networkx view
+    # (`wf.graph`) is the oracle.
+    import random
+
+    import networkx as nx
+
+    rng = random.Random(17)
+    for _ in range(300):
+        log: list[str] = []
+        wf = Workflow("w")
+        names = [f"n{i}" for i in range(rng.randint(1, 12))]
+        for i, name in enumerate(names):
+            fewest = 0 if rng.random() < 0.05 else 1  # a node without one is unreachable
+            after = rng.sample(names[:i], rng.randint(fewest, min(i, 3))) if i else []
+            wf.add(name, _recorder(name, log), after=after)
+        for _ in range(rng.choice([0, 0, 1, 2])):
+            wf.connect(rng.choice(names), rng.choice(names))
+        sinks = [n for n in names if wf.graph.out_degree(n) == 0]
+        wf.add("end", _recorder("end", log), after=sinks, join=lambda outputs: outputs)
+        g = wf.graph
+        errors = wf.validation_errors()
+        codes = {e.code for e in errors}
+        assert ("cycle" in codes) == (not nx.is_directed_acyclic_graph(g))
+        if "cycle" in codes:
+            (cycle,) = [e for e in errors if e.code == "cycle"]
+            assert any(nx.has_path(g, s, cycle.node) for s in g.successors(cycle.node))
+            continue
+        start = next(n for n in g if g.in_degree(n) == 0)
+        unreached = set(g) - nx.descendants(g, start) - {start}
+        assert {e.node for e in errors if e.code == "unreachable"} == unreached
+        if not errors:
+            assert loopwise.run(wf, 0, store=None).status is Status.COMPLETED
+            assert log == [n for generation in nx.topological_generations(g) for n in generation]
+    with pytest.raises(nx.NetworkXError, match="Frozen"):
+        wf.graph.add_edge("end", "n0")  # a copy: the workflow is declared with its methods
+
+
 def test_unreachable_node_is_named() -> None:
     log: list[str] = []
     wf = Workflow("w").add("a", _recorder("a", log)).add("lonely", _recorder("b", log))

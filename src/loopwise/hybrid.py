@@ -39,7 +39,7 @@ from pydantic import BaseModel
 
 from loopwise.agent import Agent
 from loopwise.calls import Call, CallSettings, Outcome, effect_id, execute
-from loopwise.errors import ToolError
+from loopwise.errors import ConfigError, ToolError
 from loopwise.gates import (
     Ask,
     Denied,
@@ -75,7 +75,7 @@ from loopwise.shape import Kind, Limits, Shape, describe, mermaid
 from loopwise.step import Context, EventType, Halt, Status, jsonable, step
 from loopwise.structured import Structured
 from loopwise.usage import Budget, Usage
-from loopwise.workflow import Workflow, _nx
+from loopwise.workflow import Workflow
 
 __all__ = [
     "REJECTED",
@@ -228,7 +228,14 @@ def compile_plan(
     verdicts = verdicts or {}
     wf = Workflow(name)
     wf.add("start", _start)
-    order = list(_nx().topological_sort(dependency_graph(plan)))
+    generations = dependency_graph(plan).generations()
+    if generations is None:
+        raise ConfigError(
+            f"{name}: the plan's steps depend on each other in a cycle; validate_plan "
+            "reports it (a hybrid compiles only a validated plan)",
+            name=name,
+        )
+    order = [sid for generation in generations for sid in generation]
     by_id = plan.by_id()
     for sid in order:
         planned = by_id[sid]

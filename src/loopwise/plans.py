@@ -23,20 +23,16 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from loopwise.digraph import Digraph
 from loopwise.errors import ConfigError, ToolError
 from loopwise.gates import Approved, Gate, recheck_edited, takes_ctx
 from loopwise.shape import Edge, Graph, Node, mermaid
 from loopwise.step import jsonable
 from loopwise.tools import Tool, ToolArgumentsError
-from loopwise.workflow import _nx
-
-if TYPE_CHECKING:
-    import networkx as nx
-
 
 __all__ = [
     "PLANNER_INSTRUCTIONS",
@@ -316,12 +312,10 @@ def _structure_errors(plan: Plan, catalog: ActionCatalog, max_steps: int) -> lis
 
 
 def _cycle_errors(plan: Plan) -> list[str]:
-    try:
-        cycle = _nx().find_cycle(dependency_graph(plan))
-    except _nx().NetworkXNoCycle:
+    cycle = dependency_graph(plan).find_cycle()
+    if cycle is None:
         return []
-    path = " -> ".join([str(u) for u, _ in cycle] + [str(cycle[0][0])])
-    return [f"dependency cycle: {path}"]
+    return [f"dependency cycle: {' -> '.join([*cycle, cycle[0]])}"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -570,9 +564,15 @@ def check_planner(planner: Any, hybrid: str) -> None:
             )
 
 
-def dependency_graph(plan: Plan) -> nx.DiGraph:
-    """The plan's steps as a graph, an edge from each dependency to its dependant."""
-    graph = _nx().DiGraph()
-    graph.add_nodes_from(s.id for s in plan.steps)
-    graph.add_edges_from((d, s.id) for s in plan.steps for d in s.depends_on)
+def dependency_graph(plan: Plan) -> Digraph:
+    """The plan's steps as a graph, an edge from each dependency to its dependant (a
+    dependency on no step of the plan is left out: validation reports it)."""
+    graph = Digraph()
+    for s in plan.steps:
+        if s.id not in graph:
+            graph.add_node(s.id)
+    for s in plan.steps:
+        for d in s.depends_on:
+            if d in graph:
+                graph.add_edge(d, s.id)
     return graph

@@ -15,7 +15,7 @@ import importlib.util
 import site
 import sys
 import sysconfig
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -77,13 +77,9 @@ def _outermost(steps: list[Step]) -> list[Step]:
     nodes too, but ``path.py`` alone means the workflow."""
     inner: set[int] = set()
     for candidate in steps:
-        nodes = getattr(getattr(candidate, "graph", None), "nodes", None)
-        if not callable(nodes):
-            continue
-        try:  # a networkx graph (a Workflow's); anything else named `graph` is skipped
-            inner.update(id(data.get("step")) for _, data in nodes(data=True))
-        except (TypeError, ValueError, AttributeError):
-            continue
+        nodes = getattr(candidate, "steps", None)  # a Workflow's: node name -> step
+        if isinstance(nodes, Mapping):
+            inner.update(id(step) for step in nodes.values())
     return [s for s in steps if id(s) not in inner]
 
 

@@ -1,7 +1,7 @@
 """Workflows: steps wired into a directed acyclic graph, validated before they run.
 
 A :class:`Workflow` is a step (``name``, ``input_type``, ``output_type``, ``async run``)
-whose body is a ``networkx.DiGraph`` of nodes, each running another step: a function
+whose body is a directed graph of nodes, each running another step: a function
 (``@step``), a structured-output call, an agent, another workflow. Declare it like the
 pipeline it is::
 
@@ -55,6 +55,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from loopwise.digraph import Digraph
 from loopwise.errors import ConfigError, GraphError
 from loopwise.nodes import (
     Join,
@@ -75,13 +76,6 @@ from loopwise.wiring import _coerce, _compatible, _domain, _fields_of, _norm, _s
 
 if TYPE_CHECKING:
     import networkx as nx
-
-
-def _nx() -> Any:
-    """networkx, imported on first use: most runs never need it, and it is slow to import."""
-    import networkx
-
-    return networkx
 
 
 __all__ = ["RouteDecision", "Workflow"]
@@ -122,8 +116,9 @@ class Workflow:
         """What the workflow is for."""
         self.budget = budget
         """The run budget when this workflow is the run's target."""
-        self.graph: nx.DiGraph = _nx().DiGraph()
-        """The graph: node attrs ``step`` and ``join``; route nodes also ``route``."""
+        self._dag = Digraph()
+        # Node attrs `step` and `join`; route nodes also `route`; `named` once it has run.
+        self._view: tuple[int, nx.DiGraph] | None = None
         self._tails: list[str] = []
         # Route branches named before their node exists: node name -> the routes naming it.
         self._awaited: dict[str, list[str]] = {}
@@ -133,12 +128,35 @@ class Workflow:
         self._plan: tuple[int, _Plan] | None = None
 
     def __repr__(self) -> str:
-        return f"<workflow {self.name}: {len(self.graph)} nodes>"
+        return f"<workflow {self.name}: {len(self._dag)} nodes>"
 
     @property
     def nodes(self) -> list[str]:
         """Node names in declaration order."""
-        return list(self.graph.nodes)
+        return list(self._dag)
+
+    @property
+    def steps(self) -> dict[str, Step]:
+        """Node name → the step it runs, in declaration order (a tool's node: its step)."""
+        return {node: data["step"] for node, data in self._dag.items()}
+
+    @property
+    def graph(self) -> nx.DiGraph:
+        """The graph as a frozen ``networkx.DiGraph`` (node attrs ``step`` and ``join``;
+        route nodes also ``route``), for analysis and drawing; declare with the methods.
+
+        Built on first use and again after a change: the workflow holds its graph in plain
+        dicts, so declaring and running one never imports networkx.
+        """
+        if self._view is None or self._view[0] != self._version:
+            import networkx
+
+            view = networkx.DiGraph()
+            for node, data in self._dag.items():
+                view.add_node(node, **{k: v for k, v in data.items() if k != "named"})
+            view.add_edges_from(self._dag.edges())
+            self._view = (self._version, networkx.freeze(view))
+        return self._view[1]
 
     @property
     def output_type(self) -> Any:
@@ -149,7 +167,7 @@ class Workflow:
     @property
     def needs_model(self) -> bool:
         """Whether any node calls a model (the CLI asks for one only then)."""
-        return any(needs_model(self.graph.nodes[n]["step"]) for n in self.graph)
+        return any(needs_model(self._dag.data(n)["step"]) for n in self._dag)
 
     def add(
         self,
@@ -171,11 +189,11 @@ class Workflow:
         if isinstance(step, Tool):
             step = _ToolNode(step)
         self._check_new(name, step, after)
-        self.graph.add_node(name, step=step, join=join)
+        self._dag.add_node(name, step=step, join=join)
         for pred in after:
-            self.graph.add_edge(pred, name)
+            self._dag.add_edge(pred, name)
         for route in self._awaited.pop(name, ()):
-            self.graph.add_edge(route, name)
+            self._dag.add_edge(route, name)
         self._touch()
         return self
 
@@ -200,11 +218,11 @@ class Workflow:
             on=key_of, branches={_norm(k): v for k, v in branches.items()}, default=default
         )
         self.add(name, _RouteStep(name, spec), after=after)
-        self.graph.nodes[name]["route"] = spec
+        self._dag.data(name)["route"] = spec
         self._routes += 1
         for target in spec.targets():
-            if target in self.graph:
-                self.graph.add_edge(name, target)
+            if target in self._dag:
+                self._dag.add_edge(name, target)
             else:
                 self._awaited.setdefault(target, []).append(name)
         self._touch()
@@ -213,9 +231,9 @@ class Workflow:
     def connect(self, source: str, target: str) -> Workflow:
         """Add an edge between two existing nodes (builder API)."""
         for node in (source, target):
-            if node not in self.graph:
+            if node not in self._dag:
                 raise GraphError(f"cannot connect: no node {node!r} in {self.name}", node=node)
-        self.graph.add_edge(source, target)
+        self._dag.add_edge(source, target)
         self._touch()
         return self
 
@@ -237,7 +255,7 @@ class Workflow:
         pairs = [(_step_name(s, self.name), s) for s in steps] + list(named.items())
         if len(pairs) < 2:
             raise GraphError(f"{self.name}: parallel() needs two or more steps", node=None)
-        if len(self.graph) == 0:
+        if len(self._dag) == 0:
             # A workflow has one start node; without it the branches would be unreachable.
             raise GraphError(
                 f"{self.name}: parallel() fans out from a node, and the workflow has none "
@@ -274,15 +292,15 @@ class Workflow:
             node, on, targets, default=default.name if default else None, after=self._current_ends()
         )
         for step in steps.values():
-            if step.name not in self.graph:
+            if step.name not in self._dag:
                 self.add(step.name, step)
         self._raise_first(self._edge_errors(node) + self._route_errors(node))
-        self._tails = self.graph.nodes[node]["route"].targets()
+        self._tails = self._dag.data(node)["route"].targets()
         return self
 
     def validation_errors(self) -> list[GraphError]:
         """Every problem of the graph, without raising (``loopwise check`` reports these)."""
-        if len(self.graph) == 0:
+        if len(self._dag) == 0:
             return [
                 GraphError(f"workflow {self.name!r} has no nodes; add one", node=None, code="empty")
             ]
@@ -291,7 +309,7 @@ class Workflow:
         if cycle is not None:
             return [*errors, cycle]
         errors += self._reach_errors()
-        for node in self.graph:
+        for node in self._dag:
             errors += self._edge_errors(node) + self._route_errors(node)
         return errors + self._end_errors()
 
@@ -317,10 +335,10 @@ class Workflow:
 
     def describe(self) -> Shape:
         """The graph as data: each node's own shape, route labels, what validation finds."""
-        nodes = [_node_shape(node, data) for node, data in self.graph.nodes(data=True)]
+        nodes = [_node_shape(node, data) for node, data in self._dag.items()]
         edges = []
-        for source, target in self.graph.edges:
-            spec: _RouteSpec | None = self.graph.nodes[source].get("route")
+        for source, target in self._dag.edges():
+            spec: _RouteSpec | None = self._dag.data(source).get("route")
             label = ", ".join(spec.labels(target)) if spec is not None else ""
             edges.append(Edge(source=source, target=target, label=label))
         problems = tuple(
@@ -340,13 +358,13 @@ class Workflow:
 
     def _current_ends(self) -> list[str]:
         """Where the chained methods attach: the last declared ends, or the graph's ends."""
-        if self._tails or len(self.graph) == 0:
+        if self._tails or len(self._dag) == 0:
             return list(self._tails)
         return self._ends()
 
     def _ends(self) -> list[str]:
         """The nodes nothing follows, in declaration order."""
-        return [n for n in self.graph if self.graph.out_degree(n) == 0]
+        return [n for n in self._dag if self._dag.out_degree(n) == 0]
 
     def _touch(self) -> None:
         self._version += 1
@@ -354,7 +372,7 @@ class Workflow:
     def _check_new(self, name: str, step: Any, after: list[str]) -> None:
         if not isinstance(name, str) or not name or "/" in name:
             raise GraphError(f"{self.name}: node names are non-empty, without '/'", node=name)
-        if name in self.graph:
+        if name in self._dag:
             raise GraphError(
                 f"node {name!r} already exists in {self.name}; node names are unique "
                 "(pass name=... or wrap the step under another name)",
@@ -366,7 +384,7 @@ class Workflow:
                 node=name,
             )
         for pred in after:
-            if pred not in self.graph:
+            if pred not in self._dag:
                 raise GraphError(
                     f"node {name!r} comes after {pred!r}, which is not declared yet; "
                     "add nodes in order, or reach later nodes through a route",
@@ -383,21 +401,30 @@ class Workflow:
         self.validate()
         plan = _Plan(
             start=self._start(),
-            generations=[list(g) for g in _nx().topological_generations(self.graph)],
+            generations=self._generations(),
             ends=self._ends(),
-            merges=frozenset(n for n in self.graph if self._merges(n)),
+            merges=frozenset(n for n in self._dag if self._merges(n)),
         )
         self._plan = (self._version, plan)
         return plan
 
+    def _generations(self) -> list[list[str]]:
+        """The topological generations; a cycle (closed by ``connect``) raises its error."""
+        generations = self._dag.generations()
+        if generations is None:
+            cycle = self._cycle_error()
+            assert cycle is not None
+            raise cycle
+        return generations
+
     def _start(self) -> str:
-        roots = [n for n in self.graph if self.graph.in_degree(n) == 0]
-        return str(roots[0] if roots else next(iter(self.graph)))
+        roots = [n for n in self._dag if self._dag.in_degree(n) == 0]
+        return str(roots[0] if roots else next(iter(self._dag)))
 
     def _active(self, node: str, plan: _Plan, state: _RunState) -> bool:
         if node == plan.start:
             return True
-        return any(self._edge_live(p, node, state) for p in self.graph.predecessors(node))
+        return any(self._edge_live(p, node, state) for p in self._dag.predecessors(node))
 
     def _edge_live(self, pred: str, node: str, state: _RunState) -> bool:
         if pred not in state.outputs:
@@ -410,27 +437,27 @@ class Workflow:
             return state.input
         live = {
             p: _value(state.outputs[p])
-            for p in self.graph.predecessors(node)
+            for p in self._dag.predecessors(node)
             if self._edge_live(p, node, state)
         }
-        join: Join | None = self.graph.nodes[node]["join"]
+        join: Join | None = self._dag.data(node)["join"]
         if join is not None:
             return join(live)
-        if self.graph.in_degree(node) == 1 or node in plan.merges:
+        if self._dag.in_degree(node) == 1 or node in plan.merges:
             return next(iter(live.values()))
         return live
 
     def _named(self, node: str, step: Any) -> _Named:
         """The node's step under its name: one object per node, so what is remembered about
         a step by its identity (its kind, for ``step_started``) holds across runs."""
-        data = self.graph.nodes[node]
+        data = self._dag.data(node)
         named = data.get("named")
         if named is None or named.inner is not step:
             named = data["named"] = _Named(node, step)
-        return named  # type: ignore[no-any-return]
+        return named
 
     async def _run_node(self, node: str, plan: _Plan, state: _RunState, ctx: Context) -> None:
-        step = self.graph.nodes[node]["step"]
+        step = self._dag.data(node)["step"]
         try:
             value = self._node_input(node, plan, state)
             value = _coerce(value, getattr(step, "input_type", Any), f"node {node}")
@@ -448,7 +475,7 @@ class Workflow:
 
     def _merges(self, node: str) -> bool:
         """Whether ``node`` joins mutually exclusive route branches (so one ran)."""
-        preds = list(self.graph.predecessors(node))
+        preds = self._dag.predecessors(node)
         if len(preds) < 2 or not self._routes:
             return False  # only route branches exclude each other
         guards = self._guards()
@@ -460,8 +487,8 @@ class Workflow:
         if self._guards_memo is not None and self._guards_memo[0] == self._version:
             return self._guards_memo[1]
         guards: dict[str, frozenset[tuple[str, str]]] = {}
-        for node in _nx().topological_sort(self.graph):
-            preds = list(self.graph.predecessors(node))
+        for node in (n for generation in self._generations() for n in generation):
+            preds = self._dag.predecessors(node)
             if not preds:
                 guards[node] = frozenset()
                 continue
@@ -473,16 +500,16 @@ class Workflow:
     def _edge_guard(
         self, pred: str, node: str, guards: dict[str, frozenset[tuple[str, str]]]
     ) -> frozenset[tuple[str, str]]:
-        if "route" in self.graph.nodes[pred]:
+        if "route" in self._dag.data(pred):
             return guards[pred] | {(pred, node)}
         return guards[pred]
 
     def _out_type(self, node: str, seen: set[str]) -> Any:
         """What ``node`` passes on: a route passes on what it received."""
-        data = self.graph.nodes[node]
+        data = self._dag.data(node)
         if "route" not in data:
             return getattr(data["step"], "output_type", Any)
-        preds = list(self.graph.predecessors(node))
+        preds = self._dag.predecessors(node)
         if node in seen or len(preds) > 1:
             return Any
         if not preds:
@@ -490,22 +517,20 @@ class Workflow:
         return self._out_type(preds[0], seen | {node})
 
     def _cycle_error(self) -> GraphError | None:
-        try:
-            cycle = _nx().find_cycle(self.graph)
-        except _nx().NetworkXNoCycle:
+        cycle = self._dag.find_cycle()
+        if cycle is None:
             return None
-        path = " → ".join([*(u for u, _ in cycle), cycle[0][0]])
-        first, last = cycle[-1]
+        path = " → ".join([*cycle, cycle[0]])
         return GraphError(
-            f"node {cycle[0][0]!r} is on a cycle ({path}); a workflow is acyclic: remove the "
-            f"edge {first} → {last}, or put the loop inside one step (an agent)",
-            node=cycle[0][0],
+            f"node {cycle[0]!r} is on a cycle ({path}); a workflow is acyclic: remove the "
+            f"edge {cycle[-1]} → {cycle[0]}, or put the loop inside one step (an agent)",
+            node=cycle[0],
             code="cycle",
         )
 
     def _reach_errors(self) -> list[GraphError]:
         start = self._start()
-        reached = _nx().descendants(self.graph, start) | {start}
+        reached = self._dag.reachable(start)
         return [
             GraphError(
                 f"node {n!r} is unreachable from the start node {start!r}: nothing leads to "
@@ -513,19 +538,19 @@ class Workflow:
                 node=n,
                 code="unreachable",
             )
-            for n in self.graph
+            for n in self._dag
             if n not in reached
         ]
 
     def _branch_errors(self) -> list[GraphError]:
         errors = []
-        for node, data in self.graph.nodes(data=True):
+        for node, data in self._dag.items():
             spec: _RouteSpec | None = data.get("route")
             if spec is None:
                 continue
             targets = spec.targets()
             for target in targets:
-                if target not in self.graph:
+                if target not in self._dag:
                     errors.append(
                         GraphError(
                             f"route {node!r} sends {', '.join(spec.labels(target))} to "
@@ -535,7 +560,7 @@ class Workflow:
                             code="dangling-branch",
                         )
                     )
-            for succ in self.graph.successors(node):
+            for succ in self._dag.successors(node):
                 if succ not in targets:
                     errors.append(
                         GraphError(
@@ -567,9 +592,9 @@ class Workflow:
 
     def _edge_errors(self, node: str) -> list[GraphError]:
         """Type mismatches on the edges into ``node``."""
-        data = self.graph.nodes[node]
+        data = self._dag.data(node)
         wanted = getattr(data["step"], "input_type", Any)
-        preds = list(self.graph.predecessors(node))
+        preds = self._dag.predecessors(node)
         if not preds:
             given = [("the workflow input", self.input_type)]
         elif data["join"] is not None:
@@ -604,7 +629,7 @@ class Workflow:
         ]
 
     def _route_errors(self, node: str) -> list[GraphError]:
-        spec: _RouteSpec | None = self.graph.nodes[node].get("route")
+        spec: _RouteSpec | None = self._dag.data(node).get("route")
         if spec is None:
             return []
         domain = self._route_domain(node, spec)
@@ -638,7 +663,7 @@ class Workflow:
     def _route_domain(self, node: str, spec: _RouteSpec) -> list[Any] | GraphError | None:
         if isinstance(spec.on, FunctionStep):
             return _domain(spec.on.output_type)
-        preds = list(self.graph.predecessors(node))
+        preds = self._dag.predecessors(node)
         if len(preds) > 1:
             return None
         routed = self._out_type(preds[0], set()) if preds else self.input_type
