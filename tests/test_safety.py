@@ -25,7 +25,7 @@ from _crash import KillAt, approve_all, drive, effect_tools, effects, fork, wait
 from loopwise import Denied, Edited, Escalate, SQLiteStore, Status, gates, open_store
 from loopwise.cli import main
 from loopwise.runner import StoreApprovals
-from loopwise.testing import ScriptedModel, call, reply
+from loopwise.testing import ScriptedModel, call, calls, reply
 
 
 def _tool_results(request: loopwise.ModelRequest) -> list[str]:
@@ -234,7 +234,9 @@ def test_a_call_id_reused_in_a_later_turn_does_not_inherit_the_approval() -> Non
     # Some servers number calls per turn: "call_0" every time.
     def respond(request: loopwise.ModelRequest) -> Any:
         done = _tool_results(request)
-        return call("pay", {"amount": 10}, id="call_0") if len(done) < 2 else reply("ok")
+        return (
+            call("pay", {"amount": 10 + len(done)}, id="call_0") if len(done) < 2 else reply("ok")
+        )
 
     paid: list[Any] = []
     agent = loopwise.Agent(name="a", tools=[_pay_tool(gates.human(), paid)])
@@ -245,7 +247,7 @@ def test_a_call_id_reused_in_a_later_turn_does_not_inherit_the_approval() -> Non
     assert second.status == Status.AWAITING_APPROVAL and len(paid) == 1  # asked again
     assert approve_all(run_id) == ["call_0~2"]
     assert loopwise.resume(run_id, step=agent, model=model).status == Status.COMPLETED
-    assert paid == [(f"{run_id}:call_0", 10), (f"{run_id}:call_0~2", 10)]
+    assert paid == [(f"{run_id}:call_0", 10), (f"{run_id}:call_0~2", 11)]
 
 
 def test_a_nested_agent_run_twice_gets_its_own_approvals_and_keys() -> None:
@@ -446,7 +448,7 @@ from pathlib import Path
 
 import loopwise
 from loopwise import gates
-from loopwise.testing import ScriptedModel, call, reply
+from loopwise.testing import ScriptedModel, call, calls, reply
 
 LEDGER = Path(__file__).with_name("ledger.txt")
 
@@ -695,3 +697,23 @@ def test_a_plan_step_whose_policy_an_earlier_step_made_stale_is_judged_again() -
     assert "insufficient funds (judged again just before it ran)" in str(
         result.output.results["s2"].reason
     )
+
+
+def test_an_agent_asking_for_the_same_effect_twice_gets_it_once() -> None:
+    # Twice in one turn (a parallel-call glitch), then once more in a later turn: the
+    # policy passes each, and each used to pay. The model is told it was not repeated.
+    paid: list[Any] = []
+    pay = _pay_tool(gates.policy(lambda a: a["amount"] <= 50), paid)
+
+    def respond(request: loopwise.ModelRequest) -> Any:
+        done = _tool_results(request)
+        if not done:
+            return calls(("pay", {"amount": 40}, "a"), ("pay", {"amount": 40.0}, "b"))
+        return call("pay", {"amount": 40}, id="c") if len(done) == 2 else reply(done[-1])
+
+    agent = loopwise.Agent(name="a", tools=[pay])
+    result = loopwise.run(agent, "go", model=ScriptedModel(respond))
+    assert result.status == Status.COMPLETED and paid == [(f"{result.run_id}:a", 40)]
+    said = {e.data["call_id"]: e.data["content"] for e in result.events if e.type == "tool_result"}
+    assert "appears twice in this batch; it takes effect once" in said["b"]
+    assert said["c"].startswith("paid 40\n[already took effect in this run (call a)")

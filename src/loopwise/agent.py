@@ -399,6 +399,9 @@ class Agent:
                 key=Journal.key(path, "tool", state.turns, c.id),
                 # The final answer is how a structured result arrives, not a tool use.
                 counted=c.name != FINAL_ANSWER,
+                # A model that asks for the same effect twice (in one turn or a later
+                # one) gets it once: this run of this agent is the scope.
+                once_in=Journal.key(path, "agent", state.invocation),
             )
             for c in calls
         ]

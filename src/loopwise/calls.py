@@ -12,9 +12,9 @@ this module makes them, in this order:
    ``ERROR:`` result like any invalid argument, never an exception that ends the run
    (a resumed run would replay the same turn and fail forever);
 3. **once** — where the caller bounds it (``Call.once_in``: a hybrid's run, across its
-   re-plans), a ``write``/``irreversible`` call whose tool and canonical arguments
-   already took effect does not take effect again (it answers with the earlier result);
-   the same call twice in one batch runs once;
+   re-plans; a run of an agent, across its turns), a ``write``/``irreversible`` call
+   whose tool and canonical arguments already took effect does not take effect again (it
+   answers with the earlier result); the same call twice in one batch runs once;
 4. **taint and gate** — :func:`loopwise.gates.authorize_all` decides the batch: the
    gate's policy, a person (durable pause), and taint (after untrusted output, every
    ``write``/``irreversible`` call needs a person). The batch's gate requests are
@@ -97,9 +97,9 @@ class Call:
     policies: tuple[Any, ...] = ()
     """Extra checks (policies) arguments edited by a person must pass, besides the gate's."""
     once_in: str | None = None
-    """A scope (a hybrid run, across its re-plans) in which a ``write``/``irreversible``
-    call with these arguments takes effect at most once (``None``: no such bound; an
-    agent may pay twice when its model asks twice)."""
+    """A scope (a hybrid run, across its re-plans; an agent's run, across its turns) in
+    which a ``write``/``irreversible`` call with these arguments takes effect at most once
+    (``None``: no such bound, for calls code makes: it says what it means)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -276,7 +276,7 @@ def _once(batch: _Batch, call: Call, tool: Tool, args: BaseModel) -> Outcome | N
         return None
     earlier = batch.ctx.journal.effect(effect_key)
     if earlier is not None:
-        return _repeated(call, tool, earlier)
+        return _repeated(batch, call, tool, earlier)
     if effect_key in batch.effects:
         message = (
             f"the same {tool.name!r} call (same arguments) appears twice in this batch; it "
@@ -370,7 +370,7 @@ async def _edited(batch: _Batch, call: Call, tool: Tool, verdict: Edited) -> Bas
         return _record(batch, call, tool, "denied", message, why=args)
     effect_key = effect_id(call.once_in, tool, args)
     earlier = None if effect_key is None else batch.ctx.journal.effect(effect_key)
-    return args if earlier is None else _repeated(call, tool, earlier)
+    return args if earlier is None else _repeated(batch, call, tool, earlier)
 
 
 async def _run(batch: _Batch, call: Call, tool: Tool, args: BaseModel) -> Outcome:
@@ -480,14 +480,18 @@ def _replayed(call: Call, recorded: dict[str, Any], tool: Tool | None) -> Outcom
     )
 
 
-def _repeated(call: Call, tool: Tool, earlier: dict[str, Any]) -> Outcome:
-    """An effect already taken: not again; answer with what it gave then (not logged:
-    the earlier result is in the log, and a resumed run derives this again)."""
+def _repeated(batch: _Batch, call: Call, tool: Tool, earlier: dict[str, Any]) -> Outcome:
+    """An effect already taken: not again; answer with what it gave then, saying so (a
+    model that asks twice must not believe it paid twice), and log the answer."""
+    reason = f"already took effect in this run (call {earlier.get('call_id')}); not repeated"
+    content = f"{earlier.get('content', '')}\n[{reason}: an effect is taken once]"
+    extra = {"value": earlier.get("value")} if batch.settings.keep_value else {}
+    _log_result(batch, call, tool, status="done", content=content, reason=reason, extra=extra)
     return Outcome(
         call=call,
         status="done",
-        content=str(earlier.get("content", "")),
-        reason=f"already took effect in this run (call {earlier.get('call_id')}); not repeated",
+        content=content,
+        reason=reason,
         value=earlier.get("value"),
         tool=tool,
     )
