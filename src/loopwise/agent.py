@@ -62,7 +62,7 @@ from loopwise.journal import Journal
 from loopwise.port import Message, ModelRequest, ToolCall, Turn
 from loopwise.shape import Kind, Limits, Shape
 from loopwise.step import Context, Halt, Status
-from loopwise.structured import _strip_fence
+from loopwise.structured import strip_fence
 from loopwise.tools import Effect, Tool, tool
 from loopwise.usage import Budget
 
@@ -374,7 +374,7 @@ class Agent:
         if self._output_model is None:
             return Answer(text)
         try:
-            return Answer(self._output_model.model_validate_json(_strip_fence(text)))
+            return Answer(self._output_model.model_validate_json(strip_fence(text)))
         except pydantic.ValidationError as e:
             feedback = (
                 f"Your answer is not valid: {_errors(e)}. Answer by calling {FINAL_ANSWER} "

@@ -38,7 +38,7 @@ from loopwise.port import STRUCTURED_MODES, Message, ModelRequest, StructuredMod
 from loopwise.shape import Kind, Shape
 from loopwise.step import Context, Halt, Status, jsonable
 
-__all__ = ["LADDER", "Structured"]
+__all__ = ["LADDER", "Structured", "strip_fence"]
 
 M = TypeVar("M", bound=pydantic.BaseModel)
 
@@ -215,7 +215,7 @@ class Structured(Generic[M]):
                 raise _Invalid(f"call the `{self._tool_name}` function, not `{call.name}`")
             raw = call.arguments
         else:
-            raw = _strip_fence(turn.text or "")
+            raw = strip_fence(turn.text or "")
         if not raw.strip():
             raise _Invalid("the answer was empty; reply with one JSON object")
         try:
@@ -267,8 +267,9 @@ def _check_refusal(turn: Turn, name: str) -> None:
         raise Halt(Status.REFUSED, f"{name}: the answer was stopped by the content filter")
 
 
-def _strip_fence(text: str) -> str:
-    """Models answering in prompted mode often wrap JSON in a code fence."""
+def strip_fence(text: str) -> str:
+    """``text`` without the code fence models answering in prompted mode often wrap JSON
+    in (unchanged when there is none)."""
     match = _FENCE.match(text)
     return match.group(1) if match else text
 
