@@ -35,15 +35,9 @@ if TYPE_CHECKING:
         field_match,
         load_dataset,
     )
-    from loopwise.gates import (
-        ApprovalRequest,
-        Approved,
-        Denied,
-        Edited,
-        Escalate,
-        Gate,
-        TerminalApprovals,
-    )
+    from loopwise.events import Event, EventType, Status, TextDelta
+    from loopwise.gates import Gate
+    from loopwise.handlers import TerminalApprovals
     from loopwise.history import ContextPolicy, SummarizingPolicy
     from loopwise.hybrid import (
         Action,
@@ -55,28 +49,20 @@ if TYPE_CHECKING:
         PlanStep,
     )
     from loopwise.model import OpenAIModel, resolve_model
+    from loopwise.options import RunOptions
     from loopwise.port import Model, ModelRequest, ToolCall, Turn
     from loopwise.postgres_store import PostgresStore
+    from loopwise.result import Halt, RunResult
     from loopwise.runner import aresume, arun, enqueue, resume, run
     from loopwise.sqlite_store import SQLiteStore
-    from loopwise.step import (
-        Context,
-        Event,
-        EventType,
-        Halt,
-        RunOptions,
-        RunResult,
-        Status,
-        Step,
-        TextDelta,
-        step,
-    )
+    from loopwise.step import Context, Step, step
     from loopwise.store import RunStore, StoredApproval, StoredRun
     from loopwise.stores import open_store
     from loopwise.stream import RunStream, astream, astream_resume
     from loopwise.structured import Structured
     from loopwise.tools import Effect, Tool, ToolArgumentsError, as_tool, tool
     from loopwise.usage import Budget, Price, Pricing, Usage
+    from loopwise.verdicts import ApprovalRequest, Approved, Denied, Edited, Escalate
     from loopwise.workflow import Workflow
 
 # Every name loads on first use (PEP 562), so a process pays only for what it touches:
@@ -94,8 +80,9 @@ _LAZY = {
                      "TargetError", "ToolError"], "loopwise.errors"),
     **dict.fromkeys(["Case", "EvalReport", "EvalTarget", "aevaluate", "evaluate",
                      "field_match", "load_dataset"], "loopwise.evals"),
-    **dict.fromkeys(["ApprovalRequest", "Approved", "Denied", "Edited", "Escalate", "Gate",
-                     "TerminalApprovals"], "loopwise.gates"),
+    **dict.fromkeys(["Event", "EventType", "Status", "TextDelta"], "loopwise.events"),
+    "Gate": "loopwise.gates",
+    "TerminalApprovals": "loopwise.handlers",
     **dict.fromkeys(["ContextPolicy", "SummarizingPolicy"], "loopwise.history"),
     **dict.fromkeys(["Action", "ActionCatalog", "ActionResult", "Hybrid", "HybridOutput",
                      "Plan", "PlanStep"], "loopwise.hybrid"),
@@ -106,8 +93,9 @@ _LAZY = {
     "PostgresStore": "loopwise.postgres_store",
     **dict.fromkeys(["aresume", "arun", "enqueue", "resume", "run"], "loopwise.runner"),
     "SQLiteStore": "loopwise.sqlite_store",
-    **dict.fromkeys(["Context", "Event", "EventType", "Halt", "RunOptions", "RunResult",
-                     "Status", "Step", "TextDelta", "step"], "loopwise.step"),
+    "RunOptions": "loopwise.options",
+    **dict.fromkeys(["Halt", "RunResult"], "loopwise.result"),
+    **dict.fromkeys(["Context", "Step", "step"], "loopwise.step"),
     **dict.fromkeys(["RunStore", "StoredApproval", "StoredRun"], "loopwise.store"),
     "open_store": "loopwise.stores",
     **dict.fromkeys(["RunStream", "astream", "astream_resume"], "loopwise.stream"),
@@ -116,6 +104,8 @@ _LAZY = {
     **dict.fromkeys(["Effect", "Tool", "ToolArgumentsError", "as_tool", "tool"],
                     "loopwise.tools"),
     **dict.fromkeys(["Budget", "Price", "Pricing", "Usage"], "loopwise.usage"),
+    **dict.fromkeys(["ApprovalRequest", "Approved", "Denied", "Edited", "Escalate"],
+                    "loopwise.verdicts"),
     "Workflow": "loopwise.workflow",
 }  # fmt: skip
 
