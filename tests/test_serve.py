@@ -777,3 +777,25 @@ def test_a_model_chosen_call_id_cannot_split_the_answer(serve: Any) -> None:
     assert not any(line.lower().startswith(("set-cookie: pwn", "x-a:")) for line in lines)
     location = next(line for line in lines if line.startswith("Location: "))
     assert "approved by lead" in client.get(location.removeprefix("Location: ")).body
+
+
+def test_a_megabyte_argument_keeps_the_inbox_small_and_decidable(serve: Any) -> None:
+    @loopwise.tool(effect="irreversible", gate=gates.human())
+    def send(to: str, body: str) -> str:
+        """Send a mail."""
+        return "sent"
+
+    def respond(request: loopwise.ModelRequest) -> Any:
+        done = any(m["role"] == "tool" for m in request.messages)
+        return reply("done") if done else call("send", {"to": "a", "body": "x" * 10**6}, id="c1")
+
+    paused = loopwise.run(
+        loopwise.Agent(name="m", tools=[send]), "go", model=ScriptedModel(respond)
+    )
+    _, client = serve(by="lead")
+    page = client.get("/").body
+    # Shown in part, in a box of its own, and no edit box the form could not send back.
+    assert len(page) < 100_000 and "980,000 more characters" in page
+    assert "<div class='text long'>" in page and "name='args'" not in page
+    assert f"loopwise approve {paused.run_id} --approval c1 --args @edited.json" in page
+    assert client.decide(run_id=paused.run_id, approval_id="c1", decision="approve").status == 303

@@ -25,6 +25,7 @@ from loopwise.store import StoredApproval, StoredRun
 from loopwise.svg import EFFECT_COLORS, graph_svg
 
 __all__ = [
+    "EDITABLE_CHARS",
     "STYLESHEET",
     "Form",
     "inbox_page",
@@ -37,6 +38,11 @@ __all__ = [
 
 _MAX_DEPTH = 6
 _MAX_ITEMS = 200
+_MAX_TEXT = 20_000
+_LONG_TEXT = 1_000
+EDITABLE_CHARS = 64_000
+"""Arguments whose JSON is longer are not put in the page's edit box: the form could not
+carry them back (:mod:`loopwise.serve` takes forms of up to 256 KiB, URL-encoded)."""
 
 
 def _e(text: Any) -> str:
@@ -81,13 +87,18 @@ def readable(value: Any, depth: int = 0) -> str:
             return "<span class='meta'>(empty list)</span>"
         items = "".join(f"<li>{readable(v, depth + 1)}</li>" for v in value[:_MAX_ITEMS])
         return f"<ol class='args'>{items}</ol>"
+    if isinstance(value, str) and len(value) > _LONG_TEXT:
+        # Scrolls in its own box, so the decision's forms stay near the top of the card.
+        return f"<div class='text long'>{_e(_clip(value, _MAX_TEXT))}</div>"
     if isinstance(value, str):
-        return f"<span class='text'>{_e(_clip(value, 20_000))}</span>"
+        return f"<span class='text'>{_e(value)}</span>"
     return f"<code>{_e(json.dumps(value, default=str))}</code>"
 
 
 def _clip(text: str, n: int) -> str:
-    return text if len(text) <= n else text[:n] + f"… ({len(text) - n} more characters)"
+    if len(text) <= n:
+        return text
+    return text[:n] + f"… ({len(text) - n:,} more characters: loopwise pending --json has all)"
 
 
 def _page(title: str, body: str, *, nav: str = "inbox") -> str:
@@ -225,8 +236,15 @@ def _forms(v: ApprovalView, form: Form) -> str:
         "<button name='decision' value='approve' class='approve'>Approve</button>"
         "<button name='decision' value='deny' class='deny'>Deny</button></div></form>"
     )
+    shown = json.dumps(a.args, indent=2, ensure_ascii=False)
     if not v.editable:
         edit = "<p class='meta'>A whole plan is approved or denied, not edited.</p>"
+    elif len(shown) > EDITABLE_CHARS:
+        edit = (
+            f"<p class='meta'>These arguments are too large to edit here ({len(shown):,} "
+            "characters): edit them with <code>loopwise approve "
+            f"{_e(a.run_id)} --approval {_e(a.approval_id)} --args @edited.json</code>.</p>"
+        )
     else:
         edit = (
             "<details><summary>Edit arguments</summary>"
@@ -235,7 +253,7 @@ def _forms(v: ApprovalView, form: Form) -> str:
             f"<label for='args-{key}'>Arguments (JSON object; checked against the tool's "
             f"schema and policy before anything is recorded)</label>"
             f"<textarea id='args-{key}' name='args' rows='6'>"
-            f"{_e(json.dumps(a.args, indent=2, ensure_ascii=False))}</textarea>"
+            f"{_e(shown)}</textarea>"
             f"<label for='ereason-{key}'>Reason</label>"
             f"<textarea id='ereason-{key}' name='reason' rows='2'></textarea>"
             "<div class='buttons'><button name='decision' value='approve' "
@@ -442,6 +460,8 @@ dl.args{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:2px 10p
 dl.args dt{color:#374151;font-weight:600}dl.args dd{margin:0;min-width:0}
 ol.args{margin:0;padding-left:1.4em}
 .text{white-space:pre-wrap;overflow-wrap:anywhere}
+.long{max-height:16em;overflow:auto;border:1px solid #e5e7eb;border-radius:4px;padding:4px 6px;
+background:#f9fafb}
 .effect,.state{display:inline-block;font-size:.75rem;padding:1px 7px;border-radius:10px;
 border:1px solid #9ca3af;color:#374151;font-weight:600;vertical-align:middle}
 .effect.read{border-color:#16a34a;color:#166534}
