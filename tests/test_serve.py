@@ -799,3 +799,19 @@ def test_a_megabyte_argument_keeps_the_inbox_small_and_decidable(serve: Any) -> 
     assert "<div class='text long'>" in page and "name='args'" not in page
     assert f"loopwise approve {paused.run_id} --approval c1 --args @edited.json" in page
     assert client.decide(run_id=paused.run_id, approval_id="c1", decision="approve").status == 303
+
+
+def test_the_runs_list_filters_in_the_store_over_every_status(
+    serve: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    waiting = _paused_desk(capsys)
+    with open_store(None) as st:  # 600 newer runs (the page showed a filter of the last 500)
+        for i in range(600):
+            st.create_run(f"r{i:04d}", target="t", spec=None, input=None, model=None, options={})
+    _, client = serve()
+    listed = client.get("/runs?status=awaiting_approval").body
+    assert waiting in listed and "r0599" not in listed
+    everything = client.get("/runs").body
+    assert "r0599" in everything and waiting not in everything  # the newest 200
+    for status in ("step_limit", "budget_exceeded", "stuck", "cancelled", "queued"):
+        assert f"/runs?status={status}'" in everything

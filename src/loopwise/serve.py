@@ -67,10 +67,10 @@ _STATUSES = (
     Status.AWAITING_APPROVAL.value,
     "running",
     QUEUED,
-    Status.COMPLETED.value,
-    Status.DENIED.value,
-    Status.ERROR.value,
+    *(s.value for s in Status if s is not Status.AWAITING_APPROVAL),
 )
+_LISTED = 200
+"""The runs list shows the newest this many (of the status chosen)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -127,10 +127,9 @@ class Inbox:
             page = self._inbox(Form(csrf=self.token(fresh), by=self.settings.by, notice=notice))
             return _Answer(200, page, cookie=set_cookie)
         if path == "/runs":
-            chosen = query.get("status", [None])[0]
-            runs = self.store.list_runs(limit=500)
-            shown = [r for r in runs if chosen is None or r.status == chosen]
-            return _Answer(200, runs_page(shown[:200], _STATUSES, chosen), cookie=set_cookie)
+            chosen = query.get("status", [None])[0] or None
+            runs = self.store.list_runs(limit=_LISTED, status=chosen)
+            return _Answer(200, runs_page(runs, _STATUSES, chosen), cookie=set_cookie)
         if path.startswith("/runs/") and path.count("/") == 2:
             return self._run(unquote(path.removeprefix("/runs/")))
         return _Answer(404, _plain("no such page"))

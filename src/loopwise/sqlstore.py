@@ -432,14 +432,18 @@ class SQLStore:
             raise ConfigError(f"no run {run_id!r} in {self.name}", name=run_id)
         return run_row(rows[0])
 
-    def list_runs(self, *, limit: int = 50, conversation: str | None = None) -> list[StoredRun]:
+    def list_runs(
+        self, *, limit: int = 50, conversation: str | None = None, status: str | None = None
+    ) -> list[StoredRun]:
         """The most recent ``limit`` runs, newest first (of ``conversation`` only, when
-        given: :class:`ConversationError`, ``unknown``, when it has no run)."""
+        given: :class:`ConversationError`, ``unknown``, when it has no run; with
+        ``status``, only the runs that have it)."""
         if conversation is None:
+            where, params = ("WHERE status = ? ", (status,)) if status is not None else ("", ())
             rows = self._read(
-                f"SELECT * FROM runs ORDER BY created_at DESC, {self._insertion_order} DESC "
-                "LIMIT ?",
-                (limit,),
+                f"SELECT * FROM runs {where}ORDER BY created_at DESC, "
+                f"{self._insertion_order} DESC LIMIT ?",
+                (*params, limit),
             )
             return [run_row(r) for r in rows]
         runs = self.conversation_runs(conversation)
@@ -449,7 +453,7 @@ class SQLStore:
                 conversation=conversation,
                 code="unknown",
             )
-        return runs[::-1][:limit]
+        return [r for r in runs[::-1] if status in (None, r.status)][:limit]
 
     def conversation_runs(self, conversation: str) -> list[StoredRun]:
         """The runs of ``conversation``, first message first (empty when unknown)."""

@@ -206,8 +206,10 @@ class RunStore(Protocol):
         """The run; :class:`ConfigError` when there is no such run."""
         ...
 
-    def list_runs(self, *, limit: int = 50, conversation: str | None = None) -> list[StoredRun]:
-        """The most recent runs first (of one conversation, when given)."""
+    def list_runs(
+        self, *, limit: int = 50, conversation: str | None = None, status: str | None = None
+    ) -> list[StoredRun]:
+        """The most recent runs first (of one conversation, of one status, when given)."""
         ...
 
     def conversation_runs(self, conversation: str) -> list[StoredRun]:
