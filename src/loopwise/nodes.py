@@ -1,9 +1,9 @@
 """The kinds of node a :class:`~loopwise.workflow.Workflow` runs.
 
-A node runs a step under the node's name (:class:`_Named`); a route node runs a
-:class:`_RouteStep`, which reads the key of its input and answers with a
+A node runs a step under the node's name (:class:`NamedNode`); a route node runs a
+:class:`RouteStep`, which reads the key of its input and answers with a
 :class:`RouteDecision` naming the one branch that runs next; a tool node
-(:class:`_ToolNode`) makes its call through the tool-call executor, behind the tool's gate.
+(:class:`ToolNode`) makes its call through the tool-call executor, behind the tool's gate.
 Also here: what a node passes on, how paused nodes pause together, and a node as drawn.
 """
 
@@ -21,14 +21,16 @@ from loopwise.journal import Journal
 from loopwise.shape import Kind, Node, Shape, describe
 from loopwise.step import Context, FunctionStep, Halt, Status, jsonable
 from loopwise.tools import Effect, Tool
-from loopwise.wiring import _hints_of, _norm, _strip
+from loopwise.wiring import hints_of, plain_key, strip_type
 
 Join = Callable[[dict[str, Any]], Any]
 """Turns ``{predecessor name: output}`` into a join node's input."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class _RouteSpec:
+class RouteSpec:
+    """What a route node reads and where each value of it leads."""
+
     on: str | FunctionStep
     """A field of the routed value, or a function of it."""
     branches: dict[Any, str]
@@ -37,16 +39,19 @@ class _RouteSpec:
     """The target for any other value."""
 
     def targets(self) -> list[str]:
+        """The nodes it may lead to, each once, the default last."""
         found = list(dict.fromkeys(self.branches.values()))
         if self.default is not None and self.default not in found:
             found.append(self.default)
         return found
 
     def labels(self, target: str) -> list[str]:
+        """The values that lead to ``target`` (``default`` among them when it is)."""
         values = [str(v) for v, t in self.branches.items() if t == target]
         return [*values, "default"] if target == self.default else values
 
     def describe(self) -> str:
+        """What it routes on, as drawn: a field name, or ``fn()``."""
         return self.on if isinstance(self.on, str) else f"{self.on.name}()"
 
 
@@ -66,12 +71,12 @@ class RouteDecision:
         return {"route": jsonable(self.key), "branch": self.branch, "value": jsonable(self.value)}
 
 
-class _RouteStep:
+class RouteStep:
     """The step a route node runs: read the key, pick the branch."""
 
     needs_model = False
 
-    def __init__(self, name: str, spec: _RouteSpec) -> None:
+    def __init__(self, name: str, spec: RouteSpec) -> None:
         self.name = name
         self.spec = spec
         self.input_type: Any = Any
@@ -87,7 +92,7 @@ class _RouteStep:
             key = getattr(value, on)
         else:
             raise Halt(Status.ERROR, f"route {self.name}: the value has no field {on!r}")
-        branch = self.spec.branches.get(_norm(key), self.spec.default)
+        branch = self.spec.branches.get(plain_key(key), self.spec.default)
         if branch is None:
             raise Halt(
                 Status.ERROR, f"route {self.name}: no branch for {key!r} and no default branch"
@@ -95,7 +100,7 @@ class _RouteStep:
         return RouteDecision(value=value, key=key, branch=branch)
 
 
-class _ToolNode:
+class ToolNode:
     """A tool as a workflow node: its input is the tool's arguments (a dict, or a pydantic
     model with those fields), its output the tool's return value. The call is made by the
     tool-call executor, so the node passes the tool's gate (a person pauses the run
@@ -114,14 +119,14 @@ class _ToolNode:
         self.tool = tool
         self.name = tool.name
         self.input_type: Any = tool.args_model
-        self.output_type: Any = _hints_of(tool.fn).get("return", Any)
+        self.output_type: Any = hints_of(tool.fn).get("return", Any)
         self.description = tool.description
 
     def accepts(self, given: Any) -> bool:
         """Whether a value of type ``given`` can be the tool's arguments (checked when the
         workflow is declared): a mapping (validated when it runs), the argument model, or
         a pydantic model whose fields are arguments and cover the required ones."""
-        given = _strip(given)
+        given = strip_type(given)
         if given is Any or given is self.tool.args_model:
             return True
         origin = get_origin(given) or given
@@ -154,7 +159,7 @@ class _ToolNode:
         return values_or_halt(made)[0]
 
 
-def _paused_together(halts: list[Halt]) -> Halt:
+def paused_together(halts: list[Halt]) -> Halt:
     """One ``awaiting_approval`` halt listing every request of the paused nodes."""
     if len(halts) == 1:
         return halts[0]
@@ -166,7 +171,7 @@ def _paused_together(halts: list[Halt]) -> Halt:
 
 
 @dataclass(slots=True, weakref_slot=True)
-class _Named:
+class NamedNode:
     """A node's step under the node's name (its events' path and journal keys)."""
 
     name: str
@@ -180,12 +185,14 @@ class _Named:
         return replace(describe(self.inner), name=self.name)
 
 
-def _value(output: Any) -> Any:
+def passed_on(output: Any) -> Any:
+    """What a node's ``output`` passes on: a route's chosen value, else the output itself."""
     return output.value if isinstance(output, RouteDecision) else output
 
 
-def _node_shape(node: str, data: dict[str, Any]) -> Node:
-    spec: _RouteSpec | None = data.get("route")
+def node_shape(node: str, data: dict[str, Any]) -> Node:
+    """Workflow node ``node`` (its graph data ``data``) as drawn."""
+    spec: RouteSpec | None = data.get("route")
     if spec is not None:
         return Node(id=node, label=f"{node}: {spec.describe()}?", kind="route", form="decision")
     inner = describe(data["step"])

@@ -20,19 +20,20 @@ from pydantic import BaseModel, ValidationError
 from loopwise.step import Halt, Status
 
 
-def _hints_of(fn: Any) -> dict[str, Any]:
+def hints_of(fn: Any) -> dict[str, Any]:
+    """``fn``'s resolved annotations; none when they cannot be resolved."""
     try:
         return get_type_hints(fn)
     except (NameError, TypeError):
         return {}
 
 
-def _coerce(value: Any, wanted: Any, where: str) -> Any:
+def coerce_input(value: Any, wanted: Any, where: str) -> Any:
     """``value`` as the pydantic input model a step declares (the CLI passes JSON objects);
     a value that cannot be one (a string where a ``Ticket`` is declared) ends the run."""
     if wanted is Any or (type(wanted) is type and not issubclass(wanted, BaseModel)):
-        return value  # no model to coerce to, and no typing form for _strip to unwrap
-    model = _strip(wanted)
+        return value  # no model to coerce to, and no typing form for strip_type to unwrap
+    model = strip_type(wanted)
     if not (isinstance(model, type) and issubclass(model, BaseModel)) or isinstance(value, model):
         return value
     if isinstance(value, BaseModel):
@@ -48,32 +49,33 @@ def _coerce(value: Any, wanted: Any, where: str) -> Any:
         ) from e
 
 
-def _norm(key: Any) -> Any:
+def plain_key(key: Any) -> Any:
+    """A route key as routes compare it: an enum member by its value."""
     return key.value if isinstance(key, enum.Enum) else key
 
 
-def _strip(tp: Any) -> Any:
+def strip_type(tp: Any) -> Any:
     """Drop ``Annotated`` and an optional ``None`` from a type."""
     while get_origin(tp) is Annotated:
         tp = get_args(tp)[0]
     if get_origin(tp) in (Union, types.UnionType):
         rest = [a for a in get_args(tp) if a is not type(None)]
         if len(rest) == 1:
-            return _strip(rest[0])
+            return strip_type(rest[0])
     return tp
 
 
-def _compatible(out: Any, wanted: Any) -> bool:
+def types_compatible(out: Any, wanted: Any) -> bool:
     """Can a value of type ``out`` feed an input of type ``wanted``? Unknown → yes."""
-    out, wanted = _strip(out), _strip(wanted)
+    out, wanted = strip_type(out), strip_type(wanted)
     if out is Any or wanted is Any or wanted is object or out == wanted:
         return True
     if get_origin(wanted) in (Union, types.UnionType):
-        return any(_compatible(out, a) for a in get_args(wanted))
+        return any(types_compatible(out, a) for a in get_args(wanted))
     if get_origin(out) in (Union, types.UnionType):
-        return all(_compatible(a, wanted) for a in get_args(out))
+        return all(types_compatible(a, wanted) for a in get_args(out))
     if get_origin(out) is Literal:
-        return all(_compatible(type(v), wanted) for v in get_args(out))
+        return all(types_compatible(type(v), wanted) for v in get_args(out))
     o, w = get_origin(out) or out, get_origin(wanted) or wanted
     if not (isinstance(o, type) and isinstance(w, type)):
         return True
@@ -86,7 +88,7 @@ def _compatible(out: Any, wanted: Any) -> bool:
     return issubclass(w, BaseModel) and issubclass(o, Mapping)
 
 
-def _fields_of(tp: Any) -> dict[str, Any] | None:
+def fields_of(tp: Any) -> dict[str, Any] | None:
     """Field name → type of a pydantic model, dataclass or TypedDict (else ``None``)."""
     if isinstance(tp, type) and issubclass(tp, BaseModel):
         return {k: f.annotation for k, f in tp.model_fields.items()}
@@ -98,13 +100,13 @@ def _fields_of(tp: Any) -> dict[str, Any] | None:
     return None
 
 
-def _domain(tp: Any) -> list[Any] | None:
+def domain_of(tp: Any) -> list[Any] | None:
     """Every value of a ``Literal``/``Enum``/``bool`` type (normalised), else ``None``."""
-    tp = _strip(tp)
+    tp = strip_type(tp)
     if get_origin(tp) is Literal:
-        return [_norm(v) for v in get_args(tp)]
+        return [plain_key(v) for v in get_args(tp)]
     if get_origin(tp) in (Union, types.UnionType):
-        parts = [_domain(a) for a in get_args(tp)]
+        parts = [domain_of(a) for a in get_args(tp)]
         return None if any(p is None for p in parts) else [v for p in parts if p for v in p]
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         return [m.value for m in tp]
@@ -113,8 +115,9 @@ def _domain(tp: Any) -> list[Any] | None:
     return None
 
 
-def _type_name(tp: Any) -> str:
-    tp = _strip(tp)
+def type_name(tp: Any) -> str:
+    """``tp`` as an error message names it."""
+    tp = strip_type(tp)
     if isinstance(tp, type) and not get_args(tp):
         return tp.__name__
     return repr(tp).replace("typing.", "")

@@ -59,20 +59,28 @@ from loopwise.digraph import Digraph
 from loopwise.errors import ConfigError, GraphError
 from loopwise.nodes import (
     Join,
+    NamedNode,
     RouteDecision,
-    _Named,
-    _node_shape,
-    _paused_together,
-    _RouteSpec,
-    _RouteStep,
-    _ToolNode,
-    _value,
+    RouteSpec,
+    RouteStep,
+    ToolNode,
+    node_shape,
+    passed_on,
+    paused_together,
 )
 from loopwise.shape import Edge, Graph, Kind, Limits, Problem, Shape, mermaid
 from loopwise.step import Context, FunctionStep, Halt, Status, Step, concurrently, needs_model
 from loopwise.tools import Tool
 from loopwise.usage import Budget
-from loopwise.wiring import _coerce, _compatible, _domain, _fields_of, _norm, _strip, _type_name
+from loopwise.wiring import (
+    coerce_input,
+    domain_of,
+    fields_of,
+    plain_key,
+    strip_type,
+    type_name,
+    types_compatible,
+)
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -161,7 +169,7 @@ class Workflow:
     @property
     def output_type(self) -> Any:
         """The output type of the end node(s) (``Any`` when they differ or are unknown)."""
-        found = {_strip(self._out_type(n, set())) for n in self._ends()}
+        found = {strip_type(self._out_type(n, set())) for n in self._ends()}
         return found.pop() if len(found) == 1 else Any
 
     @property
@@ -187,7 +195,7 @@ class Workflow:
         """
         after = list(after)
         if isinstance(step, Tool):
-            step = _ToolNode(step)
+            step = ToolNode(step)
         self._check_new(name, step, after)
         self._dag.add_node(name, step=step, join=join)
         for pred in after:
@@ -214,10 +222,10 @@ class Workflow:
         later; ``default`` takes every other value.
         """
         key_of = on if isinstance(on, str) else FunctionStep(on)
-        spec = _RouteSpec(
-            on=key_of, branches={_norm(k): v for k, v in branches.items()}, default=default
+        spec = RouteSpec(
+            on=key_of, branches={plain_key(k): v for k, v in branches.items()}, default=default
         )
-        self.add(name, _RouteStep(name, spec), after=after)
+        self.add(name, RouteStep(name, spec), after=after)
         self._dag.data(name)["route"] = spec
         self._routes += 1
         for target in spec.targets():
@@ -321,24 +329,24 @@ class Workflow:
     async def run(self, input: Any, ctx: Context) -> Any:
         """Run the graph on ``input`` (validated first); return the end node's output."""
         plan = self._compiled()
-        state = _RunState(input=_coerce(input, self.input_type, f"workflow {self.name}"))
+        state = _RunState(input=coerce_input(input, self.input_type, f"workflow {self.name}"))
         for generation in plan.generations:
             ready = [n for n in generation if self._active(n, plan, state)]
             if ready:
                 ctx.check_budget()
                 await concurrently([self._run_node(n, plan, state, ctx) for n in ready])
             if state.paused:
-                raise _paused_together(state.paused)
+                raise paused_together(state.paused)
         ran = [n for n in plan.ends if n in state.outputs]
-        outputs = {n: _value(state.outputs[n]) for n in ran}
+        outputs = {n: passed_on(state.outputs[n]) for n in ran}
         return outputs[ran[0]] if len(ran) == 1 else outputs
 
     def describe(self) -> Shape:
         """The graph as data: each node's own shape, route labels, what validation finds."""
-        nodes = [_node_shape(node, data) for node, data in self._dag.items()]
+        nodes = [node_shape(node, data) for node, data in self._dag.items()]
         edges = []
         for source, target in self._dag.edges():
-            spec: _RouteSpec | None = self._dag.data(source).get("route")
+            spec: RouteSpec | None = self._dag.data(source).get("route")
             label = ", ".join(spec.labels(target)) if spec is not None else ""
             edges.append(Edge(source=source, target=target, label=label))
         problems = tuple(
@@ -436,7 +444,7 @@ class Workflow:
         if node == plan.start:
             return state.input
         live = {
-            p: _value(state.outputs[p])
+            p: passed_on(state.outputs[p])
             for p in self._dag.predecessors(node)
             if self._edge_live(p, node, state)
         }
@@ -447,20 +455,20 @@ class Workflow:
             return next(iter(live.values()))
         return live
 
-    def _named(self, node: str, step: Any) -> _Named:
+    def _named(self, node: str, step: Any) -> NamedNode:
         """The node's step under its name: one object per node, so what is remembered about
         a step by its identity (its kind, for ``step_started``) holds across runs."""
         data = self._dag.data(node)
         named = data.get("named")
         if named is None or named.inner is not step:
-            named = data["named"] = _Named(node, step)
+            named = data["named"] = NamedNode(node, step)
         return named
 
     async def _run_node(self, node: str, plan: _Plan, state: _RunState, ctx: Context) -> None:
         step = self._dag.data(node)["step"]
         try:
             value = self._node_input(node, plan, state)
-            value = _coerce(value, getattr(step, "input_type", Any), f"node {node}")
+            value = coerce_input(value, getattr(step, "input_type", Any), f"node {node}")
             ctx.count_step()
             state.outputs[node] = await ctx.run_step(self._named(node, step), value)
         except Halt as halt:
@@ -545,7 +553,7 @@ class Workflow:
     def _branch_errors(self) -> list[GraphError]:
         errors = []
         for node, data in self._dag.items():
-            spec: _RouteSpec | None = data.get("route")
+            spec: RouteSpec | None = data.get("route")
             if spec is None:
                 continue
             targets = spec.targets()
@@ -604,13 +612,13 @@ class Workflow:
         else:
             given = [(f"the join of {', '.join(preds)}", dict)]
         step = data["step"]
-        if isinstance(step, _ToolNode):
+        if isinstance(step, ToolNode):
             return [
                 GraphError(
                     f"node {node!r} is the tool {step.tool.name!r}, whose input is its "
                     f"arguments ({', '.join(step.tool.args_model.model_fields) or 'none'}): "
                     f"a dict or a pydantic model with those fields, but {source} gives "
-                    f"{_type_name(out)}; convert in a small @step between",
+                    f"{type_name(out)}; convert in a small @step between",
                     node=node,
                     code="type-mismatch",
                 )
@@ -619,17 +627,17 @@ class Workflow:
             ]
         return [
             GraphError(
-                f"node {node!r} takes {_type_name(wanted)} but {source} gives "
-                f"{_type_name(out)}; fix the annotations or convert in a small @step between",
+                f"node {node!r} takes {type_name(wanted)} but {source} gives "
+                f"{type_name(out)}; fix the annotations or convert in a small @step between",
                 node=node,
                 code="type-mismatch",
             )
             for source, out in given
-            if not _compatible(out, wanted)
+            if not types_compatible(out, wanted)
         ]
 
     def _route_errors(self, node: str) -> list[GraphError]:
-        spec: _RouteSpec | None = self._dag.data(node).get("route")
+        spec: RouteSpec | None = self._dag.data(node).get("route")
         if spec is None:
             return []
         domain = self._route_domain(node, spec)
@@ -660,24 +668,24 @@ class Workflow:
             )
         return errors
 
-    def _route_domain(self, node: str, spec: _RouteSpec) -> list[Any] | GraphError | None:
+    def _route_domain(self, node: str, spec: RouteSpec) -> list[Any] | GraphError | None:
         if isinstance(spec.on, FunctionStep):
-            return _domain(spec.on.output_type)
+            return domain_of(spec.on.output_type)
         preds = self._dag.predecessors(node)
         if len(preds) > 1:
             return None
         routed = self._out_type(preds[0], set()) if preds else self.input_type
-        fields = _fields_of(_strip(routed))
+        fields = fields_of(strip_type(routed))
         if fields is None:
             return None
         if spec.on not in fields:
             return GraphError(
-                f"route {node!r} routes on {spec.on!r} but {_type_name(routed)} has no such "
+                f"route {node!r} routes on {spec.on!r} but {type_name(routed)} has no such "
                 f"field (fields: {', '.join(fields)})",
                 node=node,
                 code="unknown-route-field",
             )
-        return _domain(fields[spec.on])
+        return domain_of(fields[spec.on])
 
 
 def _step_name(step: Any, workflow: str) -> str:
