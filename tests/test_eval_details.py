@@ -125,6 +125,29 @@ def test_every_failing_run_is_listed_with_repeats_and_a_custom_scorer() -> None:
     assert render_html(report).count("the scorer gave 0.5") == 60
 
 
+def test_the_sync_evaluate_releases_each_targets_model_once() -> None:
+    # As loopwise.run does: a pool belongs to the loop that opened it, and the next sync
+    # call may come from another thread.
+    closed: list[str] = []
+
+    class Closing(ScriptedModel):
+        async def aclose(self) -> None:
+            closed.append(self.name)
+
+    @loopwise.step
+    def label(x: dict[str, Any]) -> dict[str, Any]:
+        return {"label": "odd"}
+
+    shared = Closing([reply("unused")])
+    targets = [
+        EvalTarget(name="a", step=label, model=shared),
+        EvalTarget(name="b", step=label, model=shared),
+    ]
+    report = evaluate(targets, [Case(id="c", input={}, expected={"label": "odd"})])
+    assert [t.correct_rate for t in report.targets] == [1.0, 1.0]
+    assert closed == [shared.name]
+
+
 @pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeChatServer]:
     with FakeChatServer(lambda request: "fine") as running:

@@ -8,7 +8,6 @@ parses, calls and prints. Usage mistakes raise :class:`~loopwise.errors.ConfigEr
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from dataclasses import replace
@@ -31,7 +30,7 @@ from loopwise.evals import (
     EvalReport,
     EvalTarget,
     StderrProgress,
-    aevaluate,
+    evaluate,
     field_match,
     load_dataset,
     load_scorer,
@@ -132,7 +131,7 @@ def _eval_and_save(args: argparse.Namespace) -> EvalReport:
             print(f"loopwise eval: note: {note}", file=sys.stderr)
     store_path = store_location(args.store)[1]  # a path or a URL
     with watch_sinks(args, progress=False) as sinks:  # eval draws its own progress bar
-        report = asyncio.run(_evaluate(targets, cases, args, store_path, scorer, sinks=sinks))
+        report = _evaluate(targets, cases, args, store_path, scorer, sinks=sinks)
     report = replace(
         report,
         previous=previous_summaries(
@@ -154,7 +153,7 @@ def _pricing(price: Price | None, targets: list[EvalTarget]) -> Pricing | None:
     return Pricing(extra={name: price for name in names}, default=price)
 
 
-async def _evaluate(
+def _evaluate(
     targets: list[EvalTarget],
     cases: Any,
     args: argparse.Namespace,
@@ -163,23 +162,17 @@ async def _evaluate(
     *,
     sinks: tuple[Any, ...],
 ) -> EvalReport:
-    try:
-        return await aevaluate(
-            targets,
-            cases,
-            repeat=args.repeat,
-            concurrency=args.concurrency,
-            scorer=scorer,
-            progress=StderrProgress(),
-            budget=budget_of(args),
-            max_steps=args.max_steps,
-            store=store,
-            dataset=args.dataset,
-            sinks=sinks,
-            pricing=_pricing(args.price_per_mtok, targets),
-        )
-    finally:
-        for t in targets:
-            close = getattr(t.model, "aclose", None)
-            if callable(close):
-                await close()
+    return evaluate(
+        targets,
+        cases,
+        repeat=args.repeat,
+        concurrency=args.concurrency,
+        scorer=scorer,
+        progress=StderrProgress(),
+        budget=budget_of(args),
+        max_steps=args.max_steps,
+        store=store,
+        dataset=args.dataset,
+        sinks=sinks,
+        pricing=_pricing(args.price_per_mtok, targets),
+    )

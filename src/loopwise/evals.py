@@ -335,8 +335,9 @@ def _labels(names: Sequence[str]) -> list[str]:
 
 
 def evaluate(targets: Sequence[EvalTarget], cases: Sequence[Case], **options: Any) -> EvalReport:
-    """The sync wrapper of :func:`aevaluate`."""
-    return blocking(aevaluate(targets, cases, **options))
+    """The sync wrapper of :func:`aevaluate`; the targets' models have their connections
+    released when it ends, as :func:`loopwise.run`'s model has."""
+    return blocking(aevaluate(targets, cases, **options), release=[t.model for t in targets])
 
 
 def _case_run(name: str, case: Case, k: int, result: RunResult, scorer: Scorer) -> CaseRun:

@@ -22,7 +22,7 @@ import contextvars
 import os
 import threading
 import weakref
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Awaitable, Coroutine, Iterable
 from typing import Any, TypeVar
 
 from loopwise.errors import ConfigError
@@ -108,25 +108,25 @@ def _close(runner: asyncio.Runner) -> None:
         runner.close()
 
 
-def blocking(work: Coroutine[Any, Any, T], *, release: Any = None) -> T:
+def blocking(work: Coroutine[Any, Any, T], *, release: Iterable[Any] = ()) -> T:
     """Run ``work`` to its end on this thread's kept event loop: the one wrapper of the
     sync API (see the module docs: each call behaves as ``asyncio.run``).
 
-    ``release`` (a model) has its connections closed in that loop before the call ends:
-    a model may be used next from another thread's loop, and reopens them on its next use.
-    Raises :class:`ConfigError` when called inside a running event loop (await the
-    async variant there).
+    ``release`` (the call's models) have their connections closed in that loop before the
+    call ends: a model may be used next from another thread's loop, and reopens them on
+    its next use. Raises :class:`ConfigError` when called inside a running event loop
+    (await the async variant there).
     """
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return run_in_kept_loop(closing_model(work, release))
+        return run_in_kept_loop(closing_model(work, *release))
     work.close()
     raise ConfigError("called inside an event loop; await the async variant (arun, aresume)")
 
 
-async def closing_model(work: Awaitable[T], model: Any) -> T:
-    """Await ``work``, then release ``model``'s connections in this same event loop.
+async def closing_model(work: Awaitable[T], *models: Any) -> T:
+    """Await ``work``, then release each model's connections (once) in this same loop.
 
     A connection pool belongs to the loop that opened it, and the next sync call may come
     from another thread (another loop); the model reopens one on its next use.
@@ -134,6 +134,7 @@ async def closing_model(work: Awaitable[T], model: Any) -> T:
     try:
         return await work
     finally:
-        close = getattr(model, "aclose", None)
-        if close is not None:
-            await close()
+        for model in {id(m): m for m in models}.values():
+            close = getattr(model, "aclose", None)
+            if close is not None:
+                await close()

@@ -653,7 +653,7 @@ def run(
         # Here, not in arun: under the fresh event loop the caller's frames are gone.
         spec = spec_of(target, callers=calling_modules())
     return blocking(
-        arun(target, input, options, store=store, spec=spec, **overrides), release=model
+        arun(target, input, options, store=store, spec=spec, **overrides), release=(model,)
     )
 
 
@@ -664,4 +664,4 @@ def resume(run_id: str, options: RunOptions | None = None, **keywords: Any) -> R
     A model given here has its connections released when the call ends, as :func:`run`'s.
     """
     model = keywords.get("model", options.model if options else None)
-    return blocking(aresume(run_id, options, **keywords), release=model)
+    return blocking(aresume(run_id, options, **keywords), release=(model,))
