@@ -81,7 +81,8 @@ class Client:
 
     def decide(self, **fields: str) -> Answer:
         """POST a decision as the inbox's form does: with the hash of the arguments seen."""
-        fields.setdefault("csrf", self.token())
+        if "csrf" not in fields:  # (setdefault would load the page even when given)
+            fields["csrf"] = self.token()
         if "run_id" in fields and "approval_id" in fields and "args_hash" not in fields:
             with open_store(None) as st:
                 found = st.approval(fields["run_id"], fields["approval_id"])
@@ -815,3 +816,55 @@ def test_the_runs_list_filters_in_the_store_over_every_status(
     assert "r0599" in everything and waiting not in everything  # the newest 200
     for status in ("step_limit", "budget_exceeded", "stuck", "cancelled", "queued"):
         assert f"/runs?status={status}'" in everything
+
+
+def test_behind_the_proxy_the_page_shows_who_decides_and_asks_no_name(
+    serve: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _paused_desk(capsys)
+    _, client = serve(trust_proxy_user="X-Forwarded-User", by="lead")
+    page = client.request("GET", "/", X_Forwarded_User="dana").body
+    # A name typed into the page would be ignored for the header's: so none is asked.
+    assert "deciding as <strong>dana</strong>" in page and "name='by'" not in page
+    bare = client.get("/").body
+    assert "no user in the X-Forwarded-User header" in bare and "name='by'" not in bare
+
+
+def test_every_loopback_address_counts_as_loopback() -> None:
+    # --host 127.0.0.2 stays on this machine: the Host check (DNS rebinding) must hold.
+    from loopwise.serve import is_loopback
+
+    assert all(map(is_loopback, ["127.0.0.1", "127.0.0.2", "::1", "[::1]", "LocalHost"]))
+    assert not any(map(is_loopback, ["0.0.0.0", "192.0.2.7", "example.com", "127.1", ""]))
+
+
+def test_one_decision_posted_many_times_at_once_is_made_once(
+    serve: Any, store_at: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("LOOPWISE_STORE", store_at)
+    run_id = _paused_desk(capsys)
+    _, client = serve(by="lead")
+    token, seen = client.token(), _hash(run_id, "execute.s1")
+    start = threading.Barrier(6)
+    answers: list[tuple[str, int]] = []
+
+    def post(decision: str) -> None:
+        mine = Client(port=client.port, cookie=client.cookie)
+        form = {"csrf": token, "run_id": run_id, "approval_id": "execute.s1",
+                "decision": decision, "args_hash": seen, "reason": "r"}  # fmt: skip
+        start.wait()
+        answers.append((decision, mine.request("POST", "/decide", urlencode(form)).status))
+
+    threads = [threading.Thread(target=post, args=(("approve", "deny")[i % 2],)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    made = [d for d, status in answers if status == 303]
+    assert len(made) == 1 and sorted(s for _, s in answers) == [303] + [409] * 5
+    assert _pending(run_id)["execute.s1"] == {"approve": "approved", "deny": "denied"}[made[0]]
+    # Decided from a terminal while the page is open: the page's form decides nothing.
+    assert main(["deny", run_id, "--approval", "execute.s2", "--reason", "no mail"]) == 0
+    late = client.decide(csrf=token, run_id=run_id, approval_id="execute.s2", decision="approve")
+    assert late.status == 409 and "is already denied" in late.body
+    assert _pending(run_id)["execute.s2"] == "denied"

@@ -15,7 +15,7 @@ from typing import Any
 
 from loopwise.cli_options import store_help
 from loopwise.errors import ConfigError
-from loopwise.serve import ServeSettings, make_server
+from loopwise.serve import ServeSettings, is_loopback, make_server
 
 __all__ = ["add_serve_verb"]
 
@@ -34,7 +34,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     except OSError as e:
         raise ConfigError(f"cannot listen on {args.host}:{args.port}: {e.strerror}") from e
     print(f"serving {url()}", flush=True)
-    if args.host not in {"127.0.0.1", "localhost", "::1"}:
+    if not is_loopback(args.host):
         print(
             f"loopwise serve: listening on {args.host}, beyond this machine; the inbox has "
             "no login of its own (see README: put it behind an authenticating proxy)",

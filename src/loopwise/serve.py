@@ -33,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import html
+import ipaddress
 import json
 import secrets
 import threading
@@ -51,7 +52,7 @@ from loopwise.step import Status
 from loopwise.store import QUEUED, RunStore
 from loopwise.stores import open_store
 
-__all__ = ["CSP", "Inbox", "ServeSettings", "make_server"]
+__all__ = ["CSP", "Inbox", "ServeSettings", "is_loopback", "make_server"]
 
 CSP = (
     "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
@@ -59,7 +60,15 @@ CSP = (
 )
 """The Content-Security-Policy of every answer."""
 
-_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+
+def is_loopback(host: str) -> bool:
+    """Whether listening on ``host`` stays on this machine (``127.0.0.0/8``, ``::1``)."""
+    try:
+        return host.lower() == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 _COOKIE = "loopwise_csrf"
 _MAX_BODY = 256 * 1024
 _DECISIONS = {"approve": "approved", "deny": "denied"}
@@ -116,15 +125,24 @@ class Inbox:
         """The CSRF token a page served with ``cookie`` carries in its forms."""
         return hmac.new(self._secret, cookie.encode(), hashlib.sha256).hexdigest()
 
-    def get(self, path: str, query: dict[str, list[str]], cookie: str | None) -> _Answer:
-        """Answer a GET (never changes anything)."""
+    def get(
+        self, path: str, query: dict[str, list[str]], cookie: str | None, user: str | None = None
+    ) -> _Answer:
+        """Answer a GET (never changes anything); ``user`` is the proxy's user header."""
         fresh = cookie or secrets.token_urlsafe(24)
         set_cookie = None if cookie else fresh
         if path == "/static/inbox.css":
             return _Answer(200, STYLESHEET, "text/css; charset=utf-8")
         if path == "/":
             notice = _notice(self.store, query.get("decided", [""])[0])
-            page = self._inbox(Form(csrf=self.token(fresh), by=self.settings.by, notice=notice))
+            page = self._inbox(
+                Form(
+                    csrf=self.token(fresh),
+                    by=self.settings.by,
+                    fixed_by=self._proxy_user(user),
+                    notice=notice,
+                )
+            )
             return _Answer(200, page, cookie=set_cookie)
         if path == "/runs":
             chosen = query.get("status", [None])[0] or None
@@ -179,7 +197,7 @@ class Inbox:
                 Form(
                     csrf=self.token(cookie),
                     by=form.get("by") or self.settings.by,
-                    fixed_by=user,
+                    fixed_by=self._proxy_user(user),
                     error=(run_id, approval_id, str(e)),
                     notice=None,
                 )
@@ -189,6 +207,15 @@ class Inbox:
         # Ids are model text (a call id may hold CR/LF): quoted, they stay one header line.
         decided = urlencode({"decided": f"{done.run_id}/{done.approval_id}"})
         return _Answer(303, "", location=f"/?{decided}")
+
+    def _proxy_user(self, user: str | None) -> str | None:
+        """Who the proxy says decides (shown instead of a name to type), when it says."""
+        if not self.settings.trust_proxy_user:
+            return None
+        return (
+            user
+            or f"(no user in the {self.settings.trust_proxy_user} header: decisions are refused)"
+        )
 
     def _who(self, form: dict[str, str], user: str | None) -> str:
         if self.settings.trust_proxy_user:
@@ -284,7 +311,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         url = urlsplit(self.path)
         try:
-            answer = self.server.app.get(url.path, parse_qs(url.query), self._cookie())
+            answer = self.server.app.get(
+                url.path, parse_qs(url.query), self._cookie(), self._proxy_header()
+            )
         except LoopwiseError as e:
             answer = _Answer(500, _plain(f"the store could not be read: {e}"))
         self._send(answer)
@@ -304,9 +333,12 @@ class _Handler(BaseHTTPRequestHandler):
             return
         raw = self.rfile.read(length).decode("utf-8", "replace")
         fields = {k: v[0] for k, v in parse_qs(raw, keep_blank_values=True).items()}
-        header = self.server.app.settings.trust_proxy_user
-        user = self.headers.get(header) if header else None
+        user = self._proxy_header()
         self._send(self.server.app.post(urlsplit(self.path).path, fields, self._cookie(), user))
+
+    def _proxy_header(self) -> str | None:
+        header = self.server.app.settings.trust_proxy_user
+        return self.headers.get(header) if header else None
 
     def do_PUT(self) -> None:
         self._send(_Answer(405, _plain("method not allowed")))
@@ -325,7 +357,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not self.server.loopback_only:
             return True
         host = (self.headers.get("Host") or "").rsplit(":", 1)[0].lower()
-        if host in _LOOPBACK:
+        if is_loopback(host):
             return True
         self._send(_Answer(421, _plain("this server answers loopback names only")))
         return False
@@ -363,7 +395,7 @@ class _Server(ThreadingHTTPServer):
 
     def __init__(self, app: Inbox) -> None:
         self.app = app
-        self.loopback_only = app.settings.host in _LOOPBACK
+        self.loopback_only = is_loopback(app.settings.host)
         super().__init__((app.settings.host, app.settings.port), _Handler)
 
 
