@@ -115,7 +115,7 @@ def test_no_module_is_longer_than_the_limit() -> None:
 
 
 LAYERS = {
-    "core": "errors usage events options result step journal loops port model scripted "
+    "core": "errors usage events options result step journal replay loops port model scripted "
     "tools allowlists digraph shape svg audit",
     "architectures": "calls structured workflow nodes wiring agent gates verdicts handlers "
     "plans hybrid history",

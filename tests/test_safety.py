@@ -633,13 +633,14 @@ def test_nan_or_infinite_tool_arguments_are_refused_before_the_gate() -> None:
 
 def test_a_policys_approval_never_passes_other_arguments_after_a_crash(tmp_path: Path) -> None:
     # The refund's policy approved 40 and the process died as the refund started. On
-    # resume the plain step before it runs again and reads a changed world (4,000): the
+    # resume the plain step before it runs again (it declares no type its output could be
+    # restored as, so it is not replayed) and reads a changed world (4,000): the
     # decision recorded for 40 must not pay 4,000 without anyone asked.
     world, ledger = tmp_path / "amount.txt", tmp_path / "ledger.txt"
     world.write_text("40")
 
     @loopwise.step
-    def amount(order: str) -> dict[str, Any]:
+    def amount(order: str) -> Any:
         return {"order": order, "amount": int(world.read_text())}
 
     def small(args: dict[str, Any]) -> Any:

@@ -33,11 +33,12 @@ _TOOL_RESULT = "tool_result"
 class Journal:
     """Keys, replay look-ups and counters of one run (see the module docs)."""
 
-    __slots__ = ("_counters", "_effects", "_recorded", "_taint")
+    __slots__ = ("_counters", "_effects", "_recorded", "_taint", "_under")
 
     def __init__(self, recorded: Mapping[str, dict[str, Any]] | None = None) -> None:
         self._recorded: dict[str, dict[str, Any]] = dict(recorded or {})
         self._counters: dict[str, int] = {}
+        self._under: dict[str, list[str]] = {}
         self._taint: str | None = None
         self._effects: dict[str, dict[str, Any]] = {}
 
@@ -50,8 +51,19 @@ class Journal:
         """How many times ``kind`` was keyed at ``path`` in this run, this one included."""
         base = f"{path}:{kind}"
         n = self._counters.get(base, 0) + 1
+        if n == 1:
+            self._file(path, base)
         self._counters[base] = n
         return n
+
+    def _file(self, path: str, base: str) -> None:
+        """File a new counter under ``path`` and every path above it, so that
+        :meth:`counters_under` (asked at every replayable step's end) reads only its own."""
+        while True:
+            self._under.setdefault(path, []).append(base)
+            path, slash, _ = path.rpartition("/")
+            if not slash:
+                return
 
     def next_key(self, path: str, kind: str) -> str:
         """A counted key: ``path:kind:n`` for the n-th record of ``kind`` at ``path``."""
@@ -106,10 +118,11 @@ class Journal:
         a resumed run replays the result without running the step, and must still count
         its keys, or the next run of that step would take this one's keys.
         """
-        prefixes = (f"{path}/", f"{path}:")
-        return {base: n for base, n in self._counters.items() if base.startswith(prefixes)}
+        return {base: self._counters[base] for base in self._under.get(path, ())}
 
     def advance(self, counters: Mapping[str, Any] | None) -> None:
         """Count again what :meth:`counters_under` recorded (never counting back)."""
         for base, n in (counters or {}).items():
+            if base not in self._counters:
+                self._file(base.rpartition(":")[0], base)
             self._counters[base] = max(self._counters.get(base, 0), int(n))

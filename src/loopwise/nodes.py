@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from loopwise.calls import Call, CallSettings, execute, values_or_halt
 from loopwise.errors import ToolError
 from loopwise.journal import Journal
+from loopwise.replay import RERUN, replays
 from loopwise.shape import Kind, Node, Shape, describe
 from loopwise.step import Context, FunctionStep, Halt, Status, jsonable
 from loopwise.tools import Effect, Tool
@@ -97,6 +98,22 @@ class RouteStep:
             raise Halt(
                 Status.ERROR, f"route {self.name}: no branch for {key!r} and no default branch"
             )
+        return RouteDecision(value=value, key=key, branch=branch)
+
+    def restorable(self, output: RouteDecision, recorded: Any) -> bool:
+        """Whether a resume takes the choice from the log: when a function made it (it may
+        read a world that has changed since); a field of the same input is read again."""
+        return isinstance(self.spec.on, FunctionStep)
+
+    def restore(self, value: Any, recorded: Any) -> Any:
+        """The recorded choice for ``value``: its branch, and its key as ``on`` declares its
+        type (else as recorded: the key only names the choice, the branch routes)."""
+        on = self.spec.on
+        branch = recorded.get("branch") if isinstance(recorded, Mapping) else None
+        if not isinstance(on, FunctionStep) or branch not in self.spec.targets():
+            return RERUN
+        key = on.restore(value, recorded.get("route"))
+        key = recorded.get("route") if key is RERUN else key
         return RouteDecision(value=value, key=key, branch=branch)
 
 
@@ -179,6 +196,16 @@ class NamedNode:
 
     async def run(self, input: Any, ctx: Context) -> Any:
         return await self.inner.run(input, ctx)
+
+    def restorable(self, output: Any, recorded: Any) -> bool:
+        """Whether the node's step can be replayed from its record (:mod:`loopwise.replay`)."""
+        inner = replays(self.inner)
+        return inner is not None and inner.restorable(output, recorded)
+
+    def restore(self, input: Any, recorded: Any) -> Any:
+        """The node's step's recorded output, or ``RERUN``."""
+        inner = replays(self.inner)
+        return RERUN if inner is None else inner.restore(input, recorded)
 
     def describe(self) -> Shape:
         """The node's step, under the node's name."""

@@ -44,6 +44,7 @@ from loopwise.events import Event, EventSink, EventType, Status, TextDelta, json
 from loopwise.journal import Journal
 from loopwise.loops import blocking
 from loopwise.options import RunOptions, check_options, merge_options
+from loopwise.replay import Restorer, entered, recall, record
 from loopwise.result import Halt, RunResult
 from loopwise.shape import Kind, Shape, kind_of
 from loopwise.usage import Budget, Pricing, Usage
@@ -173,6 +174,8 @@ class Context(Generic[DepsT]):
     ``async aclose()`` and is closed when the run ends or pauses (shared by children)."""
     _deps: Any = None
     _seq: list[int] = field(default_factory=lambda: [0])
+    _taken: tuple[list[int], ...] = ()
+    """The steps taken inside each enclosing step (what a replay of it counts again)."""
 
     @property
     def deps(self) -> DepsT:
@@ -219,6 +222,8 @@ class Context(Generic[DepsT]):
     def count_step(self) -> int:
         """Count one step (an agent turn, a workflow node); return the run's total."""
         self.steps[0] += 1
+        for cell in self._taken:
+            cell[0] += 1
         return self.steps[0]
 
     def emit(self, type: EventType, data: dict[str, Any] | None = None) -> Event:
@@ -367,14 +372,26 @@ class Context(Generic[DepsT]):
             ) from None
 
     async def run_step(self, step: Step, input: Any) -> Any:
-        """Run a nested ``step`` with ``step_started``/``step_finished`` events and its usage."""
+        """Run a nested ``step`` with ``step_started``/``step_finished`` events and its usage.
+
+        A step that finished before a resume, on the same input, is taken from its
+        ``step_finished`` when its output restores exactly (:mod:`loopwise.replay`): it
+        is not run again and nothing is logged twice.
+        """
         _stop_if_cancelled()
-        own = Usage()
+        own, taken = Usage(), [0]
         child = self._derived(
-            path=(*self.path, step.name), idempotency_key=None, scopes=(*self.scopes, own)
+            path=(*self.path, step.name),
+            idempotency_key=None,
+            scopes=(*self.scopes, own),
+            _taken=(*self._taken, taken),
         )
+        n, key = entered(self.journal, child.step_path)
+        done = recall(step, input, self.journal, child.step_path, n)
+        if done is not None:
+            self._count_again(done.record)
+            return done.output
         started = self.clock()
-        key = child.next_key("started")
         if key not in self.journal:
             # A resumed run re-enters its steps to replay them; the log says so only once.
             child.emit(
@@ -383,8 +400,22 @@ class Context(Generic[DepsT]):
             )
         output = await step.run(input, child)
         own.wall_seconds = self.clock() - started
-        child.emit(EventType.STEP_FINISHED, {"output": jsonable(output), "usage": own.to_dict()})
+        data = {"output": jsonable(output), "usage": own.to_dict()}
+        if self.sinks:  # a log kept nowhere is never resumed: no replay record to check
+            record(
+                step, output, data, journal=self.journal, path=child.step_path, n=n, steps=taken[0]
+            )
+        child.emit(EventType.STEP_FINISHED, data)
         return output
+
+    def _count_again(self, finished: dict[str, Any]) -> None:
+        """Count a replayed step's usage and steps in the run and each enclosing step."""
+        usage = Usage.from_dict(finished.get("usage") or {})
+        for scope in (self.usage, *self.scopes):
+            scope.add(usage)
+        for cell in (self.steps, *self._taken):
+            cell[0] += int(finished.get("steps", 0))
+        self.journal.advance(finished.get("counters"))
 
 
 def _stop_if_cancelled() -> None:
@@ -620,6 +651,7 @@ class FunctionStep:
         hints = _hints(fn)
         self.input_type: Any = hints.get(params[0], Any)
         self.output_type: Any = hints.get("return", Any)
+        self._restorer = Restorer(self.output_type)
         functools.update_wrapper(self, fn)
 
     async def run(self, input: Any, ctx: Context) -> Any:
@@ -631,6 +663,14 @@ class FunctionStep:
         if inspect.isawaitable(result):  # a sync wrapper that returns a coroutine
             return await result
         return result
+
+    def restorable(self, output: Any, recorded: Any) -> bool:
+        """Whether a resume may take ``output`` from its record (a ``Restorer`` says)."""
+        return self._restorer.exact(output, recorded)
+
+    def restore(self, input: Any, recorded: Any) -> Any:
+        """The output ``recorded`` stands for, as the declared return type (or ``RERUN``)."""
+        return self._restorer.restore(recorded)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the wrapped function directly."""
