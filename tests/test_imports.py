@@ -182,3 +182,17 @@ def test_modules_take_only_the_version_from_the_package_root() -> None:
         if p.name != "__init__.py" and (names := _root_names(ast.parse(p.read_text())))
     }
     assert all(names == {"__version__"} for names in taken.values()), taken
+
+
+def test_no_module_imports_another_modules_private_names() -> None:
+    # A private name is its module's own business (STYLE: private helpers start with _);
+    # one another module needs is part of that module's interface, and named as such.
+    taken = sorted(
+        f"{_module_name(p)} imports {node.module}.{alias.name}"
+        for p in PACKAGE.rglob("*.py")
+        for node in ast.walk(ast.parse(p.read_text()))
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("loopwise")
+        for alias in node.names
+        if alias.name.startswith("_") and not alias.name.startswith("__")
+    )
+    assert not taken, "\n".join(taken)
