@@ -100,6 +100,12 @@ def _screenshot(page: Any, where: Path, name: str) -> None:
         # Nothing may stick out sideways on either width (a table scrolls in its box).
         overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
         assert overflow <= 0, f"{name} is {overflow}px wider than a {label} screen"
+        # A badge broken over lines (d/o/n/e in a squeezed table column) is unreadable.
+        tallest = page.evaluate(
+            "Math.max(0, ...[...document.querySelectorAll('.state, .effect')]"
+            ".map(e => e.getBoundingClientRect().height))"
+        )
+        assert tallest < 30, f"{name} at {label}: a state or effect badge is {tallest}px tall"
     page.set_viewport_size(DESKTOP)
 
 

@@ -98,7 +98,7 @@ def readable(value: Any, depth: int = 0) -> str:
 def _clip(text: str, n: int) -> str:
     if len(text) <= n:
         return text
-    return text[:n] + f"… ({len(text) - n:,} more characters: loopwise pending --json has all)"
+    return text[:n] + f"… ({len(text) - n:,} more characters; loopwise runs show --json has all)"
 
 
 def _page(title: str, body: str, *, nav: str = "inbox") -> str:
@@ -371,8 +371,8 @@ def _plan_table(plan: Sequence[PlanItem]) -> str:
         return ""
     rows = "".join(
         f"<tr><td><code>{_e(p.id)}</code></td><td>{_e(p.action)}</td><td>{_effect(p.effect)}"
-        f"</td><td>{_state(p.state)}</td><td>{_e(p.reason)}</td>"
-        f"<td>{readable(p.args)}</td></tr>"
+        f"</td><td>{_state(p.state)}</td><td class='wide'>{_e(p.reason)}</td>"
+        f"<td class='wide'>{readable(p.args)}</td></tr>"
         for p in plan
     )
     return (
@@ -462,8 +462,8 @@ ol.args{margin:0;padding-left:1.4em}
 .text{white-space:pre-wrap;overflow-wrap:anywhere}
 .long{max-height:16em;overflow:auto;border:1px solid #e5e7eb;border-radius:4px;padding:4px 6px;
 background:#f9fafb}
-.effect,.state{display:inline-block;font-size:.75rem;padding:1px 7px;border-radius:10px;
-border:1px solid #9ca3af;color:#374151;font-weight:600;vertical-align:middle}
+.effect,.state{display:inline-block;white-space:nowrap;font-size:.75rem;padding:1px 7px;
+border-radius:10px;border:1px solid #9ca3af;color:#374151;font-weight:600;vertical-align:middle}
 .effect.read{border-color:#16a34a;color:#166534}
 .effect.write{border-color:#f59e0b;color:#92400e}
 .effect.irreversible{border-color:#dc2626;color:#991b1b}
@@ -492,9 +492,11 @@ details{margin-top:10px}summary{cursor:pointer;font-weight:600}
 .drawing{margin:8px 0;overflow-x:auto}.drawing svg{max-width:100%;height:auto;
 font:11px system-ui,sans-serif}
 .scroll{overflow-x:auto}
-table{border-collapse:collapse;width:100%;background:#fff;font-size:.9rem}
+table{border-collapse:collapse;width:100%;background:#fff;font-size:.9rem;
+overflow-wrap:normal}
+th,table code{white-space:nowrap}td.wide{min-width:14em}
 th,td{border-bottom:1px solid #e5e7eb;padding:5px 8px;text-align:left;vertical-align:top}
-table.audit td.text{max-width:520px}
+table.audit td.text{max-width:520px;min-width:16em}
 nav.filters a{margin-right:10px}nav.filters a[aria-current]{font-weight:700}
 @media (max-width:600px){main{padding:10px}dl.facts,dl.args{grid-template-columns:1fr}
 dl.facts dd{margin-bottom:6px}h1{font-size:1.2rem}}
