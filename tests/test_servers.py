@@ -133,6 +133,24 @@ def test_an_agent_round_trip_works_on_a_server_that_needs_string_content() -> No
     assert assistant["content"] == "" and assistant["tool_calls"][0]["id"] == "c1"
 
 
+def test_an_agent_offers_its_tools_to_a_server_that_reads_no_choice_as_no_tools() -> None:
+    """llama-cpp-python's chatml-function-calling handler drops tools sent without a
+    tool_choice (measured by make compat: the agent never saw them); OpenAI's default
+    with tools is "auto", so the port says so."""
+
+    def script(request: loopwise.ModelRequest) -> Any:
+        if not request.tools:
+            return reply("I cannot look anything up.")
+        done = any(m["role"] == "tool" for m in request.messages)
+        return reply("It was delivered.") if done else call("lookup", {"order": "O-1"})
+
+    with FakeChatServer(script, profile="llama-cpp-python") as server:
+        (result,) = _runs(AGENT, server.model())
+    assert result.status == "completed" and result.output == "It was delivered."
+    assert result.usage.tool_calls == 1
+    assert [body.get("tool_choice") for body in server.requests] == ["auto", "auto"]
+
+
 @pytest.mark.parametrize("content", ["missing", None, [{"type": "text", "text": "hi"}]])
 def test_the_llama_cpp_python_profile_rejects_what_its_templates_reject(content: Any) -> None:
     assistant: dict[str, Any] = {"role": "assistant", "tool_calls": []}

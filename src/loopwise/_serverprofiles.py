@@ -72,6 +72,9 @@ class ServerProfile:
     list of parts) fails the server's chat template: how it fails."""
     arguments_as_object: bool = False
     """Tool-call arguments come back as a JSON object instead of a JSON string."""
+    tools_need_choice: bool = False
+    """Tools sent without a ``tool_choice`` are dropped before the model sees them (the
+    server reads a missing choice as "no tools"; OpenAI's default with tools is "auto")."""
 
     def rejection(self, payload: dict[str, Any]) -> Rejection | None:
         """How the server refuses ``payload``, or ``None`` when it accepts it."""
@@ -84,10 +87,12 @@ class ServerProfile:
 
     def adapt(self, payload: dict[str, Any]) -> dict[str, Any]:
         """``payload`` with the ignored features dropped (what the server acts on)."""
-        if not self.ignores:
-            return payload
-        present = features_of(payload) & self.ignores
         adapted = dict(payload)
+        if self.tools_need_choice and adapted.get("tool_choice") is None:
+            adapted.pop("tools", None)
+        if not self.ignores:
+            return adapted
+        present = features_of(payload) & self.ignores
         if present & {"tool_choice", "tool_choice_required", "tool_choice_auto"}:
             adapted.pop("tool_choice", None)
         if present & {"json_schema", "json_object_schema", "json_object"}:
@@ -164,7 +169,9 @@ LLAMA_CPP_PYTHON = ServerProfile(
     "exception with a 500 carrying str(error), the chatml-function-calling template uses "
     'StrictUndefined (a missing content fails) and asserts tool_choice == "auto" (an '
     "empty message); json_object with a schema is its JSON-schema mode "
-    "(abetlen/llama-cpp-python#1122)",
+    "(abetlen/llama-cpp-python#1122); and, measured by make compat on 2026-12-01, tools "
+    "sent without a tool_choice never reach the model (the handler's no-choice case "
+    "renders the prompt with no tools)",
     rejects={
         "json_schema": Rejection(
             status=500,
@@ -192,6 +199,7 @@ LLAMA_CPP_PYTHON = ServerProfile(
         status=500,
         body=_llama_cpp_python_error("'dict object' has no attribute 'content'"),
     ),
+    tools_need_choice=True,
 )
 
 LLAMA_SERVER = ServerProfile(

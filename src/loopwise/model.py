@@ -157,6 +157,10 @@ class OpenAIModel:
             params["temperature"] = request.temperature
         if request.tool_choice is not None:
             params["tool_choice"] = request.tool_choice
+        elif request.tools:
+            # OpenAI's default with tools, said out loud: llama-cpp-python's function-calling
+            # handler reads a missing choice as "no tools" and never shows them to the model.
+            params["tool_choice"] = "auto"
         if request.tools:
             params["tools"] = request.tools
         client = self.client
