@@ -367,7 +367,9 @@ def test_the_model_port_sends_the_bytes_the_sdk_create_sends() -> None:
     fmt = {"type": "json_schema", "json_schema": {"name": "A", "schema": {"type": "object"}}}
     cases: list[tuple[ModelRequest, dict[str, Any]]] = [
         (ModelRequest(messages=history[:2]), {}),
-        (ModelRequest(messages=history, tools=tools), {"tools": tools}),
+        # Tools with no choice go out with OpenAI's default said out loud (llama-cpp-python
+        # reads a missing choice as "no tools").
+        (ModelRequest(messages=history, tools=tools), {"tool_choice": "auto", "tools": tools}),
         (
             ModelRequest(
                 messages=history[:2],

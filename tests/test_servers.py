@@ -84,6 +84,30 @@ def test_a_500_naming_response_format_steps_down_with_no_retry_spent() -> None:
     assert first.usage.model_calls == 1
 
 
+def test_a_raw_newline_inside_a_constrained_string_is_read_not_re_asked() -> None:
+    """llama-cpp-python's JSON grammar lets control characters into strings unescaped
+    (make compat: the triage summary had a newline, three attempts, invalid_output)."""
+    answer = '{"category": "billing\n\tdesk", "urgency": 2}'
+    with FakeChatServer(lambda request: reply(answer), profile="llama-cpp-python") as server:
+        (result,) = _runs(TRIAGE, server.model())
+    assert result.status == "completed" and result.usage.model_calls == 1
+    assert result.output == Ticket(category="billing\n\tdesk", urgency=2)
+
+
+@pytest.mark.parametrize(
+    ("answer", "why"),
+    [
+        ('{"category": "bill\ning", "urgency": 9', "Invalid JSON"),
+        ('{"category": "bill\ning", "urgency": "x"}', "urgency"),
+        ("[" * 100_000 + "]" * 100_000, "Invalid JSON"),
+    ],
+)
+def test_a_repaired_answer_is_still_validated(answer: str, why: str) -> None:
+    with FakeChatServer(lambda request: reply(answer), profile="llama-cpp-python") as server:
+        (result,) = _runs(TRIAGE, server.model())
+    assert result.status == "invalid_output" and why in (result.detail or "")
+
+
 def test_a_string_error_body_naming_response_format_is_recognized() -> None:
     with FakeChatServer(profile="lm-studio") as server:
         model = server.model(max_retries=2)

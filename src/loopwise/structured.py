@@ -221,6 +221,12 @@ class Structured(Generic[M]):
         try:
             return self.output_type.model_validate_json(raw)
         except pydantic.ValidationError as e:
+            repaired = _controls_escaped(raw) if _invalid_json(e) else None
+            if repaired is None:
+                raise _Invalid(_describe(e)) from e
+        try:
+            return self.output_type.model_validate_json(repaired)
+        except pydantic.ValidationError as e:
             raise _Invalid(_describe(e)) from e
 
     def _feedback(self, mode: StructuredMode, turn: Turn, feedback: str) -> list[Message]:
@@ -272,6 +278,25 @@ def strip_fence(text: str) -> str:
     in (unchanged when there is none)."""
     match = _FENCE.match(text)
     return match.group(1) if match else text
+
+
+def _invalid_json(error: pydantic.ValidationError) -> bool:
+    return any(item["type"] == "json_invalid" for item in error.errors(include_url=False))
+
+
+def _controls_escaped(raw: str) -> str | None:
+    """``raw`` re-serialized when only raw control characters inside its strings kept it
+    from being JSON, else ``None``.
+
+    llama-cpp-python's grammar for JSON strings (``[^"\\]``) lets a newline or a tab into a
+    string unescaped, so a constrained answer that is right in every other way fails a
+    strict parser, and a re-ask cannot help: the same grammar allows it again. The value
+    is re-encoded (not validated in Python mode) so JSON-mode validation rules still apply.
+    """
+    try:
+        return json.dumps(json.loads(raw, strict=False))
+    except (ValueError, RecursionError):  # not JSON for another reason, or nested too deep
+        return None
 
 
 def _describe(error: pydantic.ValidationError) -> str:
