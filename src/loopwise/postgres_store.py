@@ -143,6 +143,12 @@ class _PgTx:
             cur.execute(_dialect(sql), params)
             return cur.rowcount
 
+    def run_many(self, sql: str, rows: list[tuple[Any, ...]]) -> int:
+        # psycopg sends the rows in one pipeline: one round trip, not one per event.
+        with self._conn.cursor() as cur:
+            cur.executemany(_dialect(sql), rows)
+            return cur.rowcount
+
 
 class PostgresStore(SQLStore):
     """The :class:`~loopwise.store.RunStore` on a PostgreSQL database (see the module docs).

@@ -34,6 +34,9 @@ class _SQLiteTx:
     def run(self, sql: str, params: tuple[Any, ...] = ()) -> int:
         return self._conn.execute(sql, params).rowcount
 
+    def run_many(self, sql: str, rows: list[tuple[Any, ...]]) -> int:
+        return self._conn.executemany(sql, rows).rowcount
+
 
 _SQLITE_MIGRATIONS: list[str] = [
     """

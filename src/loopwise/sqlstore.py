@@ -75,6 +75,18 @@ _GROUP = 64
 """Events a store may hold before committing them even without a durability point."""
 
 
+def _runs_of(batch: list[Statement]) -> Iterator[tuple[str, list[tuple[Any, ...]]]]:
+    """``batch`` as runs of one statement with several parameter rows (the grouped
+    events' inserts), executed at once (SQLite's ``executemany``, PostgreSQL's pipeline)."""
+    i = 0
+    while i < len(batch):
+        sql, j = batch[i][0], i + 1
+        while j < len(batch) and batch[j][0] == sql:
+            j += 1
+        yield sql, [params for _, params in batch[i:j]]
+        i = j
+
+
 class SQLStore:
     """The statements and rules both stores share; a subclass supplies the connection.
 
@@ -160,8 +172,8 @@ class SQLStore:
                         f"lapsed; this process stopped it (store {self.name})",
                         code="lease-lost",
                     )
-                for sql, params in batch:
-                    changed = tx.run(sql, params)
+                for sql, rows in _runs_of(batch):
+                    changed = tx.run(sql, rows[0]) if len(rows) == 1 else tx.run_many(sql, rows)
         return changed
 
     def _renew(self, tx: Tx, run_id: str, owner: str) -> bool:
@@ -189,7 +201,14 @@ class SQLStore:
     def record(self, run_id: str, event: Event) -> None:
         """Add ``event`` and what it changes in ``runs``/``approvals``; commit at a
         durability point (see the module docs), else group it with the next ones."""
-        self.record_many(run_id, [event])
+        statements = [event_row(run_id, event), *side_effects(run_id, event)]
+        if not self._durable(run_id, event):
+            with self._lock:
+                self._grouped.extend(statements)
+                if len(self._grouped) < _GROUP:
+                    return
+            statements = []
+        self._write(statements, held=run_id)
 
     def record_many(self, run_id: str, events: list[Event]) -> None:
         """Add several events in one transaction: after a crash the log holds all of them

@@ -153,6 +153,10 @@ class Tx(Protocol):
         """Run a statement; the number of rows it changed."""
         ...
 
+    def run_many(self, sql: str, rows: list[tuple[Any, ...]]) -> int:
+        """Run a statement once per parameter row; the number of rows changed in all."""
+        ...
+
 
 class RunStore(Protocol):
     """What loopwise needs from a run store (:class:`~loopwise.sqlstore.SQLStore`

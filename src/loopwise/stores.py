@@ -102,6 +102,9 @@ class _Shared:
         self.lock = threading.Lock()
         self.open: dict[tuple[str, str], SQLStore] = {}
         self.inherited: list[SQLStore] = []
+        # What a path or URL, as given, resolved to: resolving a path reads the file
+        # system, and a process running runs one after another asks again every run.
+        self.resolved: dict[tuple[str, str, str], tuple[str, str]] = {}
 
     def forget_after_fork(self) -> None:
         # The parent's connections are the parent's: closing them here would close its
@@ -109,6 +112,7 @@ class _Shared:
         self.lock = threading.Lock()
         self.inherited.extend(self.open.values())
         self.open.clear()
+        self.resolved.clear()
 
 
 _shared = _Shared()
@@ -117,7 +121,7 @@ os.register_at_fork(after_in_child=_shared.forget_after_fork)
 
 def shared_store(where: str | os.PathLike[str] | None = None) -> SQLStore:
     """This process's store for ``where``, opened on first use and kept open until exit."""
-    key = store_location(where)
+    key = _resolved(where)
     with _shared.lock:
         store = _shared.open.get(key)
         if store is None:
@@ -126,11 +130,24 @@ def shared_store(where: str | os.PathLike[str] | None = None) -> SQLStore:
         return store
 
 
+def _resolved(where: str | os.PathLike[str] | None) -> tuple[str, str]:
+    try:
+        # A relative path (or $LOOPWISE_STORE's) names another file in another directory.
+        given = (os.fspath(where or ""), os.environ.get("LOOPWISE_STORE", ""), os.getcwd())
+    except OSError:  # the working directory was removed: resolve as given
+        return store_location(where)
+    key = _shared.resolved.get(given)
+    if key is None:
+        key = _shared.resolved[given] = store_location(where)
+    return key
+
+
 @atexit.register
 def close_shared_stores() -> None:
     """Close every store :func:`shared_store` opened (at exit; tests call it between tests)."""
     with _shared.lock:
         stores = list(_shared.open.values())
         _shared.open.clear()
+        _shared.resolved.clear()
     for store in stores:
         store.close()
