@@ -372,15 +372,22 @@ def test_a_store_url_is_a_store_or_one_line_never_a_file_named_after_it(
         ("postgresql:runs", "bad store URL 'postgresql:runs'"),
         ("sqlite://runs.db", "bad store URL 'sqlite://runs.db'"),
         (f"postgresql://nobody:secret@127.0.0.1:{port}/x", "cannot reach the PostgreSQL run"),
+        # The password is never echoed: not in the query, not in a URL missing its //,
+        # not where the driver quotes what it could not decode.
+        (f"postgresql://127.0.0.1:{port}/x?password=secret", "cannot reach the PostgreSQL"),
+        ("postgresql:nobody:secret@127.0.0.1/x", "bad store URL 'postgresql:nobody:***@"),
+        (f"postgresql://nobody:se%zzcret@127.0.0.1:{port}/x", "cannot reach the PostgreSQL"),
     ]
     for url, says in cases:
         assert main(["runs", "list", "--store", url]) == 2, url
         err = capsys.readouterr().err
-        assert says in err and err.count("\n") == 1 and "secret" not in err, err
+        assert says in err and err.count("\n") == 1, err
+        assert "secret" not in err and "zzcret" not in err, err
         monkeypatch.setenv("LOOPWISE_STORE", url)
         with pytest.raises(StoreError) as raised:
             loopwise.run(_chatty(1), 1)
         assert raised.value.code in {"bad-url", "unreachable"}
+        assert "secret" not in str(raised.value) and "zzcret" not in str(raised.value)
     closed.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing named after a URL
     result = loopwise.run(_chatty(1), 5, store="sqlite:///sub/runs.db")

@@ -17,7 +17,6 @@ own), and so is a schema newer than this loopwise knows.
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -25,6 +24,7 @@ from typing import Any
 from loopwise.errors import StoreError
 from loopwise.sqlstore import SQLStore
 from loopwise.store import DEFAULT_LEASE_SECONDS, Tx
+from loopwise.stores import redact
 
 try:
     import psycopg
@@ -118,11 +118,6 @@ _MIGRATIONS: list[str] = [
 """The schema, one script per version; ``loopwise_schema.version`` says how many ran."""
 
 
-def redact(url: str) -> str:
-    """``url`` with its password replaced, for messages."""
-    return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
-
-
 @functools.lru_cache(maxsize=256)
 def _dialect(sql: str) -> bytes:
     """The shared ``?``-placeholder SQL in psycopg's ``%s`` style."""
@@ -177,7 +172,7 @@ class PostgresStore(SQLStore):
         self._timeout = connect_timeout
         self._max_connections = max_connections
         with self._connect() as conn:
-            _migrate(conn, self.name)
+            _migrate(conn, self.name, url)
         self._pool: ConnectionPool | None = None
         self._listener: psycopg.Connection[Any] | None = None
 
@@ -190,9 +185,10 @@ class PostgresStore(SQLStore):
                 self.url, autocommit=autocommit, connect_timeout=max(1, round(self._timeout))
             )
         except psycopg.Error as e:
+            said = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise StoreError(
-                f"cannot reach the PostgreSQL run store {self.name}: "
-                f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}; "
+                # libpq may quote the part of the URL it could not parse: the password too.
+                f"cannot reach the PostgreSQL run store {self.name}: {redact(said, self.url)}; "
                 "check that the server runs and the URL, user and password are right",
                 code="unreachable",
             ) from e
@@ -226,7 +222,7 @@ class PostgresStore(SQLStore):
                 with self._pool.connection() as conn:
                     yield _PgTx(conn)
             except psycopg.Error as e:
-                raise StoreError(f"run store {self.name}: {e}") from e
+                raise StoreError(f"run store {self.name}: {redact(str(e), self.url)}") from e
 
     _reading = _transaction
 
@@ -249,7 +245,7 @@ class PostgresStore(SQLStore):
             self._stopping.wait(timeout)
 
 
-def _migrate(conn: psycopg.Connection[Any], name: str) -> None:
+def _migrate(conn: psycopg.Connection[Any], name: str, url: str) -> None:
     """Bring the schema to the latest version under the advisory lock (one process does)."""
     try:
         with conn.transaction():
@@ -265,7 +261,7 @@ def _migrate(conn: psycopg.Connection[Any], name: str) -> None:
                 conn.execute(script.encode())
             conn.execute("UPDATE loopwise_schema SET version = %s", (len(_MIGRATIONS),))
     except psycopg.Error as e:
-        raise StoreError(f"cannot prepare the run store {name}: {e}") from e
+        raise StoreError(f"cannot prepare the run store {name}: {redact(str(e), url)}") from e
 
 
 def _version(conn: psycopg.Connection[Any], tables: set[str], name: str) -> int:
