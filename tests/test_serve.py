@@ -324,6 +324,13 @@ def test_with_resume_the_server_continues_a_run_once_nothing_is_pending(
     assert "<td>lead</td>" in page and "no mail" in page
 
 
+def test_a_store_that_cannot_be_opened_stops_serve_before_it_listens(tmp_path: Path) -> None:
+    # A directory is no SQLite file: refused at once, not on the first page asked for.
+    for store in (str(tmp_path), f"sqlite:///{tmp_path}"):
+        with pytest.raises(loopwise.StoreError, match="cannot open run store"):
+            make_server(ServeSettings(store=store, port=0))
+
+
 def test_the_cli_checks_edits_when_they_are_made(capsys: pytest.CaptureFixture[str]) -> None:
     run_id = _paused_desk(capsys)
     capsys.readouterr()

@@ -232,9 +232,12 @@ def test_enqueue_in_python_records_a_queued_run(payer: Path, store_at: str) -> N
         loopwise.enqueue(f"{payer}:refunder", "go", store=store_at, run_id=run_id)
 
 
-def test_worker_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+def test_worker_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # A directory is no store: refused before the worker says it is up (one line).
     for argv in (["worker", "--concurrency", "0"], ["worker", "--lease", "-1"],
-                 ["worker", "--store", "redis://x"]):  # fmt: skip
+                 ["worker", "--store", "redis://x"], ["worker", "--store", str(tmp_path)],
+                 ["worker", "--store", f"sqlite:///{tmp_path}"]):  # fmt: skip
         assert main(argv) == 2, argv
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "Traceback" not in err, err
+        assert "up to" not in err, err

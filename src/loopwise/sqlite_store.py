@@ -152,6 +152,13 @@ class SQLiteStore(SQLStore):
                 self._conn.close()
                 self._conn = None
 
+    def connect(self) -> SQLiteStore:
+        """Open, check and migrate the file now rather than at first use (so a file that
+        cannot be a store fails before anything else happens); returns the store."""
+        with self._lock:
+            self._connection()
+        return self
+
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
             self._conn = self._open()

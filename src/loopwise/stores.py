@@ -120,7 +120,9 @@ def open_store(where: str | os.PathLike[str] | None = None, **options: Any) -> S
         return PostgresStore(location, **options)
     from loopwise.sqlite_store import SQLiteStore
 
-    return SQLiteStore(location, **options)
+    # Opened now, as a PostgresStore is: a directory, an unwritable place or another
+    # program's file is refused here, before a worker or the inbox says it is up.
+    return SQLiteStore(location, **options).connect()
 
 
 def open_existing(where: str | os.PathLike[str] | None = None) -> SQLStore | None:
