@@ -96,6 +96,8 @@ class Paired:
     """The middle half of the per-round ratios (how noisy the machine was)."""
     cpu_ratio: float
     """Median per-round ratio of this process's CPU time (blind to other processes)."""
+    raw_cpu: float = 0.0
+    """Median CPU seconds of this process per batch, baseline."""
 
 
 async def _interleaved(raw: Factory, lw: Factory, n: int, rounds: int, warmup: int = 5) -> Paired:
@@ -121,6 +123,7 @@ async def _interleaved(raw: Factory, lw: Factory, n: int, rounds: int, warmup: i
         statistics.median(ratios),
         spread,
         cpu_ratio,
+        statistics.median(cpu[raw]),
     )
 
 
@@ -328,9 +331,12 @@ async def _store_row(url: str, kind: str, location: str, target: float) -> Row:
     async def on() -> None:
         await lw_side.run(agent, QUESTION, model, store=location)
 
-    timing = await _interleaved(off, on, n, 3 if QUICK else 5)
+    timing = await _interleaved(off, on, n, 3 if QUICK else 9)
     await client.close()
-    per_event = (timing.lw - timing.raw) / n / events
+    # From the median of the paired ratios, not from two medians of different rounds: on
+    # a busy machine those can differ by a slow patch, which then reads as store cost.
+    per_event = (timing.ratio - 1) * timing.raw / n / events
+    cpu_per_event = (timing.cpu_ratio - 1) * timing.raw_cpu / n / events
     return Row(
         f"store: overhead per event ({kind})",
         f"{per_event * 1e6:.0f} us/event",
@@ -338,6 +344,7 @@ async def _store_row(url: str, kind: str, location: str, target: float) -> Row:
         timing.ratio,
         f"run on/off <= {target:.2f}x",
         timing.ratio <= target,
+        f"CPU time {timing.cpu_ratio:.2f}x, {cpu_per_event * 1e6:.0f} us/event; "
         f"{n / timing.lw:.0f} stored runs/s vs {n / timing.raw:.0f} unstored; "
         f"middle half {timing.spread}",
     )
