@@ -23,8 +23,7 @@ from typing import Any
 
 from loopwise.errors import StoreError
 from loopwise.sqlstore import SQLStore
-from loopwise.store import DEFAULT_LEASE_SECONDS, Tx
-from loopwise.stores import redact
+from loopwise.store import DEFAULT_LEASE_SECONDS, Tx, redact
 
 try:
     import psycopg

@@ -15,6 +15,8 @@ How the SQL stores keep events durable, lease runs and share a database is
 from __future__ import annotations
 
 import os
+import re
+import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -34,6 +36,7 @@ __all__ = [
     "Tx",
     "default_store_path",
     "not_pending",
+    "redact",
 ]
 
 DEFAULT_STORE_PATH = ".loopwise/runs.db"
@@ -51,6 +54,32 @@ not started over (its effects done again under new keys) once the cause is fixed
 
 QUEUED = "queued"
 """The stored status of a run recorded for a worker to start (``run --queue``)."""
+
+
+_PASSWORDS = re.compile(
+    r"((?:^[A-Za-z][A-Za-z0-9+.-]*:|://)[^:/@?#\s]*):([^@/?#\s]*)@|([?&]password=)([^&#\s]*)",
+    re.IGNORECASE,
+)
+"""A URL's passwords: ``user:PASSWORD@`` before the host (also in a URL missing its
+``//``), ``password=PASSWORD`` in the query (libpq reads both)."""
+
+
+def redact(text: str, url: str | None = None) -> str:
+    """``text`` with the passwords of ``url`` (default: of ``text`` itself, a URL) replaced
+    by ``***``, also where ``text`` quotes them undecoded or decoded (a driver's message
+    about a malformed URL may)."""
+    secrets = {
+        found
+        for m in _PASSWORDS.finditer(text if url is None else url)
+        for raw in (m.group(2), m.group(4))
+        if raw
+        for found in (raw, urllib.parse.unquote(raw))
+    }
+    text = _PASSWORDS.sub(lambda m: f"{m[1]}:***@" if m[1] else f"{m[3]}***", text)
+    # Not one or two letters: they would blot out words of the message, not a secret.
+    for secret in sorted((s for s in secrets if len(s) > 2), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
 
 
 def default_store_path(path: str | os.PathLike[str] | None = None) -> Path:

@@ -22,51 +22,23 @@ import atexit
 import os
 import re
 import threading
-import urllib.parse
 from pathlib import Path
 from typing import Any
 
 from loopwise.errors import StoreError
 from loopwise.sqlstore import SQLStore
-from loopwise.store import default_store_path
+from loopwise.store import default_store_path, redact
 
 __all__ = [
     "close_shared_stores",
     "open_existing",
     "open_store",
-    "redact",
     "shared_store",
     "store_location",
 ]
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):")
 _POSTGRES = ("postgresql", "postgres")
-
-
-_PASSWORDS = re.compile(
-    r"((?:^[A-Za-z][A-Za-z0-9+.-]*:|://)[^:/@?#\s]*):([^@/?#\s]*)@|([?&]password=)([^&#\s]*)",
-    re.IGNORECASE,
-)
-"""A URL's passwords: ``user:PASSWORD@`` before the host (also in a URL missing its
-``//``), ``password=PASSWORD`` in the query (libpq reads both)."""
-
-
-def redact(text: str, url: str | None = None) -> str:
-    """``text`` with the passwords of ``url`` (default: of ``text`` itself, a URL) replaced
-    by ``***``, also where ``text`` quotes them undecoded or decoded (a driver's message
-    about a malformed URL may)."""
-    secrets = {
-        found
-        for m in _PASSWORDS.finditer(text if url is None else url)
-        for raw in (m.group(2), m.group(4))
-        if raw
-        for found in (raw, urllib.parse.unquote(raw))
-    }
-    text = _PASSWORDS.sub(lambda m: f"{m[1]}:***@" if m[1] else f"{m[3]}***", text)
-    # Not one or two letters: they would blot out words of the message, not a secret.
-    for secret in sorted((s for s in secrets if len(s) > 2), key=len, reverse=True):
-        text = text.replace(secret, "***")
-    return text
 
 
 def store_location(where: str | os.PathLike[str] | None = None) -> tuple[str, str]:
