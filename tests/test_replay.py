@@ -62,8 +62,10 @@ def test_a_finished_plain_step_is_replayed_not_run_again(tmp_path: Path) -> None
     assert _finished(done.events, "desk/quote") == 1
 
 
-def test_a_finished_plain_step_is_replayed_in_another_process(tmp_path: Path) -> None:
-    world, calls, db = tmp_path / "world", tmp_path / "calls", str(tmp_path / "runs.db")
+def test_a_finished_plain_step_is_replayed_in_another_process(
+    tmp_path: Path, store_at: str
+) -> None:
+    world, calls, db = tmp_path / "world", tmp_path / "calls", store_at
     world.write_text("40")
     flow = _desk(world, calls, [])
     wait(fork(lambda: loopwise.run(flow, "O-1", store=db, run_id="r1") and None))
