@@ -23,6 +23,7 @@ import pytest
 import loopwise
 from _crash import KillAt, approve_all, drive, effect_tools, effects, fork, wait
 from loopwise import Denied, Edited, Escalate, SQLiteStore, Status, gates, open_store
+from loopwise.calls import call_tools
 from loopwise.cli import main
 from loopwise.runner import StoreApprovals
 from loopwise.testing import ScriptedModel, call, calls, reply
@@ -718,3 +719,22 @@ def test_an_agent_asking_for_the_same_effect_twice_gets_it_once() -> None:
     said = {e.data["call_id"]: e.data["content"] for e in result.events if e.type == "tool_result"}
     assert "appears twice in this batch; it takes effect once" in said["b"]
     assert said["c"].startswith("paid 40\n[already took effect in this run (call a)")
+
+
+def test_call_tools_refuses_an_irreversible_tool_without_a_gate() -> None:
+    # An agent, a hybrid and a workflow node refuse one; code in a step ran it ungated.
+    paid: list[Any] = []
+
+    @loopwise.tool(effect="irreversible")
+    def pay(amount: int) -> str:
+        """Pay an amount."""
+        paid.append(amount)
+        return "paid"
+
+    @loopwise.step
+    async def job(order: str, ctx: loopwise.Context) -> Any:
+        return await call_tools(ctx, [(pay, {"amount": 5})])
+
+    with pytest.raises(loopwise.ToolError, match="'pay' is irreversible and has no gate"):
+        loopwise.run(job, "O-1", store=None)
+    assert paid == []

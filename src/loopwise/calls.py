@@ -39,6 +39,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from loopwise.errors import ToolError
 from loopwise.gates import (
     Approved,
     Ask,
@@ -194,7 +195,18 @@ async def call_tools(ctx: Context, calls: Sequence[tuple[Tool, Any]]) -> list[An
     and its calls that already ran are replayed, not repeated (so the step must decide
     its calls the same way again: code, not chance). A denial ends the run ``denied``, a
     failing tool ``tool_failed``, invalid arguments ``error``.
+
+    Raises :class:`~loopwise.errors.ToolError` for an ``irreversible`` tool without a
+    gate, as an agent, a hybrid and a workflow node refuse one.
     """
+    for tool, _ in calls:
+        if tool.effect is Effect.IRREVERSIBLE and tool.gate is None:
+            raise ToolError(
+                f"call_tools: tool {tool.name!r} is irreversible and has no gate; give it one "
+                "(@tool(effect='irreversible', gate=human())) before calling it",
+                tool=tool.name,
+                code="ungated-irreversible",
+            )
     path = ctx.step_path
     n = ctx.journal.counted(path, "calls")
     names = [tool.name for tool, _ in calls]
