@@ -738,3 +738,42 @@ def test_call_tools_refuses_an_irreversible_tool_without_a_gate() -> None:
     with pytest.raises(loopwise.ToolError, match="'pay' is irreversible and has no gate"):
         loopwise.run(job, "O-1", store=None)
     assert paid == []
+
+
+def test_an_async_effect_is_seen_through_when_a_sibling_call_pauses_the_run() -> None:
+    # One turn: pay (async, its policy passes) and a nested agent whose wire waits for a
+    # person. The nested pause cancelled pay after its request went out and before its
+    # result was recorded; the resume sent the payment again.
+    sent: list[str] = []
+
+    @loopwise.tool(effect="irreversible", gate=gates.policy(lambda a: True))
+    async def pay(amount: int, ctx: Any) -> str:
+        """Pay an amount."""
+        sent.append(ctx.idempotency_key)  # the request is out
+        await asyncio.sleep(0.05)  # the bank's answer
+        return "paid"
+
+    @loopwise.tool(effect="irreversible", gate=gates.human())
+    def wire(amount: int) -> str:
+        """Wire an amount."""
+        return "wired"
+
+    inner = loopwise.Agent(name="inner", tools=[wire])
+    helper = loopwise.as_tool(inner, name="helper", description="Wires money.")
+
+    def respond(request: loopwise.ModelRequest) -> Any:
+        done = _tool_results(request)
+        if _first_user(request) != "go":
+            return reply("wired") if done else call("wire", {"amount": 1}, id="w1")
+        if done:
+            return reply("all done")
+        return calls(("pay", {"amount": 5}, "p1"), ("helper", {"input": "wire 1"}, "h1"))
+
+    outer = loopwise.Agent(name="outer", tools=[pay, helper])
+    model = ScriptedModel(respond)
+    paused = loopwise.run(outer, "go", model=model)
+    assert paused.status == Status.AWAITING_APPROVAL
+    assert [e.data["call_id"] for e in paused.events if e.type == "tool_result"] == ["p1"]
+    approve_all(paused.run_id)
+    done = loopwise.resume(paused.run_id, step=outer, model=model)
+    assert done.status == Status.COMPLETED and sent == [f"{paused.run_id}:p1"]

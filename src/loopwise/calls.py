@@ -33,7 +33,7 @@ without running, and the run's budget is checked before the batch's tools run.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -180,8 +180,37 @@ async def execute(
         for slot, verdict in zip(ready, await authorize_all([r.ask for r in ready]), strict=True):
             slot.verdict = verdict
         ctx.check_budget()
-    outcomes = await concurrently([_finish(batch, s) for s in slots]) if slots else []
+    finished = await concurrently([_settled(_finish(batch, s)) for s in slots]) if slots else []
+    paused = [f for f in finished if isinstance(f, Halt)]
+    if paused:
+        raise _paused_together(paused)
+    outcomes = [f for f in finished if isinstance(f, Outcome)]
     return outcomes + _refuse_excess(batch, excess)
+
+
+async def _settled(finishing: Awaitable[Outcome]) -> Outcome | Halt:
+    """A call's outcome, or the pause it raised (a nested step waits for a person).
+
+    A pause only stops the run for now, so the batch's other calls finish and are
+    recorded first: cancelling an effect midway would not take back what it sent, only
+    hide it, and the resumed run would make it again. A call that ends the run still
+    cancels its siblings (nothing takes effect after the run has ended).
+    """
+    try:
+        return await finishing
+    except Halt as halt:
+        if halt.status is not Status.AWAITING_APPROVAL:
+            raise
+        return halt
+
+
+def _paused_together(halts: list[Halt]) -> Halt:
+    if len(halts) == 1:
+        return halts[0]
+    pending = [p for h in halts for p in h.pending]
+    names = ", ".join(f"{p.get('tool')} ({p.get('approval_id')})" for p in pending)
+    detail = f"{len(pending)} call(s) await approval: {names}"
+    return Halt(Status.AWAITING_APPROVAL, detail, output=halts[0].output, pending=pending)
 
 
 async def call_tools(ctx: Context, calls: Sequence[tuple[Tool, Any]]) -> list[Any]:
