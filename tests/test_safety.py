@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -777,3 +778,30 @@ def test_an_async_effect_is_seen_through_when_a_sibling_call_pauses_the_run() ->
     approve_all(paused.run_id)
     done = loopwise.resume(paused.run_id, step=outer, model=model)
     assert done.status == Status.COMPLETED and sent == [f"{paused.run_id}:p1"]
+
+
+def test_an_effect_that_timed_out_is_not_made_again_in_its_run() -> None:
+    # A thread cannot be stopped: the timed-out payment went on in it, the model read
+    # "timed out", retried, and a second payment started.
+    release, started = threading.Event(), []
+
+    @loopwise.tool(effect="irreversible", gate=gates.policy(lambda a: True), timeout=0.05)
+    def pay(amount: int) -> str:
+        """Pay an amount."""
+        started.append(amount)
+        release.wait(30)
+        return "paid"
+
+    def respond(request: loopwise.ModelRequest) -> Any:
+        done = _tool_results(request)
+        return call("pay", {"amount": 5}, id=f"p{len(done)}") if len(done) < 2 else reply("")
+
+    agent = loopwise.Agent(name="a", tools=[pay])
+    try:
+        result = loopwise.run(agent, "go", model=ScriptedModel(respond))
+    finally:
+        release.set()
+    assert result.status == Status.COMPLETED and started == [5]
+    said = [e.data["content"] for e in result.events if e.type == "tool_result"]
+    assert "may still take effect: do not retry it" in said[0]
+    assert "already took effect in this run (call p0)" in said[1]

@@ -426,7 +426,14 @@ async def _run(batch: _Batch, call: Call, tool: Tool, args: BaseModel) -> Outcom
     except Halt:
         raise
     except TimeoutError as e:
-        return _record(batch, call, tool, "failed", str(e) or f"tool {tool.name!r} timed out")
+        message = str(e) or f"tool {tool.name!r} timed out"
+        if tool.effect is Effect.READ:
+            return _record(batch, call, tool, "failed", message)
+        # Its thread runs on, or its request went out before it was cut off: the effect
+        # may still happen, so within its scope it counts as taken (a retry would pay twice).
+        message += "; it could not be stopped and may still take effect: do not retry it"
+        took = effect_id(call.once_in, tool, args)
+        return _record(batch, call, tool, "failed", message, took_effect=took)
     except Exception as e:
         reason = f"{type(e).__name__}: {e}"
         return _record(
@@ -451,11 +458,13 @@ def _record(
     message: str,
     *,
     why: Denied | str | None = None,
+    took_effect: str | None = None,
 ) -> Outcome:
     """Log an error result and return it (the model reads ``ERROR: message``)."""
     content = _truncate(f"ERROR: {message}", batch.settings.max_output_chars)
     reason = f"denied by {why.by}: {why.reason}" if isinstance(why, Denied) else why or message
-    _log_result(batch, call, tool, status=status, content=content, reason=reason, extra={})
+    extra = {} if took_effect is None else {"took_effect": took_effect}
+    _log_result(batch, call, tool, status=status, content=content, reason=reason, extra=extra)
     return Outcome(call=call, status=status, content=content, reason=reason, tool=tool)
 
 
@@ -527,10 +536,11 @@ def _repeated(batch: _Batch, call: Call, tool: Tool, earlier: dict[str, Any]) ->
     reason = f"already took effect in this run (call {earlier.get('call_id')}); not repeated"
     content = f"{earlier.get('content', '')}\n[{reason}: an effect is taken once]"
     extra = {"value": earlier.get("value")} if batch.settings.keep_value else {}
-    _log_result(batch, call, tool, status="done", content=content, reason=reason, extra=extra)
+    status: CallStatus = "failed" if earlier.get("is_error") else "done"  # timed out then
+    _log_result(batch, call, tool, status=status, content=content, reason=reason, extra=extra)
     return Outcome(
         call=call,
-        status="done",
+        status=status,
         content=content,
         reason=reason,
         value=earlier.get("value"),
