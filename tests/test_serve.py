@@ -155,6 +155,7 @@ def test_pages_answer_with_the_approvals_and_get_never_decides(
     assert "tell the order&#x27;s customer about the refund" in page
     assert "<dt>amount_cents</dt><dd><code>18900</code></dd>" in page  # readable, not JSON
     assert "value='lead'" in page  # --by prefills the approver's name
+    assert f"run <a href='/runs/{run_id}'>{run_id}</a> of <strong>refund_desk</strong>" in page
     run_page = client.get(f"/runs/{run_id}")
     assert (
         run_page.status == 200 and "<svg" in run_page.body and "s1: issue_refund" in run_page.body
@@ -875,3 +876,24 @@ def test_one_decision_posted_many_times_at_once_is_made_once(
     late = client.decide(csrf=token, run_id=run_id, approval_id="execute.s2", decision="approve")
     assert late.status == 409 and "is already denied" in late.body
     assert _pending(run_id)["execute.s2"] == "denied"
+
+
+def test_a_long_runs_page_shows_its_first_and_latest_events(serve: Any) -> None:
+    @loopwise.tool(effect="read")
+    def look(q: str) -> str:
+        """Look something up."""
+        return "seen"
+
+    def respond(request: loopwise.ModelRequest) -> Any:
+        done = sum(1 for m in request.messages if m["role"] == "tool")
+        return call("look", {"q": f"q{done}"}, id=f"c{done}") if done < 700 else reply("done")
+
+    agent = loopwise.Agent(name="looker", tools=[look], max_steps=800)
+    done = loopwise.run(agent, "go", model=ScriptedModel(respond))
+    with open_store(None) as st:
+        count = len(st.events(done.run_id))
+    assert done.status == "completed" and count > 2_000
+    _, client = serve()
+    page = client.get(f"/runs/{done.run_id}").body
+    assert f"{count - 2_000:,} events not shown here" in page and f"{count:,} events" in page
+    assert page.count("<tr class=") == 2_000 and "run_finished" in page

@@ -278,6 +278,8 @@ class ApprovalView:
     note: str | None = None
     """What else the request says (e.g. that the plan was approved and why this step
     asks again), when anything."""
+    target: str | None = None
+    """The name of the step the run runs (from its ``run_started`` event)."""
     editable: bool = True
     """Whether its arguments may be edited (not a whole-plan approval)."""
     decided: tuple[StoredApproval, ...] = field(default=())
@@ -285,7 +287,7 @@ class ApprovalView:
 
     def to_dict(self) -> dict[str, Any]:
         """The approval's fields plus ``why``, ``plan``, ``plan_step``, ``at_stake``,
-        ``note``, ``editable`` and ``decided``
+        ``note``, ``target``, ``editable`` and ``decided``
         (``[{approval_id, tool, status, decided_by, ...}]``)."""
         return {
             **self.approval.to_dict(),
@@ -294,6 +296,7 @@ class ApprovalView:
             "plan_step": self.plan_step,
             "at_stake": self.at_stake,
             "note": self.note,
+            "target": self.target,
             "editable": self.editable,
             "decided": [_decision(a) for a in self.decided],
         }
@@ -339,6 +342,9 @@ def view(
         plan_step=mine.id if mine else None,
         at_stake=_number(data.get("at_stake", _args_field(approval, "estimated_cost"))),
         note=data.get("note") or None,
+        target=next(
+            (str(e.data.get("target")) for e in events if e.type is EventType.RUN_STARTED), None
+        ),
         editable=approval.tool != WHOLE_PLAN,
         decided=tuple(a for a in approvals if a.status != "pending"),
     )

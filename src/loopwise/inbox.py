@@ -159,7 +159,9 @@ def _card(v: ApprovalView, form: Form) -> str:
     return (
         f"<article class='approval' id='{_e(_anchor(a))}'>"
         f"<h2>{_e(a.tool)} {_effect(a.effect)}</h2>"
-        f"<p class='meta'>run <a href='{run}'>{_e(a.run_id)}</a> · approval "
+        f"<p class='meta'>run <a href='{run}'>{_e(a.run_id)}</a>"
+        + (f" of <strong>{_e(v.target)}</strong>" if v.target else "")
+        + " · approval "
         f"<code>{_e(a.approval_id)}</code> · step <code>{_e(a.step)}</code> · asked "
         f"{_e(a.requested_at[:19].replace('T', ' '))} UTC</p>"
         f"<dl class='facts'>{dl}</dl>"
@@ -400,15 +402,30 @@ def _approvals_table(approvals: Sequence[StoredApproval]) -> str:
     )
 
 
+_AUDIT_HEAD, _AUDIT_TAIL = 100, 1_900
+"""A long run's audit log shows its first and its latest events (the page stays a page)."""
+
+
 def _audit(events: Sequence[Event]) -> str:
-    rows = "".join(
-        f"<tr class='{_e(e.type)}'><td>{e.seq}</td><td>{_e(e.type)}</td>"
-        f"<td><code>{_e(e.step)}</code></td><td>{_e(e.at[11:19])}</td>"
-        f"<td class='text'>{_e(_clip(event_summary(str(e.type), e.data), 600))}</td></tr>"
-        for e in events
-    )
+    def row(e: Event) -> str:
+        return (
+            f"<tr class='{_e(e.type)}'><td>{e.seq}</td><td>{_e(e.type)}</td>"
+            f"<td><code>{_e(e.step)}</code></td><td>{_e(e.at[11:19])}</td>"
+            f"<td class='text'>{_e(_clip(event_summary(str(e.type), e.data), 600))}</td></tr>"
+        )
+
+    left_out = len(events) - _AUDIT_HEAD - _AUDIT_TAIL
+    if left_out <= 0:
+        rows = "".join(map(row, events))
+    else:
+        gap = (
+            f"<tr><td colspan='5' class='meta'>… {left_out:,} events not shown here "
+            "(loopwise runs show RUN_ID --json has every one)</td></tr>"
+        )
+        head, tail = events[:_AUDIT_HEAD], events[-_AUDIT_TAIL:]
+        rows = "".join(map(row, head)) + gap + "".join(map(row, tail))
     return (
-        f"<h2>Audit log <span class='meta'>{len(events)} events</span></h2>"
+        f"<h2>Audit log <span class='meta'>{len(events):,} events</span></h2>"
         "<div class='scroll'><table class='audit'><thead><tr><th>#</th><th>event</th>"
         f"<th>step</th><th>at</th><th>what</th></tr></thead><tbody>{rows}</tbody></table></div>"
     )
