@@ -230,6 +230,31 @@ def test_a_duplicate_seq_is_refused_not_lost(store_at: str) -> None:
             store.record("r1", event)
 
 
+def test_a_run_taken_over_loses_its_own_grouped_events_not_another_runs(
+    store_at: str,
+) -> None:
+    # Two runs of one process share the store's group of uncommitted events; when one of
+    # them finds at its durability point that another process took it over, the other
+    # run's events still reach its log.
+    def event(seq: int, kind: loopwise.EventType, **data: Any) -> Event:
+        return Event(seq=seq, type=kind, step="s", at="now", data=data)
+
+    with open_store(store_at) as st, open_store(store_at) as elsewhere:
+        for run_id in ("a", "b"):
+            st.create_run(run_id, target="t", spec=None, input=None, model=None, options={},
+                          owner="me:1")  # fmt: skip
+        with st.hold("a", "me:1"), st.hold("b", "me:1"):
+            st.record("b", event(1, loopwise.EventType.MODEL_CALL))  # grouped
+            st.record("a", event(1, loopwise.EventType.MODEL_CALL))  # grouped
+            assert elsewhere.claim("a", "other:2", alive=lambda owner: False)
+            with pytest.raises(StoreError) as raised:
+                st.record("a", event(2, loopwise.EventType.RUN_FINISHED, status="completed"))
+            assert raised.value.code == "lease-lost"
+            st.record("b", event(2, loopwise.EventType.RUN_FINISHED, status="completed"))
+        assert [e.seq for e in _gap_free(st, "b")] == [1, 2]
+        assert st.events("a") == [] and st.get_run("a").owner == "other:2"
+
+
 def _effect_agent(workdir: dict[str, Path]) -> loopwise.Agent:
     @loopwise.tool(effect="write")
     def record(n: int, ctx: Any) -> str:
@@ -393,6 +418,26 @@ def test_a_store_url_is_a_store_or_one_line_never_a_file_named_after_it(
     result = loopwise.run(_chatty(1), 5, store="sqlite:///sub/runs.db")
     with open_store(tmp_path / "sub" / "runs.db") as store:
         assert store.get_run(result.run_id).output == 5
+
+
+def test_a_postgresql_schema_loopwise_cannot_read_is_refused_in_one_line(
+    pg_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import psycopg
+
+    # Another program's loopwise_schema table (the server's error spans three lines), then
+    # ours emptied by hand (its version unknown: migrating it again would fail half-way).
+    for table in ("(v TEXT); INSERT INTO loopwise_schema VALUES ('x')", "(version INTEGER)"):
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute("DROP TABLE IF EXISTS loopwise_schema")
+            conn.execute(f"CREATE TABLE loopwise_schema {table}".encode())
+        for _ in range(2):  # and again: the first attempt changed nothing
+            assert main(["runs", "list", "--store", pg_url]) == 2
+            err = capsys.readouterr().err
+            assert err.count("\n") == 1 and "run store" in err, err
+        with psycopg.connect(pg_url) as conn:
+            tables = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+            assert [r[0] for r in tables] == ["loopwise_schema"]
 
 
 def test_a_postgresql_url_without_the_extra_says_what_to_install(

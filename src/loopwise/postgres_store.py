@@ -184,10 +184,8 @@ class PostgresStore(SQLStore):
                 self.url, autocommit=autocommit, connect_timeout=max(1, round(self._timeout))
             )
         except psycopg.Error as e:
-            said = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise StoreError(
-                # libpq may quote the part of the URL it could not parse: the password too.
-                f"cannot reach the PostgreSQL run store {self.name}: {redact(said, self.url)}; "
+                f"cannot reach the PostgreSQL run store {self.name}: {_said(e, self.url)}; "
                 "check that the server runs and the URL, user and password are right",
                 code="unreachable",
             ) from e
@@ -221,7 +219,7 @@ class PostgresStore(SQLStore):
                 with self._pool.connection() as conn:
                     yield _PgTx(conn)
             except psycopg.Error as e:
-                raise StoreError(f"run store {self.name}: {redact(str(e), self.url)}") from e
+                raise StoreError(f"run store {self.name}: {_said(e, self.url)}") from e
 
     _reading = _transaction
 
@@ -244,6 +242,13 @@ class PostgresStore(SQLStore):
             self._stopping.wait(timeout)
 
 
+def _said(e: psycopg.Error, url: str) -> str:
+    """The first line of what the server or libpq said (its others point into the SQL), with
+    the password out: libpq may quote the part of a URL it could not parse."""
+    text = str(e).strip()
+    return redact(text.splitlines()[0], url) if text else type(e).__name__
+
+
 def _migrate(conn: psycopg.Connection[Any], name: str, url: str) -> None:
     """Bring the schema to the latest version under the advisory lock (one process does)."""
     try:
@@ -260,7 +265,7 @@ def _migrate(conn: psycopg.Connection[Any], name: str, url: str) -> None:
                 conn.execute(script.encode())
             conn.execute("UPDATE loopwise_schema SET version = %s", (len(_MIGRATIONS),))
     except psycopg.Error as e:
-        raise StoreError(f"cannot prepare the run store {name}: {redact(str(e), url)}") from e
+        raise StoreError(f"cannot prepare the run store {name}: {_said(e, url)}") from e
 
 
 def _version(conn: psycopg.Connection[Any], tables: set[str], name: str) -> int:
@@ -277,7 +282,14 @@ def _version(conn: psycopg.Connection[Any], tables: set[str], name: str) -> int:
         conn.execute("INSERT INTO loopwise_schema VALUES (0)")
         return 0
     row = conn.execute("SELECT version FROM loopwise_schema").fetchone()
-    version = int(row[0]) if row else 0
+    if row is None:
+        raise StoreError(
+            f"run store {name} has an empty loopwise_schema table, so its version is "
+            "unknown; restore its row (SELECT count(*) FROM runs says whether it held runs) "
+            "or give loopwise a database of its own",
+            code="foreign",
+        )
+    version = int(row[0])
     if version > len(_MIGRATIONS):
         raise StoreError(
             f"run store {name} has schema version {version}; this loopwise knows "

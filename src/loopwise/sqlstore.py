@@ -113,7 +113,7 @@ class SQLStore:
             )
         self.lease_seconds = lease_seconds
         self._lock = threading.RLock()
-        self._grouped: list[Statement] = []
+        self._grouped: list[tuple[str | None, Statement]] = []  # (run id, statement)
         self._held: dict[str, str] = {}
         self._holds: dict[str, int] = {}  # nesting depth: a claimed run is held, then run
         self._reads_running: set[tuple[str, str]] = set()
@@ -158,22 +158,28 @@ class SQLStore:
         """Commit the grouped events and ``statements`` in one transaction.
 
         Returns the rows the last statement changed. With ``held`` (a run id this store
-        holds), the run's lease is renewed first and, when another process owns the run
-        now, nothing is written and :class:`StoreError` (``code="lease-lost"``) is raised.
+        holds, whose events ``statements`` are), the run's lease is renewed first and, when
+        another process owns the run now, none of that run's events are written (the
+        other runs' grouped ones are) and :class:`StoreError` (``code="lease-lost"``) is
+        raised.
         """
-        changed = 0
+        changed, lost = 0, False
         with self._lock:
-            batch, self._grouped = [*self._grouped, *statements], []
+            batch, self._grouped = [*self._grouped, *((held, s) for s in statements)], []
             owner = None if held is None else self._held.get(held)
             with self._transaction() as tx:
                 if held is not None and owner is not None and not self._renew(tx, held, owner):
-                    raise StoreError(
-                        f"run {held!r} was taken over by another process after its lease "
-                        f"lapsed; this process stopped it (store {self.name})",
-                        code="lease-lost",
-                    )
-                for sql, rows in _runs_of(batch):
+                    # Another run's events grouped alongside are its own: dropping them would
+                    # leave a gap in its log.
+                    lost, batch = True, [(run, s) for run, s in batch if run != held]
+                for sql, rows in _runs_of([s for _, s in batch]):
                     changed = tx.run(sql, rows[0]) if len(rows) == 1 else tx.run_many(sql, rows)
+        if lost:
+            raise StoreError(
+                f"run {held!r} was taken over by another process after its lease lapsed; "
+                f"this process stopped it (store {self.name})",
+                code="lease-lost",
+            )
         return changed
 
     def _renew(self, tx: Tx, run_id: str, owner: str) -> bool:
@@ -204,7 +210,7 @@ class SQLStore:
         statements = [event_row(run_id, event), *side_effects(run_id, event)]
         if not self._durable(run_id, event):
             with self._lock:
-                self._grouped.extend(statements)
+                self._grouped.extend((run_id, s) for s in statements)
                 if len(self._grouped) < _GROUP:
                     return
             statements = []
@@ -217,7 +223,7 @@ class SQLStore:
         statements = [s for e in events for s in (event_row(run_id, e), *side_effects(run_id, e))]
         if not any([self._durable(run_id, e) for e in events]):
             with self._lock:
-                self._grouped.extend(statements)
+                self._grouped.extend((run_id, s) for s in statements)
                 if len(self._grouped) < _GROUP:
                     return
             statements = []
