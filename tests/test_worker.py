@@ -6,6 +6,7 @@ where polling is enough) and decides approvals from other processes, as a team w
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import subprocess
@@ -13,6 +14,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -230,6 +232,50 @@ def test_enqueue_in_python_records_a_queued_run(payer: Path, store_at: str) -> N
     )
     with pytest.raises(loopwise.ConfigError, match="already in the store"):
         loopwise.enqueue(f"{payer}:refunder", "go", store=store_at, run_id=run_id)
+
+
+def test_a_claim_the_store_fails_is_tried_again_and_the_run_in_hand_goes_on(
+    payer: Path, store_at: str
+) -> None:
+    from loopwise.worker import awork
+
+    with open_store(store_at) as st:
+        first = loopwise.enqueue(f"{payer}:refunder", "go", model="scripted", store=st)
+        claims, troubles = [0], []
+        claim_next = st.claim_next
+
+        def flaky(owner: str) -> Any:
+            claims[0] += 1
+            if claims[0] == 2:  # the claim right after the first run was taken
+                raise loopwise.StoreError("database is locked (a passing failure)")
+            return claim_next(owner)
+
+        st.claim_next = flaky  # type: ignore[method-assign]
+
+        async def work() -> None:
+            stop = asyncio.Event()
+            worker = asyncio.create_task(
+                awork(st, concurrency=2, poll_seconds=0.05, stop=stop, on_trouble=troubles.append)
+            )
+            while st.get_run(first).status not in {"completed", "awaiting_approval"}:
+                await asyncio.sleep(0.02)
+            stop.set()
+            await worker
+
+        asyncio.run(work())
+        assert [str(e) for e in troubles] == ["database is locked (a passing failure)"]
+        assert st.get_run(first).status != "cancelled"
+
+
+def test_workers_take_queued_runs_in_arrival_order(payer: Path, store_at: str) -> None:
+    with open_store(store_at) as st:
+        queued = [
+            loopwise.enqueue(f"{payer}:refunder", n, model="scripted", store=st) for n in range(30)
+        ]
+        taken = []
+        while (row := st.claim_next("w:1")) is not None:
+            taken.append(row.run_id)
+    assert taken == queued
 
 
 def test_worker_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -31,6 +31,10 @@ def _report(row: StoredRun, outcome: RunResult | Exception) -> None:
         print(f"{outcome.run_id} {outcome.status}", flush=True)
 
 
+def _trouble(e: Exception) -> None:
+    print(f"loopwise worker: cannot claim runs ({e}); trying again", file=sys.stderr, flush=True)
+
+
 async def _serve(args: argparse.Namespace) -> int:
     store = open_store(args.store, lease_seconds=args.lease)
     stop = asyncio.Event()
@@ -60,6 +64,7 @@ async def _serve(args: argparse.Namespace) -> int:
             poll_seconds=args.poll,
             stop=stop,
             on_finished=_report,
+            on_trouble=_trouble,
         )
     finally:
         store.close()
