@@ -207,20 +207,14 @@ class SQLStore:
     def record(self, run_id: str, event: Event) -> None:
         """Add ``event`` and what it changes in ``runs``/``approvals``; commit at a
         durability point (see the module docs), else group it with the next ones."""
-        statements = [event_row(run_id, event), *side_effects(run_id, event)]
-        if not self._durable(run_id, event):
-            with self._lock:
-                self._grouped.extend((run_id, s) for s in statements)
-                if len(self._grouped) < _GROUP:
-                    return
-            statements = []
-        self._write(statements, held=run_id)
+        self.record_many(run_id, [event])
 
     def record_many(self, run_id: str, events: list[Event]) -> None:
         """Add several events in one transaction: after a crash the log holds all of them
         or none (the gate requests of one turn); committed at once when one is a
         durability point."""
         statements = [s for e in events for s in (event_row(run_id, e), *side_effects(run_id, e))]
+        # A list, not a generator: _durable must see every event (it tracks running reads).
         if not any([self._durable(run_id, e) for e in events]):
             with self._lock:
                 self._grouped.extend((run_id, s) for s in statements)
