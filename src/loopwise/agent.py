@@ -63,7 +63,7 @@ from loopwise.port import Message, ModelRequest, ToolCall, Turn
 from loopwise.shape import Kind, Limits, Shape
 from loopwise.step import Context, Halt, Status
 from loopwise.structured import strip_fence
-from loopwise.tools import Effect, Tool, tool
+from loopwise.tools import Tool, require_gate, tool
 from loopwise.usage import Budget
 
 __all__ = [
@@ -252,14 +252,12 @@ class Agent:
                 f"agent {self.name!r}: two tools are named {item.name!r}; names must be unique",
                 tool=item.name,
             )
-        if item.effect is Effect.IRREVERSIBLE and item.gate is None:
-            raise ToolError(
-                f"agent {self.name!r}: tool {item.name!r} is irreversible and has no gate; "
-                f"give it one (@tool(effect='irreversible', gate=...)), declare a smaller "
-                "effect if it can be undone, or use a hybrid so the agent only proposes it",
-                tool=item.name,
-                code="ungated-irreversible",
-            )
+        require_gate(
+            item,
+            holder=f"agent {self.name!r}: ",
+            fix="give it one (@tool(effect='irreversible', gate=...)), declare a smaller "
+            "effect if it can be undone, or use a hybrid so the agent only proposes it",
+        )
         self._tools[item.name] = item
 
     @property

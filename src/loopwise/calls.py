@@ -39,7 +39,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from loopwise.errors import ToolError
 from loopwise.gates import (
     Approved,
     Ask,
@@ -55,7 +54,7 @@ from loopwise.gates import (
 )
 from loopwise.journal import Journal
 from loopwise.step import Context, EventType, Halt, Status, concurrently, jsonable
-from loopwise.tools import Effect, Tool, ToolArgumentsError, load_arguments
+from loopwise.tools import Effect, Tool, ToolArgumentsError, load_arguments, require_gate
 
 __all__ = [
     "Call",
@@ -229,13 +228,8 @@ async def call_tools(ctx: Context, calls: Sequence[tuple[Tool, Any]]) -> list[An
     gate, as an agent, a hybrid and a workflow node refuse one.
     """
     for tool, _ in calls:
-        if tool.effect is Effect.IRREVERSIBLE and tool.gate is None:
-            raise ToolError(
-                f"call_tools: tool {tool.name!r} is irreversible and has no gate; give it one "
-                "(@tool(effect='irreversible', gate=human())) before calling it",
-                tool=tool.name,
-                code="ungated-irreversible",
-            )
+        fix = "give it one (@tool(effect='irreversible', gate=human())) before calling it"
+        require_gate(tool, holder="call_tools: ", fix=fix)
     path = ctx.step_path
     n = ctx.journal.counted(path, "calls")
     names = [tool.name for tool, _ in calls]

@@ -16,12 +16,11 @@ from typing import Any, get_origin
 from pydantic import BaseModel
 
 from loopwise.calls import Call, CallSettings, execute, values_or_halt
-from loopwise.errors import ToolError
 from loopwise.journal import Journal
 from loopwise.replay import RERUN, replays
 from loopwise.shape import Kind, Node, Shape, describe
 from loopwise.step import Context, FunctionStep, Halt, Status, jsonable
-from loopwise.tools import Effect, Tool
+from loopwise.tools import Tool, require_gate
 from loopwise.wiring import hints_of, plain_key, strip_type
 
 Join = Callable[[dict[str, Any]], Any]
@@ -127,12 +126,8 @@ class ToolNode:
     needs_model = False
 
     def __init__(self, tool: Tool) -> None:
-        if tool.effect is Effect.IRREVERSIBLE and tool.gate is None:
-            raise ToolError(
-                f"tool {tool.name!r} is irreversible and has no gate; give it one "
-                "(@tool(effect='irreversible', gate=human())) before using it as a node",
-                tool=tool.name,
-            )
+        fix = "give it one (@tool(effect='irreversible', gate=human())) before using it as a node"
+        require_gate(tool, holder="", fix=fix)
         self.tool = tool
         self.name = tool.name
         self.input_type: Any = tool.args_model

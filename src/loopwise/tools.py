@@ -84,6 +84,7 @@ __all__ = [
     "as_tool",
     "json_value",
     "load_arguments",
+    "require_gate",
     "tool",
 ]
 
@@ -455,6 +456,18 @@ def _function_schema(name: str, description: str, model: type[BaseModel]) -> dic
     if not description:
         function.pop("description", None)
     return {"type": "function", "function": function}
+
+
+def require_gate(tool: Tool, *, holder: str, fix: str) -> None:
+    """Refuse an ``irreversible`` ``tool`` that has no gate: :class:`ToolError` with code
+    ``ungated-irreversible``, its message led by ``holder`` (who holds it) and ended by
+    ``fix`` (how to give it one). Every holder of tools asks this one check."""
+    if tool.effect is Effect.IRREVERSIBLE and tool.gate is None:
+        raise ToolError(
+            f"{holder}tool {tool.name!r} is irreversible and has no gate; {fix}",
+            tool=tool.name,
+            code="ungated-irreversible",
+        )
 
 
 def json_value(text: str) -> Any:
