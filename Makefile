@@ -34,19 +34,19 @@ test-fast: lint
 	$(BIN)/pytest -m "not slow"
 
 demo: $(STAMP)
-	$(BIN)/python -m loopwise.demo
+	$(BIN)/python -m loopwise.cli.demo
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
 
 # Mutation testing of the safety code (slow; not part of `make test` or CI). MUTANTS
-# narrows it, e.g. `make mutation MUTANTS='loopwise.allowlists.x_Bounds*'`; the store is
+# narrows it, e.g. `make mutation MUTANTS='loopwise.tools.allowlists.x_Bounds*'`; the store is
 # mutated in its approval and claim code only (sqlstore, sqlrows, store).
-MUTANTS ?= loopwise.journal.* loopwise.calls.* loopwise.gates.* loopwise.verdicts.* \
-	loopwise.handlers.* loopwise.tools.* \
-	loopwise.allowlists.* \
-	loopwise.sqlstore.*claim* loopwise.sqlstore.*approv* loopwise.sqlstore.*decide* \
-	loopwise.sqlstore.*pending* loopwise.store.*pending* loopwise.sqlrows.*approv*
+MUTANTS ?= loopwise.core.journal.* loopwise.tools.calls.* loopwise.tools.gates.* loopwise.tools.verdicts.* \
+	loopwise.tools.handlers.* loopwise.tools.tool.* \
+	loopwise.tools.allowlists.* \
+	loopwise.store.sql.*claim* loopwise.store.sql.*approv* loopwise.store.sql.*decide* \
+	loopwise.store.sql.*pending* loopwise.store.base.*pending* loopwise.store.rows.*approv*
 mutation: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[dev,mutation]'
 	nice -n 19 $(BIN)/mutmut run --max-children 2 $(foreach m,$(MUTANTS),'$(m)')

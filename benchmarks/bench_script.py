@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from loopwise.model import ModelRequest, Turn
+from loopwise import ModelRequest, Turn
 from loopwise.testing import call, calls, reply
 
 TICKET = {

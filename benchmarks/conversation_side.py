@@ -18,7 +18,7 @@ import raw_loop
 
 import loopwise
 from loopwise import Agent, ContextPolicy, ModelRequest, SummarizingPolicy, Turn
-from loopwise.agent import LoopDetection
+from loopwise.architectures.agent import LoopDetection
 
 POLICIES: dict[str, ContextPolicy | SummarizingPolicy | None] = {
     "no policy": None,

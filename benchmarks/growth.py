@@ -25,13 +25,13 @@ from pathlib import Path
 from typing import Any
 
 import loopwise
-from loopwise.agent import Agent, ContextPolicy, LoopDetection
-from loopwise.evals import Case, EvalTarget, aevaluate, load_dataset
-from loopwise.model import ModelRequest, ToolCall, Turn
-from loopwise.sqlite_store import SQLiteStore
-from loopwise.targets import load_target
-from loopwise.usage import Budget
-from loopwise.workflow import Workflow
+from loopwise import ModelRequest, ToolCall, Turn
+from loopwise.architectures.agent import Agent, ContextPolicy, LoopDetection
+from loopwise.architectures.workflow import Workflow
+from loopwise.core.usage import Budget
+from loopwise.evidence.evals import Case, EvalTarget, aevaluate, load_dataset
+from loopwise.running.targets import load_target
+from loopwise.store.sqlite import SQLiteStore
 
 WORKFLOWS = Path(__file__).resolve().parent.parent / "workflows"
 

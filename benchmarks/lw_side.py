@@ -9,9 +9,9 @@ import bench_script
 import raw_loop
 
 import loopwise
-from loopwise.agent import Agent, ContextPolicy, LoopDetection
-from loopwise.model import ModelRequest, ToolCall, Turn
-from loopwise.structured import Structured
+from loopwise import ModelRequest, ToolCall, Turn
+from loopwise.architectures.agent import Agent, ContextPolicy, LoopDetection
+from loopwise.architectures.structured import Structured
 
 
 def make_agent(max_steps: int = 20, **settings: Any) -> Agent:
@@ -57,10 +57,9 @@ async def watch(step: Any, input: Any, model: Any, **options: Any) -> loopwise.R
 def otel_sink() -> Any:
     """An OTel sink on an SDK provider whose exporter drops every span (the SDK's span
     work is measured, no export)."""
+    from loopwise.otel import OTelSink
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
-
-    from loopwise.otel import OTelSink
 
     class Drop(SpanExporter):
         def export(self, spans: Any) -> SpanExportResult:

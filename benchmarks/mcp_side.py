@@ -16,7 +16,7 @@ from typing import Any
 
 import loopwise
 from loopwise import tool
-from loopwise.step import Context
+from loopwise.core.step import Context
 
 
 def lookup(order_id: str) -> dict[str, Any]:

@@ -117,7 +117,7 @@ def _memory(kind: str, base_url: str, runs: int) -> None:
 
         model = lw_side.openai_model("bench", client)
         if kind == "triage-loopwise":
-            from loopwise.targets import load_target
+            from loopwise.running.targets import load_target
 
             triage = load_target(str(HERE.parent / "workflows" / "ticket_triage.py:triage")).step
             await asyncio.gather(*(lw_side.run(triage, ticket, model) for _ in range(runs)))

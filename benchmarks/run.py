@@ -532,7 +532,7 @@ def _paused_runs(store: Path, n: int) -> list[str]:
     """``n`` runs paused at a human gate, recorded in ``store``."""
     import loopwise
     from loopwise import gates
-    from loopwise.agent import Agent
+    from loopwise.architectures.agent import Agent
     from loopwise.testing import ScriptedModel, call, reply
 
     @loopwise.tool(effect="irreversible", gate=gates.human())

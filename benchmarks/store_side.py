@@ -22,7 +22,7 @@ from typing import Any
 
 import loopwise
 from loopwise import open_store
-from loopwise.sqlite_store import SQLiteStore
+from loopwise.store.sqlite import SQLiteStore
 
 ROOT = Path(__file__).resolve().parent.parent
 LOOPWISE = str(Path(sys.executable).with_name("loopwise"))
@@ -104,7 +104,7 @@ def fresh_database(server: str) -> Iterator[str]:
     try:
         yield urllib.parse.urlsplit(server)._replace(path=f"/{name}").geturl()
     finally:
-        from loopwise.stores import close_shared_stores
+        from loopwise.store.open import close_shared_stores
 
         close_shared_stores()
         with psycopg.connect(server, autocommit=True) as admin:

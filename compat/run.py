@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import loopwise
-from loopwise.model import OpenAIModel
-from loopwise.targets import load_target
+from loopwise.models.openai import OpenAIModel
+from loopwise.running.targets import load_target
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "gemma-3-270m"
@@ -204,7 +204,7 @@ def _eval(base_url: str, work: Path, timeout: float) -> bool:
     env = {**os.environ, "OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "none"}
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "loopwise.cli", "eval", "--model", MODEL,
+        [sys.executable, "-m", "loopwise.cli.main", "eval", "--model", MODEL,
          str(ROOT / "workflows" / "ticket_triage.py") + ":triage", "--dataset", str(dataset),
          "--report", str(report), "--store", str(work / "compat.db"), "--json"],
         check=False, capture_output=True, text=True, env=env, timeout=timeout * 10,

@@ -17,7 +17,7 @@ SERVER = Path(__file__).resolve().with_name("_mcp_server.py")
 
 
 def shop_server(**options: object) -> mcp.MCPTools:
-    """The test server's tools (``options`` as for :func:`loopwise.mcp.stdio`)."""
+    """The test server's tools (``options`` as for :func:`loopwise.integrations.mcp.stdio`)."""
     env = {"MCP_CALL_LOG": os.environ.get("MCP_CALL_LOG", "")}
     return mcp.stdio(sys.executable, str(SERVER), env=env, name="test-shop", **options)  # type: ignore[arg-type]
 

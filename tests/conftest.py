@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from loopwise.stores import close_shared_stores
+from loopwise.store.open import close_shared_stores
 
 PG_HOW = (
     "PostgreSQL store tests skipped: set LOOPWISE_TEST_PG=postgresql://user@127.0.0.1:PORT/db "

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from loopwise.cli import main
+from loopwise.cli.main import main
 from loopwise.testing import FakeChatServer, Fault, refuse, reply
 
 TARGET = '''

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from loopwise.cli import main
+from loopwise.cli.main import main
 
 AGENT = "agents/order_investigation.py:investigate"
 QUESTION = json.dumps("Why did customer C-1004's last three orders fail?")

@@ -30,8 +30,8 @@ from loopwise import (
     gates,
     open_store,
 )
-from loopwise.cli import main
-from loopwise.history import check_conversation_id
+from loopwise.architectures.history import check_conversation_id
+from loopwise.cli.main import main
 from loopwise.testing import FakeChatServer, Fault, ScriptedModel, call, reply
 
 

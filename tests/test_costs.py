@@ -23,9 +23,9 @@ import pytest
 
 import loopwise
 from loopwise import Agent, Budget, ContextPolicy, LoopDetection, ModelRequest, Workflow
-from loopwise.port import Turn, message_chars
-from loopwise.sqlite_store import SQLiteStore
-from loopwise.step import Event
+from loopwise.core.step import Event
+from loopwise.models.port import Turn, message_chars
+from loopwise.store.sqlite import SQLiteStore
 from loopwise.testing import ScriptedModel, call, reply
 
 
@@ -189,7 +189,7 @@ def test_the_store_verbs_do_not_load_the_openai_sdk(tmp_path: Path) -> None:
     script = textwrap.dedent(
         f"""
         import sys
-        from loopwise.cli import main
+        from loopwise.cli.main import main
         codes = [main(argv) for argv in {verbs!r}]
         sdk = sorted(m for m in sys.modules if m.split(".")[0] == "openai")
         print(codes, sdk[:3])
@@ -224,11 +224,12 @@ def test_the_store_and_approval_verbs_load_no_model_stack(tmp_path: Path) -> Non
     script = textwrap.dedent(
         f"""
         import sys
-        from loopwise.cli import main
+        from loopwise.cli.main import main
         codes = [main(argv) for argv in {verbs!r}]
-        heavy = {{"openai", "networkx", "pydantic", "httpx", "loopwise.agent",
-                  "loopwise.workflow", "loopwise.tools", "loopwise.runner",
-                  "asyncio", "loopwise.step", "loopwise.history", "loopwise.loops"}}
+        heavy = {{"openai", "networkx", "pydantic", "httpx", "loopwise.architectures.agent",
+                  "loopwise.architectures.workflow", "loopwise.tools.tool",
+                  "loopwise.running.runner", "asyncio", "loopwise.core.step",
+                  "loopwise.architectures.history", "loopwise.core.loops"}}
         print(codes, sorted({{m.split(".")[0] for m in sys.modules}} & heavy
                             | set(sys.modules) & heavy))
         """
@@ -253,8 +254,8 @@ def test_declaring_validating_and_running_workflows_and_plans_loads_no_networkx(
         import sys
         import loopwise
         from loopwise import Workflow
-        from loopwise.cli import main
-        from loopwise.hybrid import Hybrid
+        from loopwise.cli.main import main
+        from loopwise.architectures.hybrid import Hybrid
         from loopwise.testing import ScriptedModel, reply
 
         codes = [main(argv) for argv in ({run + store!r}, ["check", {str(triage)!r}],
@@ -293,7 +294,7 @@ def test_declaring_validating_and_running_workflows_and_plans_loads_no_networkx(
 
 
 def _gated_refunder() -> tuple[Agent, ScriptedModel]:
-    @loopwise.tool(effect="irreversible", gate=loopwise.gates.human())
+    @loopwise.tool(effect="irreversible", gate=loopwise.tools.gates.human())
     async def refund(order_id: str) -> str:
         """Refund one order that was charged in error.
 

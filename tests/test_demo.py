@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from loopwise import demo
+from loopwise.cli import demo
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,10 +15,10 @@ import pytest
 
 import loopwise
 from loopwise import Context, ModelRequest, Turn
-from loopwise.cli import main
-from loopwise.evals import Case, EvalTarget
-from loopwise.gates import policy_then_human
+from loopwise.cli.main import main
+from loopwise.evidence.evals import Case, EvalTarget
 from loopwise.testing import ScriptedModel, call, reply
+from loopwise.tools.gates import policy_then_human
 
 
 @dataclass
@@ -196,7 +196,7 @@ def test_eval_makes_fresh_deps_per_run(tmp_path: Path, capsys: pytest.CaptureFix
 
 
 def test_a_worker_makes_deps_with_make_deps(tmp_path: Path) -> None:
-    from loopwise.runner import execute_claimed, owner_id
+    from loopwise.running.runner import execute_claimed, owner_id
 
     module = tmp_path / "desk.py"
     module.write_text(DESK)
@@ -213,7 +213,7 @@ def test_a_worker_makes_deps_with_make_deps(tmp_path: Path) -> None:
 
 
 def test_a_worker_whose_make_deps_fails_records_the_run_error(tmp_path: Path) -> None:
-    from loopwise.runner import execute_claimed, owner_id
+    from loopwise.running.runner import execute_claimed, owner_id
 
     module = tmp_path / "broken.py"
     module.write_text(

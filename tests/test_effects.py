@@ -15,7 +15,7 @@ from pydantic import BaseModel
 import loopwise
 from _crash import KillAt, approve_all, drive, effect_tools, effects, fork, wait
 from loopwise import SQLiteStore, Status, gates
-from loopwise.cli import main
+from loopwise.cli.main import main
 from loopwise.testing import ScriptedModel, call, calls, reply
 
 
@@ -491,7 +491,7 @@ def test_the_analyze_skeleton_calls_tools_through_their_gates(tmp_path: Path) ->
     namespace: dict[str, Any] = {}
     exec(compile(result.skeleton, "skeleton.py", "exec"), namespace)
     ran = loopwise.run(namespace["notes_workflow"], {})
-    saved = loopwise.targets.load_target(spec).module.SAVED
+    saved = loopwise.running.targets.load_target(spec).module.SAVED
     assert ran.status == Status.DENIED and "notes are frozen today" in (ran.detail or "")
     assert saved == []
 

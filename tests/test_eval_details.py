@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 import loopwise
-from loopwise.cli import main
-from loopwise.evals import Case, EvalTarget, evaluate
-from loopwise.report import format_text, render_html
+from loopwise.cli.main import main
+from loopwise.evidence.evals import Case, EvalTarget, evaluate
+from loopwise.evidence.report import format_text, render_html
 from loopwise.testing import FakeChatServer, ScriptedModel, call, reply
 
 STEPS = """

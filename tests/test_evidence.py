@@ -16,13 +16,13 @@ from pydantic import BaseModel
 
 import loopwise
 from loopwise import Budget, ModelRequest, Workflow, analyze, check, decide
-from loopwise.analyze import tool_path
-from loopwise.check import Finding
-from loopwise.cli import main
-from loopwise.evals import Case, EvalTarget, evaluate, field_match, load_dataset
-from loopwise.shape import Kind, Limits, Shape
+from loopwise.cli.main import main
+from loopwise.core.shape import Kind, Limits, Shape
+from loopwise.evidence.analyze import tool_path
+from loopwise.evidence.check import Finding
+from loopwise.evidence.evals import Case, EvalTarget, evaluate, field_match, load_dataset
 from loopwise.testing import ScriptedModel
-from loopwise.tools import tool
+from loopwise.tools.tool import tool
 
 ROOT = Path(__file__).resolve().parents[1]
 TRIAGE = f"{ROOT}/workflows/ticket_triage.py:triage"
@@ -117,8 +117,8 @@ def _write(tmp_path: Path, name: str, source: str) -> Path:
 
 
 RISKY = """
-    from loopwise.shape import Kind, Limits, Shape
-    from loopwise.tools import tool
+    from loopwise.core.shape import Kind, Limits, Shape
+    from loopwise.tools.tool import tool
 
 
     @tool(effect="irreversible")
@@ -344,7 +344,7 @@ def test_eval_prefers_accuracy_over_cost() -> None:
     assert "more accurate (100% vs 50% correct)" in report.recommendation.text
     differ = report.disagreements()
     assert len(differ) == 10 and differ[0]["scores"] == {"sloppy": 0.0, "careful": 1.0}
-    from loopwise.report import format_text, render_html
+    from loopwise.evidence.report import format_text, render_html
 
     assert "cases the targets score differently: 10" in format_text(report)
     assert "10 case(s); score per target" in render_html(report)
@@ -548,8 +548,8 @@ def test_the_skeleton_of_parting_paths_is_a_workflow_over_the_agents_tools(
 
 
 def test_report_shapes_draw_workflows_agents_and_hybrids() -> None:
-    from loopwise.report import describe_graph, draw_graph
-    from loopwise.targets import load_target
+    from loopwise.evidence.report import describe_graph, draw_graph
+    from loopwise.running.targets import load_target
 
     desk = describe_graph(load_target(REFUND_DESK).step)
     kinds = {n["id"]: (n["kind"], n["detail"]) for n in desk["nodes"]}

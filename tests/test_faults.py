@@ -246,7 +246,7 @@ recorder = loopwise.Agent(name="recorder", tools=[record], max_steps=8)
 
 def _cli(*args: str, env: dict[str, str], cwd: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "loopwise.cli", *args],
+        [sys.executable, "-m", "loopwise.cli.main", *args],
         env=env,
         cwd=cwd,
         stdout=subprocess.PIPE,

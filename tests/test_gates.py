@@ -19,7 +19,7 @@ import pytest
 
 import loopwise
 from loopwise import Approved, Denied, Edited, Escalate, SQLiteStore, Status, gates
-from loopwise.cli import main
+from loopwise.cli.main import main
 from loopwise.testing import ScriptedModel, call, reply
 
 LOOPWISE = str(Path(sys.executable).with_name("loopwise"))
@@ -378,7 +378,7 @@ def test_library_resume_in_process_with_the_step(tmp_path: Path) -> None:
 def test_a_terminal_answers_the_same_gate_interactively(
     target: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("loopwise.cli_run.interactive", lambda args: True)
+    monkeypatch.setattr("loopwise.cli.run.interactive", lambda args: True)
     monkeypatch.setattr(sys, "stdin", io.StringIO("y\n"))
     assert main(["run", f"{target}:refund_agent", "--input", '"x"', "--model", "scripted"]) == 0
     out, err = capsys.readouterr()

@@ -12,10 +12,10 @@ import pytest
 
 import loopwise
 from loopwise import Agent, ApprovalRequest, Denied, Status, ToolError
-from loopwise.gates import human, policy
-from loopwise.hybrid import ActionCatalog, Hybrid, plan_mermaid, validate_plan
+from loopwise.architectures.hybrid import ActionCatalog, Hybrid, plan_mermaid, validate_plan
 from loopwise.testing import ScriptedModel, call, reply
-from loopwise.tools import Bounds, IdPattern, tool
+from loopwise.tools.gates import human, policy
+from loopwise.tools.tool import Bounds, IdPattern, tool
 
 EFFECTS: list[tuple[str, dict[str, Any]]] = []
 

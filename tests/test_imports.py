@@ -28,10 +28,10 @@ def _is_type_checking(node: ast.If) -> bool:
     )
 
 
-def _imports(tree: ast.AST, modules: set[str]) -> set[str]:
+def _imports(tree: ast.AST, modules: set[str], typing: bool = False) -> set[str]:
     found: set[str] = set()
     for node in ast.iter_child_nodes(tree):
-        if isinstance(node, ast.If) and _is_type_checking(node):
+        if isinstance(node, ast.If) and _is_type_checking(node) and not typing:
             found |= {n for child in node.orelse for n in _imports(child, modules)}
             continue
         if isinstance(node, ast.Import):
@@ -40,16 +40,17 @@ def _imports(tree: ast.AST, modules: set[str]) -> set[str]:
             for alias in node.names:
                 sub = f"{node.module}.{alias.name}"
                 found.add(sub if sub in modules else node.module)
-        found |= _imports(node, modules)
+        found |= _imports(node, modules, typing)
     return {name for name in found if name in modules}
 
 
-def import_graph() -> dict[str, set[str]]:
-    """``module -> loopwise modules it imports`` for every module of the package."""
+def import_graph(*, typing: bool = False) -> dict[str, set[str]]:
+    """``module -> loopwise modules it imports`` for every module of the package (with
+    ``typing``, the imports of ``if TYPE_CHECKING:`` blocks too)."""
     files = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
     modules = set(files)
     return {
-        name: _imports(ast.parse(path.read_text()), modules) - {name}
+        name: _imports(ast.parse(path.read_text()), modules, typing) - {name}
         for name, path in files.items()
     }
 
@@ -98,9 +99,9 @@ def test_local_imports_count_and_type_checking_ones_do_not() -> None:
 
 def test_the_model_port_does_not_import_the_test_fakes() -> None:
     graph = import_graph()
-    assert "loopwise.testing" not in graph["loopwise.model"]
-    assert "loopwise.scripted" in graph["loopwise.model"]
-    assert "loopwise.testing" not in graph["loopwise._fakeserver"]
+    assert "loopwise.testing" not in graph["loopwise.models.openai"]
+    assert "loopwise.models.scripted" in graph["loopwise.models.openai"]
+    assert "loopwise.testing" not in graph["loopwise.testing._fakeserver"]
 
 
 MAX_LINES = 720
@@ -115,28 +116,28 @@ def test_no_module_is_longer_than_the_limit() -> None:
 
 
 LAYERS = {
-    "core": "errors usage events options result step journal replay loops port model scripted "
-    "tools allowlists digraph shape svg audit",
-    "architectures": "calls structured workflow nodes wiring agent gates verdicts handlers "
-    "plans hybrid history",
-    "services": "store sqlstore sqlrows sqlconvo sqlite_store postgres_store stores runner "
-    "targets evals stats failures recommend report decide check analyze approvals stream "
-    "worker scaffold",
-    "extras": "otel mcp mcp_schema testing _fakeserver _cassette _serverprofiles",
-    "faces": "cli cli_analyze cli_check cli_decide cli_eval cli_init cli_input cli_options "
-    "cli_run cli_runs cli_serve cli_watch cli_worker serve inbox demo",
+    "core": 0,
+    "models": 0,
+    "tools": 1,
+    "architectures": 2,
+    "store": 3,
+    "running": 3,
+    "evidence": 3,
+    "integrations": 4,
+    "testing": 4,
+    "cli": 5,
+    "serve": 5,
 }
-"""Every module of the package by layer (DESIGN §2), lowest first. The optional extras
-(OpenTelemetry, MCP) and the fakes for tests share a layer: no core, architecture or
-service module may import them; only the faces (and each other) do."""
+"""Each folder of the package is a layer (DESIGN §2), lowest first: a module may import
+its own folder, folders of its rank, and lower ranks; ``loopwise.errors`` is below all.
+The optional extras and the fakes for tests share a rank no lower layer may import."""
 
 
-def _layer_of() -> dict[str, int]:
-    return {
-        f"loopwise.{name}": rank
-        for rank, names in enumerate(LAYERS.values())
-        for name in names.split()
-    }
+def _layer(module: str) -> int | None:
+    parts = module.split(".")
+    if module == "loopwise.errors":
+        return -1
+    return LAYERS.get(parts[1]) if len(parts) > 2 else None
 
 
 def _own_modules(graph: dict[str, set[str]]) -> set[str]:
@@ -144,22 +145,44 @@ def _own_modules(graph: dict[str, set[str]]) -> set[str]:
     return {m for m in graph if m != "loopwise" and not m.startswith("loopwise.templates.")}
 
 
-def test_every_module_has_a_layer() -> None:
-    layer = _layer_of()
-    unplaced = sorted(_own_modules(import_graph()) - set(layer))
-    assert not unplaced, f"add {unplaced} to LAYERS (core, architectures, services...)"
-    assert not set(layer) - _own_modules(import_graph()), "LAYERS names a module that is gone"
+def test_every_module_lives_in_a_layer_folder() -> None:
+    folders = {f"loopwise.{folder}" for folder in LAYERS}
+    unplaced = sorted(
+        m for m in _own_modules(import_graph()) if _layer(m) is None and m not in folders
+    )
+    assert not unplaced, f"move {unplaced} into a layer folder ({', '.join(LAYERS)})"
 
 
-def test_dependencies_flow_one_way_core_architectures_services_faces() -> None:
-    graph, layer, names = import_graph(), _layer_of(), list(LAYERS)
-    upward = [
-        f"{m} ({names[layer[m]]}) imports {d} ({names[layer[d]]})"
-        for m in sorted(_own_modules(graph) & set(layer))
-        for d in sorted(graph[m] - {"loopwise"})
-        if layer[d] > layer[m]
-    ]
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Every import running up a layer, named ``module (folder) imports target (folder)``."""
+    upward = []
+    for module in sorted(_own_modules(graph)):
+        here = _layer(module)
+        for target in sorted(graph[module] - {"loopwise"}):
+            there = _layer(target)
+            if here is not None and there is not None and there > here:
+                upward.append(f"{module} (rank {here}) imports {target} (rank {there})")
+    return upward
+
+
+def test_dependencies_flow_one_way_typing_imports_included() -> None:
+    upward = upward_imports(import_graph(typing=True))
     assert not upward, "\n".join(upward)
+
+
+def test_the_layer_check_names_an_upward_import() -> None:
+    graph = {
+        "loopwise.core.step": {"loopwise.tools.calls"},
+        "loopwise.tools.calls": {"loopwise.core.step"},
+    }
+    assert upward_imports(graph) == [
+        "loopwise.core.step (rank 0) imports loopwise.tools.calls (rank 1)"
+    ]
+
+
+def test_the_import_graph_has_no_cycle_typing_imports_included() -> None:
+    cycle = _find_cycle(import_graph(typing=True))
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
 
 def _root_names(tree: ast.AST) -> set[str]:
@@ -169,19 +192,21 @@ def _root_names(tree: ast.AST) -> set[str]:
         for node in ast.walk(tree)
         if isinstance(node, ast.ImportFrom) and node.module == "loopwise" and node.level == 0
         for alias in node.names
-        if not (PACKAGE / f"{alias.name}.py").exists()
+        if not (PACKAGE / f"{alias.name}.py").exists() and not (PACKAGE / alias.name).is_dir()
     }
 
 
-def test_modules_take_only_the_version_from_the_package_root() -> None:
+def test_modules_take_nothing_from_the_package_root() -> None:
     # The root re-exports every layer's names: importing one of them from inside the
     # package would hide an upward (or cyclic) dependency from the checks above.
     taken = {
         _module_name(p): names
-        for p in PACKAGE.glob("*.py")
-        if p.name != "__init__.py" and (names := _root_names(ast.parse(p.read_text())))
+        for p in PACKAGE.rglob("*.py")
+        if p != PACKAGE / "__init__.py"
+        and "templates" not in p.relative_to(PACKAGE).parts
+        and (names := _root_names(ast.parse(p.read_text())))
     }
-    assert all(names == {"__version__"} for names in taken.values()), taken
+    assert not taken, taken
 
 
 def test_no_module_imports_another_modules_private_names() -> None:

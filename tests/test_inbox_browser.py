@@ -74,7 +74,7 @@ def browser() -> Iterator[Any]:
 
 def _loopwise(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "loopwise.cli", *args],
+        [sys.executable, "-m", "loopwise.cli.main", *args],
         check=False,
         capture_output=True,
         text=True,
@@ -116,7 +116,7 @@ def test_a_person_decides_the_refund_desk_in_the_browser(browser: Any, tmp_path:
     assert paused.returncode == 1, paused.stderr
     run_id = json.loads(paused.stdout)["run_id"]
     with subprocess.Popen(
-        [sys.executable, "-m", "loopwise.cli", "serve", "--port", "0"],
+        [sys.executable, "-m", "loopwise.cli.main", "serve", "--port", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,

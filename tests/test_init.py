@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from loopwise.cli import main
-from loopwise.scaffold import TEMPLATES, init_project
+from loopwise.cli.main import main
+from loopwise.evidence.scaffold import TEMPLATES, init_project
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -96,7 +96,7 @@ def test_decide_names_the_init_command_and_no_checkout_path_outside_one(
 def test_the_demo_outside_a_checkout_says_what_it_needs_and_fails(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from loopwise import demo
+    from loopwise.cli import demo
 
     assert demo.main(["--root", str(tmp_path)]) == 2
     out, err = capsys.readouterr()
@@ -218,6 +218,6 @@ def test_a_user_who_installed_the_wheel_starts_a_project_of_each_kind(tmp_path: 
     with closing(sqlite3.connect(project / "refunds.db")) as ledger:
         paid = ledger.execute("SELECT amount_cents FROM effects WHERE order_id = 'O-3004'")
         assert paid.fetchall() == [(12900,), (0,)]  # the refund and its note, once each
-    demo = _run(["python", "-m", "loopwise.demo"], project, env)
+    demo = _run(["python", "-m", "loopwise.cli.demo"], project, env)
     assert demo.returncode != 0 and "demo passed" not in demo.stdout
     assert "loopwise init" in demo.stdout + demo.stderr

@@ -1,4 +1,4 @@
-"""The sync API's kept event loop (loopwise.loops): one per thread, reused from one
+"""The sync API's kept event loop (loopwise.core.loops): one per thread, reused from one
 ``loopwise.run`` to the next, each call still behaving as ``asyncio.run`` would."""
 
 from __future__ import annotations

@@ -28,10 +28,10 @@ except ImportError:  # pragma: no cover - the dev extra installs it
 
 import loopwise
 from loopwise import Agent, Effect, IdPattern, Status, mcp
-from loopwise.cli import main
+from loopwise.cli.main import main
 from loopwise.errors import ConfigError, MCPServerError
-from loopwise.gates import human
 from loopwise.testing import ScriptedModel, call, calls, reply
+from loopwise.tools.gates import human
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVER = Path(__file__).resolve().with_name("_mcp_server.py")

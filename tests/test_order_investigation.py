@@ -17,8 +17,8 @@ import pytest
 
 import loopwise
 from loopwise import Effect, Status
-from loopwise.cli import main
-from loopwise.targets import load_target, model_for
+from loopwise.cli.main import main
+from loopwise.running.targets import load_target, model_for
 
 ROOT = Path(__file__).resolve().parent.parent
 AGENT = ROOT / "agents" / "order_investigation.py"
@@ -29,7 +29,7 @@ def _misbehaving(tmp_path: Path, script: str) -> str:
     """A target: the real agent, with ``script`` as its offline model."""
     module = tmp_path / "misbehaving.py"
     module.write_text(
-        "from loopwise.targets import load_target\n"
+        "from loopwise.running.targets import load_target\n"
         "from loopwise.testing import ScriptedModel, call, calls, reply\n"
         f"investigate = load_target({str(AGENT) + ':investigate'!r}).step\n"
         "def _distinct(request):\n"

@@ -19,7 +19,7 @@ from opentelemetry.semconv.attributes.error_attributes import ERROR_TYPE
 
 import loopwise
 from loopwise import SQLiteStore, gates
-from loopwise.otel import OTelSink
+from loopwise.integrations.otel import OTelSink
 from loopwise.testing import ScriptedModel, call, reply
 
 SEMCONV_NAMES = {value for name, value in vars(gen_ai).items() if name.startswith("GEN_AI_")} | {
@@ -182,7 +182,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 import loopwise
-from loopwise.otel import OTelSink
+from loopwise.integrations.otel import OTelSink
 from loopwise.testing import ScriptedModel, reply
 
 exporter = InMemorySpanExporter()
@@ -236,7 +236,7 @@ def test_a_run_paused_here_and_resumed_in_another_process_is_one_trace(tmp_path:
 
 
 def _load(tmp_path: Path) -> loopwise.Step:
-    from loopwise.targets import load_target
+    from loopwise.running.targets import load_target
 
     return load_target(f"{tmp_path / 'gated.py'}:desk").step
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 import loopwise
-import loopwise.port
+import loopwise.models.port
 from loopwise import Agent, Budget, ModelRequest
 from loopwise.testing import ScriptedModel, call, reply
 
@@ -30,18 +30,18 @@ def _transcript(n: int) -> list[dict[str, Any]]:
 
 
 def _from_scratch(messages: list[dict[str, Any]]) -> int:
-    return loopwise.port._PromptSizes().messages(messages)
+    return loopwise.models.port._PromptSizes().messages(messages)
 
 
 def test_the_prompt_size_measures_only_the_new_messages(monkeypatch: pytest.MonkeyPatch) -> None:
     measured: list[int] = []
-    real = loopwise.port.message_chars
+    real = loopwise.models.port.message_chars
 
     def counting(message: dict[str, Any]) -> int:
         measured.append(1)
         return real(message)
 
-    monkeypatch.setattr(loopwise.port, "message_chars", counting)
+    monkeypatch.setattr(loopwise.models.port, "message_chars", counting)
     messages = _transcript(1000)
     first = ModelRequest(messages=list(messages)).prompt_chars()
     assert len(measured) == len(messages)
@@ -77,7 +77,7 @@ def test_the_scripted_model_keeps_a_bounded_record() -> None:
 
 
 def test_an_example_offline_model_does_not_grow_across_runs() -> None:
-    from loopwise.targets import load_target, model_for
+    from loopwise.running.targets import load_target, model_for
 
     target = load_target("workflows/ticket_triage.py:triage")
     model = model_for(target, "scripted")

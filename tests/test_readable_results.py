@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 import loopwise
-from loopwise.cli import main
-from loopwise.step import jsonable
-from loopwise.targets import load_target
+from loopwise.cli.main import main
+from loopwise.core.step import jsonable
+from loopwise.running.targets import load_target
 from loopwise.testing import ScriptedModel, reply
-from loopwise.tools import tool
+from loopwise.tools.tool import tool
 
 
 def test_runs_list_has_a_header_and_columns_that_hold_with_long_names(

@@ -13,8 +13,8 @@ from pydantic import BaseModel
 
 import loopwise
 from loopwise import Agent, Budget, LoopDetection, Status, Workflow, check, decide, tool
+from loopwise.core.shape import Kind, Limits, Shape, ToolShape
 from loopwise.errors import ToolError
-from loopwise.shape import Kind, Limits, Shape, ToolShape
 from loopwise.testing import ScriptedModel, call, refuse, reply
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -216,8 +216,8 @@ broken = Agent(name="x", max_steps=-1)
 def test_the_check_codes_table_matches_what_check_finds(tmp_path: Path) -> None:
     rows = table("| code | level | what |")
     documented = {code: cells[1] for cells in rows for code in ticked(cells[0])}
-    emitted = set(re.findall(r'_(?:error|warning)\(\s*"([a-z-]+)"', _source("check.py")))
-    emitted |= set(re.findall(r'code="([a-z-]+)"', _source("check.py")))
+    emitted = set(re.findall(r'_(?:error|warning)\(\s*"([a-z-]+)"', _source("evidence/check.py")))
+    emitted |= set(re.findall(r'code="([a-z-]+)"', _source("evidence/check.py")))
     assert emitted - set(documented) == set(), "a check code is missing from the README table"
     assert set(documented) == set(CHECKED) | {"declaration"}
     for code, build in CHECKED.items():
@@ -225,8 +225,8 @@ def test_the_check_codes_table_matches_what_check_finds(tmp_path: Path) -> None:
         assert (code, documented[code]) in found, (code, found)
     module = tmp_path / "declared.py"
     module.write_text(textwrap.dedent(DECLARATION))
-    from loopwise.check import Level
-    from loopwise.cli_check import check_target
+    from loopwise.cli.check import check_target
+    from loopwise.evidence.check import Level
 
     (finding,) = check_target(f"{module}:broken")
     assert (finding.code, finding.level) == ("declaration", Level(documented["declaration"]))

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 import loopwise
-from loopwise.cli import main
-from loopwise.hybrid import REJECTED, validate_plan
-from loopwise.targets import load_target
+from loopwise.architectures.hybrid import REJECTED, validate_plan
+from loopwise.cli.main import main
+from loopwise.running.targets import load_target
 from loopwise.testing import ScriptedModel, calls
 
 ROOT = Path(__file__).resolve().parent.parent

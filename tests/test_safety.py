@@ -24,10 +24,10 @@ import pytest
 import loopwise
 from _crash import KillAt, approve_all, drive, effect_tools, effects, fork, wait
 from loopwise import Denied, Edited, Escalate, SQLiteStore, Status, gates, open_store
-from loopwise.calls import call_tools
-from loopwise.cli import main
-from loopwise.runner import StoreApprovals
+from loopwise.cli.main import main
+from loopwise.running.runner import StoreApprovals
 from loopwise.testing import ScriptedModel, call, calls, reply
+from loopwise.tools.calls import call_tools
 
 
 def _tool_results(request: loopwise.ModelRequest) -> list[str]:

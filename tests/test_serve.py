@@ -25,10 +25,10 @@ import pytest
 
 import loopwise
 from loopwise import gates
-from loopwise.cli import main
-from loopwise.serve import CSP, ServeSettings, make_server
-from loopwise.stores import open_store
-from loopwise.targets import load_target
+from loopwise.cli.main import main
+from loopwise.running.targets import load_target
+from loopwise.serve.app import CSP, ServeSettings, make_server
+from loopwise.store.open import open_store
 from loopwise.testing import ScriptedModel, call, reply
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -463,8 +463,8 @@ import json
 from pathlib import Path
 
 import loopwise
-from loopwise.gates import human, policy
-from loopwise.hybrid import ActionCatalog, Hybrid
+from loopwise.tools.gates import human, policy
+from loopwise.architectures.hybrid import ActionCatalog, Hybrid
 from loopwise.testing import ScriptedModel, reply
 
 LEDGER = Path(__file__).with_name("ledger.txt")
@@ -594,7 +594,7 @@ def test_a_plan_approval_that_covers_gates_runs_its_exact_steps_and_says_who(
 
 
 def test_a_plan_approval_never_covers_arguments_it_did_not_show() -> None:
-    from loopwise.hybrid import PlanApproval, PlanStep
+    from loopwise.architectures.hybrid import PlanApproval, PlanStep
 
     step = PlanStep(id="s1", action="pay", args={"amount": 40.0}, reason="r")
     shown = PlanApproval(
@@ -674,7 +674,7 @@ def test_a_run_page_draws_from_the_store_and_never_loads_the_targets_code(
     import sys
 
     made = subprocess.run(
-        [sys.executable, "-m", "loopwise.cli", "run", f"{module}:agent", "--model", "scripted",
+        [sys.executable, "-m", "loopwise.cli.main", "run", f"{module}:agent", "--model", "scripted",
          "--input", '"go"', "--json"],
         capture_output=True, text=True, check=False, timeout=120,
     )  # fmt: skip
@@ -690,7 +690,7 @@ def test_a_run_page_draws_from_the_store_and_never_loads_the_targets_code(
 
 PAYER_MODULE = '''\
 import loopwise
-from loopwise.gates import human
+from loopwise.tools.gates import human
 from loopwise.testing import ScriptedModel, call, reply
 
 PAID = []
@@ -840,7 +840,7 @@ def test_behind_the_proxy_the_page_shows_who_decides_and_asks_no_name(
 
 def test_every_loopback_address_counts_as_loopback() -> None:
     # --host 127.0.0.2 stays on this machine: the Host check (DNS rebinding) must hold.
-    from loopwise.serve import is_loopback
+    from loopwise.serve.app import is_loopback
 
     assert all(map(is_loopback, ["127.0.0.1", "127.0.0.2", "::1", "[::1]", "LocalHost"]))
     assert not any(map(is_loopback, ["0.0.0.0", "192.0.2.7", "example.com", "127.1", ""]))

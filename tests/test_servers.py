@@ -19,7 +19,7 @@ from pydantic import BaseModel
 import loopwise
 import loopwise.errors
 from loopwise import Agent, ConfigError, Structured
-from loopwise.cli import main
+from loopwise.cli.main import main
 from loopwise.testing import PROFILES, FakeChatServer, Fault, call, reply
 
 

@@ -10,14 +10,14 @@ from pydantic import BaseModel
 
 import loopwise
 from loopwise import Agent, Budget, GraphError, Structured, ToolError, Workflow, as_tool, check
-from loopwise.cli import main
-from loopwise.evals import architecture_of
-from loopwise.gates import human
-from loopwise.hybrid import Hybrid
-from loopwise.report import describe_graph
-from loopwise.shape import Kind, Limits, Shape, describe, mermaid
-from loopwise.targets import load_target
-from loopwise.tools import tool
+from loopwise.architectures.hybrid import Hybrid
+from loopwise.cli.main import main
+from loopwise.core.shape import Kind, Limits, Shape, describe, mermaid
+from loopwise.evidence.evals import architecture_of
+from loopwise.evidence.report import describe_graph
+from loopwise.running.targets import load_target
+from loopwise.tools.gates import human
+from loopwise.tools.tool import tool
 
 ROOT = Path(__file__).resolve().parents[1]
 

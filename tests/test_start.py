@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import loopwise
-from loopwise.cli import main
+from loopwise.cli.main import main
 
 ECHO = '''
 import loopwise

@@ -24,7 +24,7 @@ import pytest
 import loopwise
 from _crash import KillAt, drive, effects, fork, record_effect, wait
 from loopwise import Event, SQLiteStore, StoreError, gates, open_store
-from loopwise.cli import main
+from loopwise.cli.main import main
 from loopwise.testing import ScriptedModel, call, calls, reply
 
 _V1 = """
@@ -91,7 +91,7 @@ def test_a_model_named_by_string_is_closed_with_its_stored_run(
         async def aclose(self) -> None:
             closed.append(self.name)
 
-    monkeypatch.setattr(loopwise.model, "resolve_model", lambda name: Named([reply("hi")]))
+    monkeypatch.setattr(loopwise.models.openai, "resolve_model", lambda name: Named([reply("hi")]))
     result = loopwise.run(_chatty(0), 1, model="some-model")
     assert result.status == "completed" and len(closed) == 1
 
@@ -151,7 +151,7 @@ def test_a_version_1_file_is_migrated(tmp_path: Path) -> None:
 def test_eval_history_made_before_it_was_the_stores_survives_the_migration(
     tmp_path: Path,
 ) -> None:
-    # Before schema version 3, loopwise.evals created eval_results in a version-2 store.
+    # Before schema version 3, loopwise.evidence.evals created eval_results in a version-2 store.
     db = tmp_path / "evals.db"
     conn = sqlite3.connect(db)
     conn.executescript(_V1)
@@ -444,7 +444,7 @@ def test_a_postgresql_url_without_the_extra_says_what_to_install(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setitem(sys.modules, "psycopg", None)  # import psycopg raises ImportError
-    monkeypatch.delitem(sys.modules, "loopwise.postgres_store", raising=False)
+    monkeypatch.delitem(sys.modules, "loopwise.store.postgres", raising=False)
     with pytest.raises(StoreError, match=r"pip install 'loopwise\[postgres\]'") as raised:
         open_store("postgresql://u@127.0.0.1/db")
     assert raised.value.code == "missing-extra"

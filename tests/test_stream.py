@@ -42,7 +42,7 @@ def test_astream_yields_every_event_in_order_as_the_store_records_them(tmp_path:
     assert [e.to_dict() for e in seen] == [e.to_dict() for e in _stored(db, _only_run(db))]
     assert seen == stream.result.events
     assert [e.type for e in seen][:2] == ["run_started", "step_started"]
-    assert seen[1].data["kind"] == "agent"  # what kind of step it is (loopwise.shape.Kind)
+    assert seen[1].data["kind"] == "agent"  # what kind of step it is (loopwise.core.shape.Kind)
     assert {"model_call", "tool_call", "tool_result"} <= {str(e.type) for e in seen}
     assert seen[-1].type == "run_finished"
     for model_call in (e for e in seen if e.type == "model_call"):

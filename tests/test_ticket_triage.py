@@ -12,8 +12,8 @@ import pytest
 
 import loopwise
 from loopwise import EventType
-from loopwise.cli import main
-from loopwise.targets import load_target, model_for
+from loopwise.cli.main import main
+from loopwise.running.targets import load_target, model_for
 from loopwise.testing import FakeChatServer, reply
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,7 +9,7 @@ import pytest
 
 import loopwise
 from loopwise import Status
-from loopwise.targets import load_target, model_for
+from loopwise.running.targets import load_target, model_for
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -51,7 +51,7 @@ def test_the_agent_and_the_workflow_share_one_input_and_one_output_model() -> No
 def test_input_that_is_not_a_ticket_exits_2_for_the_agent_too(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from loopwise.cli import main
+    from loopwise.cli.main import main
 
     spec = f"{ROOT / 'agents/triage_agent.py'}:triage_agent"
     code = main(["run", spec, "--model", "scripted", "--input", '"just text"', "--json"])

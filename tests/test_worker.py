@@ -20,7 +20,7 @@ import pytest
 
 import loopwise
 from loopwise import open_store
-from loopwise.cli import main
+from loopwise.cli.main import main
 
 LOOPWISE = str(Path(sys.executable).with_name("loopwise"))
 
@@ -139,7 +139,7 @@ def test_two_workers_and_an_approver_refund_each_approved_run_once(
     assert not (payer.parent / "ledger.txt").exists()  # nothing refunded before approval
 
     approver = subprocess.run(
-        [sys.executable, "-c", "import sys; from loopwise.cli import main; "
+        [sys.executable, "-c", "import sys; from loopwise.cli.main import main; "
          "sys.exit(max(main(['approve', r, '--by', 'alice', '--store', sys.argv[1]]) "
          "for r in sys.argv[2:]))", store_at, *run_ids],
         capture_output=True, text=True, timeout=60, check=False,
@@ -237,7 +237,7 @@ def test_enqueue_in_python_records_a_queued_run(payer: Path, store_at: str) -> N
 def test_a_claim_the_store_fails_is_tried_again_and_the_run_in_hand_goes_on(
     payer: Path, store_at: str
 ) -> None:
-    from loopwise.worker import awork
+    from loopwise.running.worker import awork
 
     with open_store(store_at) as st:
         first = loopwise.enqueue(f"{payer}:refunder", "go", model="scripted", store=st)

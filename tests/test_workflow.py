@@ -22,8 +22,8 @@ from loopwise import (
     Status,
     Workflow,
 )
-from loopwise.cli import main
-from loopwise.model import Turn
+from loopwise.cli.main import main
+from loopwise.models.openai import Turn
 from loopwise.testing import ScriptedModel
 
 

@@ -30,8 +30,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, Field
 
 import loopwise
-from loopwise import Structured, Workflow, gates
-from loopwise.model import ModelRequest, Turn
+from loopwise import ModelRequest, Structured, Turn, Workflow, gates
 from loopwise.testing import ScriptedModel, reply
 
 

@@ -39,11 +39,23 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from loopwise import Budget, Context, ModelRequest, Turn
-from loopwise.gates import Denied, Escalate, policy, policy_then_human
-from loopwise.hybrid import REJECTED, ActionCatalog, Hybrid, PlanContext
+from loopwise import (
+    REJECTED,
+    ActionCatalog,
+    Bounds,
+    Budget,
+    Context,
+    Denied,
+    Escalate,
+    Hybrid,
+    ModelRequest,
+    PlanContext,
+    Turn,
+    policy,
+    policy_then_human,
+    tool,
+)
 from loopwise.testing import ScriptedModel, calls
-from loopwise.tools import Bounds, tool
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "agents"))
 import shop  # the shared shop lives beside the agents

@@ -38,8 +38,7 @@ from _triage_rules import (
 )
 
 import loopwise
-from loopwise import Structured, Workflow
-from loopwise.model import ModelRequest
+from loopwise import ModelRequest, Structured, Workflow
 from loopwise.testing import ScriptedModel
 
 INSTRUCTIONS = f"""\

@@ -3,16 +3,34 @@ where a wrong step is expensive — one step interface, one budget, one store, o
 """
 
 import importlib
+import importlib.abc
+import importlib.machinery
 import sys
 import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from loopwise.agent import Agent, LoopDetection
-    from loopwise.allowlists import Bounds, IdPattern, InDirectory, OneOf
-    from loopwise.analyze import TraceAnalysis, analyze
-    from loopwise.check import Finding, check
-    from loopwise.decide import Decision, decide
+    # The documented submodules, as `from loopwise import gates` names them (typed).
+    from loopwise.architectures import hybrid as hybrid
+    from loopwise.architectures.agent import Agent, LoopDetection
+    from loopwise.architectures.history import ContextPolicy, SummarizingPolicy
+    from loopwise.architectures.hybrid import (
+        Action,
+        ActionCatalog,
+        ActionResult,
+        Hybrid,
+        HybridOutput,
+        Plan,
+        PlanStep,
+    )
+    from loopwise.architectures.plans import REJECTED, PlanContext
+    from loopwise.architectures.structured import Structured
+    from loopwise.architectures.workflow import Workflow
+    from loopwise.core.events import Event, EventType, Status, TextDelta
+    from loopwise.core.options import RunOptions
+    from loopwise.core.result import Halt, RunResult
+    from loopwise.core.step import Context, Step, step
+    from loopwise.core.usage import Budget, Price, Pricing, Usage
     from loopwise.errors import (
         ConfigError,
         ConversationError,
@@ -26,7 +44,10 @@ if TYPE_CHECKING:
         TargetError,
         ToolError,
     )
-    from loopwise.evals import (
+    from loopwise.evidence.analyze import TraceAnalysis, analyze
+    from loopwise.evidence.check import Finding, check
+    from loopwise.evidence.decide import Decision, decide
+    from loopwise.evidence.evals import (
         Case,
         EvalReport,
         EvalTarget,
@@ -35,108 +56,130 @@ if TYPE_CHECKING:
         field_match,
         load_dataset,
     )
-    from loopwise.events import Event, EventType, Status, TextDelta
-    from loopwise.gates import Gate
-    from loopwise.handlers import TerminalApprovals
-    from loopwise.history import ContextPolicy, SummarizingPolicy
-    from loopwise.hybrid import (
-        Action,
-        ActionCatalog,
-        ActionResult,
-        Hybrid,
-        HybridOutput,
-        Plan,
-        PlanStep,
-    )
-    from loopwise.model import OpenAIModel, resolve_model
-    from loopwise.options import RunOptions
-    from loopwise.port import Model, ModelRequest, ToolCall, Turn
-    from loopwise.postgres_store import PostgresStore
-    from loopwise.result import Halt, RunResult
-    from loopwise.runner import aresume, arun, enqueue, resume, run
-    from loopwise.sqlite_store import SQLiteStore
-    from loopwise.step import Context, Step, step
-    from loopwise.store import RunStore, StoredApproval, StoredRun
-    from loopwise.stores import open_store
-    from loopwise.stream import RunStream, astream, astream_resume
-    from loopwise.structured import Structured
-    from loopwise.tools import Effect, Tool, ToolArgumentsError, as_tool, tool
-    from loopwise.usage import Budget, Price, Pricing, Usage
-    from loopwise.verdicts import ApprovalRequest, Approved, Denied, Edited, Escalate
-    from loopwise.workflow import Workflow
+    from loopwise.integrations import mcp as mcp
+    from loopwise.integrations import otel as otel
+    from loopwise.models.openai import OpenAIModel, resolve_model
+    from loopwise.models.port import Model, ModelRequest, ToolCall, Turn
+    from loopwise.running import approvals as approvals
+    from loopwise.running.runner import aresume, arun, enqueue, resume, run
+    from loopwise.running.stream import RunStream, astream, astream_resume
+    from loopwise.store.base import RunStore, StoredApproval, StoredRun
+    from loopwise.store.open import open_store
+    from loopwise.store.postgres import PostgresStore
+    from loopwise.store.sqlite import SQLiteStore
+    from loopwise.tools import calls as calls
+    from loopwise.tools import gates as gates
+    from loopwise.tools.allowlists import Bounds, IdPattern, InDirectory, OneOf
+    from loopwise.tools.gates import Gate, policy, policy_then_human
+    from loopwise.tools.handlers import TerminalApprovals
+    from loopwise.tools.tool import Effect, Tool, ToolArgumentsError, as_tool, tool
+    from loopwise.tools.verdicts import ApprovalRequest, Approved, Denied, Edited, Escalate
 
 # Every name loads on first use (PEP 562), so a process pays only for what it touches:
 # the store and approval verbs of the CLI (`loopwise pending`) import neither pydantic
 # nor the openai SDK nor networkx, and a workflow run never loads the hybrid or the
 # deciding API (decide, check, analyze, evals).
 _LAZY = {
-    **dict.fromkeys(["Agent", "LoopDetection"], "loopwise.agent"),
-    **dict.fromkeys(["TraceAnalysis", "analyze"], "loopwise.analyze"),
-    **dict.fromkeys(["Finding", "check"], "loopwise.check"),
-    **dict.fromkeys(["Decision", "decide"], "loopwise.decide"),
+    **dict.fromkeys(["Agent", "LoopDetection"], "loopwise.architectures.agent"),
+    **dict.fromkeys(["TraceAnalysis", "analyze"], "loopwise.evidence.analyze"),
+    **dict.fromkeys(["Finding", "check"], "loopwise.evidence.check"),
+    **dict.fromkeys(["Decision", "decide"], "loopwise.evidence.decide"),
     **dict.fromkeys(["ConfigError", "ConversationError", "DecisionError", "DirectEffectError",
                      "GraphError",
                      "LoopwiseError", "ModelAPIError", "ModelNotConfigured", "StoreError",
                      "TargetError", "ToolError"], "loopwise.errors"),
     **dict.fromkeys(["Case", "EvalReport", "EvalTarget", "aevaluate", "evaluate",
-                     "field_match", "load_dataset"], "loopwise.evals"),
-    **dict.fromkeys(["Event", "EventType", "Status", "TextDelta"], "loopwise.events"),
-    "Gate": "loopwise.gates",
-    "TerminalApprovals": "loopwise.handlers",
-    **dict.fromkeys(["ContextPolicy", "SummarizingPolicy"], "loopwise.history"),
+                     "field_match", "load_dataset"], "loopwise.evidence.evals"),
+    **dict.fromkeys(["Event", "EventType", "Status", "TextDelta"], "loopwise.core.events"),
+    **dict.fromkeys(["Gate", "policy", "policy_then_human"], "loopwise.tools.gates"),
+    **dict.fromkeys(["PlanContext", "REJECTED"], "loopwise.architectures.plans"),
+    "TerminalApprovals": "loopwise.tools.handlers",
+    **dict.fromkeys(["ContextPolicy", "SummarizingPolicy"], "loopwise.architectures.history"),
     **dict.fromkeys(["Action", "ActionCatalog", "ActionResult", "Hybrid", "HybridOutput",
-                     "Plan", "PlanStep"], "loopwise.hybrid"),
+                     "Plan", "PlanStep"], "loopwise.architectures.hybrid"),
     # The openai SDK loads when a model is made.
-    **dict.fromkeys(["OpenAIModel", "resolve_model"], "loopwise.model"),
-    **dict.fromkeys(["Model", "ModelRequest", "ToolCall", "Turn"], "loopwise.port"),
+    **dict.fromkeys(["OpenAIModel", "resolve_model"], "loopwise.models.openai"),
+    **dict.fromkeys(["Model", "ModelRequest", "ToolCall", "Turn"], "loopwise.models.port"),
     # The PostgreSQL store needs the loopwise[postgres] extra (StoreError without it).
-    "PostgresStore": "loopwise.postgres_store",
-    **dict.fromkeys(["aresume", "arun", "enqueue", "resume", "run"], "loopwise.runner"),
-    "SQLiteStore": "loopwise.sqlite_store",
-    "RunOptions": "loopwise.options",
-    **dict.fromkeys(["Halt", "RunResult"], "loopwise.result"),
-    **dict.fromkeys(["Context", "Step", "step"], "loopwise.step"),
-    **dict.fromkeys(["RunStore", "StoredApproval", "StoredRun"], "loopwise.store"),
-    "open_store": "loopwise.stores",
-    **dict.fromkeys(["RunStream", "astream", "astream_resume"], "loopwise.stream"),
-    "Structured": "loopwise.structured",
-    **dict.fromkeys(["Bounds", "IdPattern", "InDirectory", "OneOf"], "loopwise.allowlists"),
+    "PostgresStore": "loopwise.store.postgres",
+    **dict.fromkeys(["aresume", "arun", "enqueue", "resume", "run"], "loopwise.running.runner"),
+    "SQLiteStore": "loopwise.store.sqlite",
+    "RunOptions": "loopwise.core.options",
+    **dict.fromkeys(["Halt", "RunResult"], "loopwise.core.result"),
+    **dict.fromkeys(["Context", "Step", "step"], "loopwise.core.step"),
+    **dict.fromkeys(["RunStore", "StoredApproval", "StoredRun"], "loopwise.store.base"),
+    "open_store": "loopwise.store.open",
+    **dict.fromkeys(["RunStream", "astream", "astream_resume"], "loopwise.running.stream"),
+    "Structured": "loopwise.architectures.structured",
+    **dict.fromkeys(["Bounds", "IdPattern", "InDirectory", "OneOf"], "loopwise.tools.allowlists"),
     **dict.fromkeys(["Effect", "Tool", "ToolArgumentsError", "as_tool", "tool"],
-                    "loopwise.tools"),
-    **dict.fromkeys(["Budget", "Price", "Pricing", "Usage"], "loopwise.usage"),
+                    "loopwise.tools.tool"),
+    **dict.fromkeys(["Budget", "Price", "Pricing", "Usage"], "loopwise.core.usage"),
     **dict.fromkeys(["ApprovalRequest", "Approved", "Denied", "Edited", "Escalate"],
-                    "loopwise.verdicts"),
-    "Workflow": "loopwise.workflow",
+                    "loopwise.tools.verdicts"),
+    "Workflow": "loopwise.architectures.workflow",
 }  # fmt: skip
 
 
-class _Package(types.ModuleType):
-    """The package, keeping ``loopwise.check`` the function when its module is imported.
-
-    ``step``, ``decide``, ``check`` and ``analyze`` are both functions exported here and
-    modules named for them; importing a submodule binds it on its package, which would
-    replace the function (``import loopwise.check`` then ``loopwise.check(step)``
-    failing). Import those modules' other names with ``from loopwise.check import Finding``.
-    """
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in _SAME_NAME and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
+# The documented submodules users import by their old flat names (``from loopwise.gates
+# import policy``, ``loopwise.mcp.stdio(...)``): each is an alias of the module that
+# defines it, loaded on first import like every other name here.
+_PUBLIC_MODULES = {
+    "approvals": "loopwise.running.approvals",
+    "calls": "loopwise.tools.calls",
+    "gates": "loopwise.tools.gates",
+    "hybrid": "loopwise.architectures.hybrid",
+    "mcp": "loopwise.integrations.mcp",
+    "otel": "loopwise.integrations.otel",
+}
 
 
-_SAME_NAME = frozenset({"step", "decide", "check", "analyze"})
-sys.modules[__name__].__class__ = _Package
+class _AliasLoader(importlib.abc.Loader):
+    """Loads ``loopwise.<alias>`` as the module it names: one module object, two names."""
+
+    def __init__(self, target: str) -> None:
+        self._target = target
+        self._own: tuple[Any, Any] = (None, None)
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        module = importlib.import_module(self._target)
+        self._own = (module.__spec__, module.__loader__)
+        return module
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        """Nothing to run (the target ran when imported); give it back its own spec."""
+        module.__spec__, module.__loader__ = self._own
+
+
+class _AliasFinder(importlib.abc.MetaPathFinder):
+    """Finds the documented public submodules of :data:`_PUBLIC_MODULES`."""
+
+    def find_spec(
+        self, fullname: str, path: object = None, target: object = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        prefix, _, name = fullname.rpartition(".")
+        if prefix != __name__ or name not in _PUBLIC_MODULES:
+            return None
+        return importlib.machinery.ModuleSpec(fullname, _AliasLoader(_PUBLIC_MODULES[name]))
+
+
+if not any(isinstance(finder, _AliasFinder) for finder in sys.meta_path):
+    sys.meta_path.append(_AliasFinder())
 
 
 def __getattr__(name: str) -> Any:
-    """Load an exported name, or a submodule (``loopwise.gates``), on first access."""
+    """Load an exported name, or a documented submodule (``loopwise.gates``), on first access."""
     module = _LAZY.get(name)
     if module is None:
         return _submodule(name)
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    """The public names, so a REPL or an IDE completes them before any has loaded."""
+    return sorted({*__all__, *_PUBLIC_MODULES, "testing", "__version__"})
 
 
 def _submodule(name: str) -> types.ModuleType:
@@ -152,6 +195,7 @@ def _submodule(name: str) -> types.ModuleType:
 
 
 __all__ = [
+    "REJECTED",
     "Action",
     "ActionCatalog",
     "ActionResult",
@@ -193,6 +237,7 @@ __all__ = [
     "OneOf",
     "OpenAIModel",
     "Plan",
+    "PlanContext",
     "PlanStep",
     "PostgresStore",
     "Price",
@@ -234,6 +279,8 @@ __all__ = [
     "field_match",
     "load_dataset",
     "open_store",
+    "policy",
+    "policy_then_human",
     "resolve_model",
     "resume",
     "run",

@@ -1,7 +1,7 @@
 """The exceptions loopwise raises, one tree so callers can catch by type.
 
 Guardrails never raise: a budget hit or a step limit ends the run with a
-:class:`~loopwise.step.Status`. These exceptions are for mistakes a caller must fix
+:class:`~loopwise.core.step.Status`. These exceptions are for mistakes a caller must fix
 (configuration, declarations) and for infrastructure that stayed down after retries::
 
     LoopwiseError                   .code

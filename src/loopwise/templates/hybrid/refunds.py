@@ -47,9 +47,20 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from loopwise import Budget, Context, IdPattern, ModelRequest, Turn, tool
-from loopwise.gates import Escalate, policy, policy_then_human
-from loopwise.hybrid import REJECTED, ActionCatalog, Hybrid
+from loopwise import (
+    REJECTED,
+    ActionCatalog,
+    Budget,
+    Context,
+    Escalate,
+    Hybrid,
+    IdPattern,
+    ModelRequest,
+    Turn,
+    policy,
+    policy_then_human,
+    tool,
+)
 from loopwise.testing import ScriptedModel, calls
 
 ORDERS: dict[str, dict[str, Any]] = {

@@ -1,0 +1,578 @@
+"""Plans: what a hybrid's planner proposes, and the checks a plan passes before anything runs.
+
+* an :class:`ActionCatalog` of registered actions — each a :class:`~loopwise.tools.tool.Tool`
+  (name, typed argument model, effect, gate), optionally with an automatic ``policy`` and
+  a cost ``estimate``;
+* a :class:`Plan`: steps ``{id, action, args, depends_on, reason}``. The schema the planner
+  sees (:meth:`ActionCatalog.plan_type`) is a discriminated union on ``action``: only
+  catalog names, each with that action's own argument model;
+* :func:`validate_plan`: unknown actions, arguments failing their schema or policy,
+  unknown dependencies, cycles, too many steps (:class:`PlanContext` lets a policy see the
+  whole plan);
+* what a person is shown of a plan (:func:`plan_mermaid`, :func:`plan_cost`) and what the
+  planner is told (:func:`planner_instructions`, :func:`planner_request`,
+  :func:`check_planner`).
+
+Running a plan is :mod:`loopwise.architectures.hybrid`'s part.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from loopwise.architectures.digraph import Digraph
+from loopwise.core.shape import Edge, Graph, Node, mermaid
+from loopwise.core.step import jsonable
+from loopwise.errors import ConfigError, ToolError
+from loopwise.tools.gates import Approved, Gate, recheck_edited, takes_ctx
+from loopwise.tools.tool import Tool, ToolArgumentsError
+
+__all__ = [
+    "PLANNER_INSTRUCTIONS",
+    "REJECTED",
+    "WHOLE_PLAN_NOTE",
+    "Action",
+    "ActionCatalog",
+    "Plan",
+    "PlanApproval",
+    "PlanContext",
+    "PlanStep",
+    "check_planner",
+    "check_policy",
+    "dependency_graph",
+    "parse_plan",
+    "plan_cost",
+    "plan_mermaid",
+    "planner_instructions",
+    "planner_request",
+    "step_cost",
+    "validate_plan",
+]
+
+Policy = Callable[..., Any]
+"""An automatic check of an action's arguments (a dict), as :func:`loopwise.tools.gates.policy`
+takes: ``True``/``None``/``Approved``/``Escalate`` pass, ``False``, a string or
+``Denied`` reject (the string being the reason); may be async. An optional second
+parameter receives the rest of the plan at validation (:class:`PlanContext`)."""
+
+
+class PlanStep(BaseModel):
+    """One proposed action of a plan."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(
+        pattern=r"^[A-Za-z0-9_-]{1,32}$",
+        description="A short unique id for this step, e.g. `s1`.",
+    )
+    action: str = Field(description="The catalog action to run.")
+    args: Any = Field(description="The action's arguments.")
+    depends_on: list[str] = Field(
+        default_factory=list, description="Ids of steps that must finish before this one."
+    )
+    reason: str = Field(description="One line: why this step is needed.")
+
+    def args_dict(self) -> dict[str, Any]:
+        """The arguments as a plain dict."""
+        if isinstance(self.args, BaseModel):
+            return self.args.model_dump(mode="json")
+        return dict(self.args or {})
+
+
+class Plan(BaseModel):
+    """A proposed plan: actions drawn from a catalog, with dependencies and reasons."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    steps: list[PlanStep] = Field(description="The actions to take, in a sensible order.")
+
+    def by_id(self) -> dict[str, PlanStep]:
+        """The steps keyed by id."""
+        return {s.id: s for s in self.steps}
+
+
+class _CatalogPlan(Plan):
+    """The base of catalog plan types: their JSON schema uses ``anyOf``, not ``oneOf``.
+
+    Strict structured-output servers accept ``anyOf`` but reject ``oneOf`` and
+    ``discriminator``; validation still uses the discriminator for precise errors.
+    """
+
+    @classmethod
+    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """The schema with every ``oneOf`` turned into ``anyOf``."""
+        return _any_of(super().model_json_schema(*args, **kwargs))  # type: ignore[no-any-return]
+
+
+def _any_of(node: Any) -> Any:
+    if isinstance(node, dict):
+        out = {("anyOf" if k == "oneOf" else k): _any_of(v) for k, v in node.items()}
+        out.pop("discriminator", None)
+        return out
+    if isinstance(node, list):
+        return [_any_of(v) for v in node]
+    return node
+
+
+@dataclass(frozen=True, kw_only=True)
+class Action:
+    """A registered action: the tool that carries it out plus what the plan checks."""
+
+    tool: Tool
+    """The :class:`~loopwise.tools.tool.Tool` that executes it (its gate guards each call)."""
+    policy: Policy | None = None
+    """An extra argument check at validation time (the tool gate's policy runs too)."""
+    estimate: Callable[[Any], float] | None = None
+    """What one call is estimated to cost (money at stake, in the action's own unit),
+    from its validated arguments; shown in the plan approval."""
+
+    @property
+    def name(self) -> str:
+        """The action's (the tool's) name."""
+        return self.tool.name
+
+    @property
+    def effect(self) -> str:
+        """``read``, ``write`` or ``irreversible``."""
+        return str(self.tool.effect)
+
+    @property
+    def args_model(self) -> type[BaseModel]:
+        """The pydantic model of the arguments."""
+        return self.tool.args_model
+
+    @property
+    def description(self) -> str:
+        """What the action does and when to use it."""
+        return self.tool.description
+
+
+def _effect_of(tool: Any) -> str:
+    effect = getattr(tool, "effect", "read")
+    return str(getattr(effect, "value", effect))
+
+
+class ActionCatalog:
+    """The actions a plan may use; :meth:`plan_type` is the schema the planner sees."""
+
+    def __init__(self, actions: Iterable[Tool | Action] = ()) -> None:
+        self._actions: dict[str, Action] = {}
+        self._plan_type: type[Plan] | None = None
+        for action in actions:
+            self.add(action)
+
+    def add(
+        self,
+        tool: Tool | Action,
+        *,
+        policy: Policy | None = None,
+        estimate: Callable[[Any], float] | None = None,
+    ) -> Action:
+        """Register ``tool`` (or a ready :class:`Action`) as an action.
+
+        Raises :class:`~loopwise.errors.ToolError` for something that is not a tool, a
+        name that is not an identifier, or a name registered twice.
+        """
+        given: Any = tool  # callers without a type checker pass plain functions too
+        if isinstance(given, Action):
+            action = given
+        elif isinstance(given, Tool):
+            action = Action(tool=given, policy=policy, estimate=estimate)
+        else:
+            name = str(getattr(given, "__name__", given))
+            raise ToolError(f"action {name!r} must be a @tool (with an effect)", tool=name)
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", action.name):
+            raise ToolError(f"action name {action.name!r} is not an identifier", tool=action.name)
+        if action.name in self._actions:
+            raise ToolError(f"action {action.name!r} is registered twice", tool=action.name)
+        self._actions[action.name] = action
+        self._plan_type = None
+        return action
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._actions
+
+    def __getitem__(self, name: str) -> Action:
+        return self._actions[name]
+
+    def get(self, name: str) -> Action | None:
+        """The action called ``name``, or ``None``."""
+        return self._actions.get(name)
+
+    def __iter__(self) -> Any:
+        return iter(self._actions.values())
+
+    def __len__(self) -> int:
+        return len(self._actions)
+
+    @property
+    def names(self) -> list[str]:
+        """The registered action names, in registration order."""
+        return list(self._actions)
+
+    def plan_type(self) -> type[Plan]:
+        """A :class:`Plan` subclass whose steps are a union discriminated on ``action``."""
+        if self._plan_type is not None:
+            return self._plan_type
+        if not self._actions:
+            raise ConfigError("an action catalog needs at least one action", name="catalog")
+        variants = [_step_variant(a) for a in self._actions.values()]
+        item: Any = variants[0]
+        if len(variants) > 1:
+            item = Annotated[Union[tuple(variants)], Field(discriminator="action")]  # noqa: UP007
+        steps: Any = list[item]
+        model = create_model(
+            "Plan",
+            __base__=_CatalogPlan,
+            steps=(steps, Field(description="The actions to take.")),
+        )
+        self._plan_type = model
+        return model
+
+    def describe(self) -> str:
+        """The catalog as the planner reads it: name, effect, description, arguments."""
+        lines = []
+        for a in self._actions.values():
+            schema = json.dumps(a.args_model.model_json_schema(), separators=(",", ":"))
+            lines.append(
+                f"- {a.name} [{a.effect}]: {a.description.strip()}\n  args schema: {schema}"
+            )
+        return "\n".join(lines)
+
+
+def _step_variant(action: Action) -> type[PlanStep]:
+    camel = "".join(part.capitalize() for part in action.name.split("_"))
+    literal: Any = Literal[action.name]
+    return create_model(
+        f"{camel}Step",
+        __base__=PlanStep,
+        action=(literal, Field(description=action.description[:200] or action.name)),
+        args=(action.args_model, Field(description=f"Arguments of {action.name}.")),
+    )
+
+
+def _format_validation(error: ValidationError) -> list[str]:
+    out = []
+    for e in error.errors(include_url=False):
+        loc = ".".join(str(p) for p in e["loc"])
+        out.append(f"{loc}: {e['msg']}" if loc else str(e["msg"]))
+    return out
+
+
+def parse_plan(raw: Any, catalog: ActionCatalog) -> tuple[Plan | None, list[str]]:
+    """``raw`` (a plan, dict or JSON text) as the catalog's plan type, or the errors."""
+    if isinstance(raw, Plan) and not isinstance(raw, catalog.plan_type()):
+        raw = raw.model_dump(mode="json")
+    if isinstance(raw, catalog.plan_type()):
+        return raw, []
+    try:
+        if isinstance(raw, str | bytes):
+            return catalog.plan_type().model_validate_json(raw), []
+        return catalog.plan_type().model_validate(raw), []
+    except ValidationError as e:
+        return None, _format_validation(e)
+
+
+_RESERVED = frozenset({"start", "results"})
+
+
+def _structure_errors(plan: Plan, catalog: ActionCatalog, max_steps: int) -> list[str]:
+    errors: list[str] = []
+    if not plan.steps:
+        errors.append("the plan has no steps")
+    if len(plan.steps) > max_steps:
+        errors.append(f"the plan has {len(plan.steps)} steps; at most {max_steps} are allowed")
+    seen: set[str] = set()
+    for s in plan.steps:
+        if s.id in seen:
+            errors.append(f"step id {s.id!r} is used twice")
+        if s.id in _RESERVED:
+            errors.append(f"step id {s.id!r} is reserved; use another id")
+        seen.add(s.id)
+        if s.action not in catalog:
+            errors.append(
+                f"step {s.id}: unknown action {s.action!r}; known: {', '.join(catalog.names)}"
+            )
+    for s in plan.steps:
+        for dep in s.depends_on:
+            if dep not in seen:
+                errors.append(f"step {s.id}: depends on unknown step {dep!r}")
+            elif dep == s.id:
+                errors.append(f"step {s.id}: depends on itself")
+    if not errors:
+        errors.extend(_cycle_errors(plan))
+    return errors
+
+
+def _cycle_errors(plan: Plan) -> list[str]:
+    cycle = dependency_graph(plan).find_cycle()
+    if cycle is None:
+        return []
+    return [f"dependency cycle: {' -> '.join([*cycle, cycle[0]])}"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanContext:
+    """The rest of the plan, for a policy judging one of its steps at validation.
+
+    A policy with a second positional parameter (``def within_total(args, plan=None)``)
+    is given one when :func:`validate_plan` judges a step, so an invariant over several
+    steps (the refunds of one order, summed) is judged before anything runs. Everywhere
+    else (an agent's call, a gate asked while the plan runs, an edit re-checked) it is
+    called with the arguments alone, so give the parameter a default of ``None``.
+    One-parameter policies are always called with the arguments alone.
+    """
+
+    plan: Plan
+    """The whole proposed plan (already valid against the catalog's argument models)."""
+    step: PlanStep
+    """The step being judged."""
+
+    def others(self, action: str | None = None) -> list[PlanStep]:
+        """The plan's other steps, in plan order; only those of ``action`` when given."""
+        return [
+            s
+            for s in self.plan.steps
+            if s.id != self.step.id and (action is None or s.action == action)
+        ]
+
+
+def _takes_plan(fn: Any) -> bool:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    # `ctx` is the run's context (see Gate.run_policy), never the plan.
+    return sum(p.kind in positional and p.name != "ctx" for p in params) >= 2
+
+
+def _with_plan(check: Any, plan: PlanContext | None) -> Any:
+    """``check`` (a policy or a gate) calling its policy with ``plan`` when it takes one."""
+    fn: Any = check.check if isinstance(check, Gate) else check
+    if plan is None or fn is None or not _takes_plan(fn):
+        return check
+
+    def bound_plain(args: Any) -> Any:
+        return fn(args, plan)
+
+    def bound_with_ctx(args: Any, ctx: Any) -> Any:
+        return fn(args, plan, ctx=ctx)
+
+    # A policy with a `ctx` parameter keeps it (see Gate.run_policy).
+    bound: Any = bound_with_ctx if takes_ctx(fn) else bound_plain
+    return replace(check, check=bound) if isinstance(check, Gate) else bound
+
+
+async def check_policy(
+    action: Action, args: dict[str, Any], plan: PlanContext | None = None
+) -> str | None:
+    """Run ``action``'s policy and its gate's policy on ``args``: ``None`` or the reason.
+
+    Only a denial is a validation error; a policy that escalates to a person is fine
+    here (the person is asked when the action runs). Each is judged as its gate judges
+    it at run time (:func:`loopwise.tools.gates.recheck_edited`), failing closed when it raises;
+    a policy that takes a second parameter is also given ``plan`` (see :class:`PlanContext`).
+    """
+    for check in (action.policy, action.tool.gate):
+        denied = await recheck_edited(_with_plan(check, plan), action.name, args)
+        if denied is not None:
+            return denied.reason
+    return None
+
+
+async def validate_plan(
+    raw: Any, catalog: ActionCatalog, *, max_steps: int = 10
+) -> tuple[Plan | None, list[str]]:
+    """Check a proposed plan; return ``(plan, [])`` when valid, else ``(None, errors)``.
+
+    Errors say which step is wrong and how: an unknown action (listing the known ones),
+    arguments failing the action's schema or policy, unknown or cyclic dependencies,
+    duplicate ids, too many steps. Policies judge each step with the rest of the plan in
+    view when they take it (:class:`PlanContext`): the plan is judged as a whole.
+    """
+    plan, errors = parse_plan(raw, catalog)
+    if plan is None:
+        return None, errors
+    errors = _structure_errors(plan, catalog, max_steps)
+    if errors:
+        return None, errors
+    for s in plan.steps:
+        try:  # what the plan's own parse lets through (pydantic's JSON reads NaN)
+            catalog[s.action].tool.parse(s.args_dict())
+        except ToolArgumentsError as e:
+            errors.append(f"step {s.id} ({s.action}): {e}")
+            continue
+        reason = await check_policy(
+            catalog[s.action], s.args_dict(), PlanContext(plan=plan, step=s)
+        )
+        if reason is not None:
+            errors.append(f"step {s.id} ({s.action}): policy rejected the arguments: {reason}")
+    return (None, errors) if errors else (plan, [])
+
+
+def plan_mermaid(plan: Plan, catalog: ActionCatalog) -> str:
+    """The plan as a Mermaid graph: each action with its effect and estimated cost."""
+    nodes = []
+    for s in plan.steps:
+        action = catalog.get(s.action)
+        effect = action.effect if action else "unknown"
+        label = f"{s.id}: {s.action}<br/>{effect}"
+        cost = _estimate(action, s.args)
+        if cost is not None:
+            label += f", est. cost {cost:,.2f}"
+        # Step ids are model output: prefixed, so none is read as Mermaid syntax.
+        nodes.append(Node(id=f"n_{s.id}", label=label, kind=effect))
+    edges = [Edge(source=f"n_{d}", target=f"n_{s.id}") for s in plan.steps for d in s.depends_on]
+    return mermaid(Graph(nodes=tuple(nodes), edges=tuple(edges)))
+
+
+def _estimate(action: Action | None, args: Any) -> float | None:
+    if action is None or action.estimate is None:
+        return None
+    try:
+        return float(action.estimate(args))
+    except (TypeError, ValueError, AttributeError):
+        return None
+
+
+def step_cost(step: PlanStep, catalog: ActionCatalog) -> float | None:
+    """What ``step``'s action estimates it costs (``None`` when it has no estimate)."""
+    return _estimate(catalog.get(step.action), step.args)
+
+
+def plan_cost(plan: Plan, catalog: ActionCatalog) -> float | None:
+    """The sum of the steps' estimates (``None`` when no action has an estimate)."""
+    costs = [_estimate(catalog[s.action], s.args) for s in plan.steps if s.action in catalog]
+    known = [c for c in costs if c is not None]
+    return sum(known) if known else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanApproval:
+    """A person's approval of a whole plan (``approve_plan=True``), as its steps' gates see it."""
+
+    verdict: Approved
+    """Who approved the plan, and when."""
+    approval_id: str
+    """The whole-plan approval's id (``plan``, ``plan_2`` after a re-plan)."""
+    args: Mapping[str, Any]
+    """Per step id, the arguments the person was shown."""
+    covers_gates: bool = False
+    """Whether the approval answers the steps' human gates
+    (``Hybrid(plan_approval_covers_gates=True)``)."""
+
+    def covers(self, step: PlanStep, args: Any, effect: str) -> tuple[Approved | None, str]:
+        """The approval that answers ``step``'s human gate (``None``: a person is asked)
+        and the note its request (or the audit log) carries."""
+        by = self.verdict.by
+        if jsonable(self.args.get(step.id)) != jsonable(args):
+            return None, (
+                f"the plan was approved by {by}, but this step's arguments are not the ones "
+                "it showed: a person decides these exact arguments"
+            )
+        if not self.covers_gates:
+            return None, (
+                f"the plan was approved by {by}; this {effect} step asks again with its "
+                "exact arguments (Hybrid(plan_approval_covers_gates=True) lets the plan's "
+                "approval answer it)"
+            )
+        reason = f"approved by {by} as part of the whole plan ({self.approval_id})"
+        return Approved(by=by, reason=reason, at=self.verdict.at), reason
+
+
+WHOLE_PLAN_NOTE = {
+    False: "approving the plan lets it run; each step whose gate asks a person (an "
+    "irreversible refund, a mail) still asks with its exact arguments",
+    True: "approving the plan also answers its steps' human gates for exactly these "
+    "arguments (their policies still judge them)",
+}
+"""What a person approving a whole plan is told it means (``plan_approval_covers_gates``)."""
+
+
+PLANNER_INSTRUCTIONS = """\
+You are the planner of a propose-then-execute system. You do NOT execute anything: you
+propose a plan, code validates it, and actions run later, some only after a human approves.
+
+{task}
+
+Propose a plan as JSON: {{"steps": [...]}}. Each step has
+- "id": a short unique id ("s1", "s2", ...),
+- "action": one of the actions below (no other names exist),
+- "args": that action's arguments, exactly as its schema says,
+- "depends_on": ids of steps that must finish first ([] when none),
+- "reason": one line saying why the step is needed.
+Use as few steps as the task needs (at most {max_steps}). Steps without dependencies may run
+at the same time. Only propose actions the facts support.{investigate}
+
+Actions:
+{catalog}
+"""
+
+_INVESTIGATE = """
+First investigate with your read-only tools: look facts up instead of guessing ids,
+amounts or addresses. Then answer with the plan."""
+
+
+def planner_instructions(
+    catalog: ActionCatalog, task: str, *, max_steps: int = 10, investigates: bool = False
+) -> str:
+    """The planner's system prompt: the task, the plan format and the catalog."""
+    return PLANNER_INSTRUCTIONS.format(
+        task=task.strip(),
+        max_steps=max_steps,
+        investigate=_INVESTIGATE if investigates else "",
+        catalog=catalog.describe(),
+    )
+
+
+REJECTED = "\n\nYour previous plan was rejected; fix these problems:\n"
+"""What separates the planner's input from the feedback on a rejected plan."""
+
+
+def planner_request(task_input: Any, feedback: Sequence[str] = ()) -> str:
+    """The planner's user message: the input, plus why an earlier plan was rejected."""
+    text = task_input if isinstance(task_input, str) else json.dumps(task_input, default=str)
+    if not feedback:
+        return text
+    problems = "\n".join(f"- {line}" for line in feedback)
+    return f"{text}{REJECTED}{problems}"
+
+
+def check_planner(planner: Any, hybrid: str) -> None:
+    """Raise :class:`ToolError` when ``planner`` holds a tool that is not ``read``.
+
+    A planner proposes; only the compiled plan acts. An agent planner with a ``write``
+    or ``irreversible`` tool could act while "investigating", so it is refused here.
+    """
+    held = getattr(planner, "tool_map", None) or getattr(planner, "tools", None) or ()
+    for tool_obj in held.values() if isinstance(held, dict) else held:
+        effect = _effect_of(tool_obj)
+        if effect != "read":
+            name = str(getattr(tool_obj, "name", tool_obj))
+            raise ToolError(
+                f"hybrid {hybrid!r}: its planner holds {name!r} ({effect}); a planner may "
+                f"hold only read tools — register {name!r} as an action instead",
+                tool=name,
+            )
+
+
+def dependency_graph(plan: Plan) -> Digraph:
+    """The plan's steps as a graph, an edge from each dependency to its dependant (a
+    dependency on no step of the plan is left out: validation reports it)."""
+    graph = Digraph()
+    for s in plan.steps:
+        if s.id not in graph:
+            graph.add_node(s.id)
+    for s in plan.steps:
+        for d in s.depends_on:
+            if d in graph:
+                graph.add_edge(d, s.id)
+    return graph

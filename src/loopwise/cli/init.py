@@ -1,0 +1,43 @@
+"""The ``loopwise init`` verb: write a starter project (:mod:`loopwise.evidence.scaffold`) and say
+what to run in it. Mistakes (an unknown kind, files in the way) exit 2 in one line."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from pathlib import Path
+from typing import Any
+
+from loopwise.cli.options import add_unused_store_flag
+from loopwise.evidence.scaffold import KINDS, TEMPLATES, init_project
+
+__all__ = ["add_init_verb"]
+
+
+def add_init_verb(sub: Any) -> None:
+    """Register ``init`` on the CLI's subparsers ``sub``."""
+    p = sub.add_parser(
+        "init", help="write a small runnable project: a workflow, an agent or a hybrid"
+    )
+    p.add_argument("kind", choices=KINDS, help="what to start from (`loopwise decide` says)")
+    p.add_argument("directory", nargs="?", default=".", help="where (default: here)")
+    p.add_argument("--force", action="store_true", help="overwrite files that exist")
+    add_unused_store_flag(p)
+    p.set_defaults(handler=_cmd_init)
+
+
+def _cmd_init(args: argparse.Namespace) -> int:
+    written = init_project(args.kind, args.directory, force=args.force)
+    template = TEMPLATES[args.kind]
+    root = Path(args.directory)
+    print(f"wrote a {args.kind} project in {root}: {', '.join(p.name for p in written)}")
+    print("next (offline, no key needed):")
+    if root.resolve() != Path.cwd().resolve():
+        print(f"  $ cd {shlex.quote(str(root))}")
+    for command in template.commands():
+        print(f"  $ {command}")
+    print(
+        "then use a real model: set OPENAI_API_KEY (and OPENAI_BASE_URL for another "
+        "server) and pass --model NAME instead of --model scripted"
+    )
+    return 0

@@ -1,0 +1,234 @@
+"""The verbs that run steps: ``run``, ``resume`` and ``graph`` (DESIGN §11).
+
+Registered by :mod:`loopwise.cli.main`. Usage mistakes (bad ``--input``, input that cannot match
+the target's declared input, a target with no graph) raise
+:class:`~loopwise.cli.options.UsageError`: one line, exit 2, before any run is recorded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pydantic
+
+from loopwise.cli.input import add_input_flags, input_of
+from loopwise.cli.options import (
+    Interrupted,
+    UsageError,
+    add_deps_flag,
+    add_limit_flags,
+    add_structured_mode_flag,
+    add_unused_store_flag,
+    budget_of,
+    interactive,
+    load_checked,
+    store_help,
+    user_output_to_stderr,
+)
+from loopwise.cli.watch import add_watch_flags, watch_sinks
+from loopwise.core.shape import Kind, describe, mermaid
+from loopwise.core.step import RunResult, Status, needs_model, new_run_id
+from loopwise.running import runner
+from loopwise.running.targets import Target, deps_factory, load_target, model_for
+from loopwise.tools.gates import TerminalApprovals
+
+__all__ = ["add_graph_verb", "add_resume_verb", "add_run_verb", "exit_code"]
+
+
+def _print_result(result: RunResult, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(result.to_dict(), default=str))
+        return
+    print(
+        f"run {result.run_id}: {result.status}" + (f" — {result.detail}" if result.detail else "")
+    )
+    if result.output is not None:
+        print(json.dumps(result.to_dict()["output"], indent=2, default=str))
+    for p in result.pending:
+        print(
+            f"waiting for approval {p['approval_id']}: {p['tool']}({json.dumps(p['args'])}) — "
+            f"loopwise approve {result.run_id} --approval {p['approval_id']}"
+        )
+    u = result.usage
+    cost = "unknown" if u.cost_usd is None else f"${u.cost_usd:.6f}"
+    print(
+        f"usage: {u.model_calls} model calls, {u.tool_calls} tool calls, "
+        f"{u.total_tokens} tokens, cost {cost}, {u.wall_seconds:.2f}s"
+    )
+
+
+def exit_code(status: Status) -> int:
+    """0 for ``completed``, 1 for every other status."""
+    return 0 if status is Status.COMPLETED else 1
+
+
+def _checked_input(target: Target, payload: Any) -> Any:
+    """Reject input that cannot match the target's declared pydantic input, before any run."""
+    declared = getattr(target.step, "input_type", None)
+    if not (isinstance(declared, type) and issubclass(declared, pydantic.BaseModel)):
+        return payload
+    try:
+        declared.model_validate(payload)
+    except pydantic.ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "input"
+        raise UsageError(
+            f"--input does not match {declared.__name__} of {target.spec}: "
+            f"{where}: {first['msg']} ({e.error_count()} error(s))"
+        ) from e
+    return payload
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    payload = input_of(args)
+    with user_output_to_stderr(args.json):
+        target = load_checked(args.target)
+        payload = _checked_input(target, payload)
+        wants_model = needs_model(target.step) or args.model
+        if args.queue and args.deps:
+            raise UsageError(
+                "--deps is not stored with a queued run: a worker makes deps with the target "
+                "module's make_deps()"
+            )
+        make_deps = deps_factory(target, args.deps)
+        if args.queue:
+            queued = _enqueue(args, target, payload, wants_model)
+    if args.queue:
+        return _print_queued(queued, args.json)
+    run_id = new_run_id()  # known before the run starts, for the line a Ctrl-C prints
+    with _interrupted(run_id), user_output_to_stderr(args.json), watch_sinks(args) as sinks:
+        result = runner.run(
+            target.step,
+            payload,
+            model=model_for(target, args.model, structured_mode=args.structured_mode)
+            if wants_model
+            else None,
+            budget=budget_of(args),
+            max_steps=args.max_steps,
+            store=args.store or runner.DEFAULT,
+            spec=args.target,
+            approvals=TerminalApprovals() if interactive(args) else None,
+            sinks=sinks,
+            stream=args.stream,
+            conversation=args.conversation,
+            deps=make_deps() if make_deps is not None else None,
+            run_id=run_id,
+        )
+    _print_result(result, args.json)
+    return exit_code(result.status)
+
+
+def _enqueue(args: argparse.Namespace, target: Target, payload: Any, wants_model: Any) -> str:
+    """``run --queue``: record the run ``queued`` for a worker; its id."""
+    return runner.enqueue(
+        args.target,
+        payload,
+        model=model_for(target, args.model).name if wants_model else None,
+        budget=budget_of(args),
+        max_steps=args.max_steps,
+        store=args.store or runner.DEFAULT,
+        conversation=args.conversation,
+    )
+
+
+def _print_queued(run_id: str, as_json: bool) -> int:
+    if as_json:
+        print(json.dumps({"run_id": run_id, "status": "queued"}))
+    else:
+        print(f"queued run {run_id}: a `loopwise worker` on this store will run it")
+    return 0
+
+
+@contextmanager
+def _interrupted(run_id: str) -> Iterator[None]:
+    """Ctrl-C during a run: one line naming the run (recorded ``cancelled``), exit 130."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise Interrupted(
+            f"interrupted: run {run_id} is recorded cancelled; continue it with: "
+            f"loopwise resume {run_id}"
+        ) from None
+
+
+def _cmd_resume(args: argparse.Namespace) -> int:
+    with _interrupted(args.run_id), user_output_to_stderr(args.json), watch_sinks(args) as sinks:
+        result = runner.resume(
+            args.run_id,
+            model=args.model,
+            structured_mode=args.structured_mode,
+            store=args.store or runner.DEFAULT,
+            approvals=TerminalApprovals() if interactive(args) else None,
+            force=args.force,
+            sinks=sinks,
+            deps=_given_deps(args.deps),
+        )
+    _print_result(result, args.json)
+    return exit_code(result.status)
+
+
+def _given_deps(spec: str | None) -> Any:
+    """``--deps``'s deps for a resume (without it the run's module gives its own)."""
+    make = deps_factory(None, spec) if spec else None
+    return make() if make is not None else None
+
+
+def add_resume_verb(sub: Any) -> None:
+    """``resume``: continue a paused or interrupted run."""
+    p = sub.add_parser("resume", help="resume a paused or interrupted run")
+    p.add_argument("run_id")
+    p.add_argument("--model", help="continue with this model instead of the run's own")
+    add_structured_mode_flag(p)
+    p.add_argument(
+        "--force", action="store_true", help="take over a run whose process is known to be gone"
+    )
+    add_deps_flag(p)
+    p.add_argument("--store", help=store_help)
+    add_watch_flags(p)
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.set_defaults(handler=_cmd_resume)
+
+
+def add_run_verb(sub: Any) -> None:
+    """``run``: run a step on one input."""
+    p = sub.add_parser("run", help="run a step on one input")
+    p.add_argument("target", help="path/to/module.py:name or package.module:name")
+    add_input_flags(p)
+    p.add_argument("--model", help="model name, or `scripted` for the offline model")
+    add_structured_mode_flag(p)
+    add_deps_flag(p)
+    p.add_argument("--store", help=store_help)
+    p.add_argument(
+        "--conversation",
+        metavar="ID",
+        help="continue this conversation's history (an agent target; a new id starts one)",
+    )
+    add_limit_flags(p, "the run")
+    add_watch_flags(p, stream=True)
+    p.add_argument(
+        "--queue", action="store_true", help="record the run for a `loopwise worker` to run"
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.set_defaults(handler=_cmd_run)
+
+
+def _cmd_graph(args: argparse.Namespace) -> int:
+    shape = describe(load_target(args.target).step)
+    if shape.kind not in (Kind.WORKFLOW, Kind.HYBRID, Kind.AGENT):
+        raise UsageError(
+            f"{args.target} is not a workflow, agent or hybrid: it has no graph to draw"
+        )
+    print(mermaid(shape), end="")
+    return 0
+
+
+def add_graph_verb(sub: Any) -> None:
+    """``graph``: print a workflow, agent or hybrid as Mermaid."""
+    p = sub.add_parser("graph", help="print a workflow, agent or hybrid as Mermaid")
+    p.add_argument("target", help="path/to/module.py:name or package.module:name")
+    add_unused_store_flag(p)
+    p.set_defaults(handler=_cmd_graph)

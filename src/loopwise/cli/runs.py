@@ -1,0 +1,336 @@
+"""The command-line verbs over stored runs and their approvals: ``runs list|show``,
+``pending``, ``approve``, ``deny``.
+
+Registered by :mod:`loopwise.cli.main`.
+Mistakes (an unknown run or approval, an ambiguous ``approve``) raise
+:class:`~loopwise.errors.ConfigError`: one line, exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from loopwise.cli.options import count, read_json, store_help
+from loopwise.errors import ConfigError
+from loopwise.store.base import StoredApproval, StoredRun
+from loopwise.store.open import open_store
+from loopwise.store.sql import SQLStore
+from loopwise.tools.audit import asked_lines, event_summary, os_user
+
+__all__ = ["add_runs_verbs"]
+
+_PUBLIC = ("run_id", "approval_id", "tool", "args", "effect", "reason", "tainted_by")
+_CONTEXT = (
+    "why",
+    "at_stake",
+    "note",
+    "plan_step",
+    "plan",
+    "editable",
+    "decided",
+    "args_hash",
+    "step",
+)
+"""What ``pending --json`` adds to DESIGN §11's fields: the planner's reason, the money at
+stake, the request's note, the plan around the step, and who decided the run's other
+approvals."""
+
+
+def _store(args: argparse.Namespace) -> SQLStore:
+    return open_store(args.store)
+
+
+def _cmd_runs_list(args: argparse.Namespace) -> int:
+    if args.conversation is not None:
+        from loopwise.architectures.history import (
+            check_conversation_id,  # the run machinery: only here
+        )
+
+        check_conversation_id(args.conversation)
+    with _store(args) as st:
+        runs = st.list_runs(limit=args.limit, conversation=args.conversation)
+    if args.json:
+        print(json.dumps({"runs": [r.to_dict() for r in runs]}, default=str))
+        return 0
+    if not runs:
+        print("no runs stored")
+        return 0
+    print("\n".join(_runs_table(runs)))
+    return 0
+
+
+_HEADER = ("RUN", "STATUS", "TARGET", "MODEL", "TOKENS", "CREATED (UTC)")
+_WIDEST = 40
+"""A target or model name longer than this is cut (``…``); ``--json`` has it whole."""
+
+
+def _runs_table(runs: list[StoredRun]) -> list[str]:
+    """``runs list`` for people: a header, then one row per run, every column as wide as
+    its widest cell, so a long model or target name never shifts the columns after it."""
+    rows = [_HEADER] + [
+        (
+            r.run_id,
+            r.status,
+            _cut(r.target),
+            _cut(r.model or "-"),
+            f"{(r.usage or {}).get('total_tokens', 0):,}",
+            r.created_at[:19].replace("T", " "),
+        )
+        for r in runs
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(_HEADER))]
+    return [
+        "  ".join(
+            cell.rjust(w) if i == 4 else cell.ljust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in rows
+    ]
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= _WIDEST else text[: _WIDEST - 1] + "…"
+
+
+def _cmd_runs_show(args: argparse.Namespace) -> int:
+    with _store(args) as st:
+        log = st.show(args.run_id)
+    if args.json:
+        print(json.dumps(log, default=str))
+        return 0
+    detail = f" — {log['detail']}" if log["detail"] else ""
+    print(f"run {log['run_id']} ({log['target']}): {log['status']}{detail}")
+    _print_thread(log)
+    for e in log["events"]:
+        print(f"{e['seq']:>4}  {e['type']:<14} {e['step']:<28} {_summary(e)}")
+    if log["output"] is not None:
+        print("output:", json.dumps(log["output"], default=str))
+    return 0
+
+
+def _print_thread(log: dict[str, Any]) -> None:
+    """The conversation a run belongs to: every message of it, this one marked."""
+    thread = log.get("thread") or []
+    if not thread:
+        return
+    print(f"conversation {log['conversation']}: message {log['turn']} of {len(thread)}")
+    for r in thread:
+        mark = "→" if r["run_id"] == log["run_id"] else " "
+        question = json.dumps(r["input"], default=str)
+        answer = json.dumps(r["output"], default=str) if r["output"] is not None else "-"
+        print(
+            f" {mark} {r['turn']:>3}  {r['run_id']}  {r['status']:<17}  "
+            f"{_clip(question, 50)} → {_clip(answer, 50)}"
+        )
+
+
+def _clip(text: str, size: int) -> str:
+    return text if len(text) <= size else text[: size - 1] + "…"
+
+
+def _summary(event: dict[str, Any]) -> str:
+    d = event["data"]
+    if event["type"] == "tool_result":
+        text = str(d.get("content", ""))
+        flagged = d.get("is_error") and not text.startswith("ERROR")
+        return ("ERROR " if flagged else "") + (text[:60] + ("…" if len(text) > 60 else ""))
+    return event_summary(event["type"], d)
+
+
+def _cmd_pending(args: argparse.Namespace) -> int:
+    from loopwise.running import approvals  # loads pydantic: only for pending and decisions
+
+    with _store(args) as st:
+        if args.run_id is not None:
+            st.get_run(args.run_id)  # an unknown run is a usage error, not "nothing pending"
+        waiting = approvals.views(st, st.pending(args.run_id))
+    if args.json:
+        rows = [v.to_dict() for v in waiting]
+        print(json.dumps([{k: a[k] for k in _PUBLIC + _CONTEXT} for a in rows], default=str))
+        return 0
+    if not waiting:
+        print("no pending approvals")
+    for v in waiting:
+        print("\n".join(_pending_lines(v)))
+    return 0
+
+
+def _pending_lines(v: Any) -> list[str]:
+    """One approval (an :class:`~loopwise.running.approvals.ApprovalView`) as the terminal shows
+    it: the ask, then why, the plan around it, who decided the run's other gates."""
+    a = v.approval
+    taint = f" (tainted by {a.tainted_by})" if a.tainted_by else ""
+    # A whole plan's steps are listed below; its arguments hold them again as JSON.
+    call = a.tool if not v.editable and v.plan else f"{a.tool}({json.dumps(a.args)})"
+    lines = [f"{a.run_id}  {a.approval_id}  {call} [{a.effect}]: {a.reason}{taint}"]
+    lines += asked_lines(v.why, v.at_stake, v.note)
+    lines.append(
+        f"    decide exactly this: loopwise approve {a.run_id} --approval {a.approval_id} "
+        f"--seen-hash {a.args_hash[:12]}  (or deny ... --reason TEXT)"
+    )
+    for p in v.plan:
+        mark = "->" if p.id == v.plan_step else "  "
+        after = f" after {', '.join(p.depends_on)}" if p.depends_on else ""
+        lines.append(f"    {mark} {p.id} {p.action} [{p.state}]{after}: {p.reason}")
+    for d in v.decided:
+        why = f": {d.decision_reason}" if d.decision_reason else ""
+        lines.append(f"    {d.approval_id} {d.tool} was {d.status} by {d.decided_by}{why}")
+    return lines
+
+
+def _chosen(st: SQLStore, args: argparse.Namespace) -> list[StoredApproval]:
+    """The approvals a decision applies to: the one named, or the run's only pending one
+    (or all of them, ``--all``) when no listing from before could have shown others."""
+    st.get_run(args.run_id)
+    if args.all and args.seen_hash:
+        raise ConfigError("--seen-hash binds one approval: drop --all", name="seen_hash")
+    if args.approval:
+        found = st.approval(args.run_id, args.approval)
+        if found is None:
+            raise ConfigError(
+                f"run {args.run_id!r} has no approval {args.approval!r}", name=args.approval
+            )
+        return [found]
+    waiting = st.pending(args.run_id)
+    if not waiting:
+        decided = "; ".join(
+            f"{a.approval_id} was {a.status} by {a.decided_by}" for a in st.approvals(args.run_id)
+        )
+        raise ConfigError(
+            f"run {args.run_id!r} has no pending approval" + (f" ({decided})" if decided else ""),
+            name=args.run_id,
+        )
+    if len(waiting) > 1 and not args.all:
+        ids = ", ".join(a.approval_id for a in waiting)
+        raise ConfigError(
+            f"run {args.run_id!r} has {len(waiting)} pending approvals ({ids}); name one with "
+            "--approval ID, or pass --all",
+            name=args.run_id,
+        )
+    if not args.seen_hash:
+        _refuse_later_asks(st, args, waiting)
+    return waiting
+
+
+def _refuse_later_asks(st: SQLStore, args: argparse.Namespace, waiting: list[Any]) -> None:
+    """An unnamed decision must not reach an ask that a listing from an earlier pause of
+    the run did not show (the run was resumed and asked again since)."""
+    from loopwise.running.approvals import asked_again
+
+    events = st.events(args.run_id)
+    later = [a for a in waiting if asked_again(a, events)]
+    if not later:
+        return
+    names = "; ".join(f"{a.approval_id}: {a.tool}({_clip(json.dumps(a.args), 80)})" for a in later)
+    raise ConfigError(
+        f"run {args.run_id!r} paused before and now asks again ({names}); a listing from "
+        "before may have shown another ask, so nothing was decided: name it with --approval "
+        "ID (and --seen-hash HASH from `loopwise pending`)",
+        name=args.run_id,
+    )
+
+
+def _edited_args(args: argparse.Namespace) -> dict[str, Any] | None:
+    if args.args is None:
+        return None
+    try:
+        edited = read_json(args.args, "--args")
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"--args is not valid JSON ({e.msg})", name="args") from e
+    if not isinstance(edited, dict):
+        raise ConfigError("--args must be a JSON object of the tool's arguments", name="args")
+    return edited
+
+
+def _decide(args: argparse.Namespace, decision: str) -> int:
+    from loopwise.running import approvals  # loads pydantic: checks edits against the tool's schema
+
+    edited = _edited_args(args) if decision == "approved" else None
+    with _store(args) as st:
+        chosen = _chosen(st, args)
+        if edited is not None and len(chosen) != 1:
+            raise ConfigError("--args edits one approval: name it with --approval", name="args")
+        for a in chosen:
+            done = approvals.decide(
+                st,
+                args.run_id,
+                a.approval_id,
+                decision=decision,
+                by=args.by or os_user(),
+                reason=getattr(args, "reason", None),
+                edited_args=edited,
+                seen_hash=args.seen_hash,
+            )
+            print(
+                f"{done.status} {done.approval_id} of run {args.run_id}: "
+                f"{done.tool}({json.dumps(done.edited_args or done.args)}) by {done.decided_by}"
+            )
+        still = len(st.pending(args.run_id))
+        spec = st.get_run(args.run_id).spec
+    print(f"{still} approval(s) still pending" if still else _how_to_resume(args.run_id, spec))
+    return 0
+
+
+def _how_to_resume(run_id: str, spec: str | None) -> str:
+    """The next step once every gate is decided: the CLI when the run knows its target."""
+    if spec:
+        return f"continue with: loopwise resume {run_id}"
+    return (
+        f"continue in Python: loopwise.resume({run_id!r}, step=YOUR_STEP) — this run recorded "
+        "no target spec (its step is not bound to a name in an importable module, e.g. it "
+        "was made in a script or a function), so `loopwise resume` cannot load it; define "
+        "the step at module level in a module you import to make runs resumable from the CLI"
+    )
+
+
+def _add_runs(sub: Any) -> None:
+    p = sub.add_parser("runs", help="list and show stored runs")
+    verbs = p.add_subparsers(dest="runs_verb", required=True, parser_class=type(p))
+    ls = verbs.add_parser("list", help="the most recent runs")
+    ls.add_argument("--limit", type=count(1), default=50, help="how many (default 50)")
+    ls.add_argument(
+        "--conversation", metavar="ID", help="only this conversation's runs, newest first"
+    )
+    ls.set_defaults(handler=_cmd_runs_list)
+    show = verbs.add_parser("show", help="the audit log of one run")
+    show.add_argument("run_id")
+    show.set_defaults(handler=_cmd_runs_show)
+    for q in (ls, show):
+        q.add_argument("--json", action="store_true", help="print one JSON document")
+        q.add_argument("--store", help=store_help)
+
+
+def _add_decision(sub: Any, verb: str) -> None:
+    p = sub.add_parser(verb, help=f"{verb} a pending gate")
+    p.add_argument("run_id")
+    p.add_argument("--approval", help="the approval id (needed when several are pending)")
+    p.add_argument("--all", action="store_true", help=f"{verb} every pending approval of the run")
+    p.add_argument("--by", help="who decides (default: the current user)")
+    p.add_argument(
+        "--seen-hash",
+        metavar="HASH",
+        help="decide only if the approval still asks about the arguments with this hash "
+        "(`loopwise pending` shows it; 8 or more of its hex digits)",
+    )
+    p.add_argument("--store", help=store_help)
+    if verb == "approve":
+        p.add_argument("--args", help="approve with these edited arguments (a JSON object)")
+        p.add_argument("--reason", help="why (recorded in the audit log)")
+        p.set_defaults(handler=lambda a: _decide(a, "approved"))
+    else:
+        p.add_argument("--reason", required=True, help="why (the model reads it)")
+        p.set_defaults(handler=lambda a: _decide(a, "denied"))
+
+
+def add_runs_verbs(sub: Any) -> None:
+    """Register ``runs``, ``pending``, ``approve`` and ``deny`` on the CLI's subparsers."""
+    _add_runs(sub)
+    p = sub.add_parser("pending", help="list undecided approvals")
+    p.add_argument("run_id", nargs="?", help="only this run's")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.add_argument("--store", help=store_help)
+    p.set_defaults(handler=_cmd_pending)
+    _add_decision(sub, "approve")
+    _add_decision(sub, "deny")

@@ -1,0 +1,139 @@
+"""The audit log's vocabulary: a run's :class:`Status`, the :class:`EventType` s, the
+:class:`Event` itself, the streamed :class:`TextDelta` and the :class:`EventSink` that
+receives them, with the timestamp and JSON helpers every event is built with.
+
+Plain data, no event loop: the store and the CLI's store verbs read events through this
+module without loading the run machinery (:mod:`loopwise.core.step`).
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, ClassVar, Protocol
+
+__all__ = ["Event", "EventSink", "EventType", "Status", "TextDelta", "jsonable", "now_iso"]
+
+
+class Status(enum.StrEnum):
+    """How a run ended: one closed set for every architecture."""
+
+    COMPLETED = "completed"
+    STEP_LIMIT = "step_limit"
+    BUDGET_EXCEEDED = "budget_exceeded"
+    TOOL_FAILED = "tool_failed"
+    STUCK = "stuck"
+    INVALID_OUTPUT = "invalid_output"
+    REFUSED = "refused"
+    AWAITING_APPROVAL = "awaiting_approval"
+    DENIED = "denied"
+    ERROR = "error"
+    CANCELLED = "cancelled"
+
+
+class EventType(enum.StrEnum):
+    """The event types of the audit log (DESIGN §11)."""
+
+    RUN_STARTED = "run_started"
+    STEP_STARTED = "step_started"
+    STEP_FINISHED = "step_finished"
+    MODEL_CALL = "model_call"
+    TOOL_CALL = "tool_call"
+    TOOL_RESULT = "tool_result"
+    GATE_REQUESTED = "gate_requested"
+    GATE_DECIDED = "gate_decided"
+    RUN_PAUSED = "run_paused"
+    RUN_RESUMED = "run_resumed"
+    RUN_FINISHED = "run_finished"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Event:
+    """One entry of a run's ordered event log."""
+
+    seq: int
+    """Position in the run, from 1, gap-free."""
+    type: EventType
+    """What happened."""
+    step: str
+    """The path of the step it happened in (``triage/classify``)."""
+    at: str
+    """ISO-8601 UTC timestamp."""
+    data: dict[str, Any]
+    """Type-specific fields (DESIGN §11 names the required ones)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "seq": self.seq,
+            "type": str(self.type),
+            "step": self.step,
+            "at": self.at,
+            "data": self.data,
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TextDelta:
+    """A piece of a model's answer as it streams in (a run with ``stream=True``).
+
+    Ephemeral: handed to sinks that have a ``text`` method and yielded by
+    ``loopwise.astream``, never stored, so it has no ``seq``. The ``model_call`` event
+    that follows holds the whole answer, the same as without streaming.
+    """
+
+    type: ClassVar[str] = "text_delta"
+    step: str
+    """The path of the step whose model call it belongs to."""
+    key: str
+    """The journal key of that model call (its ``model_call`` event's ``key``)."""
+    text: str
+    """The new piece of text."""
+
+
+class EventSink(Protocol):
+    """Receives every event of a run as it happens (the store, a tracer, a test).
+
+    A sink may also have ``text(run_id, delta)``: it then receives each
+    :class:`TextDelta` of a streamed run (``stream=True``) as well.
+    """
+
+    def record(self, run_id: str, event: Event) -> None:
+        """Persist or forward ``event``; raise only when the event is lost."""
+        ...
+
+
+_STAMP: list[tuple[int, str]] = [(-1, "")]
+
+
+def now_iso() -> str:
+    """What ``datetime.now(UTC).isoformat()`` gives; every event takes one.
+
+    The date and time to the second are formatted once per second, not once per event;
+    the microseconds are appended (omitted when zero, as ``isoformat`` does).
+    """
+    second, nanos = divmod(time.time_ns(), 1_000_000_000)
+    cached, prefix = _STAMP[0]
+    if second != cached:
+        prefix = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        _STAMP[0] = (second, prefix)  # one tuple: a reader in another thread sees a pair
+    micros = nanos // 1000
+    return f"{prefix}.{micros:06d}+00:00" if micros else f"{prefix}+00:00"
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` in a JSON-ready form (pydantic models dumped, the rest by ``str``)."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json")
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if isinstance(value, enum.Enum):
+        return value.value
+    return str(value)

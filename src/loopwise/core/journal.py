@@ -1,0 +1,128 @@
+"""The run's journal: the only place replay keys are built, recalled and counted.
+
+A run records what it must not do twice — model turns, tool results, gate requests and
+decisions, accepted plans — as events that carry a journal ``key``. A resumed run gets
+those events back (:attr:`Journal.recorded`) and recalls them by key instead of calling
+the model, running the tool or asking the person again. Keys are deterministic: the step
+path, a kind, and either the caller's own id (a tool call's id) or a counter of how
+often that kind was keyed at that path (:meth:`Journal.counted`), so a resumed run
+derives the same keys in the same order.
+
+The journal is owned by the run's :class:`~loopwise.core.step.Context` and shared by every
+nested context of the run. Besides keys it keeps two facts about the run that safety
+rests on and that survive a resume because they are read from the log:
+
+* **taint** — the first result of a tool declared ``untrusted_output`` that reached the
+  model (:attr:`Journal.taint`);
+* **effects** — which ``(tool, canonical arguments)`` pairs already took effect
+  (:meth:`Journal.effect`), so a pair never takes effect twice in one run.
+
+Nothing outside this module builds, parses or counts keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+__all__ = ["Journal"]
+
+_TOOL_RESULT = "tool_result"
+
+
+class Journal:
+    """Keys, replay look-ups and counters of one run (see the module docs)."""
+
+    __slots__ = ("_counters", "_effects", "_recorded", "_taint", "_under")
+
+    def __init__(self, recorded: Mapping[str, dict[str, Any]] | None = None) -> None:
+        self._recorded: dict[str, dict[str, Any]] = dict(recorded or {})
+        self._counters: dict[str, int] = {}
+        self._under: dict[str, list[str]] = {}
+        self._taint: str | None = None
+        self._effects: dict[str, dict[str, Any]] = {}
+
+    @staticmethod
+    def key(path: str, kind: str, *parts: object) -> str:
+        """The key of a record identified by the caller (``path:kind:part...``)."""
+        return ":".join((path, kind, *(str(p) for p in parts)))
+
+    def counted(self, path: str, kind: str) -> int:
+        """How many times ``kind`` was keyed at ``path`` in this run, this one included."""
+        base = f"{path}:{kind}"
+        n = self._counters.get(base, 0) + 1
+        if n == 1:
+            self._file(path, base)
+        self._counters[base] = n
+        return n
+
+    def _file(self, path: str, base: str) -> None:
+        """File a new counter under ``path`` and every path above it, so that
+        :meth:`counters_under` (asked at every replayable step's end) reads only its own."""
+        while True:
+            self._under.setdefault(path, []).append(base)
+            path, slash, _ = path.rpartition("/")
+            if not slash:
+                return
+
+    def next_key(self, path: str, kind: str) -> str:
+        """A counted key: ``path:kind:n`` for the n-th record of ``kind`` at ``path``."""
+        return f"{path}:{kind}:{self.counted(path, kind)}"
+
+    def recall(self, key: str) -> dict[str, Any] | None:
+        """What was recorded under ``key`` (by an earlier process or this one), or ``None``."""
+        return self._recorded.get(key)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._recorded
+
+    def note(self, kind: str, data: dict[str, Any]) -> None:
+        """Take in one event as it is logged (or restored from the store on resume)."""
+        key = data.get("key")
+        if key is not None:
+            self._recorded[str(key)] = data
+        if kind == _TOOL_RESULT:
+            self._note_result(data)
+
+    def observe(self, events: Iterable[Any]) -> None:
+        """Take in a stored log (resume): its keys, its taint and its effects."""
+        for event in events:
+            self.note(str(event.type), event.data)
+
+    def _note_result(self, data: dict[str, Any]) -> None:
+        if self._taint is None and data.get("untrusted"):
+            self._taint = f"{data.get('tool')} ({data.get('call_id')})"
+        done = data.get("took_effect")
+        if done is not None:
+            self._effects.setdefault(str(done), data)
+
+    def inherit_taint(self, source: str | None) -> None:
+        """Start tainted by ``source``: untrusted text that reached the model before this
+        run (an earlier run of its conversation) is in its transcript too."""
+        if self._taint is None and source is not None:
+            self._taint = source
+
+    @property
+    def taint(self) -> str | None:
+        """The first untrusted output that reached the model (``tool (call id)``), if any."""
+        return self._taint
+
+    def effect(self, effect_id: str) -> dict[str, Any] | None:
+        """The recorded result of the call that took effect as ``effect_id``, if one did."""
+        return self._effects.get(effect_id)
+
+    def counters_under(self, path: str) -> dict[str, int]:
+        """The counters of ``path`` and every path below it.
+
+        Recorded with a result that stands for a nested step (a step used as a tool):
+        a resumed run replays the result without running the step, and must still count
+        its keys, or the next run of that step would take this one's keys.
+        """
+        return {base: self._counters[base] for base in self._under.get(path, ())}
+
+    def advance(self, counters: Mapping[str, Any] | None) -> None:
+        """Count again what :meth:`counters_under` recorded (never counting back)."""
+        for base, n in (counters or {}).items():
+            if base not in self._counters:
+                self._file(base.rpartition(":")[0], base)
+            self._counters[base] = max(self._counters.get(base, 0), int(n))

@@ -1,0 +1,91 @@
+"""How to run a step: :class:`RunOptions`, and their merging and checking before a run."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from loopwise.core.events import EventSink
+from loopwise.core.usage import Budget, Pricing
+from loopwise.errors import ConfigError
+
+__all__ = ["RunOptions", "check_options", "merge_options"]
+
+
+@dataclass(kw_only=True)
+class RunOptions:
+    """How to run a step; every field is optional.
+
+    ``loopwise.arun``, ``run``, ``aresume``, ``resume`` and ``astream`` all take one as
+    ``options`` and the same fields as keyword arguments (``arun(step, x, model=...)``),
+    which win over the object's.
+    """
+
+    model: Any = None
+    """A :class:`~loopwise.models.openai.Model`, or a model name resolved by ``resolve_model``."""
+    budget: Budget | None = None
+    """Overrides the step's own ``budget`` limit by limit."""
+    max_steps: int | None = None
+    """Overrides agents' own ``max_steps`` for this run."""
+    run_id: str | None = None
+    """The id to use (a fresh one by default)."""
+    pricing: Pricing = field(default_factory=Pricing)
+    """The price table."""
+    sinks: tuple[EventSink, ...] = ()
+    """Extra event sinks (the store adds its own)."""
+    approvals: Any = None
+    """The approval handler for gates."""
+    replay: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Journaled results to replay (set by resume)."""
+    clock: Callable[[], float] = time.monotonic
+    """The monotonic clock."""
+    conversation: str | None = None
+    """The conversation this run is a message of: the run continues the history of the
+    conversation's earlier runs (an agent target only; needs a run store). A new id
+    starts a conversation."""
+    deps: Any = None
+    """The run's dependencies (clients, accounts, a ledger): ``ctx.deps`` in its steps,
+    tools and policies, ``request.deps`` in an in-process model. Never stored: a resume
+    in another process is given them again (``deps=``, ``--deps``, or the target module's
+    ``make_deps()``)."""
+    stream: bool = False
+    """Ask the model to stream its answers: each piece of text goes, as a
+    :class:`TextDelta`, to the sinks that have a ``text`` method (``astream`` yields them);
+    what is recorded is the same as without streaming."""
+
+
+_OPTION_NAMES = frozenset(f.name for f in fields(RunOptions))
+
+
+def merge_options(
+    options: RunOptions | None, overrides: dict[str, Any], *, also: str = ""
+) -> RunOptions:
+    """``options`` with ``overrides`` applied; an unknown name raises :class:`ConfigError`
+    listing the known ones (plus ``also``, the caller's own keyword arguments)."""
+    unknown = sorted(set(overrides) - _OPTION_NAMES)
+    if unknown:
+        known = ", ".join(sorted(_OPTION_NAMES)) + (f", {also}" if also else "")
+        raise ConfigError(f"unknown run option {unknown[0]!r}; known: {known}", name=unknown[0])
+    if options is None:
+        return RunOptions(**overrides)
+    return replace(options, **overrides) if overrides else options
+
+
+def check_options(opts: RunOptions) -> None:
+    """Raise :class:`ConfigError` naming an option of the wrong kind, before the run starts."""
+    steps = opts.max_steps
+    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
+        raise ConfigError(f"max_steps must be a whole number >= 1, not {steps!r}", name="max_steps")
+    if opts.budget is not None and not isinstance(opts.budget, Budget):
+        raise ConfigError(
+            f"budget must be a loopwise.Budget, not {type(opts.budget).__name__}", name="budget"
+        )
+    model = opts.model
+    if not (model is None or isinstance(model, str) or callable(getattr(model, "complete", None))):
+        raise ConfigError(
+            f"model must be a model name or an object with async complete(request), "
+            f"not {type(model).__name__}",
+            name="model",
+        )

@@ -1,0 +1,163 @@
+"""Finished steps that a resumed run takes from its log instead of running them again.
+
+Resuming continues after the last recorded event (DESIGN §7). Model turns, tool results
+and gate decisions replay by their journal keys; a step that *finished* is replayed from
+its ``step_finished`` event, when two things hold:
+
+* it is entered again on the same input: the input's JSON is the one its
+  ``step_started`` recorded (an output computed from another input is stale);
+* its output can be restored exactly. A step that can be (:class:`Replays`) says so when
+  it finishes, and only then is its ``step_finished`` given a journal key, with the steps
+  and journal counters it took, so that a replay counts them once more.
+
+Plain function steps with a declared return type replay (:class:`Restorer`); so do route
+nodes whose key is a function. Anything else is entered again as before: agents,
+structured calls, workflows and hybrids replay their model turns, tool results and
+decisions inside, and a step that paused (no ``step_finished``) re-enters and replays its
+children.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from loopwise.core.events import jsonable
+from loopwise.core.journal import Journal
+
+__all__ = [
+    "RERUN",
+    "Replayed",
+    "Replays",
+    "Restorer",
+    "entered",
+    "recall",
+    "record",
+    "replays",
+    "same_json",
+]
+
+RERUN: Any = type("Rerun", (), {"__repr__": lambda self: "RERUN"})()
+"""What :meth:`Replays.restore` answers when the output cannot be restored: run again."""
+
+_STARTED, _FINISHED = "started", "finished"
+
+
+class Replays(Protocol):
+    """A step whose recorded output a resumed run may restore instead of running it
+    (looked up with :func:`replays`: a runtime ``isinstance`` would cost every step)."""
+
+    def restorable(self, output: Any, recorded: Any) -> bool:
+        """Whether :meth:`restore` gives ``output`` back exactly from ``recorded`` (its JSON)."""
+        ...
+
+    def restore(self, input: Any, recorded: Any) -> Any:
+        """The output recorded as ``recorded`` (entered on ``input``), or :data:`RERUN`."""
+        ...
+
+
+class Restorer:
+    """Values of one declared type, restored from what :func:`jsonable` recorded of them.
+
+    A value restores when the type validates its JSON (pydantic) into a value that turns
+    back into the same JSON; it was recorded restorable only when that value also equals
+    the one the step returned. So ``Any`` (no annotation), a value ``jsonable`` wrote as
+    ``str(...)`` (a dataclass, a datetime inside ``dict[str, Any]``), a tuple declared as
+    ``list`` or an ``int`` declared as ``float`` are never replayed: the step runs again.
+    """
+
+    def __init__(self, declared: Any) -> None:
+        self.declared = declared
+        self._adapter: Any = None if declared is Any else _UNBUILT
+
+    def restore(self, recorded: Any) -> Any:
+        """The value ``recorded`` stands for, or :data:`RERUN`."""
+        if self._adapter is _UNBUILT:
+            self._adapter = _adapter(self.declared)
+        if self._adapter is None:
+            return RERUN
+        try:
+            value = self._adapter.validate_python(recorded)
+            return value if same_json(jsonable(value), recorded) else RERUN
+        except Exception:  # a validator that raises proves nothing: rerun
+            return RERUN
+
+    def exact(self, value: Any, recorded: Any) -> bool:
+        """Whether ``recorded`` (``jsonable(value)``) restores to a value equal to ``value``."""
+        restored = self.restore(recorded)
+        try:
+            return restored is not RERUN and bool(restored == value)
+        except Exception:  # an == that raises (arrays) proves nothing
+            return False
+
+
+_UNBUILT = object()
+
+
+def _adapter(declared: Any) -> Any:
+    """A pydantic ``TypeAdapter`` for ``declared`` (``None`` for a type it cannot build)."""
+    from pydantic import TypeAdapter  # on first use: step.py, which imports this, stays light
+
+    try:
+        return TypeAdapter(declared)
+    except Exception:
+        return None
+
+
+def same_json(a: Any, b: Any) -> bool:
+    """Whether two JSON values are the same text (``1``, ``1.0`` and ``true`` differ; so
+    does key order, which only makes a step run again)."""
+    return _encode(a) == _encode(b)
+
+
+# One encoder for every comparison: json.dumps(default=...) builds a new one each call.
+_encode = json.JSONEncoder(default=str).encode
+
+
+def replays(step: Any) -> Replays | None:
+    """``step`` when it is one that may be replayed (it has the :class:`Replays` methods)."""
+    has = callable(getattr(step, "restorable", None)) and callable(getattr(step, "restore", None))
+    return step if has else None
+
+
+@dataclass(frozen=True, slots=True)
+class Replayed:
+    """A finished step taken from the log: its output and what it took."""
+
+    output: Any
+    """The restored output."""
+    record: dict[str, Any]
+    """Its ``step_finished`` data (``usage``, ``steps``, ``counters``)."""
+
+
+def entered(journal: Journal, path: str) -> tuple[int, str]:
+    """Count one more run of the step at ``path``: its number and its ``step_started`` key."""
+    n = journal.counted(path, _STARTED)
+    return n, Journal.key(path, _STARTED, n)
+
+
+def recall(step: Any, input: Any, journal: Journal, path: str, n: int) -> Replayed | None:
+    """The n-th run of ``step`` at ``path`` as recorded, when it finished on this same
+    ``input`` and its output restores; ``None``: run it."""
+    done = journal.recall(Journal.key(path, _FINISHED, n))
+    if done is None or (replayable := replays(step)) is None:
+        return None
+    started = journal.recall(Journal.key(path, _STARTED, n)) or {}
+    if "input" not in started or not same_json(jsonable(input), started["input"]):
+        return None
+    output = replayable.restore(input, done.get("output"))
+    return None if output is RERUN else Replayed(output, done)
+
+
+def record(
+    step: Any, output: Any, data: dict[str, Any], *, journal: Journal, path: str, n: int, steps: int
+) -> None:
+    """Make ``data`` (the n-th ``step_finished`` at ``path``) a record :func:`recall`
+    replays, when ``step`` can restore ``output`` from it: its key, the steps taken inside
+    and the journal counters of ``path`` (a replay counts them again)."""
+    replayable = replays(step)
+    if replayable is not None and replayable.restorable(output, data["output"]):
+        data["key"] = Journal.key(path, _FINISHED, n)
+        data["steps"] = steps
+        data["counters"] = journal.counters_under(path)

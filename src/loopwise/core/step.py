@@ -1,0 +1,712 @@
+"""The core contract: :class:`Step`, :class:`Context`, :class:`RunResult`, :class:`Status`.
+
+A step is anything with a ``name`` and ``async run(input, ctx)``: a plain function
+(``@step``), a structured-output call, an agent, a workflow, a hybrid. One
+:class:`Context` per run carries the model, the budget and its running usage, the
+event sinks and the approval handler; nested steps share it, so limits are per run.
+
+Guardrails end runs with a :class:`Status`. Inside a step they do so by raising
+:class:`Halt`, because a nested step cannot return a status through its typed output;
+:func:`execute` turns a ``Halt`` into a :class:`RunResult`, never into an exception.
+Starting a run (options, the store, the sync wrapper) is :mod:`loopwise.running.runner`'s.
+The event vocabulary (:class:`Status`, :class:`Event`, ...) is :mod:`loopwise.core.events`'s,
+:class:`RunOptions` is :mod:`loopwise.core.options`'s, :class:`Halt` and :class:`RunResult` are
+:mod:`loopwise.core.result`'s and the sync wrapper :func:`blocking` is :mod:`loopwise.core.loops`'s;
+all are re-exported here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import functools
+import inspect
+import os
+import time
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Generic,
+    Protocol,
+    TypeVar,
+    get_type_hints,
+    overload,
+    runtime_checkable,
+)
+
+import typing_extensions
+
+from loopwise.core.events import Event, EventSink, EventType, Status, TextDelta, jsonable, now_iso
+from loopwise.core.journal import Journal
+from loopwise.core.loops import blocking
+from loopwise.core.options import RunOptions, check_options, merge_options
+from loopwise.core.replay import Restorer, entered, recall, record
+from loopwise.core.result import Halt, RunResult
+from loopwise.core.shape import Kind, Shape, kind_of
+from loopwise.core.usage import Budget, Pricing, Usage
+from loopwise.errors import ConfigError, LoopwiseError, ModelAPIError
+
+if TYPE_CHECKING:
+    from loopwise.models.port import Model, ModelRequest, Turn
+
+__all__ = [
+    "Context",
+    "Event",
+    "EventSink",
+    "EventType",
+    "FunctionStep",
+    "Halt",
+    "RunOptions",
+    "RunResult",
+    "Status",
+    "Step",
+    "TextDelta",
+    "blocking",
+    "check_step",
+    "execute",
+    "jsonable",
+    "merge_options",
+    "needs_model",
+    "new_context",
+    "new_run_id",
+    "step",
+]
+
+T = TypeVar("T")
+DepsT = typing_extensions.TypeVar("DepsT", default=Any)
+
+ApprovalHandler = Callable[[Any], Any] | Any
+"""An approval handler: an object with ``async decide(request)``, or a function of the
+:class:`~loopwise.tools.verdicts.ApprovalRequest` (sync or async) returning a verdict,
+``True``/``False``, or ``None`` (undecided). Declared here so the kernel names what a
+context carries without importing the tools layer; :mod:`loopwise.tools.handlers` asks it."""
+"""The type of a run's dependencies: ``Context[MyDeps]`` types ``ctx.deps``."""
+
+NO_DEPS = (
+    "this run has no deps, and a step, tool or policy of it reads ctx.deps: pass deps= to "
+    "loopwise.run/arun/astream/resume/evaluate, --deps module:function to the command, or "
+    "define make_deps() in the target's module; a run that ended so resumes once given them"
+)
+
+
+class _NoDeps:
+    """``request.deps`` in a run without deps: reading from it ends the run ``error`` with
+    :data:`NO_DEPS`, as ``ctx.deps`` does (an offline model that needs deps)."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise Halt(Status.ERROR, NO_DEPS)
+
+    def __getitem__(self, key: Any) -> Any:
+        raise Halt(Status.ERROR, NO_DEPS)
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return "<no deps>"
+
+
+_NO_DEPS = _NoDeps()
+
+
+@runtime_checkable
+class Step(Protocol):
+    """Anything runnable in a run: a ``name`` and ``async run(input, ctx)``."""
+
+    name: str
+
+    async def run(self, input: Any, ctx: Context) -> Any:
+        """Turn ``input`` into the step's output, using ``ctx`` for models and events."""
+        ...
+
+
+@dataclass(kw_only=True)
+class Context(Generic[DepsT]):
+    """What one run carries through every step; nested steps get a :meth:`child`.
+
+    ``Context[MyDeps]`` (in a tool's, step's or policy's ``ctx`` annotation) types
+    :attr:`deps`.
+    """
+
+    run_id: str
+    """The run's id."""
+    model: Model | None = None
+    """The run's model (``None`` for model-free runs)."""
+    budget: Budget = field(default_factory=Budget)
+    """Limits for the whole run."""
+    usage: Usage = field(default_factory=Usage)
+    """Running usage of the whole run (shared by children)."""
+    pricing: Pricing = field(default_factory=Pricing)
+    """Prices used to turn tokens into USD."""
+    max_steps: int | None = None
+    """A run-level override of agents' own ``max_steps`` (``--max-steps``)."""
+    approvals: ApprovalHandler = None
+    """The approval handler gates ask (see :mod:`loopwise.tools.handlers`)."""
+    sinks: tuple[EventSink, ...] = ()
+    """Where events go besides :attr:`events`."""
+    events: list[Event] = field(default_factory=list)
+    """Every event of the run so far (shared by children)."""
+    journal: Journal = field(default_factory=Journal)
+    """The run's journal: keys, what was recorded (for replay), taint, effects taken."""
+    path: tuple[str, ...] = ()
+    """The step path this context belongs to."""
+    idempotency_key: str | None = None
+    """Set while an effectful tool runs: run id + call id."""
+    refuse_effects: str | None = None
+    """Why ``write``/``irreversible`` calls are refused here (a hybrid's planner; inherited)."""
+    clock: Callable[[], float] = time.monotonic
+    """Monotonic seconds; injected so tests can control time."""
+    stream: bool = False
+    """Ask the model to stream its answers (text deltas to sinks with a ``text`` method)."""
+    started_at: float = 0.0
+    """``clock()`` when the run started."""
+    steps: list[int] = field(default_factory=lambda: [0])
+    """A one-cell counter of steps taken, shared by children."""
+    scopes: tuple[Usage, ...] = ()
+    """The own usage of each enclosing step (so parallel siblings are not mixed up)."""
+    history: Any = None
+    """The earlier runs of the run's conversation (a
+    :class:`~loopwise.architectures.history.History`,
+    sent by the run's target agent before its input), or ``None``."""
+    resources: dict[Any, Any] = field(default_factory=dict)
+    """What the run opened on first use, by owner (an MCP server's connection); each has
+    ``async aclose()`` and is closed when the run ends or pauses (shared by children)."""
+    _deps: Any = None
+    _seq: list[int] = field(default_factory=lambda: [0])
+    _taken: tuple[list[int], ...] = ()
+    """The steps taken inside each enclosing step (what a replay of it counts again)."""
+
+    @property
+    def deps(self) -> DepsT:
+        """The run's dependencies (``deps=`` of :func:`loopwise.run`): clients, accounts, a
+        ledger. Shared by every step, tool, policy (a ``ctx`` parameter) and offline model
+        (``request.deps``) of the run; never stored. Reading them in a run started without
+        any ends the run ``error`` with a detail that says how to give them
+        (:data:`NO_DEPS`), not with an ``AttributeError`` somewhere in a tool.
+        """
+        if self._deps is None:
+            raise Halt(Status.ERROR, NO_DEPS)
+        deps: DepsT = self._deps
+        return deps
+
+    @property
+    def has_deps(self) -> bool:
+        """Whether the run was given deps (for code that works with and without)."""
+        return self._deps is not None
+
+    @property
+    def step_path(self) -> str:
+        """The current path as ``a/b/c``."""
+        return "/".join(self.path)
+
+    def child(self, name: str) -> Context:
+        """A context for a nested step: same run, budget, usage and events; longer path."""
+        return self._derived(path=(*self.path, name), idempotency_key=None)
+
+    def _derived(self, **changes: Any) -> Context:
+        # A shallow copy: contexts are derived on every step and tool call, and neither
+        # dataclasses.replace (it re-runs __init__ over every field) nor copy.copy (its
+        # __reduce_ex__ detour) does less work than this.
+        clone = object.__new__(type(self))
+        clone.__dict__.update(self.__dict__)
+        clone.__dict__.update(changes)
+        return clone
+
+    def count_tool_call(self) -> None:
+        """Count one tool call in the run's usage and in every enclosing step's."""
+        self.usage.tool_calls += 1
+        for scope in self.scopes:
+            scope.tool_calls += 1
+
+    def count_step(self) -> int:
+        """Count one step (an agent turn, a workflow node); return the run's total."""
+        self.steps[0] += 1
+        for cell in self._taken:
+            cell[0] += 1
+        return self.steps[0]
+
+    def emit(self, type: EventType, data: dict[str, Any] | None = None) -> Event:
+        """Append one event to the run's log and hand it to every sink."""
+        self._seq[0] += 1
+        event = Event(
+            seq=self._seq[0],
+            type=type,
+            step=self.step_path,
+            at=now_iso(),
+            data=data or {},
+        )
+        self.events.append(event)
+        if "key" in event.data or type is EventType.TOOL_RESULT:
+            self.journal.note(type, event.data)
+        for sink in self.sinks:
+            sink.record(self.run_id, event)
+        return event
+
+    def emit_together(self, entries: Sequence[tuple[str, EventType, dict[str, Any]]]) -> None:
+        """Log several events (``(step path, type, data)``) as one: all or none is stored.
+
+        A sink with ``record_many`` (the run store) writes them in one transaction; the
+        gate requests of one turn use this, so a crash never leaves only some asked.
+        """
+        events = []
+        for path, type, data in entries:
+            self._seq[0] += 1
+            events.append(Event(seq=self._seq[0], type=type, step=path, at=now_iso(), data=data))
+        self.events.extend(events)
+        for event in events:
+            self.journal.note(event.type, event.data)
+        for sink in self.sinks:
+            many = getattr(sink, "record_many", None)
+            if many is not None:
+                many(self.run_id, events)
+            else:
+                for event in events:
+                    sink.record(self.run_id, event)
+
+    def restore(self, events: list[Event]) -> None:
+        """Continue a stored log (resume): ``events`` count as emitted, ``seq`` goes on."""
+        self.events.extend(events)
+        self.journal.observe(events)
+        if events:
+            self._seq[0] = max(self._seq[0], events[-1].seq)
+
+    def next_key(self, kind: str) -> str:
+        """A counted journal key of this step path (see :class:`~loopwise.core.journal.Journal`)."""
+        return self.journal.next_key(self.step_path, kind)
+
+    def elapsed(self) -> float:
+        """Seconds since the run started (also kept in ``usage.wall_seconds``)."""
+        self.usage.wall_seconds = self.clock() - self.started_at
+        return self.usage.wall_seconds
+
+    def check_budget(self, *, pending_tokens: int = 0) -> None:
+        """Raise :class:`Halt` (``budget_exceeded``) when the run is over its budget."""
+        self.elapsed()
+        reason = self.budget.exceeded_by(self.usage, pending_tokens=pending_tokens)
+        if reason is not None:
+            raise Halt(Status.BUDGET_EXCEEDED, reason)
+
+    async def call_model(self, request: ModelRequest) -> Turn:
+        """One model call under the run's budget, counted, journaled and logged.
+
+        The budget is checked first (with a ~4 chars/token estimate of the prompt), so
+        a call that would cross it is not made; a call still running when ``max_seconds``
+        runs out is cut off; it is checked again after, so a run stops as soon as usage
+        crosses it. A journaled turn is replayed, not re-sent.
+        """
+        if self.model is None:
+            raise ConfigError("this step calls a model but the run has none", name="model")
+        key = self.next_key("model")
+        recorded = self.journal.recall(key)
+        started_at, took = "", 0.0
+        if recorded is not None:
+            # Imported here, on the replay path only, so that step.py stays import-light:
+            # only a recorded turn needs the port's types.
+            from loopwise.models.port import Turn
+
+            turn = Turn.from_dict(recorded["turn"])
+        else:
+            _stop_if_cancelled()
+            # The estimate (it serializes the tool schemas) only matters to a token limit.
+            pending = request.prompt_chars() // 4 if self.budget.max_tokens is not None else 0
+            self.check_budget(pending_tokens=pending)
+            started_at, began = now_iso(), self.clock()
+            # In place: the request is this call's own (a replace() would cost every call).
+            request.deps = _NO_DEPS if self._deps is None else self._deps
+            turn = await self._complete(
+                self.model, self._streaming(request, key) if self.stream else request
+            )
+            took = self.clock() - began
+        cost = self.pricing.cost(
+            turn.model or self.model.name, turn.input_tokens, turn.output_tokens
+        )
+        self.usage.add_call(turn.input_tokens, turn.output_tokens, cost)
+        for scope in self.scopes:
+            scope.add_call(turn.input_tokens, turn.output_tokens, cost)
+        if recorded is None:
+            self.emit(
+                EventType.MODEL_CALL,
+                {
+                    "key": key,
+                    "model": turn.model or self.model.name,
+                    "request_model": self.model.name,
+                    "started_at": started_at,
+                    "duration_seconds": took,
+                    "input_tokens": turn.input_tokens,
+                    "output_tokens": turn.output_tokens,
+                    "cost_usd": cost,
+                    "finish_reason": turn.finish_reason,
+                    "turn": turn.to_dict(),
+                },
+            )
+        self.check_budget()
+        return turn
+
+    def _streaming(self, request: ModelRequest, key: str) -> ModelRequest:
+        """``request`` asking the model to stream, its text going to the sinks that take it."""
+        hooks = [hook for sink in self.sinks if callable(hook := getattr(sink, "text", None))]
+        run_id, step = self.run_id, self.step_path
+
+        def on_text(piece: str) -> None:
+            delta = TextDelta(step=step, key=key, text=piece)
+            for hook in hooks:
+                hook(run_id, delta)
+
+        return replace(request, on_text=on_text)
+
+    async def _complete(self, model: Model, request: ModelRequest) -> Turn:
+        """The model call, cut off when the run's wall-time budget runs out during it."""
+        limit = self.budget.max_seconds
+        if limit is None:
+            return await model.complete(request)
+        try:
+            async with asyncio.timeout(max(limit - self.elapsed(), 0.0)) as window:
+                return await model.complete(request)
+        except TimeoutError:
+            if not window.expired():
+                raise  # the model's own timeout, not the budget's
+            raise Halt(
+                Status.BUDGET_EXCEEDED,
+                f"wall {self.elapsed():.2f}s > max_seconds {limit}: a model call was cut off",
+            ) from None
+
+    async def run_step(self, step: Step, input: Any) -> Any:
+        """Run a nested ``step`` with ``step_started``/``step_finished`` events and its usage.
+
+        A step that finished before a resume, on the same input, is taken from its
+        ``step_finished`` when its output restores exactly (:mod:`loopwise.core.replay`): it
+        is not run again and nothing is logged twice.
+        """
+        _stop_if_cancelled()
+        own, taken = Usage(), [0]
+        child = self._derived(
+            path=(*self.path, step.name),
+            idempotency_key=None,
+            scopes=(*self.scopes, own),
+            _taken=(*self._taken, taken),
+        )
+        n, key = entered(self.journal, child.step_path)
+        done = recall(step, input, self.journal, child.step_path, n)
+        if done is not None:
+            self._count_again(done.record)
+            return done.output
+        started = self.clock()
+        if key not in self.journal:
+            # A resumed run re-enters its steps to replay them; the log says so only once.
+            child.emit(
+                EventType.STEP_STARTED,
+                {"input": jsonable(input), "key": key, "kind": str(kind_of(step))},
+            )
+        output = await step.run(input, child)
+        own.wall_seconds = self.clock() - started
+        data = {"output": jsonable(output), "usage": own.to_dict()}
+        if self.sinks:  # a log kept nowhere is never resumed: no replay record to check
+            record(
+                step, output, data, journal=self.journal, path=child.step_path, n=n, steps=taken[0]
+            )
+        child.emit(EventType.STEP_FINISHED, data)
+        return output
+
+    def _count_again(self, finished: dict[str, Any]) -> None:
+        """Count a replayed step's usage and steps in the run and each enclosing step."""
+        usage = Usage.from_dict(finished.get("usage") or {})
+        for scope in (self.usage, *self.scopes):
+            scope.add(usage)
+        for cell in (self.steps, *self._taken):
+            cell[0] += int(finished.get("steps", 0))
+        self.journal.advance(finished.get("counters"))
+
+
+def _stop_if_cancelled() -> None:
+    """End a cancelled run before it starts a step or a model call.
+
+    A sync tool with an effect is seen through when its run is cancelled (a thread cannot
+    be stopped: :func:`loopwise.tools.tool._to_the_end`), which holds the ``CancelledError``
+    off; the task's cancellation is still requested, and is raised here so the run does
+    not go on as if it had never been cancelled.
+    """
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
+def check_step(target: Any) -> Step:
+    """``target`` as a :class:`Step`; :class:`ConfigError` when it is not one."""
+    # What isinstance(target, Step) checks, without the runtime Protocol machinery,
+    # which inspects every member of the protocol on each call.
+    if not (hasattr(target, "name") and callable(getattr(target, "run", None))):
+        raise ConfigError(
+            f"{target!r} is not a step: it needs a `name` and `async run(input, ctx)` "
+            "(decorate a function with @loopwise.step)",
+            name=getattr(target, "__name__", None),
+        )
+    checked: Step = target
+    return checked
+
+
+def new_run_id() -> str:
+    """A fresh run id: 12 random hex digits, the form ``uuid4().hex[:12]`` gave (a uuid4's
+    version bits come after its first 12 digits)."""
+    return os.urandom(6).hex()
+
+
+def new_context(target: Step, opts: RunOptions) -> Context:
+    """The context a run of ``target`` starts with (a new run, or a resumed one)."""
+    check_options(opts)
+    model = opts.model
+    if isinstance(model, str):
+        from loopwise.models.openai import resolve_model
+
+        model = resolve_model(model)
+    own_budget = getattr(target, "budget", None)
+    if own_budget is not None and not isinstance(own_budget, Budget):
+        # A budget the run would silently ignore is worse than no run.
+        raise ConfigError(
+            f"step {target.name!r}: budget must be a loopwise.Budget, not "
+            f"{type(own_budget).__name__}",
+            name="budget",
+        )
+    budget = (own_budget or Budget()).merged(opts.budget)
+    return Context(
+        run_id=opts.run_id or new_run_id(),
+        model=model,
+        budget=budget,
+        pricing=opts.pricing,
+        max_steps=opts.max_steps,
+        approvals=opts.approvals,
+        sinks=opts.sinks,
+        journal=Journal(opts.replay),
+        clock=opts.clock,
+        stream=opts.stream,
+        started_at=opts.clock(),
+        _deps=opts.deps,
+    )
+
+
+async def execute(target: Step, input: Any, ctx: Context) -> RunResult:
+    """Run ``target`` in a prepared context and turn how it ended into a :class:`RunResult`."""
+    if not ctx.events:
+        ctx.emit(EventType.RUN_STARTED, {"target": target.name, "input": jsonable(input)})
+    running = _RUNNING.set(ctx)
+    try:
+        return await _execute(target, input, ctx)
+    finally:
+        _RUNNING.reset(running)
+
+
+_RUNNING: contextvars.ContextVar[Context] = contextvars.ContextVar("loopwise_run")
+
+
+def running_context() -> Context | None:
+    """The context of the run this code runs in (``None`` outside any run): how a gate's
+    policy gets it (a policy with a ``ctx`` parameter)."""
+    return _RUNNING.get(None)
+
+
+async def _execute(target: Step, input: Any, ctx: Context) -> RunResult:
+    status, output, detail, pending = Status.COMPLETED, None, None, []
+    extra: dict[str, Any] = {}
+    try:
+        output = await _closing_resources(ctx.run_step(target, input), ctx)
+    except Halt as halt:
+        status, output, detail = halt.status, halt.output, halt.detail
+        pending = list(halt.pending)
+    except ModelAPIError as e:
+        status, detail = Status.ERROR, str(e)
+        if e.body:  # the server's whole error body: kept for the audit, not in the detail line
+            extra["error_body"] = e.body
+    except asyncio.CancelledError:
+        status, detail = Status.CANCELLED, "the run was cancelled"
+        _finish(ctx, status, detail, output)
+        task = asyncio.current_task()
+        if task is None or task.cancelling():
+            # The caller's cancellation (a timeout, a task group, a shutdown) is theirs:
+            # recorded as the run's status, then passed on to them.
+            raise
+        return _result(ctx, status, output, detail, pending)
+    except ConfigError:
+        raise
+    except (LoopwiseError, Exception) as e:
+        status, detail = Status.ERROR, f"{type(e).__name__}: {e}"
+    _finish(ctx, status, detail, output, extra)
+    return _result(ctx, status, output, detail, pending)
+
+
+def _result(
+    ctx: Context, status: Status, output: Any, detail: str | None, pending: list[Any]
+) -> RunResult:
+    return RunResult(
+        run_id=ctx.run_id,
+        status=status,
+        output=output,
+        usage=ctx.usage,
+        steps=ctx.steps[0],
+        events=ctx.events,
+        detail=detail,
+        pending=pending,
+    )
+
+
+def _finish(
+    ctx: Context,
+    status: Status,
+    detail: str | None,
+    output: Any,
+    extra: dict[str, Any] | None = None,
+) -> None:
+    """The run's last event: ``run_paused`` when it waits for a person, else ``run_finished``
+    (``extra`` adds fields, such as a failed model call's whole ``error_body``)."""
+    ctx.elapsed()
+    finished = (
+        EventType.RUN_PAUSED if status is Status.AWAITING_APPROVAL else EventType.RUN_FINISHED
+    )
+    ctx.emit(
+        finished,
+        {
+            "status": str(status),
+            "detail": detail,
+            "usage": ctx.usage.to_dict(),
+            "output": jsonable(output),
+            **(extra or {}),
+        },
+    )
+
+
+async def _closing_resources(work: Awaitable[T], ctx: Context) -> T:
+    """Await ``work``, then close what the run opened (:attr:`Context.resources`).
+
+    A resource that fails to close does not change how the run ended.
+    """
+    try:
+        return await work
+    finally:
+        while ctx.resources:
+            _, resource = ctx.resources.popitem()
+            with contextlib.suppress(Exception):
+                await resource.aclose()
+
+
+async def concurrently(coros: Sequence[Awaitable[T]]) -> list[T]:
+    """Await ``coros`` concurrently and return their results in order.
+
+    When one fails the others are cancelled (nothing keeps running, or takes effect,
+    after the run has ended) and its exception is raised, a :class:`Halt` first.
+    """
+    if len(coros) == 1:
+        return [await coros[0]]
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(_awaited(c)) for c in coros]
+    except BaseExceptionGroup as failed:
+        errors = list(_leaves(failed))
+        halts = [e for e in errors if isinstance(e, Halt)]
+        raise (halts or errors)[0] from None
+    return [t.result() for t in tasks]
+
+
+async def _awaited(work: Awaitable[T]) -> T:
+    return await work
+
+
+def _leaves(group: BaseExceptionGroup[Any]) -> Iterator[BaseException]:
+    for error in group.exceptions:
+        if isinstance(error, BaseExceptionGroup):
+            yield from _leaves(error)
+        else:
+            yield error
+
+
+def needs_model(step: Any) -> bool:
+    """Whether running ``step`` needs a model: its own ``needs_model`` says, and a plain
+    function step needs none (so the CLI does not demand one for it)."""
+    return bool(getattr(step, "needs_model", not isinstance(step, FunctionStep)))
+
+
+class FunctionStep:
+    """A plain function (sync or async) as a step; sync ones run off the event loop.
+
+    The function takes ``(input)`` or ``(input, ctx)``. Its annotations give
+    ``input_type`` and ``output_type`` for graph checks. A sync function runs in a worker
+    thread, so blocking I/O cannot stall other runs; the hop is not free, so write quick
+    pure code (routing, reshaping) as ``async def`` to run it on the loop itself.
+    """
+
+    def __init__(self, fn: Callable[..., Any], *, name: str | None = None) -> None:
+        self.fn = fn
+        self.name = name or fn.__name__
+        self.description = inspect.getdoc(fn) or ""
+        params = list(inspect.signature(fn).parameters)
+        if not 1 <= len(params) <= 2:
+            raise ConfigError(
+                f"step {self.name!r} must take (input) or (input, ctx), not {len(params)} "
+                "parameters",
+                name=self.name,
+            )
+        self._takes_ctx = len(params) == 2
+        # An object with an async __call__ is async too (iscoroutinefunction says no).
+        self._is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+            type(fn).__call__
+        )
+        hints = _hints(fn)
+        self.input_type: Any = hints.get(params[0], Any)
+        self.output_type: Any = hints.get("return", Any)
+        self._restorer = Restorer(self.output_type)
+        functools.update_wrapper(self, fn)
+
+    async def run(self, input: Any, ctx: Context) -> Any:
+        """Call the function (in a worker thread when it is sync)."""
+        args = (input, ctx) if self._takes_ctx else (input,)
+        if self._is_async:
+            return await self.fn(*args)
+        result = await asyncio.to_thread(self.fn, *args)
+        if inspect.isawaitable(result):  # a sync wrapper that returns a coroutine
+            return await result
+        return result
+
+    def restorable(self, output: Any, recorded: Any) -> bool:
+        """Whether a resume may take ``output`` from its record (a ``Restorer`` says)."""
+        return self._restorer.exact(output, recorded)
+
+    def restore(self, input: Any, recorded: Any) -> Any:
+        """The output ``recorded`` stands for, as the declared return type (or ``RERUN``)."""
+        return self._restorer.restore(recorded)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the wrapped function directly."""
+        return self.fn(*args, **kwargs)
+
+    def describe(self) -> Shape:
+        """A function step: plain code, nothing inside it to review."""
+        return Shape(kind=Kind.FUNCTION, name=self.name)
+
+    def __repr__(self) -> str:
+        return f"<step {self.name}>"
+
+
+def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
+    try:
+        return get_type_hints(fn)
+    except (NameError, TypeError):
+        return {}
+
+
+@overload
+def step(fn: Callable[..., Any], /) -> FunctionStep: ...
+@overload
+def step(*, name: str | None = None) -> Callable[[Callable[..., Any]], FunctionStep]: ...
+
+
+def step(
+    fn: Callable[..., Any] | None = None, /, *, name: str | None = None
+) -> FunctionStep | Callable[[Callable[..., Any]], FunctionStep]:
+    """Make a plain function a step: ``@step`` or ``@step(name="route")``."""
+    if fn is not None:
+        return FunctionStep(fn)
+    return lambda f: FunctionStep(f, name=name)

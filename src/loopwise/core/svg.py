@@ -1,0 +1,148 @@
+"""The one SVG drawing of a :class:`~loopwise.core.shape.Graph`: rendered on the server, no
+script, no Mermaid runtime.
+
+The eval report draws each target's shape with it, and the approvals inbox draws a run's
+proposed plan with it, each plan step coloured by its state (done, waiting for a person,
+denied, skipped). Rows are the graph's topological generations (networkx), wrapped at
+five nodes; an edge back up (a hybrid's invalid plan returning to its planner) is drawn
+but does not move its target down. Every text is escaped: labels can be model output.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping
+from typing import Any
+
+from loopwise.core.shape import Graph, Node
+
+__all__ = ["EFFECT_COLORS", "KIND_FILLS", "STATE_FILLS", "graph_svg", "svg_element"]
+
+EFFECT_COLORS = {"read": "#16a34a", "write": "#f59e0b", "irreversible": "#dc2626"}
+"""A node's border by the effect of its tool."""
+
+KIND_FILLS = {
+    "agent": "#ede9fe",
+    "workflow": "#dbeafe",
+    "hybrid": "#fce7f3",
+    "route": "#fef9c3",
+    "structured": "#e0f2fe",
+    "function": "#f3f4f6",
+    "tool": "#f3f4f6",
+    "opaque": "#f3f4f6",
+}
+"""A node's fill by its kind (when no state is drawn)."""
+
+STATE_FILLS = {
+    "done": "#dcfce7",
+    "approved": "#dbeafe",
+    "pending": "#fef3c7",
+    "denied": "#fee2e2",
+    "failed": "#fee2e2",
+    "skipped": "#e5e7eb",
+    "planned": "#ffffff",
+}
+"""A plan step's fill by its state."""
+
+_NODE_W, _NODE_H, _GAP_X, _GAP_Y, _ROW_MAX = 150, 40, 20, 44, 5
+
+
+def _e(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _short(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def svg_element(width: float, height: float, body: str, label: str) -> str:
+    """An ``<svg>`` of ``width`` × ``height`` holding ``body``, labelled for screen readers."""
+    return (
+        f"<svg xmlns='http://www.w3.org/2000/svg' width='{width:g}' height='{height:g}' "
+        f"viewBox='0 0 {width:g} {height:g}' role='img' aria-label='{_e(label)}'>{body}</svg>"
+    )
+
+
+def _layout(graph: Graph) -> dict[str, tuple[int, int]]:
+    """Node id → (row, column): rows are topological generations, wrapped at five nodes."""
+    import networkx as nx
+
+    order = [n.id for n in graph.nodes]
+    known = set(order)
+    dag = nx.DiGraph()
+    dag.add_nodes_from(order)
+    for e in graph.edges:
+        if e.source not in known or e.target not in known:
+            continue
+        if not nx.has_path(dag, e.target, e.source):
+            dag.add_edge(e.source, e.target)
+    positions: dict[str, tuple[int, int]] = {}
+    row = 0
+    for layer in nx.topological_generations(dag):
+        ranked = sorted(layer, key=order.index)
+        for start in range(0, len(ranked), _ROW_MAX):
+            for col, node in enumerate(ranked[start : start + _ROW_MAX]):
+                positions[node] = (row, col)
+            row += 1
+    return positions
+
+
+def graph_svg(graph: Graph, *, name: str, states: Mapping[str, str] | None = None) -> str:
+    """``graph`` as an SVG drawing; with ``states`` (node id → state) each such node is
+    filled by its state and says it on its second line."""
+    positions = _layout(graph)
+    rows: dict[int, int] = {}
+    for r, _ in positions.values():
+        rows[r] = rows.get(r, 0) + 1
+    widest = max(rows.values(), default=1)
+    width = widest * (_NODE_W + _GAP_X) + _GAP_X
+    height = len(rows) * (_NODE_H + _GAP_Y) + _GAP_X
+
+    def center(node: str) -> tuple[float, float]:
+        r, c = positions[node]
+        offset = (width - rows[r] * (_NODE_W + _GAP_X) + _GAP_X) / 2
+        return offset + c * (_NODE_W + _GAP_X) + _NODE_W / 2, _GAP_X + r * (_NODE_H + _GAP_Y)
+
+    parts = [
+        "<defs><marker id='arrow' viewBox='0 0 10 10' refX='10' refY='5' markerWidth='7' "
+        "markerHeight='7' orient='auto-start-reverse'><path d='M0,0 L10,5 L0,10 z' "
+        "fill='#6b7280'/></marker></defs>"
+    ]
+    for e in graph.edges:
+        if e.source not in positions or e.target not in positions:
+            continue
+        (x1, y1), (x2, y2) = center(e.source), center(e.target)
+        parts.append(
+            f"<line x1='{x1:.1f}' y1='{y1 + _NODE_H:.1f}' x2='{x2:.1f}' y2='{y2:.1f}' "
+            "stroke='#6b7280' marker-end='url(#arrow)'/>"
+        )
+        if e.label:
+            parts.append(
+                f"<text x='{(x1 + x2) / 2 + 4:.1f}' y='{(y1 + _NODE_H + y2) / 2 + 4:.1f}' "
+                f"fill='#92400e'>{_e(_short(e.label, 24))}</text>"
+            )
+    states = states or {}
+    for node in graph.nodes:
+        state = states.get(node.id)
+        parts.append(_node(node, state, *center(node.id)))
+    return svg_element(width, height, "".join(parts), f"graph of {name}")
+
+
+def _node(node: Node, state: str | None, cx: float, top: float) -> str:
+    label, kind, detail = node.label, node.kind, node.detail
+    stroke = EFFECT_COLORS.get(kind, "#4b5563")
+    if state is not None:
+        fill = STATE_FILLS.get(state, "#ffffff")
+    else:
+        fill = KIND_FILLS.get(kind, "#f9fafb" if kind not in EFFECT_COLORS else "#ffffff")
+    dash = " stroke-dasharray='4 3'" if kind == "route" or state == "skipped" else ""
+    sub = " · ".join(x for x in (state or kind, detail) if x)
+    return (
+        f"<g class='node {_e(state or kind)}'><title>{_e(label)} ({_e(sub)})</title>"
+        f"<rect x='{cx - _NODE_W / 2:.1f}' y='{top:.1f}' width='{_NODE_W}' height='{_NODE_H}' "
+        f"rx='6' fill='{fill}' stroke='{stroke}' stroke-width='1.5'{dash}/>"
+        f"<text x='{cx:.1f}' y='{top + 16:.1f}' text-anchor='middle' font-weight='600'>"
+        f"{_e(_short(label, 22))}</text>"
+        f"<text x='{cx:.1f}' y='{top + 31:.1f}' text-anchor='middle' fill='#6b7280'>"
+        f"{_e(_short(sub, 26))}</text></g>"
+    )

@@ -1,0 +1,475 @@
+"""Evals as distributions: run targets over one dataset and compare them on evidence.
+
+An agent is path-dependent and sampled, so one demo proves little; this module runs every
+target over the same cases (each repeated ``repeat`` times to see sampling spread),
+concurrently under a limit, and reports each target as a *distribution*
+(:mod:`loopwise.evidence.stats`); with several targets, a recommendation that cites the numbers
+(:mod:`loopwise.evidence.recommend`). :mod:`loopwise.evidence.report` writes the report for a
+terminal or
+as an HTML page; the store keeps the eval history.
+
+* :func:`load_dataset` reads JSONL cases ``{"input": ..., "expected": ..., "id"?: ...}``.
+* :func:`field_match` is the default scorer: every field named in ``expected`` must be
+  equal in the output (recursively for nested objects); a custom scorer is any
+  ``(output, expected) -> bool | float`` function.
+* :func:`aevaluate` / :func:`evaluate` run the eval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from loopwise.core.shape import Kind, describe
+from loopwise.core.step import EventSink, RunResult, Status, Step, blocking, jsonable
+from loopwise.core.usage import Budget, Pricing
+from loopwise.errors import ConfigError, StoreError
+from loopwise.evidence.recommend import Recommendation, recommend
+from loopwise.evidence.stats import (
+    CaseRun,
+    Distribution,
+    TargetSummary,
+    percentile,
+    summarize,
+)
+from loopwise.running.targets import import_module_of
+from loopwise.store.open import open_existing, open_store
+
+__all__ = [
+    "Case",
+    "CaseRun",
+    "Distribution",
+    "EvalReport",
+    "EvalTarget",
+    "Recommendation",
+    "TargetSummary",
+    "aevaluate",
+    "architecture_of",
+    "evaluate",
+    "field_diff",
+    "field_match",
+    "load_dataset",
+    "percentile",
+    "recommend",
+]
+
+
+Scorer = Callable[[Any, Any], "bool | float"]
+
+
+Progress = Callable[[int, int, "CaseRun"], None]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Case:
+    """One dataset line."""
+
+    id: str
+    """The case's ``id`` field, or its line number."""
+    input: Any
+    """What the target runs on."""
+    expected: Any = None
+    """What a correct output contains (``None``: not scored)."""
+
+
+def load_dataset(path: str | Path) -> list[Case]:
+    """Read a JSONL dataset; raises :class:`ConfigError` naming the bad line."""
+    source = Path(path)
+    if not source.is_file():
+        raise ConfigError(f"dataset {source}: no such file", name=str(source))
+    try:
+        text = source.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"dataset {source}: cannot read it as UTF-8 text ({e})") from e
+    cases = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"dataset {source} line {number}: not JSON ({e.msg})") from e
+        if not isinstance(row, dict) or "input" not in row:
+            raise ConfigError(f"dataset {source} line {number}: needs an object with 'input'")
+        cases.append(
+            Case(id=str(row.get("id", number)), input=row["input"], expected=row.get("expected"))
+        )
+    if not cases:
+        raise ConfigError(f"dataset {source} has no cases", name=str(source))
+    return cases
+
+
+def field_match(output: Any, expected: Any) -> bool:
+    """True when every field named in ``expected`` has the same value in ``output``.
+
+    Objects match field by field (extra output fields are ignored, nested objects are
+    matched the same way); anything else must be equal. Pydantic models and enums are
+    compared through their JSON form.
+    """
+    output, expected = jsonable(output), jsonable(expected)
+    if isinstance(expected, dict):
+        return isinstance(output, dict) and all(
+            key in output and field_match(output[key], value) for key, value in expected.items()
+        )
+    return bool(output == expected)
+
+
+def field_diff(output: Any, expected: Any) -> list[dict[str, Any]]:
+    """Where ``output`` differs from ``expected``, field by field, as :func:`field_match`
+    judges it: ``[{"field", "expected", "actual"}]`` (``field`` is a dotted path, ``""``
+    for the whole value; a missing field has ``"actual": None`` and ``"missing": True``).
+    Empty when they match.
+    """
+    return _diff_at("", jsonable(output), jsonable(expected))
+
+
+def _diff_at(at: str, output: Any, expected: Any) -> list[dict[str, Any]]:
+    if not isinstance(expected, dict) or not isinstance(output, dict):
+        return [] if output == expected else [{"field": at, "expected": expected, "actual": output}]
+    found: list[dict[str, Any]] = []
+    for key, value in expected.items():
+        where = f"{at}.{key}" if at else str(key)
+        if key not in output:
+            found.append({"field": where, "expected": value, "actual": None, "missing": True})
+        else:
+            found.extend(_diff_at(where, output[key], value))
+    return found
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EvalTarget:
+    """A step to evaluate, under a display name, with the model its runs use."""
+
+    name: str
+    """How the report names it (the CLI uses the target spec)."""
+    step: Step
+    """The step."""
+    model: Any = None
+    """A :class:`~loopwise.models.port.Model` (shared by its runs), or ``None`` for
+    model-free steps."""
+    make_deps: Callable[[], Any] | None = None
+    """Makes each run's deps (fresh per run: a scratch ledger per case); wins over
+    ``aevaluate``'s ``deps``."""
+
+    @property
+    def architecture(self) -> str:
+        """``workflow``, ``agent``, ``hybrid`` or ``step`` (from the step's description)."""
+        return architecture_of(self.step)
+
+
+def architecture_of(step: Any) -> str:
+    """``workflow``, ``agent`` or ``hybrid`` from the step's description; ``step`` for any
+    other kind (a function, a structured call, a tool, an opaque step)."""
+    kind = describe(step).kind
+    return kind.value if kind in _ARCHITECTURES else "step"
+
+
+_ARCHITECTURES = frozenset({Kind.WORKFLOW, Kind.AGENT, Kind.HYBRID})
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EvalReport:
+    """The whole eval: settings, one summary per target, the recommendation."""
+
+    eval_id: str
+    """Identifies this eval in the store."""
+    created_at: str
+    """ISO-8601 UTC."""
+    dataset: str
+    """Where the cases came from."""
+    cases: int
+    """Distinct cases."""
+    repeat: int
+    """Runs per case and target."""
+    concurrency: int
+    """Runs in flight at most."""
+    targets: list[TargetSummary]
+    """One per target, in the order given."""
+    recommendation: Recommendation
+    """The verdict."""
+    models: dict[str, str] = field(default_factory=dict)
+    """Target name → model name."""
+    previous: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Target name → its summary in the last stored eval on the same dataset."""
+
+    def to_dict(self, *, runs: bool = True) -> dict[str, Any]:
+        """The JSON document ``loopwise eval --json`` prints."""
+        return {
+            "eval_id": self.eval_id,
+            "created_at": self.created_at,
+            "dataset": self.dataset,
+            "cases": self.cases,
+            "repeat": self.repeat,
+            "concurrency": self.concurrency,
+            "models": self.models,
+            "targets": [t.to_dict(runs=runs) for t in self.targets],
+            "recommendation": self.recommendation.to_dict(),
+            "previous": self.previous,
+            "disagreements": self.disagreements(),
+        }
+
+    def disagreements(self) -> list[dict[str, Any]]:
+        """Cases the targets score differently: ``{"case_id", "scores": {target: mean}}``.
+
+        Where one architecture gets a case right and another does not is where to look
+        first (and what a prompt or a route should change).
+        """
+        if len(self.targets) < 2:
+            return []
+        means: dict[str, dict[str, float]] = {}
+        for t in self.targets:
+            by_case: dict[str, list[float]] = {}
+            for r in t.runs:
+                if r.score is not None:
+                    by_case.setdefault(r.case_id, []).append(r.score)
+            for case_id, scores in by_case.items():
+                means.setdefault(case_id, {})[t.name] = round(sum(scores) / len(scores), 4)
+        return [
+            {"case_id": case_id, "scores": scores}
+            for case_id, scores in means.items()
+            if len(scores) == len(self.targets) and len(set(scores.values())) > 1
+        ]
+
+
+async def aevaluate(
+    targets: Sequence[EvalTarget],
+    cases: Sequence[Case],
+    *,
+    repeat: int = 1,
+    concurrency: int = 4,
+    scorer: Scorer = field_match,
+    progress: Progress | None = None,
+    sinks: Sequence[EventSink] = (),
+    budget: Budget | None = None,
+    max_steps: int | None = None,
+    dataset: str = "",
+    store: Any = None,
+    deps: Any = None,
+    pricing: Pricing | None = None,
+) -> EvalReport:
+    """Run every target over every case ``repeat`` times, at most ``concurrency`` at once.
+
+    Runs interleave targets so a slow target does not starve the others; ``progress`` is
+    called after each run with ``(done, total, run)``. Guardrails end single runs with a
+    status (counted, never raised); a :class:`ConfigError` (no model, bad target) stops
+    the eval. With a ``store`` (a path or a :class:`~loopwise.store.base.RunStore`) every run
+    is recorded there like any other run (``runs list``, ``analyze`` see them), with the
+    target's name as its spec; human gates then pause runs (``awaiting_approval``).
+    ``budget`` and ``max_steps`` override the targets' own limits for every run, so the
+    within-budget rate answers "how often does it fit in this budget?". ``deps`` are every
+    run's deps (a target's own ``make_deps`` makes fresh ones per run instead). ``pricing``
+    prices every run's model calls (a self-hosted model is unpriced, its cost unknown,
+    without it).
+    """
+    if repeat < 1 or concurrency < 1:
+        raise ConfigError("repeat and concurrency must be at least 1")
+    gate = asyncio.Semaphore(concurrency)
+    jobs = [(t, c, k) for k in range(repeat) for c in cases for t in targets]
+    done = [0]
+
+    options: dict[str, Any] = {
+        "sinks": tuple(sinks),
+        "budget": budget,
+        "max_steps": max_steps,
+        "deps": deps,
+    }
+    if pricing is not None:
+        options["pricing"] = pricing
+
+    async def one(target: EvalTarget, case: Case, k: int) -> CaseRun:
+        async with gate:
+            result = await _run_one(target, case.input, store, options)
+        record = _case_run(target.name, case, k, result, scorer)
+        done[0] += 1
+        if progress is not None:
+            progress(done[0], len(jobs), record)
+        return record
+
+    records = await asyncio.gather(*(one(t, c, k) for t, c, k in jobs))
+    return _report(
+        targets, records, cases=len(cases), repeat=repeat, concurrency=concurrency, dataset=dataset
+    )
+
+
+async def _run_one(
+    target: EvalTarget, input: Any, store: Any, options: dict[str, Any]
+) -> RunResult:
+    """One run, recorded in ``store`` when there is one (``None``: not recorded)."""
+    from loopwise.running import runner
+
+    if target.make_deps is not None:
+        options = {**options, "deps": target.make_deps()}
+    return await runner.arun(
+        target.step, input, store=store, spec=target.name, model=target.model, **options
+    )
+
+
+def _report(
+    targets: Sequence[EvalTarget], records: Sequence[CaseRun], **settings: Any
+) -> EvalReport:
+    labels = _labels([t.name for t in targets])
+    summaries = [
+        summarize(
+            t.name, t.architecture, [r for r in records if r.target == t.name], label=labels[i]
+        )
+        for i, t in enumerate(targets)
+    ]
+    return EvalReport(
+        eval_id=uuid.uuid4().hex[:12],
+        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        targets=summaries,
+        recommendation=recommend(summaries),
+        models={t.name: str(getattr(t.model, "name", None) or "none") for t in targets},
+        **settings,
+    )
+
+
+def _labels(names: Sequence[str]) -> list[str]:
+    """``path.py:name`` → ``name`` when the short names are unique."""
+    short = [n.rsplit(":", 1)[-1] for n in names]
+    return short if len(set(short)) == len(short) else list(names)
+
+
+def evaluate(targets: Sequence[EvalTarget], cases: Sequence[Case], **options: Any) -> EvalReport:
+    """The sync wrapper of :func:`aevaluate`; the targets' models have their connections
+    released when it ends, as :func:`loopwise.run`'s model has."""
+    return blocking(aevaluate(targets, cases, **options), release=[t.model for t in targets])
+
+
+def _case_run(name: str, case: Case, k: int, result: RunResult, scorer: Scorer) -> CaseRun:
+    output = jsonable(result.output)
+    return CaseRun(
+        target=name,
+        case_id=case.id,
+        repeat=k,
+        run_id=result.run_id,
+        status=result.status,
+        score=_score(case, result, output, scorer),
+        steps=result.steps,
+        model_calls=result.usage.model_calls,
+        tool_calls=result.usage.tool_calls,
+        tokens=result.usage.total_tokens,
+        input_tokens=result.usage.input_tokens,
+        output_tokens=result.usage.output_tokens,
+        cost_usd=result.usage.cost_usd,
+        latency_s=result.usage.wall_seconds,
+        output=output,
+        detail=result.detail,
+        expected=jsonable(case.expected),
+        diff=_diff(case, result, output),
+    )
+
+
+def _diff(case: Case, result: RunResult, output: Any) -> list[dict[str, Any]]:
+    """What a wrong answer got wrong (nothing to compare when the run did not complete)."""
+    if case.expected is None or result.status is not Status.COMPLETED:
+        return []
+    return field_diff(output, case.expected)
+
+
+def _score(case: Case, result: RunResult, output: Any, scorer: Scorer) -> float | None:
+    if case.expected is None:
+        return None
+    if result.status is not Status.COMPLETED:
+        return 0.0
+    try:
+        value = scorer(output, case.expected)
+    except Exception as e:
+        raise ConfigError(
+            f"scorer {getattr(scorer, '__name__', scorer)!r} failed on case {case.id}: "
+            f"{type(e).__name__}: {e}"
+        ) from e
+    return max(0.0, min(1.0, float(value)))
+
+
+class StderrProgress:
+    """A progress bar on stderr: redrawn in place on a terminal, a line per 25% otherwise.
+
+    Never writes to stdout, so ``--json`` output stays one clean document.
+    """
+
+    def __init__(self, stream: Any = None, *, width: int = 30) -> None:
+        import sys
+
+        self.stream = stream if stream is not None else sys.stderr
+        self.width = width
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self._last_quarter = -1
+        self._not_completed = 0
+
+    def __call__(self, done: int, total: int, run: CaseRun) -> None:
+        """Report that ``done`` of ``total`` runs have finished, the last being ``run``."""
+        self._not_completed += run.status is not Status.COMPLETED
+        filled = int(self.width * done / max(total, 1))
+        bar = "█" * filled + "·" * (self.width - filled)
+        line = f"eval [{bar}] {done}/{total} runs, {self._not_completed} not completed"
+        if self.tty:
+            end = "\n" if done == total else ""
+            self.stream.write(f"\r{line}{end}")
+            self.stream.flush()
+            return
+        quarter = 4 * done // max(total, 1)
+        if quarter != self._last_quarter:
+            self._last_quarter = quarter
+            self.stream.write(line + "\n")
+
+
+def load_scorer(spec: str) -> Scorer:
+    """A scorer from ``module:function`` or ``path/to/file.py:function``."""
+    module_part, _, name = spec.partition(":")
+    if not module_part or not name:
+        raise ConfigError(f"--scorer {spec!r}: use module:function or file.py:function")
+    module = import_module_of(module_part, spec, what="--scorer")
+    scorer = getattr(module, name, None)
+    if not callable(scorer):
+        raise ConfigError(f"--scorer {spec!r}: {name!r} is not a function")
+    return scorer  # type: ignore[no-any-return]
+
+
+def save_eval(path: str | Path, report: EvalReport) -> None:
+    """Keep ``report``'s per-target summaries (not every run) in the run store at ``path``.
+
+    The store's eval history sits beside the runs the eval made (the report's runs name
+    their ``run_id``), so evals can be compared over time (:func:`previous_summaries`).
+    Raises :class:`~loopwise.errors.StoreError` when the store cannot be written.
+    """
+    with open_store(path) as store:
+        store.save_eval(
+            report.eval_id,
+            dataset=report.dataset,
+            created_at=report.created_at,
+            summaries={
+                t.name: {**t.to_dict(runs=False), "model": report.models.get(t.name, "none")}
+                for t in report.targets
+            },
+        )
+
+
+def previous_summaries(
+    path: str | Path, dataset: str, models: Mapping[str, str], *, before: str
+) -> dict[str, dict[str, Any]]:
+    """The latest stored summary of each target on ``dataset`` with the same model, from an
+    eval ``before`` then; ``models`` maps target names to model names (``report.models``).
+
+    History is keyed by dataset, target *and* model: an eval of the same target with
+    another model is another experiment, not a regression. No store yet, or one that
+    cannot be read, means no history: the eval still runs.
+    """
+    try:
+        store = open_existing(path)
+        if store is None:
+            return {}
+        with store:
+            found = {
+                t: store.last_eval(t, dataset=dataset, before=before, model=m)
+                for t, m in models.items()
+            }
+    except StoreError:
+        return {}
+    return {t: summary for t, summary in found.items() if summary is not None}

@@ -1,0 +1,195 @@
+"""Which target to ship, on evidence: :func:`recommend` compares target summaries and
+writes a :class:`Recommendation` that cites the numbers."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from loopwise.evidence.stats import REFERENCE_MODEL, TargetSummary, pct, reference_cost, secs, usd
+
+__all__ = ["Recommendation", "recommend"]
+
+
+#: Simpler architectures win ties: a fixed path is cheaper to debug and to run.
+_SIMPLICITY = {"workflow": 0, "step": 1, "hybrid": 2, "agent": 3}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Recommendation:
+    """Which target to ship, and why, citing the numbers."""
+
+    choice: str | None
+    """The recommended target's name (``None`` when there is nothing to choose from)."""
+    text: str
+    """One paragraph a person reads."""
+    reasons: list[str] = field(default_factory=list)
+    """The comparisons behind it, one per other target."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {"choice": self.choice, "text": self.text, "reasons": self.reasons}
+
+
+def recommend(summaries: Sequence[TargetSummary]) -> Recommendation:
+    """Pick a target on evidence and say why, citing the numbers.
+
+    Quality first: the correct rate (the completed rate when nothing is scored).
+    Targets within noise of the best (the larger of 5 points and a 95% two-proportion
+    interval) count as equally accurate; among those, the one that stays within budget
+    more often wins, then the cheaper (mean USD per case, then mean tokens), then fewer
+    model calls, then the lower p95 latency, and last the simpler architecture
+    (workflow before hybrid before agent). A target none of whose runs completed is never
+    recommended; it is reported as failed (and with every target failed, none is chosen).
+    """
+    if not summaries:
+        return Recommendation(choice=None, text="no targets were evaluated")
+    failed = [
+        f"{s.title}: every run failed ({_stops(s)})" for s in summaries if not s.completed_rate
+    ]
+    summaries = [s for s in summaries if s.completed_rate]
+    if not summaries:
+        return Recommendation(choice=None, text="no recommendation: " + "; ".join(failed))
+    if failed:
+        found = recommend(summaries)
+        reasons = [*found.reasons, *failed]
+        return Recommendation(
+            choice=found.choice, text=f"{found.text} ({'; '.join(failed)})", reasons=reasons
+        )
+    if len(summaries) == 1:
+        only = summaries[0]
+        return Recommendation(choice=only.name, text=f"{only.title}: {_profile(only)}")
+    best_quality = max(_quality(s) for s in summaries)
+    top = summaries[max(range(len(summaries)), key=lambda i: _quality(summaries[i]))]
+    tied = [s for s in summaries if best_quality - _quality(s) <= _margin(s, top)]
+    best = min(tied, key=_preference)
+    reasons = [_compare(best, other, other in tied) for other in summaries if other is not best]
+    text = (
+        f"{'; '.join(reasons)} → the {best.architecture}, {best.title}."
+        if best.architecture != "step"
+        else f"{'; '.join(reasons)} → {best.title}."
+    )
+    return Recommendation(choice=best.name, text=text, reasons=reasons)
+
+
+def _quality(s: TargetSummary) -> float:
+    rate = s.correct_rate
+    return s.completed_rate if rate is None else rate
+
+
+def _margin(a: TargetSummary, b: TargetSummary) -> float:
+    """Half-width of a 95% interval for the difference of two rates, at least 5 points."""
+    pa, pb = _quality(a), _quality(b)
+    na, nb = max(a.scored or a.n, 1), max(b.scored or b.n, 1)
+    spread = 1.96 * math.sqrt(pa * (1 - pa) / na + pb * (1 - pb) / nb)
+    return max(0.05, spread)
+
+
+def _preference(s: TargetSummary) -> tuple[float, ...]:
+    cost = s.metrics["cost_usd"].stat("mean")
+    return (
+        -round(s.within_budget_rate, 2),
+        math.inf if cost is None or s.metrics["cost_usd"].unknown else cost,
+        s.metrics["tokens"].stat("mean") or 0.0,
+        s.metrics["model_calls"].stat("mean") or 0.0,
+        s.metrics["latency_s"].stat("p95") or 0.0,
+        _SIMPLICITY.get(s.architecture, 1),
+    )
+
+
+def _compare(best: TargetSummary, other: TargetSummary, tied: bool) -> str:
+    """One clause: ``best`` against ``other``, with the numbers."""
+    a, b = _quality(best), _quality(other)
+    what = "correct" if best.correct_rate is not None else "completed"
+    if tied:
+        parts = [f"equal accuracy within noise ({pct(a)} vs {pct(b)} {what})"]
+    else:
+        parts = [f"more accurate ({pct(a)} vs {pct(b)} {what})"]
+    parts.extend(_cost_clauses(best, other))
+    if round(best.within_budget_rate, 2) != round(other.within_budget_rate, 2):
+        parts.append(
+            f"within budget {pct(best.within_budget_rate)} vs {pct(other.within_budget_rate)}"
+        )
+    if _stops(other):
+        parts.append(f"{other.title} stopped early: {_stops(other)}")
+    return f"{best.title} vs {other.title}: " + ", ".join(parts)
+
+
+def _stops(s: TargetSummary) -> str:
+    """How runs of ``s`` ended other than completed: ``error ×2, step_limit ×1``."""
+    return ", ".join(f"{k} ×{v}" for k, v in s.status_counts.items() if k != "completed")
+
+
+def _cost_clauses(best: TargetSummary, other: TargetSummary) -> list[str]:
+    out = []
+    ca, cb = _mean(best, "cost_usd"), _mean(other, "cost_usd")
+    unknown = best.metrics["cost_usd"].unknown or other.metrics["cost_usd"].unknown
+    if ca is not None and cb is not None and not unknown and (ca or cb):
+        out.append(f"{_ratio(ca, cb, 'cost')} ({usd(ca)} vs {usd(cb)} per case)")
+    else:
+        ra, rb = reference_cost(best), reference_cost(other)
+        why = "cost unknown (a model without a price)" if unknown else "$0 with this model"
+        if ra is not None and rb is not None and (ra or rb):
+            out.append(
+                f"{why}; at {REFERENCE_MODEL} prices {_ratio(ra, rb, 'cost')} "
+                f"({usd(ra)} vs {usd(rb)} per case)"
+            )
+    ta, tb = _mean(best, "tokens"), _mean(other, "tokens")
+    if ta is not None and tb is not None and (ta or tb):
+        p95a, p95b = _stat(best, "tokens", "p95"), _stat(other, "tokens", "p95")
+        out.append(
+            f"{_ratio(ta, tb, 'tokens')} ({ta:,.0f} vs {tb:,.0f} per case, "
+            f"p95 {p95a:,.0f} vs {p95b:,.0f})"
+        )
+    ma, mb = _stat(best, "model_calls", "p50"), _stat(other, "model_calls", "p50")
+    out.append(f"{_calls(ma)} vs {mb:g} at p50")
+    la, lb = _stat(best, "latency_s", "p95"), _stat(other, "latency_s", "p95")
+    out.append(f"p95 latency {secs(la)} vs {secs(lb)}")
+    return out
+
+
+def _mean(s: TargetSummary, metric: str) -> float | None:
+    return s.metrics[metric].stat("mean")
+
+
+def _stat(s: TargetSummary, metric: str, stat: str) -> float:
+    return s.metrics[metric].stat(stat) or 0.0
+
+
+def _calls(n: float) -> str:
+    return f"{n:g} model call{'' if n == 1 else 's'}"
+
+
+def _ratio(a: float, b: float, noun: str) -> str:
+    """``a`` as a share of ``b`` in words: "a quarter of the cost", "2.5× the tokens"."""
+    if b == 0:
+        return f"more {noun}" if a else f"the same {noun}"
+    if a == 0:  # a target whose runs all ended before any call
+        return f"no {noun}"
+    r = a / b
+    if 0.9 <= r <= 1.1:
+        return f"about the same {noun}"
+    if r > 1:
+        return f"{r:.1f}× the {noun}"
+    inverse = 1 / r
+    if inverse < 1.8:
+        return f"{r:.0%} of the {noun}"
+    n = round(inverse)
+    named = {2: "half the", 3: "a third of the", 4: "a quarter of the"}
+    return f"{named.get(n, f'1/{n} of the')} {noun}"
+
+
+def _profile(s: TargetSummary) -> str:
+    quality = _quality(s)
+    what = "correct" if s.correct_rate is not None else "completed"
+    cost = s.metrics["cost_usd"].stat("p95")
+    cost_text = "unknown" if cost is None or s.metrics["cost_usd"].unknown else usd(cost)
+    return (
+        f"{pct(quality)} {what}, {pct(s.within_budget_rate)} within budget, "
+        f"p95 {_stat(s, 'model_calls', 'p95'):g} model calls, "
+        f"{_stat(s, 'tokens', 'p95'):,.0f} tokens, {cost_text} and "
+        f"{secs(_stat(s, 'latency_s', 'p95'))} per case; compare it with another architecture "
+        "to get a recommendation"
+    )

@@ -1,0 +1,620 @@
+"""The eval report: :func:`format_text` for a terminal, and one self-contained HTML page
+(inline CSS and SVG, no script, no CDN).
+
+:func:`render_html` draws, for an :class:`~loopwise.evidence.evals.EvalReport`: the
+recommendation; the side-by-side table; how runs ended (a stacked bar per target); a box
+plot per metric (cost, steps, model calls, tokens, latency — whiskers min–max, box
+p25–p75, a line at p50, a tick at p95) with the targets on one scale; histograms of cost
+and steps per target; each target's shape as an SVG drawing (a workflow's graph laid
+out by topological generation, an agent with its tools coloured by effect) with its
+Mermaid text; and every run in a collapsible table. It opens offline in any browser.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from loopwise.core.shape import Edge, Graph, Node, describe, drawing, mermaid
+from loopwise.core.svg import EFFECT_COLORS, graph_svg
+from loopwise.core.svg import svg_element as _svg
+from loopwise.evidence.evals import EvalReport, architecture_of
+from loopwise.evidence.failures import failure_lines, failure_table
+from loopwise.evidence.stats import (
+    REFERENCE_MODEL,
+    Distribution,
+    TargetSummary,
+    metric_text,
+    pct,
+    percentile,
+    reference_cost,
+    reference_costs,
+    usd,
+)
+
+__all__ = ["describe_graph", "draw_graph", "format_text", "render_html", "write_report"]
+
+PALETTE = ("#2563eb", "#ea580c", "#16a34a", "#9333ea", "#0891b2", "#be123c")
+STATUS_COLORS = {
+    "completed": "#16a34a",
+    "step_limit": "#f59e0b",
+    "budget_exceeded": "#ea580c",
+    "stuck": "#dc2626",
+    "tool_failed": "#b91c1c",
+    "invalid_output": "#a855f7",
+    "refused": "#6b7280",
+    "awaiting_approval": "#0ea5e9",
+    "denied": "#374151",
+    "error": "#7f1d1d",
+    "cancelled": "#9ca3af",
+}
+CHART_METRICS = (
+    ("cost_usd", "cost per case (USD)"),
+    ("steps", "steps per case"),
+    ("model_calls", "model calls per case"),
+    ("tokens", "tokens per case"),
+    ("latency_s", "latency per case (s)"),
+)
+
+
+def write_report(report: EvalReport, path: str, graphs: dict[str, dict[str, Any]]) -> None:
+    """Write :func:`render_html` of ``report`` to ``path``."""
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(render_html(report, graphs))
+
+
+def render_html(report: EvalReport, graphs: dict[str, dict[str, Any]] | None = None) -> str:
+    """The report page; ``graphs`` maps target names to :func:`describe_graph` results."""
+    graphs = graphs or {}
+    colors = {t.name: PALETTE[i % len(PALETTE)] for i, t in enumerate(report.targets)}
+    sections = [
+        _header(report),
+        _recommendation(report),
+        _section("Side by side", _summary_table(report, colors) + _history(report)),
+        _section("How runs ended", _status_bars(report.targets)),
+        _section("Where they differ", _disagreement_table(report)),
+        _section("Failing cases", failure_table(report)),
+        _section(
+            "Distributions",
+            "".join(_box_plot(report.targets, m, title, colors) for m, title in CHART_METRICS),
+        ),
+        _section("Histograms", _histograms(report.targets, colors)),
+        _section("Shapes", "".join(_shape(t, graphs.get(t.name), colors) for t in report.targets)),
+        _section("Every run", "".join(_runs_table(t) for t in report.targets)),
+    ]
+    return _PAGE.format(title=_e(f"loopwise eval {report.eval_id}"), body="\n".join(sections))
+
+
+_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{title}</title>
+<style>
+body {{ font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #111827;
+  margin: 0 auto; max-width: 1100px; padding: 24px; background: #fff; }}
+h1 {{ font-size: 22px; margin: 0 0 4px; }} h2 {{ font-size: 17px; margin: 28px 0 8px;
+  border-bottom: 1px solid #e5e7eb; padding-bottom: 4px; }}
+.meta {{ color: #6b7280; }} .rec {{ background: #f0fdf4; border: 1px solid #86efac;
+  border-radius: 8px; padding: 12px 16px; margin: 16px 0; }}
+.rec b {{ font-size: 15px; }} table {{ border-collapse: collapse; margin: 8px 0; }}
+td, th {{ border: 1px solid #e5e7eb; padding: 4px 8px; text-align: right; }}
+th:first-child, td:first-child {{ text-align: left; }} th {{ background: #f9fafb; }}
+.swatch {{ display: inline-block; width: 10px; height: 10px; border-radius: 2px;
+  margin-right: 6px; }} .charts {{ display: flex; flex-wrap: wrap; gap: 16px; }}
+svg {{ font: 11px system-ui, sans-serif; }} figure {{ margin: 8px 0 16px; }}
+figcaption {{ font-weight: 600; margin-bottom: 4px; }} pre {{ background: #f9fafb;
+  padding: 8px; overflow-x: auto; }} details {{ margin: 6px 0; }}
+</style></head><body>
+{body}
+</body></html>
+"""
+
+
+def _e(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _section(title: str, body: str) -> str:
+    return f"<h2>{_e(title)}</h2>\n{body}"
+
+
+def _header(report: EvalReport) -> str:
+    models = ", ".join(f"{_e(k)}: {_e(v)}" for k, v in report.models.items())
+    return (
+        f"<h1>loopwise eval</h1><div class='meta'>{report.cases} cases × {report.repeat} "
+        f"repeat(s) from <code>{_e(report.dataset)}</code>, concurrency {report.concurrency}, "
+        f"{_e(report.created_at)} · eval {_e(report.eval_id)} · models {models}</div>"
+    )
+
+
+def _recommendation(report: EvalReport) -> str:
+    rec = report.recommendation
+    if not rec.choice:
+        return f"<div class='rec'><b>No choice</b><p>{_e(rec.text)}</p></div>"
+    winner = next((t for t in report.targets if t.name == rec.choice), None)
+    title = winner.title if winner else rec.choice
+    head = f"<b>Recommendation: {_e(title)}</b>"
+    if len(rec.reasons) <= 1:
+        return f"<div class='rec'>{head}<p>{_e(rec.text)}</p></div>"
+    # With several targets the text is every comparison in a row; list them instead.
+    kind = f"the {winner.architecture}, " if winner and winner.architecture != "step" else ""
+    reasons = "".join(f"<li>{_e(r)}</li>" for r in rec.reasons)
+    return (
+        f"<div class='rec'>{head}<p>→ {_e(kind)}{_e(title)}, compared with each:</p>"
+        f"<ul>{reasons}</ul></div>"
+    )
+
+
+def _fmt(value: float | None, metric: str) -> str:
+    return "unknown" if value is None else metric_text(value, metric)
+
+
+def _history(report: EvalReport) -> str:
+    """How each target moved since its last stored eval on the same dataset."""
+    rows = []
+    for t in report.targets:
+        before = report.previous.get(t.name)
+        if not before:
+            continue
+        old_rate = before.get("correct_rate")
+        old_tokens = (before.get("metrics", {}).get("tokens") or {}).get("p95")
+        rate = "—" if t.correct_rate is None else f"{t.correct_rate:.0%}"
+        rows.append(
+            f"<tr><td>{_e(t.title)}</td><td>{_e(before.get('created_at', '?'))}</td>"
+            f"<td>{'—' if old_rate is None else f'{float(old_rate):.0%}'} → {rate}</td>"
+            f"<td>{_fmt(old_tokens, 'tokens')} → {_fmt(t.metrics['tokens'].stat('p95'), 'tokens')}"
+            "</td></tr>"
+        )
+    if not rows:
+        return ""
+    head = "<tr><th>since last eval</th><th>at</th><th>correct</th><th>p95 tokens</th></tr>"
+    return f"<table>{head}{''.join(rows)}</table>"
+
+
+def _disagreement_table(report: EvalReport, limit: int = 30) -> str:
+    """The cases the targets score differently, with what each answered."""
+    cases = report.disagreements()
+    if not cases:
+        return "<p class='meta'>every case scored the same for every target</p>"
+    outputs = {
+        (t.name, r.case_id): r.output for t in report.targets for r in t.runs if r.repeat == 0
+    }
+    head = "".join(f"<th>{_e(t.title)}</th>" for t in report.targets)
+    rows = []
+    for case in cases[:limit]:
+        cells = "".join(
+            f"<td title='{_e(outputs.get((t.name, case['case_id'])))}'>"
+            f"{case['scores'][t.name]:.0%}</td>"
+            for t in report.targets
+        )
+        rows.append(f"<tr><td>{_e(case['case_id'])}</td>{cells}</tr>")
+    more = f"<p class='meta'>… and {len(cases) - limit} more</p>" if len(cases) > limit else ""
+    return (
+        f"<p class='meta'>{len(cases)} case(s); score per target (hover for the output)</p>"
+        f"<table><tr><th>case</th>{head}</tr>{''.join(rows)}</table>{more}"
+    )
+
+
+def _summary_table(report: EvalReport, colors: dict[str, str]) -> str:
+    head = "".join(
+        f"<th><span class='swatch' style='background:{colors[t.name]}'></span>"
+        f"{_e(t.title)}<br><span class='meta'>{_e(t.architecture)}</span></th>"
+        for t in report.targets
+    )
+    rows = [
+        ("runs", [str(t.n) for t in report.targets]),
+        ("completed", [f"{t.completed_rate:.0%}" for t in report.targets]),
+        (
+            "correct",
+            ["—" if t.correct_rate is None else f"{t.correct_rate:.0%}" for t in report.targets],
+        ),
+        ("within budget", [f"{t.within_budget_rate:.0%}" for t in report.targets]),
+        ("flaky cases", [str(t.flaky_cases) for t in report.targets]),
+    ]
+    for metric, title in CHART_METRICS:
+        cells = []
+        for t in report.targets:
+            d = t.metrics[metric]
+            cells.append(" / ".join(_fmt(d.stat(s), metric) for s in ("p50", "p95", "max")))
+        rows.append((f"{title.split(' (')[0]} p50 / p95 / max", cells))
+    rows.append(
+        (
+            f"mean cost at {REFERENCE_MODEL} prices",
+            [_fmt(reference_cost(t), "cost_usd") for t in report.targets],
+        )
+    )
+    body = "".join(
+        f"<tr><td>{_e(label)}</td>{''.join(f'<td>{_e(c)}</td>' for c in cells)}</tr>"
+        for label, cells in rows
+    )
+    return f"<table><tr><th></th>{head}</tr>{body}</table>"
+
+
+def _status_bars(targets: Sequence[TargetSummary]) -> str:
+    width, left, row = 960, 180, 30
+    parts = []
+    for i, t in enumerate(targets):
+        y, x = 10 + i * row, float(left)
+        parts.append(f"<text x='0' y='{y + 15}'>{_e(_short(t.title, 28))}</text>")
+        for status, count in t.status_counts.items():
+            w = (width - left - 10) * count / max(t.n, 1)
+            color = STATUS_COLORS.get(status, "#9ca3af")
+            parts.append(
+                f"<rect x='{x:.1f}' y='{y}' width='{w:.1f}' height='20' fill='{color}'>"
+                f"<title>{_e(status)}: {count}</title></rect>"
+            )
+            if w > 60:
+                parts.append(
+                    f"<text x='{x + 4:.1f}' y='{y + 14}' fill='#fff'>{_e(status)} {count}</text>"
+                )
+            x += w
+    legend_y = 20 + len(targets) * row
+    statuses = sorted({s for t in targets for s in t.status_counts})
+    for j, status in enumerate(statuses):
+        lx = left + j * 120
+        parts.append(
+            f"<rect x='{lx}' y='{legend_y - 9}' width='10' height='10' "
+            f"fill='{STATUS_COLORS.get(status, '#9ca3af')}'/>"
+            f"<text x='{lx + 14}' y='{legend_y}'>{_e(status)}</text>"
+        )
+    return _svg(width, legend_y + 10, "".join(parts), "how runs ended per target")
+
+
+def _short(text: str, n: int) -> str:
+    return text if len(text) <= n else "…" + text[-(n - 1) :]
+
+
+def _priceless(targets: Sequence[TargetSummary]) -> bool:
+    """No target has a real, non-zero cost (the scripted model, or unpriced models)."""
+    return all(not any(t.metrics["cost_usd"].values) for t in targets)
+
+
+def _dist(t: TargetSummary, metric: str, targets: Sequence[TargetSummary]) -> Distribution:
+    """The distribution charted for ``metric``: costs at a reference price when none is real."""
+    if metric == "cost_usd" and _priceless(targets):
+        return reference_costs(t)
+    return t.metrics[metric]
+
+
+def _nice_max(value: float) -> float:
+    if value <= 0:
+        return 1.0
+    exp = 10.0 ** math.floor(math.log10(value))
+    for m in (1, 2, 2.5, 5, 10):
+        if value <= m * exp:
+            return float(m * exp)
+    return 10.0 * exp
+
+
+def _box_plot(
+    targets: Sequence[TargetSummary], metric: str, title: str, colors: dict[str, str]
+) -> str:
+    dists = [_dist(t, metric, targets) for t in targets]
+    if metric == "cost_usd" and _priceless(targets):
+        title = (
+            f"cost per case at {REFERENCE_MODEL} prices (the model used costs $0 or is unpriced)"
+        )
+    top = _nice_max(max((d.stat("max") or 0.0) for d in dists))
+    width, left, right, row = 960, 180, 120, 34
+    scale = (width - left - right) / top
+    height = 30 + row * len(targets)
+    parts = _axis(left, scale, top, height - 18, metric)
+    for i, (t, d) in enumerate(zip(targets, dists, strict=True)):
+        y = 8 + i * row
+        parts.append(f"<text x='0' y='{y + 14}'>{_e(_short(t.title, 28))}</text>")
+        parts.append(_box(d, left, scale, y=y, color=colors[t.name], metric=metric))
+    caption = f"{title} — whiskers min–max, box p25–p75, | p50, ◆ p95"
+    svg = _svg(width, height, "".join(parts), title)
+    return f"<figure><figcaption>{_e(caption)}</figcaption>{svg}</figure>"
+
+
+def _axis(left: int, scale: float, top: float, y: int, metric: str) -> list[str]:
+    parts = [
+        f"<line x1='{left}' y1='{y}' x2='{left + top * scale:.1f}' y2='{y}' stroke='#9ca3af'/>"
+    ]
+    for k in range(5):
+        value = top * k / 4
+        x = left + value * scale
+        parts.append(
+            f"<line x1='{x:.1f}' y1='{y}' x2='{x:.1f}' y2='{y + 4}' stroke='#9ca3af'/>"
+            f"<text x='{x:.1f}' y='{y + 15}' text-anchor='middle' fill='#6b7280'>"
+            f"{_e(_fmt(value, metric))}</text>"
+        )
+    return parts
+
+
+def _box(d: Distribution, left: int, scale: float, *, y: int, color: str, metric: str) -> str:
+    if d.n == 0:
+        return f"<text x='{left}' y='{y + 14}' fill='#6b7280'>unknown</text>"
+    lo, q1, med, q3, p95, hi = (
+        min(d.values),
+        percentile(d.values, 25),
+        percentile(d.values, 50),
+        percentile(d.values, 75),
+        percentile(d.values, 95),
+        max(d.values),
+    )
+
+    def x(v: float) -> float:
+        return left + v * scale
+
+    tip = " · ".join(
+        f"{name} {_fmt(v, metric)}"
+        for name, v in (("min", lo), ("p50", med), ("p95", p95), ("max", hi))
+    )
+    return (
+        f"<g><title>{_e(tip)}</title>"
+        f"<line x1='{x(lo):.1f}' y1='{y + 10}' x2='{x(hi):.1f}' y2='{y + 10}' stroke='{color}'/>"
+        f"<line x1='{x(lo):.1f}' y1='{y + 4}' x2='{x(lo):.1f}' y2='{y + 16}' stroke='{color}'/>"
+        f"<line x1='{x(hi):.1f}' y1='{y + 4}' x2='{x(hi):.1f}' y2='{y + 16}' stroke='{color}'/>"
+        f"<rect x='{x(q1):.1f}' y='{y + 2}' width='{max(x(q3) - x(q1), 1.5):.1f}' height='16' "
+        f"fill='{color}' fill-opacity='0.25' stroke='{color}'/>"
+        f"<line x1='{x(med):.1f}' y1='{y + 1}' x2='{x(med):.1f}' y2='{y + 19}' stroke='{color}' "
+        "stroke-width='3'/>"
+        f"<path d='M{x(p95):.1f},{y + 4} l5,6 l-5,6 l-5,-6 z' fill='{color}'/>"
+        f"<text x='{x(hi) + 8:.1f}' y='{y + 14}' fill='#374151'>p95 {_e(_fmt(p95, metric))}</text>"
+        "</g>"
+    )
+
+
+def _histograms(targets: Sequence[TargetSummary], colors: dict[str, str]) -> str:
+    figures = []
+    cost = f"cost per case at {REFERENCE_MODEL} prices" if _priceless(targets) else "cost per case"
+    for metric, title in (
+        ("cost_usd", cost),
+        ("steps", "steps per case"),
+        ("tokens", "tokens per case"),
+    ):
+        top = max((_dist(t, metric, targets).stat("max") or 0.0) for t in targets)
+        for t in targets:
+            svg = _histogram(_dist(t, metric, targets), top, colors[t.name], metric)
+            figures.append(
+                f"<figure><figcaption>{_e(t.title)}: {_e(title)}</figcaption>{svg}</figure>"
+            )
+    return f"<div class='charts'>{''.join(figures)}</div>"
+
+
+def _bins(values: Sequence[float], top: float, metric: str) -> list[tuple[float, float, int]]:
+    """``(low, high, count)`` bins over ``0..top``: one per integer when counts are small."""
+    if metric in {"steps", "model_calls", "tool_calls"} and top <= 20:
+        edges = [float(k) for k in range(int(top) + 2)]
+    else:
+        width = (top or 1.0) / 10
+        edges = [k * width for k in range(11)]
+    bins = []
+    for i in range(len(edges) - 1):
+        lo, hi = edges[i], edges[i + 1]
+        last = i == len(edges) - 2
+        count = sum(lo <= v < hi or (last and v == hi) for v in values)
+        bins.append((lo, hi, count))
+    return bins
+
+
+def _histogram(d: Distribution, top: float, color: str, metric: str) -> str:
+    width, height, pad = 320, 130, 24
+    if d.n == 0:
+        return _svg(width, 40, "<text x='4' y='20' fill='#6b7280'>unknown</text>", "no data")
+    bins = _bins(d.values, top, metric)
+    tallest = max(c for _, _, c in bins) or 1
+    bar_w = (width - 2 * pad) / len(bins)
+    parts = []
+    for i, (lo, hi, count) in enumerate(bins):
+        h = (height - 2 * pad) * count / tallest
+        x = pad + i * bar_w
+        parts.append(
+            f"<rect x='{x:.1f}' y='{height - pad - h:.1f}' width='{max(bar_w - 2, 1):.1f}' "
+            f"height='{h:.1f}' fill='{color}'><title>{_e(_fmt(lo, metric))}–"
+            f"{_e(_fmt(hi, metric))}: {count} runs</title></rect>"
+        )
+    parts.append(
+        f"<line x1='{pad}' y1='{height - pad}' x2='{width - pad}' y2='{height - pad}' "
+        "stroke='#9ca3af'/>"
+        f"<text x='{pad}' y='{height - 8}' fill='#6b7280'>{_e(_fmt(bins[0][0], metric))}</text>"
+        f"<text x='{width - pad}' y='{height - 8}' text-anchor='end' fill='#6b7280'>"
+        f"{_e(_fmt(bins[-1][1], metric))}</text>"
+        f"<text x='{pad}' y='14' fill='#6b7280'>max {tallest} runs/bin</text>"
+    )
+    return _svg(width, height, "".join(parts), f"histogram of {metric}")
+
+
+def _runs_table(t: TargetSummary) -> str:
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in (
+            "case",
+            "repeat",
+            "status",
+            "score",
+            "steps",
+            "model calls",
+            "tool calls",
+            "tokens",
+            "cost",
+            "latency",
+            "run",
+        )
+    )
+    rows = "".join(
+        "<tr>"
+        + "".join(
+            f"<td>{_e(v)}</td>"
+            for v in (
+                r.case_id,
+                r.repeat,
+                r.status,
+                "—" if r.score is None else f"{r.score:g}",
+                r.steps,
+                r.model_calls,
+                r.tool_calls,
+                r.tokens,
+                _fmt(r.cost_usd, "cost_usd"),
+                _fmt(r.latency_s, "latency_s"),
+                r.run_id,
+            )
+        )
+        + "</tr>"
+        for r in t.runs
+    )
+    return (
+        f"<details><summary>{_e(t.title)} — {t.n} runs</summary>"
+        f"<table><tr>{head}</tr>{rows}</table></details>"
+    )
+
+
+_LABELS = {
+    "steps": "steps",
+    "model_calls": "model calls",
+    "tool_calls": "tool calls",
+    "tokens": "tokens",
+    "cost_usd": "cost (USD)",
+    "latency_s": "latency",
+}
+
+
+def format_text(report: EvalReport) -> str:
+    """The side-by-side table and the recommendation, for a terminal."""
+    head = ["", *(f"{t.title} ({t.architecture})" for t in report.targets)]
+    rows = [head, ["", *(["p50 / p95 / max"] * len(report.targets))]]
+    rows.append(["runs", *(str(t.n) for t in report.targets)])
+    rates: list[tuple[str, list[float | None]]] = [
+        ("completed", [t.completed_rate for t in report.targets]),
+        ("correct", [t.correct_rate for t in report.targets]),
+        ("within budget", [t.within_budget_rate for t in report.targets]),
+    ]
+    for label, values in rates:
+        rows.append([label, *("—" if v is None else pct(v) for v in values)])
+    rows.append(
+        [
+            "statuses",
+            *(", ".join(f"{k} {v}" for k, v in t.status_counts.items()) for t in report.targets),
+        ]
+    )
+    for metric, label in _LABELS.items():
+        rows.append([label, *(_triple(t.metrics[metric], metric) for t in report.targets)])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+    settings = (
+        f"{report.cases} cases × {report.repeat} repeat(s) from {report.dataset or 'the dataset'}, "
+        f"concurrency {report.concurrency}"
+    )
+    history = [
+        _since(t, report.previous[t.name]) for t in report.targets if t.name in report.previous
+    ]
+    return "\n".join(
+        [
+            settings,
+            "",
+            *lines,
+            *_disagreement_lines(report),
+            *failure_lines(report),
+            *(["", *history] if history else []),
+            "",
+            _recommendation_text(report),
+        ]
+    )
+
+
+def _recommendation_text(report: EvalReport) -> str:
+    rec = report.recommendation
+    if len(rec.reasons) <= 1:
+        return f"Recommendation: {rec.text}"
+    final = rec.text.rsplit(" → ", 1)[-1]
+    return "\n".join([f"Recommendation: → {final}", *(f"  - {r}" for r in rec.reasons)])
+
+
+def _disagreement_lines(report: EvalReport) -> list[str]:
+    cases = report.disagreements()
+    if not cases:
+        return []
+    shown = ", ".join(c["case_id"] for c in cases[:12]) + (" …" if len(cases) > 12 else "")
+    return ["", f"cases the targets score differently: {len(cases)} ({shown})"]
+
+
+def _since(t: TargetSummary, before: Mapping[str, Any]) -> str:
+    """One line comparing ``t`` with its last stored eval."""
+    old_rate = before.get("correct_rate")
+    rate = t.correct_rate
+    parts = []
+    if rate is not None and old_rate is not None:
+        parts.append(f"correct {pct(rate)} (was {pct(float(old_rate))})")
+    old_cost = (before.get("metrics", {}).get("cost_usd") or {}).get("p95")
+    cost = t.metrics["cost_usd"].stat("p95")
+    if cost is not None and old_cost is not None:
+        parts.append(f"p95 cost {usd(cost)} (was {usd(float(old_cost))})")
+    old_tokens = (before.get("metrics", {}).get("tokens") or {}).get("p95")
+    tokens = t.metrics["tokens"].stat("p95")
+    if tokens is not None and old_tokens is not None:
+        parts.append(f"p95 tokens {tokens:,.0f} (was {float(old_tokens):,.0f})")
+    return f"since {before.get('created_at', '?')}: {t.title}: " + ", ".join(parts)
+
+
+def _triple(dist: Distribution, metric: str) -> str:
+    if dist.n == 0:
+        return "unknown"
+    text = " / ".join(metric_text(dist.stat(s) or 0.0, metric) for s in ("p50", "p95", "max"))
+    return text + (f" ({dist.unknown} unknown)" if dist.unknown else "")
+
+
+def describe_graph(step: Any) -> dict[str, Any]:
+    """A step's shape as data for drawing: ``{"kind", "name", "nodes", "edges", "mermaid"}``.
+
+    From the step's own description (:mod:`loopwise.core.shape`): a workflow gives its nodes
+    and edges (route edges labelled with their values); an agent itself and its tools,
+    each tool's ``kind`` its effect; a hybrid its planner, the validation and its
+    actions; any other step, one node. ``mermaid`` is the same drawing as Mermaid text.
+    """
+    shape = describe(step)
+    graph = drawing(shape)
+    nodes = [
+        {"id": n.id, "label": n.label, "kind": n.kind, "detail": n.detail} for n in graph.nodes
+    ]
+    edges = [{"source": e.source, "target": e.target, "label": e.label} for e in graph.edges]
+    return {
+        "kind": architecture_of(step),
+        "name": shape.name,
+        "nodes": nodes,
+        "edges": edges,
+        "mermaid": mermaid(shape),
+    }
+
+
+def draw_graph(desc: dict[str, Any]) -> str:
+    """An SVG drawing of a :func:`describe_graph` result (:func:`loopwise.core.svg.graph_svg`)."""
+    graph = Graph(
+        nodes=tuple(
+            Node(id=n["id"], label=n["label"], kind=n["kind"], detail=n["detail"])
+            for n in desc["nodes"]
+        ),
+        edges=tuple(
+            Edge(source=e["source"], target=e["target"], label=e["label"]) for e in desc["edges"]
+        ),
+    )
+    return graph_svg(graph, name=desc["name"])
+
+
+def _shape(t: TargetSummary, desc: dict[str, Any] | None, colors: dict[str, str]) -> str:
+    title = (
+        f"<h3><span class='swatch' style='background:{colors[t.name]}'></span>"
+        f"{_e(t.title)} <span class='meta'>({_e(t.architecture)}, "
+        f"<code>{_e(t.name)}</code>)</span></h3>"
+    )
+    if not desc:
+        return title + "<p class='meta'>no shape recorded</p>"
+    legend = (
+        "<p class='meta'>tool borders: <span style='color:#16a34a'>read</span>, "
+        "<span style='color:#f59e0b'>write</span>, "
+        "<span style='color:#dc2626'>irreversible</span></p>"
+        if any(n["kind"] in EFFECT_COLORS for n in desc["nodes"])
+        else ""
+    )
+    mermaid = (
+        f"<details><summary>Mermaid</summary><pre>{_e(desc['mermaid'])}</pre></details>"
+        if desc.get("mermaid")
+        else ""
+    )
+    return f"{title}{draw_graph(desc)}{legend}{mermaid}"

@@ -1,0 +1,660 @@
+"""Tools from MCP servers: each tool a server lists becomes an ordinary loopwise :class:`Tool`.
+
+    from loopwise import mcp
+
+    shop = mcp.stdio("python", "shop_server.py", trust_annotations=True)
+    agent = Agent(name="investigate", tools=[*shop, my_local_tool], ...)
+
+:func:`stdio` (a command started as a subprocess) and :func:`http` (a Streamable HTTP
+URL) connect once when declared, list the server's tools and build one :class:`MCPTool`
+per tool; the result, an :class:`MCPTools`, is a sequence of them. They go wherever a
+``@tool`` goes (an agent's tools, a hybrid's planner tools or actions) and through the
+same validation, gates, taint and journal.
+
+**Effects from annotations, conservatively.** MCP annotations are hints, and the protocol
+says a client must not trust the hints of a server it does not trust. So:
+
+* ``trust_annotations=False`` (the default): every hint is ignored. Every tool of the
+  server is ``irreversible``, gated by a person (:func:`loopwise.tools.gates.human`) and its
+  output untrusted — until the user says otherwise for a tool with an :class:`Override`.
+* ``trust_annotations=True`` (a server the user vouches for): ``readOnlyHint: true`` →
+  ``read``; not read-only (``false`` or unset, its default) with ``destructiveHint:
+  false`` → ``write``; anything else (or no annotations) → ``irreversible`` with a human
+  gate. ``openWorldHint`` true or unset → ``untrusted_output``. ``idempotentHint`` is
+  informational.
+
+The mapping is decided once, when the tools are declared, and kept in each tool's
+:attr:`MCPTool.mapping` (``loopwise check`` shows it); hints a server sends later do not
+change it.
+
+**Arguments.** A pydantic model is built from each tool's JSON schema (nested objects,
+enums, required properties; unknown properties are refused unless the schema allows
+them) and the whole schema is checked with ``jsonschema`` too, before anything is sent
+(both in :mod:`loopwise.integrations.mcp_schema`): invalid arguments come back to the model as
+``ERROR:`` results like any tool's. The model is shown the server's own schema. A tool
+whose schema is not a valid JSON-schema object (or whose name loopwise cannot use) is left
+out and listed in :attr:`MCPTools.skipped`.
+
+**Lifecycle.** A run connects to a server when it first calls one of its tools and closes
+the connection when it ends or pauses (:attr:`loopwise.core.step.Context.resources`). A run
+resumed in another process imports its target module again, which declares the tools
+again, and connects anew; results already journaled are replayed, not re-called. The
+idempotency key of a ``write``/``irreversible`` call travels in the request's ``_meta``
+under :data:`IDEMPOTENCY_KEY`, so a server can make a repeated effect safe.
+
+**Failures.** A server that cannot be started or listed when declared raises
+:class:`~loopwise.errors.MCPServerError` naming it. In a run, a tool that reports an error
+or a protocol error becomes an ``ERROR:`` result; a call that times out too; a server that
+will not start, or that dies mid-run, ends the run with status ``error`` and a detail that
+names the server (and what it printed on stderr, for a subprocess).
+
+Needs the optional extra: ``pip install 'loopwise[mcp]'`` (the ``mcp`` SDK, 2.x).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import dataclasses
+import tempfile
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack, overload
+
+from pydantic import BaseModel
+
+from loopwise.core.shape import ToolShape
+from loopwise.core.step import Halt, Status
+from loopwise.errors import ConfigError, MCPServerError, ToolError
+from loopwise.integrations.mcp_schema import (
+    Unusable,
+    apply_hints,
+    args_model,
+    schema_validator,
+    wraps_result,
+)
+from loopwise.tools.gates import human
+from loopwise.tools.tool import Effect, Tool, ToolArgumentsError
+
+if TYPE_CHECKING:
+    from mcp import Client
+    from mcp.types import CallToolResult
+    from mcp.types import Tool as ListedTool
+
+    from loopwise.core.step import Context
+
+__all__ = [
+    "IDEMPOTENCY_KEY",
+    "MCPTool",
+    "MCPTools",
+    "Override",
+    "ServerOptions",
+    "ToolMapping",
+    "http",
+    "map_annotations",
+    "stdio",
+]
+
+IDEMPOTENCY_KEY = "loopwise/idempotency_key"
+"""The ``_meta`` entry of a ``tools/call`` request that carries a call's idempotency key."""
+
+_PAGES = 100
+_STDERR_TAIL = 600
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Override:
+    """What the user says about one tool, over whatever its annotations say.
+
+    Unset fields (``None``) keep the mapped value. An ``irreversible`` tool always has a
+    gate: a person's unless ``gate`` names another.
+    """
+
+    effect: Effect | str | None = None
+    """The tool's effect (``read``, ``write``, ``irreversible``)."""
+    gate: Any = None
+    """The gate in front of the tool (see :mod:`loopwise.tools.gates`)."""
+    untrusted_output: bool | None = None
+    """Whether the tool's output is untrusted (taints later effects)."""
+    validators: dict[str, Any] = field(default_factory=dict)
+    """Allow-list validators by top-level argument: ``{"order_id": IdPattern(r"O-\\d{4}")}``."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolMapping:
+    """How one MCP tool's annotations became a loopwise effect, gate and taint."""
+
+    server: str
+    """The server's name."""
+    tool: str
+    """The tool's name."""
+    hints: dict[str, bool]
+    """The annotation hints the server sent (``readOnlyHint``...), as sent."""
+    trusted: bool
+    """Whether the hints were trusted (``trust_annotations``)."""
+    effect: Effect
+    """The effect applied."""
+    gated: bool
+    """Whether the tool has a gate."""
+    untrusted_output: bool
+    """Whether its output taints later effects."""
+    overridden: tuple[str, ...] = ()
+    """Which of effect, gate, untrusted_output and validators the user overrode."""
+
+    def describe(self) -> str:
+        """One line: the hints, then what they were mapped to and why."""
+        hints = ", ".join(f"{k}={str(v).lower()}" for k, v in self.hints.items()) or "no hints"
+        if not self.trusted:
+            hints += " (server not trusted: hints ignored)"
+        applied = [str(self.effect)]
+        applied += ["gated"] if self.gated else []
+        applied += ["untrusted output"] if self.untrusted_output else []
+        overridden = f" [overridden: {', '.join(self.overridden)}]" if self.overridden else ""
+        return f"{self.tool}: {hints} -> {', '.join(applied)}{overridden}"
+
+
+_HINTS = {
+    "read_only_hint": "readOnlyHint",
+    "destructive_hint": "destructiveHint",
+    "idempotent_hint": "idempotentHint",
+    "open_world_hint": "openWorldHint",
+}
+
+
+def map_annotations(hints: dict[str, bool], *, trusted: bool) -> tuple[Effect, bool]:
+    """The effect and output taint MCP hints (``readOnlyHint``...) map to; see the module docs.
+
+    A server that is not trusted gets the most careful answer whatever it hints.
+    """
+    if not trusted:
+        return Effect.IRREVERSIBLE, True
+    untrusted = hints.get("openWorldHint") is not False
+    if hints.get("readOnlyHint") is True:
+        return Effect.READ, untrusted
+    if hints.get("destructiveHint") is False:
+        return Effect.WRITE, untrusted
+    return Effect.IRREVERSIBLE, untrusted
+
+
+class MCPTool(Tool):
+    """A tool of an MCP server, called over the run's connection to it."""
+
+    mapping: ToolMapping
+    """How its annotations were mapped (shown by ``loopwise check``)."""
+
+    def __init__(
+        self, source: MCPTools, listed: ListedTool, override: Override, *, timeout: float
+    ) -> None:
+        schema = dict(listed.input_schema)
+        validator = schema_validator(schema)
+        apply_hints(schema, override.validators, listed.name)
+        mapping = _mapping(source.server, listed, override, trusted=source.trusted)
+        gate = override.gate
+        if gate is None and mapping.effect is Effect.IRREVERSIBLE:
+            gate = human()
+        remote = listed.name
+        unwrap = wraps_result(listed.output_schema)
+
+        async def call(args: BaseModel, ctx: Context | None) -> Any:
+            sent = args.model_dump(mode="json", by_alias=True, exclude_unset=True)
+            key = ctx.idempotency_key if ctx is not None else None
+            result = await source.call(remote, sent, key, ctx)
+            return _value(result, remote, unwrap)
+
+        call.__doc__ = listed.description
+        try:
+            super().__init__(
+                call,
+                name=listed.name,
+                description=(listed.description or "").strip(),
+                effect=mapping.effect,
+                untrusted_output=mapping.untrusted_output,
+                timeout=timeout,
+                gate=gate,
+                args_model=args_model(listed.name, schema, override.validators),
+            )
+        except ToolError as e:
+            raise Unusable(str(e)) from e
+        self.schema = {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": schema},
+        }
+        if not self.description:
+            del self.schema["function"]["description"]
+        self.mapping = mapping
+        self.server = source.server
+        """The name of the server the tool comes from."""
+        self._validator = validator
+        self._skipped = source.skipped
+
+    def describe(self) -> ToolShape:
+        """As any tool's, plus the mapping applied and the server's tools left out."""
+        return dataclasses.replace(
+            super().describe(),
+            origin=f"MCP server {self.server!r}: {self.mapping.describe()}",
+            left_out=tuple(
+                f"MCP server {self.server!r} lists {name!r}, left out: {why}"
+                for name, why in sorted(self._skipped.items())
+            ),
+        )
+
+    def parse(self, arguments: Any) -> BaseModel:
+        """Validate like any tool, then against the server's whole JSON schema."""
+        args = super().parse(arguments)
+        sent = args.model_dump(mode="json", by_alias=True, exclude_unset=True)
+        problems = [
+            f"{'.'.join(str(p) for p in e.absolute_path) or '(arguments)'}: {e.message}"
+            for e in sorted(self._validator.iter_errors(sent), key=lambda e: list(e.path))
+        ]
+        if problems:
+            raise ToolArgumentsError(
+                f"invalid arguments for {self.name!r}: " + "; ".join(problems[:5]), tool=self.name
+            )
+        return args
+
+
+def _mapping(server: str, listed: ListedTool, override: Override, *, trusted: bool) -> ToolMapping:
+    given = listed.annotations.model_dump() if listed.annotations is not None else {}
+    hints = {wire: given[name] for name, wire in _HINTS.items() if given.get(name) is not None}
+    effect, untrusted = map_annotations(hints, trusted=trusted)
+    overridden = [
+        name
+        for name in ("effect", "gate", "untrusted_output")
+        if getattr(override, name) is not None
+    ] + (["validators"] if override.validators else [])
+    if override.effect is not None:
+        try:
+            effect = Effect(override.effect)
+        except ValueError as e:
+            raise ConfigError(
+                f"MCP server {server!r}: override of {listed.name!r} has effect "
+                f"{override.effect!r}; use read, write or irreversible",
+                name=listed.name,
+            ) from e
+    if override.untrusted_output is not None:
+        untrusted = override.untrusted_output
+    return ToolMapping(
+        server=server,
+        tool=listed.name,
+        hints=hints,
+        trusted=trusted,
+        effect=effect,
+        gated=override.gate is not None or effect is Effect.IRREVERSIBLE,
+        untrusted_output=untrusted,
+        overridden=tuple(overridden),
+    )
+
+
+def _value(result: CallToolResult, tool: str, unwrap: bool) -> Any:
+    """What a tool call returned: its structured content, or its text."""
+    if result.is_error:
+        raise MCPToolError(_text(result) or f"tool {tool!r} reported an error")
+    structured = result.structured_content
+    if structured is not None:
+        if unwrap and isinstance(structured, dict) and set(structured) == {"result"}:
+            return structured["result"]
+        return structured
+    return _text(result)
+
+
+def _text(result: CallToolResult) -> str:
+    parts = []
+    for block in result.content:
+        text = getattr(block, "text", None)
+        if isinstance(text, str):
+            parts.append(text)
+        else:
+            parts.append(f"[{block.type} content: {getattr(block, 'mime_type', None) or '?'}]")
+    return "\n".join(parts)
+
+
+class MCPToolError(Exception):
+    """A tool call the server answered with an error (becomes an ``ERROR:`` result)."""
+
+
+_Opener = Callable[[contextlib.AsyncExitStack, Any], Awaitable["Client"]]
+"""Enters a connected client on the stack (the second argument: a file for its stderr)."""
+
+
+class MCPTools(Sequence[MCPTool]):
+    """The tools of one MCP server, as loopwise tools; build with :func:`stdio` or :func:`http`.
+
+    A sequence of :class:`MCPTool` (spread it into ``tools=[...]``); :meth:`get` finds one by
+    name, :attr:`skipped` says which listed tools were left out and why.
+    """
+
+    def __init__(self, opener: _Opener, shown: str, settings: _Settings) -> None:
+        self.server = settings.name or shown
+        """The server's name (``name=``, else what it calls itself)."""
+        self._named = settings.name is not None
+        self.trusted = settings.trust_annotations
+        """Whether its annotations are trusted."""
+        self.connect_timeout = settings.connect_timeout
+        self.opener = opener
+        self.skipped: dict[str, str] = {}
+        """Listed tools left out, by name: why."""
+        listed = _blocking(self._list)
+        overrides = dict(settings.overrides or {})
+        self._tools = self._build(listed, overrides, settings.include, settings.timeout)
+
+    def _build(
+        self,
+        listed: list[ListedTool],
+        overrides: dict[str, Override],
+        include: Iterable[str] | None,
+        timeout: float,
+    ) -> tuple[MCPTool, ...]:
+        names = {t.name for t in listed}
+        wanted = set(include) if include is not None else names
+        for name in sorted((set(overrides) | wanted) - names):
+            raise ConfigError(
+                f"MCP server {self.server!r} has no tool {name!r} (named in overrides or "
+                f"include); it has: {', '.join(sorted(names)) or '(none)'}",
+                name=name,
+            )
+        built = []
+        for listed_tool in listed:
+            if listed_tool.name not in wanted:
+                continue
+            override = overrides.get(listed_tool.name, Override())
+            try:
+                built.append(MCPTool(self, listed_tool, override, timeout=timeout))
+            except ConfigError:
+                raise  # the user's own override is wrong: say so, do not skip
+            except Exception as e:
+                # A hostile or broken listing (a schema nested past the recursion limit, one
+                # pydantic cannot model) leaves that tool out, not the server's others.
+                why = str(e) if isinstance(e, Unusable) else f"{type(e).__name__}: {e}"
+                self.skipped[listed_tool.name] = why[:300]
+        return tuple(built)
+
+    async def _list(self) -> list[ListedTool]:
+        async with _Connection(self) as client:
+            info = client.server_info
+            if not self._named and info is not None and info.name:
+                self.server = info.name
+            found: list[ListedTool] = []
+            cursor: str | None = None
+            for _ in range(_PAGES):
+                page = await client.list_tools(cursor=cursor)
+                found.extend(page.tools)
+                cursor = page.next_cursor
+                if cursor is None:
+                    break
+            return found
+
+    async def call(
+        self, tool: str, arguments: dict[str, Any], key: str | None, ctx: Context | None
+    ) -> CallToolResult:
+        """Call ``tool`` over the run's connection (opened on first use, closed with the run)."""
+        connection: _Connection | None = None if ctx is None else ctx.resources.get(self)
+        if connection is None:
+            connection = _Connection(self)
+            if ctx is not None:
+                ctx.resources[self] = connection
+        try:
+            client = await connection.open()
+        except _NotStarted as e:
+            raise Halt(Status.ERROR, str(e)) from e
+        try:
+            return await self._send(client, tool, arguments, key, connection)
+        finally:
+            if ctx is None:
+                await connection.aclose()
+
+    async def _send(
+        self,
+        client: Client,
+        tool: str,
+        arguments: dict[str, Any],
+        key: str | None,
+        connection: _Connection,
+    ) -> CallToolResult:
+        from mcp import MCPError
+        from mcp.types import CONNECTION_CLOSED
+
+        meta: Any = {IDEMPOTENCY_KEY: key} if key else None
+        try:
+            return await client.call_tool(tool, arguments, meta=meta)
+        except MCPError as e:
+            if e.code != CONNECTION_CLOSED:
+                raise MCPToolError(f"MCP server {self.server!r}: {e.message}") from e
+            raise Halt(
+                Status.ERROR,
+                f"MCP server {self.server!r} closed the connection during a call of {tool!r}"
+                f"{connection.stderr_tail()}",
+            ) from e
+
+    def get(self, name: str) -> MCPTool:
+        """The tool named ``name``; raises :class:`~loopwise.errors.ConfigError` naming the
+        tools there are."""
+        for found in self._tools:
+            if found.name == name:
+                return found
+        known = ", ".join(t.name for t in self._tools) or "(none)"
+        raise ConfigError(f"MCP server {self.server!r} has no tool {name!r}; it has: {known}")
+
+    @property
+    def mappings(self) -> list[ToolMapping]:
+        """How each tool's annotations were mapped."""
+        return [t.mapping for t in self._tools]
+
+    @overload
+    def __getitem__(self, index: int) -> MCPTool: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[MCPTool]: ...
+    def __getitem__(self, index: int | slice) -> MCPTool | Sequence[MCPTool]:
+        return self._tools[index]
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __iter__(self) -> Iterator[MCPTool]:
+        return iter(self._tools)
+
+    def __repr__(self) -> str:
+        return f"<MCP server {self.server}: {len(self._tools)} tools>"
+
+
+class _NotStarted(Exception):
+    """A server could not be started or connected to (the message names it)."""
+
+
+class _Connection:
+    """One connection to a server, owned by a task of its own.
+
+    The ``mcp`` client is an anyio context that must be left in the task that entered it;
+    the calls of a run come from many tasks, so one task enters it, serves until
+    :meth:`aclose`, and leaves it.
+    """
+
+    def __init__(self, source: MCPTools) -> None:
+        self._source = source
+        self._ready: asyncio.Future[Client] | None = None
+        self._closing = asyncio.Event()
+        self._owner: asyncio.Task[None] | None = None
+        # Read by messages while the connection lives; closed by aclose().
+        self._stderr = tempfile.TemporaryFile("w+")  # noqa: SIM115
+
+    async def open(self) -> Client:
+        """The connected client; the first caller connects, the others wait for it.
+
+        Raises :class:`_NotStarted` (naming the server) when it cannot be connected.
+        """
+        if self._ready is None:
+            self._ready = asyncio.get_running_loop().create_future()
+            self._owner = asyncio.create_task(self._serve(self._ready))
+        timeout = self._source.connect_timeout
+        try:
+            return await asyncio.wait_for(asyncio.shield(self._ready), timeout)
+        except Exception as e:
+            said = self.stderr_tail()
+            await self.aclose()
+            server = self._source.server
+            if isinstance(e, TimeoutError) and not self._ready.done():
+                why = f"MCP server {server!r} did not answer within {timeout}s of starting"
+            else:
+                why = f"MCP server {server!r} did not start: {_reason(e)}"
+            raise _NotStarted(why + said) from e
+
+    async def _serve(self, ready: asyncio.Future[Client]) -> None:
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                ready.set_result(await self._source.opener(stack, self._stderr))
+                await self._closing.wait()
+        except BaseException as e:
+            if not ready.done():
+                ready.set_exception(e)
+            if not isinstance(e, Exception):
+                raise
+
+    def stderr_tail(self) -> str:
+        """What the server wrote on stderr lately (for messages), or ``""``."""
+        if self._stderr.closed:
+            return ""
+        with contextlib.suppress(OSError, ValueError):
+            self._stderr.seek(0)
+            said = " ".join(self._stderr.read().split())
+            if said:
+                return f"; it said: …{said[-_STDERR_TAIL:]}"
+        return ""
+
+    async def aclose(self) -> None:
+        """Close the connection (stop a subprocess server); idempotent."""
+        self._closing.set()
+        if self._owner is not None:
+            if not (self._ready is not None and self._ready.done()):
+                self._owner.cancel()  # still starting: stop waiting for it
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await self._owner
+        self._stderr.close()
+
+    async def __aenter__(self) -> Client:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def _reason(error: BaseException) -> str:
+    """The innermost useful message of an error (anyio wraps failures in groups)."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+
+
+def _blocking(work: Callable[[], Awaitable[Any]]) -> Any:
+    """Run ``work`` to its end from sync code, inside a running event loop or not."""
+
+    async def main() -> Any:
+        return await work()
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(main())
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, main()).result()
+
+
+class ServerOptions(TypedDict, total=False):
+    """What :func:`stdio` and :func:`http` take besides how to connect; each may be left out."""
+
+    name: str | None
+    """The server's name in messages (default: what it calls itself)."""
+    trust_annotations: bool
+    """Whether its annotations are trusted (default ``False``; see the module docs)."""
+    overrides: dict[str, Override] | None
+    """What the user says about single tools, by name."""
+    include: Iterable[str] | None
+    """An allow-list of tool names to take (default: all)."""
+    timeout: float
+    """Seconds each call may take (default 60)."""
+    connect_timeout: float
+    """Seconds each start may take (default 30)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Settings:
+    """The :class:`ServerOptions` given, with their defaults."""
+
+    name: str | None = None
+    trust_annotations: bool = False
+    overrides: dict[str, Override] | None = None
+    include: Iterable[str] | None = None
+    timeout: float = 60.0
+    connect_timeout: float = 30.0
+
+
+def _settings(options: ServerOptions, caller: str) -> _Settings:
+    unknown = sorted(set(options) - set(ServerOptions.__optional_keys__))
+    if unknown:  # as Python says it for a keyword the function does not take
+        raise TypeError(f"{caller}() got an unexpected keyword argument {unknown[0]!r}")
+    return _Settings(**options)
+
+
+def _declared(opener: _Opener, shown: str, settings: _Settings) -> MCPTools:
+    try:
+        return MCPTools(opener, shown, settings)
+    except ConfigError:
+        raise
+    except _NotStarted as e:
+        raise MCPServerError(str(e), server=shown) from e
+    except Exception as e:
+        raise MCPServerError(
+            f"MCP server {shown!r} could not be listed: {_reason(e)}", server=shown
+        ) from e
+
+
+def stdio(
+    command: str,
+    *args: str,
+    env: dict[str, str] | None = None,
+    cwd: str | None = None,
+    **options: Unpack[ServerOptions],
+) -> MCPTools:
+    """The tools of the MCP server ``command args...`` (started as a subprocess, over stdio).
+
+    Connects once now to list the tools; each run then starts its own subprocess when it
+    first needs it. The options are :class:`ServerOptions`: ``name`` names the server in
+    messages (default: what it calls itself), ``include`` is an allow-list of tool names to
+    take, ``timeout`` bounds each call (seconds), ``connect_timeout`` each start. Raises
+    :class:`~loopwise.errors.MCPServerError` when the server cannot be started or listed,
+    :class:`~loopwise.errors.ConfigError` for an override or include naming no tool.
+    """
+    from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    params = StdioServerParameters(command=command, args=list(args), env=env, cwd=cwd)
+
+    async def opener(stack: contextlib.AsyncExitStack, errlog: Any) -> Client:
+        client = Client(stdio_client(params, errlog=errlog), cache=None)
+        return await stack.enter_async_context(client)
+
+    settings = _settings(options, "stdio")
+    return _declared(opener, settings.name or " ".join([command, *args]), settings)
+
+
+def http(
+    url: str,
+    *,
+    headers: dict[str, str] | None = None,
+    **options: Unpack[ServerOptions],
+) -> MCPTools:
+    """The tools of the MCP server at ``url`` (Streamable HTTP); as :func:`stdio` otherwise.
+
+    ``headers`` go with every request (an ``Authorization`` header, say).
+    """
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def opener(stack: contextlib.AsyncExitStack, errlog: Any) -> Client:
+        del errlog  # a remote server's stderr is its own
+        http_client = await stack.enter_async_context(httpx2.AsyncClient(headers=headers))
+        client = Client(streamable_http_client(url, http_client=http_client), cache=None)
+        return await stack.enter_async_context(client)
+
+    settings = _settings(options, "http")
+    return _declared(opener, settings.name or url, settings)

@@ -1,0 +1,184 @@
+"""An MCP tool's input schema as loopwise validates it: a pydantic model and a validator.
+
+:func:`args_model` builds the pydantic model a tool's arguments are parsed into (nested
+objects, enums, required properties, ``$ref`` inside the schema; unknown properties
+refused unless the schema allows them); what pydantic cannot say becomes ``Any``, and
+:func:`schema_validator` checks the whole JSON schema with ``jsonschema`` besides.
+:func:`apply_hints` shows the model what the user's allow-list validators allow. A schema
+loopwise cannot use raises :class:`Unusable` (the tool is left out, with the reason);
+a validator naming no argument raises :class:`~loopwise.errors.ConfigError`.
+"""
+
+from __future__ import annotations
+
+import keyword
+import types
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal, Union
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field
+
+from loopwise.errors import ConfigError
+
+__all__ = ["Unusable", "apply_hints", "args_model", "schema_validator", "wraps_result"]
+
+
+class Unusable(Exception):
+    """A listed tool loopwise leaves out (the message says why)."""
+
+
+def schema_validator(schema: dict[str, Any]) -> Any:
+    from jsonschema import Draft202012Validator, SchemaError, validators
+
+    if schema.get("type") != "object":
+        raise Unusable(f"its input schema is not an object schema (type {schema.get('type')!r})")
+    cls = validators.validator_for(schema, default=Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except SchemaError as e:
+        raise Unusable(f"its input schema is invalid: {e.message}") from e
+    return cls(schema)
+
+
+def apply_hints(schema: dict[str, Any], checks: dict[str, Any], tool: str) -> None:
+    """Show the model what the user's allow-list validators allow (in its copy of the schema)."""
+    properties = schema.get("properties") or {}
+    for name, check in checks.items():
+        if name not in properties:
+            known = ", ".join(sorted(properties)) or "(none)"
+            raise ConfigError(
+                f"override of {tool!r}: a validator for {name!r}, which is not one of its "
+                f"arguments: {known}",
+                name=tool,
+            )
+        hint = getattr(check, "schema_hint", None)
+        if hint is not None:
+            prop = dict(properties[name])
+            hint(prop)
+            properties[name] = prop
+    if checks:
+        schema["properties"] = properties
+
+
+def args_model(tool: str, schema: dict[str, Any], checks: dict[str, Any]) -> type[BaseModel]:
+    return _Models(tool, schema).model(schema, f"{tool}_arguments", checks)
+
+
+_SIMPLE: dict[str, Any] = {
+    "string": str,
+    "integer": int,
+    "number": int | float,
+    "boolean": bool,
+    "null": None,
+}
+
+
+class _Models:
+    """Pydantic types from the JSON schema of one tool; what pydantic cannot say is ``Any``
+    and is still enforced by the ``jsonschema`` check of
+    :meth:`loopwise.integrations.mcp.MCPTool.parse`."""
+
+    def __init__(self, tool: str, root: dict[str, Any]) -> None:
+        self.tool = tool
+        self.root = root
+        self._resolving: list[str] = []
+        self._count = 0
+
+    def model(self, schema: dict[str, Any], name: str, checks: dict[str, Any]) -> type[BaseModel]:
+        properties = schema.get("properties") or {}
+        required = set(schema.get("required") or ())
+        extra = schema.get("additionalProperties", False)
+        fields: dict[str, Any] = {}
+        for i, (prop, sub) in enumerate(properties.items()):
+            kind = self.type_of(sub, f"{name}_{i}")
+            if prop in checks:
+                kind = Annotated[kind, checks[prop]]
+            default = ... if prop in required else None
+            if _plain_name(prop):
+                fields[prop] = (kind, Field(default))
+            else:
+                fields[f"arg_{i}"] = (kind, Field(default, alias=prop))
+        config = ConfigDict(extra="forbid" if extra is False else "allow", populate_by_name=True)
+        return pydantic.create_model(name, __config__=config, **fields)
+
+    def type_of(self, schema: Any, name: str) -> Any:
+        if schema is True or schema == {}:
+            return Any
+        if not isinstance(schema, dict):
+            raise Unusable(f"a part of its input schema is not a schema: {schema!r}")
+        if "$ref" in schema:
+            return self._ref(str(schema["$ref"]), name)
+        if "const" in schema:
+            return _literal([schema["const"]])
+        if "enum" in schema:
+            return _literal(schema["enum"])
+        for key in ("anyOf", "oneOf"):
+            if key in schema:
+                return _union([self.type_of(s, f"{name}_{i}") for i, s in enumerate(schema[key])])
+        return self._typed(schema, name)
+
+    def _typed(self, schema: dict[str, Any], name: str) -> Any:
+        kind = schema.get("type")
+        if isinstance(kind, list):
+            return _union([self.type_of({**schema, "type": k}, name) for k in kind])
+        if kind == "object":
+            if schema.get("properties"):
+                return self.model(schema, name, {})
+            return dict[str, Any]
+        if kind == "array":
+            items = schema.get("items")
+            item = Any if items is None else self.type_of(items, f"{name}_item")
+            return types.GenericAlias(list, (item,))
+        if kind in _SIMPLE:
+            return _SIMPLE[kind]
+        if kind is None:
+            return Any
+        raise Unusable(f"its input schema has an unknown type {kind!r}")
+
+    def _ref(self, ref: str, name: str) -> Any:
+        if ref in self._resolving:
+            return Any  # a recursive schema: the jsonschema check still holds
+        if not ref.startswith("#/"):
+            raise Unusable(f"its input schema refers outside itself ({ref!r})")
+        target: Any = self.root
+        for escaped in ref[2:].split("/"):
+            part = escaped.replace("~1", "/").replace("~0", "~")
+            if not isinstance(target, dict) or part not in target:
+                raise Unusable(f"its input schema refers to {ref!r}, which it does not define")
+            target = target[part]
+        self._resolving.append(ref)
+        try:
+            return self.type_of(target, f"{name}_{ref.rsplit('/', 1)[-1]}")
+        finally:
+            self._resolving.pop()
+
+
+def _plain_name(prop: str) -> bool:
+    return (
+        prop.isidentifier()
+        and not keyword.iskeyword(prop)
+        and not prop.startswith(("_", "model_"))
+        and not hasattr(BaseModel, prop)
+    )
+
+
+def _literal(values: Sequence[Any]) -> Any:
+    if values and all(v is None or isinstance(v, str | int | float | bool) for v in values):
+        return Literal[tuple(values)]
+    return Any
+
+
+def _union(kinds: list[Any]) -> Any:
+    if not kinds:
+        return Any
+    return kinds[0] if len(kinds) == 1 else Union[tuple(kinds)]  # noqa: UP007
+
+
+def wraps_result(output_schema: dict[str, Any] | None) -> bool:
+    """Whether structured results are ``{"result": value}`` (the SDK's wrapping of a
+    non-object return value, which its output schema declares)."""
+    if not output_schema:
+        return False
+    properties = output_schema.get("properties") or {}
+    return list(properties) == ["result"] and output_schema.get("required") == ["result"]

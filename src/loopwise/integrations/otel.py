@@ -1,0 +1,410 @@
+"""OpenTelemetry spans for runs, following the GenAI semantic conventions.
+
+``OTelSink`` is an event sink (``sinks=(OTelSink(),)``) that turns a run's events into
+spans as they happen (the optional extra ``loopwise[otel]``, on ``opentelemetry-api``;
+the SDK and exporters are the user's choice):
+
+* one span per run: ``invoke_agent {name}`` for an agent, ``invoke_workflow {name}``
+  otherwise (status, usage and cost as attributes); the target step is this span;
+* one span per nested step (``invoke_agent``/``invoke_workflow`` by the step's kind, else
+  the step's name), one ``chat {model}`` span per model call (provider, request and
+  response model, token usage, finish reasons; cost as ``loopwise.cost_usd``), one
+  ``execute_tool {tool}`` span per tool call (tool name, call id, effect, ``error.type``);
+* gate requests and decisions as span events on the tool's span (or the step's).
+
+Message, argument and result content is recorded only with ``capture_content=True``.
+Chat spans carry the model's output then (``gen_ai.output.messages``); the events do not
+keep what was sent, so ``gen_ai.input.messages`` is not set.
+
+**One trace per run**, across pause and resume: a run started inside an active span
+(the user's own) nests under it, else it starts a trace of its own. The run span's
+context is recorded in the run's ``run_started`` event (``data["trace"]``, a W3C
+``traceparent``; the sink is called before the store, so the store keeps it), and a
+resume — in any process — continues that trace under it. A run first recorded without
+this sink gets a trace id derived from its run id, the same in every process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import (
+    Link,
+    NonRecordingSpan,
+    Span,
+    SpanContext,
+    SpanKind,
+    StatusCode,
+    TraceFlags,
+    Tracer,
+    TracerProvider,
+)
+
+from loopwise.core.step import Event, EventType
+
+__all__ = ["OTelSink"]
+
+_AGENT_KINDS = frozenset({"agent"})
+_WORKFLOW_KINDS = frozenset({"workflow", "hybrid"})
+
+
+@dataclass
+class _Run:
+    """The open spans of one run in this process."""
+
+    span: Span
+    name: str
+    started_ns: int
+    steps: dict[str, list[Span]] = field(default_factory=dict)
+    tools: dict[tuple[str, str], Span] = field(default_factory=dict)
+
+
+class OTelSink:
+    """Maps a run's events to OpenTelemetry GenAI spans (see the module docs).
+
+    ``tracer_provider`` defaults to the global one (``opentelemetry.trace``), so with no
+    SDK configured every span is a no-op. ``capture_content=True`` adds inputs, outputs,
+    tool arguments and results and the model's answers to the spans.
+    """
+
+    def __init__(
+        self, tracer_provider: TracerProvider | None = None, *, capture_content: bool = False
+    ) -> None:
+        self._tracer: Tracer = trace.get_tracer(
+            "loopwise", _version(), tracer_provider=tracer_provider
+        )
+        self.capture_content = capture_content
+        self._runs: dict[str, _Run] = {}
+        self._handlers = {
+            EventType.RUN_STARTED: self._run_started,
+            EventType.RUN_RESUMED: self._run_resumed,
+            EventType.STEP_STARTED: self._step_started,
+            EventType.STEP_FINISHED: self._step_finished,
+            EventType.MODEL_CALL: self._model_call,
+            EventType.TOOL_CALL: self._tool_call,
+            EventType.TOOL_RESULT: self._tool_result,
+            EventType.GATE_REQUESTED: self._gate,
+            EventType.GATE_DECIDED: self._gate,
+            EventType.RUN_PAUSED: self._run_ended,
+            EventType.RUN_FINISHED: self._run_ended,
+        }
+
+    def record(self, run_id: str, event: Event) -> None:
+        """Open, annotate or end the spans ``event`` stands for."""
+        handle = self._handlers.get(event.type)
+        if handle is not None:
+            handle(run_id, event)
+
+    def _run_started(self, run_id: str, event: Event) -> None:
+        name = str(event.data.get("target", ""))
+        attributes: dict[str, Any] = {"loopwise.run_id": run_id}
+        if self.capture_content:
+            attributes["loopwise.input"] = _text(event.data.get("input"))
+        run = self._open_run(run_id, name, otel_context.get_current(), attributes, [])
+        event.data["trace"] = {"traceparent": _traceparent(run.span.get_span_context())}
+
+    def _run_resumed(self, run_id: str, event: Event) -> None:
+        stored = event.data.get("trace") or {}
+        parent = _parse_traceparent(stored.get("traceparent")) or _derived(run_id)
+        active = trace.get_current_span().get_span_context()
+        links = [Link(active)] if active.is_valid else []
+        attributes = {
+            "loopwise.run_id": run_id,
+            "loopwise.resumed": True,
+            "loopwise.resumed_from": str(event.data.get("from_status", "")),
+        }
+        ctx = trace.set_span_in_context(NonRecordingSpan(parent))
+        self._open_run(run_id, str(event.data.get("target", "")), ctx, attributes, links)
+
+    def _open_run(
+        self,
+        run_id: str,
+        name: str,
+        parent: otel_context.Context,
+        attributes: dict[str, Any],
+        links: list[Link],
+    ) -> _Run:
+        # Named as a workflow until the target's step_started says it is an agent.
+        span = self._tracer.start_span(
+            f"invoke_workflow {name}".rstrip(),
+            context=parent,
+            kind=SpanKind.INTERNAL,
+            attributes={
+                "gen_ai.operation.name": "invoke_workflow",
+                "gen_ai.workflow.name": name,
+                **attributes,
+            },
+            links=links,
+        )
+        run = _Run(span=span, name=name, started_ns=time.time_ns())
+        self._runs[run_id] = run
+        return run
+
+    def _step_started(self, run_id: str, event: Event) -> None:
+        run = self._runs.get(run_id)
+        if run is None:
+            return
+        kind = str(event.data.get("kind", ""))
+        if "/" not in event.step:
+            # The target itself: the run's span stands for it.
+            self._name_run(run, event.step, kind)
+            return
+        name = event.step.rsplit("/", 1)[-1]
+        attributes: dict[str, Any] = {"loopwise.step": event.step}
+        if kind:
+            attributes["loopwise.step.kind"] = kind
+        span_name = name
+        operation = _operation(kind)
+        if operation is not None:
+            span_name = f"{operation} {name}"
+            attributes["gen_ai.operation.name"] = operation
+            attributes["gen_ai.agent.name" if kind in _AGENT_KINDS else "gen_ai.workflow.name"] = (
+                name
+            )
+        if self.capture_content:
+            attributes["loopwise.input"] = _text(event.data.get("input"))
+        span = self._tracer.start_span(
+            span_name,
+            context=trace.set_span_in_context(self._parent(run, event.step)),
+            kind=SpanKind.INTERNAL,
+            attributes=attributes,
+        )
+        run.steps.setdefault(event.step, []).append(span)
+
+    def _name_run(self, run: _Run, name: str, kind: str) -> None:
+        if kind in _AGENT_KINDS:
+            run.span.update_name(f"invoke_agent {name}")
+            run.span.set_attribute("gen_ai.operation.name", "invoke_agent")
+            run.span.set_attribute("gen_ai.agent.name", name)
+        if kind:
+            run.span.set_attribute("loopwise.step.kind", kind)
+
+    def _step_finished(self, run_id: str, event: Event) -> None:
+        run = self._runs.get(run_id)
+        if run is None:
+            return
+        stack = run.steps.get(event.step)
+        span = stack.pop() if stack else None
+        if span is None:
+            if self.capture_content and "/" not in event.step:
+                run.span.set_attribute("loopwise.output", _text(event.data.get("output")))
+            return
+        if self.capture_content:
+            span.set_attribute("loopwise.output", _text(event.data.get("output")))
+        _usage_attributes(span, event.data.get("usage") or {})
+        span.end()
+
+    def _model_call(self, run_id: str, event: Event) -> None:
+        run = self._runs.get(run_id)
+        if run is None:
+            return
+        data = event.data
+        end = time.time_ns()
+        start = end - int(float(data.get("duration_seconds") or 0.0) * 1e9)
+        requested = str(data.get("request_model") or data.get("model") or "")
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "chat",
+            # Every server is spoken to through the OpenAI Chat Completions protocol.
+            "gen_ai.provider.name": "openai",
+            "gen_ai.request.model": requested,
+            "gen_ai.response.model": str(data.get("model") or ""),
+            "gen_ai.usage.input_tokens": int(data.get("input_tokens") or 0),
+            "gen_ai.usage.output_tokens": int(data.get("output_tokens") or 0),
+            "gen_ai.response.finish_reasons": [str(data.get("finish_reason") or "")],
+        }
+        if data.get("cost_usd") is not None:
+            attributes["loopwise.cost_usd"] = float(data["cost_usd"])
+        if self.capture_content and data.get("turn"):
+            attributes["gen_ai.output.messages"] = _output_messages(data["turn"])
+        span = self._tracer.start_span(
+            f"chat {requested}".rstrip(),
+            context=trace.set_span_in_context(self._parent(run, event.step, own=True)),
+            kind=SpanKind.CLIENT,
+            attributes=attributes,
+            start_time=start,
+        )
+        span.end(end_time=end)
+
+    def _tool_call(self, run_id: str, event: Event) -> None:
+        run = self._runs.get(run_id)
+        if run is None:
+            return
+        self._open_tool(run, event.step, event.data)
+
+    def _open_tool(self, run: _Run, step: str, data: dict[str, Any]) -> Span:
+        tool = str(data.get("tool", ""))
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": tool,
+            "gen_ai.tool.call.id": str(data.get("call_id", "")),
+            "gen_ai.tool.type": "function",
+        }
+        if data.get("effect") is not None:
+            attributes["loopwise.tool.effect"] = str(data["effect"])
+        if self.capture_content and "args" in data:
+            attributes["gen_ai.tool.call.arguments"] = _text(data["args"])
+        span = self._tracer.start_span(
+            f"execute_tool {tool}",
+            context=trace.set_span_in_context(self._parent(run, step, own=True)),
+            kind=SpanKind.INTERNAL,
+            attributes=attributes,
+        )
+        run.tools[(step, str(data.get("call_id", "")))] = span
+        return span
+
+    def _tool_result(self, run_id: str, event: Event) -> None:
+        run = self._runs.get(run_id)
+        if run is None:
+            return
+        data = event.data
+        key = (event.step, str(data.get("call_id", "")))
+        # A call logged before a pause has its span in the earlier process.
+        span = run.tools.pop(key, None) or self._open_tool(run, event.step, data)
+        run.tools.pop(key, None)
+        if data.get("is_error"):
+            span.set_attribute("error.type", "tool_error")
+            span.set_status(StatusCode.ERROR)
+        if self.capture_content:
+            span.set_attribute("gen_ai.tool.call.result", _text(data.get("content")))
+        span.end()
+
+    def _gate(self, run_id: str, event: Event) -> None:
+        run = self._runs.get(run_id)
+        if run is None:
+            return
+        data = event.data
+        span = run.tools.get((event.step, str(data.get("call_id", "")))) or self._parent(
+            run, event.step, own=True
+        )
+        attributes: dict[str, Any] = {
+            "loopwise.approval_id": str(data.get("approval_id", "")),
+            "gen_ai.tool.name": str(data.get("tool", "")),
+        }
+        for name in ("effect", "decision", "tainted_by"):
+            if data.get(name) is not None:
+                attributes[f"loopwise.{name}"] = str(data[name])
+        if self.capture_content:
+            for name in ("args", "reason", "by"):
+                if data.get(name) is not None:
+                    attributes[f"loopwise.{name}"] = _text(data[name])
+        span.add_event(str(event.type), attributes)
+
+    def _run_ended(self, run_id: str, event: Event) -> None:
+        run = self._runs.pop(run_id, None)
+        if run is None:
+            return
+        status = str(event.data.get("status", ""))
+        for span in run.tools.values():
+            span.end()
+        for stack in run.steps.values():
+            for span in reversed(stack):
+                span.end()
+        span = run.span
+        span.set_attribute("loopwise.status", status)
+        _usage_attributes(span, event.data.get("usage") or {})
+        if status in ("error", "cancelled"):
+            span.set_attribute("error.type", status)
+            span.set_status(StatusCode.ERROR, str(event.data.get("detail") or status))
+        if self.capture_content and event.data.get("output") is not None:
+            span.set_attribute("loopwise.output", _text(event.data["output"]))
+        span.end()
+
+    def _parent(self, run: _Run, step: str, *, own: bool = False) -> Span:
+        """The span an event at ``step`` belongs under: ``step``'s own (``own``), else its
+        parent step's; the run's span for the target or when none is open here."""
+        path = step if own else step.rpartition("/")[0]
+        while path:
+            stack = run.steps.get(path)
+            if stack:
+                return stack[-1]
+            path = path.rpartition("/")[0]
+        return run.span
+
+
+def _operation(kind: str) -> str | None:
+    if kind in _AGENT_KINDS:
+        return "invoke_agent"
+    if kind in _WORKFLOW_KINDS:
+        return "invoke_workflow"
+    return None
+
+
+def _usage_attributes(span: Span, usage: dict[str, Any]) -> None:
+    span.set_attribute("gen_ai.usage.input_tokens", int(usage.get("input_tokens") or 0))
+    span.set_attribute("gen_ai.usage.output_tokens", int(usage.get("output_tokens") or 0))
+    if usage.get("cost_usd") is not None:
+        span.set_attribute("loopwise.cost_usd", float(usage["cost_usd"]))
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+def _output_messages(turn: dict[str, Any]) -> str:
+    """The turn in the GenAI output-messages shape (a JSON string)."""
+    parts: list[dict[str, Any]] = []
+    if turn.get("text"):
+        parts.append({"type": "text", "content": turn["text"]})
+    for call in turn.get("tool_calls") or []:
+        parts.append(
+            {
+                "type": "tool_call",
+                "id": call.get("id"),
+                "name": call.get("name"),
+                "arguments": call.get("arguments"),
+            }
+        )
+    message = {
+        "role": "assistant",
+        "parts": parts,
+        "finish_reason": turn.get("finish_reason", "stop"),
+    }
+    return json.dumps([message])
+
+
+def _traceparent(span_context: SpanContext) -> str:
+    return (
+        f"00-{span_context.trace_id:032x}-{span_context.span_id:016x}-"
+        f"{int(span_context.trace_flags):02x}"
+    )
+
+
+def _parse_traceparent(value: Any) -> SpanContext | None:
+    try:
+        version, trace_id, span_id, flags = str(value).split("-")
+        parsed = SpanContext(
+            trace_id=int(trace_id, 16),
+            span_id=int(span_id, 16),
+            is_remote=True,
+            trace_flags=TraceFlags(int(flags, 16)),
+        )
+    except ValueError:
+        return None
+    return parsed if version == "00" and parsed.is_valid else None
+
+
+def _derived(run_id: str) -> SpanContext:
+    """A span context made from the run id alone: the same trace in every process."""
+    digest = hashlib.sha256(f"loopwise-run:{run_id}".encode()).digest()
+    return SpanContext(
+        trace_id=int.from_bytes(digest[:16]) or 1,
+        span_id=int.from_bytes(digest[16:24]) or 1,
+        is_remote=True,
+        trace_flags=TraceFlags(TraceFlags.SAMPLED),
+    )
+
+
+def _version() -> str:
+    # From the installed distribution, not the package root: the root face imports this
+    # module (for typing), so a module here importing the root would close a circle.
+    try:
+        return metadata.version("loopwise")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"

@@ -1,0 +1,423 @@
+"""The model port over Chat Completions: one async call in, one assistant :class:`Turn` out.
+
+The port's contract (:class:`Model`, :class:`ModelRequest`, :class:`Turn`...) lives in
+:mod:`loopwise.models.port` and is re-exported here. :class:`OpenAIModel` speaks to OpenAI and to
+every OpenAI-compatible server through ``openai.AsyncOpenAI``; retries with backoff and
+timeouts are the SDK's own (``max_retries``, ``timeout``). SDK errors are mapped to
+loopwise's in exactly one place, :func:`_map_error`. Anything with ``name`` and
+``async complete(request)`` is a model too — :mod:`loopwise.models.scripted` has the scripted one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import uuid
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
+from typing import Any
+
+import openai
+from openai.lib.streaming.chat import ChatCompletionStreamState
+from openai.types.chat import ChatCompletion
+
+from loopwise.errors import ConfigError, ModelAPIError, ModelNotConfigured, ResponseFormatRejected
+from loopwise.models.port import (
+    STRUCTURED_MODES,
+    Message,
+    Model,
+    ModelRequest,
+    StructuredMode,
+    ToolCall,
+    Turn,
+)
+from loopwise.models.scripted import ScriptedModel
+
+__all__ = [
+    "Message",
+    "Model",
+    "ModelRequest",
+    "OpenAIModel",
+    "ToolCall",
+    "Turn",
+    "resolve_model",
+    "structured_mode_of",
+]
+
+
+class OpenAIModel:
+    """A Chat Completions model behind ``openai.AsyncOpenAI``.
+
+    ``client`` is injected (build one with your own retries/timeouts) or made from
+    ``api_key``/``base_url`` and the ``OPENAI_*`` environment. ``structured_modes``
+    remembers, per base URL and model, which structured-output rung the server
+    accepted, so a server that rejects ``json_schema`` is asked that way only once.
+    ``client_options`` are more keyword arguments for the client it builds (``headers``,
+    ``default_query``...). ``structured_mode`` (or ``LOOPWISE_STRUCTURED_MODE``) pins the
+    rung structured calls start at, for a server whose rejections are not recognizable;
+    an unknown mode raises :class:`ConfigError`.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        client: openai.AsyncOpenAI | None = None,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 2,
+        structured_mode: str | None = None,
+        client_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        if not name:
+            raise ConfigError("model name is empty", name="model")
+        self.name = name
+        self.structured_mode: StructuredMode | None = structured_mode_of(structured_mode)
+        if client is None:
+            key = api_key or os.environ.get("OPENAI_API_KEY")
+            url = base_url or os.environ.get("OPENAI_BASE_URL")
+            if key is None and url is None:
+                raise ConfigError(
+                    f"model {name!r} needs OPENAI_API_KEY (or OPENAI_BASE_URL for a local "
+                    "server); pass --model scripted to run offline",
+                    name="OPENAI_API_KEY",
+                )
+            self._settings: dict[str, Any] = {
+                "api_key": key or "not-needed",
+                "base_url": url,
+                "timeout": timeout,
+                "max_retries": max_retries,
+                **(client_options or {}),
+            }
+            client = openai.AsyncOpenAI(**self._settings)
+        else:
+            self._settings = {}
+        self._client = client
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._endpoint: tuple[str, str] | None = None
+        self._retry_split: (
+            tuple[openai.AsyncOpenAI, openai.AsyncOpenAI, openai.AsyncOpenAI] | None
+        ) = None
+        self.structured_modes: dict[tuple[str, str], StructuredMode] = {}
+
+    @property
+    def client(self) -> openai.AsyncOpenAI:
+        """The SDK client for the running event loop.
+
+        A connection pool belongs to the loop that opened it and ``asyncio.run`` closes
+        its loop, so a client this model built itself is rebuilt (same settings) when
+        used from a new loop; an injected client is the caller's to manage.
+        """
+        if self._settings:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return self._client
+            if self._loop is None:
+                self._loop = loop
+            elif self._loop is not loop:
+                self._client = openai.AsyncOpenAI(**self._settings)
+                self._loop = loop
+        return self._client
+
+    @property
+    def endpoint(self) -> tuple[str, str]:
+        """``(base_url, model)``: the key under which structured modes are remembered."""
+        # base_url and name never change for a model, and str() of an httpx URL is not free.
+        if self._endpoint is None:
+            self._endpoint = (str(self._client.base_url), self.name)
+        return self._endpoint
+
+    async def aclose(self) -> None:
+        """Close the client's pooled connections; call it in the event loop that used them
+        (a connection pool belongs to one loop, and ``asyncio.run`` closes its loop)."""
+        await self._client.close()
+        if self._settings:
+            # Closed for good: the next use (in any loop) gets a fresh pool.
+            self._loop = None
+            self._client = openai.AsyncOpenAI(**self._settings)
+
+    async def complete(self, request: ModelRequest) -> Turn:
+        """One Chat Completions call; SDK errors become :class:`ModelAPIError`.
+
+        A request that carries a structured-output feature (a ``response_format``, a
+        forced ``tool_choice``) is sent once without SDK retries, so a server that
+        rejects the feature (with whatever status: 400, 422, 500, 501) costs one call
+        and raises :class:`ResponseFormatRejected`; any other retryable failure of that
+        first try is retried by the SDK as usual, with one retry fewer.
+        """
+        # In the order chat.completions.create() sends them: the same bytes on the wire.
+        params: dict[str, Any] = {"model": self.name, "messages": request.messages}
+        if request.max_output_tokens is not None:
+            params["max_completion_tokens"] = request.max_output_tokens
+        if request.response_format is not None:
+            params["response_format"] = request.response_format
+        if request.temperature is not None:
+            params["temperature"] = request.temperature
+        if request.tool_choice is not None:
+            params["tool_choice"] = request.tool_choice
+        elif request.tools:
+            # OpenAI's default with tools, said out loud: llama-cpp-python's function-calling
+            # handler reads a missing choice as "no tools" and never shows them to the model.
+            params["tool_choice"] = "auto"
+        if request.tools:
+            params["tools"] = request.tools
+        client = self.client
+        if _asks_structured(request) and client.max_retries > 0:
+            first, rest = self._split_retries(client)
+            try:
+                return await _create(first, params, request, self.name)
+            except ModelAPIError as e:
+                if isinstance(e, ResponseFormatRejected) or not _sdk_retries(e.__cause__):
+                    raise
+                client = rest
+        return await _create(client, params, request, self.name)
+
+    def _split_retries(
+        self, client: openai.AsyncOpenAI
+    ) -> tuple[openai.AsyncOpenAI, openai.AsyncOpenAI]:
+        """``client`` without retries, and with one retry fewer (copies made once per client)."""
+        if self._retry_split is None or self._retry_split[0] is not client:
+            self._retry_split = (
+                client,
+                client.with_options(max_retries=0),
+                client.with_options(max_retries=client.max_retries - 1),
+            )
+        return self._retry_split[1], self._retry_split[2]
+
+
+async def _create(
+    client: openai.AsyncOpenAI, params: dict[str, Any], request: ModelRequest, name: str
+) -> Turn:
+    try:
+        if request.on_text is not None:
+            completion = await _streamed(client, params, request.on_text)
+        else:
+            completion = await _posted(client, params)
+    except openai.OpenAIError as e:
+        raise _map_error(e, request) from e
+    except json.JSONDecodeError as e:  # a 2xx body that is not JSON: the SDK lets it through
+        raise ModelAPIError(f"model API returned malformed JSON: {e}") from e
+    return _to_turn(completion, name)
+
+
+async def _posted(client: openai.AsyncOpenAI, params: dict[str, Any]) -> ChatCompletion:
+    """``chat.completions.create(**params)`` without the SDK's parameter transform.
+
+    The port's messages and tools are already in wire form, and the transform walks the
+    whole transcript on every call, so a long run paid more per call as it grew. The
+    request goes through the client's own ``post`` (what ``create`` calls): same bytes on
+    the wire (a test compares them), the client's retries, timeouts, auth and typed
+    errors, and the answer parsed into a ``ChatCompletion`` as ``create`` parses it.
+    """
+    options: Any = {"security": {"bearer_auth": True}}  # as create() asks for auth
+    return await client.post(
+        "/chat/completions", cast_to=ChatCompletion, body=params, options=options
+    )
+
+
+async def _streamed(
+    client: openai.AsyncOpenAI, params: dict[str, Any], on_text: Callable[[str], None]
+) -> Any:
+    """A streamed call (``stream=True``): each text delta goes to ``on_text`` as it arrives,
+    and the SDK's own accumulator assembles the chunks (tool calls split across them
+    included) into the completion a plain call returns, so the turn is the same."""
+    state = ChatCompletionStreamState()
+    finished = False
+    stream = await client.chat.completions.create(
+        **params, stream=True, stream_options={"include_usage": True}
+    )
+    async with stream:
+        async for chunk in _chunks(stream):
+            state.handle_chunk(chunk)
+            for choice in chunk.choices:
+                if choice.index == 0:
+                    finished = finished or choice.finish_reason is not None
+                    if choice.delta.content:
+                        on_text(choice.delta.content)
+    if not finished:
+        # A cut-off stream must not pass for a short answer.
+        raise ModelAPIError("the model's stream ended before its answer did (no finish reason)")
+    return state.get_final_completion()
+
+
+async def _chunks(stream: AsyncIterable[Any]) -> AsyncIterator[Any]:
+    """The stream's chunks; a transport error past the SDK's own mapping (the connection
+    broke mid-stream, a chunk that is not JSON) becomes :class:`ModelAPIError`."""
+    chunks = aiter(stream)
+    while True:
+        try:
+            chunk = await anext(chunks)
+        except StopAsyncIteration:
+            return
+        except openai.OpenAIError:
+            raise
+        except Exception as e:
+            raise ModelAPIError(f"model API stream broke off: {type(e).__name__}: {e}") from e
+        yield chunk
+
+
+def _to_turn(completion: Any, fallback_model: str) -> Turn:
+    if not completion.choices:
+        raise ModelAPIError("the model returned no choices")
+    choice = completion.choices[0]
+    message = choice.message
+    raw = [c for c in (message.tool_calls or []) if getattr(c, "function", None) is not None]
+    ids = _unique_ids([c.id for c in raw])
+    calls = [
+        ToolCall(id=i, name=c.function.name, arguments=_arguments_text(c.function.arguments))
+        for i, c in zip(ids, raw, strict=True)
+    ]
+    usage = completion.usage
+    return Turn(
+        text=message.content,
+        tool_calls=calls,
+        refusal=getattr(message, "refusal", None),
+        finish_reason=choice.finish_reason or "stop",
+        input_tokens=usage.prompt_tokens if usage else 0,
+        output_tokens=usage.completion_tokens if usage else 0,
+        model=completion.model or fallback_model,
+    )
+
+
+def _unique_ids(ids: list[str | None]) -> list[str]:
+    """Call ids as sent, except a missing or repeated one gets a fresh id.
+
+    Some compatible servers send no ids or the same one for every call of a turn; results
+    are bound to calls (and journaled, and gated) by id, so each must be unique. The turn
+    is journaled with these ids, so a resumed run sees the same ones.
+    """
+    seen: set[str] = set()
+    unique = []
+    for given in ids:
+        chosen = given if given and given not in seen else f"call_{uuid.uuid4().hex[:16]}"
+        seen.add(chosen)
+        unique.append(chosen)
+    return unique
+
+
+def _arguments_text(arguments: Any) -> str:
+    """Tool arguments as the raw string the port promises; some servers send a JSON object."""
+    if arguments is None:
+        return ""
+    return arguments if isinstance(arguments, str) else json.dumps(arguments)
+
+
+def _asks_structured(request: ModelRequest) -> bool:
+    """Whether the request carries a feature a server may reject (see :func:`_rejects`)."""
+    choice = request.tool_choice
+    return request.response_format is not None or isinstance(choice, dict) or choice == "required"
+
+
+def _sdk_retries(error: BaseException | None) -> bool:
+    """Whether the SDK retries this failure (its rule: connection errors, 408/409/429/5xx)."""
+    if isinstance(error, openai.APIConnectionError):
+        return True
+    status = getattr(error, "status_code", None)
+    return isinstance(status, int) and (status in (408, 409, 429) or status >= 500)
+
+
+_NOT_ABOUT_FEATURES = frozenset({401, 402, 403, 407, 408, 409, 429})
+"""Statuses that say nothing about the request's features (auth, payment, rate, conflict)."""
+
+
+def _map_error(error: openai.OpenAIError, request: ModelRequest) -> ModelAPIError:
+    """The one place SDK errors become loopwise errors."""
+    if isinstance(error, openai.APITimeoutError):
+        return ModelAPIError(f"model API timed out after retries: {error}")
+    if isinstance(error, openai.APIConnectionError):
+        return ModelAPIError(
+            f"server unreachable: no answer from the model API after retries ({error})"
+        )
+    if not isinstance(error, openai.APIStatusError):
+        return ModelAPIError(f"model API error: {error}")
+    status = error.status_code
+    kind, first_line = _summary(error)
+    body = error.response.text
+    short = (
+        f"HTTP {status}" + (f" {kind}" if kind else "") + (f": {first_line}" if first_line else "")
+    )
+    if status not in _NOT_ABOUT_FEATURES and _rejects(body, request):
+        return ResponseFormatRejected(
+            f"server rejected structured output: {short}", status_code=status, body=body
+        )
+    return ModelAPIError(f"model API error: {short}", status_code=status, body=body)
+
+
+def _summary(error: openai.APIStatusError) -> tuple[str, str]:
+    """The error type and the first line of its message, from whatever shape the body has."""
+    body: Any = error.body
+    kind = ""
+    if isinstance(body, dict):
+        kind = str(body.get("type") or body.get("code") or "")
+        message = body.get("message") or body.get("detail") or body.get("error") or body
+    else:
+        message = body if body is not None else error.response.text
+    text = message if isinstance(message, str) else json.dumps(message, default=str)
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return kind, first if len(first) <= 200 else first[:199] + "…"
+
+
+def _rejects(body: str, request: ModelRequest) -> bool:
+    """Whether an error body names a structured-output feature this request carries.
+
+    Servers say it in many shapes and statuses (a 400 naming ``response_format``, a 500
+    with a pydantic error about ``response_format.type``, a 422 about ``tool_choice``),
+    so the body is read for the parameter's name, never the status.
+    """
+    lowered = body.lower()
+    if request.response_format is not None and (
+        "response_format" in lowered or "json_schema" in lowered
+    ):
+        return True
+    if _asks_structured(request) and "tool_choice" in lowered:
+        return True
+    return "strict" in lowered and _asks_strict(request)
+
+
+def _asks_strict(request: ModelRequest) -> bool:
+    fmt = request.response_format or {}
+    if (fmt.get("json_schema") or {}).get("strict"):
+        return True
+    return any(t.get("function", {}).get("strict") for t in request.tools or ())
+
+
+def structured_mode_of(value: str | None) -> StructuredMode | None:
+    """``value``, else ``LOOPWISE_STRUCTURED_MODE``, checked against the ladder's rungs.
+
+    Raises :class:`ConfigError` naming the setting and the known modes.
+    """
+    chosen = value or os.environ.get("LOOPWISE_STRUCTURED_MODE") or None
+    if chosen is None:
+        return None
+    for mode in STRUCTURED_MODES:
+        if chosen == mode:
+            return mode
+    setting = "structured_mode" if value else "LOOPWISE_STRUCTURED_MODE"
+    raise ConfigError(
+        f"{setting}: unknown structured-output mode {chosen!r}; "
+        f"known (strongest first): {', '.join(STRUCTURED_MODES)}",
+        name=setting,
+    )
+
+
+def resolve_model(
+    name: str | None = None,
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    structured_mode: str | None = None,
+) -> Model:
+    """The model named by ``name`` or ``LOOPWISE_MODEL``; ``"scripted"`` is the offline one.
+
+    ``structured_mode`` pins an OpenAI model's structured-output rung (see
+    :class:`OpenAIModel`). Raises :class:`ModelNotConfigured` when neither names a model:
+    nothing falls back silently to a fake.
+    """
+    chosen = name or os.environ.get("LOOPWISE_MODEL")
+    if not chosen:
+        raise ModelNotConfigured()
+    if chosen == "scripted":
+        return ScriptedModel()
+    return OpenAIModel(chosen, api_key=api_key, base_url=base_url, structured_mode=structured_mode)

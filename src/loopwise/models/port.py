@@ -1,0 +1,231 @@
+"""The model port's contract: the :class:`Model` protocol and the values that cross it.
+
+A model is anything with ``name`` and ``async complete(request) -> Turn``. This module
+holds only that contract (no SDK import), so the scripted model, the cassette and the
+core can build requests and turns without loading the ``openai`` client;
+:mod:`loopwise.models.openai` adapts it to Chat Completions.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+__all__ = [
+    "STRUCTURED_MODES",
+    "Message",
+    "Model",
+    "ModelRequest",
+    "StructuredMode",
+    "ToolCall",
+    "Turn",
+    "message_chars",
+]
+
+Message = dict[str, Any]
+"""A Chat Completions message (``{"role": ..., "content": ...}``)."""
+
+StructuredMode = Literal["json_schema", "json_object_schema", "json_object", "tool", "prompt"]
+"""A rung of the structured-output ladder (see :mod:`loopwise.architectures.structured`)."""
+
+STRUCTURED_MODES: tuple[StructuredMode, ...] = (
+    "json_schema",
+    "json_object_schema",
+    "json_object",
+    "tool",
+    "prompt",
+)
+"""The structured-output modes, strongest first: the ladder a structured call walks down."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolCall:
+    """One tool call the model asked for, arguments still raw."""
+
+    id: str
+    """The call id a ``tool`` message must answer."""
+    name: str
+    """The tool name as the model wrote it (it may not exist)."""
+    arguments: str
+    """The raw argument string (it may not be JSON)."""
+
+
+@dataclass(kw_only=True, slots=True)
+class Turn:
+    """One assistant turn: text or tool calls, plus why it stopped and what it cost."""
+
+    text: str | None = None
+    """The assistant's text, if any."""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    """Tool calls, in the order the model gave them."""
+    refusal: str | None = None
+    """The model's refusal message, when it declined."""
+    finish_reason: str = "stop"
+    """``stop``, ``tool_calls``, ``length``, ``content_filter``..."""
+    input_tokens: int = 0
+    """Prompt tokens of this call."""
+    output_tokens: int = 0
+    """Completion tokens of this call."""
+    model: str = ""
+    """The model name that answered."""
+
+    def to_message(self) -> Message:
+        """This turn as the assistant message to append to a transcript."""
+        # `content` is always a string: OpenAI accepts "" beside tool calls (content is
+        # "required unless tool_calls is specified", a string or null), while
+        # llama-cpp-python's chat templates fail on a missing or null content (HTTP 500).
+        message: Message = {"role": "assistant", "content": self.text or ""}
+        if self.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments},
+                }
+                for call in self.tool_calls
+            ]
+        if self.refusal:
+            message["refusal"] = self.refusal
+        return message
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (what the store journals for replay)."""
+        return {
+            "text": self.text,
+            "tool_calls": [
+                {"id": c.id, "name": c.name, "arguments": c.arguments} for c in self.tool_calls
+            ],
+            "refusal": self.refusal,
+            "finish_reason": self.finish_reason,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "model": self.model,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Turn:
+        """The inverse of :meth:`to_dict`."""
+        return cls(
+            text=data.get("text"),
+            tool_calls=[ToolCall(**c) for c in data.get("tool_calls", [])],
+            refusal=data.get("refusal"),
+            finish_reason=data.get("finish_reason", "stop"),
+            input_tokens=int(data.get("input_tokens", 0)),
+            output_tokens=int(data.get("output_tokens", 0)),
+            model=data.get("model", ""),
+        )
+
+
+@dataclass(kw_only=True, slots=True)
+class ModelRequest:
+    """What one model call sends."""
+
+    messages: list[Message]
+    """The transcript so far."""
+    tools: list[dict[str, Any]] | None = None
+    """Tool schemas in Chat Completions form."""
+    tool_choice: str | dict[str, Any] | None = None
+    """``auto``, ``required``, ``none`` or a forced function."""
+    response_format: dict[str, Any] | None = None
+    """A ``json_schema`` or ``json_object`` response format."""
+    output_schema: dict[str, Any] | None = None
+    """The JSON schema the answer must satisfy, whatever the mode (scripted models use it)."""
+    temperature: float | None = None
+    """Sampling temperature; ``None`` leaves the server's default."""
+    max_output_tokens: int | None = None
+    """A cap on completion tokens for this call."""
+    on_text: Callable[[str], None] | None = None
+    """Stream the answer: called with each piece of its text as it arrives. Not sent; the
+    turn is the same as without it, and a model that cannot stream ignores it."""
+    known_chars: int | None = None
+    """The messages' size (:func:`message_chars` summed) when the sender keeps it up to
+    date already (an agent under a context policy does); ``None``: measured here."""
+    deps: Any = None
+    """The run's dependencies (``ctx.deps``), for in-process models such as an offline
+    ``ScriptedModel`` responder; in a run without deps, reading from them ends the run
+    ``error`` saying how to give them. Never sent."""
+
+    def prompt_chars(self) -> int:
+        """Characters in the messages and tool schemas (for a cheap token estimate).
+
+        Incremental: a run's requests share their transcript's message objects, so the
+        size of the longest prefix already measured is reused (checked by identity, at
+        C speed) and only the new messages are measured.
+        """
+        known = self.known_chars
+        size = _SIZES.messages(self.messages) if known is None else known
+        if self.tools:
+            size += _SIZES.tools(self.tools)
+        return size
+
+
+def message_chars(message: Message) -> int:
+    """The characters of ``message`` that the prompt-size estimate counts."""
+    size = len(str(message.get("content") or ""))
+    for call in message.get("tool_calls") or ():
+        size += len(call["function"]["arguments"]) + len(call["function"]["name"])
+    return size
+
+
+class _PromptSizes:
+    """Remembered prompt sizes, so a long run measures each message once, not every call.
+
+    Keyed by the identity of a transcript's first message (one per run) and of a tool
+    list; each entry keeps the objects it measured, so an identity cannot be reused
+    while it is remembered. Bounded: the oldest entries go first.
+    """
+
+    def __init__(self, limit: int = 64) -> None:
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._prefixes: dict[int, tuple[list[Message], int]] = {}
+        self._tools: dict[int, tuple[list[dict[str, Any]], int]] = {}
+
+    def messages(self, messages: list[Message]) -> int:
+        if not messages:
+            return 0
+        key = id(messages[0])
+        known = self._prefixes.get(key)
+        start, size = 0, 0
+        if known is not None:
+            prefix, prefix_size = known
+            # Identical objects compare equal without a look inside: a C-speed check.
+            k = len(prefix)
+            if k <= len(messages) and prefix[0] is messages[0] and messages[:k] == prefix:
+                start, size = k, prefix_size
+        size += sum(message_chars(m) for m in messages[start:])
+        self._remember(self._prefixes, key, (list(messages), size))
+        return size
+
+    def tools(self, tools: list[dict[str, Any]]) -> int:
+        known = self._tools.get(id(tools))
+        if known is not None and known[0] is tools:
+            return known[1]
+        size = len(json.dumps(tools))
+        self._remember(self._tools, id(tools), (tools, size))
+        return size
+
+    def _remember(self, table: dict[int, Any], key: int, value: Any) -> None:
+        # The fake server prices turns on its own thread: evicting must not race an insert.
+        with self._lock:
+            table.pop(key, None)
+            table[key] = value
+            if len(table) > self.limit:
+                del table[next(iter(table))]
+
+
+_SIZES = _PromptSizes()
+
+
+@runtime_checkable
+class Model(Protocol):
+    """The model port: ``name`` and one async call."""
+
+    name: str
+
+    async def complete(self, request: ModelRequest) -> Turn:
+        """Send ``request``; return the assistant turn. Raises :class:`ModelAPIError`."""
+        ...

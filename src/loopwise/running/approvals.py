@@ -1,0 +1,480 @@
+"""Deciding approvals, and what a person sees before deciding.
+
+:func:`decide` is the one way a person's decision reaches the store: ``loopwise
+approve``/``deny`` and the inbox (``loopwise serve``) both call it, so a decision is
+checked the same way wherever it is made, *when* it is made:
+
+* it is bound to the arguments the person saw (``seen_hash``,
+  :func:`~loopwise.tools.gates.args_hash`):
+  when they are not the request's any more, nothing is decided (``stale``);
+* edited arguments are loaded against the run's target, validated by the tool's schema
+  and judged by its policies (:func:`loopwise.tools.calls.judge_edit`, the same judgement the
+  executor makes again before the call runs); an edit that fails is refused and the
+  approval stays pending;
+* a whole-plan approval is approved or denied, never edited;
+* a denial says why (the model, or the planner, reads it).
+
+A refused decision raises :class:`~loopwise.errors.DecisionError` (its ``code`` says
+why) and changes nothing. :func:`view` gathers what the decider is shown: the planner's
+reason for the step, the plan around it with each step's state, the money at stake when
+the action estimates it, and the decisions already made on the run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from loopwise.core.events import Event, EventType
+from loopwise.errors import DecisionError, LoopwiseError
+from loopwise.store.base import RunStore, StoredApproval, not_pending
+
+if TYPE_CHECKING:
+    from loopwise.core.shape import Shape, ToolShape
+
+# Checking an edit loads the run's target, its tools and pydantic; listing and plain
+# approvals (`loopwise pending/approve/deny`) must not: those imports are made where used.
+
+__all__ = [
+    "SHORTEST_HASH",
+    "WHOLE_PLAN",
+    "ApprovalView",
+    "PlanItem",
+    "asked_again",
+    "decide",
+    "plan_items",
+    "view",
+    "views",
+]
+
+WHOLE_PLAN = "approve_plan"
+"""The action name of a hybrid's whole-plan approval (``approve_plan=True``)."""
+
+Loader = Callable[[str], Any]
+"""Loads a run's target from its spec (``path.py:name``) and returns the step."""
+
+
+def _load_step(spec: str) -> Any:
+    from loopwise.running.targets import load_target
+
+    return load_target(spec).step
+
+
+def decide(
+    store: RunStore,
+    run_id: str,
+    approval_id: str,
+    *,
+    decision: str,
+    by: str,
+    reason: str | None = None,
+    edited_args: dict[str, Any] | None = None,
+    seen_hash: str | None = None,
+    load: Loader = _load_step,
+) -> StoredApproval:
+    """Record a person's ``decision`` (``approved`` or ``denied``) on a pending approval.
+
+    ``edited_args`` approves other arguments (checked first, see the module docstring);
+    ``seen_hash`` binds the decision to the arguments the person saw. Returns the decided
+    approval; raises :class:`DecisionError` (nothing recorded) when it is refused, and
+    :class:`~loopwise.errors.ConfigError` for an unknown run.
+    """
+    if decision not in {"approved", "denied"}:
+        raise DecisionError(f"a decision is approved or denied, not {decision!r}", name="decision")
+    found = _pending(store, run_id, approval_id)
+    seen_hash = _seen(found, seen_hash)
+    if decision == "denied" and not (reason or "").strip():
+        raise DecisionError(
+            "a denial needs a reason (the model reads it)", name=approval_id, code="no-reason"
+        )
+    changed = edited_args is not None and _differ(found, edited_args)
+    if edited_args is not None and found.tool == WHOLE_PLAN:
+        raise DecisionError(
+            f"approval {approval_id!r} of run {run_id!r} approves a whole plan: it is approved "
+            "or denied, not edited (deny it with a reason to have it planned again)",
+            name=approval_id,
+            code="not-editable",
+        )
+    if changed:
+        assert edited_args is not None
+        _check_edit(store, found, edited_args, load)
+    return store.decide(
+        run_id,
+        approval_id,
+        decision="edited" if changed else decision,
+        by=by,
+        reason=reason,
+        edited_args=edited_args if changed else None,
+        seen_hash=seen_hash,
+    )
+
+
+SHORTEST_HASH = 8
+"""The fewest leading hex digits of an arguments hash that ``seen_hash`` may give."""
+
+
+def _seen(found: StoredApproval, seen_hash: str | None) -> str | None:
+    """The full hash ``seen_hash`` (all of it, or a prefix a person copied) stands for."""
+    if seen_hash is None:
+        return None
+    given = seen_hash.strip().lower()
+    if len(given) < SHORTEST_HASH or any(c not in "0123456789abcdef" for c in given):
+        raise DecisionError(
+            f"the arguments hash {seen_hash[:80]!r} is not one: give the hash `loopwise "
+            f"pending` shows ({SHORTEST_HASH} or more hex digits)",
+            name="seen_hash",
+            code="stale",
+        )
+    # The store checks the full hash again in the transaction that writes the decision.
+    return found.args_hash if found.args_hash.startswith(given) else given
+
+
+def asked_again(approval: StoredApproval, events: Sequence[Event]) -> bool:
+    """Whether ``approval`` was asked after its run had paused before: a listing of the
+    run's pending approvals from then showed other asks than this one."""
+    asked = _request_event(approval, events)
+    return any(
+        e.type is EventType.RUN_PAUSED and (asked is None or e.seq < asked.seq) for e in events
+    )
+
+
+def _differ(found: StoredApproval, edited: dict[str, Any]) -> bool:
+    from loopwise.tools.gates import args_hash
+
+    return args_hash(found.tool, edited) != found.args_hash
+
+
+def _pending(store: RunStore, run_id: str, approval_id: str) -> StoredApproval:
+    """The approval, pending; ``seen_hash`` is checked where the decision is written."""
+    store.get_run(run_id)
+    found = store.approval(run_id, approval_id)
+    if found is None:
+        raise DecisionError(
+            f"run {run_id!r} has no approval {approval_id!r}",
+            name=approval_id,
+            code="unknown-approval",
+        )
+    if found.status != "pending":
+        raise not_pending(run_id, approval_id, found.status)
+    return found
+
+
+def _check_edit(
+    store: RunStore, found: StoredApproval, edited: dict[str, Any], load: Loader
+) -> None:
+    """Refuse ``edited`` unless the tool's schema and policies accept it now."""
+    import asyncio  # here: only an edit runs the tool's policies (pending/approve stay light)
+
+    from loopwise.tools.calls import judge_edit
+    from loopwise.tools.gates import Denied
+    from loopwise.tools.tool import ToolArgumentsError
+
+    tool = _tool_of(store, found, load)
+    judged = asyncio.run(judge_edit(tool.tool, edited, tool.policies))
+    if isinstance(judged, ToolArgumentsError):
+        raise DecisionError(
+            f"the edited arguments were rejected: {judged}", name="args", code="invalid-args"
+        ) from judged
+    if isinstance(judged, Denied):
+        raise DecisionError(
+            f"the edited arguments were rejected by the policy: {judged.reason}",
+            name="args",
+            code="policy-denied",
+        )
+
+
+def _tool_of(store: RunStore, found: StoredApproval, load: Loader) -> ToolShape:
+    from loopwise.core.shape import describe
+
+    run = store.get_run(found.run_id)
+    if not run.spec:
+        raise DecisionError(
+            f"run {found.run_id!r} recorded no target to load, so edited arguments cannot be "
+            "checked now; approve or deny it as asked",
+            name=found.run_id,
+            code="no-target",
+        )
+    try:
+        step = load(run.spec)
+    except LoopwiseError as e:
+        raise DecisionError(
+            f"cannot load {run.spec} to check the edited arguments: {e}",
+            name=run.spec,
+            code="no-target",
+        ) from e
+    tools = {id(t.tool): t for t in _tools_in(describe(step)) if t.name == found.tool and t.tool}
+    if len(tools) != 1:
+        raise DecisionError(
+            f"{run.spec} has {len(tools) or 'no'} tool(s) named {found.tool!r} that take "
+            "arguments; this approval can only be approved or denied as asked",
+            name=found.tool,
+            code="not-editable",
+        )
+    return next(iter(tools.values()))
+
+
+def _tools_in(shape: Shape) -> Iterator[ToolShape]:
+    if shape.repeated:
+        return
+    yield from shape.tools
+    yield from shape.actions
+    for _, child in shape.children():
+        yield from _tools_in(child)
+    for action in shape.actions:
+        if action.step is not None:
+            yield from _tools_in(action.step)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PlanItem:
+    """One step of a proposed plan, as the run has it so far."""
+
+    id: str
+    """The plan's step id (``s1``)."""
+    action: str
+    """The action it runs."""
+    args: Any
+    """Its arguments as planned."""
+    depends_on: tuple[str, ...]
+    """The steps it waits for."""
+    reason: str
+    """The planner's one line on why it is needed."""
+    effect: str | None
+    """``read``/``write``/``irreversible`` when the log says; ``None`` when not yet."""
+    state: str
+    """``planned``, ``pending`` (waits for a person), ``approved``, ``done``,
+    ``denied``, ``skipped`` or ``failed``."""
+    approval_id: str | None = None
+    """The approval that gates it, when one was asked."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "id": self.id,
+            "action": self.action,
+            "args": self.args,
+            "depends_on": list(self.depends_on),
+            "reason": self.reason,
+            "effect": self.effect,
+            "state": self.state,
+            "approval_id": self.approval_id,
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ApprovalView:
+    """An approval with what a person needs to decide it."""
+
+    approval: StoredApproval
+    """The request (and its decision, once made)."""
+    why: str | None = None
+    """The planner's reason for this step, when a plan proposed it."""
+    plan: tuple[PlanItem, ...] = ()
+    """The plan around it (empty when no plan proposed it)."""
+    plan_step: str | None = None
+    """Its step id in :attr:`plan`."""
+    at_stake: float | None = None
+    """What the action estimates it costs (money), when it says."""
+    note: str | None = None
+    """What else the request says (e.g. that the plan was approved and why this step
+    asks again), when anything."""
+    target: str | None = None
+    """The name of the step the run runs (from its ``run_started`` event)."""
+    editable: bool = True
+    """Whether its arguments may be edited (not a whole-plan approval)."""
+    decided: tuple[StoredApproval, ...] = field(default=())
+    """The run's other approvals that were decided already (who decided what)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The approval's fields plus ``why``, ``plan``, ``plan_step``, ``at_stake``,
+        ``note``, ``target``, ``editable`` and ``decided``
+        (``[{approval_id, tool, status, decided_by, ...}]``)."""
+        return {
+            **self.approval.to_dict(),
+            "why": self.why,
+            "plan": [p.to_dict() for p in self.plan],
+            "plan_step": self.plan_step,
+            "at_stake": self.at_stake,
+            "note": self.note,
+            "target": self.target,
+            "editable": self.editable,
+            "decided": [_decision(a) for a in self.decided],
+        }
+
+
+def _decision(a: StoredApproval) -> dict[str, Any]:
+    return {
+        "approval_id": a.approval_id,
+        "tool": a.tool,
+        "status": a.status,
+        "decided_by": a.decided_by,
+        "decided_at": a.decided_at,
+        "decision_reason": a.decision_reason,
+    }
+
+
+def views(store: RunStore, approvals: Sequence[StoredApproval]) -> list[ApprovalView]:
+    """:func:`view` of each approval, reading each run's log once."""
+    logs: dict[str, list[Event]] = {}
+    rows: dict[str, list[StoredApproval]] = {}
+    out = []
+    for a in approvals:
+        if a.run_id not in logs:
+            logs[a.run_id] = store.events(a.run_id)
+            rows[a.run_id] = store.approvals(a.run_id)
+        out.append(view(a, logs[a.run_id], rows[a.run_id]))
+    return out
+
+
+def view(
+    approval: StoredApproval, events: Sequence[Event], approvals: Sequence[StoredApproval]
+) -> ApprovalView:
+    """What to show about ``approval``, from its run's log and approvals."""
+    asked = _request_event(approval, events)
+    data = asked.data if asked is not None else {}
+    hybrid, round_no, sid = _plan_place(approval)
+    plan = plan_items(events, approvals, hybrid=hybrid, before=asked.seq if asked else None)
+    mine = next((p for p in plan if p.id == sid and round_no is not None), None)
+    return ApprovalView(
+        approval=approval,
+        why=data.get("why") or (mine.reason if mine else None),
+        plan=plan,
+        plan_step=mine.id if mine else None,
+        at_stake=_number(data.get("at_stake", _args_field(approval, "estimated_cost"))),
+        note=data.get("note") or None,
+        target=next(
+            (str(e.data.get("target")) for e in events if e.type is EventType.RUN_STARTED), None
+        ),
+        editable=approval.tool != WHOLE_PLAN,
+        decided=tuple(a for a in approvals if a.status != "pending"),
+    )
+
+
+def _args_field(approval: StoredApproval, name: str) -> Any:
+    return approval.args.get(name) if isinstance(approval.args, Mapping) else None
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _request_event(approval: StoredApproval, events: Sequence[Event]) -> Event | None:
+    for e in events:
+        if (
+            e.type is EventType.GATE_REQUESTED
+            and e.data.get("approval_id") == approval.approval_id
+            and e.step == approval.step
+        ):
+            return e
+    return None
+
+
+def _plan_place(approval: StoredApproval) -> tuple[str | None, int | None, str | None]:
+    """The hybrid's step path, the round and the plan step id an approval belongs to.
+
+    A plan action's gate asks at ``{hybrid}/execute[_N]/{step id}``; a whole-plan
+    approval at ``{hybrid}`` itself.
+    """
+    if approval.tool == WHOLE_PLAN:
+        return approval.step, None, None
+    parts = approval.step.rsplit("/", 2)
+    if len(parts) != 3:
+        return None, None, None
+    hybrid, execute, sid = parts
+    round_no = _round_of(execute)
+    return (hybrid, round_no, sid) if round_no is not None else (None, None, None)
+
+
+def _round_of(execute: str) -> int | None:
+    if execute == "execute":
+        return 1
+    head, _, n = execute.rpartition("_")
+    return int(n) if head == "execute" and n.isdigit() else None
+
+
+def _plans(events: Sequence[Event], hybrid: str | None) -> list[tuple[str, Event]]:
+    """Each accepted plan of the run as ``(hybrid path, event)``, in order."""
+    found = []
+    for e in events:
+        if e.type is EventType.STEP_FINISHED and e.step.endswith("/validate"):
+            where = e.step.removesuffix("/validate")
+            if isinstance(e.data.get("plan"), Mapping) and hybrid in (None, where):
+                found.append((where, e))
+    return found
+
+
+def plan_items(
+    events: Sequence[Event],
+    approvals: Sequence[StoredApproval],
+    *,
+    hybrid: str | None = None,
+    before: int | None = None,
+) -> tuple[PlanItem, ...]:
+    """The latest plan a hybrid of the run proposed (before event ``before``), each step
+    with its state; empty when no plan was proposed."""
+    plans = _plans(events, hybrid)
+    if before is not None:
+        plans = [(h, e) for h, e in plans if e.seq < before]
+    if not plans:
+        return ()
+    where, latest = plans[-1]
+    round_no = sum(1 for h, _ in plans if h == where)
+    execute = f"{where}/execute" + ("" if round_no == 1 else f"_{round_no}")
+    steps = latest.data["plan"].get("steps") or []
+    effects = latest.data.get("effects")
+    planned = effects if isinstance(effects, Mapping) else {}
+    return tuple(
+        _item(s, execute, events, approvals, planned.get(str(s.get("id"))))
+        for s in steps
+        if isinstance(s, Mapping)
+    )
+
+
+def _item(
+    s: Mapping[str, Any],
+    execute: str,
+    events: Sequence[Event],
+    approvals: Sequence[StoredApproval],
+    effect: Any,
+) -> PlanItem:
+    path = f"{execute}/{s.get('id')}"
+    asked = next((a for a in approvals if a.step == path), None)
+    # A plan records each step's effect (older runs' logs may not: then from its ask or call).
+    return PlanItem(
+        id=str(s.get("id")),
+        action=str(s.get("action")),
+        args=s.get("args"),
+        depends_on=tuple(str(d) for d in s.get("depends_on") or ()),
+        reason=str(s.get("reason") or ""),
+        effect=str(effect) if effect else _effect(path, events, asked),
+        state=_state(path, events, asked),
+        approval_id=asked.approval_id if asked else None,
+    )
+
+
+def _effect(path: str, events: Sequence[Event], asked: StoredApproval | None) -> str | None:
+    if asked is not None and asked.effect:
+        return asked.effect
+    for e in events:
+        if e.step.startswith(path) and e.type is EventType.TOOL_CALL and e.data.get("effect"):
+            return str(e.data["effect"])
+    return None
+
+
+_FINAL = {"done", "denied", "skipped", "failed"}
+
+
+def _state(path: str, events: Sequence[Event], asked: StoredApproval | None) -> str:
+    for e in reversed(events):
+        if e.step == path and e.type is EventType.STEP_FINISHED:
+            output = e.data.get("output")
+            status = output.get("status") if isinstance(output, Mapping) else None
+            if status in _FINAL:
+                return str(status)
+    if asked is not None:
+        return {"edited": "approved"}.get(asked.status, asked.status)
+    for e in reversed(events):
+        if e.step == path and e.type is EventType.GATE_DECIDED:
+            return "denied" if e.data.get("decision") == "denied" else "approved"
+    return "planned"

@@ -1,0 +1,667 @@
+"""Running with the store: :func:`run`/:func:`arun` record, :func:`resume` continues.
+
+These are the ``loopwise.run``/``loopwise.arun``/``loopwise.resume`` users call: the one
+way to start or continue a run. They run the core (:func:`loopwise.core.step.execute`, which
+knows no store) with the run store as an event sink; all take a
+:class:`~loopwise.core.step.RunOptions` and its fields as keyword arguments:
+
+* every run is recorded in the default store (``$LOOPWISE_STORE`` or
+  ``.loopwise/runs.db``) unless ``store=None`` is passed (then nothing is written);
+  ``store=`` also takes a path or any :class:`~loopwise.store.base.RunStore`;
+* ``spec=`` records how to load the target again (``path.py:name``), which a resume in
+  another process needs; the CLI passes it, and without it the step's import spec
+  (``package.module:name``) is found and recorded when the step is bound to a name in an
+  importable module (:func:`~loopwise.running.targets.spec_of`);
+* human gates with no interactive handler pause the run durably: it ends
+  ``awaiting_approval`` and :func:`resume` continues it, in any later process, once every
+  pending approval is decided (``loopwise approve``/``deny`` or
+  :meth:`~loopwise.store.sql.SQLStore.decide`).
+
+**Resume** reloads the run (target, input, model name, limits), replays its journal —
+recorded model turns are not sent again, recorded tool results are not run again —
+applies the decided approvals and continues the same run id, appending ``run_resumed``
+and then new events after the last ``seq``. A run that ended ``error`` (a model API
+failure, a step that raised) or ``cancelled`` continues the same way once the cause is
+fixed. An approved call runs once (with its
+idempotency key, run id + call id); a denied one answers the model with an error result
+saying it was denied and the run goes on (a hybrid ends ``denied`` instead). Only runs
+that are ``awaiting_approval``, ``error``, ``cancelled`` or were interrupted (still
+``running`` in the store, e.g. the process was killed) continue; resuming a run that
+finished otherwise returns it unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Any
+
+from pydantic import BaseModel
+
+from loopwise.architectures.history import History, PriorRun, check_conversation_id
+from loopwise.core.loops import blocking, closing_model
+from loopwise.core.shape import Kind, kind_of
+from loopwise.core.step import (
+    Context,
+    Event,
+    EventType,
+    RunOptions,
+    RunResult,
+    Status,
+    Step,
+    check_step,
+    execute,
+    jsonable,
+    merge_options,
+    new_context,
+    new_run_id,
+)
+from loopwise.core.usage import Budget, Usage
+from loopwise.errors import ConfigError, ConversationError, TargetError
+from loopwise.models.port import Model, Turn
+from loopwise.models.scripted import ScriptedModel
+from loopwise.running.targets import calling_modules, deps_factory, load_target, model_for, spec_of
+from loopwise.store.base import QUEUED, RESUMABLE, RunStore, StoredApproval, StoredRun
+from loopwise.store.open import shared_store
+from loopwise.tools.gates import ApprovalRequest, Denied, Handler, Verdict, ask, verdict_from_data
+
+__all__ = [
+    "DEFAULT",
+    "StoreApprovals",
+    "aresume",
+    "arun",
+    "enqueue",
+    "execute_claimed",
+    "owner_id",
+    "resume",
+    "run",
+]
+
+
+class _Default:
+    def __repr__(self) -> str:
+        return "DEFAULT"
+
+
+DEFAULT: Any = _Default()
+"""``store=DEFAULT``: the store at ``$LOOPWISE_STORE`` or ``.loopwise/runs.db``."""
+
+
+class StoreApprovals:
+    """The durable approval handler: answers from decisions recorded in the store.
+
+    Undecided requests go to ``fallback`` (a :class:`~loopwise.tools.gates.TerminalApprovals`,
+    a function) when there is one, else stay pending so the run pauses. A decision made
+    for other arguments than the request's (a different ``args_hash``) denies.
+    """
+
+    def __init__(self, store: RunStore, fallback: Handler = None) -> None:
+        self.store = store
+        self.fallback = fallback
+
+    async def decide(self, request: ApprovalRequest) -> Verdict | None:
+        """The recorded decision, the fallback's answer, or ``None`` (still pending)."""
+        row = self.store.approval(request.run_id, request.approval_id)
+        if row is None or row.status == "pending":
+            return await ask(self.fallback, request)
+        if row.step != request.step:
+            # Two steps' calls share an id (the model chose them): this decision was about
+            # the other call; fail closed rather than let it approve this one.
+            return Denied(
+                f"approval {request.approval_id!r} was decided for a call of another step "
+                f"({row.step}); this call has no approval of its own",
+                by="loopwise",
+            )
+        if row.args_hash != request.args_hash:
+            return Denied(
+                "the approval was given for different arguments than this call has",
+                by=str(row.decided_by),
+            )
+        return verdict_from_data(
+            {
+                "decision": row.status,
+                "by": row.decided_by,
+                "reason": row.decision_reason,
+                "args": row.edited_args,
+                "decided_at": row.decided_at,
+            }
+        )
+
+
+class _Active:
+    """Run ids this process is running now (its own runs are alive only while listed)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ids: set[str] = set()
+
+    def __contains__(self, run_id: object) -> bool:
+        with self._lock:
+            return run_id in self._ids
+
+    @contextmanager
+    def running(self, run_id: str) -> Iterator[None]:
+        with self._lock:
+            self._ids.add(run_id)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._ids.discard(run_id)
+
+
+_active = _Active()
+
+
+def owner_id() -> str:
+    """This process as a run's owner: ``host:pid``."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _alive(run_id: str) -> Callable[[str], bool]:
+    """Whether the process named by an ``owner`` (``host:pid``) still runs ``run_id``."""
+
+    def alive(owner: str) -> bool:
+        host, _, pid = owner.rpartition(":")
+        if host != socket.gethostname() or not pid.isdigit():
+            return True  # another machine: it cannot be checked from here
+        if int(pid) == os.getpid():
+            return run_id in _active
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+    return alive
+
+
+def _store_of(store: Any) -> RunStore | None:
+    """The store to use: an object as given (``None``: no store), else this process's
+    store for ``DEFAULT``/a path/a URL (opened once, kept open across runs)."""
+    if store is DEFAULT:
+        return shared_store(None)
+    if isinstance(store, str | os.PathLike):
+        return shared_store(store)
+    opened: RunStore | None = store
+    return opened
+
+
+def _limits(budget: Budget, max_steps: int | None) -> dict[str, Any]:
+    return {
+        "budget": {
+            "max_tokens": budget.max_tokens,
+            "max_cost_usd": budget.max_cost_usd,
+            "max_seconds": budget.max_seconds,
+        },
+        "max_steps": max_steps,
+    }
+
+
+_OWN_KEYWORDS = "store, spec"
+
+
+async def arun(
+    target: Step,
+    input: Any = None,
+    options: RunOptions | None = None,
+    *,
+    store: Any = DEFAULT,
+    spec: str | None = None,
+    **overrides: Any,
+) -> RunResult:
+    """Run ``target`` on ``input`` and record it in ``store`` (see the module docs).
+
+    ``options`` is a :class:`~loopwise.core.step.RunOptions`; keyword arguments set its fields
+    (``model=``, ``budget=``, ``max_steps=``, ``sinks=``, ``approvals=``...). ``store=None``
+    records nothing. ``spec`` is the loadable target (``path.py:name``) a resume in
+    another process needs. Every guardrail ends in the result's ``status``; configuration
+    mistakes raise :class:`ConfigError`. Cancelling the caller (``asyncio.wait_for``, a
+    task group) records the run ``cancelled``, then raises ``CancelledError`` as usual.
+    """
+    opts = merge_options(options, overrides, also=_OWN_KEYWORDS)
+    step = check_step(target)
+    st = _store_of(store)
+    conversation = _conversation(opts.conversation, step, st)
+    if st is not None:
+        opts = replace(opts, sinks=(*opts.sinks, st), approvals=StoreApprovals(st, opts.approvals))
+    ctx = new_context(step, opts)
+    if st is not None:
+        st.create_run(
+            ctx.run_id,
+            target=step.name,
+            spec=spec or spec_of(step, callers=calling_modules()),
+            input=jsonable(input),
+            model=getattr(ctx.model, "name", None),
+            options=_limits(ctx.budget, ctx.max_steps),
+            owner=owner_id(),
+            conversation=conversation,
+        )
+        _join(st, ctx, st.get_run(ctx.run_id) if conversation else None)
+    work = _execute(st, step, input, ctx)
+    if isinstance(opts.model, str):
+        # A model resolved from its name belongs to this run: release it with the run.
+        work = closing_model(work, ctx.model)
+    return await work
+
+
+def _conversation(conversation: Any, target: Step, st: RunStore | None) -> str | None:
+    """The checked conversation id a run joins (``None``: the run stands alone)."""
+    if conversation is None:
+        return None
+    checked = check_conversation_id(conversation)
+    if st is None:
+        raise ConversationError(
+            f"conversation {conversation!r}: a conversation lives in a run store; drop store=None",
+            conversation=conversation,
+            code="no-store",
+        )
+    if kind_of(target) is not Kind.AGENT:
+        raise ConversationError(
+            f"conversation {conversation!r}: {target.name!r} is a {kind_of(target)}, and only "
+            "an agent continues a conversation (give a workflow the earlier exchange as part "
+            "of its input instead)",
+            conversation=conversation,
+            code="not-an-agent",
+        )
+    return checked
+
+
+def _join(st: RunStore, ctx: Context, row: StoredRun | None) -> None:
+    """Give a run of a conversation (``row``) its history: the earlier runs' messages,
+    and their taint. A store that fails here marks the run failed (it never started)."""
+    if row is None or row.conversation is None:
+        return
+    try:
+        history = History(
+            conversation=row.conversation,
+            runs=tuple(
+                PriorRun(
+                    run_id=r.run_id,
+                    status=r.status,
+                    input=r.input,
+                    events=tuple(st.events(r.run_id)),
+                )
+                for r in st.conversation_runs(row.conversation)
+                if r.turn is not None and row.turn is not None and r.turn < row.turn
+            ),
+        )
+    except Exception as e:
+        st.mark_failed(row.run_id, f"{type(e).__name__}: {e}")
+        raise
+    ctx.history = history
+    ctx.journal.inherit_taint(history.taint)
+
+
+async def _execute(st: RunStore | None, target: Step, input: Any, ctx: Context) -> RunResult:
+    """Run in ``ctx``, holding the run's lease while it runs here; a raise marks it failed."""
+    with _active.running(ctx.run_id), _holding(st, ctx.run_id):
+        try:
+            return await execute(target, input, ctx)
+        except Exception as e:
+            if st is not None:
+                # A configuration mistake raised mid-run: the stored run must not look alive.
+                st.mark_failed(ctx.run_id, f"{type(e).__name__}: {e}")
+            raise
+
+
+@contextmanager
+def _holding(st: RunStore | None, run_id: str) -> Iterator[None]:
+    if st is None:
+        yield
+        return
+    with st.hold(run_id, owner_id()):
+        yield
+
+
+def enqueue(
+    spec: str,
+    input: Any = None,
+    *,
+    model: str | None = None,
+    store: Any = DEFAULT,
+    budget: Budget | None = None,
+    max_steps: int | None = None,
+    run_id: str | None = None,
+    conversation: str | None = None,
+) -> str:
+    """Record a run of the target at ``spec`` (``path.py:name``) as ``queued``; its run id.
+
+    Nothing runs here: a ``loopwise worker`` on the same store starts queued runs in
+    arrival order, with ``model`` (a name the worker resolves) and these limits; a run
+    of a ``conversation`` continues its history there. Raises
+    :class:`~loopwise.errors.TargetError` when ``spec`` cannot be loaded here, and
+    :class:`~loopwise.errors.ConversationError` when the conversation cannot take it.
+    """
+    st = _store_of(store)
+    if st is None:
+        raise ConfigError("enqueue needs a run store (store=None records nothing)")
+    target = load_target(spec).step
+    conversation = _conversation(conversation, target, st)
+    run_id = run_id or new_run_id()
+    st.create_run(
+        run_id,
+        target=target.name,
+        spec=spec,
+        input=jsonable(input),
+        model=model,
+        options=_limits(budget or Budget(), max_steps),
+        queued=True,
+        conversation=conversation,
+    )
+    return run_id
+
+
+async def execute_claimed(st: RunStore, row: StoredRun) -> RunResult:
+    """Run a run a worker claimed (:meth:`~loopwise.store.base.RunStore.claim_next`): start a
+    queued run, or continue a paused or abandoned one, with the model it recorded.
+
+    A run whose target or model cannot be loaded here is marked ``error``. The claim's
+    lease is renewed from the start, loading the target included.
+    """
+    with st.hold(row.run_id, owner_id()):
+        return await _execute_claimed(st, row)
+
+
+async def _execute_claimed(st: RunStore, row: StoredRun) -> RunResult:
+    try:
+        target, chosen = _target_and_model(row, None, None)
+        deps = _module_deps(row)
+    except Exception as e:
+        # Left `running`, the run would stay this worker's: no worker takes it again.
+        st.mark_failed(row.run_id, f"{type(e).__name__}: {e}")
+        raise
+    try:
+        options = RunOptions(model=chosen, sinks=(st,), approvals=StoreApprovals(st), deps=deps)
+        if row.status != QUEUED:
+            return await _continue(st, row, target, options)
+        limits = row.options
+        ctx = new_context(
+            target,
+            replace(
+                options,
+                budget=Budget(**limits.get("budget", {})),
+                max_steps=limits.get("max_steps"),
+                run_id=row.run_id,
+            ),
+        )
+        _join(st, ctx, row)
+        return await _execute(st, target, _typed_input(target, row.input), ctx)
+    finally:
+        await _close(chosen)
+
+
+async def aresume(
+    run_id: str,
+    options: RunOptions | None = None,
+    *,
+    step: Step | None = None,
+    store: Any = DEFAULT,
+    force: bool = False,
+    structured_mode: str | None = None,
+    **overrides: Any,
+) -> RunResult:
+    """Continue a paused or interrupted run (see the module docs).
+
+    ``options`` and keyword arguments are the :class:`~loopwise.core.step.RunOptions` of
+    :func:`arun`: ``model``, ``max_steps`` and ``budget`` override what the run started
+    with; ``sinks`` receive the new events besides the store; ``approvals`` answers the
+    gates still undecided. ``step`` is the target when resuming in-process (otherwise it
+    is loaded from the recorded spec). A ``running`` run is taken over only when the
+    process that ran it is gone; ``force=True`` takes it anyway (for a process on another
+    machine known to be dead). ``structured_mode`` pins the structured-output rung of a
+    model given or recorded by name (as ``--structured-mode``; default
+    ``$LOOPWISE_STRUCTURED_MODE``).
+    Raises :class:`ConfigError` for an unknown run, a run still running elsewhere, a run
+    with no recorded spec and no ``step``, or a ``run_id``/``replay`` option (a resume
+    continues its own run from its own journal).
+    """
+    opts = _resume_options(run_id, options, overrides)
+    st = _store_of(store)
+    if st is None:
+        raise ConfigError("resume needs a run store (store=None records nothing)")
+    row = st.get_run(run_id)
+    waiting = st.pending(run_id)
+    if waiting and row.status == "running":
+        row = _settle_paused(st, row, len(waiting), force=force)
+    if row.status not in RESUMABLE or waiting:
+        return _stored_result(st, row, pending=waiting)
+    given = opts.model
+    target, chosen = _target_and_model(row, step, given, structured_mode)
+    if opts.deps is None and step is None:
+        opts = replace(opts, deps=_module_deps(row))
+    try:
+        alive = (lambda owner: False) if force else _alive(run_id)
+        if not st.claim(run_id, owner_id(), alive=alive):
+            # Another process took it (or decided it) between our read and our claim.
+            return _stored_result(st, st.get_run(run_id), pending=st.pending(run_id))
+        opts = replace(
+            opts,
+            model=chosen,
+            sinks=(*opts.sinks, st),
+            approvals=StoreApprovals(st, opts.approvals),
+        )
+        return await _continue(st, row, target, opts)
+    finally:
+        if not isinstance(given, Model):
+            await _close(chosen)
+
+
+async def _continue(st: RunStore, row: StoredRun, target: Step, opts: RunOptions) -> RunResult:
+    """Go on with a claimed run after its last recorded event."""
+    ctx = _resumed_context(st, row, target, opts)
+    return await _execute(st, target, _typed_input(target, row.input), ctx)
+
+
+def _resume_options(
+    run_id: str, options: RunOptions | None, overrides: dict[str, Any]
+) -> RunOptions:
+    """The options of a resume; the ones that would start another run raise."""
+    opts = merge_options(options, overrides, also="step, store, force, structured_mode")
+    if opts.run_id not in (None, run_id):
+        raise ConfigError(
+            f"resume continues run {run_id!r}: drop run_id={opts.run_id!r} from its options",
+            name="run_id",
+        )
+    if opts.replay:
+        raise ConfigError("resume replays the run's own journal; drop replay=", name="replay")
+    if opts.conversation is not None:
+        raise ConfigError(
+            f"resume continues run {run_id!r} in the conversation it started in: drop "
+            "conversation=",
+            name="conversation",
+        )
+    return opts
+
+
+def _settle_paused(st: RunStore, row: StoredRun, waiting: int, *, force: bool) -> StoredRun:
+    """A run its process left ``running`` after asking people (killed before it could
+    record the pause) is stored as what it is: ``awaiting_approval``."""
+    owner = row.owner
+    if owner and not force and _alive(row.run_id)(owner):
+        return row  # still running there: that process records its own pause
+    st.mark_paused(row.run_id, f"{waiting} approval(s) still undecided")
+    return st.get_run(row.run_id)
+
+
+def _resumed_context(st: RunStore, row: StoredRun, target: Step, overrides: RunOptions) -> Context:
+    """The run's context rebuilt: its limits, its journal, its log so far, ``run_resumed``."""
+    run_id, limits = row.run_id, row.options
+    opts = replace(
+        overrides,
+        budget=Budget(**limits.get("budget", {})).merged(overrides.budget),
+        max_steps=limits.get("max_steps") if overrides.max_steps is None else overrides.max_steps,
+        run_id=run_id,
+        replay=st.journal(run_id),
+    )
+    ctx = new_context(target, opts)
+    _join(st, ctx, row)  # before the run's own log: an earlier run's taint came first
+    events = st.events(run_id)
+    ctx.restore(events)
+    if isinstance(opts.model, ScriptedModel):
+        # A list script starts at its first entry; the journal answers the turns it gave.
+        opts.model.resumed(
+            [
+                Turn.from_dict(e.data["turn"])
+                for e in events
+                if e.type is EventType.MODEL_CALL and "turn" in e.data
+            ]
+        )
+    # Wall time goes on from where the run stopped, so max_seconds stays per run.
+    ctx.started_at -= float((row.usage or {}).get("wall_seconds", 0.0))
+    resumed: dict[str, Any] = {"target": target.name}
+    if events and "trace" in events[0].data:
+        # The trace context a tracing sink recorded at the start: the resume joins it.
+        resumed["trace"] = events[0].data["trace"]
+    ctx.emit(
+        EventType.RUN_RESUMED,
+        {
+            **resumed,
+            "after_seq": events[-1].seq if events else 0,
+            "from_status": row.status,
+            "model": getattr(opts.model, "name", None),
+            "decisions": [a.to_dict() for a in st.approvals(run_id) if a.status != "pending"],
+        },
+    )
+    return ctx
+
+
+def _target_and_model(
+    row: StoredRun, step: Step | None, model: Model | str | None, mode: str | None = None
+) -> tuple[Step, Model | None]:
+    """The step to run and the model: the one given, else the one the run started with."""
+    loaded = None
+    if step is None:
+        if not row.spec:
+            raise ConfigError(
+                f"run {row.run_id!r} recorded no target spec; pass the step to resume it "
+                "(resume(run_id, step=...))",
+                name=row.run_id,
+            )
+        loaded = load_target(row.spec)
+        step = loaded.step
+        if step.name != row.target:
+            # The name was rebound since the run started (or the file edited): another
+            # step must not continue this run's journal and approvals.
+            raise TargetError(
+                f"run {row.run_id!r} is of step {row.target!r}, but its spec {row.spec!r} "
+                f"now loads {step.name!r}; pass the step to resume it (resume(run_id, step=...))",
+                name=row.spec,
+            )
+    if model is not None and not isinstance(model, str):
+        return step, model
+    name = model or row.model
+    if name is None:
+        return step, None
+    if loaded is None:
+        from loopwise.models.openai import resolve_model  # the SDK loads only when a model is made
+
+        return step, resolve_model(name, structured_mode=mode)
+    offline = getattr(loaded.module, "offline_model", None)
+    if offline is not None and model is None:
+        # The run used the target's own offline model (possibly under its own name).
+        candidate = model_for(loaded, "scripted")
+        if candidate.name == name:
+            return step, candidate
+    return step, model_for(loaded, name, structured_mode=mode)
+
+
+def _module_deps(row: StoredRun) -> Any:
+    """The deps a run loaded from its spec gets: its module's ``make_deps()``, or none."""
+    make = deps_factory(load_target(row.spec)) if row.spec else None
+    return make() if make is not None else None
+
+
+async def _close(model: Any) -> None:
+    """Close the connections of a model resume opened itself (an ``OpenAIModel``)."""
+    aclose = getattr(model, "aclose", None)
+    if aclose is not None:
+        await aclose()
+
+
+def _typed_input(target: Step, stored: Any) -> Any:
+    """The stored (JSON) input as the type the target declares, when it is a pydantic model."""
+    kind = getattr(target, "input_type", None)
+    if isinstance(kind, type) and issubclass(kind, BaseModel) and isinstance(stored, dict):
+        return kind.model_validate(stored)
+    return stored
+
+
+def _stored_result(
+    st: RunStore, row: StoredRun, *, pending: list[StoredApproval] | None = None
+) -> RunResult:
+    """A run as the store has it (resuming a finished or still-waiting run changes nothing)."""
+    try:
+        status = Status(row.status)
+    except ValueError:  # `running`: killed after asking a person, before pausing
+        status = Status.AWAITING_APPROVAL if pending else Status.ERROR
+    events = st.events(row.run_id)
+    return RunResult(
+        run_id=row.run_id,
+        status=status,
+        output=row.output,
+        usage=Usage.from_dict(row.usage or {}),
+        events=events,
+        detail=row.detail or (f"{len(pending)} approval(s) still undecided" if pending else None),
+        pending=[_public_request(p, events) for p in pending or []],
+    )
+
+
+_REQUEST_KEYS = ApprovalRequest.__dataclass_fields__.keys()
+
+
+def _public_request(approval: StoredApproval, events: list[Event]) -> dict[str, Any]:
+    """A stored approval as the request a paused run lists (no decision fields); what
+    the store keeps no column for (the planner's reason, the money at stake, the note)
+    is read from the request's event."""
+    row = approval.to_dict()
+    asked = next(
+        (
+            e.data
+            for e in events
+            if e.type is EventType.GATE_REQUESTED
+            and e.data.get("approval_id") == approval.approval_id
+            and e.step == approval.step
+        ),
+        {},
+    )
+    return {k: row[k] if k in row else asked.get(k) for k in _REQUEST_KEYS}
+
+
+def run(
+    target: Step,
+    input: Any = None,
+    options: RunOptions | None = None,
+    *,
+    store: Any = DEFAULT,
+    spec: str | None = None,
+    **overrides: Any,
+) -> RunResult:
+    """The sync wrapper of :func:`arun` (use ``arun`` inside an event loop).
+
+    Each call behaves as ``asyncio.run`` (:mod:`loopwise.core.loops`), so the model's
+    connections are released at the end of the run (it reopens them on its next use).
+    """
+    model = overrides.get("model", options.model if options else None)
+    if spec is None and store is not None:
+        # Here, not in arun: under the fresh event loop the caller's frames are gone.
+        spec = spec_of(target, callers=calling_modules())
+    return blocking(
+        arun(target, input, options, store=store, spec=spec, **overrides), release=(model,)
+    )
+
+
+def resume(run_id: str, options: RunOptions | None = None, **keywords: Any) -> RunResult:
+    """The sync wrapper of :func:`aresume`, with its arguments (``step=``, ``store=``,
+    ``force=``, ``structured_mode=`` and the run options).
+
+    A model given here has its connections released when the call ends, as :func:`run`'s.
+    """
+    model = keywords.get("model", options.model if options else None)
+    return blocking(aresume(run_id, options, **keywords), release=(model,))

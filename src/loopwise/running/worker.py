@@ -1,0 +1,91 @@
+"""Workers: processes that claim runs from a shared store and execute them.
+
+``loopwise worker [--store URL] [--concurrency N]`` (or :func:`awork`) takes, in arrival
+order, runs that are ``queued`` (``loopwise run ... --queue``,
+:func:`~loopwise.running.runner.enqueue`), paused runs whose approvals are all decided, and
+``running`` runs whose owner's lease lapsed (a process or machine that died), and
+executes up to ``concurrency`` of them at once. A claim is atomic (``FOR UPDATE SKIP
+LOCKED`` on PostgreSQL, the write lock on SQLite), so workers on many machines never
+execute one run twice. A decided approval or a queued run wakes the waiting workers at
+once on PostgreSQL (LISTEN/NOTIFY); on SQLite they poll every ``poll_seconds``.
+
+Stopping (SIGTERM or SIGINT to the CLI, ``stop.set()`` in Python) ends the claiming and
+lets the runs in hand finish or pause before the worker returns; a worker killed
+outright leaves its runs to the others once their leases lapse. A store that fails to
+answer a claim (a locked file, a dropped connection) is tried again after
+``poll_seconds``: the runs in hand go on meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from loopwise.core.step import RunResult
+from loopwise.errors import ConfigError, StoreError
+from loopwise.running.runner import execute_claimed, owner_id
+from loopwise.store.base import RunStore, StoredRun
+
+__all__ = ["Finished", "Trouble", "awork"]
+
+Finished = Callable[[StoredRun, RunResult | Exception], None]
+"""Told about each run a worker executed: how it ended, or what it raised."""
+
+Trouble = Callable[[StoreError], None]
+"""Told when a claim failed (the worker tries again after ``poll_seconds``)."""
+
+
+async def awork(
+    store: RunStore,
+    *,
+    concurrency: int = 4,
+    poll_seconds: float = 1.0,
+    stop: asyncio.Event | None = None,
+    on_finished: Finished | None = None,
+    on_trouble: Trouble | None = None,
+) -> int:
+    """Claim and execute runs from ``store`` until ``stop`` is set; how many ran.
+
+    Raises :class:`~loopwise.errors.ConfigError` for a ``concurrency`` below 1. A run that
+    raises is recorded ``error`` by the runner and reported to ``on_finished``; a claim the
+    store failed is reported to ``on_trouble`` and tried again; the worker goes on.
+    """
+    if concurrency < 1:
+        raise ConfigError(f"concurrency must be at least 1, not {concurrency}", name="concurrency")
+    stop = stop or asyncio.Event()
+    owner, done = owner_id(), 0
+    running: set[asyncio.Task[None]] = set()
+    # Listen before the first claim, so nothing decided in between goes unheard.
+    waiter = asyncio.create_task(asyncio.to_thread(store.wait_for_work, 0))
+    stopping = asyncio.create_task(stop.wait())
+    while not stop.is_set():
+        try:
+            while len(running) < concurrency and (row := store.claim_next(owner)) is not None:
+                task = asyncio.create_task(_execute(store, row, on_finished))
+                running.add(task)
+                task.add_done_callback(running.discard)
+                done += 1
+        except StoreError as e:
+            # Raising here would cancel the runs in hand and leave them `cancelled`, which
+            # no worker claims: a store that failed once is asked again instead.
+            if on_trouble is not None:
+                on_trouble(e)
+            await asyncio.wait({stopping}, timeout=poll_seconds)
+            continue
+        if waiter.done():
+            waiter = asyncio.create_task(asyncio.to_thread(store.wait_for_work, poll_seconds))
+        await asyncio.wait({waiter, stopping, *running}, return_when=asyncio.FIRST_COMPLETED)
+    if running:
+        await asyncio.wait(running)
+    await waiter
+    return done
+
+
+async def _execute(store: RunStore, row: StoredRun, on_finished: Finished | None) -> None:
+    outcome: RunResult | Exception
+    try:
+        outcome = await execute_claimed(store, row)
+    except Exception as e:
+        outcome = e
+    if on_finished is not None:
+        on_finished(row, outcome)

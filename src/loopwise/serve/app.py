@@ -1,0 +1,419 @@
+"""``loopwise serve``: the approvals inbox, a small web app over any run store.
+
+Built on the standard library's :class:`http.server.ThreadingHTTPServer`: the app is a
+handful of server-rendered pages and one form endpoint, so an ASGI stack would add
+dependencies and an event loop beside the store's threads without adding anything the
+pages need. The pages are :mod:`loopwise.serve.pages`'s; a decision goes through
+:func:`loopwise.running.approvals.decide`, the same path as ``loopwise approve``/``deny``.
+
+Safe by default:
+
+* it binds to ``127.0.0.1`` unless told otherwise, and while bound to loopback it
+  answers only requests whose ``Host`` is a loopback name (a web page cannot reach it
+  through DNS rebinding);
+* no GET changes anything; the only POST (``/decide``) needs the CSRF token of the page
+  it came from (an HMAC of a per-browser cookie under a per-process secret; the cookie is
+  ``SameSite=Strict``) and, when the browser sends one, an ``Origin`` of this server;
+* every page carries a strict Content-Security-Policy (no script at all, styles only
+  from this origin, forms only to this origin, no framing) and ``nosniff``; everything a
+  run holds is escaped (:mod:`loopwise.serve.pages`).
+
+It has **no login of its own**: who decides is the name the approver types (prefilled
+with ``--by``), or, with ``--trust-proxy-user HEADER``, the user an authenticating
+reverse proxy puts in that header (then the header is required on every decision, and
+the server must only be reachable through that proxy).
+
+With ``resume=True`` a run whose last pending approval was just decided is resumed in
+a background thread of the server; without it the server only records decisions, and
+``loopwise resume`` or a worker continues the run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import html
+import ipaddress
+import json
+import secrets
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from http import HTTPStatus
+from http.cookies import CookieError, SimpleCookie
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlencode, urlsplit
+
+from loopwise.core.step import Status
+from loopwise.errors import ConfigError, LoopwiseError
+from loopwise.running import approvals, runner
+from loopwise.serve.pages import STYLESHEET, Form, inbox_page, run_page, runs_page
+from loopwise.store.base import QUEUED, RunStore
+from loopwise.store.open import open_store
+
+__all__ = ["CSP", "Inbox", "ServeSettings", "is_loopback", "make_server"]
+
+CSP = (
+    "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'"
+)
+"""The Content-Security-Policy of every answer."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether listening on ``host`` stays on this machine (``127.0.0.0/8``, ``::1``)."""
+    try:
+        return host.lower() == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+_COOKIE = "loopwise_csrf"
+_MAX_BODY = 256 * 1024
+_DECISIONS = {"approve": "approved", "deny": "denied"}
+_STATUSES = (
+    Status.AWAITING_APPROVAL.value,
+    "running",
+    QUEUED,
+    *(s.value for s in Status if s is not Status.AWAITING_APPROVAL),
+)
+_LISTED = 200
+"""The runs list shows the newest this many (of the status chosen)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ServeSettings:
+    """How ``loopwise serve`` runs."""
+
+    store: str | None = None
+    """The run store (a path or URL; ``None``: ``$LOOPWISE_STORE`` or the default)."""
+    host: str = "127.0.0.1"
+    """Where to listen (loopback unless told otherwise)."""
+    port: int = 8765
+    """The port (``0``: any free one; the first line printed says which)."""
+    resume: bool = False
+    """Resume a run once nothing of it is pending."""
+    by: str | None = None
+    """The approver's name the forms are prefilled with."""
+    trust_proxy_user: str | None = None
+    """A header an authenticating reverse proxy sets to the user's name."""
+    read_timeout: float = 30.0
+    """Seconds a client may take to send a request (a stalled one must not hold a thread)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    status: int
+    body: str
+    content_type: str = "text/html; charset=utf-8"
+    location: str | None = None
+    cookie: str | None = None
+
+
+class Inbox:
+    """The app: routes requests to pages and decisions over one open store."""
+
+    def __init__(self, store: RunStore, settings: ServeSettings) -> None:
+        self.store = store
+        self.settings = settings
+        self._secret = secrets.token_bytes(32)
+        self._resuming: dict[str, threading.Thread] = {}
+        self._lock = threading.Lock()
+
+    def token(self, cookie: str) -> str:
+        """The CSRF token a page served with ``cookie`` carries in its forms."""
+        return hmac.new(self._secret, cookie.encode(), hashlib.sha256).hexdigest()
+
+    def get(
+        self, path: str, query: dict[str, list[str]], cookie: str | None, user: str | None = None
+    ) -> _Answer:
+        """Answer a GET (never changes anything); ``user`` is the proxy's user header."""
+        fresh = cookie or secrets.token_urlsafe(24)
+        set_cookie = None if cookie else fresh
+        if path == "/static/inbox.css":
+            return _Answer(200, STYLESHEET, "text/css; charset=utf-8")
+        if path == "/":
+            notice = _notice(self.store, query.get("decided", [""])[0])
+            page = self._inbox(
+                Form(
+                    csrf=self.token(fresh),
+                    by=self.settings.by,
+                    fixed_by=self._proxy_user(user),
+                    notice=notice,
+                )
+            )
+            return _Answer(200, page, cookie=set_cookie)
+        if path == "/runs":
+            chosen = query.get("status", [None])[0] or None
+            runs = self.store.list_runs(limit=_LISTED, status=chosen)
+            return _Answer(200, runs_page(runs, _STATUSES, chosen), cookie=set_cookie)
+        if path.startswith("/runs/") and path.count("/") == 2:
+            return self._run(unquote(path.removeprefix("/runs/")))
+        return _Answer(404, _plain("no such page"))
+
+    def _inbox(self, form: Form) -> str:
+        return inbox_page(approvals.views(self.store, self.store.pending()), form)
+
+    def _run(self, run_id: str) -> _Answer:
+        try:
+            run = self.store.get_run(run_id)
+        except ConfigError:
+            return _Answer(404, _plain(f"no run {run_id!r}"))
+        events = self.store.events(run_id)
+        rows = self.store.approvals(run_id)
+        plan = approvals.plan_items(events, rows)
+        return _Answer(200, run_page(run, plan, rows, events))
+
+    def post(
+        self, path: str, form: dict[str, str], cookie: str | None, user: str | None
+    ) -> _Answer:
+        """Answer the one POST: a decision, checked before anything is recorded."""
+        if path != "/decide":
+            return _Answer(404, _plain("no such form"))
+        if not cookie or not hmac.compare_digest(form.get("csrf", ""), self.token(cookie)):
+            return _Answer(403, _plain("the form's CSRF token is missing or wrong: reload"))
+        run_id, approval_id = form.get("run_id", ""), form.get("approval_id", "")
+        if not form.get("args_hash"):
+            # The decision is bound to the arguments the person saw (the CLI may omit it).
+            return _Answer(400, _plain("the form does not say which arguments you saw: reload"))
+        try:
+            by = self._who(form, user)
+            edited = _edited(form.get("args"))
+            done = approvals.decide(
+                self.store,
+                run_id,
+                approval_id,
+                # Exactly the two buttons: a form without one must not approve.
+                decision=_DECISIONS.get(form.get("decision", ""), "missing"),
+                by=by,
+                reason=form.get("reason", "").strip() or None,
+                edited_args=edited,
+                seen_hash=form["args_hash"],
+            )
+        except LoopwiseError as e:
+            status = 409 if getattr(e, "code", "") in {"stale", "not-pending"} else 400
+            page = self._inbox(
+                Form(
+                    csrf=self.token(cookie),
+                    by=form.get("by") or self.settings.by,
+                    fixed_by=self._proxy_user(user),
+                    error=(run_id, approval_id, str(e)),
+                    notice=None,
+                )
+            )
+            return _Answer(status, page)
+        self._maybe_resume(done.run_id)
+        # Ids are model text (a call id may hold CR/LF): quoted, they stay one header line.
+        decided = urlencode({"decided": f"{done.run_id}/{done.approval_id}"})
+        return _Answer(303, "", location=f"/?{decided}")
+
+    def _proxy_user(self, user: str | None) -> str | None:
+        """Who the proxy says decides (shown instead of a name to type), when it says."""
+        if not self.settings.trust_proxy_user:
+            return None
+        return (
+            user
+            or f"(no user in the {self.settings.trust_proxy_user} header: decisions are refused)"
+        )
+
+    def _who(self, form: dict[str, str], user: str | None) -> str:
+        if self.settings.trust_proxy_user:
+            if not user:
+                raise ConfigError(
+                    f"no user in the {self.settings.trust_proxy_user} header: decisions "
+                    "come through the authenticating proxy",
+                    name="by",
+                )
+            return user
+        by = form.get("by", "").strip() or (self.settings.by or "")
+        if not by:
+            raise ConfigError("say who decides: enter your name", name="by")
+        return by[:200]
+
+    def _maybe_resume(self, run_id: str) -> None:
+        if not self.settings.resume or self.store.pending(run_id):
+            return
+        with self._lock:
+            if run_id in self._resuming and self._resuming[run_id].is_alive():
+                return
+            thread = threading.Thread(
+                target=self._resume, args=(run_id,), name=f"resume-{run_id}", daemon=True
+            )
+            self._resuming[run_id] = thread
+        thread.start()
+
+    def _resume(self, run_id: str) -> None:
+        try:
+            runner.resume(run_id, store=self.store)
+        except LoopwiseError as e:
+            # A run another process took meanwhile (a worker, `loopwise resume`) is that
+            # process's: failing it here would free its conversation while it runs.
+            if self.store.get_run(run_id).status == Status.AWAITING_APPROVAL.value:
+                self.store.mark_failed(run_id, f"loopwise serve could not resume it: {e}")
+
+    def wait_for_resumes(self, timeout: float | None = None) -> None:
+        """Wait until the resumes this server started have ended (for tests, shutdown)."""
+        with self._lock:
+            threads = list(self._resuming.values())
+        for t in threads:
+            t.join(timeout)
+
+
+def _edited(raw: str | None) -> dict[str, Any] | None:
+    if raw is None:
+        return None
+    try:
+        value = json.loads(raw)
+    except (json.JSONDecodeError, RecursionError) as e:
+        raise ConfigError(f"the edited arguments are not valid JSON ({e})", name="args") from e
+    if not isinstance(value, dict):
+        raise ConfigError("the edited arguments must be a JSON object", name="args")
+    return value
+
+
+def _notice(store: RunStore, decided: str) -> str | None:
+    run_id, _, approval_id = decided.partition("/")
+    if not run_id or not approval_id:
+        return None
+    try:
+        found = store.approval(run_id, approval_id)
+    except LoopwiseError:
+        return None
+    if found is None or found.status == "pending":
+        return None
+    return f"{found.approval_id} of run {found.run_id}: {found.status} by {found.decided_by}"
+
+
+def _plain(text: str) -> str:
+    return (
+        "<!doctype html><meta charset='utf-8'><title>loopwise</title>"
+        f"<p>{html.escape(text, quote=True)}</p>"
+    )
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    server_version = "loopwise"
+    sys_version = ""
+
+    def setup(self) -> None:
+        # Without a timeout a client that sends less than its Content-Length, or nothing,
+        # holds its thread (and socket) for ever.
+        super().setup()
+        self.connection.settimeout(self.server.app.settings.read_timeout)
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet: the CLI prints one line
+        return
+
+    def do_GET(self) -> None:
+        if not self._host_ok():
+            return
+        url = urlsplit(self.path)
+        try:
+            answer = self.server.app.get(
+                url.path, parse_qs(url.query), self._cookie(), self._proxy_header()
+            )
+        except LoopwiseError as e:
+            answer = _Answer(500, _plain(f"the store could not be read: {e}"))
+        self._send(answer)
+
+    def do_POST(self) -> None:
+        if not self._host_ok() or not self._origin_ok():
+            return
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if length < 0:  # read(-1) would read until the client closes
+            self._send(_Answer(400, _plain("the form's Content-Length is not a size")))
+            return
+        if length > _MAX_BODY:
+            self._send(_Answer(413, _plain("the form is too large")))
+            return
+        raw = self.rfile.read(length).decode("utf-8", "replace")
+        fields = {k: v[0] for k, v in parse_qs(raw, keep_blank_values=True).items()}
+        user = self._proxy_header()
+        self._send(self.server.app.post(urlsplit(self.path).path, fields, self._cookie(), user))
+
+    def _proxy_header(self) -> str | None:
+        header = self.server.app.settings.trust_proxy_user
+        return self.headers.get(header) if header else None
+
+    def do_PUT(self) -> None:
+        self._send(_Answer(405, _plain("method not allowed")))
+
+    do_DELETE = do_PATCH = do_PUT
+
+    def _cookie(self) -> str | None:
+        try:
+            jar = SimpleCookie(self.headers.get("Cookie") or "")
+        except CookieError:
+            return None
+        morsel = jar.get(_COOKIE)
+        return morsel.value if morsel is not None and morsel.value else None
+
+    def _host_ok(self) -> bool:
+        if not self.server.loopback_only:
+            return True
+        host = (self.headers.get("Host") or "").rsplit(":", 1)[0].lower()
+        if is_loopback(host):
+            return True
+        self._send(_Answer(421, _plain("this server answers loopback names only")))
+        return False
+
+    def _origin_ok(self) -> bool:
+        origin = self.headers.get("Origin")
+        if origin is None or urlsplit(origin).netloc == self.headers.get("Host"):
+            return True
+        self._send(_Answer(403, _plain("a form from another site cannot decide here")))
+        return False
+
+    def _send(self, answer: _Answer) -> None:
+        body = answer.body.encode()
+        self.send_response(answer.status, HTTPStatus(answer.status).phrase)
+        self.send_header("Content-Type", answer.content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Content-Security-Policy", CSP)
+        self.send_header("X-Content-Type-Options", "nosniff")
+        # same-origin, not no-referrer: under no-referrer a browser sends `Origin: null`
+        # with the form, which the origin check must refuse.
+        self.send_header("Referrer-Policy", "same-origin")
+        self.send_header("Cache-Control", "no-store")
+        if answer.location:
+            self.send_header("Location", answer.location)
+        if answer.cookie:
+            self.send_header(
+                "Set-Cookie", f"{_COOKIE}={answer.cookie}; Path=/; HttpOnly; SameSite=Strict"
+            )
+        self.end_headers()
+        self.wfile.write(body)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, app: Inbox) -> None:
+        self.app = app
+        self.loopback_only = is_loopback(app.settings.host)
+        super().__init__((app.settings.host, app.settings.port), _Handler)
+
+
+def make_server(
+    settings: ServeSettings, *, store: RunStore | None = None
+) -> tuple[_Server, Callable[[], str]]:
+    """The HTTP server (not yet serving) and a function giving its URL.
+
+    ``store`` is used as given, else the store ``settings.store`` names is opened.
+    Raises :class:`~loopwise.errors.StoreError` when the store cannot be opened and
+    :class:`OSError` when the address is taken.
+    """
+    app = Inbox(store if store is not None else open_store(settings.store), settings)
+    server = _Server(app)
+
+    def url() -> str:
+        host, port = str(server.server_address[0]), int(server.server_address[1])
+        shown = f"[{host}]" if ":" in host else host
+        return f"http://{shown}:{port}"
+
+    return server, url

@@ -1,0 +1,521 @@
+"""The approvals inbox's pages, as HTML strings: the inbox, a run, the runs list.
+
+Rendered on the server with no script and no external resource (the stylesheet is
+:data:`STYLESHEET`, served by :mod:`loopwise.serve.app` from the same origin), so the pages
+work offline and under a strict Content-Security-Policy. Everything that came from a
+run — arguments, tool output, reasons, step ids — is model or user text and is escaped
+where it is written into the page; nested arguments are shown as nested lists, not as
+one line of JSON. Plans are drawn by :func:`loopwise.core.svg.graph_svg`, the report's drawing.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+from loopwise.core.events import Event, EventType
+from loopwise.core.shape import Edge, Graph, Node
+from loopwise.core.svg import EFFECT_COLORS, graph_svg
+from loopwise.running.approvals import ApprovalView, PlanItem
+from loopwise.store.base import StoredApproval, StoredRun
+from loopwise.tools.audit import event_summary
+
+__all__ = [
+    "EDITABLE_CHARS",
+    "STYLESHEET",
+    "Form",
+    "inbox_page",
+    "plan_graph",
+    "ran_graph",
+    "readable",
+    "run_page",
+    "runs_page",
+]
+
+_MAX_DEPTH = 6
+_MAX_ITEMS = 200
+_MAX_TEXT = 20_000
+_LONG_TEXT = 1_000
+EDITABLE_CHARS = 64_000
+"""Arguments whose JSON is longer are not put in the page's edit box: the form could not
+carry them back (:mod:`loopwise.serve.app` takes forms of up to 256 KiB, URL-encoded)."""
+
+
+def _e(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _path(*parts: str) -> str:
+    return "/" + "/".join(quote(p, safe="") for p in parts)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Form:
+    """What every decision form carries besides the decision."""
+
+    csrf: str
+    """The token that proves the form came from this server's page."""
+    by: str | None
+    """The approver's name to prefill (``--by``), when known."""
+    fixed_by: str | None = None
+    """The approver's name from the authenticating proxy: shown, not asked."""
+    error: tuple[str, str, str] | None = None
+    """``(run_id, approval_id, message)`` of a refused decision, shown at its approval."""
+    notice: str | None = None
+    """A line about the decision just made."""
+
+
+def readable(value: Any, depth: int = 0) -> str:
+    """``value`` as HTML a person reads: objects as definition lists, lists as lists,
+    text with its line breaks; bounded in depth and length."""
+    if depth >= _MAX_DEPTH:
+        return f"<code>{_e(_clip(json.dumps(value, default=str), 200))}</code>"
+    if isinstance(value, Mapping):
+        if not value:
+            return "<span class='meta'>(none)</span>"
+        rows = [
+            f"<dt>{_e(k)}</dt><dd>{readable(v, depth + 1)}</dd>"
+            for k, v in list(value.items())[:_MAX_ITEMS]
+        ]
+        return f"<dl class='args'>{''.join(rows)}</dl>"
+    if isinstance(value, list | tuple):
+        if not value:
+            return "<span class='meta'>(empty list)</span>"
+        items = "".join(f"<li>{readable(v, depth + 1)}</li>" for v in value[:_MAX_ITEMS])
+        return f"<ol class='args'>{items}</ol>"
+    if isinstance(value, str) and len(value) > _LONG_TEXT:
+        # Scrolls in its own box, so the decision's forms stay near the top of the card.
+        return f"<div class='text long'>{_e(_clip(value, _MAX_TEXT))}</div>"
+    if isinstance(value, str):
+        return f"<span class='text'>{_e(value)}</span>"
+    return f"<code>{_e(json.dumps(value, default=str))}</code>"
+
+
+def _clip(text: str, n: int) -> str:
+    if len(text) <= n:
+        return text
+    return text[:n] + f"… ({len(text) - n:,} more characters; loopwise runs show --json has all)"
+
+
+def _page(title: str, body: str, *, nav: str = "inbox") -> str:
+    links = (("inbox", "/", "Inbox"), ("runs", "/runs", "Runs"))
+    menu = " ".join(
+        f"<a href='{href}'{' aria-current=page' if key == nav else ''}>{label}</a>"
+        for key, href, label in links
+    )
+    return (
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<title>{_e(title)} · loopwise</title>"
+        "<link rel='stylesheet' href='/static/inbox.css'></head><body>"
+        f"<header><strong>loopwise</strong> <nav>{menu}</nav></header>"
+        f"<main>{body}</main></body></html>"
+    )
+
+
+def _effect(effect: str | None) -> str:
+    name = effect or "unknown"
+    return f"<span class='effect {_e(name)}'>{_e(name)}</span>"
+
+
+def _state(state: str) -> str:
+    return f"<span class='state {_e(state)}'>{_e(state)}</span>"
+
+
+def inbox_page(waiting: Sequence[ApprovalView], form: Form) -> str:
+    """Every pending approval, newest first, each with what is decided and the forms."""
+    notice = f"<p class='notice' role='status'>{_e(form.notice)}</p>" if form.notice else ""
+    shown = {(v.approval.run_id, v.approval.approval_id) for v in waiting}
+    if form.error is not None and form.error[:2] not in shown:
+        notice += f"<p class='error' role='alert'>{_e(form.error[2])}</p>"
+    if not waiting:
+        body = "<p class='empty'>Nothing waits for a decision.</p>"
+    else:
+        ordered = sorted(waiting, key=lambda v: v.approval.requested_at, reverse=True)
+        body = "".join(_card(v, form) for v in ordered)
+    count = f"{len(waiting)} pending approval{'' if len(waiting) == 1 else 's'}"
+    return _page("Inbox", f"<h1>Inbox <span class='meta'>{count}</span></h1>{notice}{body}")
+
+
+def _card(v: ApprovalView, form: Form) -> str:
+    a = v.approval
+    facts = [("Why a person decides", _e(a.reason or "the gate asks a person"))]
+    if v.why:
+        facts.insert(0, ("Planner's reason", _e(v.why)))
+    if a.tainted_by:
+        facts.append(
+            ("Untrusted input", f"<strong class='warn'>tainted by {_e(a.tainted_by)}</strong>")
+        )
+    if v.at_stake is not None:
+        facts.append(("At stake", f"{v.at_stake:,.2f} <span class='meta'>(estimate)</span>"))
+    if v.note:
+        facts.append(("Note", _e(v.note)))
+    dl = "".join(f"<dt>{k}</dt><dd>{val}</dd>" for k, val in facts)
+    run = _path("runs", a.run_id)
+    return (
+        f"<article class='approval' id='{_e(_anchor(a))}'>"
+        f"<h2>{_e(a.tool)} {_effect(a.effect)}</h2>"
+        f"<p class='meta'>run <a href='{run}'>{_e(a.run_id)}</a>"
+        + (f" of <strong>{_e(v.target)}</strong>" if v.target else "")
+        + " · approval "
+        f"<code>{_e(a.approval_id)}</code> · step <code>{_e(a.step)}</code> · asked "
+        f"{_e(a.requested_at[:19].replace('T', ' '))} UTC</p>"
+        f"<dl class='facts'>{dl}</dl>"
+        f"<h3>Arguments</h3>{readable(a.args)}"
+        f"{_plan_list(v)}{_decided(v.decided)}{_forms(v, form)}</article>"
+    )
+
+
+def _anchor(a: StoredApproval) -> str:
+    return f"a-{a.run_id}-{a.approval_id}"
+
+
+def _plan_list(v: ApprovalView) -> str:
+    if not v.plan:
+        return ""
+    rows = []
+    for p in v.plan:
+        here = " class='here'" if p.id == v.plan_step else ""
+        after = f" <span class='meta'>after {_e(', '.join(p.depends_on))}</span>"
+        rows.append(
+            f"<li{here}><code>{_e(p.id)}</code> {_e(p.action)} {_effect(p.effect)} "
+            f"{_state(p.state)}{after if p.depends_on else ''}<br>"
+            f"<span class='meta'>{_e(p.reason)}</span></li>"
+        )
+    return f"<h3>The plan around it</h3><ol class='plan'>{''.join(rows)}</ol>"
+
+
+def _decided(decided: Sequence[StoredApproval]) -> str:
+    if not decided:
+        return ""
+    rows = "".join(
+        f"<li><code>{_e(d.approval_id)}</code> {_e(d.tool)}: {_state(d.status)} by "
+        f"<strong>{_e(d.decided_by)}</strong>"
+        + (f" — {_e(d.decision_reason)}" if d.decision_reason else "")
+        + "</li>"
+        for d in decided
+    )
+    return f"<h3>Decided already in this run</h3><ul class='decided'>{rows}</ul>"
+
+
+def _hidden(v: ApprovalView, form: Form) -> str:
+    a = v.approval
+    fields = {
+        "csrf": form.csrf,
+        "run_id": a.run_id,
+        "approval_id": a.approval_id,
+        "args_hash": a.args_hash,
+    }
+    return "".join(f"<input type='hidden' name='{k}' value='{_e(x)}'>" for k, x in fields.items())
+
+
+def _who(form: Form, key: str) -> str:
+    if form.fixed_by is not None:
+        return f"<p class='meta'>deciding as <strong>{_e(form.fixed_by)}</strong></p>"
+    return (
+        f"<label for='by-{key}'>Your name</label>"
+        f"<input id='by-{key}' name='by' required autocomplete='name' "
+        f"value='{_e(form.by or '')}'>"
+    )
+
+
+def _forms(v: ApprovalView, form: Form) -> str:
+    a = v.approval
+    key = _e(_anchor(a))
+    error = ""
+    if form.error is not None and form.error[:2] == (a.run_id, a.approval_id):
+        error = f"<p class='error' role='alert'>{_e(form.error[2])}</p>"
+    decide = (
+        f"<form method='post' action='/decide' class='decide'>{_hidden(v, form)}"
+        f"{_who(form, key)}"
+        f"<label for='reason-{key}'>Reason <span class='meta'>(needed to deny; the model "
+        f"reads it)</span></label><textarea id='reason-{key}' name='reason' rows='2'>"
+        "</textarea><div class='buttons'>"
+        "<button name='decision' value='approve' class='approve'>Approve</button>"
+        "<button name='decision' value='deny' class='deny'>Deny</button></div></form>"
+    )
+    shown = json.dumps(a.args, indent=2, ensure_ascii=False)
+    if not v.editable:
+        edit = "<p class='meta'>A whole plan is approved or denied, not edited.</p>"
+    elif len(shown) > EDITABLE_CHARS:
+        edit = (
+            f"<p class='meta'>These arguments are too large to edit here ({len(shown):,} "
+            "characters): edit them with <code>loopwise approve "
+            f"{_e(a.run_id)} --approval {_e(a.approval_id)} --args @edited.json</code>.</p>"
+        )
+    else:
+        edit = (
+            "<details><summary>Edit arguments</summary>"
+            f"<form method='post' action='/decide' class='edit'>{_hidden(v, form)}"
+            f"{_who(form, key + '-e')}"
+            f"<label for='args-{key}'>Arguments (JSON object; checked against the tool's "
+            f"schema and policy before anything is recorded)</label>"
+            f"<textarea id='args-{key}' name='args' rows='6'>"
+            f"{_e(shown)}</textarea>"
+            f"<label for='ereason-{key}'>Reason</label>"
+            f"<textarea id='ereason-{key}' name='reason' rows='2'></textarea>"
+            "<div class='buttons'><button name='decision' value='approve' "
+            "class='approve'>Approve edited</button></div></form></details>"
+        )
+    return f"<section class='decision'>{error}{decide}{edit}</section>"
+
+
+def plan_graph(plan: Sequence[PlanItem]) -> Graph:
+    """A proposed plan as a :class:`Graph`: one node per step (its effect as the kind),
+    edges from its dependencies."""
+    nodes = tuple(
+        Node(id=p.id, label=f"{p.id}: {p.action}", kind=p.effect or "unknown") for p in plan
+    )
+    known = {p.id for p in plan}
+    edges = tuple(Edge(source=d, target=p.id) for p in plan for d in p.depends_on if d in known)
+    return Graph(nodes=nodes, edges=edges)
+
+
+_LEGEND = (
+    "<p class='meta legend'>border: "
+    + ", ".join(f"<span class='effect {k}'>{k}</span>" for k in EFFECT_COLORS)
+    + " · fill: step state</p>"
+)
+
+
+def run_page(
+    run: StoredRun,
+    plan: Sequence[PlanItem],
+    approvals: Sequence[StoredApproval],
+    events: Sequence[Event],
+) -> str:
+    """A run: its status, its plan drawn with each step's state (or, without a plan, what
+    it ran), every approval with who decided, and the whole audit log.
+
+    Drawn from the store's record alone: showing a run never loads its target's code."""
+    head = (
+        f"<h1>Run <code>{_e(run.run_id)}</code> {_state(run.status)}</h1>"
+        f"<p class='meta'>{_e(run.target)}"
+        + (f" · {_e(run.spec)}" if run.spec else "")
+        + f" · started {_e(run.created_at[:19].replace('T', ' '))} UTC"
+        + (f" · model {_e(run.model)}" if run.model else "")
+        + "</p>"
+        + (f"<p class='detail'>{_e(run.detail)}</p>" if run.detail else "")
+    )
+    return _page(
+        f"Run {run.run_id}",
+        head
+        + _drawing(run, plan, events)
+        + _plan_table(plan)
+        + _approvals_table(approvals)
+        + _audit(events),
+        nav="runs",
+    )
+
+
+def _drawing(run: StoredRun, plan: Sequence[PlanItem], events: Sequence[Event]) -> str:
+    if plan:
+        svg = graph_svg(plan_graph(plan), name="the plan", states={p.id: p.state for p in plan})
+        return f"<h2>The plan</h2><figure class='drawing'>{svg}</figure>{_LEGEND}"
+    ran, states = ran_graph(run.status, events)
+    if len(ran.nodes) < 2:
+        return ""
+    svg = graph_svg(ran, name=f"what run {run.run_id} ran", states=states)
+    return (
+        "<h2>What it ran <span class='meta'>(the steps and tools its target entered)"
+        f"</span></h2><figure class='drawing'>{svg}</figure>"
+    )
+
+
+_RUN_STATES = {
+    "completed": "done",
+    "awaiting_approval": "pending",
+    "running": "planned",
+    "queued": "planned",
+    "denied": "denied",
+}
+
+
+def ran_graph(status: str, events: Sequence[Event]) -> tuple[Graph, dict[str, str]]:
+    """What a run without a plan did, from its log: its target, the steps it entered
+    directly and the tools it called itself (each with how often), and each one's state."""
+    started = [e for e in events if e.type is EventType.STEP_STARTED]
+    if not started:
+        return Graph(nodes=()), {}
+    root = started[0].step
+    me = Node(id=root, label=root, kind=str(started[0].data.get("kind") or "step"))
+    nodes: dict[str, Node] = {}
+    calls: dict[str, int] = {}
+    states = {root: _RUN_STATES.get(status, "failed")}
+    for e in events:
+        if e.type is EventType.STEP_STARTED and e.step.rpartition("/")[0] == root:
+            name = e.step.rpartition("/")[2]
+            nodes.setdefault(e.step, Node(id=e.step, label=name, kind=str(e.data.get("kind"))))
+            states.setdefault(e.step, "planned")
+        elif e.type is EventType.STEP_FINISHED and e.step in nodes:
+            states[e.step] = "done"
+        elif e.type is EventType.TOOL_CALL and e.step == root:
+            tool = str(e.data.get("tool"))
+            key = f"{root}/tool:{tool}"
+            nodes.setdefault(key, Node(id=key, label=tool, kind=str(e.data.get("effect"))))
+            calls[key] = calls.get(key, 0) + 1
+            states.setdefault(key, "done")
+        elif e.type is EventType.TOOL_RESULT and e.step == root and e.data.get("is_error"):
+            states[f"{root}/tool:{e.data.get('tool')}"] = "failed"
+    edges = tuple(
+        Edge(source=root, target=k, label=f"×{calls[k]}" if calls.get(k, 1) > 1 else "")
+        for k in nodes
+    )
+    return Graph(nodes=(me, *nodes.values()), edges=edges), states
+
+
+def _plan_table(plan: Sequence[PlanItem]) -> str:
+    if not plan:
+        return ""
+    rows = "".join(
+        f"<tr><td><code>{_e(p.id)}</code></td><td>{_e(p.action)}</td><td>{_effect(p.effect)}"
+        f"</td><td>{_state(p.state)}</td><td class='wide'>{_e(p.reason)}</td>"
+        f"<td class='wide'>{readable(p.args)}</td></tr>"
+        for p in plan
+    )
+    return (
+        "<div class='scroll'><table><thead><tr><th>step</th><th>action</th><th>effect</th>"
+        f"<th>state</th><th>planner's reason</th><th>arguments</th></tr></thead>"
+        f"<tbody>{rows}</tbody></table></div>"
+    )
+
+
+def _approvals_table(approvals: Sequence[StoredApproval]) -> str:
+    if not approvals:
+        return ""
+    rows = "".join(
+        f"<tr><td><code>{_e(a.approval_id)}</code></td><td>{_e(a.tool)}</td>"
+        f"<td>{_state(a.status)}</td><td>{_e(a.decided_by or '')}</td>"
+        f"<td>{_e((a.decided_at or '')[:19].replace('T', ' '))}</td>"
+        f"<td>{_e(a.decision_reason or '')}</td></tr>"
+        for a in approvals
+    )
+    return (
+        "<h2>Approvals</h2><div class='scroll'><table class='approvals'><thead><tr>"
+        "<th>approval</th><th>action</th><th>decision</th><th>by</th><th>when (UTC)</th>"
+        "<th>why</th></tr>"
+        f"</thead><tbody>{rows}</tbody></table></div>"
+    )
+
+
+_AUDIT_HEAD, _AUDIT_TAIL = 100, 1_900
+"""A long run's audit log shows its first and its latest events (the page stays a page)."""
+
+
+def _audit(events: Sequence[Event]) -> str:
+    def row(e: Event) -> str:
+        return (
+            f"<tr class='{_e(e.type)}'><td>{e.seq}</td><td>{_e(e.type)}</td>"
+            f"<td><code>{_e(e.step)}</code></td><td>{_e(e.at[11:19])}</td>"
+            f"<td class='text'>{_e(_clip(event_summary(str(e.type), e.data), 600))}</td></tr>"
+        )
+
+    left_out = len(events) - _AUDIT_HEAD - _AUDIT_TAIL
+    if left_out <= 0:
+        rows = "".join(map(row, events))
+    else:
+        gap = (
+            f"<tr><td colspan='5' class='meta'>… {left_out:,} events not shown here "
+            "(loopwise runs show RUN_ID --json has every one)</td></tr>"
+        )
+        head, tail = events[:_AUDIT_HEAD], events[-_AUDIT_TAIL:]
+        rows = "".join(map(row, head)) + gap + "".join(map(row, tail))
+    return (
+        f"<h2>Audit log <span class='meta'>{len(events):,} events</span></h2>"
+        "<div class='scroll'><table class='audit'><thead><tr><th>#</th><th>event</th>"
+        f"<th>step</th><th>at</th><th>what</th></tr></thead><tbody>{rows}</tbody></table></div>"
+    )
+
+
+def runs_page(runs: Sequence[StoredRun], statuses: Sequence[str], chosen: str | None) -> str:
+    """The most recent runs, filtered by status (``chosen``), with a link per status."""
+    filters = ["<a href='/runs'" + ("" if chosen else " aria-current=page") + ">all</a>"]
+    filters += [
+        f"<a href='/runs?status={quote(s)}'"
+        + (" aria-current=page" if s == chosen else "")
+        + f">{_e(s)}</a>"
+        for s in statuses
+    ]
+    rows = "".join(
+        f"<tr><td><a href='{_path('runs', r.run_id)}'><code>{_e(r.run_id)}</code></a></td>"
+        f"<td>{_state(r.status)}</td><td>{_e(r.target)}</td>"
+        f"<td>{_e(r.created_at[:19].replace('T', ' '))}</td></tr>"
+        for r in runs
+    )
+    table = (
+        "<div class='scroll'><table><thead><tr><th>run</th><th>status</th><th>target</th>"
+        f"<th>started (UTC)</th></tr></thead><tbody>{rows}</tbody></table></div>"
+        if runs
+        else "<p class='empty'>No runs.</p>"
+    )
+    return _page(
+        "Runs", f"<h1>Runs</h1><nav class='filters'>{' '.join(filters)}</nav>{table}", nav="runs"
+    )
+
+
+STYLESHEET = """
+*{box-sizing:border-box}
+body{margin:0;font:15px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;color:#111827;
+background:#f9fafb}
+header{display:flex;gap:16px;align-items:center;padding:10px 16px;background:#111827;
+color:#fff}
+header a{color:#d1d5db;margin-right:12px;text-decoration:none}
+header a[aria-current]{color:#fff;text-decoration:underline}
+main{max-width:1100px;margin:0 auto;padding:16px;overflow-wrap:anywhere}
+h1{font-size:1.4rem}h2{font-size:1.15rem;margin:.2rem 0}h3{font-size:.95rem;margin:1rem 0 .3rem}
+.meta{color:#6b7280;font-size:.85rem;font-weight:normal}
+code{font:13px ui-monospace,Menlo,monospace;overflow-wrap:anywhere}
+.approval{background:#fff;border:1px solid #e5e7eb;border-radius:8px;padding:14px 16px;
+margin:0 0 16px}
+dl.facts{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:4px 12px;margin:8px 0}
+dl.facts dt{font-weight:600}dl.facts dd{margin:0;min-width:0}
+dl.args{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:2px 10px;margin:0}
+dl.args dt{color:#374151;font-weight:600}dl.args dd{margin:0;min-width:0}
+ol.args{margin:0;padding-left:1.4em}
+.text{white-space:pre-wrap;overflow-wrap:anywhere}
+.long{max-height:16em;overflow:auto;border:1px solid #e5e7eb;border-radius:4px;padding:4px 6px;
+background:#f9fafb}
+.effect,.state{display:inline-block;white-space:nowrap;font-size:.75rem;padding:1px 7px;
+border-radius:10px;border:1px solid #9ca3af;color:#374151;font-weight:600;vertical-align:middle}
+.effect.read{border-color:#16a34a;color:#166534}
+.effect.write{border-color:#f59e0b;color:#92400e}
+.effect.irreversible{border-color:#dc2626;color:#991b1b}
+.state.pending,.state.awaiting_approval{background:#fef3c7}
+.state.done,.state.completed,.state.approved,.state.edited{background:#dcfce7}
+.state.denied,.state.failed,.state.error{background:#fee2e2}
+.state.skipped,.state.planned{background:#f3f4f6}
+ol.plan{padding-left:1.4em}ol.plan li{margin:3px 0}
+ol.plan li.here{background:#fef9c3;border-radius:4px;padding:2px 4px}
+.warn{color:#b91c1c}
+.decision{border-top:1px solid #e5e7eb;margin-top:12px;padding-top:10px}
+form{display:grid;gap:6px;max-width:640px}
+label{font-weight:600;font-size:.9rem}
+input,textarea{font:inherit;padding:6px 8px;border:1px solid #d1d5db;border-radius:6px;
+width:100%}
+textarea[name=args]{font:13px ui-monospace,Menlo,monospace}
+.buttons{display:flex;gap:8px;flex-wrap:wrap}
+button{font:inherit;font-weight:600;padding:8px 18px;border-radius:6px;border:1px solid;
+cursor:pointer}
+button.approve{background:#16a34a;border-color:#15803d;color:#fff}
+button.deny{background:#fff;border-color:#dc2626;color:#b91c1c}
+details{margin-top:10px}summary{cursor:pointer;font-weight:600}
+.error{background:#fee2e2;border:1px solid #fca5a5;padding:8px;border-radius:6px}
+.notice{background:#dcfce7;border:1px solid #86efac;padding:8px;border-radius:6px}
+.empty{color:#6b7280}
+.drawing{margin:8px 0;overflow-x:auto}.drawing svg{max-width:100%;height:auto;
+font:11px system-ui,sans-serif}
+.scroll{overflow-x:auto}
+table{border-collapse:collapse;width:100%;background:#fff;font-size:.9rem;
+overflow-wrap:normal}
+th,table code{white-space:nowrap}td.wide{min-width:14em}
+th,td{border-bottom:1px solid #e5e7eb;padding:5px 8px;text-align:left;vertical-align:top}
+table.audit td.text{max-width:520px;min-width:16em}
+nav.filters a{margin-right:10px}nav.filters a[aria-current]{font-weight:700}
+@media (max-width:600px){main{padding:10px}dl.facts,dl.args{grid-template-columns:1fr}
+dl.facts dd{margin-bottom:6px}h1{font-size:1.2rem}}
+"""
+"""The pages' one stylesheet (served at ``/static/inbox.css``)."""

@@ -1,0 +1,332 @@
+"""The run store: runs, their ordered events and their approvals, behind one interface.
+
+:class:`RunStore` is the interface; :class:`SQLiteStore` (one file, the embedded default)
+and :class:`~loopwise.postgres.PostgresStore` (many workers on many machines) implement
+it on :class:`~loopwise.store.sql.SQLStore`, which holds every statement both run, so the
+two keep one semantics. :func:`loopwise.store.open.open_store` picks one from a path or URL.
+A store is an :class:`~loopwise.core.events.EventSink`: a run streams every event into it as
+it happens, and the store keeps the ``runs`` row (status, output, usage) and the
+``approvals`` rows (from ``gate_requested``/``gate_decided`` events) in step with the log.
+
+How the SQL stores keep events durable, lease runs and share a database is
+:mod:`loopwise.store.sql`'s.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import urllib.parse
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from loopwise.core.events import Event, Status
+from loopwise.errors import DecisionError
+
+__all__ = [
+    "DEFAULT_LEASE_SECONDS",
+    "DEFAULT_STORE_PATH",
+    "QUEUED",
+    "RESUMABLE",
+    "RunStore",
+    "StoredApproval",
+    "StoredRun",
+    "Tx",
+    "default_store_path",
+    "not_pending",
+    "redact",
+]
+
+DEFAULT_STORE_PATH = ".loopwise/runs.db"
+"""Where the store lives when neither an argument nor ``LOOPWISE_STORE`` says."""
+
+DEFAULT_LEASE_SECONDS = 30.0
+"""How long a run's owner may go silent before another process may take the run over."""
+
+RESUMABLE = frozenset(
+    {"running", Status.AWAITING_APPROVAL.value, Status.ERROR.value, Status.CANCELLED.value}
+)
+"""Stored statuses a resume continues: ``running`` (the process died mid-run), ``error``
+(the model API failed, a step raised) and ``cancelled`` (interrupted) too, so a run is
+not started over (its effects done again under new keys) once the cause is fixed."""
+
+QUEUED = "queued"
+"""The stored status of a run recorded for a worker to start (``run --queue``)."""
+
+
+_PASSWORDS = re.compile(
+    r"((?:^[A-Za-z][A-Za-z0-9+.-]*:|://)[^:/@?#\s]*):([^@/?#\s]*)@|([?&]password=)([^&#\s]*)",
+    re.IGNORECASE,
+)
+"""A URL's passwords: ``user:PASSWORD@`` before the host (also in a URL missing its
+``//``), ``password=PASSWORD`` in the query (libpq reads both)."""
+
+
+def redact(text: str, url: str | None = None) -> str:
+    """``text`` with the passwords of ``url`` (default: of ``text`` itself, a URL) replaced
+    by ``***``, also where ``text`` quotes them undecoded or decoded (a driver's message
+    about a malformed URL may)."""
+    secrets = {
+        found
+        for m in _PASSWORDS.finditer(text if url is None else url)
+        for raw in (m.group(2), m.group(4))
+        if raw
+        for found in (raw, urllib.parse.unquote(raw))
+    }
+    text = _PASSWORDS.sub(lambda m: f"{m[1]}:***@" if m[1] else f"{m[3]}***", text)
+    # Not one or two letters: they would blot out words of the message, not a secret.
+    for secret in sorted((s for s in secrets if len(s) > 2), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
+def default_store_path(path: str | os.PathLike[str] | None = None) -> Path:
+    """``path``, else ``$LOOPWISE_STORE``, else ``.loopwise/runs.db``."""
+    return Path(path or os.environ.get("LOOPWISE_STORE") or DEFAULT_STORE_PATH)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StoredRun:
+    """One run as the store has it."""
+
+    run_id: str
+    """The run's id."""
+    target: str
+    """The step's name."""
+    spec: str | None
+    """How to load the target again (``path.py:name``); ``None`` when not recorded."""
+    status: str
+    """A :class:`~loopwise.core.step.Status` value, or ``running``/``queued``."""
+    detail: str | None
+    """Why the run ended as it did, when it says."""
+    input: Any
+    """The run's input (JSON)."""
+    output: Any
+    """The run's output (JSON), once finished."""
+    usage: dict[str, Any] | None
+    """The run's usage so far (``Usage.to_dict()``)."""
+    model: str | None
+    """The model's name the run started with."""
+    options: dict[str, Any]
+    """The limits the run started with (budget, max_steps)."""
+    owner: str | None
+    """The process (``host:pid``) that runs or last ran it."""
+    lease_until: float | None
+    """When the owner's lease lapses (seconds since the epoch, database clock)."""
+    created_at: str
+    """ISO-8601 UTC."""
+    updated_at: str
+    """ISO-8601 UTC."""
+    conversation: str | None = None
+    """The conversation the run is a message of, if any."""
+    turn: int | None = None
+    """Which message of its conversation it is (from 1)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (``runs list --json``)."""
+        return asdict(self)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StoredApproval:
+    """One gate request of a run and, once decided, its decision."""
+
+    run_id: str
+    """The run it belongs to."""
+    approval_id: str
+    """Its id within the run."""
+    step: str
+    """The step that asked."""
+    tool: str
+    """The tool or action to approve."""
+    call_id: str | None
+    """The tool call it gates."""
+    args: Any
+    """The arguments asked about."""
+    effect: str | None
+    """The tool's effect (``write``/``irreversible``)."""
+    reason: str | None
+    """Why the gate asked."""
+    tainted_by: str | None
+    """The untrusted source that preceded the call, if any."""
+    args_hash: str
+    """The hash of tool + arguments a decision is bound to."""
+    status: str
+    """``pending``, ``approved``, ``denied`` or ``edited``."""
+    requested_at: str
+    """ISO-8601 UTC."""
+    decided_by: str | None
+    """Who decided."""
+    decided_at: str | None
+    """When (ISO-8601 UTC)."""
+    decision_reason: str | None
+    """Why, as the decider said."""
+    edited_args: Any
+    """The arguments an ``edited`` decision approved instead."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return asdict(self)
+
+
+class Tx(Protocol):
+    """One open transaction of a store's connection."""
+
+    def rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[Mapping[str, Any]]:
+        """Run a query; its rows as mappings."""
+        ...
+
+    def run(self, sql: str, params: tuple[Any, ...] = ()) -> int:
+        """Run a statement; the number of rows it changed."""
+        ...
+
+    def run_many(self, sql: str, rows: list[tuple[Any, ...]]) -> int:
+        """Run a statement once per parameter row; the number of rows changed in all."""
+        ...
+
+
+class RunStore(Protocol):
+    """What loopwise needs from a run store (:class:`~loopwise.store.sql.SQLStore`
+    implements it twice)."""
+
+    lease_seconds: float
+    """How long a run's lease lasts without renewal."""
+
+    def record(self, run_id: str, event: Event) -> None:
+        """Append ``event`` to the run's log (the :class:`EventSink` method)."""
+        ...
+
+    def record_many(self, run_id: str, events: list[Event]) -> None:
+        """Append several events, all or none (the gate requests of one turn)."""
+        ...
+
+    def create_run(
+        self,
+        run_id: str,
+        *,
+        target: str,
+        spec: str | None,
+        input: Any,
+        model: str | None,
+        options: dict[str, Any],
+        owner: str | None = None,
+        queued: bool = False,
+        conversation: str | None = None,
+    ) -> None:
+        """Register a run before its first event, with what resuming it needs (as the
+        next message of ``conversation``, when given)."""
+        ...
+
+    def claim(self, run_id: str, owner: str, *, alive: Callable[[str], bool]) -> bool:
+        """Take a paused or interrupted run for resuming, atomically."""
+        ...
+
+    def claim_next(self, owner: str) -> StoredRun | None:
+        """Take the oldest run a worker should execute now; the run as it was before."""
+        ...
+
+    def hold(self, run_id: str, owner: str) -> Any:
+        """A context manager renewing the run's lease while it runs here."""
+        ...
+
+    def wait_for_work(self, timeout: float) -> None:
+        """Return when a run may have become claimable, or after ``timeout`` seconds."""
+        ...
+
+    def get_run(self, run_id: str) -> StoredRun:
+        """The run; :class:`ConfigError` when there is no such run."""
+        ...
+
+    def list_runs(
+        self, *, limit: int = 50, conversation: str | None = None, status: str | None = None
+    ) -> list[StoredRun]:
+        """The most recent runs first (of one conversation, of one status, when given)."""
+        ...
+
+    def conversation_runs(self, conversation: str) -> list[StoredRun]:
+        """The runs of a conversation in the order they were sent (empty when unknown)."""
+        ...
+
+    def events(self, run_id: str) -> list[Event]:
+        """The run's events in ``seq`` order."""
+        ...
+
+    def show(self, run_id: str) -> dict[str, Any]:
+        """The audit log: run fields plus every event (DESIGN §11)."""
+        ...
+
+    def journal(self, run_id: str) -> dict[str, dict[str, Any]]:
+        """``{key: data}`` of every event that carries a journal ``key``."""
+        ...
+
+    def pending(self, run_id: str | None = None) -> list[StoredApproval]:
+        """Undecided approvals (of one run, or of all)."""
+        ...
+
+    def approvals(self, run_id: str) -> list[StoredApproval]:
+        """Every approval of a run, decided or not."""
+        ...
+
+    def approval(self, run_id: str, approval_id: str) -> StoredApproval | None:
+        """One approval of a run, or ``None``."""
+        ...
+
+    def decide(
+        self,
+        run_id: str,
+        approval_id: str,
+        *,
+        decision: str,
+        by: str,
+        reason: str | None = None,
+        edited_args: dict[str, Any] | None = None,
+        seen_hash: str | None = None,
+    ) -> StoredApproval:
+        """Record a human decision on a pending approval; return the updated approval."""
+        ...
+
+    def mark_paused(self, run_id: str, detail: str) -> None:
+        """Mark a ``running`` run of a dead process that waits on approvals as paused."""
+        ...
+
+    def mark_failed(self, run_id: str, detail: str) -> None:
+        """Mark a run that raised before finishing as ``error``."""
+        ...
+
+    def save_eval(
+        self,
+        eval_id: str,
+        *,
+        dataset: str,
+        created_at: str,
+        summaries: Mapping[str, dict[str, Any]],
+    ) -> None:
+        """Keep an eval's summary per target (its runs are runs of this store already)."""
+        ...
+
+    def last_eval(
+        self, target: str, *, dataset: str, before: str, model: str | None = None
+    ) -> dict[str, Any] | None:
+        """The newest summary of ``target`` on ``dataset`` from an eval no later than
+        ``before`` (and, given ``model``, one whose summary names that ``model``), with its
+        ``created_at`` and ``eval_id``; ``None`` when there is none."""
+        ...
+
+    def flush(self) -> None:
+        """Commit the events grouped since the last durability point."""
+        ...
+
+    def close(self) -> None:
+        """Commit what is grouped and release the store's resources."""
+        ...
+
+
+def not_pending(run_id: str, approval_id: str, status: str) -> DecisionError:
+    """The error of a decision on an approval that was decided already."""
+    return DecisionError(
+        f"approval {approval_id!r} of run {run_id!r} is already {status}",
+        name=approval_id,
+        code="not-pending",
+    )

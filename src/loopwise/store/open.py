@@ -1,0 +1,162 @@
+"""Which run store: a path or URL opened as the right store, once per process.
+
+``LOOPWISE_STORE``, ``--store`` and ``store=`` take the same forms:
+
+* a path (``runs.db``, ``/var/loopwise/runs.db``) or ``sqlite:///path`` (``sqlite:////abs``
+  for an absolute one) → :class:`~loopwise.store.sqlite.SQLiteStore`;
+* ``postgresql://…`` or ``postgres://…`` → :class:`~loopwise.store.postgres.PostgresStore`
+  (the ``loopwise[postgres]`` extra).
+
+Anything else that looks like a URL (``scheme:…``) is refused with
+:class:`~loopwise.errors.StoreError` (``code="bad-url"``) rather than taken as a file name,
+so a mistyped URL never creates a file or folder named after it.
+
+:func:`shared_store` keeps one store per location open for the life of the process (the
+runs of one process then share its connection, and a run does not pay for opening it);
+they are closed at exit. A forked child forgets its parent's stores and opens its own.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import threading
+from pathlib import Path
+from typing import Any
+
+from loopwise.errors import StoreError
+from loopwise.store.base import default_store_path, redact
+from loopwise.store.sql import SQLStore
+
+__all__ = [
+    "close_shared_stores",
+    "open_existing",
+    "open_store",
+    "shared_store",
+    "store_location",
+]
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):")
+_POSTGRES = ("postgresql", "postgres")
+
+
+def store_location(where: str | os.PathLike[str] | None = None) -> tuple[str, str]:
+    """``("sqlite", absolute path)`` or ``("postgresql", url)`` for a path or URL.
+
+    ``None`` means ``$LOOPWISE_STORE``, else ``.loopwise/runs.db``. Raises
+    :class:`StoreError` (``code="bad-url"``) for an unknown scheme or a malformed URL.
+    """
+    if where is None or where == "":
+        where = os.environ.get("LOOPWISE_STORE") or None
+    if where is None or isinstance(where, os.PathLike):
+        return "sqlite", str(default_store_path(where).resolve())
+    match = _SCHEME.match(where)
+    if match is None:
+        return "sqlite", str(Path(where).resolve())
+    scheme = match.group(1).lower()
+    if scheme == "sqlite":
+        path = where[match.end() :]
+        if not path.startswith("///") or len(path) == 3:
+            raise StoreError(
+                f"bad store URL {redact(where)!r}: write sqlite:///relative/path.db or "
+                "sqlite:////absolute/path.db",
+                code="bad-url",
+            )
+        return "sqlite", str(Path(path[3:]).resolve())
+    if scheme in _POSTGRES:
+        if not where[match.end() :].startswith("//"):
+            raise StoreError(
+                f"bad store URL {redact(where)!r}: write "
+                "postgresql://user:password@host:5432/database",
+                code="bad-url",
+            )
+        return "postgresql", where
+    raise StoreError(
+        f"unknown store scheme {scheme!r} in {where[: match.end()]}…: use a file path, "
+        "sqlite:///path.db or postgresql://user@host/database",
+        code="bad-url",
+    )
+
+
+def open_store(where: str | os.PathLike[str] | None = None, **options: Any) -> SQLStore:
+    """A new store for a path or URL (see the module docs); ``options`` go to its class.
+
+    Raises :class:`StoreError`: ``bad-url``, ``missing-extra`` (install
+    ``loopwise[postgres]``), ``unreachable``, ``foreign`` or ``newer-schema``.
+    """
+    kind, location = store_location(where)
+    if kind == "postgresql":
+        from loopwise.store.postgres import PostgresStore  # the optional extra
+
+        return PostgresStore(location, **options)
+    from loopwise.store.sqlite import SQLiteStore
+
+    # Opened now, as a PostgresStore is: a directory, an unwritable place or another
+    # program's file is refused here, before a worker or the inbox says it is up.
+    return SQLiteStore(location, **options).connect()
+
+
+def open_existing(where: str | os.PathLike[str] | None = None) -> SQLStore | None:
+    """The store at ``where`` when there is one, for readers that must not create one:
+    ``None`` for a SQLite file that does not exist yet."""
+    kind, location = store_location(where)
+    if kind == "sqlite" and not Path(location).exists():
+        return None
+    return open_store(location)
+
+
+class _Shared:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.open: dict[tuple[str, str], SQLStore] = {}
+        self.inherited: list[SQLStore] = []
+        # What a path or URL, as given, resolved to: resolving a path reads the file
+        # system, and a process running runs one after another asks again every run.
+        self.resolved: dict[tuple[str, str, str], tuple[str, str]] = {}
+
+    def forget_after_fork(self) -> None:
+        # The parent's connections are the parent's: closing them here would close its
+        # sessions too. Keep them referenced (unused) so no finalizer touches them.
+        self.lock = threading.Lock()
+        self.inherited.extend(self.open.values())
+        self.open.clear()
+        self.resolved.clear()
+
+
+_shared = _Shared()
+os.register_at_fork(after_in_child=_shared.forget_after_fork)
+
+
+def shared_store(where: str | os.PathLike[str] | None = None) -> SQLStore:
+    """This process's store for ``where``, opened on first use and kept open until exit."""
+    key = _resolved(where)
+    with _shared.lock:
+        store = _shared.open.get(key)
+        if store is None:
+            store = open_store(key[1] if key[0] == "postgresql" else Path(key[1]))
+            _shared.open[key] = store
+        return store
+
+
+def _resolved(where: str | os.PathLike[str] | None) -> tuple[str, str]:
+    try:
+        # A relative path (or $LOOPWISE_STORE's) names another file in another directory.
+        given = (os.fspath(where or ""), os.environ.get("LOOPWISE_STORE", ""), os.getcwd())
+    except OSError:  # the working directory was removed: resolve as given
+        return store_location(where)
+    key = _shared.resolved.get(given)
+    if key is None:
+        key = _shared.resolved[given] = store_location(where)
+    return key
+
+
+@atexit.register
+def close_shared_stores() -> None:
+    """Close every store :func:`shared_store` opened (at exit; tests call it between tests)."""
+    with _shared.lock:
+        stores = list(_shared.open.values())
+        _shared.open.clear()
+        _shared.resolved.clear()
+    for store in stores:
+        store.close()

@@ -1,0 +1,299 @@
+"""The run store on PostgreSQL: many workers on many machines share runs and approvals.
+
+Install the extra (``pip install 'loopwise[postgres]'``: psycopg 3 and psycopg-pool) and
+point ``LOOPWISE_STORE``, ``--store`` or ``store=`` at ``postgresql://user:pw@host/db``.
+The semantics are SQLite's (:class:`~loopwise.store.sql.SQLStore` holds the statements both
+run); what differs is here: a connection pool, row locks for claims (``FOR UPDATE``, and
+``SKIP LOCKED`` so workers never wait on one another's claim), the database's clock for
+leases, and LISTEN/NOTIFY so that a decided approval or a queued run wakes the workers.
+
+The schema is versioned in a ``loopwise_schema`` table and migrated under a transaction
+advisory lock, so processes starting together migrate once. A database whose current
+schema already holds a ``runs``, ``events`` or ``approvals`` table of another program is
+refused (give loopwise a database, or a schema via ``options=-csearch_path=...``, of its
+own), and so is a schema newer than this loopwise knows.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from loopwise.errors import StoreError
+from loopwise.store.base import DEFAULT_LEASE_SECONDS, Tx, redact
+from loopwise.store.sql import SQLStore
+
+try:
+    import psycopg
+    from psycopg.rows import dict_row
+    from psycopg_pool import ConnectionPool
+except ImportError as e:  # pragma: no cover - exercised through stores.open_store
+    raise StoreError(
+        "a postgresql:// store needs the PostgreSQL extra: pip install 'loopwise[postgres]' "
+        f"({e.name} is not installed)",
+        code="missing-extra",
+    ) from e
+
+__all__ = ["CHANNEL", "PostgresStore"]
+
+CHANNEL = "loopwise_runs"
+"""The NOTIFY channel: a run id whose run may have become claimable."""
+
+_LOCK_KEY = 0x6C6F6F70_77697365 & 0x7FFF_FFFF_FFFF_FFFF
+"""The advisory lock migrations run under ("loopwise" in ASCII, as a bigint)."""
+
+_OWN_TABLES = frozenset({"runs", "events", "approvals", "eval_results"})
+
+_MIGRATIONS: list[str] = [
+    """
+    CREATE TABLE runs (
+        id TEXT PRIMARY KEY,
+        n BIGINT GENERATED ALWAYS AS IDENTITY,
+        target TEXT NOT NULL,
+        spec TEXT,
+        status TEXT NOT NULL,
+        input TEXT,
+        output TEXT,
+        usage TEXT,
+        model TEXT,
+        options TEXT NOT NULL DEFAULT '{}',
+        detail TEXT,
+        owner TEXT,
+        lease_until DOUBLE PRECISION,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    );
+    CREATE INDEX runs_created ON runs(created_at);
+    CREATE INDEX runs_status ON runs(status, created_at);
+    CREATE TABLE events (
+        run_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        type TEXT NOT NULL,
+        step TEXT NOT NULL,
+        at TEXT NOT NULL,
+        key TEXT,
+        data TEXT NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    );
+    CREATE TABLE approvals (
+        run_id TEXT NOT NULL,
+        approval_id TEXT NOT NULL,
+        step TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        call_id TEXT,
+        args TEXT NOT NULL,
+        effect TEXT,
+        reason TEXT,
+        tainted_by TEXT,
+        args_hash TEXT NOT NULL,
+        status TEXT NOT NULL DEFAULT 'pending',
+        requested_at TEXT NOT NULL,
+        decided_by TEXT,
+        decided_at TEXT,
+        decision_reason TEXT,
+        edited_args TEXT,
+        PRIMARY KEY (run_id, approval_id)
+    );
+    CREATE INDEX approvals_status ON approvals(status);
+    CREATE TABLE eval_results (
+        eval_id TEXT NOT NULL,
+        target TEXT NOT NULL,
+        dataset TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        summary TEXT NOT NULL,
+        PRIMARY KEY (eval_id, target)
+    );
+    """,
+    # Conversations (SQLite's version 5): a run is the `turn`-th message of its
+    # conversation; the unique index refuses a second message numbered alike.
+    """
+    ALTER TABLE runs ADD COLUMN conversation TEXT;
+    ALTER TABLE runs ADD COLUMN turn INTEGER;
+    CREATE UNIQUE INDEX runs_conversation ON runs(conversation, turn);
+    """,
+]
+"""The schema, one script per version; ``loopwise_schema.version`` says how many ran."""
+
+
+@functools.lru_cache(maxsize=256)
+def _dialect(sql: str) -> bytes:
+    """The shared ``?``-placeholder SQL in psycopg's ``%s`` style."""
+    return sql.replace("%", "%%").replace("?", "%s").encode()
+
+
+class _PgTx:
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self._conn = conn
+
+    def rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[Mapping[str, Any]]:
+        with self._conn.cursor(row_factory=dict_row) as cur:
+            cur.execute(_dialect(sql), params)
+            return list(cur.fetchall())
+
+    def run(self, sql: str, params: tuple[Any, ...] = ()) -> int:
+        with self._conn.cursor() as cur:
+            cur.execute(_dialect(sql), params)
+            return cur.rowcount
+
+    def run_many(self, sql: str, rows: list[tuple[Any, ...]]) -> int:
+        # psycopg sends the rows in one pipeline: one round trip, not one per event.
+        with self._conn.cursor() as cur:
+            cur.executemany(_dialect(sql), rows)
+            return cur.rowcount
+
+
+class PostgresStore(SQLStore):
+    """The :class:`~loopwise.store.base.RunStore` on a PostgreSQL database (see the module docs).
+
+    Connects (and migrates) on construction, so a wrong URL, a server that does not
+    answer or a refused login raise :class:`StoreError` (``code="unreachable"``) at once,
+    naming the URL without its password.
+    """
+
+    _clock = "extract(epoch from clock_timestamp())::float8"
+    _locking = " FOR UPDATE"
+    _skip_locked = " FOR UPDATE OF runs SKIP LOCKED"
+    _insertion_order = "n"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        max_connections: int = 4,
+        connect_timeout: float = 5.0,
+    ) -> None:
+        super().__init__(lease_seconds=lease_seconds)
+        self.url = url
+        self.name = redact(url)
+        self._timeout = connect_timeout
+        self._max_connections = max_connections
+        with self._connect() as conn:
+            _migrate(conn, self.name, url)
+        self._pool: ConnectionPool | None = None
+        self._listener: psycopg.Connection[Any] | None = None
+
+    def __enter__(self) -> PostgresStore:
+        return self
+
+    def _connect(self, *, autocommit: bool = False) -> psycopg.Connection[Any]:
+        try:
+            return psycopg.connect(
+                self.url, autocommit=autocommit, connect_timeout=max(1, round(self._timeout))
+            )
+        except psycopg.Error as e:
+            raise StoreError(
+                f"cannot reach the PostgreSQL run store {self.name}: {_said(e, self.url)}; "
+                "check that the server runs and the URL, user and password are right",
+                code="unreachable",
+            ) from e
+
+    def close(self) -> None:
+        """Commit what is grouped, then close the pool and the listening connection (a
+        later use opens them again)."""
+        super().close()
+        with self._lock:
+            if self._pool is not None:
+                self._pool.close()
+                self._pool = None
+            if self._listener is not None:
+                self._listener.close()
+                self._listener = None
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Tx]:
+        with self._lock:
+            try:
+                if self._pool is None:
+                    self._pool = ConnectionPool(
+                        self.url,
+                        min_size=1,
+                        max_size=self._max_connections,
+                        open=False,
+                        timeout=self._timeout,
+                        kwargs={"connect_timeout": max(1, round(self._timeout))},
+                    )
+                    self._pool.open(wait=True, timeout=self._timeout)
+                with self._pool.connection() as conn:
+                    yield _PgTx(conn)
+            except psycopg.Error as e:
+                raise StoreError(f"run store {self.name}: {_said(e, self.url)}") from e
+
+    _reading = _transaction
+
+    def _notify(self, tx: Tx, run_id: str) -> None:
+        tx.rows(f"SELECT pg_notify('{CHANNEL}', ?)", (run_id,))
+
+    def wait_for_work(self, timeout: float) -> None:
+        """Return on the next NOTIFY (a decided approval, a queued run) or after ``timeout``."""
+        if self._stopping.is_set():
+            return
+        try:
+            if self._listener is None or self._listener.closed:
+                self._listener = self._connect(autocommit=True)
+                self._listener.execute("LISTEN loopwise_runs")
+            for _ in self._listener.notifies(timeout=timeout, stop_after=1):
+                pass
+        except (psycopg.Error, StoreError):
+            # The server went away: wait as a poller would, and reconnect next time.
+            self._listener = None
+            self._stopping.wait(timeout)
+
+
+def _said(e: psycopg.Error, url: str) -> str:
+    """The first line of what the server or libpq said (its others point into the SQL), with
+    the password out: libpq may quote the part of a URL it could not parse."""
+    text = str(e).strip()
+    return redact(text.splitlines()[0], url) if text else type(e).__name__
+
+
+def _migrate(conn: psycopg.Connection[Any], name: str, url: str) -> None:
+    """Bring the schema to the latest version under the advisory lock (one process does)."""
+    try:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+            tables = {
+                r[0]
+                for r in conn.execute(
+                    "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+                )
+            }
+            version = _version(conn, tables, name)
+            for script in _MIGRATIONS[version:]:
+                conn.execute(script.encode())
+            conn.execute("UPDATE loopwise_schema SET version = %s", (len(_MIGRATIONS),))
+    except psycopg.Error as e:
+        raise StoreError(f"cannot prepare the run store {name}: {_said(e, url)}") from e
+
+
+def _version(conn: psycopg.Connection[Any], tables: set[str], name: str) -> int:
+    if "loopwise_schema" not in tables:
+        clash = tables & _OWN_TABLES
+        if clash:
+            raise StoreError(
+                f"{name} is not a loopwise run store (its schema already has a "
+                f"{', '.join(sorted(clash))} table of another program); give loopwise a "
+                "database or schema of its own",
+                code="foreign",
+            )
+        conn.execute("CREATE TABLE loopwise_schema (version INTEGER NOT NULL)")
+        conn.execute("INSERT INTO loopwise_schema VALUES (0)")
+        return 0
+    row = conn.execute("SELECT version FROM loopwise_schema").fetchone()
+    if row is None:
+        raise StoreError(
+            f"run store {name} has an empty loopwise_schema table, so its version is "
+            "unknown; restore its row (SELECT count(*) FROM runs says whether it held runs) "
+            "or give loopwise a database of its own",
+            code="foreign",
+        )
+    version = int(row[0])
+    if version > len(_MIGRATIONS):
+        raise StoreError(
+            f"run store {name} has schema version {version}; this loopwise knows "
+            f"{len(_MIGRATIONS)} (upgrade loopwise)",
+            code="newer-schema",
+        )
+    return version

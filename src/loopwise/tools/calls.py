@@ -1,0 +1,597 @@
+"""The one tool-call executor: validate → taint → gate → key → replay or run → record.
+
+Every tool call on every path goes through :func:`execute`: an agent's turn, a hybrid's
+plan action, a tool node of a workflow. Architectures decide *which* calls to make; only
+this module makes them, in this order:
+
+1. **replay** — a call whose result the run's journal holds is answered from it (the
+   tool does not run again, the log does not grow);
+2. **validate** — the tool must exist and the arguments must parse and pass the tool's
+   argument model (its allow-lists). Arguments that cannot be read at all — not JSON,
+   a 5,000-digit number, nesting deeper than :data:`~loopwise.tools.tool.MAX_DEPTH` — are an
+   ``ERROR:`` result like any invalid argument, never an exception that ends the run
+   (a resumed run would replay the same turn and fail forever);
+3. **once** — where the caller bounds it (``Call.once_in``: a hybrid's run, across its
+   re-plans; a run of an agent, across its turns), a ``write``/``irreversible`` call
+   whose tool and canonical arguments already took effect does not take effect again (it
+   answers with the earlier result); the same call twice in one batch runs once;
+4. **taint and gate** — :func:`loopwise.tools.gates.authorize_all` decides the batch: the
+   gate's policy, a person (durable pause), and taint (after untrusted output, every
+   ``write``/``irreversible`` call needs a person). The batch's gate requests are
+   journaled together;
+5. **run** — with ``ctx.idempotency_key`` (run id + call id) for effects, the tool's
+   timeout, and the caller's output cap;
+6. **record** — one ``tool_result`` event with the journal key. A result of a tool
+   declared ``untrusted_output`` is flagged ``untrusted`` whatever it says (a value, the
+   text of an exception, a truncated output): that text reached the model and taints the
+   run.
+
+Per batch at most ``max_calls`` run; the rest are answered with ``ERROR:`` results
+without running, and the run's budget is checked before the batch's tools run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from loopwise.core.journal import Journal
+from loopwise.core.step import Context, EventType, Halt, Status, concurrently, jsonable
+from loopwise.tools.gates import (
+    Approved,
+    Ask,
+    Denied,
+    Edited,
+    Pending,
+    Verdict,
+    args_hash,
+    authorize_all,
+    denial_message,
+    pause,
+    recheck_edited,
+)
+from loopwise.tools.tool import Effect, Tool, ToolArgumentsError, load_arguments, require_gate
+
+__all__ = [
+    "Call",
+    "CallSettings",
+    "CallStatus",
+    "Outcome",
+    "call_tools",
+    "effect_id",
+    "execute",
+    "judge_edit",
+    "readable_args",
+    "values_or_halt",
+]
+
+_LOG_CHARS = 2000
+
+CallStatus = Literal["done", "invalid", "unknown", "denied", "failed", "pending", "excess"]
+"""What became of a call: ``done`` (it ran, or an identical effect already had),
+``invalid`` (its arguments), ``unknown`` (no such tool), ``denied`` (by its gate),
+``failed`` (the tool raised or timed out), ``pending`` (a person must decide first) or
+``excess`` (over the batch's call cap)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Call:
+    """One call to make, as the architecture decided it."""
+
+    name: str
+    """The tool's name (as the model wrote it: it may name no tool)."""
+    arguments: Any
+    """Raw JSON text (a model's), a mapping or a pydantic model."""
+    call_id: str
+    """The id the log and the transcript use for it."""
+    bind_id: str
+    """The id that binds its approval and idempotency key: unique in the run."""
+    key: str
+    """The journal key of its result."""
+    counted: bool = True
+    """Whether it counts as a tool call in the run's usage."""
+    policies: tuple[Any, ...] = ()
+    """Extra checks (policies) arguments edited by a person must pass, besides the gate's."""
+    once_in: str | None = None
+    """A scope (a hybrid run, across its re-plans; an agent's run, across its turns) in
+    which a ``write``/``irreversible`` call with these arguments takes effect at most once
+    (``None``: no such bound, for calls code makes: it says what it means)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CallSettings:
+    """How a caller wants its calls made."""
+
+    max_calls: int | None = None
+    """Calls of one batch that run; the others get ``ERROR:`` results (``None``: all)."""
+    max_output_chars: int | None = None
+    """Longer results (and error texts) are truncated with a note."""
+    keep_value: bool = False
+    """Journal the tool's return value too (a workflow node's output, a plan action's)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Outcome:
+    """What one call produced."""
+
+    call: Call
+    """The call it answers."""
+    status: CallStatus
+    """What became of it."""
+    content: str
+    """What the model reads (``ERROR: ...`` unless ``done``)."""
+    reason: str | None = None
+    """Why it did not run or how it failed (without the ``ERROR:`` wording)."""
+    value: Any = None
+    """The tool's return value (when ``done``; journaled only with ``keep_value``)."""
+    pending: Pending | None = None
+    """The request a person must decide (when ``pending``)."""
+    tool: Tool | None = None
+    """The tool called (``None`` when the name is unknown)."""
+
+    @property
+    def is_error(self) -> bool:
+        """Whether the model reads an error."""
+        return self.status != "done"
+
+
+@dataclass(kw_only=True)
+class _Ready:
+    """A validated call waiting for its gate's verdict."""
+
+    call: Call
+    tool: Tool
+    args: BaseModel
+    ask: Ask
+    verdict: Verdict | Pending | None = None
+    judged_earlier: bool = False
+    """Whether its gate decided before this batch and before any of the call was logged
+    (a plan's steps, all authorized before its first action ran)."""
+
+
+@dataclass(kw_only=True)
+class _Batch:
+    ctx: Context
+    tools: Mapping[str, Tool]
+    settings: CallSettings
+    effects: set[str] = field(default_factory=set)
+
+
+async def execute(
+    ctx: Context,
+    calls: Sequence[Call],
+    tools: Mapping[str, Tool],
+    settings: CallSettings | None = None,
+) -> list[Outcome]:
+    """Make ``calls`` (one batch: a model turn, a plan step) and return their outcomes in
+    order. Calls whose gate waits for a person come back ``pending``: the caller pauses
+    the run (:func:`loopwise.tools.gates.pause`) once it has what the others produced."""
+    batch = _Batch(ctx=ctx, tools=tools, settings=settings or CallSettings())
+    cap = batch.settings.max_calls
+    admitted, excess = (calls, []) if cap is None else (calls[:cap], calls[cap:])
+    slots = [_prepare(batch, c) for c in admitted]
+    ready = [s for s in slots if isinstance(s, _Ready)]
+    if ready:
+        for slot, verdict in zip(ready, await authorize_all([r.ask for r in ready]), strict=True):
+            slot.verdict = verdict
+        ctx.check_budget()
+    finished = await concurrently([_settled(_finish(batch, s)) for s in slots]) if slots else []
+    paused = [f for f in finished if isinstance(f, Halt)]
+    if paused:
+        raise _paused_together(paused)
+    outcomes = [f for f in finished if isinstance(f, Outcome)]
+    return outcomes + _refuse_excess(batch, excess)
+
+
+async def _settled(finishing: Awaitable[Outcome]) -> Outcome | Halt:
+    """A call's outcome, or the pause it raised (a nested step waits for a person).
+
+    A pause only stops the run for now, so the batch's other calls finish and are
+    recorded first: cancelling an effect midway would not take back what it sent, only
+    hide it, and the resumed run would make it again. A call that ends the run still
+    cancels its siblings (nothing takes effect after the run has ended).
+    """
+    try:
+        return await finishing
+    except Halt as halt:
+        if halt.status is not Status.AWAITING_APPROVAL:
+            raise
+        return halt
+
+
+def _paused_together(halts: list[Halt]) -> Halt:
+    if len(halts) == 1:
+        return halts[0]
+    pending = [p for h in halts for p in h.pending]
+    names = ", ".join(f"{p.get('tool')} ({p.get('approval_id')})" for p in pending)
+    detail = f"{len(pending)} call(s) await approval: {names}"
+    return Halt(Status.AWAITING_APPROVAL, detail, output=halts[0].output, pending=pending)
+
+
+async def call_tools(ctx: Context, calls: Sequence[tuple[Tool, Any]]) -> list[Any]:
+    """Make tool calls from code in a step (a workflow node) and return their values.
+
+    ``calls`` are ``(tool, arguments)`` pairs, made as one batch through :func:`execute`:
+    validated, gated (the batch's asks together), journaled and keyed like an agent's.
+    Approval ids are the step's path and the tool's name (``flow/node/publish``; a second
+    batch of the step adds ``@2``, a tool twice in a batch ``.i``). A call waiting for a
+    person ends the run ``awaiting_approval``; resumed, the step runs again from its top
+    and its calls that already ran are replayed, not repeated (so the step must decide
+    its calls the same way again: code, not chance). A denial ends the run ``denied``, a
+    failing tool ``tool_failed``, invalid arguments ``error``.
+
+    Raises :class:`~loopwise.errors.ToolError` for an ``irreversible`` tool without a
+    gate, as an agent, a hybrid and a workflow node refuse one.
+    """
+    for tool, _ in calls:
+        fix = "give it one (@tool(effect='irreversible', gate=human())) before calling it"
+        require_gate(tool, holder="call_tools: ", fix=fix)
+    path = ctx.step_path
+    n = ctx.journal.counted(path, "calls")
+    names = [tool.name for tool, _ in calls]
+    batch = []
+    for i, (tool, args) in enumerate(calls, 1):
+        bind = f"{path}/{tool.name}"
+        if n > 1 or names.count(tool.name) > 1:
+            bind += f"@{n}.{i}"
+        batch.append(
+            Call(
+                name=tool.name,
+                arguments=args,
+                call_id=bind,
+                bind_id=bind,
+                key=Journal.key(path, "calls", n, i),
+            )
+        )
+    tools = {tool.name: tool for tool, _ in calls}
+    made = await execute(ctx, batch, tools, CallSettings(keep_value=True))
+    return values_or_halt(made)
+
+
+_ENDS: dict[CallStatus, Status] = {
+    "denied": Status.DENIED,
+    "failed": Status.TOOL_FAILED,
+}
+
+
+def values_or_halt(made: Sequence[Outcome]) -> list[Any]:
+    """The values of calls made by code: every pending ask pauses the run (together); a
+    denial, a failure or bad arguments end it (code has no model to read an error)."""
+    waiting = [o.pending for o in made if o.pending is not None]
+    if waiting:
+        raise pause(waiting)
+    for o in made:
+        if o.status != "done":
+            detail = f"{o.call.call_id}: {o.reason or o.content}"
+            raise Halt(_ENDS.get(o.status, Status.ERROR), detail)
+    return [o.value for o in made]
+
+
+def _prepare(batch: _Batch, call: Call) -> Outcome | _Ready:
+    """Replay, log and validate one call; a validated effect that already happened (or
+    that the batch holds twice) is answered without asking its gate."""
+    ctx = batch.ctx
+    if call.counted:
+        ctx.count_tool_call()
+    found = batch.tools.get(call.name)
+    recorded = ctx.journal.recall(call.key)
+    if recorded is not None:
+        ctx.journal.advance(recorded.get("counters"))
+        return _replayed(call, recorded, found)
+    first_try = f"{call.key}:call" not in ctx.journal
+    if first_try:  # logged before a pause or a crash: not twice
+        effect = str(found.effect) if found else None
+        ctx.emit(EventType.TOOL_CALL, _call_event(call, readable_args(call.arguments), effect))
+    if found is None:
+        names = ", ".join(sorted(batch.tools)) or "(none)"
+        message = f"there is no tool named {call.name!r}; the tools are: {names}"
+        return _record(batch, call, None, "unknown", message)
+    try:
+        args = found.parse(call.arguments)
+    except ToolArgumentsError as e:
+        return _record(batch, call, found, "invalid", str(e))
+    decided = Journal.key(ctx.step_path, "gate_decided", call.bind_id) in ctx.journal
+    return _once(batch, call, found, args) or _Ready(
+        call=call,
+        tool=found,
+        args=args,
+        ask=_ask(ctx, call, found, args),
+        judged_earlier=first_try and decided,
+    )
+
+
+def _once(batch: _Batch, call: Call, tool: Tool, args: BaseModel) -> Outcome | None:
+    """The answer to an effect already taken in the call's scope (or twice in this batch)."""
+    effect_key = effect_id(call.once_in, tool, args)
+    if effect_key is None:
+        return None
+    earlier = batch.ctx.journal.effect(effect_key)
+    if earlier is not None:
+        return _repeated(batch, call, tool, earlier)
+    if effect_key in batch.effects:
+        message = (
+            f"the same {tool.name!r} call (same arguments) appears twice in this batch; it "
+            "takes effect once"
+        )
+        return _record(batch, call, tool, "invalid", message)
+    batch.effects.add(effect_key)
+    return None
+
+
+def effect_id(scope: str | None, tool: Tool, args: BaseModel | dict[str, Any]) -> str | None:
+    """What identifies the effect of ``tool`` on ``args`` within ``scope`` (a call's
+    ``once_in``); ``None`` for a ``read`` tool or when there is no scope."""
+    if tool.effect is Effect.READ or scope is None:
+        return None
+    return f"{scope}|{args_hash(tool.name, args)}"
+
+
+def _ask(ctx: Context, call: Call, tool: Tool, args: BaseModel) -> Ask:
+    return Ask(
+        ctx=ctx, tool=tool.name, effect=str(tool.effect), args=args, call_id=call.bind_id,
+        gate=tool.gate,
+    )  # fmt: skip
+
+
+async def _finish(batch: _Batch, slot: Outcome | _Ready) -> Outcome:
+    """Apply the verdict: run the call, or answer why it did not run."""
+    if isinstance(slot, Outcome):
+        return slot
+    call, tool, verdict = slot.call, slot.tool, slot.verdict
+    if isinstance(verdict, Pending):
+        return Outcome(call=call, status="pending", content="", pending=verdict, tool=tool)
+    if isinstance(verdict, Denied):
+        return _record(batch, call, tool, "denied", denial_message(tool.name, verdict), why=verdict)
+    args = slot.args
+    if isinstance(verdict, Edited):
+        edited = await _edited(batch, call, tool, verdict)
+        if isinstance(edited, Outcome):
+            return edited
+        args = edited
+    elif isinstance(verdict, Approved) and slot.judged_earlier and tool.effect is not Effect.READ:
+        refused = await _judged_again(call, tool, args)
+        if refused is not None:
+            message = denial_message(tool.name, refused)
+            return _record(batch, call, tool, "denied", message, why=refused)
+    return await _run(batch, call, tool, args)
+
+
+async def _judged_again(call: Call, tool: Tool, args: BaseModel) -> Denied | None:
+    """The policies' denial of an effect approved before this batch, judged again as it is
+    about to run, or ``None``: a plan's gates are all asked before its first action, and an
+    earlier step may have changed what a later step's policy judged (the balance it
+    checked). Only a denial counts, as for a person's edit. Never asked again once the call
+    was logged: after a crash its effect may have happened, and the policy would judge it.
+    """
+    for check in (tool.gate, *call.policies):
+        refused = await recheck_edited(check, tool.name, args)
+        if refused is not None:
+            return Denied(f"{refused.reason} (judged again just before it ran)", by=refused.by)
+    return None
+
+
+async def judge_edit(
+    tool: Tool, edited: Any, policies: Sequence[Any] = ()
+) -> BaseModel | ToolArgumentsError | Denied:
+    """A person's edit of ``tool``'s arguments: validated again (the tool's schema), then
+    judged by its gate's policy and ``policies`` (only a denial counts).
+
+    The parsed arguments when they may run, else the schema error or the policy's denial.
+    The one judgement of an edit: ``loopwise approve --args`` and the inbox make it when
+    the person decides, and the executor makes it again before the call runs.
+    """
+    try:
+        args = tool.parse(edited)
+    except ToolArgumentsError as e:
+        return e
+    for check in (tool.gate, *policies):
+        refused = await recheck_edited(check, tool.name, args)
+        if refused is not None:
+            return refused
+    return args
+
+
+async def _edited(batch: _Batch, call: Call, tool: Tool, verdict: Edited) -> BaseModel | Outcome:
+    """A person's edit, judged again when it runs (:func:`judge_edit`)."""
+    args = await judge_edit(tool, verdict.args, call.policies)
+    if isinstance(args, ToolArgumentsError):
+        return _record(batch, call, tool, "denied", f"the edited arguments were rejected: {args}")
+    if isinstance(args, Denied):
+        message = f"the edited arguments were rejected by the policy: {args.reason}"
+        return _record(batch, call, tool, "denied", message, why=args)
+    effect_key = effect_id(call.once_in, tool, args)
+    earlier = None if effect_key is None else batch.ctx.journal.effect(effect_key)
+    return args if earlier is None else _repeated(batch, call, tool, earlier)
+
+
+async def _run(batch: _Batch, call: Call, tool: Tool, args: BaseModel) -> Outcome:
+    """Run the tool (with its idempotency key when it has an effect) and record it."""
+    ctx = batch.ctx
+    child = ctx.child(tool.name)
+    if tool.effect is not Effect.READ:
+        # Lets an effect interrupted between doing and recording be made safe on resume.
+        child.idempotency_key = f"{ctx.run_id}:{call.bind_id}"
+    try:
+        value = await tool.perform(args, child)
+    except Halt:
+        raise
+    except TimeoutError as e:
+        message = str(e) or f"tool {tool.name!r} timed out"
+        if tool.effect is Effect.READ:
+            return _record(batch, call, tool, "failed", message)
+        # Its thread runs on, or its request went out before it was cut off: the effect
+        # may still happen, so within its scope it counts as taken (a retry would pay twice).
+        message += "; it could not be stopped and may still take effect: do not retry it"
+        took = effect_id(call.once_in, tool, args)
+        return _record(batch, call, tool, "failed", message, took_effect=took)
+    except Exception as e:
+        reason = f"{type(e).__name__}: {e}"
+        return _record(
+            batch, call, tool, "failed", f"tool {tool.name!r} raised {reason}", why=reason
+        )
+    content = _truncate(_render(value), batch.settings.max_output_chars)
+    extra: dict[str, Any] = {}
+    effect_key = effect_id(call.once_in, tool, args)
+    if effect_key is not None:
+        extra["took_effect"] = effect_key
+    if batch.settings.keep_value:
+        extra["value"] = jsonable(value)
+    _log_result(batch, call, tool, status="done", content=content, reason=None, extra=extra)
+    return Outcome(call=call, status="done", content=content, value=value, tool=tool)
+
+
+def _record(
+    batch: _Batch,
+    call: Call,
+    tool: Tool | None,
+    status: CallStatus,
+    message: str,
+    *,
+    why: Denied | str | None = None,
+    took_effect: str | None = None,
+) -> Outcome:
+    """Log an error result and return it (the model reads ``ERROR: message``)."""
+    content = _truncate(f"ERROR: {message}", batch.settings.max_output_chars)
+    reason = f"denied by {why.by}: {why.reason}" if isinstance(why, Denied) else why or message
+    extra = {} if took_effect is None else {"took_effect": took_effect}
+    _log_result(batch, call, tool, status=status, content=content, reason=reason, extra=extra)
+    return Outcome(call=call, status=status, content=content, reason=reason, tool=tool)
+
+
+def _log_result(
+    batch: _Batch,
+    call: Call,
+    tool: Tool | None,
+    *,
+    status: CallStatus,
+    content: str,
+    reason: str | None,
+    extra: dict[str, Any],
+) -> None:
+    ctx = batch.ctx
+    ran = status in ("done", "failed")
+    data = _result_event(
+        call,
+        status,
+        content,
+        reason=reason,
+        # Whatever an untrusted tool said reached the model: its value, its error text.
+        untrusted=bool(ran and tool is not None and tool.untrusted_output),
+        counters=ctx.journal.counters_under(f"{ctx.step_path}/{call.name}"),
+        **extra,
+    )
+    ctx.emit(EventType.TOOL_RESULT, data)
+
+
+def _call_event(call: Call, args: Any, effect: str | None) -> dict[str, Any]:
+    """The data of a call's ``tool_call`` event (logged before it is judged)."""
+    return {
+        "tool": call.name,
+        "call_id": call.call_id,
+        "args": args,
+        "effect": effect,
+        "key": f"{call.key}:call",
+    }
+
+
+def _result_event(call: Call, status: CallStatus, content: str, **more: Any) -> dict[str, Any]:
+    """The data of a call's ``tool_result`` event: what every result says, then ``more``."""
+    return {
+        "tool": call.name,
+        "call_id": call.call_id,
+        "is_error": status != "done",
+        "content": content,
+        "key": call.key,
+        "status": status,
+        **more,
+    }
+
+
+def _replayed(call: Call, recorded: dict[str, Any], tool: Tool | None) -> Outcome:
+    is_error = bool(recorded.get("is_error"))
+    status: CallStatus = recorded.get("status") or ("failed" if is_error else "done")
+    return Outcome(
+        call=call,
+        status=status,
+        content=str(recorded.get("content", "")),
+        reason=recorded.get("reason"),
+        value=recorded.get("value"),
+        tool=tool,
+    )
+
+
+def _repeated(batch: _Batch, call: Call, tool: Tool, earlier: dict[str, Any]) -> Outcome:
+    """An effect already taken: not again; answer with what it gave then, saying so (a
+    model that asks twice must not believe it paid twice), and log the answer."""
+    reason = f"already took effect in this run (call {earlier.get('call_id')}); not repeated"
+    content = f"{earlier.get('content', '')}\n[{reason}: an effect is taken once]"
+    extra = {"value": earlier.get("value")} if batch.settings.keep_value else {}
+    status: CallStatus = "failed" if earlier.get("is_error") else "done"  # timed out then
+    _log_result(batch, call, tool, status=status, content=content, reason=reason, extra=extra)
+    return Outcome(
+        call=call,
+        status=status,
+        content=content,
+        reason=reason,
+        value=earlier.get("value"),
+        tool=tool,
+    )
+
+
+def _refuse_excess(batch: _Batch, calls: Sequence[Call]) -> list[Outcome]:
+    """Answer calls over the batch's cap without running them (logged in one write)."""
+    if not calls:
+        return []
+    cap = batch.settings.max_calls
+    entries: list[tuple[str, EventType, dict[str, Any]]] = []
+    outcomes = []
+    path = batch.ctx.step_path
+    for call in calls:
+        message = (
+            f"ERROR: too many tool calls in one turn: at most {cap} run per turn, so this "
+            f"call to {call.name!r} did not run; make fewer calls per turn"
+        )
+        outcomes.append(Outcome(call=call, status="excess", content=message, reason=message))
+        if call.key in batch.ctx.journal:
+            continue
+        # The arguments as sent (shortened): a flood of calls is not worth parsing to log.
+        logged = _call_event(call, _shortened(str(call.arguments)), None)
+        entries.append((path, EventType.TOOL_CALL, logged))
+        entries.append(
+            (path, EventType.TOOL_RESULT, _result_event(call, "excess", message, untrusted=False))
+        )
+    if entries:
+        batch.ctx.emit_together(entries)
+    return outcomes
+
+
+def readable_args(arguments: Any) -> Any:
+    """Arguments as data when they can be read safely (JSON, nesting at most
+    :data:`~loopwise.tools.tool.MAX_DEPTH`), else as their text (shortened): what the audit log
+    shows."""
+    try:
+        return jsonable(load_arguments(arguments, "log"))
+    except ToolArgumentsError:
+        return _shortened(str(arguments))
+
+
+def _shortened(text: str) -> str:
+    return text if len(text) <= _LOG_CHARS else text[:_LOG_CHARS] + "…"
+
+
+def _render(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return "done (the tool returned nothing)"
+    return json.dumps(jsonable(value), default=str)
+
+
+def _truncate(content: str, limit: int | None) -> str:
+    if limit is None or len(content) <= limit:
+        return content
+    return f"{content[:limit]}\n[truncated: showing {limit} of {len(content)} characters]"

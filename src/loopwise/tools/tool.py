@@ -1,0 +1,639 @@
+"""Tools an agent may call: ``@tool`` over plain functions, effects, allow-lists.
+
+A :class:`Tool` is built ONCE, when it is declared: its name, a description from the
+docstring (first paragraph), parameter descriptions (from
+``Annotated[..., Field(description=...)]`` or an ``Args:`` docstring section), a pydantic
+argument model from the signature, and the strict Chat Completions schema made from it by
+``openai``'s own ``pydantic_function_tool``. Calling the model's arguments through
+:meth:`Tool.invoke` always validates them first, so nothing runs on arguments the
+signature does not allow.
+
+Every tool declares its :class:`Effect` (least power): ``read`` tools observe, ``write``
+tools change something that can be undone, ``irreversible`` ones cannot be undone (money,
+deletes, mail) and an agent refuses them unless they carry a ``gate``.
+
+Allow-list helpers (:mod:`loopwise.tools.allowlists`, re-exported here) make the valid inputs
+explicit and are enforced by pydantic whatever the model sends; where JSON schema can say
+it, the schema says it too::
+
+    @tool
+    def get_order(order_id: Annotated[str, IdPattern(r"O-\\d{4}")]) -> dict: ...
+
+A parameter named ``ctx`` receives the run's :class:`~loopwise.core.step.Context` (with
+``ctx.idempotency_key`` set while a ``write``/``irreversible`` tool runs) and is not part
+of the schema. Mistakes in a declaration raise :class:`~loopwise.errors.ToolError`;
+bad arguments at call time raise :class:`ToolArgumentsError`.
+
+The options (:class:`ToolOptions`) are declared once, for :func:`tool`, :class:`Tool` and
+(but ``localns``) :func:`as_tool`; an unknown one raises ``ToolError`` naming it.
+Annotations are resolved with the function's module globals and the ``localns`` option
+only: a tool declared inside a function, whose string annotations (``from __future__
+import annotations``) name that function's locals, passes ``localns=locals()``. No
+caller's frame is read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import difflib
+import enum
+import inspect
+import json
+import math
+import re
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import (
+    TYPE_CHECKING,
+    Annotated,
+    Any,
+    NoReturn,
+    TypedDict,
+    Unpack,
+    get_args,
+    get_origin,
+    get_type_hints,
+    overload,
+)
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.fields import FieldInfo
+
+from loopwise.core.shape import ToolShape, describe, parameters_of
+from loopwise.errors import DirectEffectError, LoopwiseError, ToolError
+from loopwise.tools.allowlists import Bounds, IdPattern, InDirectory, OneOf
+
+if TYPE_CHECKING:
+    from loopwise.core.step import Context, Step
+
+__all__ = [
+    "MAX_DEPTH",
+    "AsToolOptions",
+    "Bounds",
+    "Effect",
+    "IdPattern",
+    "InDirectory",
+    "OneOf",
+    "Tool",
+    "ToolArgumentsError",
+    "ToolOptions",
+    "as_tool",
+    "json_value",
+    "load_arguments",
+    "require_gate",
+    "tool",
+]
+
+_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+class Effect(enum.StrEnum):
+    """What calling a tool does to the world (least power: declare the smallest)."""
+
+    READ = "read"
+    WRITE = "write"
+    IRREVERSIBLE = "irreversible"
+
+
+class ToolArgumentsError(LoopwiseError):
+    """Arguments a model sent are not JSON or fail the tool's validation.
+
+    The message says exactly what was wrong, in words a model can act on.
+    """
+
+    def __init__(self, message: str, *, tool: str) -> None:
+        super().__init__(message)
+        self.tool = tool
+
+
+class AsToolOptions(TypedDict, total=False):
+    """The options every tool takes, :func:`as_tool`'s too; each may be left out."""
+
+    name: str | None
+    """The name the model calls it by (default: the function's or the step's)."""
+    effect: Effect | str
+    """``read`` (the default), ``write`` or ``irreversible``."""
+    untrusted_output: bool
+    """Whether its output taints later effects (fetched pages, mail); default ``False``."""
+    timeout: float | None
+    """Seconds a call may take (default ``None``: no limit)."""
+    gate: Any
+    """The gate in front of each call (see :mod:`loopwise.tools.gates`); default none."""
+
+
+class ToolOptions(AsToolOptions, total=False):
+    """The options of :func:`tool` and :class:`Tool`, declared once for both.
+
+    Besides :class:`AsToolOptions`: ``description`` and ``localns``.
+    """
+
+    description: str | None
+    """What the tool does and when to call it (default: the docstring's first paragraph)."""
+    localns: Mapping[str, Any] | None
+    """Names to resolve the function's annotations with, besides its module's globals: for
+    a tool declared inside a function whose annotations name that function's locals under
+    ``from __future__ import annotations`` (``@tool(localns=locals())``)."""
+
+
+_OPTIONS = frozenset(ToolOptions.__required_keys__ | ToolOptions.__optional_keys__)
+
+
+def _check_options(options: Mapping[str, Any], name: str) -> None:
+    """Raise :class:`~loopwise.errors.ToolError` naming an option no tool takes."""
+    for option in sorted(set(options) - _OPTIONS):
+        close = difflib.get_close_matches(option, _OPTIONS, n=1)
+        meant = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ToolError(
+            f"tool {name!r}: unknown option {option!r}{meant}; the options are: "
+            + ", ".join(sorted(_OPTIONS)),
+            tool=name,
+            code="unknown-option",
+        )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Doc:
+    summary: str
+    params: dict[str, str]
+
+
+def _parse_docstring(doc: str) -> _Doc:
+    """The first paragraph, and parameter lines of a Google-style ``Args:`` section."""
+    paragraphs = re.split(r"\n\s*\n", doc.strip(), maxsplit=1)
+    summary = " ".join(paragraphs[0].split()) if doc.strip() else ""
+    if summary.startswith(("Args:", "Arguments:", "Parameters:")):
+        summary = ""
+    params: dict[str, str] = {}
+    section = re.search(
+        r"^\s*(?:Args|Arguments|Parameters):\s*\n(.*?)(?:^\s*\w[\w ]*:\s*$|\Z)",
+        doc,
+        re.M | re.S,
+    )
+    if section:
+        current = None
+        for line in section.group(1).splitlines():
+            match = re.match(r"^\s*(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$", line)
+            if match:
+                current = match.group(1)
+                params[current] = match.group(2).strip()
+            elif current and line.strip():
+                params[current] = f"{params[current]} {line.strip()}"
+    return _Doc(summary=summary, params=params)
+
+
+def _has_description(hint: Any) -> bool:
+    if get_origin(hint) is not Annotated:
+        return False
+    return any(isinstance(m, FieldInfo) and m.description for m in get_args(hint)[1:])
+
+
+def _arg_fields(
+    fn: Callable[..., Any], name: str, doc: _Doc, localns: Mapping[str, Any] | None
+) -> tuple[dict[str, Any], bool]:
+    """Pydantic field definitions from ``fn``'s signature, and whether it takes ``ctx``."""
+    try:
+        # The function's own globals, plus only what the caller passed: no frame is read.
+        hints = get_type_hints(fn, localns=dict(localns or {}), include_extras=True)
+    except NameError as e:
+        raise ToolError(
+            f"tool {name!r}: cannot resolve its annotations ({e}); a name local to the "
+            "function that declares the tool is not seen from its module: pass it, "
+            "@tool(localns=locals()) or tool(fn, localns={...})",
+            tool=name,
+        ) from e
+    except TypeError as e:
+        raise ToolError(f"tool {name!r}: cannot resolve its annotations ({e})", tool=name) from e
+    fields: dict[str, Any] = {}
+    takes_ctx = False
+    for param in inspect.signature(fn).parameters.values():
+        if param.name == "ctx":
+            takes_ctx = True
+            continue
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
+            raise ToolError(
+                f"tool {name!r}: parameter {param.name!r} must be a plain or keyword parameter "
+                "(no *args, **kwargs or positional-only)",
+                tool=name,
+            )
+        if param.name not in hints:
+            raise ToolError(
+                f"tool {name!r}: parameter {param.name!r} has no type annotation; annotate it "
+                "so its arguments can be validated",
+                tool=name,
+            )
+        hint = hints[param.name]
+        default = ... if param.default is param.empty else param.default
+        described = doc.params.get(param.name)
+        if described and not _has_description(hint):
+            fields[param.name] = (hint, Field(default, description=described))
+        else:
+            fields[param.name] = (hint, default)
+    return fields, takes_ctx
+
+
+class Tool:
+    """A function the model may call; see the module docstring. Build with :func:`tool`."""
+
+    step: Step | None = None
+    """The step this tool runs, for a step given as a tool (:func:`as_tool`)."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        args_model: type[BaseModel] | None = None,
+        **options: Unpack[ToolOptions],
+    ) -> None:
+        """A tool over ``fn`` with the :class:`ToolOptions` given (``args_model``: take these
+        arguments as they are, for a function ``async fn(args, ctx)``, as :func:`as_tool`)."""
+        self.fn = fn
+        self.name = options.get("name") or fn.__name__
+        _check_options(options, self.name)
+        if not _NAME_RE.match(self.name):
+            raise ToolError(
+                f"tool name {self.name!r} must be 1-64 letters, digits, '_' or '-'", tool=self.name
+            )
+        effect = options.get("effect", Effect.READ)
+        try:
+            self.effect = Effect(effect)
+        except ValueError as e:
+            raise ToolError(
+                f"tool {self.name!r}: effect {effect!r} is not one of read, write, irreversible",
+                tool=self.name,
+            ) from e
+        doc = _parse_docstring(inspect.getdoc(fn) or "")
+        description = options.get("description")
+        self.description = description if description is not None else doc.summary
+        """What the tool does and when to call it (empty when undocumented: ``check`` warns)."""
+        self.untrusted_output = options.get("untrusted_output", False)
+        timeout = options.get("timeout")
+        if timeout is not None and not (isinstance(timeout, int | float) and timeout > 0):
+            raise ToolError(
+                f"tool {self.name!r}: timeout must be seconds > 0 (or None), not {timeout!r}",
+                tool=self.name,
+            )
+        self.timeout = timeout
+        self.gate = options.get("gate")
+        self._is_async = inspect.iscoroutinefunction(fn)
+        # With an explicit args_model the function is ``async fn(args, ctx)`` (as_tool).
+        self._takes_args_model = args_model is not None
+        self._takes_ctx = True
+        if args_model is None:
+            fields, self._takes_ctx = _arg_fields(fn, self.name, doc, options.get("localns"))
+            args_model = pydantic.create_model(
+                f"{self.name}_arguments", __config__=ConfigDict(extra="forbid"), **fields
+            )
+        self.args_model: type[BaseModel] = args_model
+        self.schema: dict[str, Any] = _function_schema(self.name, self.description, args_model)
+        """The Chat Completions tool entry (strict JSON schema), built once."""
+        self.__doc__ = fn.__doc__
+
+    def parse(self, arguments: str | Mapping[str, Any] | BaseModel | None) -> BaseModel:
+        """Validate raw model arguments; raises :class:`ToolArgumentsError` saying what is wrong."""
+        if isinstance(arguments, self.args_model):
+            return arguments
+        if isinstance(arguments, BaseModel):
+            arguments = arguments.model_dump()
+        arguments = load_arguments(arguments, self.name)
+        if not isinstance(arguments, Mapping):
+            raise ToolArgumentsError(
+                f"arguments for {self.name!r} must be a JSON object, got "
+                f"{type(arguments).__name__}",
+                tool=self.name,
+            )
+        where = _non_finite(arguments)
+        if where is not None:
+            message = f"arguments for {self.name!r}: {where} is not a finite number"
+            raise ToolArgumentsError(message, tool=self.name)
+        try:
+            return self.args_model.model_validate(dict(arguments))
+        except ValidationError as e:
+            raise ToolArgumentsError(_describe(e, self.name), tool=self.name) from e
+
+    async def invoke(
+        self, arguments: str | Mapping[str, Any] | BaseModel | None, ctx: Context | None = None
+    ) -> Any:
+        """Validate ``arguments`` and run a ``read`` tool (sync ones in a worker thread).
+
+        Raises :class:`ToolArgumentsError` for bad arguments, ``TimeoutError`` when
+        :attr:`timeout` passes, and whatever the function raises. A ``write`` or
+        ``irreversible`` tool is not run this way (it raises
+        :class:`~loopwise.errors.DirectEffectError`): its effects go through a run — an
+        agent's tool, a hybrid's action or a workflow node — where its gate, journal and
+        idempotency key apply.
+        """
+        self._refuse_direct("invoke()")
+        return await self.perform(self.parse(arguments), ctx)
+
+    async def perform(self, args: BaseModel, ctx: Context | None) -> Any:
+        """Run the tool on validated ``args`` with its timeout: no gate, no journal.
+
+        The tool-call executor (:mod:`loopwise.tools.calls`) calls this after the gate; code
+        that calls it directly takes the effect on itself.
+        """
+        coro = self._call(args, ctx)
+        if self.timeout is None:
+            return await coro
+        try:
+            return await asyncio.wait_for(coro, self.timeout)
+        except TimeoutError as e:
+            raise TimeoutError(f"tool {self.name!r} timed out after {self.timeout}s") from e
+
+    async def _call(self, args: BaseModel, ctx: Context | None) -> Any:
+        if self._takes_args_model:
+            return await self.fn(args, ctx)
+        kwargs = {k: getattr(args, k) for k in type(args).model_fields}
+        if self._takes_ctx:
+            kwargs["ctx"] = ctx
+        if self._is_async:
+            return await self.fn(**kwargs)
+        if self.timeout is not None:
+            return await _in_own_thread(self.fn, kwargs)
+        if self.effect is not Effect.READ:
+            return await _to_the_end(self.fn, kwargs)
+        return await asyncio.to_thread(self.fn, **kwargs)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the wrapped function of a ``read`` tool directly (no validation): handy in
+        tests. A ``write``/``irreversible`` tool raises
+        :class:`~loopwise.errors.DirectEffectError` (test its function as ``tool.fn``)."""
+        self._refuse_direct("a direct call")
+        return self.fn(*args, **kwargs)
+
+    def _refuse_direct(self, how: str) -> None:
+        if self.effect is Effect.READ:
+            return
+        raise DirectEffectError(
+            f"tool {self.name!r} is {self.effect}: {how} would skip its gate, journal and "
+            f"idempotency key; run it as a workflow node (Workflow(...).then({self.name})), "
+            "an agent's tool or a hybrid's action (or call its function, .fn, in a unit test)",
+            tool=self.name,
+        )
+
+    def describe(self) -> ToolShape:
+        """What the model and ``loopwise check`` see of this tool (and of the step it runs)."""
+        return ToolShape(
+            name=self.name,
+            description=self.description,
+            effect=self.effect.value,
+            gated=self.gate is not None,
+            untrusted=self.untrusted_output,
+            parameters=parameters_of(self.schema["function"].get("parameters", {})),
+            step=None if self.step is None else describe(self.step),
+            tool=self,
+        )
+
+    def __repr__(self) -> str:
+        return f"<tool {self.name} ({self.effect})>"
+
+
+async def _to_the_end(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    """Run a sync tool with an effect in a worker thread and see it through.
+
+    A thread cannot be stopped, so cancelling the call (a sibling call ended the run, the
+    caller cancelled it) would not stop the effect, only hide it: the result would never
+    be recorded. Once started, the call is awaited to its end and returned, so the caller
+    records it. The cancellation is not undone (``Task.cancelling()`` still counts it):
+    the run ends ``cancelled`` before its next step or model call
+    (:meth:`~loopwise.core.step.Context.call_model`).
+    """
+    context = contextvars.copy_context()
+    loop = asyncio.get_running_loop()
+    future = loop.run_in_executor(None, lambda: context.run(fn, **kwargs))
+    while True:
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            if future.cancelled():
+                raise
+            continue  # the thread runs on: wait for what it did
+
+
+async def _in_own_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    """Run a sync tool that has a timeout in a daemon thread of its own.
+
+    A thread cannot be killed: one that hangs past the timeout runs on. In asyncio's
+    default executor it would hold up ``asyncio.run``'s shutdown (so ``loopwise.run``
+    would not return until the hung call ended) and the interpreter's exit; a daemon
+    thread holds up neither, and what it returns late is dropped.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(value: Any, error: BaseException | None) -> None:
+        if future.done():
+            return  # timed out and cancelled already
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+
+    def work() -> None:
+        value, error = None, None
+        try:
+            value = context.run(fn, **kwargs)
+        except BaseException as e:  # handed to the awaiting coroutine
+            error = e
+        with contextlib.suppress(RuntimeError):  # the loop closed while it hung
+            loop.call_soon_threadsafe(settle, value, error)
+
+    threading.Thread(target=work, name=f"loopwise-tool-{fn.__name__}", daemon=True).start()
+    return await future
+
+
+def _function_schema(name: str, description: str, model: type[BaseModel]) -> dict[str, Any]:
+    # Imported when a tool is declared: the store's CLI verbs never load the openai SDK.
+    from openai import pydantic_function_tool
+
+    entry = pydantic_function_tool(model, name=name, description=description or name)
+    # A plain dict (the SDK's wrapper carries the model class), JSON-ready for any sink.
+    function = dict(entry["function"])
+    if not description:
+        function.pop("description", None)
+    return {"type": "function", "function": function}
+
+
+def require_gate(tool: Tool, *, holder: str, fix: str) -> None:
+    """Refuse an ``irreversible`` ``tool`` that has no gate: :class:`ToolError` with code
+    ``ungated-irreversible``, its message led by ``holder`` (who holds it) and ended by
+    ``fix`` (how to give it one). Every holder of tools asks this one check."""
+    if tool.effect is Effect.IRREVERSIBLE and tool.gate is None:
+        raise ToolError(
+            f"{holder}tool {tool.name!r} is irreversible and has no gate; {fix}",
+            tool=tool.name,
+            code="ungated-irreversible",
+        )
+
+
+def json_value(text: str) -> Any:
+    """``text`` read as JSON as RFC 8259 defines it, for text a model or a person sent.
+
+    Python's parser also reads ``NaN``, ``Infinity`` and numbers too large for a float
+    (``1e999``) as non-finite floats; those slip past checks such as ``amount > 100`` (a
+    NaN compares false both ways) and make a stored log that is no longer JSON. Raises
+    ``json.JSONDecodeError`` for them as for any other text that is not JSON.
+    """
+
+    def refuse(token: str) -> NoReturn:
+        message = f"{token} is not a finite number"
+        raise json.JSONDecodeError(message, text, max(text.find(token), 0))
+
+    def finite(token: str) -> float:
+        value = float(token)
+        return value if math.isfinite(value) else refuse(token)
+
+    return json.loads(text, parse_constant=refuse, parse_float=finite)
+
+
+def _non_finite(arguments: Mapping[str, Any]) -> str | None:
+    """Where a NaN or infinite float sits in already-parsed arguments (a plan's, an edit's:
+    pydantic's JSON reader accepts ``NaN``), as a dotted path, or ``None``."""
+    stack: list[tuple[str, Any]] = [(str(k), v) for k, v in arguments.items()]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            return where
+        if isinstance(value, Mapping):
+            stack.extend((f"{where}.{k}", v) for k, v in value.items())
+        elif isinstance(value, list | tuple):
+            stack.extend((f"{where}.{i}", v) for i, v in enumerate(value))
+    return None
+
+
+MAX_DEPTH = 32
+"""How deeply a call's arguments may nest (objects and arrays)."""
+
+
+def load_arguments(raw: Any, name: str) -> Any:
+    """Arguments a model wrote, as data. Text that cannot be read safely — not JSON, a
+    number of more than 4,300 digits, nesting deeper than :data:`MAX_DEPTH` (or than the
+    parser's recursion limit) — raises :class:`ToolArgumentsError` saying why, never
+    anything else, so it can go back to the model as an error result."""
+    if not isinstance(raw, str):
+        if nests_deeper_than(raw, MAX_DEPTH):
+            raise ToolArgumentsError(_too_deep(name), tool=name)
+        return raw
+    if not raw.strip():
+        return {}
+    try:
+        value = json_value(raw)
+    except json.JSONDecodeError as e:
+        shown = raw if len(raw) <= 200 else raw[:200] + "…"
+        raise ToolArgumentsError(
+            f"arguments for {name!r} are not valid JSON ({e.msg} at line {e.lineno} column "
+            f"{e.colno}): {shown}",
+            tool=name,
+        ) from None
+    except (ValueError, RecursionError) as e:
+        # int() refuses numbers of more than 4,300 digits; the parser, deep nesting.
+        what = "they nest too deeply" if isinstance(e, RecursionError) else str(e)
+        raise ToolArgumentsError(
+            f"arguments for {name!r} cannot be read: {what}", tool=name
+        ) from None
+    if nests_deeper_than(value, MAX_DEPTH):
+        raise ToolArgumentsError(_too_deep(name), tool=name)
+    return value
+
+
+def _too_deep(name: str) -> str:
+    return f"arguments for {name!r} nest deeper than {MAX_DEPTH} levels; send flatter arguments"
+
+
+def nests_deeper_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` holds an object or array more than ``limit`` levels deep, found
+    without recursion (so any depth is safe to ask about)."""
+    stack = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, Mapping):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if level > limit:
+            return True
+        stack.extend((child, level + 1) for child in children)
+    return False
+
+
+def _describe(error: ValidationError, name: str) -> str:
+    problems = []
+    for item in error.errors(include_url=False):
+        where = ".".join(str(p) for p in item["loc"]) or "(arguments)"
+        message = str(item["msg"]).removeprefix("Value error, ")
+        if item["type"] == "extra_forbidden":
+            message = "unknown argument (not in the tool's schema)"
+        elif item["type"] == "missing":
+            message = "missing required argument"
+        got = "" if item["type"] == "missing" else f" (got {item.get('input')!r})"
+        problems.append(f"{where}: {message}{got}")
+    return f"invalid arguments for {name!r}: " + "; ".join(problems)
+
+
+@overload
+def tool(fn: Callable[..., Any], /, **options: Unpack[ToolOptions]) -> Tool: ...
+@overload
+def tool(**options: Unpack[ToolOptions]) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None, /, **options: Unpack[ToolOptions]
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Make a function a :class:`Tool`: ``@tool``, ``@tool(effect="write", timeout=5)`` or
+    ``tool(fn, effect="write")``; the options are :class:`ToolOptions`.
+
+    Annotations are resolved with the function's module globals and, for a tool declared
+    inside a function whose annotations name that function's locals (strings, under
+    ``from __future__ import annotations``), the ``localns`` given:
+    ``@tool(localns=locals())``. Nothing else is looked up (no caller frame is read).
+
+    Raises :class:`~loopwise.errors.ToolError` for an unknown option, an annotation that
+    cannot be resolved (naming ``localns=``), a parameter without a type annotation,
+    ``*args``/``**kwargs``, an invalid name or an unknown effect.
+    """
+    if fn is not None:
+        return Tool(fn, **options)
+    _check_options(options, options.get("name") or "tool")  # at the decorator's line
+    return lambda f: Tool(f, **options)
+
+
+def as_tool(step: Any, *, description: str, **options: Unpack[AsToolOptions]) -> Tool:
+    """Any step (a workflow, a structured step, an agent) as a tool, run via ``ctx.run_step``.
+
+    A step whose ``input_type`` is a pydantic model takes that model as its arguments;
+    any other step takes one argument, ``input``, of its ``input_type`` (``str`` when it
+    declares none or ``Any``, as strict function schemas need a type). The options are
+    :class:`AsToolOptions`; ``description`` is required (the step has no docstring to
+    take it from).
+    """
+    step_name = options.get("name") or str(step.name)
+    input_type = getattr(step, "input_type", str)
+    if input_type in (Any, object):
+        # A strict function schema needs a type for every property: an untyped input
+        # (a structured step, an untyped workflow) takes the text the model writes.
+        input_type = str
+    if isinstance(input_type, type) and issubclass(input_type, BaseModel):
+        args_model: type[BaseModel] = input_type
+        unwrap = False
+    else:
+        args_model = pydantic.create_model(
+            f"{step_name}_arguments",
+            __config__=ConfigDict(extra="forbid"),
+            input=(input_type, Field(description=f"The input of {step_name}.")),
+        )
+        unwrap = True
+
+    async def run_step(args: BaseModel, ctx: Context) -> Any:
+        return await ctx.run_step(step, getattr(args, "input") if unwrap else args)  # noqa: B009
+
+    options["name"] = step_name
+    wrapped = Tool(run_step, args_model=args_model, description=description, **options)
+    # Kept so the step's own description (its tools, its limits) reaches `check`.
+    wrapped.step = step
+    return wrapped
