@@ -26,7 +26,8 @@ from typing import Any
 
 import loopwise
 from loopwise import ModelRequest, ToolCall, Turn
-from loopwise.architectures.agent import Agent, ContextPolicy, LoopDetection
+from loopwise.architectures.agent import Agent, LoopDetection
+from loopwise.architectures.history import ContextPolicy
 from loopwise.architectures.workflow import Workflow
 from loopwise.core.usage import Budget
 from loopwise.evidence.evals import Case, EvalTarget, aevaluate, load_dataset

@@ -10,7 +10,8 @@ import raw_loop
 
 import loopwise
 from loopwise import ModelRequest, ToolCall, Turn
-from loopwise.architectures.agent import Agent, ContextPolicy, LoopDetection
+from loopwise.architectures.agent import Agent, LoopDetection
+from loopwise.architectures.history import ContextPolicy
 from loopwise.architectures.structured import Structured
 
 

@@ -23,7 +23,7 @@ import pytest
 
 import loopwise
 from loopwise import Agent, Budget, ContextPolicy, LoopDetection, ModelRequest, Workflow
-from loopwise.core.step import Event
+from loopwise.core.events import Event
 from loopwise.models.port import Turn, message_chars
 from loopwise.store.sqlite import SQLiteStore
 from loopwise.testing import ScriptedModel, call, reply

@@ -12,10 +12,12 @@ import pytest
 
 import loopwise
 from loopwise import Agent, ApprovalRequest, Denied, Status, ToolError
-from loopwise.architectures.hybrid import ActionCatalog, Hybrid, plan_mermaid, validate_plan
+from loopwise.architectures.hybrid import Hybrid
+from loopwise.architectures.plans import ActionCatalog, plan_mermaid, validate_plan
 from loopwise.testing import ScriptedModel, call, reply
+from loopwise.tools.allowlists import Bounds, IdPattern
 from loopwise.tools.gates import human, policy
-from loopwise.tools.tool import Bounds, IdPattern, tool
+from loopwise.tools.tool import tool
 
 EFFECTS: list[tuple[str, dict[str, Any]]] = []
 

@@ -221,3 +221,51 @@ def test_no_module_imports_another_modules_private_names() -> None:
         if alias.name.startswith("_") and not alias.name.startswith("__")
     )
     assert not taken, "\n".join(taken)
+
+
+def _defined(tree: ast.Module) -> set[str]:
+    """The names a module's own top level defines (functions, classes, assignments)."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return names
+
+
+def forwarded_imports() -> list[str]:
+    """Every in-package ``from loopwise.X import name`` where X does not define ``name``."""
+    files = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    defined = {m: _defined(ast.parse(p.read_text())) for m, p in files.items()}
+    found = []
+    for module, path in sorted(files.items()):
+        if module == "loopwise" or module.startswith("loopwise.templates"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom) or node.level or node.module not in files:
+                continue
+            for alias in node.names:
+                if alias.name not in defined[node.module] and (
+                    f"{node.module}.{alias.name}" not in files
+                ):
+                    found.append(f"{module}: {alias.name} from {node.module}")
+    return found
+
+
+def test_every_import_names_the_module_that_defines_the_name() -> None:
+    # A name taken through a module that merely re-exports it hides the real dependency
+    # (and loads the door: the examples' ModelRequest once loaded the openai SDK).
+    found = forwarded_imports()
+    assert not found, "import these from their home module:\n" + "\n".join(found)
+
+
+def test_the_face_loads_each_name_from_its_home() -> None:
+    files = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    wrong = [
+        f"{name}: {module}"
+        for name, module in loopwise._LAZY.items()  # type: ignore[attr-defined]
+        if name not in _defined(ast.parse(files[module].read_text()))
+    ]
+    assert not wrong, wrong

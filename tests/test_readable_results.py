@@ -10,7 +10,7 @@ import pytest
 
 import loopwise
 from loopwise.cli.main import main
-from loopwise.core.step import jsonable
+from loopwise.core.events import jsonable
 from loopwise.running.targets import load_target
 from loopwise.testing import ScriptedModel, reply
 from loopwise.tools.tool import tool

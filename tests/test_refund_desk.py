@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import loopwise
-from loopwise.architectures.hybrid import REJECTED, validate_plan
+from loopwise.architectures.plans import REJECTED, validate_plan
 from loopwise.cli.main import main
 from loopwise.running.targets import load_target
 from loopwise.testing import ScriptedModel, calls

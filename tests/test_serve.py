@@ -594,7 +594,7 @@ def test_a_plan_approval_that_covers_gates_runs_its_exact_steps_and_says_who(
 
 
 def test_a_plan_approval_never_covers_arguments_it_did_not_show() -> None:
-    from loopwise.architectures.hybrid import PlanApproval, PlanStep
+    from loopwise.architectures.plans import PlanApproval, PlanStep
 
     step = PlanStep(id="s1", action="pay", args={"amount": 40.0}, reason="r")
     shown = PlanApproval(

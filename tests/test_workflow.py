@@ -23,7 +23,7 @@ from loopwise import (
     Workflow,
 )
 from loopwise.cli.main import main
-from loopwise.models.openai import Turn
+from loopwise.models.port import Turn
 from loopwise.testing import ScriptedModel
 
 

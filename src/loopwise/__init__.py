@@ -14,16 +14,15 @@ if TYPE_CHECKING:
     from loopwise.architectures import hybrid as hybrid
     from loopwise.architectures.agent import Agent, LoopDetection
     from loopwise.architectures.history import ContextPolicy, SummarizingPolicy
-    from loopwise.architectures.hybrid import (
+    from loopwise.architectures.hybrid import ActionResult, Hybrid, HybridOutput
+    from loopwise.architectures.plans import (
+        REJECTED,
         Action,
         ActionCatalog,
-        ActionResult,
-        Hybrid,
-        HybridOutput,
         Plan,
+        PlanContext,
         PlanStep,
     )
-    from loopwise.architectures.plans import REJECTED, PlanContext
     from loopwise.architectures.structured import Structured
     from loopwise.architectures.workflow import Workflow
     from loopwise.core.events import Event, EventType, Status, TextDelta
@@ -92,11 +91,11 @@ _LAZY = {
                      "field_match", "load_dataset"], "loopwise.evidence.evals"),
     **dict.fromkeys(["Event", "EventType", "Status", "TextDelta"], "loopwise.core.events"),
     **dict.fromkeys(["Gate", "policy", "policy_then_human"], "loopwise.tools.gates"),
-    **dict.fromkeys(["PlanContext", "REJECTED"], "loopwise.architectures.plans"),
+    **dict.fromkeys(["Action", "ActionCatalog", "Plan", "PlanContext", "PlanStep", "REJECTED"],
+                    "loopwise.architectures.plans"),
     "TerminalApprovals": "loopwise.tools.handlers",
     **dict.fromkeys(["ContextPolicy", "SummarizingPolicy"], "loopwise.architectures.history"),
-    **dict.fromkeys(["Action", "ActionCatalog", "ActionResult", "Hybrid", "HybridOutput",
-                     "Plan", "PlanStep"], "loopwise.architectures.hybrid"),
+    **dict.fromkeys(["ActionResult", "Hybrid", "HybridOutput"], "loopwise.architectures.hybrid"),
     # The openai SDK loads when a model is made.
     **dict.fromkeys(["OpenAIModel", "resolve_model"], "loopwise.models.openai"),
     **dict.fromkeys(["Model", "ModelRequest", "ToolCall", "Turn"], "loopwise.models.port"),

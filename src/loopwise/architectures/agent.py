@@ -56,22 +56,24 @@ from loopwise.architectures.history import (
     user_text,
 )
 from loopwise.architectures.structured import strip_fence
+from loopwise.core.events import Status
 from loopwise.core.journal import Journal
+from loopwise.core.result import Halt
 from loopwise.core.shape import Kind, Limits, Shape
-from loopwise.core.step import Context, Halt, Status
+from loopwise.core.step import Context
 from loopwise.core.usage import Budget
 from loopwise.errors import ConfigError, ToolError
 from loopwise.models.port import Message, ModelRequest, ToolCall, Turn
 from loopwise.tools.calls import Call, CallSettings, Outcome, execute, readable_args
-from loopwise.tools.gates import Pending, pause
+from loopwise.tools.gates import pause
 from loopwise.tools.tool import Tool, require_gate, tool
+from loopwise.tools.verdicts import Pending
 
 __all__ = [
     "FINAL_ANSWER",
     "Agent",
     "Answer",
     "CallTools",
-    "ContextPolicy",
     "LoopDetection",
     "Retry",
     "Stop",

@@ -29,8 +29,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from loopwise.core.events import Event, EventType, jsonable
 from loopwise.core.shape import Kind, Shape
-from loopwise.core.step import Context, Event, EventType, jsonable
+from loopwise.core.step import Context
 from loopwise.errors import ConfigError, ConversationError
 from loopwise.models.port import Message, ModelRequest, Turn, message_chars
 

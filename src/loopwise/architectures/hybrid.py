@@ -61,22 +61,20 @@ from loopwise.architectures.plans import (
 )
 from loopwise.architectures.structured import Structured
 from loopwise.architectures.workflow import Workflow
+from loopwise.core.events import EventType, Status, jsonable
 from loopwise.core.journal import Journal
+from loopwise.core.result import Halt
 from loopwise.core.shape import Kind, Limits, Shape, describe, mermaid
-from loopwise.core.step import Context, EventType, Halt, Status, jsonable, step
+from loopwise.core.step import Context, step
 from loopwise.core.usage import Budget, Usage
 from loopwise.errors import ConfigError, ToolError
 from loopwise.tools.calls import Call, CallSettings, Outcome, effect_id, execute
-from loopwise.tools.gates import (
-    Ask,
-    Denied,
-    Edited,
-    Pending,
-    authorize_all,
-    human,
-    pause,
-)
+from loopwise.tools.gates import Ask, authorize_all, human, pause
+from loopwise.tools.verdicts import Denied, Edited, Pending
 
+# The plan vocabulary users write beside a hybrid (`from loopwise.hybrid import
+# REJECTED, PlanContext`), kept on this documented module for them; the package
+# imports these from loopwise.architectures.plans.
 __all__ = [
     "REJECTED",
     "Action",
@@ -85,14 +83,10 @@ __all__ = [
     "Hybrid",
     "HybridOutput",
     "Plan",
-    "PlanApproval",
     "PlanContext",
     "PlanStep",
     "authorize_plan",
     "compile_plan",
-    "plan_mermaid",
-    "planner_instructions",
-    "validate_plan",
 ]
 
 

@@ -28,11 +28,12 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from loopwise.architectures.digraph import Digraph
+from loopwise.core.events import jsonable
 from loopwise.core.shape import Edge, Graph, Node, mermaid
-from loopwise.core.step import jsonable
 from loopwise.errors import ConfigError, ToolError
-from loopwise.tools.gates import Approved, Gate, recheck_edited, takes_ctx
+from loopwise.tools.gates import Gate, recheck_edited, takes_ctx
 from loopwise.tools.tool import Tool, ToolArgumentsError
+from loopwise.tools.verdicts import Approved
 
 __all__ = [
     "PLANNER_INSTRUCTIONS",

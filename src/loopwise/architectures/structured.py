@@ -33,8 +33,10 @@ from typing import Any, Generic, TypeVar, cast
 
 import pydantic
 
+from loopwise.core.events import Status, jsonable
+from loopwise.core.result import Halt
 from loopwise.core.shape import Kind, Shape
-from loopwise.core.step import Context, Halt, Status, jsonable
+from loopwise.core.step import Context
 from loopwise.errors import ConfigError, ResponseFormatRejected
 from loopwise.models.port import STRUCTURED_MODES, Message, ModelRequest, StructuredMode, Turn
 

@@ -17,7 +17,8 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_typ
 
 from pydantic import BaseModel, ValidationError
 
-from loopwise.core.step import Halt, Status
+from loopwise.core.events import Status
+from loopwise.core.result import Halt
 
 
 def hints_of(fn: Any) -> dict[str, Any]:

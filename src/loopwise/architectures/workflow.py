@@ -76,8 +76,10 @@ from loopwise.architectures.wiring import (
     type_name,
     types_compatible,
 )
+from loopwise.core.events import Status
+from loopwise.core.result import Halt
 from loopwise.core.shape import Edge, Graph, Kind, Limits, Problem, Shape, mermaid
-from loopwise.core.step import Context, FunctionStep, Halt, Status, Step, concurrently, needs_model
+from loopwise.core.step import Context, FunctionStep, Step, concurrently, needs_model
 from loopwise.core.usage import Budget
 from loopwise.errors import ConfigError, GraphError
 from loopwise.tools.tool import Tool
@@ -86,7 +88,9 @@ if TYPE_CHECKING:
     import networkx as nx
 
 
-__all__ = ["RouteDecision", "Workflow"]
+__all__ = [
+    "Workflow",
+]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

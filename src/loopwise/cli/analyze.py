@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from loopwise.cli.options import store_help
-from loopwise.core.step import Status
+from loopwise.core.events import Status
 from loopwise.evidence.analyze import TraceAnalysis, analyze
 from loopwise.store.open import open_existing
 

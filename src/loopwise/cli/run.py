@@ -30,11 +30,13 @@ from loopwise.cli.options import (
     user_output_to_stderr,
 )
 from loopwise.cli.watch import add_watch_flags, watch_sinks
+from loopwise.core.events import Status
+from loopwise.core.result import RunResult
 from loopwise.core.shape import Kind, describe, mermaid
-from loopwise.core.step import RunResult, Status, needs_model, new_run_id
+from loopwise.core.step import needs_model, new_run_id
 from loopwise.running import runner
 from loopwise.running.targets import Target, deps_factory, load_target, model_for
-from loopwise.tools.gates import TerminalApprovals
+from loopwise.tools.handlers import TerminalApprovals
 
 __all__ = ["add_graph_verb", "add_resume_verb", "add_run_verb", "exit_code"]
 

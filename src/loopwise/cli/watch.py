@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO
 
-from loopwise.core.step import Event, EventSink, EventType, TextDelta
+from loopwise.core.events import Event, EventSink, EventType, TextDelta
 from loopwise.errors import ConfigError
 
 __all__ = ["Progress", "TextPrinter", "add_watch_flags", "watch_sinks"]

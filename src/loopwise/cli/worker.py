@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from loopwise.cli.options import count, store_help
-from loopwise.core.step import RunResult
+from loopwise.core.result import RunResult
 from loopwise.running.runner import owner_id
 from loopwise.running.worker import awork
 from loopwise.store.base import DEFAULT_LEASE_SECONDS, StoredRun

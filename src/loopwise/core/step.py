@@ -41,8 +41,7 @@ import typing_extensions
 
 from loopwise.core.events import Event, EventSink, EventType, Status, TextDelta, jsonable, now_iso
 from loopwise.core.journal import Journal
-from loopwise.core.loops import blocking
-from loopwise.core.options import RunOptions, check_options, merge_options
+from loopwise.core.options import RunOptions, check_options
 from loopwise.core.replay import Restorer, entered, recall, record
 from loopwise.core.result import Halt, RunResult
 from loopwise.core.shape import Kind, Shape, kind_of
@@ -54,21 +53,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Context",
-    "Event",
-    "EventSink",
-    "EventType",
     "FunctionStep",
-    "Halt",
-    "RunOptions",
-    "RunResult",
-    "Status",
     "Step",
-    "TextDelta",
-    "blocking",
     "check_step",
     "execute",
-    "jsonable",
-    "merge_options",
     "needs_model",
     "new_context",
     "new_run_id",

@@ -26,16 +26,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from loopwise.core.events import EventSink, Status, jsonable
+from loopwise.core.loops import blocking
+from loopwise.core.result import RunResult
 from loopwise.core.shape import Kind, describe
-from loopwise.core.step import EventSink, RunResult, Status, Step, blocking, jsonable
+from loopwise.core.step import Step
 from loopwise.core.usage import Budget, Pricing
 from loopwise.errors import ConfigError, StoreError
 from loopwise.evidence.recommend import Recommendation, recommend
 from loopwise.evidence.stats import (
     CaseRun,
-    Distribution,
     TargetSummary,
-    percentile,
     summarize,
 )
 from loopwise.running.targets import import_module_of
@@ -43,20 +44,14 @@ from loopwise.store.open import open_existing, open_store
 
 __all__ = [
     "Case",
-    "CaseRun",
-    "Distribution",
     "EvalReport",
     "EvalTarget",
-    "Recommendation",
-    "TargetSummary",
     "aevaluate",
     "architecture_of",
     "evaluate",
     "field_diff",
     "field_match",
     "load_dataset",
-    "percentile",
-    "recommend",
 ]
 
 

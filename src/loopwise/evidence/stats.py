@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from loopwise.core.step import Status
+from loopwise.core.events import Status
 from loopwise.core.usage import Pricing
 
 __all__ = [

@@ -64,8 +64,9 @@ from typing import TYPE_CHECKING, Any, TypedDict, Unpack, overload
 
 from pydantic import BaseModel
 
+from loopwise.core.events import Status
+from loopwise.core.result import Halt
 from loopwise.core.shape import ToolShape
-from loopwise.core.step import Halt, Status
 from loopwise.errors import ConfigError, MCPServerError, ToolError
 from loopwise.integrations.mcp_schema import (
     Unusable,

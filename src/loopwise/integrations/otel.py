@@ -47,7 +47,7 @@ from opentelemetry.trace import (
     TracerProvider,
 )
 
-from loopwise.core.step import Event, EventType
+from loopwise.core.events import Event, EventType
 
 __all__ = ["OTelSink"]
 

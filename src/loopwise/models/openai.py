@@ -24,7 +24,6 @@ from openai.types.chat import ChatCompletion
 from loopwise.errors import ConfigError, ModelAPIError, ModelNotConfigured, ResponseFormatRejected
 from loopwise.models.port import (
     STRUCTURED_MODES,
-    Message,
     Model,
     ModelRequest,
     StructuredMode,
@@ -34,12 +33,7 @@ from loopwise.models.port import (
 from loopwise.models.scripted import ScriptedModel
 
 __all__ = [
-    "Message",
-    "Model",
-    "ModelRequest",
     "OpenAIModel",
-    "ToolCall",
-    "Turn",
     "resolve_model",
     "structured_mode_of",
 ]

@@ -140,7 +140,7 @@ def asked_again(approval: StoredApproval, events: Sequence[Event]) -> bool:
 
 
 def _differ(found: StoredApproval, edited: dict[str, Any]) -> bool:
-    from loopwise.tools.gates import args_hash
+    from loopwise.tools.verdicts import args_hash
 
     return args_hash(found.tool, edited) != found.args_hash
 
@@ -167,8 +167,8 @@ def _check_edit(
     import asyncio  # here: only an edit runs the tool's policies (pending/approve stay light)
 
     from loopwise.tools.calls import judge_edit
-    from loopwise.tools.gates import Denied
     from loopwise.tools.tool import ToolArgumentsError
+    from loopwise.tools.verdicts import Denied
 
     tool = _tool_of(store, found, load)
     judged = asyncio.run(judge_edit(tool.tool, edited, tool.policies))

@@ -43,23 +43,12 @@ from typing import Any
 from pydantic import BaseModel
 
 from loopwise.architectures.history import History, PriorRun, check_conversation_id
+from loopwise.core.events import Event, EventType, Status, jsonable
 from loopwise.core.loops import blocking, closing_model
+from loopwise.core.options import RunOptions, merge_options
+from loopwise.core.result import RunResult
 from loopwise.core.shape import Kind, kind_of
-from loopwise.core.step import (
-    Context,
-    Event,
-    EventType,
-    RunOptions,
-    RunResult,
-    Status,
-    Step,
-    check_step,
-    execute,
-    jsonable,
-    merge_options,
-    new_context,
-    new_run_id,
-)
+from loopwise.core.step import Context, Step, check_step, execute, new_context, new_run_id
 from loopwise.core.usage import Budget, Usage
 from loopwise.errors import ConfigError, ConversationError, TargetError
 from loopwise.models.port import Model, Turn
@@ -67,7 +56,8 @@ from loopwise.models.scripted import ScriptedModel
 from loopwise.running.targets import calling_modules, deps_factory, load_target, model_for, spec_of
 from loopwise.store.base import QUEUED, RESUMABLE, RunStore, StoredApproval, StoredRun
 from loopwise.store.open import shared_store
-from loopwise.tools.gates import ApprovalRequest, Denied, Handler, Verdict, ask, verdict_from_data
+from loopwise.tools.handlers import Handler, ask
+from loopwise.tools.verdicts import ApprovalRequest, Denied, Verdict, verdict_from_data
 
 __all__ = [
     "DEFAULT",

@@ -26,15 +26,10 @@ from dataclasses import replace
 from types import TracebackType
 from typing import Any
 
-from loopwise.core.step import (
-    Event,
-    EventSink,
-    RunOptions,
-    RunResult,
-    Step,
-    TextDelta,
-    merge_options,
-)
+from loopwise.core.events import Event, EventSink, TextDelta
+from loopwise.core.options import RunOptions, merge_options
+from loopwise.core.result import RunResult
+from loopwise.core.step import Step
 from loopwise.running.runner import DEFAULT, aresume, arun
 
 __all__ = ["RunStream", "astream", "astream_resume"]

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from loopwise.core.step import RunResult
+from loopwise.core.result import RunResult
 from loopwise.errors import ConfigError, StoreError
 from loopwise.running.runner import execute_claimed, owner_id
 from loopwise.store.base import RunStore, StoredRun

@@ -45,7 +45,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
-from loopwise.core.step import Status
+from loopwise.core.events import Status
 from loopwise.errors import ConfigError, LoopwiseError
 from loopwise.running import approvals, runner
 from loopwise.serve.pages import STYLESHEET, Form, inbox_page, run_page, runs_page

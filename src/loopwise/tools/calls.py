@@ -39,22 +39,21 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from loopwise.core.events import EventType, Status, jsonable
 from loopwise.core.journal import Journal
-from loopwise.core.step import Context, EventType, Halt, Status, concurrently, jsonable
-from loopwise.tools.gates import (
+from loopwise.core.result import Halt
+from loopwise.core.step import Context, concurrently
+from loopwise.tools.gates import Ask, authorize_all, pause, recheck_edited
+from loopwise.tools.tool import Effect, Tool, ToolArgumentsError, load_arguments, require_gate
+from loopwise.tools.verdicts import (
     Approved,
-    Ask,
     Denied,
     Edited,
     Pending,
     Verdict,
     args_hash,
-    authorize_all,
     denial_message,
-    pause,
-    recheck_edited,
 )
-from loopwise.tools.tool import Effect, Tool, ToolArgumentsError, load_arguments, require_gate
 
 __all__ = [
     "Call",

@@ -35,11 +35,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
+from loopwise.core.events import EventType, Status, jsonable
 from loopwise.core.journal import Journal
-from loopwise.core.step import EventType, Halt, Status, jsonable, running_context
+from loopwise.core.result import Halt
+from loopwise.core.step import running_context
 from loopwise.errors import ConfigError
-from loopwise.tools.audit import os_user
-from loopwise.tools.handlers import Handler, TerminalApprovals, ask, handler_name, request_lines
+from loopwise.tools.handlers import TerminalApprovals, ask
 from loopwise.tools.verdicts import (
     ApprovalRequest,
     Approved,
@@ -49,13 +50,14 @@ from loopwise.tools.verdicts import (
     Pending,
     Verdict,
     args_hash,
-    denial_message,
     verdict_from_data,
 )
 
 if TYPE_CHECKING:
     from loopwise.core.step import Context
 
+# The vocabulary users write beside a gate (`gates.Escalate(...)`, README), kept on
+# this documented module for them; the package imports these from their homes.
 __all__ = [
     "ApprovalRequest",
     "Approved",
@@ -65,26 +67,16 @@ __all__ = [
     "Escalate",
     "Gate",
     "GateKind",
-    "Handler",
-    "Pending",
     "TerminalApprovals",
-    "Verdict",
-    "args_hash",
-    "ask",
     "authorize",
     "authorize_all",
-    "denial_message",
-    "handler_name",
     "human",
-    "os_user",
     "pause",
     "policy",
     "policy_then_human",
     "recheck_edited",
-    "request_lines",
     "run_taint",
     "takes_ctx",
-    "verdict_from_data",
 ]
 
 

@@ -65,7 +65,6 @@ from pydantic.fields import FieldInfo
 
 from loopwise.core.shape import ToolShape, describe, parameters_of
 from loopwise.errors import DirectEffectError, LoopwiseError, ToolError
-from loopwise.tools.allowlists import Bounds, IdPattern, InDirectory, OneOf
 
 if TYPE_CHECKING:
     from loopwise.core.step import Context, Step
@@ -73,11 +72,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_DEPTH",
     "AsToolOptions",
-    "Bounds",
     "Effect",
-    "IdPattern",
-    "InDirectory",
-    "OneOf",
     "Tool",
     "ToolArgumentsError",
     "ToolOptions",
