@@ -8,9 +8,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from loopwise.evidence.stats import REFERENCE_MODEL, TargetSummary, pct, reference_cost, secs, usd
+from loopwise.evidence.paired import PairedDifference, paired_difference, run_quality
+from loopwise.evidence.stats import (
+    REFERENCE_MODEL,
+    CaseRun,
+    TargetSummary,
+    pct,
+    reference_cost,
+    secs,
+    usd,
+)
 
-__all__ = ["Recommendation", "recommend"]
+__all__ = ["Recommendation", "paired_text", "recommend"]
 
 
 #: Simpler architectures win ties: a fixed path is cheaper to debug and to run.
@@ -37,12 +46,15 @@ def recommend(summaries: Sequence[TargetSummary]) -> Recommendation:
     """Pick a target on evidence and say why, citing the numbers.
 
     Quality first: the correct rate (the completed rate when nothing is scored).
-    Targets within noise of the best (the larger of 5 points and a 95% two-proportion
-    interval) count as equally accurate; among those, the one that stays within budget
-    more often wins, then the cheaper (mean USD per case, then mean tokens), then fewer
-    model calls, then the lower p95 latency, and last the simpler architecture
-    (workflow before hybrid before agent). A target none of whose runs completed is never
-    recommended; it is reported as failed (and with every target failed, none is chosen).
+    Targets within noise of the best (the larger of 5 points and the half-width of a 95%
+    interval for the difference) count as equally accurate: a paired interval over the
+    per-case differences when the two ran the same cases (see
+    :func:`loopwise.evidence.paired.paired_difference`), else a two-proportion one;
+    among those, the one that stays within budget more often wins, then the cheaper (mean
+    USD per case, then mean tokens), then fewer model calls, then the lower p95 latency,
+    and last the simpler architecture (workflow before hybrid before agent). A target none
+    of whose runs completed is never recommended; it is reported as failed (and with every
+    target failed, none is chosen).
     """
     if not summaries:
         return Recommendation(choice=None, text="no targets were evaluated")
@@ -80,11 +92,33 @@ def _quality(s: TargetSummary) -> float:
 
 
 def _margin(a: TargetSummary, b: TargetSummary) -> float:
-    """Half-width of a 95% interval for the difference of two rates, at least 5 points."""
+    """Half-width of a 95% interval for the difference of two rates, at least 5 points:
+    paired when both ran the same cases, else as two independent samples."""
+    paired = _paired(a, b)
+    if paired is not None:
+        return max(0.05, paired.half_width)
     pa, pb = _quality(a), _quality(b)
     na, nb = max(a.scored or a.n, 1), max(b.scored or b.n, 1)
     spread = 1.96 * math.sqrt(pa * (1 - pa) / na + pb * (1 - pb) / nb)
     return max(0.05, spread)
+
+
+def _paired(a: TargetSummary, b: TargetSummary) -> PairedDifference | None:
+    """``a - b`` case by case when both ran the same (two or more) cases, else ``None``."""
+    if a is b or not _same_cases(a, b):
+        return None
+    scored = a.correct_rate is not None and b.correct_rate is not None
+    paired = paired_difference(a.runs, b.runs, value=_score if scored else run_quality)
+    return paired if paired.cases > 1 else None
+
+
+def _score(r: CaseRun) -> float | None:
+    return r.score
+
+
+def _same_cases(a: TargetSummary, b: TargetSummary) -> bool:
+    cases = {r.case_id for r in a.runs}
+    return len(cases) > 1 and cases == {r.case_id for r in b.runs}
 
 
 def _preference(s: TargetSummary) -> tuple[float, ...]:
@@ -107,6 +141,9 @@ def _compare(best: TargetSummary, other: TargetSummary, tied: bool) -> str:
         parts = [f"equal accuracy within noise ({pct(a)} vs {pct(b)} {what})"]
     else:
         parts = [f"more accurate ({pct(a)} vs {pct(b)} {what})"]
+    paired = _paired(best, other)
+    if paired is not None:
+        parts.append(paired_text(paired))
     parts.extend(_cost_clauses(best, other))
     if round(best.within_budget_rate, 2) != round(other.within_budget_rate, 2):
         parts.append(
@@ -115,6 +152,19 @@ def _compare(best: TargetSummary, other: TargetSummary, tied: bool) -> str:
     if _stops(other):
         parts.append(f"{other.title} stopped early: {_stops(other)}")
     return f"{best.title} vs {other.title}: " + ", ".join(parts)
+
+
+def paired_text(d: PairedDifference) -> str:
+    """A paired difference for people:
+    ``paired difference +20 points (95% CI -5 to +45, 10 cases)``."""
+    return (
+        f"paired difference {_points(d.mean)} points ({d.confidence:.0%} CI "
+        f"{_points(d.low)} to {_points(d.high)}, {d.cases} cases)"
+    )
+
+
+def _points(x: float) -> str:
+    return f"{x * 100:+.0f}"
 
 
 def _stops(s: TargetSummary) -> str:
