@@ -196,7 +196,8 @@ def test_eval_makes_fresh_deps_per_run(tmp_path: Path, capsys: pytest.CaptureFix
 
 
 def test_a_worker_makes_deps_with_make_deps(tmp_path: Path) -> None:
-    from loopwise.running.runner import execute_claimed, owner_id
+    from loopwise.running.live import owner_id
+    from loopwise.running.runner import execute_claimed
 
     module = tmp_path / "desk.py"
     module.write_text(DESK)
@@ -213,7 +214,8 @@ def test_a_worker_makes_deps_with_make_deps(tmp_path: Path) -> None:
 
 
 def test_a_worker_whose_make_deps_fails_records_the_run_error(tmp_path: Path) -> None:
-    from loopwise.running.runner import execute_claimed, owner_id
+    from loopwise.running.live import owner_id
+    from loopwise.running.runner import execute_claimed
 
     module = tmp_path / "broken.py"
     module.write_text(

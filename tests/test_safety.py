@@ -25,7 +25,7 @@ import loopwise
 from _crash import KillAt, approve_all, drive, effect_tools, effects, fork, wait
 from loopwise import Denied, Edited, Escalate, SQLiteStore, Status, gates, open_store
 from loopwise.cli.main import main
-from loopwise.running.runner import StoreApprovals
+from loopwise.running.store_approvals import StoreApprovals
 from loopwise.testing import ScriptedModel, call, calls, reply
 from loopwise.tools.calls import call_tools
 

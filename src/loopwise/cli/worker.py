@@ -15,7 +15,7 @@ from typing import Any
 
 from loopwise.cli.options import count, store_help
 from loopwise.core.result import RunResult
-from loopwise.running.runner import owner_id
+from loopwise.running.live import owner_id
 from loopwise.running.worker import awork
 from loopwise.store.base import DEFAULT_LEASE_SECONDS, StoredRun
 from loopwise.store.open import open_store

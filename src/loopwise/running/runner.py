@@ -33,9 +33,7 @@ finished otherwise returns it unchanged.
 from __future__ import annotations
 
 import os
-import socket
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
@@ -50,26 +48,18 @@ from loopwise.core.result import RunResult
 from loopwise.core.shape import Kind, kind_of
 from loopwise.core.step import Context, Step, check_step, execute, new_context, new_run_id
 from loopwise.core.usage import Budget, Usage
-from loopwise.errors import ConfigError, ConversationError, TargetError
+from loopwise.errors import ConfigError, ConversationError
 from loopwise.models.port import Model, Turn
 from loopwise.models.scripted import ScriptedModel
-from loopwise.running.targets import calling_modules, deps_factory, load_target, model_for, spec_of
+from loopwise.running.conventions import close_model, module_deps, target_and_model
+from loopwise.running.live import owner_alive, owner_id, running_here
+from loopwise.running.store_approvals import StoreApprovals
+from loopwise.running.targets import calling_modules, load_target, spec_of
 from loopwise.store.base import QUEUED, RESUMABLE, RunStore, StoredApproval, StoredRun
 from loopwise.store.open import shared_store
-from loopwise.tools.handlers import Handler, ask
-from loopwise.tools.verdicts import ApprovalRequest, Denied, Verdict, verdict_from_data
+from loopwise.tools.verdicts import ApprovalRequest
 
-__all__ = [
-    "DEFAULT",
-    "StoreApprovals",
-    "aresume",
-    "arun",
-    "enqueue",
-    "execute_claimed",
-    "owner_id",
-    "resume",
-    "run",
-]
+__all__ = ["DEFAULT", "aresume", "arun", "enqueue", "execute_claimed", "resume", "run"]
 
 
 class _Default:
@@ -79,97 +69,6 @@ class _Default:
 
 DEFAULT: Any = _Default()
 """``store=DEFAULT``: the store at ``$LOOPWISE_STORE`` or ``.loopwise/runs.db``."""
-
-
-class StoreApprovals:
-    """The durable approval handler: answers from decisions recorded in the store.
-
-    Undecided requests go to ``fallback`` (a :class:`~loopwise.tools.gates.TerminalApprovals`,
-    a function) when there is one, else stay pending so the run pauses. A decision made
-    for other arguments than the request's (a different ``args_hash``) denies.
-    """
-
-    def __init__(self, store: RunStore, fallback: Handler = None) -> None:
-        self.store = store
-        self.fallback = fallback
-
-    async def decide(self, request: ApprovalRequest) -> Verdict | None:
-        """The recorded decision, the fallback's answer, or ``None`` (still pending)."""
-        row = self.store.approval(request.run_id, request.approval_id)
-        if row is None or row.status == "pending":
-            return await ask(self.fallback, request)
-        if row.step != request.step:
-            # Two steps' calls share an id (the model chose them): this decision was about
-            # the other call; fail closed rather than let it approve this one.
-            return Denied(
-                f"approval {request.approval_id!r} was decided for a call of another step "
-                f"({row.step}); this call has no approval of its own",
-                by="loopwise",
-            )
-        if row.args_hash != request.args_hash:
-            return Denied(
-                "the approval was given for different arguments than this call has",
-                by=str(row.decided_by),
-            )
-        return verdict_from_data(
-            {
-                "decision": row.status,
-                "by": row.decided_by,
-                "reason": row.decision_reason,
-                "args": row.edited_args,
-                "decided_at": row.decided_at,
-            }
-        )
-
-
-class _Active:
-    """Run ids this process is running now (its own runs are alive only while listed)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._ids: set[str] = set()
-
-    def __contains__(self, run_id: object) -> bool:
-        with self._lock:
-            return run_id in self._ids
-
-    @contextmanager
-    def running(self, run_id: str) -> Iterator[None]:
-        with self._lock:
-            self._ids.add(run_id)
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._ids.discard(run_id)
-
-
-_active = _Active()
-
-
-def owner_id() -> str:
-    """This process as a run's owner: ``host:pid``."""
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def _alive(run_id: str) -> Callable[[str], bool]:
-    """Whether the process named by an ``owner`` (``host:pid``) still runs ``run_id``."""
-
-    def alive(owner: str) -> bool:
-        host, _, pid = owner.rpartition(":")
-        if host != socket.gethostname() or not pid.isdigit():
-            return True  # another machine: it cannot be checked from here
-        if int(pid) == os.getpid():
-            return run_id in _active
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-
-    return alive
 
 
 def _store_of(store: Any) -> RunStore | None:
@@ -291,7 +190,7 @@ def _join(st: RunStore, ctx: Context, row: StoredRun | None) -> None:
 
 async def _execute(st: RunStore | None, target: Step, input: Any, ctx: Context) -> RunResult:
     """Run in ``ctx``, holding the run's lease while it runs here; a raise marks it failed."""
-    with _active.running(ctx.run_id), _holding(st, ctx.run_id):
+    with running_here(ctx.run_id), _holding(st, ctx.run_id):
         try:
             return await execute(target, input, ctx)
         except Exception as e:
@@ -361,8 +260,8 @@ async def execute_claimed(st: RunStore, row: StoredRun) -> RunResult:
 
 async def _execute_claimed(st: RunStore, row: StoredRun) -> RunResult:
     try:
-        target, chosen = _target_and_model(row, None, None)
-        deps = _module_deps(row)
+        target, chosen = target_and_model(row, None, None)
+        deps = module_deps(row)
     except Exception as e:
         # Left `running`, the run would stay this worker's: no worker takes it again.
         st.mark_failed(row.run_id, f"{type(e).__name__}: {e}")
@@ -384,7 +283,7 @@ async def _execute_claimed(st: RunStore, row: StoredRun) -> RunResult:
         _join(st, ctx, row)
         return await _execute(st, target, _typed_input(target, row.input), ctx)
     finally:
-        await _close(chosen)
+        await close_model(chosen)
 
 
 async def aresume(
@@ -423,11 +322,11 @@ async def aresume(
     if row.status not in RESUMABLE or waiting:
         return _stored_result(st, row, pending=waiting)
     given = opts.model
-    target, chosen = _target_and_model(row, step, given, structured_mode)
+    target, chosen = target_and_model(row, step, given, structured_mode)
     if opts.deps is None and step is None:
-        opts = replace(opts, deps=_module_deps(row))
+        opts = replace(opts, deps=module_deps(row))
     try:
-        alive = (lambda owner: False) if force else _alive(run_id)
+        alive = (lambda owner: False) if force else owner_alive(run_id)
         if not st.claim(run_id, owner_id(), alive=alive):
             # Another process took it (or decided it) between our read and our claim.
             return _stored_result(st, st.get_run(run_id), pending=st.pending(run_id))
@@ -440,7 +339,7 @@ async def aresume(
         return await _continue(st, row, target, opts)
     finally:
         if not isinstance(given, Model):
-            await _close(chosen)
+            await close_model(chosen)
 
 
 async def _continue(st: RunStore, row: StoredRun, target: Step, opts: RunOptions) -> RunResult:
@@ -474,7 +373,7 @@ def _settle_paused(st: RunStore, row: StoredRun, waiting: int, *, force: bool) -
     """A run its process left ``running`` after asking people (killed before it could
     record the pause) is stored as what it is: ``awaiting_approval``."""
     owner = row.owner
-    if owner and not force and _alive(row.run_id)(owner):
+    if owner and not force and owner_alive(row.run_id)(owner):
         return row  # still running there: that process records its own pause
     st.mark_paused(row.run_id, f"{waiting} approval(s) still undecided")
     return st.get_run(row.run_id)
@@ -520,59 +419,6 @@ def _resumed_context(st: RunStore, row: StoredRun, target: Step, overrides: RunO
         },
     )
     return ctx
-
-
-def _target_and_model(
-    row: StoredRun, step: Step | None, model: Model | str | None, mode: str | None = None
-) -> tuple[Step, Model | None]:
-    """The step to run and the model: the one given, else the one the run started with."""
-    loaded = None
-    if step is None:
-        if not row.spec:
-            raise ConfigError(
-                f"run {row.run_id!r} recorded no target spec; pass the step to resume it "
-                "(resume(run_id, step=...))",
-                name=row.run_id,
-            )
-        loaded = load_target(row.spec)
-        step = loaded.step
-        if step.name != row.target:
-            # The name was rebound since the run started (or the file edited): another
-            # step must not continue this run's journal and approvals.
-            raise TargetError(
-                f"run {row.run_id!r} is of step {row.target!r}, but its spec {row.spec!r} "
-                f"now loads {step.name!r}; pass the step to resume it (resume(run_id, step=...))",
-                name=row.spec,
-            )
-    if model is not None and not isinstance(model, str):
-        return step, model
-    name = model or row.model
-    if name is None:
-        return step, None
-    if loaded is None:
-        from loopwise.models.openai import resolve_model  # the SDK loads only when a model is made
-
-        return step, resolve_model(name, structured_mode=mode)
-    offline = getattr(loaded.module, "offline_model", None)
-    if offline is not None and model is None:
-        # The run used the target's own offline model (possibly under its own name).
-        candidate = model_for(loaded, "scripted")
-        if candidate.name == name:
-            return step, candidate
-    return step, model_for(loaded, name, structured_mode=mode)
-
-
-def _module_deps(row: StoredRun) -> Any:
-    """The deps a run loaded from its spec gets: its module's ``make_deps()``, or none."""
-    make = deps_factory(load_target(row.spec)) if row.spec else None
-    return make() if make is not None else None
-
-
-async def _close(model: Any) -> None:
-    """Close the connections of a model resume opened itself (an ``OpenAIModel``)."""
-    aclose = getattr(model, "aclose", None)
-    if aclose is not None:
-        await aclose()
 
 
 def _typed_input(target: Step, stored: Any) -> Any:

@@ -23,7 +23,8 @@ from collections.abc import Callable
 
 from loopwise.core.result import RunResult
 from loopwise.errors import ConfigError, StoreError
-from loopwise.running.runner import execute_claimed, owner_id
+from loopwise.running.live import owner_id
+from loopwise.running.runner import execute_claimed
 from loopwise.store.base import RunStore, StoredRun
 
 __all__ = ["Finished", "Trouble", "awork"]

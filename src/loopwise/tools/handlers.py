@@ -3,9 +3,9 @@
 A run's approval handler (``ctx.approvals``) is an object with ``async decide(request)``,
 or a plain (sync or async) function of the request, returning a verdict,
 ``True``/``False``, or ``None`` for "not decided yet" (:func:`ask` reads every shape).
-:class:`TerminalApprovals` asks on a terminal (y/n/edit). The run store's handler (in
-:mod:`loopwise.running.runner`) answers from decisions made with ``loopwise approve``/``deny``
-and ``None`` before. :mod:`loopwise.tools.gates` re-exports every name here.
+:class:`TerminalApprovals` asks on a terminal (y/n/edit). The run store's handler
+(:mod:`loopwise.running.store_approvals`) answers from decisions made with ``loopwise
+approve``/``deny`` and ``None`` before. :mod:`loopwise.tools.gates` re-exports every name here.
 """
 
 from __future__ import annotations

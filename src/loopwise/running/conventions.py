@@ -1,0 +1,73 @@
+"""What a run loaded from its spec takes from the target's module: the examples' conventions.
+
+A target module may define ``offline_model`` (the model ``--model scripted`` means for it)
+and ``make_deps()`` (the deps each run gets, :data:`~loopwise.running.targets.DEPS_FACTORY`).
+A run started from the CLI, by a worker or resumed in another process is rebuilt from its
+recorded spec and model name; these functions pick the step, the model and the deps the way
+the run first had them, and close a model made here when the run is done with it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loopwise.core.step import Step
+from loopwise.errors import ConfigError, TargetError
+from loopwise.models.port import Model
+from loopwise.running.targets import deps_factory, load_target, model_for
+from loopwise.store.base import StoredRun
+
+__all__ = ["close_model", "module_deps", "target_and_model"]
+
+
+def target_and_model(
+    row: StoredRun, step: Step | None, model: Model | str | None, mode: str | None = None
+) -> tuple[Step, Model | None]:
+    """The step to run and the model: the one given, else the one the run started with."""
+    loaded = None
+    if step is None:
+        if not row.spec:
+            raise ConfigError(
+                f"run {row.run_id!r} recorded no target spec; pass the step to resume it "
+                "(resume(run_id, step=...))",
+                name=row.run_id,
+            )
+        loaded = load_target(row.spec)
+        step = loaded.step
+        if step.name != row.target:
+            # The name was rebound since the run started (or the file edited): another
+            # step must not continue this run's journal and approvals.
+            raise TargetError(
+                f"run {row.run_id!r} is of step {row.target!r}, but its spec {row.spec!r} "
+                f"now loads {step.name!r}; pass the step to resume it (resume(run_id, step=...))",
+                name=row.spec,
+            )
+    if model is not None and not isinstance(model, str):
+        return step, model
+    name = model or row.model
+    if name is None:
+        return step, None
+    if loaded is None:
+        from loopwise.models.openai import resolve_model  # the SDK loads only when a model is made
+
+        return step, resolve_model(name, structured_mode=mode)
+    offline = getattr(loaded.module, "offline_model", None)
+    if offline is not None and model is None:
+        # The run used the target's own offline model (possibly under its own name).
+        candidate = model_for(loaded, "scripted")
+        if candidate.name == name:
+            return step, candidate
+    return step, model_for(loaded, name, structured_mode=mode)
+
+
+def module_deps(row: StoredRun) -> Any:
+    """The deps a run loaded from its spec gets: its module's ``make_deps()``, or none."""
+    make = deps_factory(load_target(row.spec)) if row.spec else None
+    return make() if make is not None else None
+
+
+async def close_model(model: Any) -> None:
+    """Close the connections of a model resume opened itself (an ``OpenAIModel``)."""
+    aclose = getattr(model, "aclose", None)
+    if aclose is not None:
+        await aclose()
