@@ -81,6 +81,18 @@ def test_each_template_runs_offline_and_its_eval_is_sensible(
     assert all(0.5 <= rate < 1 for rate in rates.values()), rates
 
 
+def test_each_starters_offline_model_is_under_25_lines_thanks_to_the_testing_kit() -> None:
+    for kind in TEMPLATES:
+        for source in (ROOT / "src" / "loopwise" / "templates" / kind).glob("*.py"):
+            text = source.read_text()
+            if "offline_model" not in text or source.name.startswith("test_"):
+                continue
+            head, marker, model = text.partition("\n# The offline model")
+            assert marker and "offline_model" not in head.split('"""', 2)[-1], source
+            lines = [line for line in model.splitlines()[1:] if line.strip()]
+            assert len(lines) < 25, f"{source.name}: {len(lines)} lines"
+
+
 def test_decide_names_the_init_command_and_no_checkout_path_outside_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -17,7 +17,7 @@ import loopwise
 
 TESTING = {
     "PROFILES", "Cassette", "CassetteMismatch", "FakeChatServer", "Fault", "Rejection",
-    "ScriptExhausted", "ScriptedModel", "ServerProfile", "call", "calls",
+    "ScriptExhausted", "ScriptedAgent", "ScriptedModel", "ServerProfile", "call", "calls",
     "example_from_schema", "refuse", "reply",
 }  # fmt: skip
 

@@ -58,8 +58,9 @@ if TYPE_CHECKING:
     from loopwise.integrations import mcp as mcp
     from loopwise.integrations import otel as otel
     from loopwise.models.openai import OpenAIModel, resolve_model
-    from loopwise.models.port import Model, ModelRequest, ToolCall, Turn
+    from loopwise.models.port import Model, ModelRequest, ToolCall, ToolResult, Turn
     from loopwise.running import approvals as approvals
+    from loopwise.running.decisions import approve, deny
     from loopwise.running.runner import aresume, arun, enqueue, resume, run
     from loopwise.running.stream import RunStream, astream, astream_resume
     from loopwise.store.base import RunStore, StoredApproval, StoredRun
@@ -98,7 +99,9 @@ _LAZY = {
     **dict.fromkeys(["ActionResult", "Hybrid", "HybridOutput"], "loopwise.architectures.hybrid"),
     # The openai SDK loads when a model is made.
     **dict.fromkeys(["OpenAIModel", "resolve_model"], "loopwise.models.openai"),
-    **dict.fromkeys(["Model", "ModelRequest", "ToolCall", "Turn"], "loopwise.models.port"),
+    **dict.fromkeys(["Model", "ModelRequest", "ToolCall", "ToolResult", "Turn"],
+                    "loopwise.models.port"),
+    **dict.fromkeys(["approve", "deny"], "loopwise.running.decisions"),
     # The PostgreSQL store needs the loopwise[postgres] extra (StoreError without it).
     "PostgresStore": "loopwise.store.postgres",
     **dict.fromkeys(["aresume", "arun", "enqueue", "resume", "run"], "loopwise.running.runner"),
@@ -260,12 +263,14 @@ __all__ = [
     "ToolArgumentsError",
     "ToolCall",
     "ToolError",
+    "ToolResult",
     "TraceAnalysis",
     "Turn",
     "Usage",
     "Workflow",
     "aevaluate",
     "analyze",
+    "approve",
     "aresume",
     "arun",
     "as_tool",
@@ -273,6 +278,7 @@ __all__ = [
     "astream_resume",
     "check",
     "decide",
+    "deny",
     "enqueue",
     "evaluate",
     "field_match",

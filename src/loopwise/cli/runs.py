@@ -181,54 +181,13 @@ def _pending_lines(v: Any) -> list[str]:
 
 
 def _chosen(st: SQLStore, args: argparse.Namespace) -> list[StoredApproval]:
-    """The approvals a decision applies to: the one named, or the run's only pending one
-    (or all of them, ``--all``) when no listing from before could have shown others."""
-    st.get_run(args.run_id)
+    """The approvals a decision applies to (:func:`loopwise.running.decisions.choose`)."""
+    from loopwise.running.decisions import choose
+
     if args.all and args.seen_hash:
         raise ConfigError("--seen-hash binds one approval: drop --all", name="seen_hash")
-    if args.approval:
-        found = st.approval(args.run_id, args.approval)
-        if found is None:
-            raise ConfigError(
-                f"run {args.run_id!r} has no approval {args.approval!r}", name=args.approval
-            )
-        return [found]
-    waiting = st.pending(args.run_id)
-    if not waiting:
-        decided = "; ".join(
-            f"{a.approval_id} was {a.status} by {a.decided_by}" for a in st.approvals(args.run_id)
-        )
-        raise ConfigError(
-            f"run {args.run_id!r} has no pending approval" + (f" ({decided})" if decided else ""),
-            name=args.run_id,
-        )
-    if len(waiting) > 1 and not args.all:
-        ids = ", ".join(a.approval_id for a in waiting)
-        raise ConfigError(
-            f"run {args.run_id!r} has {len(waiting)} pending approvals ({ids}); name one with "
-            "--approval ID, or pass --all",
-            name=args.run_id,
-        )
-    if not args.seen_hash:
-        _refuse_later_asks(st, args, waiting)
-    return waiting
-
-
-def _refuse_later_asks(st: SQLStore, args: argparse.Namespace, waiting: list[Any]) -> None:
-    """An unnamed decision must not reach an ask that a listing from an earlier pause of
-    the run did not show (the run was resumed and asked again since)."""
-    from loopwise.running.approvals import asked_again
-
-    events = st.events(args.run_id)
-    later = [a for a in waiting if asked_again(a, events)]
-    if not later:
-        return
-    names = "; ".join(f"{a.approval_id}: {a.tool}({_clip(json.dumps(a.args), 80)})" for a in later)
-    raise ConfigError(
-        f"run {args.run_id!r} paused before and now asks again ({names}); a listing from "
-        "before may have shown another ask, so nothing was decided: name it with --approval "
-        "ID (and --seen-hash HASH from `loopwise pending`)",
-        name=args.run_id,
+    return choose(
+        st, args.run_id, approval=args.approval, all_pending=args.all, seen_hash=args.seen_hash
     )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -21,6 +21,7 @@ __all__ = [
     "ModelRequest",
     "StructuredMode",
     "ToolCall",
+    "ToolResult",
     "Turn",
     "message_chars",
 ]
@@ -119,6 +120,45 @@ class Turn:
         )
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolResult:
+    """One tool call of a transcript and what came back (:meth:`ModelRequest.tool_results`)."""
+
+    call_id: str
+    """The call's id."""
+    name: str
+    """The tool the model called."""
+    args: dict[str, Any]
+    """Its arguments (``{}`` when the model's argument string was not a JSON object)."""
+    content: str
+    """What the model read back: the tool's result as text, or ``ERROR: ...``."""
+
+    @property
+    def is_error(self) -> bool:
+        """Whether the call failed (invalid arguments, the tool raised, denied, ...)."""
+        return self.content.startswith("ERROR")
+
+    @property
+    def value(self) -> Any:
+        """The result parsed as JSON when it is JSON (a tool's dict or list), else the text."""
+        try:
+            return json.loads(self.content)
+        except ValueError:
+            return self.content
+
+
+def _matches(given: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    return all(k in given and given[k] == v for k, v in wanted.items())
+
+
+def _json_args(raw: str) -> dict[str, Any]:
+    try:
+        args = json.loads(raw or "{}")
+    except ValueError:
+        return {}
+    return args if isinstance(args, dict) else {}
+
+
 @dataclass(kw_only=True, slots=True)
 class ModelRequest:
     """What one model call sends."""
@@ -147,6 +187,50 @@ class ModelRequest:
     """The run's dependencies (``ctx.deps``), for in-process models such as an offline
     ``ScriptedModel`` responder; in a run without deps, reading from them ends the run
     ``error`` saying how to give them. Never sent."""
+
+    def user_text(self) -> str:
+        """The text of the latest user message (``""`` when there is none): the input of
+        an agent, a structured call or a planner, for an offline model to answer from."""
+        for message in reversed(self.messages):
+            if message.get("role") == "user":
+                return str(message.get("content") or "")
+        return ""
+
+    def tool_results(self, name: str | None = None) -> list[ToolResult]:
+        """Every answered tool call in the transcript, oldest first (only ``name``'s when
+        given): each call's tool, arguments and the text the model read back."""
+        asked = {call_id: (tool, args) for call_id, tool, args in self._calls()}
+        found = []
+        for m in self.messages:
+            if m.get("role") != "tool" or m.get("tool_call_id") not in asked:
+                continue
+            tool, args = asked[m["tool_call_id"]]
+            if name is None or tool == name:
+                content = str(m.get("content") or "")
+                found.append(
+                    ToolResult(call_id=m["tool_call_id"], name=tool, args=args, content=content)
+                )
+        return found
+
+    def last_result(self, name: str, **args: Any) -> ToolResult | None:
+        """The latest answered call of tool ``name`` (with these arguments, when given), or
+        ``None`` when there is none: ``request.last_result("get_order").value``."""
+        for result in reversed(self.tool_results(name)):
+            if _matches(result.args, args):
+                return result
+        return None
+
+    def called(self, name: str, **args: Any) -> bool:
+        """Whether the model has called tool ``name`` (with these arguments, when given)
+        in this transcript, answered or not."""
+        return any(tool == name and _matches(given, args) for _, tool, given in self._calls())
+
+    def _calls(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
+        """``(call id, tool, arguments)`` of every call the model asked for, in order."""
+        for message in self.messages:
+            for c in message.get("tool_calls") or ():
+                fn = c["function"]
+                yield c["id"], fn["name"], _json_args(fn.get("arguments") or "")
 
     def prompt_chars(self) -> int:
         """Characters in the messages and tool schemas (for a cheap token estimate).

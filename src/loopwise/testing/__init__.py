@@ -6,6 +6,11 @@
   ``--model scripted``: schema-valid JSON for structured calls, one plausible call of the
   first tool when tools are offered. A :class:`Fault` entry injects a failure.
 * :func:`reply`, :func:`call`, :func:`calls`, :func:`refuse` build turns tersely.
+* :class:`ScriptedAgent` (in :mod:`loopwise.testing._scripted_agent`) is an offline model for
+  an agent or a planner declared as a plan: call these tools in this order with these
+  arguments, then answer. Its steps and answer read the transcript through
+  :meth:`~loopwise.ModelRequest.user_text`, :meth:`~loopwise.ModelRequest.tool_results`,
+  :meth:`~loopwise.ModelRequest.last_result` and :meth:`~loopwise.ModelRequest.called`.
 * :class:`FakeChatServer` (in :mod:`loopwise.testing._fakeserver`) is a real HTTP server on
   127.0.0.1 speaking Chat Completions, so integration tests go through the real
   ``openai`` client.
@@ -14,25 +19,70 @@
 * :class:`Cassette` (in :mod:`loopwise.testing._cassette`) records a real model's answers to a
   JSON file once and replays whole runs from it in regression tests.
 
-Token counts of scripted turns are estimated at ~4 characters per token, so budgets
-behave as they would against a real model.
+* The pytest plugin (:mod:`loopwise.testing.pytest_plugin`, loaded by pytest itself once
+  loopwise is installed) gives the fixtures ``loopwise_store`` and ``fake_chat_server``.
+
+Names load on first use (as in ``loopwise``), so the plugin costs a pytest session nothing
+until a test uses the fakes. Token counts of scripted turns are estimated at ~4 characters
+per token, so budgets behave as they would against a real model.
 """
 
 from __future__ import annotations
 
-from loopwise.models.scripted import (
-    Fault,
-    ScriptedModel,
-    ScriptExhausted,
-    call,
-    calls,
-    example_from_schema,
-    refuse,
-    reply,
-)
-from loopwise.testing._cassette import Cassette, CassetteMismatch
-from loopwise.testing._fakeserver import FakeChatServer
-from loopwise.testing._serverprofiles import PROFILES, Rejection, ServerProfile
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from loopwise.models.scripted import (
+        Fault,
+        ScriptedModel,
+        ScriptExhausted,
+        call,
+        calls,
+        example_from_schema,
+        refuse,
+        reply,
+    )
+    from loopwise.testing._cassette import Cassette, CassetteMismatch
+    from loopwise.testing._fakeserver import FakeChatServer
+    from loopwise.testing._scripted_agent import ScriptedAgent
+    from loopwise.testing._serverprofiles import PROFILES, Rejection, ServerProfile
+
+_LAZY = {
+    **dict.fromkeys(
+        [
+            "Fault",
+            "ScriptedModel",
+            "ScriptExhausted",
+            "call",
+            "calls",
+            "example_from_schema",
+            "refuse",
+            "reply",
+        ],
+        "loopwise.models.scripted",
+    ),
+    **dict.fromkeys(["Cassette", "CassetteMismatch"], "loopwise.testing._cassette"),
+    "FakeChatServer": "loopwise.testing._fakeserver",
+    "ScriptedAgent": "loopwise.testing._scripted_agent",
+    **dict.fromkeys(["PROFILES", "Rejection", "ServerProfile"], "loopwise.testing._serverprofiles"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Load an exported name on first access."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The public names, before any has loaded."""
+    return sorted(__all__)
+
 
 __all__ = [
     "PROFILES",
@@ -42,6 +92,7 @@ __all__ = [
     "Fault",
     "Rejection",
     "ScriptExhausted",
+    "ScriptedAgent",
     "ScriptedModel",
     "ServerProfile",
     "call",

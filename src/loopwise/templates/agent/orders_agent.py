@@ -11,23 +11,22 @@ is a cheap, read-only lookup. Try it::
 The tools are read-only and scoped by allow-lists (ids must look like ``C-1001`` and
 ``O-2001``); they read the shop from the run's deps (``ctx.deps``, made by
 :func:`make_deps`); the agent has a step limit and a token budget, and answers with a
-validated :class:`Findings`. ``--model scripted`` runs offline with :func:`offline_model`: it
-investigates the way a careful person would (customer, orders, then the payments of the
-failed ones, concurrently) as a pure function of the transcript, so offline runs and evals
-are sensible and a resumed run replays exactly.
+validated :class:`Findings`. ``--model scripted`` runs offline with :data:`offline_model`, a
+:class:`~loopwise.testing.ScriptedAgent`: it investigates the way a careful person would
+(customer, orders, then the payments of the failed ones, concurrently) as a pure function
+of the transcript, so offline runs and evals are sensible and a resumed run replays exactly.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
-from loopwise import Agent, Budget, Context, IdPattern, ModelRequest, Turn, tool
-from loopwise.testing import ScriptedModel, calls
+from loopwise import Agent, Budget, Context, IdPattern, ModelRequest, tool
+from loopwise.testing import ScriptedAgent
 
 # Sample data; make_deps() below is where a real project opens its database instead.
 CUSTOMERS: dict[str, dict[str, str]] = {
@@ -129,64 +128,35 @@ investigate = Agent(
 )
 
 
-def _key(tool: str, args: dict[str, Any]) -> str:
-    return f"{tool} {json.dumps(args, sort_keys=True)}"
+# The offline model (`--model scripted`): a careful investigation, declared as a plan.
 
 
-def _results(request: ModelRequest) -> dict[str, Any]:
-    """The parsed result of every successful tool call so far, by :func:`_key`."""
-    asked = {
-        c["id"]: _key(c["function"]["name"], json.loads(c["function"]["arguments"] or "{}"))
-        for m in request.messages
-        for c in m.get("tool_calls") or ()
-    }
-    return {
-        asked[m["tool_call_id"]]: json.loads(m["content"])
-        for m in request.messages
-        if m["role"] == "tool" and not str(m["content"]).startswith("ERROR")
-    }
+def _who(request: ModelRequest) -> dict[str, str] | None:
+    return {"customer_id": m.group()} if (m := re.search(r"C-\d{4}", request.user_text())) else None
 
 
-def _why(order: dict[str, Any], payments: list[dict[str, Any]]) -> str:
-    reasons = ", ".join(f"{p['status']} ({p['reason']})" for p in payments if p["reason"])
-    return f"{order['id']} {order['status']}" + (f": {reasons}" if reasons else "")
+def _failed(request: ModelRequest) -> list[dict[str, str]]:
+    orders = request.last_result("list_orders")
+    return [o for o in (orders.value if orders else []) if o["status"] in FAILED]
 
 
-def _respond(request: ModelRequest) -> Turn:
-    """The next move of a careful investigation, from the transcript alone."""
-    question = next(str(m["content"]) for m in request.messages if m["role"] == "user")
-    found = re.search(r"C-\d{4}", question)
-    if found is None:
-        answer = {
-            "failed_orders": [],
-            "summary": "Which customer? Give an id like C-1001.",
-        }
-        return calls(("final_answer", answer, "answer"))
-    who = {"customer_id": found.group()}
-    done = _results(request)
-    asked_before = any(m["role"] == "tool" for m in request.messages)
-    if _key("lookup_customer", who) not in done and asked_before:
-        answer = {
-            "failed_orders": [],
-            "summary": f"there is no customer {found.group()}",
-        }
-        return calls(("final_answer", answer, "answer"))
-    for name in ("lookup_customer", "list_orders"):
-        if _key(name, who) not in done:
-            return calls((name, who, name))
-    failed = [o for o in done[_key("list_orders", who)] if o["status"] in FAILED]
-    asks = [("get_payments", {"order_id": o["id"]}, f"pay-{o['id']}") for o in failed]
-    missing = [a for a in asks if _key(a[0], a[1]) not in done]
-    if missing:
-        return calls(*missing)  # several lookups in one turn: they run concurrently
-    why = [_why(o, done[_key("get_payments", {"order_id": o["id"]})]) for o in failed]
-    answer = {
-        "failed_orders": [o["id"] for o in failed],
-        "summary": "; ".join(why) or f"{who['customer_id']} has no failed orders",
-    }
-    return calls(("final_answer", answer, "answer"))
+def _findings(request: ModelRequest) -> Findings:
+    who, failed = _who(request), _failed(request)
+    if who is None or not request.called("list_orders"):
+        problem = f"there is no customer {who['customer_id']}" if who else "which customer?"
+        return Findings(failed_orders=[], summary=problem)
+    why = []
+    for o in failed:
+        paid = request.last_result("get_payments", order_id=o["id"])
+        reasons = [f"{p['status']} ({p['reason']})" for p in (paid.value if paid else [])]
+        why.append(f"{o['id']} {o['status']}: {', '.join(reasons) or 'no payment'}")
+    summary = "; ".join(why) or "no failed orders"
+    return Findings(failed_orders=[o["id"] for o in failed], summary=summary)
 
 
-def offline_model() -> ScriptedModel:
-    """The model ``--model scripted`` uses for this agent (a pure responder)."""
-    return ScriptedModel(_respond)
+offline_model = ScriptedAgent(
+    ("lookup_customer", _who),
+    ("list_orders", _who),
+    ("get_payments", lambda r: [{"order_id": o["id"]} for o in _failed(r)]),  # at once
+    answer=_findings,
+)

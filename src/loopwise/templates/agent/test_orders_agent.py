@@ -11,7 +11,7 @@ def test_the_agent_finds_the_failed_orders_and_why() -> None:
     result = loopwise.run(
         investigate,
         "Why did customer C-1004's orders fail?",
-        model=offline_model(),
+        model=offline_model,
         deps=make_deps(),
         store=None,
     )

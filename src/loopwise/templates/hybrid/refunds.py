@@ -32,13 +32,13 @@ Effects are rows in a :class:`Ledger`, the run's deps (``ctx.deps``): :func:`mak
 opens ``$REFUNDS_DB`` (default ``refunds.db`` here) for the command line, tests and the
 eval pass their own. Each is written once per idempotency key (run id + plan step), so a
 resumed run never pays twice.
-``--model scripted`` plans offline with :func:`offline_model`: the order named in the
-complaint, refunded in full, and a note.
+``--model scripted`` plans offline with :data:`offline_model` (a
+:class:`~loopwise.testing.ScriptedAgent`): the order named in the complaint, refunded in
+full, and a note.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sqlite3
@@ -56,12 +56,11 @@ from loopwise import (
     Hybrid,
     IdPattern,
     ModelRequest,
-    Turn,
     policy,
     policy_then_human,
     tool,
 )
-from loopwise.testing import ScriptedModel, calls
+from loopwise.testing import ScriptedAgent
 
 ORDERS: dict[str, dict[str, Any]] = {
     "O-3001": {"customer": "ada@example.com", "total_cents": 1999, "item": "kettle"},
@@ -214,45 +213,28 @@ def refund_matches(output: Any, expected: Any) -> bool:
     return bool(planned == expected["refund_cents"])
 
 
-def _respond(request: ModelRequest) -> Turn:
-    """The planner's next move, from the transcript alone (pure, so a resume replays)."""
-    complaint = str(next(m["content"] for m in request.messages if m["role"] == "user"))
-    named = re.search(r"\bO-\d{4}\b", complaint.split(REJECTED, maxsplit=1)[0])
-    looked_up = [str(m["content"]) for m in request.messages if m["role"] == "tool"]
-    if named is None or (looked_up and looked_up[-1].startswith("ERROR")):
-        return calls(("final_answer", {"steps": []}, "plan"))
-    if not looked_up:
-        return calls(("get_order", {"order_id": named.group()}, "lookup"))
-    order = json.loads(looked_up[-1])
-    left = order["total_cents"] - order["refunded_cents"]
-    steps: list[dict[str, Any]] = []
-    if left > 0:
-        refund = {
-            "order_id": order["id"],
-            "amount_cents": left,
-            "reason": complaint[:200],
-        }
-        note = {
-            "order_id": order["id"],
-            "text": f"Refunded {left} cents: {complaint[:200]}",
-        }
-        steps.append(_planned("s1", "issue_refund", refund, [], "the customer is owed it"))
-        steps.append(_planned("s2", "add_note", note, ["s1"], "record the decision"))
-    return calls(("final_answer", {"steps": steps}, "plan"))
+# The offline model (`--model scripted`): the planner, declared as a plan of its own.
 
 
-def _planned(
-    sid: str, action: str, args: dict[str, Any], after: list[str], why: str
-) -> dict[str, Any]:
-    return {
-        "id": sid,
-        "action": action,
-        "args": args,
-        "depends_on": after,
-        "reason": why,
-    }
+def _named(request: ModelRequest) -> dict[str, str] | None:
+    complaint = request.user_text().split(REJECTED, maxsplit=1)[0]
+    found = re.search(r"\bO-\d{4}\b", complaint)
+    return {"order_id": found.group()} if found else None
 
 
-def offline_model() -> ScriptedModel:
-    """The model ``--model scripted`` uses for the planner (a pure responder)."""
-    return ScriptedModel(_respond)
+def _plan(request: ModelRequest) -> dict[str, Any]:
+    looked_up = request.last_result("get_order")
+    order = looked_up.value if looked_up and not looked_up.is_error else None
+    left = order["total_cents"] - order["refunded_cents"] if order else 0
+    if order is None or left <= 0:
+        return {"steps": []}
+    why = request.user_text().split(REJECTED, maxsplit=1)[0][:200]
+    refund = {"order_id": order["id"], "amount_cents": left, "reason": why}
+    note = {"order_id": order["id"], "text": f"Refunded {left} cents: {why}"}
+    refund_step = {"id": "s1", "action": "issue_refund", "args": refund, "depends_on": []}
+    note_step = {"id": "s2", "action": "add_note", "args": note, "depends_on": ["s1"]}
+    refund_step["reason"], note_step["reason"] = "the customer is owed it", "record it"
+    return {"steps": [refund_step, note_step]}
+
+
+offline_model = ScriptedAgent(("get_order", _named), answer=_plan)

@@ -23,7 +23,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 import loopwise
-from loopwise import ModelRequest, Structured, Workflow
+from loopwise import Structured, Workflow
 from loopwise.testing import ScriptedModel
 
 Category = Literal["billing", "technical", "account", "shipping", "other"]
@@ -78,6 +78,8 @@ triage = (
     .then(route)
 )
 
+# The offline model (`--model scripted`): a keyword triager standing in for the model.
+
 _KEYWORDS: dict[Category, tuple[str, ...]] = {
     "billing": ("charge", "refund", "invoice", "payment", "subscription", "price", "card"),
     "technical": ("error", "crash", "bug", "api", "sync", "slow", "app"),
@@ -103,10 +105,4 @@ def assess(text: str) -> dict[str, object]:
     }
 
 
-def _offline_answer(request: ModelRequest) -> dict[str, object]:
-    ticket = next((m["content"] for m in request.messages if m["role"] == "user"), "")
-    return assess(str(ticket))
-
-
-offline_model = ScriptedModel(_offline_answer)
-"""``--model scripted`` uses this instead of schema filler (see the module docstring)."""
+offline_model = ScriptedModel(lambda request: assess(request.user_text()))
