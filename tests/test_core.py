@@ -24,9 +24,9 @@ EXPECTED_ALL = {
     "REJECTED", "policy", "policy_then_human", "PostgresStore", "Price", "Pricing", "RunOptions",
     "RunResult", "RunStore", "RunStream", "SQLiteStore", "Status", "Step", "StoreError",
     "StoredApproval", "StoredRun", "Structured", "TargetError", "TerminalApprovals", "TextDelta",
-    "Tool", "ToolArgumentsError", "ToolCall", "ToolError", "ToolResult", "TraceAnalysis", "Turn", "Usage",
-    "Workflow", "aevaluate", "analyze", "approve", "aresume", "arun", "as_tool", "astream", "astream_resume",
-    "check", "decide", "deny", "enqueue", "evaluate", "field_match", "load_dataset", "open_store",
+    "Tool", "ToolArgumentsError", "ToolCall", "ToolError", "ToolResult", "TraceAnalysis", "Turn",
+    "Usage", "Workflow", "aevaluate", "analyze", "approve", "aresume", "arun", "as_tool", "astream",
+    "astream_resume", "check", "decide", "deny", "enqueue", "evaluate", "field_match", "load_dataset", "open_store",
     "resolve_model", "resume", "run", "step", "tool",
 }  # fmt: skip
 
