@@ -26,8 +26,8 @@ EXPECTED_ALL = {
     "StoredApproval", "StoredRun", "Structured", "TargetError", "TerminalApprovals", "TextDelta",
     "Tool", "ToolArgumentsError", "ToolCall", "ToolError", "ToolResult", "TraceAnalysis", "Turn",
     "Usage", "Workflow", "aevaluate", "analyze", "approve", "aresume", "arun", "as_tool", "astream",
-    "astream_resume", "check", "decide", "deny", "enqueue", "evaluate", "field_match", "load_dataset", "open_store",
-    "resolve_model", "resume", "run", "step", "tool",
+    "astream_resume", "check", "decide", "deny", "enqueue", "evaluate", "field_match",
+    "load_dataset", "open_store", "resolve_model", "resume", "run", "step", "tool",
 }  # fmt: skip
 
 
