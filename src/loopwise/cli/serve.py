@@ -28,6 +28,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         resume=args.resume,
         by=args.by,
         trust_proxy_user=args.trust_proxy_user,
+        allowed_hosts=tuple(args.allowed_host or ()),
     )
     try:
         server, url = make_server(settings)
@@ -80,6 +81,14 @@ def add_serve_verb(sub: Any) -> None:
         "--resume",
         action="store_true",
         help="resume a run once nothing of it is pending (else only record decisions)",
+    )
+    p.add_argument(
+        "--allowed-host",
+        action="append",
+        metavar="NAME",
+        help="a name people reach the inbox by (repeatable); any other Host is refused. "
+        "Loopback names and the --host address are allowed anyway; a wildcard --host "
+        "(0.0.0.0, ::) needs at least one",
     )
     p.add_argument("--by", help="the approver's name the forms are prefilled with")
     p.add_argument(

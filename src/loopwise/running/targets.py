@@ -15,6 +15,7 @@ import importlib.util
 import site
 import sys
 import sysconfig
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,11 +104,22 @@ def import_module_of(module_part: str, spec: str, *, what: str = "target") -> Mo
         return importlib.import_module(module_part)
     except ImportError as e:
         raise TargetError(f"{what} {spec!r}: cannot import {module_part}: {e}", name=spec) from e
-    except Exception as e:  # user code: any error while loading it
+    except (Exception, SystemExit) as e:  # user code: any error while loading it
         raise TargetError(f"{what} {spec!r}: {type(e).__name__} while loading: {e}") from e
 
 
+_IMPORTING = threading.RLock()
+"""Held while a target file loads: a module is in ``sys.modules`` before its code has run,
+so another thread (the inbox resuming runs at once) must wait for it, not take it half
+made. Re-entrant: a target may load another."""
+
+
 def _import_file(path: Path, spec: str, what: str) -> ModuleType:
+    with _IMPORTING:
+        return _import_file_once(path, spec, what)
+
+
+def _import_file_once(path: Path, spec: str, what: str) -> ModuleType:
     digest = hashlib.sha1(str(path).encode()).hexdigest()[:8]
     mod_name = f"_loopwise_target_{path.stem}_{digest}"
     if mod_name in sys.modules:
@@ -121,7 +133,7 @@ def _import_file(path: Path, spec: str, what: str) -> ModuleType:
     sys.path.insert(0, str(path.parent))
     try:
         loader_spec.loader.exec_module(module)
-    except Exception as e:
+    except (Exception, SystemExit) as e:  # sys.exit() or argparse at import: that target fails
         del sys.modules[mod_name]
         raise TargetError(f"{what} {spec!r}: {type(e).__name__} while loading: {e}") from e
     finally:

@@ -8,9 +8,11 @@ pages need. The pages are :mod:`loopwise.serve.pages`'s; a decision goes through
 
 Safe by default:
 
-* it binds to ``127.0.0.1`` unless told otherwise, and while bound to loopback it
-  answers only requests whose ``Host`` is a loopback name (a web page cannot reach it
-  through DNS rebinding);
+* it binds to ``127.0.0.1`` unless told otherwise, and on every bind it answers only
+  requests whose ``Host`` is a loopback name, the address it is bound to, or a name of
+  ``allowed_hosts`` (``--allowed-host``): a web page cannot reach it through DNS
+  rebinding, whose requests carry the attacker's name. A wildcard bind (``0.0.0.0``,
+  ``::``) has no address of its own a browser would name, so it needs ``allowed_hosts``;
 * no GET changes anything; the only POST (``/decide``) needs the CSRF token of the page
   it came from (an HMAC of a per-browser cookie under a per-process secret; the cookie is
   ``SameSite=Strict``) and, when the browser sends one, an ``Origin`` of this server;
@@ -46,13 +48,22 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
 from loopwise.core.events import Status
-from loopwise.errors import ConfigError, LoopwiseError
+from loopwise.errors import ConfigError, LoopwiseError, TargetError
 from loopwise.running import approvals, runner
+from loopwise.running.targets import load_target
 from loopwise.serve.pages import STYLESHEET, Form, inbox_page, run_page, runs_page
 from loopwise.store.base import QUEUED, RunStore
 from loopwise.store.open import open_store
 
-__all__ = ["CSP", "Inbox", "ServeSettings", "is_loopback", "make_server"]
+__all__ = [
+    "CSP",
+    "Inbox",
+    "ServeSettings",
+    "allowed_hosts",
+    "host_name",
+    "is_loopback",
+    "make_server",
+]
 
 CSP = (
     "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
@@ -67,6 +78,26 @@ def is_loopback(host: str) -> bool:
         return host.lower() == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+_WILDCARDS = frozenset({"0.0.0.0", "::", "[::]", ""})
+
+
+def host_name(header: str) -> str:
+    """The name in a ``Host`` header, without its port, lowercased (``[::1]:80`` → ``::1``)."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1:].partition("]")[0]
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
+def allowed_hosts(settings: ServeSettings) -> frozenset[str]:
+    """The ``Host`` names the inbox answers besides loopback ones: the address it is bound
+    to (unless a wildcard) and ``settings.allowed_hosts``."""
+    named = {host_name(h) for h in settings.allowed_hosts}
+    if settings.host not in _WILDCARDS:
+        named.add(host_name(settings.host))
+    return frozenset(named) | {"localhost"}
 
 
 _COOKIE = "loopwise_csrf"
@@ -100,6 +131,9 @@ class ServeSettings:
     """A header an authenticating reverse proxy sets to the user's name."""
     read_timeout: float = 30.0
     """Seconds a client may take to send a request (a stalled one must not hold a thread)."""
+    allowed_hosts: tuple[str, ...] = ()
+    """``Host`` names answered besides loopback ones and the bound address (the names
+    people reach a non-loopback inbox by); required for a wildcard bind."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +214,7 @@ class Inbox:
         try:
             by = self._who(form, user)
             edited = _edited(form.get("args"))
+            self._check_resumable(run_id, approval_id)
             done = approvals.decide(
                 self.store,
                 run_id,
@@ -193,6 +228,7 @@ class Inbox:
             )
         except LoopwiseError as e:
             status = 409 if getattr(e, "code", "") in {"stale", "not-pending"} else 400
+            status = 500 if isinstance(e, _Unresumable) else status
             page = self._inbox(
                 Form(
                     csrf=self.token(cookie),
@@ -231,6 +267,25 @@ class Inbox:
             raise ConfigError("say who decides: enter your name", name="by")
         return by[:200]
 
+    def _check_resumable(self, run_id: str, approval_id: str) -> None:
+        """With ``resume``, the decision that would resume a run whose target cannot load
+        (an import error, ``sys.exit()`` at import) is refused before it is recorded: the
+        page says why and the approval stays decidable, not approved and stuck."""
+        if not self.settings.resume:
+            return
+        waiting = self.store.pending(run_id)
+        if [a.approval_id for a in waiting] != [approval_id]:
+            return
+        spec = self.store.get_run(run_id).spec
+        if spec is None:
+            return
+        try:
+            load_target(spec)
+        except TargetError as e:
+            raise _Unresumable(
+                f"run {run_id!r} could not be resumed here, so nothing was decided: {e}"
+            ) from e
+
     def _maybe_resume(self, run_id: str) -> None:
         if not self.settings.resume or self.store.pending(run_id):
             return
@@ -246,11 +301,13 @@ class Inbox:
     def _resume(self, run_id: str) -> None:
         try:
             runner.resume(run_id, store=self.store)
-        except LoopwiseError as e:
+        except (Exception, SystemExit) as e:  # user code: nothing may end the thread silently
             # A run another process took meanwhile (a worker, `loopwise resume`) is that
             # process's: failing it here would free its conversation while it runs.
             if self.store.get_run(run_id).status == Status.AWAITING_APPROVAL.value:
-                self.store.mark_failed(run_id, f"loopwise serve could not resume it: {e}")
+                self.store.mark_failed(
+                    run_id, f"loopwise serve could not resume it: {type(e).__name__}: {e}"
+                )
 
     def wait_for_resumes(self, timeout: float | None = None) -> None:
         """Wait until the resumes this server started have ended (for tests, shutdown)."""
@@ -260,12 +317,16 @@ class Inbox:
             t.join(timeout)
 
 
+class _Unresumable(LoopwiseError):
+    """A decision refused because the run it would resume cannot be loaded."""
+
+
 def _edited(raw: str | None) -> dict[str, Any] | None:
     if raw is None:
         return None
     try:
         value = json.loads(raw)
-    except (json.JSONDecodeError, RecursionError) as e:
+    except (ValueError, RecursionError) as e:  # ValueError: also an int over Python's limit
         raise ConfigError(f"the edited arguments are not valid JSON ({e})", name="args") from e
     if not isinstance(value, dict):
         raise ConfigError("the edited arguments must be a JSON object", name="args")
@@ -316,11 +377,21 @@ class _Handler(BaseHTTPRequestHandler):
             )
         except LoopwiseError as e:
             answer = _Answer(500, _plain(f"the store could not be read: {e}"))
+        except Exception as e:  # an answer, never a reset connection
+            answer = _Answer(500, _plain(f"the inbox failed: {type(e).__name__}: {e}"))
         self._send(answer)
 
     def do_POST(self) -> None:
         if not self._host_ok() or not self._origin_ok():
             return
+        try:
+            self._post()
+        except OSError:
+            raise  # the client stalled or left: its connection is closed, nothing to answer
+        except Exception as e:  # an answer, never a reset connection
+            self._send(_Answer(500, _plain(f"the inbox failed: {type(e).__name__}: {e}")))
+
+    def _post(self) -> None:
         try:
             length = int(self.headers.get("Content-Length") or 0)
         except ValueError:
@@ -354,12 +425,10 @@ class _Handler(BaseHTTPRequestHandler):
         return morsel.value if morsel is not None and morsel.value else None
 
     def _host_ok(self) -> bool:
-        if not self.server.loopback_only:
+        host = host_name(self.headers.get("Host") or "")
+        if host and (host in self.server.allowed or is_loopback(host)):
             return True
-        host = (self.headers.get("Host") or "").rsplit(":", 1)[0].lower()
-        if is_loopback(host):
-            return True
-        self._send(_Answer(421, _plain("this server answers loopback names only")))
+        self._send(_Answer(421, _plain("this server does not answer to that name (Host)")))
         return False
 
     def _origin_ok(self) -> bool:
@@ -392,10 +461,12 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    # The default backlog (5) resets connections when a team decides at once.
+    request_queue_size = 128
 
     def __init__(self, app: Inbox) -> None:
         self.app = app
-        self.loopback_only = is_loopback(app.settings.host)
+        self.allowed = allowed_hosts(app.settings)
         super().__init__((app.settings.host, app.settings.port), _Handler)
 
 
@@ -405,9 +476,17 @@ def make_server(
     """The HTTP server (not yet serving) and a function giving its URL.
 
     ``store`` is used as given, else the store ``settings.store`` names is opened.
-    Raises :class:`~loopwise.errors.StoreError` when the store cannot be opened and
-    :class:`OSError` when the address is taken.
+    Raises :class:`~loopwise.errors.ConfigError` for a wildcard bind without
+    ``allowed_hosts``, :class:`~loopwise.errors.StoreError` when the store cannot be opened
+    and :class:`OSError` when the address is taken.
     """
+    if settings.host in _WILDCARDS and not settings.allowed_hosts:
+        raise ConfigError(
+            f"listening on {settings.host or 'every address'} needs --allowed-host NAME "
+            "(the names people reach the inbox by; any other Host is refused against DNS "
+            "rebinding)",
+            name="allowed_hosts",
+        )
     app = Inbox(store if store is not None else open_store(settings.store), settings)
     server = _Server(app)
 
