@@ -96,3 +96,43 @@ def test_stream_prints_the_answer_as_it_arrives_then_the_result(
 def test_stream_with_json_keeps_stdout_one_document(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["run", AGENT, "--input", QUESTION, "--model", "scripted", "--stream", "--json"])
     assert code == 0 and json.loads(capsys.readouterr().out)["status"] == "completed"
+
+
+def test_otel_with_the_extra_alone_exports_over_otlp_to_the_collector(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `pip install loopwise[otel]` must be enough for the default exporter (otlp).
+    import threading
+    import tomllib
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    otel = " ".join(extra["optional-dependencies"]["otel"])
+    assert "opentelemetry-sdk" in otel and "opentelemetry-exporter-otlp-proto-http" in otel
+    received: list[tuple[str, bytes]] = []
+
+    class Collector(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            received.append((self.path, body))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            return
+
+    collector = HTTPServer(("127.0.0.1", 0), Collector)
+    thread = threading.Thread(target=collector.serve_forever, daemon=True)
+    thread.start()
+    try:
+        endpoint = f"http://127.0.0.1:{collector.server_address[1]}"
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+        code = main(["run", AGENT, "--input", QUESTION, "--model", "scripted", "--json"])
+    finally:
+        collector.shutdown()
+        thread.join()
+        collector.server_close()
+    assert code == 0 and json.loads(capsys.readouterr().out)["status"] == "completed"
+    assert received and {path for path, _ in received} == {"/v1/traces"}
+    assert b"execute_tool lookup_customer" in b"".join(body for _, body in received)

@@ -22,9 +22,12 @@ from loopwise import SQLiteStore, gates
 from loopwise.integrations.otel import OTelSink
 from loopwise.testing import ScriptedModel, call, reply
 
-SEMCONV_NAMES = {value for name, value in vars(gen_ai).items() if name.startswith("GEN_AI_")} | {
-    ERROR_TYPE
-}
+SEMCONV_NAMES = {
+    value
+    for name, value in vars(gen_ai).items()
+    if name.startswith("GEN_AI_") and name != "GEN_AI_WORKFLOW_NAME"  # merged into agent.name
+} | {ERROR_TYPE}
+OPERATIONS = {op.value for op in gen_ai.GenAiOperationNameValues} | {"plan"}  # v0.1.0's
 
 
 def _tracing() -> tuple[TracerProvider, InMemorySpanExporter]:
@@ -110,7 +113,9 @@ def test_a_workflow_run_nests_its_agent_node_and_the_agents_calls() -> None:
         by_name["invoke_agent clerk"],
         by_name["tidy"],
     )
-    assert (root.attributes or {})[gen_ai.GEN_AI_WORKFLOW_NAME] == "desk"
+    # The conventions merged the workflow span into the agent span: one name attribute.
+    assert (root.attributes or {})[gen_ai.GEN_AI_AGENT_NAME] == "desk"
+    assert (root.attributes or {})[gen_ai.GEN_AI_OPERATION_NAME] == "invoke_workflow"
     assert (node.attributes or {})["loopwise.step.kind"] == "function"
     for child in (agent, node):
         assert child.parent is not None and child.parent.span_id == root.context.span_id
@@ -270,3 +275,101 @@ def test_a_run_recorded_without_the_sink_keeps_one_trace_across_its_resumes(
         )
         trace_ids |= {s.context.trace_id for s in exporter.get_finished_spans()}
     assert len(trace_ids) == 1
+
+
+def _every_text(spans: Sequence[ReadableSpan]) -> str:
+    """Everything a span says: names, attributes, event attributes, status descriptions."""
+    return json.dumps(
+        [
+            [s.name, dict(s.attributes or {}), s.status.description]
+            + [[e.name, dict(e.attributes or {})] for e in s.events]
+            for s in spans
+        ]
+    )
+
+
+def test_without_content_capture_no_model_or_user_text_reaches_a_span() -> None:
+    @loopwise.step
+    async def parse(ticket: str) -> str:
+        raise ValueError(f"cannot parse ticket: {ticket!r}")
+
+    provider, exporter = _tracing()
+    invented = call("exfiltrate_the_secret_plan", {"to": "mallory@example.com"})
+    model = ScriptedModel([invented, call("lookup", {"order_id": "O-1"}), reply("Alice has it")])
+    done = loopwise.run(
+        _clerk(), "the private question", model=model, store=None, sinks=(OTelSink(provider),)
+    )
+    failed = loopwise.run(
+        parse, "ticket body: my card 4111", store=None, sinks=(OTelSink(provider),)
+    )
+    assert (done.status, failed.status) == ("completed", "error")
+    spans = exporter.get_finished_spans()
+    said = _every_text(spans)
+    for secret in ("exfiltrate", "mallory", "private question", "Alice", "4111", "ticket body"):
+        assert secret not in said, secret
+    names = [s.name for s in spans]
+    assert "execute_tool unknown_tool" in names and "execute_tool lookup" in names
+    (root,) = [s for s in spans if s.name == "invoke_workflow parse"]
+    assert (root.attributes or {})[ERROR_TYPE] == "ValueError"
+    assert root.status.description == "ValueError"
+    provider, exporter = _tracing()
+    sink = OTelSink(provider, capture_content=True)
+    loopwise.run(parse, "ticket body: my card 4111", store=None, sinks=(sink,))
+    assert "4111" in _every_text(exporter.get_finished_spans())  # opted in: it is there
+
+
+def test_a_run_that_raises_mid_run_closes_its_spans_and_its_log(tmp_path: Path) -> None:
+    @loopwise.tool(effect="irreversible")
+    def wire(to: str) -> str:
+        """Wire money."""
+        return "sent"
+
+    @loopwise.step
+    async def payout(to: str, ctx: loopwise.Context) -> str:
+        await loopwise.calls.call_tools(ctx, [(wire, {"to": to})])
+        return "paid"
+
+    provider, exporter = _tracing()
+    flow = loopwise.Workflow("payouts").then(payout)
+    with pytest.raises(loopwise.ToolError):
+        loopwise.run(flow, "bob", store=tmp_path / "runs.db", sinks=(OTelSink(provider),))
+    spans = exporter.get_finished_spans()
+    assert {s.name for s in spans} == {"invoke_workflow payouts", "payout"}
+    with SQLiteStore(tmp_path / "runs.db") as store:
+        (run,) = store.list_runs()
+        events = store.events(run.run_id)
+    assert run.status == "error" and events[-1].type == "run_finished"
+    finished = events[-1].data
+    assert (finished["status"], finished["error_type"]) == ("error", "ungated-irreversible")
+
+
+PLAN = {
+    "steps": [
+        {"id": "s1", "action": "lookup", "args": {"order_id": "O-1"}, "reason": "see it"},
+    ]
+}
+
+
+def test_spans_use_the_installed_conventions_names_and_a_hybrid_plans_in_a_plan_span() -> None:
+    desk = loopwise.Hybrid("desk", actions=[lookup])
+    provider, exporter = _tracing()
+    model = ScriptedModel(lambda request: reply(json.dumps(PLAN)))
+    done = loopwise.run(desk, "where is O-1?", model=model, store=None, sinks=(OTelSink(provider),))
+    assert done.status == "completed", done
+    spans = exporter.get_finished_spans()
+    by_name = _by_name(spans)
+    root, plan = by_name["invoke_workflow desk"], by_name["plan desk"]
+    assert (plan.attributes or {})[gen_ai.GEN_AI_OPERATION_NAME] == "plan"
+    assert (plan.attributes or {})[gen_ai.GEN_AI_AGENT_NAME] == "desk"
+    assert plan.parent is not None and plan.parent.span_id == root.context.span_id
+    chats = [s for s in spans if s.name.startswith("chat ")]
+    assert chats and all(c.parent and c.parent.span_id == plan.context.span_id for c in chats)
+    for span in spans:
+        attributes = span.attributes or {}
+        for name in attributes:
+            assert name.startswith("loopwise.") or name in SEMCONV_NAMES, name
+        operation = attributes.get(gen_ai.GEN_AI_OPERATION_NAME)
+        assert operation is None or operation in OPERATIONS, operation
+    said = _every_text(spans)
+    for secret in ("where is O-1", "see it", "shipped to Alice"):
+        assert secret not in said, secret

@@ -145,8 +145,8 @@ def _otel_provider(flag: bool) -> Any:
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
     except ImportError as e:
         raise ConfigError(
-            "--otel needs the OpenTelemetry SDK: pip install 'loopwise[otel]' opentelemetry-sdk "
-            "opentelemetry-exporter-otlp",
+            "--otel needs the OpenTelemetry SDK: pip install 'loopwise[otel]' (the SDK and "
+            "the OTLP/HTTP exporter)",
             name="otel",
         ) from e
     service = os.environ.get("OTEL_SERVICE_NAME") or "loopwise"
@@ -176,8 +176,8 @@ def _exporter(name: str) -> Any:
     except ImportError as e:
         package = f"opentelemetry-exporter-otlp-proto-{kind}"
         raise ConfigError(
-            f"--otel exports with OTLP, which needs {package} (pip install {package}), or set "
-            "OTEL_TRACES_EXPORTER=console",
+            f"--otel exports with OTLP, which needs {package} (pip install {package}; "
+            "loopwise[otel] brings the http/protobuf one), or set OTEL_TRACES_EXPORTER=console",
             name="otel",
         ) from e
     return module.OTLPSpanExporter()

@@ -508,6 +508,7 @@ async def _execute(target: Step, input: Any, ctx: Context) -> RunResult:
         pending = list(halt.pending)
     except ModelAPIError as e:
         status, detail = Status.ERROR, str(e)
+        extra["error_type"] = e.code
         if e.body:  # the server's whole error body: kept for the audit, not in the detail line
             extra["error_body"] = e.body
     except asyncio.CancelledError:
@@ -519,12 +520,22 @@ async def _execute(target: Step, input: Any, ctx: Context) -> RunResult:
             # recorded as the run's status, then passed on to them.
             raise
         return _result(ctx, status, output, detail, pending)
-    except ConfigError:
+    except (ConfigError, KeyboardInterrupt, SystemExit) as e:
+        # A mistake raised mid-run (a ToolError from call_tools) still ends the run's log
+        # with run_finished, so its sinks close what they opened, then reaches the caller.
+        _finish(ctx, Status.ERROR, f"{type(e).__name__}: {e}", output, _error_type(e))
         raise
     except (LoopwiseError, Exception) as e:
         status, detail = Status.ERROR, f"{type(e).__name__}: {e}"
+        extra = _error_type(e)
     _finish(ctx, status, detail, output, extra)
     return _result(ctx, status, output, detail, pending)
+
+
+def _error_type(e: BaseException) -> dict[str, Any]:
+    """``error_type`` of a run that ended ``error``: its code, free of the message's text
+    (which may quote model or user input; a tracing sink keeps only this)."""
+    return {"error_type": e.code if isinstance(e, LoopwiseError) else type(e).__name__}
 
 
 def _result(

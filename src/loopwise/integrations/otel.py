@@ -1,20 +1,32 @@
 """OpenTelemetry spans for runs, following the GenAI semantic conventions.
 
 ``OTelSink`` is an event sink (``sinks=(OTelSink(),)``) that turns a run's events into
-spans as they happen (the optional extra ``loopwise[otel]``, on ``opentelemetry-api``;
-the SDK and exporters are the user's choice):
+spans as they happen (the optional extra ``loopwise[otel]``: the API, the SDK, the
+semantic-conventions package and the OTLP/HTTP exporter). Names follow the GenAI
+conventions as their standalone release (semconv-genai v0.1.0) names them, taken from the
+installed ``opentelemetry-semantic-conventions`` constants where it has them:
 
 * one span per run: ``invoke_agent {name}`` for an agent, ``invoke_workflow {name}``
-  otherwise (status, usage and cost as attributes); the target step is this span;
+  otherwise, both with ``gen_ai.agent.name`` (the workflow span is the agent span; there
+  is no ``gen_ai.workflow.name``), status, usage and cost; the target step is this span;
 * one span per nested step (``invoke_agent``/``invoke_workflow`` by the step's kind, else
-  the step's name), one ``chat {model}`` span per model call (provider, request and
-  response model, token usage, finish reasons; cost as ``loopwise.cost_usd``), one
-  ``execute_tool {tool}`` span per tool call (tool name, call id, effect, ``error.type``);
+  the step's name), ``plan {hybrid}`` for each planning attempt of a hybrid (operation
+  ``plan``, which the installed constants may not have yet), one ``chat {model}`` span
+  per model call (provider, request and response model, token usage, finish reasons; cost
+  as ``loopwise.cost_usd``), one ``execute_tool {tool}`` span per tool call (tool name,
+  call id, effect, ``error.type``);
 * gate requests and decisions as span events on the tool's span (or the step's).
 
-Message, argument and result content is recorded only with ``capture_content=True``.
-Chat spans carry the model's output then (``gen_ai.output.messages``); the events do not
-keep what was sent, so ``gen_ai.input.messages`` is not set.
+**Content stays out** unless ``capture_content=True``: no input, output, message,
+argument, result, reason or approver name, and nothing else the model or a user wrote — a
+tool name the model invented (one the step does not declare) is :data:`UNKNOWN_TOOL`, and
+a run that ends ``error`` carries its error's code (``error.type``, the status
+description), not its message, which may quote the input. With it, chat spans carry the
+model's output (``gen_ai.output.messages``); the events do not keep what was sent, so
+``gen_ai.input.messages`` is not set.
+
+**Every run closes its spans**: the run's last event (``run_finished``, also when a
+mistake raises mid-run, or ``run_paused``) ends every span still open.
 
 **One trace per run**, across pause and resume: a run started inside an active span
 (the user's own) nests under it, else it starts a trace of its own. The run span's
@@ -35,6 +47,8 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
+from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
+from opentelemetry.semconv.attributes.error_attributes import ERROR_TYPE
 from opentelemetry.trace import (
     Link,
     NonRecordingSpan,
@@ -49,10 +63,27 @@ from opentelemetry.trace import (
 
 from loopwise.core.events import Event, EventType
 
-__all__ = ["OTelSink"]
+__all__ = ["CONVENTIONS", "UNKNOWN_TOOL", "OTelSink"]
+
+CONVENTIONS = "semconv-genai v0.1.0"
+"""The GenAI semantic conventions these spans follow."""
+
+UNKNOWN_TOOL = "unknown_tool"
+"""What a tool name the step does not declare (the model's own text) is called in span
+names and ``gen_ai.tool.name`` without content capture."""
+
+_OP = gen_ai.GenAiOperationNameValues
+_INVOKE_AGENT = _OP.INVOKE_AGENT.value
+_INVOKE_WORKFLOW = _OP.INVOKE_WORKFLOW.value
+_CHAT = _OP.CHAT.value
+_EXECUTE_TOOL = _OP.EXECUTE_TOOL.value
+# semconv-genai v0.1.0 added `plan`; semantic-conventions 0.66b2 has no constant for it yet.
+_PLAN = _OP.__members__["PLAN"].value if "PLAN" in _OP.__members__ else "plan"
+_OPENAI = gen_ai.GenAiProviderNameValues.OPENAI.value
 
 _AGENT_KINDS = frozenset({"agent"})
 _WORKFLOW_KINDS = frozenset({"workflow", "hybrid"})
+_HYBRID = "hybrid"
 
 
 @dataclass
@@ -64,6 +95,10 @@ class _Run:
     started_ns: int
     steps: dict[str, list[Span]] = field(default_factory=dict)
     tools: dict[tuple[str, str], Span] = field(default_factory=dict)
+    kinds: dict[str, str] = field(default_factory=dict)
+    """Each step path's kind, as its ``step_started`` said."""
+    known_tools: set[str] = field(default_factory=set)
+    """Tool names the run's steps declare (seen with an effect, or gated)."""
 
 
 class OTelSink:
@@ -121,7 +156,9 @@ class OTelSink:
             "loopwise.resumed_from": str(event.data.get("from_status", "")),
         }
         ctx = trace.set_span_in_context(NonRecordingSpan(parent))
-        self._open_run(run_id, str(event.data.get("target", "")), ctx, attributes, links)
+        run = self._open_run(run_id, str(event.data.get("target", "")), ctx, attributes, links)
+        # Gates ask only about declared tools: their names are no model's invention.
+        run.known_tools.update(str(d.get("tool")) for d in event.data.get("decisions") or [])
 
     def _open_run(
         self,
@@ -133,12 +170,12 @@ class OTelSink:
     ) -> _Run:
         # Named as a workflow until the target's step_started says it is an agent.
         span = self._tracer.start_span(
-            f"invoke_workflow {name}".rstrip(),
+            f"{_INVOKE_WORKFLOW} {name}".rstrip(),
             context=parent,
             kind=SpanKind.INTERNAL,
             attributes={
-                "gen_ai.operation.name": "invoke_workflow",
-                "gen_ai.workflow.name": name,
+                gen_ai.GEN_AI_OPERATION_NAME: _INVOKE_WORKFLOW,
+                gen_ai.GEN_AI_AGENT_NAME: name,
                 **attributes,
             },
             links=links,
@@ -152,22 +189,24 @@ class OTelSink:
         if run is None:
             return
         kind = str(event.data.get("kind", ""))
+        run.kinds[event.step] = kind
         if "/" not in event.step:
             # The target itself: the run's span stands for it.
             self._name_run(run, event.step, kind)
             return
-        name = event.step.rsplit("/", 1)[-1]
+        parent_path, _, name = event.step.rpartition("/")
         attributes: dict[str, Any] = {"loopwise.step": event.step}
         if kind:
             attributes["loopwise.step.kind"] = kind
         span_name = name
         operation = _operation(kind)
+        if run.kinds.get(parent_path) == _HYBRID and _is_planning(name):
+            # The hybrid's planner runs as its step `plan` (a retry: `plan_{round}_{try}`).
+            operation, name = _PLAN, parent_path.rpartition("/")[2]
         if operation is not None:
             span_name = f"{operation} {name}"
-            attributes["gen_ai.operation.name"] = operation
-            attributes["gen_ai.agent.name" if kind in _AGENT_KINDS else "gen_ai.workflow.name"] = (
-                name
-            )
+            attributes[gen_ai.GEN_AI_OPERATION_NAME] = operation
+            attributes[gen_ai.GEN_AI_AGENT_NAME] = name
         if self.capture_content:
             attributes["loopwise.input"] = _text(event.data.get("input"))
         span = self._tracer.start_span(
@@ -180,9 +219,9 @@ class OTelSink:
 
     def _name_run(self, run: _Run, name: str, kind: str) -> None:
         if kind in _AGENT_KINDS:
-            run.span.update_name(f"invoke_agent {name}")
-            run.span.set_attribute("gen_ai.operation.name", "invoke_agent")
-            run.span.set_attribute("gen_ai.agent.name", name)
+            run.span.update_name(f"{_INVOKE_AGENT} {name}")
+            run.span.set_attribute(gen_ai.GEN_AI_OPERATION_NAME, _INVOKE_AGENT)
+            run.span.set_attribute(gen_ai.GEN_AI_AGENT_NAME, name)
         if kind:
             run.span.set_attribute("loopwise.step.kind", kind)
 
@@ -210,21 +249,21 @@ class OTelSink:
         start = end - int(float(data.get("duration_seconds") or 0.0) * 1e9)
         requested = str(data.get("request_model") or data.get("model") or "")
         attributes: dict[str, Any] = {
-            "gen_ai.operation.name": "chat",
-            # Every server is spoken to through the OpenAI Chat Completions protocol.
-            "gen_ai.provider.name": "openai",
-            "gen_ai.request.model": requested,
-            "gen_ai.response.model": str(data.get("model") or ""),
-            "gen_ai.usage.input_tokens": int(data.get("input_tokens") or 0),
-            "gen_ai.usage.output_tokens": int(data.get("output_tokens") or 0),
-            "gen_ai.response.finish_reasons": [str(data.get("finish_reason") or "")],
+            gen_ai.GEN_AI_OPERATION_NAME: _CHAT,
+            # Every server is spoken to through the OpenAI protocols.
+            gen_ai.GEN_AI_PROVIDER_NAME: _OPENAI,
+            gen_ai.GEN_AI_REQUEST_MODEL: requested,
+            gen_ai.GEN_AI_RESPONSE_MODEL: str(data.get("model") or ""),
+            gen_ai.GEN_AI_USAGE_INPUT_TOKENS: int(data.get("input_tokens") or 0),
+            gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS: int(data.get("output_tokens") or 0),
+            gen_ai.GEN_AI_RESPONSE_FINISH_REASONS: [str(data.get("finish_reason") or "")],
         }
         if data.get("cost_usd") is not None:
             attributes["loopwise.cost_usd"] = float(data["cost_usd"])
         if self.capture_content and data.get("turn"):
-            attributes["gen_ai.output.messages"] = _output_messages(data["turn"])
+            attributes[gen_ai.GEN_AI_OUTPUT_MESSAGES] = _output_messages(data["turn"])
         span = self._tracer.start_span(
-            f"chat {requested}".rstrip(),
+            f"{_CHAT} {requested}".rstrip(),
             context=trace.set_span_in_context(self._parent(run, event.step, own=True)),
             kind=SpanKind.CLIENT,
             attributes=attributes,
@@ -239,19 +278,21 @@ class OTelSink:
         self._open_tool(run, event.step, event.data)
 
     def _open_tool(self, run: _Run, step: str, data: dict[str, Any]) -> Span:
-        tool = str(data.get("tool", ""))
+        if data.get("effect") is not None:  # a declared tool (an invented one has none)
+            run.known_tools.add(str(data.get("tool", "")))
+        tool = self._tool_name(run, data)
         attributes: dict[str, Any] = {
-            "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": tool,
-            "gen_ai.tool.call.id": str(data.get("call_id", "")),
-            "gen_ai.tool.type": "function",
+            gen_ai.GEN_AI_OPERATION_NAME: _EXECUTE_TOOL,
+            gen_ai.GEN_AI_TOOL_NAME: tool,
+            gen_ai.GEN_AI_TOOL_CALL_ID: str(data.get("call_id", "")),
+            gen_ai.GEN_AI_TOOL_TYPE: "function",
         }
         if data.get("effect") is not None:
             attributes["loopwise.tool.effect"] = str(data["effect"])
         if self.capture_content and "args" in data:
-            attributes["gen_ai.tool.call.arguments"] = _text(data["args"])
+            attributes[gen_ai.GEN_AI_TOOL_CALL_ARGUMENTS] = _text(data["args"])
         span = self._tracer.start_span(
-            f"execute_tool {tool}",
+            f"{_EXECUTE_TOOL} {tool}",
             context=trace.set_span_in_context(self._parent(run, step, own=True)),
             kind=SpanKind.INTERNAL,
             attributes=attributes,
@@ -269,11 +310,15 @@ class OTelSink:
         span = run.tools.pop(key, None) or self._open_tool(run, event.step, data)
         run.tools.pop(key, None)
         if data.get("is_error"):
-            span.set_attribute("error.type", "tool_error")
+            span.set_attribute(ERROR_TYPE, "tool_error")
             span.set_status(StatusCode.ERROR)
         if self.capture_content:
-            span.set_attribute("gen_ai.tool.call.result", _text(data.get("content")))
+            span.set_attribute(gen_ai.GEN_AI_TOOL_CALL_RESULT, _text(data.get("content")))
         span.end()
+
+    def _tool_name(self, run: _Run, data: dict[str, Any]) -> str:
+        tool = str(data.get("tool", ""))
+        return tool if self.capture_content or tool in run.known_tools else UNKNOWN_TOOL
 
     def _gate(self, run_id: str, event: Event) -> None:
         run = self._runs.get(run_id)
@@ -283,9 +328,10 @@ class OTelSink:
         span = run.tools.get((event.step, str(data.get("call_id", "")))) or self._parent(
             run, event.step, own=True
         )
+        run.known_tools.add(str(data.get("tool", "")))  # gates ask about declared tools only
         attributes: dict[str, Any] = {
             "loopwise.approval_id": str(data.get("approval_id", "")),
-            "gen_ai.tool.name": str(data.get("tool", "")),
+            gen_ai.GEN_AI_TOOL_NAME: str(data.get("tool", "")),
         }
         for name in ("effect", "decision", "tainted_by"):
             if data.get(name) is not None:
@@ -310,8 +356,11 @@ class OTelSink:
         span.set_attribute("loopwise.status", status)
         _usage_attributes(span, event.data.get("usage") or {})
         if status in ("error", "cancelled"):
-            span.set_attribute("error.type", status)
-            span.set_status(StatusCode.ERROR, str(event.data.get("detail") or status))
+            code = str(event.data.get("error_type") or status)
+            span.set_attribute(ERROR_TYPE, code)
+            # The detail may quote the input (`cannot parse ticket: '...'`): content.
+            detail = event.data.get("detail") if self.capture_content else None
+            span.set_status(StatusCode.ERROR, str(detail or code))
         if self.capture_content and event.data.get("output") is not None:
             span.set_attribute("loopwise.output", _text(event.data["output"]))
         span.end()
@@ -330,15 +379,22 @@ class OTelSink:
 
 def _operation(kind: str) -> str | None:
     if kind in _AGENT_KINDS:
-        return "invoke_agent"
+        return _INVOKE_AGENT
     if kind in _WORKFLOW_KINDS:
-        return "invoke_workflow"
+        return _INVOKE_WORKFLOW
     return None
 
 
+def _is_planning(name: str) -> bool:
+    """Whether a hybrid's child step ``name`` is a planning attempt (the names
+    :class:`~loopwise.architectures.hybrid.Hybrid` gives them: ``plan``, ``plan_2_1``)."""
+    head, _, rest = name.partition("_")
+    return head == "plan" and (not rest or rest.replace("_", "").isdigit())
+
+
 def _usage_attributes(span: Span, usage: dict[str, Any]) -> None:
-    span.set_attribute("gen_ai.usage.input_tokens", int(usage.get("input_tokens") or 0))
-    span.set_attribute("gen_ai.usage.output_tokens", int(usage.get("output_tokens") or 0))
+    span.set_attribute(gen_ai.GEN_AI_USAGE_INPUT_TOKENS, int(usage.get("input_tokens") or 0))
+    span.set_attribute(gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS, int(usage.get("output_tokens") or 0))
     if usage.get("cost_usd") is not None:
         span.set_attribute("loopwise.cost_usd", float(usage["cost_usd"]))
 
