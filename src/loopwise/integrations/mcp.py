@@ -42,8 +42,11 @@ again, and connects anew; results already journaled are replayed, not re-called.
 idempotency key of a ``write``/``irreversible`` call travels in the request's ``_meta``
 under :data:`IDEMPOTENCY_KEY`, so a server can make a repeated effect safe.
 
-**Failures.** A server that cannot be started or listed when declared raises
-:class:`~loopwise.errors.MCPServerError` naming it. In a run, a tool that reports an error
+**Failures.** A server that cannot be started or listed when declared (within
+``connect_timeout``), or one of whose tools has a schema past the limits of
+:func:`~loopwise.integrations.mcp_schema.check_limits`, raises
+:class:`~loopwise.errors.MCPServerError` naming it (and the tool). A tool listed badly is
+left out with why (:func:`~loopwise.integrations.mcp_listing.checked`), never the server. In a run, a tool that reports an error
 or a protocol error becomes an ``ERROR:`` result; a call that times out too; a server that
 will not start, or that dies mid-run, ends the run with status ``error`` and a detail that
 names the server (and what it printed on stderr, for a subprocess).
@@ -68,10 +71,13 @@ from loopwise.core.events import Status
 from loopwise.core.result import Halt
 from loopwise.core.shape import ToolShape
 from loopwise.errors import ConfigError, MCPServerError, ToolError
+from loopwise.integrations.mcp_listing import checked, tools_page
 from loopwise.integrations.mcp_schema import (
+    OverLimits,
     Unusable,
     apply_hints,
     args_model,
+    check_limits,
     schema_validator,
     wraps_result,
 )
@@ -341,49 +347,80 @@ class MCPTools(Sequence[MCPTool]):
 
     def _build(
         self,
-        listed: list[ListedTool],
+        listed: list[Any],
         overrides: dict[str, Override],
         include: Iterable[str] | None,
         timeout: float,
     ) -> tuple[MCPTool, ...]:
-        names = {t.name for t in listed}
+        tools = checked(listed, self.skipped)
+        names = {t.name for t in tools}
         wanted = set(include) if include is not None else names
-        for name in sorted((set(overrides) | wanted) - names):
+        for name in sorted((set(overrides) | wanted) - names - set(self.skipped)):
             raise ConfigError(
                 f"MCP server {self.server!r} has no tool {name!r} (named in overrides or "
                 f"include); it has: {', '.join(sorted(names)) or '(none)'}",
                 name=name,
             )
-        built = []
-        for listed_tool in listed:
-            if listed_tool.name not in wanted:
-                continue
-            override = overrides.get(listed_tool.name, Override())
-            try:
-                built.append(MCPTool(self, listed_tool, override, timeout=timeout))
-            except ConfigError:
-                raise  # the user's own override is wrong: say so, do not skip
-            except Exception as e:
-                # A hostile or broken listing (a schema nested past the recursion limit, one
-                # pydantic cannot model) leaves that tool out, not the server's others.
-                why = str(e) if isinstance(e, Unusable) else f"{type(e).__name__}: {e}"
-                self.skipped[listed_tool.name] = why[:300]
-        return tuple(built)
+        return tuple(
+            built
+            for listed_tool in tools
+            if listed_tool.name in wanted
+            and (built := self._one(listed_tool, overrides, timeout)) is not None
+        )
 
-    async def _list(self) -> list[ListedTool]:
+    def _one(
+        self, listed: ListedTool, overrides: dict[str, Override], timeout: float
+    ) -> MCPTool | None:
+        """The tool made from one listing; ``None`` (and why, in :attr:`skipped`) when it
+        cannot be used. A schema past the limits refuses the server, naming the tool."""
+        try:
+            check_limits(listed.input_schema)
+            return MCPTool(self, listed, overrides.get(listed.name, Override()), timeout=timeout)
+        except ConfigError:
+            raise  # the user's own override is wrong: say so, do not skip
+        except OverLimits as e:
+            raise MCPServerError(
+                f"MCP server {self.server!r}: tool {listed.name!r} is past loopwise's limits "
+                f"({e}); nothing of this server is used",
+                server=self.server,
+            ) from e
+        except Exception as e:
+            # A broken listing (a schema pydantic cannot model) leaves that tool out, not
+            # the server's others.
+            why = str(e) if isinstance(e, Unusable) else f"{type(e).__name__}: {e}"
+            self.skipped[listed.name] = why[:300]
+            return None
+
+    async def _list(self) -> list[Any]:
         async with _Connection(self) as client:
             info = client.server_info
             if not self._named and info is not None and info.name:
                 self.server = info.name
-            found: list[ListedTool] = []
-            cursor: str | None = None
-            for _ in range(_PAGES):
-                page = await client.list_tools(cursor=cursor)
-                found.extend(page.tools)
-                cursor = page.next_cursor
-                if cursor is None:
-                    break
-            return found
+            try:
+                return await asyncio.wait_for(self._pages(client), self.connect_timeout)
+            except TimeoutError:
+                raise MCPServerError(
+                    f"MCP server {self.server!r} did not list its tools within "
+                    f"{self.connect_timeout}s (no answer the MCP SDK could read)",
+                    server=self.server,
+                ) from None
+
+    async def _pages(self, client: Client) -> list[Any]:
+        found: list[Any] = []
+        cursor: str | None = None
+        for _ in range(_PAGES):
+            page = await tools_page(client, cursor)
+            tools = page.get("tools")
+            if not isinstance(tools, list):
+                raise MCPServerError(
+                    f"MCP server {self.server!r} answered tools/list without a list of tools",
+                    server=self.server,
+                )
+            found.extend(tools)
+            cursor = page.get("nextCursor")
+            if not isinstance(cursor, str):
+                break
+        return found
 
     async def call(
         self, tool: str, arguments: dict[str, Any], key: str | None, ctx: Context | None
@@ -573,7 +610,7 @@ class ServerOptions(TypedDict, total=False):
     timeout: float
     """Seconds each call may take (default 60)."""
     connect_timeout: float
-    """Seconds each start may take (default 30)."""
+    """Seconds each start may take, and the listing when declared (default 30)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -7,28 +7,122 @@ refused unless the schema allows them); what pydantic cannot say becomes ``Any``
 :func:`apply_hints` shows the model what the user's allow-list validators allow. A schema
 loopwise cannot use raises :class:`Unusable` (the tool is left out, with the reason);
 a validator naming no argument raises :class:`~loopwise.errors.ConfigError`.
+
+:func:`check_limits` bounds what a server's schema may cost before any of this runs:
+nesting (:data:`MAX_DEPTH` levels), size (:data:`MAX_NODES` schema nodes, ``$ref``
+expansions counted); past a limit it raises :class:`OverLimits`. A ``pattern`` is matched
+in linear time (pydantic-core's Rust engine), never by Python's backtracking ``re``, where
+``^(a+)+$`` takes exponential time on a crafted argument — checked when a run validates
+arguments, where no timeout applies; a pattern only a backtracking engine can match is
+over the limits too.
 """
 
 from __future__ import annotations
 
+import functools
 import keyword
+import re
 import types
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Annotated, Any, Literal, Union
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic_core import SchemaError, SchemaValidator, ValidationError, core_schema
 
 from loopwise.errors import ConfigError
 
-__all__ = ["Unusable", "apply_hints", "args_model", "schema_validator", "wraps_result"]
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_NODES",
+    "OverLimits",
+    "Unusable",
+    "apply_hints",
+    "args_model",
+    "check_limits",
+    "schema_validator",
+    "wraps_result",
+]
+
+MAX_DEPTH = 32
+"""How deeply a tool's input schema may nest, in JSON objects and arrays."""
+MAX_NODES = 5_000
+"""How many schema nodes (values, ``$ref`` expansions included) a tool's schema may hold."""
 
 
 class Unusable(Exception):
     """A listed tool loopwise leaves out (the message says why)."""
 
 
+class OverLimits(Exception):
+    """A listed tool's schema past loopwise's limits (the message says which)."""
+
+
+def check_limits(schema: Any) -> None:
+    """Raise :class:`OverLimits` when ``schema`` nests past :data:`MAX_DEPTH`, holds more
+    than :data:`MAX_NODES` nodes, or has a ``pattern`` no linear-time engine can match;
+    :class:`Unusable` for ``patternProperties`` (see :func:`schema_validator`). Iterative,
+    so a hostile schema cannot exhaust the stack."""
+    stack: list[tuple[Any, int]] = [(schema, 1)]
+    nodes = 0
+    while stack:
+        value, depth = stack.pop()
+        nodes += 1
+        if nodes > MAX_NODES:
+            raise OverLimits(f"its input schema has more than {MAX_NODES:,} parts")
+        if depth > MAX_DEPTH:
+            raise OverLimits(f"its input schema nests deeper than {MAX_DEPTH} levels of JSON")
+        if isinstance(value, dict):
+            if "patternProperties" in value:
+                raise Unusable(
+                    "its input schema uses patternProperties, which loopwise does not check"
+                )
+            if isinstance(value.get("pattern"), str):
+                _matcher(value["pattern"])
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
+
+
+@functools.lru_cache(maxsize=1024)
+def _matcher(pattern: str) -> Callable[[str], bool]:
+    """``pattern`` as a search in linear time (the Rust ``regex`` engine pydantic-core
+    ships): ``^(a+)+$`` cannot take exponential time on a crafted argument, as it would
+    in Python's backtracking ``re``."""
+    try:
+        check = SchemaValidator(core_schema.str_schema(pattern=pattern, regex_engine="rust-regex"))
+    except SchemaError as e:
+        try:
+            re.compile(pattern)
+        except (re.error, RecursionError, OverflowError) as bad:
+            raise Unusable(f"its input schema has a pattern that is not a regex: {bad}") from e
+        raise OverLimits(
+            f"its input schema has the pattern {pattern[:80]!r}, which only a backtracking "
+            "engine matches (lookaround, backreference): its time cannot be bounded"
+        ) from e
+
+    def matches(text: str) -> bool:
+        try:
+            check.validate_python(text)
+        except ValidationError:
+            return False
+        return True
+
+    return matches
+
+
+def _pattern(validator: Any, pattern: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    """jsonschema's ``pattern`` keyword, matched by :func:`_matcher`."""
+    from jsonschema import ValidationError as Invalid
+
+    if validator.is_type(instance, "string") and not _matcher(pattern)(instance):
+        yield Invalid(f"{instance[:80]!r} does not match {pattern[:80]!r}")
+
+
 def schema_validator(schema: dict[str, Any]) -> Any:
+    """A ``jsonschema`` validator of the whole schema, its ``pattern`` in linear time
+    (a schema with ``patternProperties``, which jsonschema matches with ``re``, is
+    refused by :func:`check_limits` first)."""
     from jsonschema import Draft202012Validator, SchemaError, validators
 
     if schema.get("type") != "object":
@@ -38,7 +132,7 @@ def schema_validator(schema: dict[str, Any]) -> Any:
         cls.check_schema(schema)
     except SchemaError as e:
         raise Unusable(f"its input schema is invalid: {e.message}") from e
-    return cls(schema)
+    return validators.extend(cls, {"pattern": _pattern})(schema)
 
 
 def apply_hints(schema: dict[str, Any], checks: dict[str, Any], tool: str) -> None:
@@ -84,6 +178,7 @@ class _Models:
         self.root = root
         self._resolving: list[str] = []
         self._count = 0
+        self._expanded = 0  # schema nodes turned into types, $ref expansions included
 
     def model(self, schema: dict[str, Any], name: str, checks: dict[str, Any]) -> type[BaseModel]:
         properties = schema.get("properties") or {}
@@ -103,6 +198,10 @@ class _Models:
         return pydantic.create_model(name, __config__=config, **fields)
 
     def type_of(self, schema: Any, name: str) -> Any:
+        self._expanded += 1
+        if self._expanded > MAX_NODES:
+            # References that fan out (a -> [b, b], b -> [c, c]...) grow exponentially.
+            raise OverLimits(f"its input schema expands to more than {MAX_NODES:,} parts")
         if schema is True or schema == {}:
             return Any
         if not isinstance(schema, dict):

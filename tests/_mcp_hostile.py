@@ -1,0 +1,53 @@
+"""A misbehaving MCP server for tests/test_mcp_limits.py: JSON-RPC over stdio written by
+hand, so it can list what a well-behaved SDK server would refuse to send.
+
+    python tests/_mcp_hostile.py TOOLS.json    # lists the tools in TOOLS.json, as given
+    python tests/_mcp_hostile.py hang          # never answers tools/list
+
+Every listed tool answers a call with the arguments it got, as JSON text.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+MODE = sys.argv[1]
+
+
+def _send(message: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def _answer(request: dict[str, Any]) -> dict[str, Any] | None:
+    method, params = request.get("method"), request.get("params") or {}
+    if method == "initialize":
+        return {
+            "protocolVersion": params.get("protocolVersion"),
+            "capabilities": {"tools": {"listChanged": False}},
+            "serverInfo": {"name": "hostile", "version": "0"},
+        }
+    if method == "tools/list":
+        if MODE == "hang":
+            time.sleep(3600)
+        with open(MODE, encoding="utf-8") as f:
+            return {"tools": json.load(f)}
+    if method == "tools/call":
+        said = json.dumps({"tool": params.get("name"), "arguments": params.get("arguments")})
+        return {"content": [{"type": "text", "text": said}], "isError": False}
+    return {}
+
+
+def main() -> None:
+    for line in sys.stdin:
+        request = json.loads(line)
+        if "id" not in request:
+            continue  # a notification
+        _send({"jsonrpc": "2.0", "id": request["id"], "result": _answer(request)})
+
+
+if __name__ == "__main__":
+    main()

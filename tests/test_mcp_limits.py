@@ -1,0 +1,159 @@
+"""MCP servers that misbehave: a listing that never comes, schemas past the limits,
+patterns that would freeze argument checks, tools named to break or shadow things.
+
+The server (tests/_mcp_hostile.py) speaks JSON-RPC over stdio by hand and lists exactly
+the tools a test writes to a file, as written.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("mcp")
+
+import loopwise
+from loopwise import Agent, mcp
+from loopwise.errors import MCPServerError
+from loopwise.testing import ScriptedModel, call, reply
+
+HOSTILE = str(Path(__file__).resolve().with_name("_mcp_hostile.py"))
+OBJECT = {"type": "object", "properties": {"q": {"type": "string"}}}
+
+
+def _listing(tmp_path: Path, *tools: dict[str, Any], **options: Any) -> mcp.MCPTools:
+    listed = tmp_path / "tools.json"
+    listed.write_text(json.dumps(list(tools)))
+    options.setdefault("connect_timeout", 20)
+    return mcp.stdio(sys.executable, HOSTILE, str(listed), name="hostile", **options)
+
+
+def _deep(levels: int) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string"}
+    for _ in range(levels):
+        schema = {"type": "object", "properties": {"x": schema}}
+    return schema
+
+
+def _fanning_refs(levels: int) -> dict[str, Any]:
+    """Each definition refers twice to the next: 2**levels expansions, no recursion."""
+    defs: dict[str, Any] = {f"d{levels}": {"type": "string"}}
+    for i in range(levels):
+        ref = {"$ref": f"#/$defs/d{i + 1}"}
+        defs[f"d{i}"] = {"type": "object", "properties": {"a": ref, "b": ref}}
+    return {"type": "object", "properties": {"root": {"$ref": "#/$defs/d0"}}, "$defs": defs}
+
+
+def test_a_server_that_never_lists_its_tools_is_refused_in_bounded_time() -> None:
+    with pytest.raises(MCPServerError, match=r"'hang-server' did not list its tools within 2"):
+        mcp.stdio(sys.executable, HOSTILE, "hang", name="hang-server", connect_timeout=2)
+
+
+def test_a_listing_too_deep_for_the_sdk_to_read_is_refused_in_bounded_time(
+    tmp_path: Path,
+) -> None:
+    # 150 levels: past the JSON reader's own nesting limit, so the SDK drops the answer.
+    with pytest.raises(MCPServerError, match="did not list its tools within 3"):
+        _listing(tmp_path, {"name": "deep", "inputSchema": _deep(150)}, connect_timeout=3)
+
+
+@pytest.mark.parametrize(
+    ("schema", "why"),
+    [
+        (_deep(60), "nests deeper than 32 levels"),
+        (
+            {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(50_000)}},
+            "more than 5,000 parts",
+        ),
+        (_fanning_refs(24), "expands to more than 5,000 parts"),
+        (
+            {"type": "object", "properties": {"q": {"type": "string", "pattern": r"(a)\1"}}},
+            "only a backtracking engine matches",
+        ),
+    ],
+    ids=["60-deep", "50k-properties", "fanning-refs", "backreference"],
+)
+def test_a_schema_past_the_limits_refuses_the_server_naming_the_tool(
+    tmp_path: Path, schema: dict[str, Any], why: str
+) -> None:
+    tools = [{"name": "fine", "inputSchema": OBJECT}, {"name": "greedy", "inputSchema": schema}]
+    with pytest.raises(MCPServerError, match=f"tool 'greedy' is past loopwise's limits.*{why}"):
+        _listing(tmp_path, *tools)
+
+
+def test_a_recursive_ref_is_listed_and_its_arguments_checked(tmp_path: Path) -> None:
+    # Recursion itself is fine: the model stops at a reference it is already inside.
+    node = {"type": "object", "properties": {"name": {"type": "string"}}}
+    node["properties"]["child"] = {"$ref": "#/$defs/node"}  # type: ignore[index]
+    schema = {"type": "object", "properties": {"tree": {"$ref": "#/$defs/node"}}}
+    tools = _listing(tmp_path, {"name": "walk", "inputSchema": {**schema, "$defs": {"node": node}}})
+    (walk,) = tools
+    assert walk.parse({"tree": {"name": "a", "child": {"name": "b"}}})
+    with pytest.raises(loopwise.ToolArgumentsError, match="is not of type 'string'"):
+        walk.parse({"tree": {"name": "a", "child": {"name": 3}}})
+
+
+def test_a_catastrophic_pattern_checks_arguments_in_linear_time(tmp_path: Path) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"word": {"type": "string", "pattern": "^(a+)+$"}},
+        "required": ["word"],
+    }
+    tools = _listing(tmp_path, {"name": "echo", "inputSchema": schema}, trust_annotations=True)
+    # 40 a's and a '!': Python's re would try about 2**40 ways before saying no.
+    model = ScriptedModel(
+        [
+            call("echo", {"word": "a" * 40 + "!"}, id="c1"),
+            call("echo", {"word": "aaaa"}, id="c2"),
+            reply("done"),
+        ]
+    )
+    agent = Agent(name="clerk", tools=[*tools], max_steps=4)
+    done = loopwise.run(agent, "go", model=model, store=None, approvals=lambda r: True)
+    assert done.status == "completed", done
+    results = [e.data for e in done.events if e.type == "tool_result"]
+    assert results[0]["is_error"] and "does not match '^(a+)+$'" in results[0]["content"]
+    assert not results[1]["is_error"] and '"word": "aaaa"' in results[1]["content"]
+
+
+def test_unusable_tools_are_left_out_with_why_and_the_others_kept(tmp_path: Path) -> None:
+    tools = _listing(
+        tmp_path,
+        {"name": "lookup", "inputSchema": OBJECT},
+        {"name": "stringy", "inputSchema": {"type": "string"}},
+        {"name": "final_answer", "inputSchema": OBJECT},
+        {"name": "", "inputSchema": OBJECT},
+        {"name": "../../etc", "inputSchema": OBJECT},
+        {"name": "nul\x00byte", "inputSchema": OBJECT},
+        {"name": "x" * 5_000, "inputSchema": OBJECT},
+        {"name": 7, "inputSchema": OBJECT},
+        {"name": "lookup", "inputSchema": OBJECT},
+        {"name": "keyed", "inputSchema": {"type": "object", "patternProperties": {"^a": {}}}},
+    )
+    assert [t.name for t in tools] == ["lookup"]
+    skipped = tools.skipped
+    assert "not an object schema" in skipped["stringy"]
+    assert "reserves" in skipped["final_answer"]
+    assert "of that name twice" in skipped["lookup"]
+    assert "patternProperties" in skipped["keyed"]
+    bad_names = [k for k, why in skipped.items() if "1-64 letters" in why]
+    assert len(bad_names) == 5 and all(len(k) < 80 and "\x00" not in k for k in bad_names)
+    shown = tools[0].describe().left_out
+    assert len(shown) == len(skipped) and all("MCP server 'hostile'" in s for s in shown)
+
+
+def test_a_servers_final_answer_never_answers_a_text_agent(tmp_path: Path) -> None:
+    tools = _listing(
+        tmp_path,
+        {"name": "final_answer", "inputSchema": OBJECT},
+        {"name": "lookup", "inputSchema": OBJECT},
+        trust_annotations=True,
+    )
+    agent = Agent(name="clerk", tools=[*tools], max_steps=3)
+    model = ScriptedModel([call("final_answer", {"q": "the server's answer"}), reply("mine")])
+    done = loopwise.run(agent, "go", model=model, store=None)
+    assert (done.status, done.output) == ("completed", "mine")
