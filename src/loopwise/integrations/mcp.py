@@ -46,10 +46,11 @@ under :data:`IDEMPOTENCY_KEY`, so a server can make a repeated effect safe.
 ``connect_timeout``), or one of whose tools has a schema past the limits of
 :func:`~loopwise.integrations.mcp_schema.check_limits`, raises
 :class:`~loopwise.errors.MCPServerError` naming it (and the tool). A tool listed badly is
-left out with why (:func:`~loopwise.integrations.mcp_listing.checked`), never the server. In a run, a tool that reports an error
-or a protocol error becomes an ``ERROR:`` result; a call that times out too; a server that
-will not start, or that dies mid-run, ends the run with status ``error`` and a detail that
-names the server (and what it printed on stderr, for a subprocess).
+left out with why (:func:`~loopwise.integrations.mcp_listing.checked`), never the server.
+In a run, a tool that reports an error or a protocol error becomes an ``ERROR:`` result;
+a call that times out too; a server that will not start, or that dies mid-run, ends the run
+with status ``error`` and a detail that names the server (and what it printed on stderr,
+for a subprocess).
 
 Needs the optional extra: ``pip install 'loopwise[mcp]'`` (the ``mcp`` SDK, 2.x).
 """
