@@ -40,7 +40,7 @@ def _loopback_only(self: socket.socket, address: Any) -> Any:
 @pytest.fixture(autouse=True)
 def _offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     monkeypatch.setattr(socket.socket, "connect", _loopback_only)
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "LOOPWISE_MODEL"):
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "LOOPWISE_MODEL", "LOOPWISE_API"):
         monkeypatch.delenv(name, raising=False)
     for name in [n for n in os.environ if n.startswith("OTEL_")]:
         monkeypatch.delenv(name)  # a developer's tracing setup must not change what runs

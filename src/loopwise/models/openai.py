@@ -13,30 +13,46 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import uuid
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import openai
 from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletion
+from openai.types.responses import Response
 
 from loopwise.errors import ConfigError, ModelAPIError, ModelNotConfigured, ResponseFormatRejected
 from loopwise.models.port import (
     STRUCTURED_MODES,
+    Message,
     Model,
     ModelRequest,
     StructuredMode,
     ToolCall,
     Turn,
+    unique_call_ids,
+)
+from loopwise.models.responses import (
+    ENCRYPTED_REASONING,
+    ResponseEvents,
+    as_input_items,
+    as_text_format,
+    as_tool_choice,
+    as_tools,
+    response_turn,
 )
 from loopwise.models.scripted import ScriptedModel
 
 __all__ = [
+    "APIS",
     "OpenAIModel",
+    "api_of",
     "resolve_model",
     "structured_mode_of",
 ]
+
+APIS = ("chat", "responses")
+"""The OpenAI APIs a model speaks: Chat Completions (the default) and Responses."""
 
 
 class OpenAIModel:
@@ -50,6 +66,13 @@ class OpenAIModel:
     ``default_query``...). ``structured_mode`` (or ``LOOPWISE_STRUCTURED_MODE``) pins the
     rung structured calls start at, for a server whose rejections are not recognizable;
     an unknown mode raises :class:`ConfigError`.
+
+    ``api="responses"`` (or ``LOOPWISE_API=responses``) speaks the Responses API
+    (``/v1/responses``) instead: the same requests and turns, and a reasoning model's
+    reasoning items carried across turns. Nothing is stored server-side by default
+    (``store=False``, the reasoning sent back encrypted with each call);
+    ``store=True`` chains each call to the previous turn with ``previous_response_id``
+    and sends only what came after it, the server holding the rest.
     """
 
     def __init__(
@@ -63,10 +86,15 @@ class OpenAIModel:
         max_retries: int = 2,
         structured_mode: str | None = None,
         client_options: Mapping[str, Any] | None = None,
+        api: str | None = None,
+        store: bool = False,
     ) -> None:
         if not name:
             raise ConfigError("model name is empty", name="model")
         self.name = name
+        self.api = api_of(api)
+        self.store = store
+        self._tool_forms: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = None
         self.structured_mode: StructuredMode | None = structured_mode_of(structured_mode)
         if client is None:
             key = api_key or os.environ.get("OPENAI_API_KEY")
@@ -120,7 +148,10 @@ class OpenAIModel:
         """``(base_url, model)``: the key under which structured modes are remembered."""
         # base_url and name never change for a model, and str() of an httpx URL is not free.
         if self._endpoint is None:
-            self._endpoint = (str(self._client.base_url), self.name)
+            url = str(self._client.base_url)
+            # The two APIs of one server may accept different rungs: each is remembered.
+            where = url.rstrip("/") + "/responses" if self.api == "responses" else url
+            self._endpoint = (where, self.name)
         return self._endpoint
 
     async def aclose(self) -> None:
@@ -141,6 +172,11 @@ class OpenAIModel:
         and raises :class:`ResponseFormatRejected`; any other retryable failure of that
         first try is retried by the SDK as usual, with one retry fewer.
         """
+        if self.api == "responses":
+            return await self._send(self.responses_params(request), request, _create_response)
+        return await self._send(self._chat_params(request), request, _create)
+
+    def _chat_params(self, request: ModelRequest) -> dict[str, Any]:
         # In the order chat.completions.create() sends them: the same bytes on the wire.
         params: dict[str, Any] = {"model": self.name, "messages": request.messages}
         if request.max_output_tokens is not None:
@@ -157,16 +193,53 @@ class OpenAIModel:
             params["tool_choice"] = "auto"
         if request.tools:
             params["tools"] = request.tools
+        return params
+
+    def responses_params(self, request: ModelRequest) -> dict[str, Any]:
+        """``request`` as the body ``client.responses.create(**body)`` sends, keys in the
+        order it sends them (the same bytes on the wire)."""
+        messages, previous = request.messages, None
+        if self.store:
+            messages, previous = _after_last_response(messages)
+        params: dict[str, Any] = {"model": self.name}
+        if not self.store:
+            params["include"] = [ENCRYPTED_REASONING]
+        params["input"] = as_input_items(messages)
+        if request.max_output_tokens is not None:
+            params["max_output_tokens"] = request.max_output_tokens
+        if previous is not None:
+            params["previous_response_id"] = previous
+        params["store"] = self.store
+        if request.temperature is not None:
+            params["temperature"] = request.temperature
+        if request.response_format is not None:
+            params["text"] = {"format": as_text_format(request.response_format)}
+        if request.tool_choice is not None:
+            params["tool_choice"] = as_tool_choice(request.tool_choice)
+        elif request.tools:
+            params["tool_choice"] = "auto"  # as on Chat Completions (see _chat_params)
+        if request.tools:
+            params["tools"] = self._tools_as_responses(request.tools)
+        return params
+
+    def _tools_as_responses(self, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``tools`` in Responses form; an agent sends one list every turn, converted once."""
+        known = self._tool_forms
+        if known is None or known[0] is not tools:
+            known = self._tool_forms = (tools, as_tools(tools))
+        return known[1]
+
+    async def _send(self, params: dict[str, Any], request: ModelRequest, create: _Create) -> Turn:
         client = self.client
         if _asks_structured(request) and client.max_retries > 0:
             first, rest = self._split_retries(client)
             try:
-                return await _create(first, params, request, self.name)
+                return await create(first, params, request, self.name)
             except ModelAPIError as e:
                 if isinstance(e, ResponseFormatRejected) or not _sdk_retries(e.__cause__):
                     raise
                 client = rest
-        return await _create(client, params, request, self.name)
+        return await create(client, params, request, self.name)
 
     def _split_retries(
         self, client: openai.AsyncOpenAI
@@ -179,6 +252,19 @@ class OpenAIModel:
                 client.with_options(max_retries=client.max_retries - 1),
             )
         return self._retry_split[1], self._retry_split[2]
+
+
+_Create = Callable[[openai.AsyncOpenAI, dict[str, Any], ModelRequest, str], Awaitable[Turn]]
+
+
+def _after_last_response(messages: list[Message]) -> tuple[list[Message], str | None]:
+    """The messages after the last turn the server stored, and that turn's response id
+    (all of them and ``None`` when no turn was stored: the chain starts here)."""
+    for i in range(len(messages) - 1, -1, -1):
+        response_id = messages[i].get("response_id")
+        if messages[i].get("role") == "assistant" and response_id:
+            return messages[i + 1 :], str(response_id)
+    return messages, None
 
 
 async def _create(
@@ -194,6 +280,38 @@ async def _create(
     except json.JSONDecodeError as e:  # a 2xx body that is not JSON: the SDK lets it through
         raise ModelAPIError(f"model API returned malformed JSON: {e}") from e
     return _to_turn(completion, name)
+
+
+async def _create_response(
+    client: openai.AsyncOpenAI, params: dict[str, Any], request: ModelRequest, name: str
+) -> Turn:
+    try:
+        if request.on_text is not None:
+            response = await _streamed_response(client, params, request.on_text)
+        else:
+            # responses.create() without its parameter transform, as _posted explains.
+            options: Any = {"security": {"bearer_auth": True}}
+            response = await client.post(
+                "/responses", cast_to=Response, body=params, options=options
+            )
+    except openai.OpenAIError as e:
+        raise _map_error(e, request) from e
+    except json.JSONDecodeError as e:
+        raise ModelAPIError(f"model API returned malformed JSON: {e}") from e
+    return response_turn(response, name)
+
+
+async def _streamed_response(
+    client: openai.AsyncOpenAI, params: dict[str, Any], on_text: Callable[[str], None]
+) -> Any:
+    """A streamed Responses call: ``response.output_text.delta`` events go to ``on_text``,
+    and the final event's response (its items complete) is the turn."""
+    events = ResponseEvents(on_text)
+    stream = await client.responses.create(**params, stream=True)
+    async with stream:
+        async for event in _chunks(stream):
+            events.handle(event)
+    return events.response()
 
 
 async def _posted(client: openai.AsyncOpenAI, params: dict[str, Any]) -> ChatCompletion:
@@ -258,7 +376,7 @@ def _to_turn(completion: Any, fallback_model: str) -> Turn:
     choice = completion.choices[0]
     message = choice.message
     raw = [c for c in (message.tool_calls or []) if getattr(c, "function", None) is not None]
-    ids = _unique_ids([c.id for c in raw])
+    ids = unique_call_ids([c.id for c in raw])
     calls = [
         ToolCall(id=i, name=c.function.name, arguments=_arguments_text(c.function.arguments))
         for i, c in zip(ids, raw, strict=True)
@@ -273,22 +391,6 @@ def _to_turn(completion: Any, fallback_model: str) -> Turn:
         output_tokens=usage.completion_tokens if usage else 0,
         model=completion.model or fallback_model,
     )
-
-
-def _unique_ids(ids: list[str | None]) -> list[str]:
-    """Call ids as sent, except a missing or repeated one gets a fresh id.
-
-    Some compatible servers send no ids or the same one for every call of a turn; results
-    are bound to calls (and journaled, and gated) by id, so each must be unique. The turn
-    is journaled with these ids, so a resumed run sees the same ones.
-    """
-    seen: set[str] = set()
-    unique = []
-    for given in ids:
-        chosen = given if given and given not in seen else f"call_{uuid.uuid4().hex[:16]}"
-        seen.add(chosen)
-        unique.append(chosen)
-    return unique
 
 
 def _arguments_text(arguments: Any) -> str:
@@ -362,7 +464,7 @@ def _rejects(body: str, request: ModelRequest) -> bool:
     """
     lowered = body.lower()
     if request.response_format is not None and (
-        "response_format" in lowered or "json_schema" in lowered
+        "response_format" in lowered or "json_schema" in lowered or "text.format" in lowered
     ):
         return True
     if _asks_structured(request) and "tool_choice" in lowered:
@@ -396,22 +498,39 @@ def structured_mode_of(value: str | None) -> StructuredMode | None:
     )
 
 
+def api_of(value: str | None) -> str:
+    """``value``, else ``LOOPWISE_API``, else ``chat``, checked against :data:`APIS`.
+
+    Raises :class:`ConfigError` naming the setting and the known APIs.
+    """
+    chosen = value or os.environ.get("LOOPWISE_API") or "chat"
+    if chosen in APIS:
+        return chosen
+    setting = "api" if value else "LOOPWISE_API"
+    raise ConfigError(f"{setting}: unknown API {chosen!r}; known: {', '.join(APIS)}", name=setting)
+
+
 def resolve_model(
     name: str | None = None,
     *,
     base_url: str | None = None,
     api_key: str | None = None,
     structured_mode: str | None = None,
+    api: str | None = None,
 ) -> Model:
     """The model named by ``name`` or ``LOOPWISE_MODEL``; ``"scripted"`` is the offline one.
 
-    ``structured_mode`` pins an OpenAI model's structured-output rung (see
-    :class:`OpenAIModel`). Raises :class:`ModelNotConfigured` when neither names a model:
-    nothing falls back silently to a fake.
+    ``structured_mode`` pins an OpenAI model's structured-output rung and ``api`` picks
+    its API (see :class:`OpenAIModel`); both are checked even for the scripted model, so
+    a mistyped setting fails offline too. Raises :class:`ModelNotConfigured` when neither
+    names a model: nothing falls back silently to a fake.
     """
     chosen = name or os.environ.get("LOOPWISE_MODEL")
     if not chosen:
         raise ModelNotConfigured()
     if chosen == "scripted":
+        api_of(api)
         return ScriptedModel()
-    return OpenAIModel(chosen, api_key=api_key, base_url=base_url, structured_mode=structured_mode)
+    return OpenAIModel(
+        chosen, api_key=api_key, base_url=base_url, structured_mode=structured_mode, api=api
+    )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -24,6 +25,7 @@ __all__ = [
     "ToolResult",
     "Turn",
     "message_chars",
+    "unique_call_ids",
 ]
 
 Message = dict[str, Any]
@@ -72,6 +74,16 @@ class Turn:
     """Completion tokens of this call."""
     model: str = ""
     """The model name that answered."""
+    reasoning: list[dict[str, Any]] = field(default_factory=list)
+    """The reasoning items a Responses model gave with this turn, as the server sent them
+    (opaque, encrypted when nothing is stored server-side): sent back before the turn's
+    output on every later call, so the model keeps its reasoning across turns."""
+    response_id: str | None = None
+    """The Responses API's id of this turn (what ``previous_response_id`` chains to)."""
+    reasoning_tokens: int = 0
+    """Of ``output_tokens``, those the model spent reasoning."""
+    cached_tokens: int = 0
+    """Of ``input_tokens``, those the server read from its prompt cache."""
 
     def to_message(self) -> Message:
         """This turn as the assistant message to append to a transcript."""
@@ -90,6 +102,10 @@ class Turn:
             ]
         if self.refusal:
             message["refusal"] = self.refusal
+        if self.reasoning:
+            message["reasoning_items"] = self.reasoning
+        if self.response_id:
+            message["response_id"] = self.response_id
         return message
 
     def to_dict(self) -> dict[str, Any]:
@@ -104,6 +120,11 @@ class Turn:
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "model": self.model,
+            # Only what a Responses turn has: a Chat Completions journal stays as it was.
+            **({"reasoning": self.reasoning} if self.reasoning else {}),
+            **({"response_id": self.response_id} if self.response_id else {}),
+            **({"reasoning_tokens": self.reasoning_tokens} if self.reasoning_tokens else {}),
+            **({"cached_tokens": self.cached_tokens} if self.cached_tokens else {}),
         }
 
     @classmethod
@@ -117,6 +138,10 @@ class Turn:
             input_tokens=int(data.get("input_tokens", 0)),
             output_tokens=int(data.get("output_tokens", 0)),
             model=data.get("model", ""),
+            reasoning=list(data.get("reasoning") or []),
+            response_id=data.get("response_id"),
+            reasoning_tokens=int(data.get("reasoning_tokens", 0)),
+            cached_tokens=int(data.get("cached_tokens", 0)),
         )
 
 
@@ -244,6 +269,22 @@ class ModelRequest:
         if self.tools:
             size += _SIZES.tools(self.tools)
         return size
+
+
+def unique_call_ids(ids: list[str | None]) -> list[str]:
+    """Call ids as sent, except a missing or repeated one gets a fresh id.
+
+    Some compatible servers send no ids or the same one for every call of a turn; results
+    are bound to calls (and journaled, and gated) by id, so each must be unique. The turn
+    is journaled with these ids, so a resumed run sees the same ones.
+    """
+    seen: set[str] = set()
+    unique = []
+    for given in ids:
+        chosen = given if given and given not in seen else f"call_{uuid.uuid4().hex[:16]}"
+        seen.add(chosen)
+        unique.append(chosen)
+    return unique
 
 
 def message_chars(message: Message) -> int:

@@ -246,6 +246,10 @@ def as_turn(entry: ScriptEntry) -> Turn:
             input_tokens=entry.input_tokens,
             output_tokens=entry.output_tokens,
             model=entry.model,
+            reasoning=list(entry.reasoning),
+            response_id=entry.response_id,
+            reasoning_tokens=entry.reasoning_tokens,
+            cached_tokens=entry.cached_tokens,
         )
     return reply(entry)
 

@@ -42,6 +42,7 @@ from loopwise.models.scripted import (
     priced,
     schema_of,
 )
+from loopwise.testing._fakeresponses import FakeResponses
 from loopwise.testing._serverprofiles import (
     FEATURES,
     PROFILES,
@@ -87,6 +88,8 @@ class FakeChatServer:
                 f"reject: unknown mode {unknown[0]!r}; known: {sorted(REJECTABLE)}", name="reject"
             )
         self.profile = _profile(profile, reject)
+        self.responses = FakeResponses(reject=_expand(reject))
+        """The Responses API endpoint (``/v1/responses``): the reasoning items it checked."""
         self.scripted: ScriptedModel = ScriptedModel(script, name="")
         self.latency = latency
         self.hold_until = hold_until
@@ -122,12 +125,15 @@ class FakeChatServer:
         *,
         max_retries: int = 0,
         timeout: float = 30.0,
+        api: str | None = None,
+        store: bool = False,
         **client_options: Any,
     ) -> OpenAIModel:
         """An :class:`~loopwise.models.openai.OpenAIModel` pointed at this server (no SDK retries by
         default, so failure tests stay fast). ``client_options`` go to
         ``openai.AsyncOpenAI`` (headers, ...). The model builds its own client, so it
-        survives several ``loopwise.run`` calls (each its own event loop)."""
+        survives several ``loopwise.run`` calls (each its own event loop). ``api`` and
+        ``store`` are the model's (``api="responses"`` speaks to ``/v1/responses``)."""
         return OpenAIModel(
             name,
             api_key="fake-key",
@@ -135,6 +141,8 @@ class FakeChatServer:
             max_retries=max_retries,
             timeout=timeout,
             client_options=client_options,
+            api=api,
+            store=store,
         )
 
     def start(self) -> FakeChatServer:
@@ -236,7 +244,9 @@ class FakeChatServer:
             writer.close()
 
     async def _respond(self, method: bytes, path: bytes, body: bytes) -> bytes | None:
-        if method == b"POST" and path.rstrip(b"/").endswith(b"/chat/completions"):
+        route = path.rstrip(b"/")
+        chat = route.endswith(b"/chat/completions")
+        if method == b"POST" and (chat or route.endswith(b"/responses")):
             self.in_flight += 1
             self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
             try:
@@ -245,7 +255,9 @@ class FakeChatServer:
                 await self._gathered.wait()
                 if self.latency:
                     await asyncio.sleep(self.latency)
-                return await self._chat(body)
+                if chat:
+                    return await self._chat(body)
+                return await self.responses.answer(body, _Host(self), _http)
             finally:
                 self.in_flight -= 1
         if method == b"GET" and path.rstrip(b"/").endswith(b"/models"):
@@ -326,6 +338,16 @@ class FakeChatServer:
         if fault.truncated_json:
             body = body[: len(body) // 2]
         return _http(fault.status, body, fault.headers, media=_media(payload))
+
+
+class _Host:
+    """What the Responses endpoint uses of its server: the record, the script, a crash."""
+
+    def __init__(self, server: FakeChatServer) -> None:
+        self.requests = server.requests
+        self.errors = server.errors
+        self.script_entry = server.scripted.script_entry
+        self.crash = server._crash
 
 
 def _profile(profile: str | ServerProfile | None, reject: Collection[str]) -> ServerProfile:

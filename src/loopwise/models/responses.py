@@ -1,0 +1,281 @@
+"""The Responses API's side of the model port: a :class:`ModelRequest` as a
+``/v1/responses`` body, a ``Response`` (or its event stream) as a :class:`Turn`.
+
+The port's currency stays Chat Completions' (messages, tool schemas, response formats),
+so every architecture, the journal and the cassettes are the same for both APIs; this
+module translates at the edge, both ways:
+
+* messages become input items: a ``tool`` message a ``function_call_output``, an
+  assistant turn its reasoning items (kept on the message as ``reasoning_items``), its
+  text and one ``function_call`` per tool call, in that order;
+* tool schemas become Responses function tools, ``strict`` said out loud (Responses
+  defaults it to true, Chat Completions to false); a response format becomes
+  ``text.format``;
+* a ``Response``'s output items become the turn: text, refusal, tool calls (parallel
+  ones included), reasoning items; an ``incomplete`` response stops like Chat
+  Completions' ``length`` or ``content_filter``; usage keeps reasoning and cached tokens.
+
+:class:`~loopwise.models.openai.OpenAIModel` (``api="responses"``) sends what this builds.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from loopwise.errors import ModelAPIError
+from loopwise.models.port import Message, ToolCall, Turn, unique_call_ids
+
+__all__ = [
+    "ENCRYPTED_REASONING",
+    "ResponseEvents",
+    "as_input_items",
+    "as_text_format",
+    "as_tool_choice",
+    "as_tools",
+    "response_turn",
+]
+
+ENCRYPTED_REASONING = "reasoning.encrypted_content"
+"""What ``include`` asks for so a stateless call (``store=False``) gets its reasoning back."""
+
+
+def as_input_items(messages: list[Message]) -> list[dict[str, Any]]:
+    """``messages`` (Chat Completions form) as Responses input items, in order."""
+    items: list[dict[str, Any]] = []
+    for message in messages:
+        role = message.get("role")
+        if role == "tool":
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": message.get("tool_call_id"),
+                    "output": _output(message.get("content")),
+                }
+            )
+        elif role == "assistant":
+            items += _assistant_items(message)
+        else:
+            items.append({"role": role, "content": _content(message.get("content"), "input")})
+    return items
+
+
+def _assistant_items(message: Message) -> list[dict[str, Any]]:
+    """One assistant turn: its reasoning first (it preceded the output), then its text,
+    then its calls, as the Responses API gave them."""
+    items: list[dict[str, Any]] = list(message.get("reasoning_items") or ())
+    text = message.get("content") or message.get("refusal")
+    if text:
+        items.append({"role": "assistant", "content": _content(text, "output")})
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") or {}
+        items.append(
+            {
+                "type": "function_call",
+                "call_id": call.get("id"),
+                "name": function.get("name"),
+                "arguments": function.get("arguments") or "",
+            }
+        )
+    return items
+
+
+_PART_TYPES = {
+    ("text", "input"): "input_text",
+    ("text", "output"): "output_text",
+}
+
+
+def _content(content: Any, side: str) -> Any:
+    """A message's content: a string as is; Chat Completions parts as Responses parts."""
+    if not isinstance(content, list):
+        return "" if content is None else content
+    return [_part(part, side) for part in content]
+
+
+def _part(part: Any, side: str) -> Any:
+    if not isinstance(part, dict):
+        return part
+    kind = part.get("type")
+    if kind == "text":
+        return {"type": _PART_TYPES[("text", side)], "text": part.get("text", "")}
+    if kind == "image_url":
+        image = part.get("image_url")
+        url = image.get("url") if isinstance(image, dict) else image
+        return {"type": "input_image", "image_url": url, "detail": "auto"}
+    return part  # already a Responses part (input_text, input_file...)
+
+
+def _output(content: Any) -> Any:
+    """A tool result as ``function_call_output.output``: text, or Responses parts."""
+    if isinstance(content, list):
+        return [_part(part, "input") for part in content]
+    return "" if content is None else str(content)
+
+
+def as_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Chat Completions tool schemas as Responses function tools (other tools as given)."""
+    converted = []
+    for tool in tools:
+        function = tool.get("function")
+        if tool.get("type") != "function" or not isinstance(function, dict):
+            converted.append(tool)
+            continue
+        item: dict[str, Any] = {"type": "function", "name": function.get("name")}
+        if "description" in function:
+            item["description"] = function["description"]
+        item["parameters"] = function.get("parameters") or {"type": "object", "properties": {}}
+        # Responses makes a function strict unless told otherwise; a Chat Completions
+        # schema is strict only when it says so (and loose schemas fail strict mode).
+        item["strict"] = bool(function.get("strict", False))
+        converted.append(item)
+    return converted
+
+
+def as_tool_choice(choice: str | dict[str, Any]) -> str | dict[str, Any]:
+    """``auto``/``required``/``none`` as they are; a forced function in Responses form."""
+    if isinstance(choice, dict) and isinstance(choice.get("function"), dict):
+        return {"type": "function", "name": choice["function"].get("name")}
+    return choice
+
+
+def as_text_format(fmt: dict[str, Any]) -> dict[str, Any]:
+    """A ``response_format`` as ``text.format``.
+
+    ``json_schema`` carries its name, schema and strictness flat; a ``json_object`` (with
+    or without the schema some servers read there) is JSON mode, the schema being in the
+    prompt on that rung already.
+    """
+    if fmt.get("type") == "json_schema":
+        spec = fmt.get("json_schema") or {}
+        out: dict[str, Any] = {"type": "json_schema", "name": spec.get("name", "answer")}
+        if "description" in spec:
+            out["description"] = spec["description"]
+        out["schema"] = spec.get("schema", {})
+        if "strict" in spec:
+            out["strict"] = spec["strict"]
+        return out
+    if fmt.get("type") == "json_object":
+        return {"type": "json_object"}
+    return dict(fmt)
+
+
+_INCOMPLETE = {"max_output_tokens": "length", "content_filter": "content_filter"}
+"""An incomplete response's reason as the finish reason Chat Completions gives."""
+
+
+def response_turn(response: Any, fallback_model: str) -> Turn:
+    """The turn a ``Response`` holds; a failed response or one without output raises
+    :class:`~loopwise.errors.ModelAPIError`."""
+    status = getattr(response, "status", None) or "completed"
+    if status == "failed" or getattr(response, "error", None) is not None:
+        error = getattr(response, "error", None)
+        raise ModelAPIError(f"the model's response failed: {_error_text(error)}")
+    texts, refusals, raw, reasoning = _read_output(response.output or [])
+    ids = unique_call_ids([c.call_id for c in raw])
+    calls = [
+        ToolCall(id=i, name=c.name, arguments=_arguments_text(c.arguments))
+        for i, c in zip(ids, raw, strict=True)
+    ]
+    if status == "incomplete":
+        details = getattr(response, "incomplete_details", None)
+        reason = getattr(details, "reason", None) or "max_output_tokens"
+        finish = _INCOMPLETE.get(reason, reason)
+    elif not (texts or refusals or calls):
+        raise ModelAPIError("the model returned no output")
+    else:
+        finish = "tool_calls" if calls else "stop"
+    usage = response.usage
+    return Turn(
+        text="".join(texts) if texts else None,
+        tool_calls=calls,
+        refusal="".join(refusals) if refusals else None,
+        finish_reason=finish,
+        input_tokens=usage.input_tokens if usage else 0,
+        output_tokens=usage.output_tokens if usage else 0,
+        model=response.model or fallback_model,
+        reasoning=reasoning,
+        response_id=response.id or None,
+        reasoning_tokens=_detail(usage, "output_tokens_details", "reasoning_tokens"),
+        cached_tokens=_detail(usage, "input_tokens_details", "cached_tokens"),
+    )
+
+
+def _read_output(output: list[Any]) -> tuple[list[str], list[str], list[Any], list[Any]]:
+    """Text parts, refusals, function calls and reasoning items, each in output order."""
+    texts: list[str] = []
+    refusals: list[str] = []
+    raw: list[Any] = []
+    reasoning: list[dict[str, Any]] = []
+    for item in output:
+        kind = getattr(item, "type", None)
+        if kind == "message":
+            for part in getattr(item, "content", None) or []:
+                if part.type == "output_text":
+                    texts.append(part.text)
+                elif part.type == "refusal":
+                    refusals.append(part.refusal)
+        elif kind == "function_call":
+            raw.append(item)
+        elif kind == "reasoning":
+            # As the server sent it: it must come back byte for byte (its encrypted
+            # content is the model's reasoning when nothing is stored server-side).
+            reasoning.append(item.to_dict())
+    return texts, refusals, raw, reasoning
+
+
+def _detail(usage: Any, group: str, name: str) -> int:
+    details = getattr(usage, group, None) if usage is not None else None
+    value = getattr(details, name, None) if details is not None else None
+    return value if isinstance(value, int) else 0
+
+
+def _arguments_text(arguments: Any) -> str:
+    if arguments is None:
+        return ""
+    return arguments if isinstance(arguments, str) else json.dumps(arguments)
+
+
+def _error_text(error: Any) -> str:
+    if error is None:
+        return "no reason given"
+    code, message = getattr(error, "code", None), getattr(error, "message", None)
+    return f"{code}: {message}" if code else str(message or error)
+
+
+class ResponseEvents:
+    """Folds a ``stream=True`` call's events into the ``Response`` a plain call returns.
+
+    Text deltas go to ``on_text`` as they arrive. The final response comes from the
+    ``response.completed`` (or ``.incomplete``/``.failed``) event; its output is rebuilt
+    from the ``response.output_item.done`` events when they came, as those carry each
+    item complete (a reasoning item's encrypted content included).
+    """
+
+    _FINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
+
+    def __init__(self, on_text: Any) -> None:
+        self.on_text = on_text
+        self.final: Any = None
+        self.items: dict[int, Any] = {}
+
+    def handle(self, event: Any) -> None:
+        """Take one event."""
+        kind = getattr(event, "type", None)
+        if kind == "response.output_text.delta":
+            if event.delta:
+                self.on_text(event.delta)
+        elif kind == "response.output_item.done":
+            self.items[int(event.output_index)] = event.item
+        elif kind in self._FINAL:
+            self.final = event.response
+        elif kind == "error":
+            raise ModelAPIError(f"the model's stream reported an error: {_error_text(event)}")
+
+    def response(self) -> Any:
+        """The response the stream amounted to; a cut-off stream raises ModelAPIError."""
+        if self.final is None:
+            raise ModelAPIError("the model's stream ended before its answer did (no response)")
+        if self.items:
+            self.final.output = [self.items[i] for i in sorted(self.items)]
+        return self.final

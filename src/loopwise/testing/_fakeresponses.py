@@ -1,0 +1,428 @@
+"""The fake server's Responses API: ``POST /v1/responses`` answered from the same script.
+
+:class:`FakeResponses` turns a Responses body back into the :class:`ModelRequest` a
+script sees (input items as Chat Completions messages, so one script answers both APIs
+alike), and the scripted turn into a ``Response`` (or its server-sent events, with
+``stream: true``).
+
+Like a reasoning model, every answer carries a reasoning item before its output: with
+``include: ["reasoning.encrypted_content"]`` (and ``store: false``) its encrypted content
+is the only copy, so a client must send the item back with the turn it belongs to. The
+server checks that it does: a request that sends an earlier turn's output (its tool calls
+or text) without that turn's reasoning item is refused with a 400 naming both, and
+recorded in :attr:`FakeResponses.missing`; the items it got back are in
+:attr:`FakeResponses.received`. With ``store: true`` it keeps each response, so
+``previous_response_id`` continues from it (and the reasoning is the server's own).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import itertools
+import json
+import time
+from collections.abc import Callable, Collection
+from typing import Any, Protocol
+
+from loopwise.models.port import Message, ModelRequest, Turn
+from loopwise.models.responses import ENCRYPTED_REASONING
+from loopwise.models.scripted import Fault, as_turn, auto_respond, pieces, priced, schema_of
+from loopwise.testing._serverprofiles import features_of
+
+__all__ = ["FakeResponses"]
+
+Reply = Callable[..., bytes]
+"""The server's HTTP writer: ``(status, body, headers=None, *, media=...) -> bytes``."""
+
+
+class _Host(Protocol):
+    """What the endpoint uses of the server it is part of."""
+
+    requests: list[dict[str, Any]]
+    errors: list[str]
+
+    def script_entry(self, request: ModelRequest) -> Any: ...
+
+    def crash(self) -> None: ...
+
+
+class FakeResponses:
+    """The ``/v1/responses`` endpoint of :class:`~loopwise.testing.FakeChatServer`.
+
+    ``reject`` names the request features it refuses with a 400 naming ``text.format`` or
+    ``tool_choice`` (the same names as the server's). ``require_reasoning`` (on by
+    default) refuses a request that leaves out an earlier turn's reasoning item.
+    """
+
+    def __init__(self, *, reject: Collection[str] = (), require_reasoning: bool = True) -> None:
+        self.reject = frozenset(reject)
+        self.require_reasoning = require_reasoning
+        self.received: list[str] = []
+        """The ids of the reasoning items clients sent back, in arrival order."""
+        self.missing: list[str] = []
+        """Why a request was refused for leaving out a reasoning item."""
+        self._ids = itertools.count(1)
+        self._issued: dict[str, dict[str, Any]] = {}  # output key -> its reasoning item
+        self._stored: dict[str, list[dict[str, Any]]] = {}  # response id -> its conversation
+
+    async def answer(self, body: bytes, host: _Host, reply: Reply) -> bytes | None:
+        """The HTTP response to one ``POST /v1/responses`` body."""
+        try:
+            payload = json.loads(body)
+        except ValueError:
+            return _error(reply, 400, "the request body is not JSON")
+        host.requests.append(payload)
+        items = self._conversation(payload)
+        if items is None:
+            return _error(reply, 404, "previous_response_id: no such response", "input")
+        refusal = self._refusal(payload, items)
+        if refusal is not None:
+            return _error(reply, 400, refusal[0], refusal[1])
+        request = to_request(payload, items)
+        try:
+            entry = host.script_entry(request)
+        except Exception as e:
+            host.errors.append(f"{type(e).__name__}: {e}")
+            return _error(reply, 500, f"FakeChatServer script failed: {type(e).__name__}: {e}")
+        if isinstance(entry, Fault):
+            return await self._fault(entry, request, (payload, items), host, reply)
+        return reply(200, self._response(entry, request, payload, items), media=_media(payload))
+
+    def _conversation(self, payload: dict[str, Any]) -> list[dict[str, Any]] | None:
+        """The whole input: a stored response's conversation first when one is chained."""
+        given = payload.get("input")
+        items = [{"role": "user", "content": given}] if isinstance(given, str) else given or []
+        previous = payload.get("previous_response_id")
+        if previous is None:
+            return list(items)
+        if previous not in self._stored:
+            return None
+        return [*self._stored[previous], *items]
+
+    def _refusal(
+        self, payload: dict[str, Any], items: list[dict[str, Any]]
+    ) -> tuple[str, str] | None:
+        """Why the request is refused (message, param), or ``None``."""
+        refused = sorted(features_of(_chat_form(payload)) & self.reject)
+        if refused:
+            return _plain_refusal(refused[0])
+        if payload.get("store") or not self.require_reasoning:
+            return None
+        return self._reasoning_left_out(items)
+
+    def _reasoning_left_out(self, items: list[dict[str, Any]]) -> tuple[str, str] | None:
+        sent = {
+            str(i.get("id")): i.get("encrypted_content")
+            for i in items
+            if i.get("type") == "reasoning"
+        }
+        checked: set[str] = set()
+        for item in items:
+            owed = self._issued.get(_output_key(item))
+            if owed is None or owed["id"] in checked:
+                continue
+            checked.add(owed["id"])
+            if sent.get(owed["id"]) != owed["encrypted_content"]:
+                why = (
+                    f"Item {_output_key(item)!r} was provided without its reasoning item "
+                    f"{owed['id']!r} (its encrypted content): send back the reasoning items "
+                    "of earlier turns when store is false"
+                )
+                self.missing.append(why)
+                return why, "input"
+            self.received.append(owed["id"])
+        return None
+
+    def _response(
+        self,
+        entry: Any,
+        request: ModelRequest,
+        payload: dict[str, Any],
+        items: list[dict[str, Any]],
+        *,
+        empty: bool = False,
+    ) -> bytes:
+        turn: Turn = priced(as_turn(entry), request, "")
+        rid = f"resp_fake_{next(self._ids)}"
+        reasoning = self._reasoning(rid, payload)
+        output = [] if empty else [reasoning, *_output_items(turn, rid)]
+        if not empty:
+            for item in output[1:]:
+                self._issued[_output_key(item)] = reasoning
+        if payload.get("store"):
+            self._stored[rid] = [*items, *output]
+        doc = _document(turn, rid, payload, output)
+        if payload.get("stream"):
+            return _event_stream(doc)
+        return json.dumps(doc).encode()
+
+    def _reasoning(self, rid: str, payload: dict[str, Any]) -> dict[str, Any]:
+        item: dict[str, Any] = {"id": f"rs_{rid}", "type": "reasoning", "summary": []}
+        if ENCRYPTED_REASONING in (payload.get("include") or ()):
+            seal = hashlib.sha256(f"fake-reasoning:{rid}".encode()).hexdigest()[:24]
+            item["encrypted_content"] = f"gAAAA-fake-{seal}"
+        else:
+            item["encrypted_content"] = None
+        return item
+
+    async def _fault(
+        self,
+        fault: Fault,
+        request: ModelRequest,
+        body: tuple[dict[str, Any], list[dict[str, Any]]],
+        host: _Host,
+        reply: Reply,
+    ) -> bytes | None:
+        """What a :class:`Fault` script entry makes the endpoint answer (``body``: the
+        request's payload and its whole input)."""
+        payload, items = body
+        if fault.delay:
+            await asyncio.sleep(fault.delay)
+        if fault.crash:
+            host.crash()
+            return None
+        if fault.disconnect:
+            return None
+        if fault.body is not None:
+            raw = fault.body
+            text = (
+                raw
+                if isinstance(raw, bytes)
+                else (raw if isinstance(raw, str) else json.dumps(raw))
+            )
+            return reply(
+                fault.status, text if isinstance(text, bytes) else text.encode(), fault.headers
+            )
+        if fault.status >= 400:
+            return _error(reply, fault.status, f"FakeChatServer fault: HTTP {fault.status}")
+        answer = fault.answer if fault.answer is not None else auto_respond(request)
+        doc = self._response(answer, request, payload, items, empty=fault.empty_choices)
+        if fault.truncated_json:
+            doc = doc[: len(doc) // 2]
+        return reply(fault.status, doc, fault.headers, media=_media(payload))
+
+
+def _output_key(item: dict[str, Any]) -> str:
+    """What identifies an output item a client sends back: a call's id, a text's text."""
+    if item.get("type") == "function_call":
+        return f"call:{item.get('call_id')}"
+    if item.get("role") == "assistant":
+        return f"text:{_text_of(item.get('content'))}"
+    return ""
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, list):
+        return "".join(
+            str(p.get("text") or p.get("refusal") or "") for p in content if isinstance(p, dict)
+        )
+    return "" if content is None else str(content)
+
+
+def _output_items(turn: Turn, rid: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    parts: list[dict[str, Any]] = []
+    if turn.text is not None:
+        parts.append({"type": "output_text", "text": turn.text, "annotations": []})
+    if turn.refusal is not None:
+        parts.append({"type": "refusal", "refusal": turn.refusal})
+    if parts:
+        items.append(
+            {
+                "id": f"msg_{rid}",
+                "type": "message",
+                "role": "assistant",
+                "status": "completed",
+                "content": parts,
+            }
+        )
+    for n, call in enumerate(turn.tool_calls):
+        items.append(
+            {
+                "id": f"fc_{rid}_{n}",
+                "type": "function_call",
+                "call_id": call.id,
+                "name": call.name,
+                "arguments": call.arguments,
+                "status": "completed",
+            }
+        )
+    return items
+
+
+_INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
+
+
+def _document(
+    turn: Turn, rid: str, payload: dict[str, Any], output: list[dict[str, Any]]
+) -> dict[str, Any]:
+    reason = _INCOMPLETE.get(turn.finish_reason)
+    return {
+        "id": rid,
+        "object": "response",
+        "created_at": int(time.time()),
+        "status": "incomplete" if reason else "completed",
+        "incomplete_details": {"reason": reason} if reason else None,
+        "error": None,
+        "model": turn.model or str(payload.get("model", "fake-model")),
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": payload.get("tool_choice", "auto"),
+        "tools": payload.get("tools") or [],
+        "store": bool(payload.get("store")),
+        "usage": {
+            "input_tokens": turn.input_tokens,
+            "input_tokens_details": {"cached_tokens": turn.cached_tokens},
+            "output_tokens": turn.output_tokens,
+            "output_tokens_details": {"reasoning_tokens": turn.reasoning_tokens},
+            "total_tokens": turn.input_tokens + turn.output_tokens,
+        },
+    }
+
+
+def _event_stream(doc: dict[str, Any]) -> bytes:
+    """A response as the events of ``stream: true``: created, each item added, its text
+    or arguments in deltas, the item done, then completed (or incomplete)."""
+    events: list[dict[str, Any]] = []
+    events.append(
+        {"type": "response.created", "response": {**doc, "output": [], "status": "in_progress"}}
+    )
+    for index, item in enumerate(doc["output"]):
+        events.append({"type": "response.output_item.added", "output_index": index, "item": item})
+        events += _item_deltas(item, index)
+        events.append({"type": "response.output_item.done", "output_index": index, "item": item})
+    final = "response.incomplete" if doc["status"] == "incomplete" else "response.completed"
+    events.append({"type": final, "response": doc})
+    lines = []
+    for n, event in enumerate(events):
+        event["sequence_number"] = n
+        lines.append(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n")
+    return "".join(lines).encode()
+
+
+def _item_deltas(item: dict[str, Any], index: int) -> list[dict[str, Any]]:
+    where = {"item_id": item["id"], "output_index": index}
+    if item["type"] == "function_call":
+        return [
+            {"type": "response.function_call_arguments.delta", **where, "delta": piece}
+            for piece in pieces(item["arguments"])
+        ]
+    deltas = []
+    for n, part in enumerate(item.get("content") or []):
+        if part["type"] == "output_text":
+            deltas += [
+                {
+                    "type": "response.output_text.delta",
+                    **where,
+                    "content_index": n,
+                    "delta": piece,
+                    "logprobs": [],
+                }
+                for piece in pieces(part["text"])
+            ]
+    return deltas
+
+
+def to_request(payload: dict[str, Any], items: list[dict[str, Any]]) -> ModelRequest:
+    """A Responses body as the :class:`ModelRequest` a script sees (what the Chat
+    Completions endpoint would make of the same call)."""
+    chat = _chat_form(payload)
+    request = ModelRequest(
+        messages=_messages(items),
+        tools=chat.get("tools"),
+        tool_choice=chat.get("tool_choice"),
+        response_format=chat.get("response_format"),
+        temperature=payload.get("temperature"),
+        max_output_tokens=payload.get("max_output_tokens"),
+    )
+    request.output_schema = schema_of(request)
+    return request
+
+
+def _chat_form(payload: dict[str, Any]) -> dict[str, Any]:
+    """The tools, tool choice and response format of a Responses body, in Chat form."""
+    chat: dict[str, Any] = {}
+    if payload.get("tools"):
+        chat["tools"] = [_chat_tool(t) for t in payload["tools"]]
+    choice = payload.get("tool_choice")
+    if isinstance(choice, dict) and choice.get("type") == "function":
+        chat["tool_choice"] = {"type": "function", "function": {"name": choice.get("name")}}
+    elif choice is not None:
+        chat["tool_choice"] = choice
+    fmt = (payload.get("text") or {}).get("format")
+    if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+        spec = {k: fmt[k] for k in ("name", "description", "schema", "strict") if k in fmt}
+        chat["response_format"] = {"type": "json_schema", "json_schema": spec}
+    elif isinstance(fmt, dict) and fmt.get("type") == "json_object":
+        chat["response_format"] = {"type": "json_object"}
+    return chat
+
+
+def _chat_tool(tool: dict[str, Any]) -> dict[str, Any]:
+    if tool.get("type") != "function":
+        return tool
+    function: dict[str, Any] = {
+        k: tool[k] for k in ("name", "description", "parameters") if k in tool
+    }
+    if tool.get("strict"):
+        function["strict"] = True
+    return {"type": "function", "function": function}
+
+
+def _messages(items: list[dict[str, Any]]) -> list[Message]:
+    """Input items as Chat Completions messages: an assistant text and the function calls
+    right after it are one assistant message (a reasoning item starts another turn);
+    reasoning items are the server's, not the script's."""
+    messages: list[Message] = []
+    joins = False  # whether a function call joins the last message
+    for item in items:
+        kind = item.get("type", "message")
+        if kind == "function_call":
+            if not joins:
+                messages.append({"role": "assistant", "content": ""})
+            messages[-1].setdefault("tool_calls", []).append(_chat_call(item))
+            joins = True
+            continue
+        joins = False
+        if kind == "function_call_output":
+            result = _text_of(item.get("output"))
+            messages.append(
+                {"role": "tool", "tool_call_id": item.get("call_id"), "content": result}
+            )
+        elif kind == "message":
+            said = _text_of(item.get("content"))
+            messages.append({"role": item.get("role"), "content": said})
+            joins = item.get("role") == "assistant"
+    return messages
+
+
+def _chat_call(item: dict[str, Any]) -> dict[str, Any]:
+    function = {"name": item.get("name"), "arguments": item.get("arguments", "")}
+    return {"id": item.get("call_id"), "type": "function", "function": function}
+
+
+def _plain_refusal(feature: str) -> tuple[str, str]:
+    if feature.startswith("tool_choice"):
+        return (
+            "Invalid parameter: this server does not support a forced 'tool_choice'.",
+            "tool_choice",
+        )
+    if feature == "strict":
+        return "Invalid parameter: 'strict' is not supported by this server.", "strict"
+    kind = "json_object" if feature == "json_object_schema" else feature
+    return (
+        f"Invalid parameter: 'text.format' of type '{kind}' is not supported by this server.",
+        "text.format",
+    )
+
+
+def _media(payload: dict[str, Any]) -> str:
+    return "text/event-stream" if payload.get("stream") else "application/json"
+
+
+def _error(reply: Reply, status: int, message: str, param: str | None = None) -> bytes:
+    kind = "server_error" if status >= 500 else "invalid_request_error"
+    error = {"message": message, "type": kind, "param": param, "code": None}
+    body: bytes = reply(status, json.dumps({"error": error}).encode())
+    return body
