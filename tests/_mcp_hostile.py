@@ -4,7 +4,8 @@ hand, so it can list what a well-behaved SDK server would refuse to send.
     python tests/_mcp_hostile.py TOOLS.json    # lists the tools in TOOLS.json, as given
     python tests/_mcp_hostile.py hang          # never answers tools/list
 
-Every listed tool answers a call with the arguments it got, as JSON text.
+Every listed tool answers a call with the arguments it got, as JSON text; ``grow`` also
+adds a tool ``grown`` to the file and says the list changed.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ def _answer(request: dict[str, Any]) -> dict[str, Any] | None:
     if method == "initialize":
         return {
             "protocolVersion": params.get("protocolVersion"),
-            "capabilities": {"tools": {"listChanged": False}},
+            "capabilities": {"tools": {"listChanged": True}},
             "serverInfo": {"name": "hostile", "version": "0"},
         }
     if method == "tools/list":
@@ -35,6 +36,14 @@ def _answer(request: dict[str, Any]) -> dict[str, Any] | None:
             time.sleep(3600)
         with open(MODE, encoding="utf-8") as f:
             return {"tools": json.load(f)}
+    if method == "tools/call" and params.get("name") == "grow":
+        # A tool that adds a tool, and says so: the client should list the tools again.
+        with open(MODE, encoding="utf-8") as f:
+            tools = json.load(f)
+        tools.append({"name": "grown", "inputSchema": {"type": "object"}})
+        with open(MODE, "w", encoding="utf-8") as f:
+            json.dump(tools, f)
+        _send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
     if method == "tools/call":
         said = json.dumps({"tool": params.get("name"), "arguments": params.get("arguments")})
         return {"content": [{"type": "text", "text": said}], "isError": False}

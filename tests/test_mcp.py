@@ -378,3 +378,29 @@ def test_check_shows_the_mapping_applied_and_the_tools_left_out(
     [left_out] = [f for f in doc["findings"] if f["code"] == "tool-left-out"]
     assert left_out["level"] == "warning"
     assert "lists 'broken', left out: its input schema is invalid" in left_out["message"]
+
+
+def test_the_source_itself_goes_in_tools_and_in_a_hybrids_planner_tools_and_actions(
+    call_log: Path, calls_made: Callable[[], list[dict[str, Any]]]
+) -> None:
+    reads = _server(call_log, trust_annotations=True, include=["get_order"])
+    notes = _server(call_log, trust_annotations=True, include=["add_note"])
+
+    @loopwise.tool
+    def today() -> str:
+        """Today's date. Call it when asked what day it is."""
+        return "2026-12-02"
+
+    agent = _agent(reads, today)  # the sources themselves, beside a @tool
+    assert sorted(agent.tool_map) == ["get_order", "today"]
+    model = ScriptedModel([call("get_order", {"order_id": "O-1001"}), reply("failed payment")])
+    assert loopwise.run(agent, "O-1001?", model=model, store=None).status == "completed"
+    plan = {"steps": [{"id": "s1", "action": "add_note", "reason": "record it",
+                       "args": {"order_id": "O-1001", "text": "payment failed"}}]}  # fmt: skip
+    desk = loopwise.Hybrid("desk", actions=[notes], tools=[reads])
+    answers = ScriptedModel(
+        [call("get_order", {"order_id": "O-1001"}), calls(("final_answer", plan, "p"))]
+    )
+    done = loopwise.run(desk, "note O-1001's state", model=answers, store=None)
+    assert done.status == "completed", done
+    assert [c["tool"] for c in calls_made()] == ["get_order", "get_order", "add_note"]

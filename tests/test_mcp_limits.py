@@ -157,3 +157,24 @@ def test_a_servers_final_answer_never_answers_a_text_agent(tmp_path: Path) -> No
     model = ScriptedModel([call("final_answer", {"q": "the server's answer"}), reply("mine")])
     done = loopwise.run(agent, "go", model=model, store=None)
     assert (done.status, done.output) == ("completed", "mine")
+
+
+def test_a_server_that_says_its_list_changed_is_listed_again_for_the_next_run(
+    tmp_path: Path,
+) -> None:
+    source = _listing(
+        tmp_path, {"name": "grow", "inputSchema": {"type": "object"}}, trust_annotations=True
+    )
+    agent = Agent(name="gardener", tools=[source], max_steps=3)  # the source itself
+    _approved: dict[str, Any] = {"store": None, "approvals": lambda request: True}
+    first = loopwise.run(
+        agent, "grow", model=ScriptedModel([call("grow", {}), reply("grown")]), **_approved
+    )
+    assert first.status == "completed" and [t.name for t in source] == ["grow"]
+    second = loopwise.run(
+        agent, "use it", model=ScriptedModel([call("grown", {}), reply("ok")]), **_approved
+    )
+    assert second.status == "completed"
+    (result,) = [e.data for e in second.events if e.type == "tool_result"]
+    assert not result["is_error"] and '"tool": "grown"' in result["content"]
+    assert [t.name for t in source] == ["grow", "grown"]

@@ -66,6 +66,7 @@ from loopwise.errors import ConfigError, ToolError
 from loopwise.models.port import Message, ModelRequest, ToolCall, Turn
 from loopwise.tools.calls import Call, CallSettings, Outcome, execute, readable_args
 from loopwise.tools.gates import pause
+from loopwise.tools.source import ToolSource, spread
 from loopwise.tools.tool import Tool, require_gate, tool
 from loopwise.tools.verdicts import Pending
 
@@ -190,8 +191,10 @@ class Agent:
     """The step name."""
     instructions: str = ""
     """The system message."""
-    tools: Sequence[Tool | Callable[..., Any]] = ()
-    """Tools (plain functions are wrapped with :func:`~loopwise.tools.tool.tool`, effect read)."""
+    tools: Sequence[Tool | ToolSource | Callable[..., Any]] = ()
+    """Tools (plain functions are wrapped with :func:`~loopwise.tools.tool.tool`, effect
+    read), and sources of tools (an MCP server's), listed again when a run starts if their
+    list changed."""
     max_steps: int = 10
     """Model turns allowed before ``step_limit`` (``ctx.max_steps`` overrides)."""
     budget: Budget = field(default_factory=Budget)
@@ -215,6 +218,7 @@ class Agent:
     temperature: float | None = None
     """Sampling temperature (``None``: the server's default)."""
     _tools: dict[str, Tool] = field(init=False, repr=False, default_factory=dict)
+    _sources: tuple[ToolSource, ...] = field(init=False, repr=False, default=())
     _schemas: list[dict[str, Any]] = field(init=False, repr=False, default_factory=list)
     _output_model: type[BaseModel] | None = field(init=False, repr=False, default=None)
     _output_schema: dict[str, Any] | None = field(init=False, repr=False, default=None)
@@ -240,16 +244,31 @@ class Agent:
                 f"{type(self.budget).__name__}",
                 name="budget",
             )
-        for item in self.tools:
-            self._add_tool(_as_tool(item, self.name))
         if self.output_type is not None and self.output_type is not str:
             self._output_model = _output_model(self.output_type, self.name)
-            self._add_tool(_final_answer_tool(self._output_model))
+        self._sources = tuple(t for t in self.tools if isinstance(t, ToolSource))
+        self._tools = self._tool_map()
         self._schemas = [t.schema for t in self._tools.values()]
         self._output_schema = _schema_of(self._output_model)
 
-    def _add_tool(self, item: Tool) -> None:
-        if item.name in self._tools:
+    def _tool_map(self) -> dict[str, Tool]:
+        """The tools by name: each given, each of each source's, the answer tool."""
+        tools: dict[str, Tool] = {}
+        for item in spread(self.tools):
+            self._add_tool(tools, _as_tool(item, self.name))
+        if self._output_model is not None:
+            self._add_tool(tools, _final_answer_tool(self._output_model))
+        return tools
+
+    async def _refreshed(self) -> None:
+        """A run starts: list again the sources whose list changed, and take their tools."""
+        changed = [await source.refresh() for source in self._sources]
+        if any(changed):
+            tools = self._tool_map()  # checked whole (names, gates) before it is used
+            self._tools, self._schemas = tools, [t.schema for t in tools.values()]
+
+    def _add_tool(self, tools: dict[str, Tool], item: Tool) -> None:
+        if item.name in tools:
             raise ToolError(
                 f"agent {self.name!r}: two tools are named {item.name!r}; names must be unique",
                 tool=item.name,
@@ -260,7 +279,7 @@ class Agent:
             fix="give it one (@tool(effect='irreversible', gate=...)), declare a smaller "
             "effect if it can be undone, or use a hybrid so the agent only proposes it",
         )
-        self._tools[item.name] = item
+        tools[item.name] = item
 
     @property
     def tool_map(self) -> dict[str, Tool]:
@@ -275,6 +294,8 @@ class Agent:
 
     async def run(self, input: Any, ctx: Context) -> Any:
         """Run the loop on ``input`` (a question, or anything JSON-able)."""
+        if self._sources:
+            await self._refreshed()
         state = _Transcript(messages=await self._first_messages(input, ctx))
         compaction = self.context_policy
         if isinstance(compaction, SummarizingPolicy):

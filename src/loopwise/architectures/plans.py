@@ -32,6 +32,7 @@ from loopwise.core.events import jsonable
 from loopwise.core.shape import Edge, Graph, Node, mermaid
 from loopwise.errors import ConfigError, ToolError
 from loopwise.tools.gates import Gate, recheck_edited, takes_ctx
+from loopwise.tools.source import ToolSource, spread
 from loopwise.tools.tool import Tool, ToolArgumentsError
 from loopwise.tools.verdicts import Approved
 
@@ -163,10 +164,10 @@ def _effect_of(tool: Any) -> str:
 class ActionCatalog:
     """The actions a plan may use; :meth:`plan_type` is the schema the planner sees."""
 
-    def __init__(self, actions: Iterable[Tool | Action] = ()) -> None:
+    def __init__(self, actions: Iterable[Tool | Action | ToolSource] = ()) -> None:
         self._actions: dict[str, Action] = {}
         self._plan_type: type[Plan] | None = None
-        for action in actions:
+        for action in spread(actions):  # a source (an MCP server) gives each of its tools
             self.add(action)
 
     def add(

@@ -3,13 +3,15 @@
     from loopwise import mcp
 
     shop = mcp.stdio("python", "shop_server.py", trust_annotations=True)
-    agent = Agent(name="investigate", tools=[*shop, my_local_tool], ...)
+    agent = Agent(name="investigate", tools=[shop, my_local_tool], ...)
 
 :func:`stdio` (a command started as a subprocess) and :func:`http` (a Streamable HTTP
 URL) connect once when declared, list the server's tools and build one :class:`MCPTool`
-per tool; the result, an :class:`MCPTools`, is a sequence of them. They go wherever a
-``@tool`` goes (an agent's tools, a hybrid's planner tools or actions) and through the
-same validation, gates, taint and journal.
+per tool; the result, an :class:`MCPTools`, is a tool source holding them (and a sequence
+of them: ``[*shop]`` spreads it). It goes wherever a ``@tool`` goes (an agent's tools, a
+hybrid's planner tools or actions), and its tools through the same validation, gates,
+taint and journal. A server that says its tool list changed is listed again when the next
+run of an agent holding it starts.
 
 **Effects from annotations, conservatively.** MCP annotations are hints, and the protocol
 says a client must not trust the hints of a server it does not trust. So:
@@ -58,11 +60,9 @@ Needs the optional extra: ``pip install 'loopwise[mcp]'`` (the ``mcp`` SDK, 2.x)
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import dataclasses
-import tempfile
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack, overload
 
@@ -72,6 +72,7 @@ from loopwise.core.events import Status
 from loopwise.core.result import Halt
 from loopwise.core.shape import ToolShape
 from loopwise.errors import ConfigError, MCPServerError, ToolError
+from loopwise.integrations.mcp_connection import Connection, NotStarted, Opener, blocking, reason
 from loopwise.integrations.mcp_listing import checked, tools_page
 from loopwise.integrations.mcp_schema import (
     OverLimits,
@@ -83,6 +84,7 @@ from loopwise.integrations.mcp_schema import (
     wraps_result,
 )
 from loopwise.tools.gates import human
+from loopwise.tools.source import ToolSource
 from loopwise.tools.tool import Effect, Tool, ToolArgumentsError
 
 if TYPE_CHECKING:
@@ -108,7 +110,6 @@ IDEMPOTENCY_KEY = "loopwise/idempotency_key"
 """The ``_meta`` entry of a ``tools/call`` request that carries a call's idempotency key."""
 
 _PAGES = 100
-_STDERR_TAIL = 600
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -321,18 +322,17 @@ class MCPToolError(Exception):
     """A tool call the server answered with an error (becomes an ``ERROR:`` result)."""
 
 
-_Opener = Callable[[contextlib.AsyncExitStack, Any], Awaitable["Client"]]
-"""Enters a connected client on the stack (the second argument: a file for its stderr)."""
-
-
-class MCPTools(Sequence[MCPTool]):
+class MCPTools(ToolSource, Sequence[MCPTool]):
     """The tools of one MCP server, as loopwise tools; build with :func:`stdio` or :func:`http`.
 
-    A sequence of :class:`MCPTool` (spread it into ``tools=[...]``); :meth:`get` finds one by
-    name, :attr:`skipped` says which listed tools were left out and why.
+    A :class:`~loopwise.tools.source.ToolSource` (give it whole: ``tools=[server]``) and a
+    sequence of :class:`MCPTool` (or spread it: ``tools=[*server]``); :meth:`get` finds one
+    by name, :attr:`skipped` says which listed tools were left out and why. When the server
+    says its list changed (``notifications/tools/list_changed``, on any connection), the
+    next run of an agent holding the source lists the tools again.
     """
 
-    def __init__(self, opener: _Opener, shown: str, settings: _Settings) -> None:
+    def __init__(self, opener: Opener, shown: str, settings: _Settings) -> None:
         self.server = settings.name or shown
         """The server's name (``name=``, else what it calls itself)."""
         self._named = settings.name is not None
@@ -342,9 +342,35 @@ class MCPTools(Sequence[MCPTool]):
         self.opener = opener
         self.skipped: dict[str, str] = {}
         """Listed tools left out, by name: why."""
-        listed = _blocking(self._list)
+        self._settings = settings
+        self._changed = False
+        listed = blocking(self._list)
+        self._tools = self._built(listed)
+
+    def _built(self, listed: list[Any]) -> tuple[MCPTool, ...]:
+        self.skipped.clear()  # the tools' describe() reads this same dict
+        settings = self._settings
         overrides = dict(settings.overrides or {})
-        self._tools = self._build(listed, overrides, settings.include, settings.timeout)
+        return self._build(listed, overrides, settings.include, settings.timeout)
+
+    def tools(self) -> Sequence[MCPTool]:
+        """The server's tools, as last listed."""
+        return self._tools
+
+    async def refresh(self) -> bool:
+        """List the tools again if the server said they changed since; whether it did."""
+        if not self._changed:
+            return False
+        self._changed = False
+        self._tools = self._built(await self._list())
+        return True
+
+    async def on_message(self, message: Any) -> None:
+        """The server's notifications: a changed tool list is listed again by the next run."""
+        from mcp.types import ToolListChangedNotification
+
+        if isinstance(message, ToolListChangedNotification):
+            self._changed = True
 
     def _build(
         self,
@@ -393,7 +419,7 @@ class MCPTools(Sequence[MCPTool]):
             return None
 
     async def _list(self) -> list[Any]:
-        async with _Connection(self) as client:
+        async with Connection(self) as client:
             info = client.server_info
             if not self._named and info is not None and info.name:
                 self.server = info.name
@@ -427,14 +453,14 @@ class MCPTools(Sequence[MCPTool]):
         self, tool: str, arguments: dict[str, Any], key: str | None, ctx: Context | None
     ) -> CallToolResult:
         """Call ``tool`` over the run's connection (opened on first use, closed with the run)."""
-        connection: _Connection | None = None if ctx is None else ctx.resources.get(self)
+        connection: Connection | None = None if ctx is None else ctx.resources.get(self)
         if connection is None:
-            connection = _Connection(self)
+            connection = Connection(self)
             if ctx is not None:
                 ctx.resources[self] = connection
         try:
             client = await connection.open()
-        except _NotStarted as e:
+        except NotStarted as e:
             raise Halt(Status.ERROR, str(e)) from e
         try:
             return await self._send(client, tool, arguments, key, connection)
@@ -448,7 +474,7 @@ class MCPTools(Sequence[MCPTool]):
         tool: str,
         arguments: dict[str, Any],
         key: str | None,
-        connection: _Connection,
+        connection: Connection,
     ) -> CallToolResult:
         from mcp import MCPError
         from mcp.types import CONNECTION_CLOSED
@@ -496,107 +522,6 @@ class MCPTools(Sequence[MCPTool]):
         return f"<MCP server {self.server}: {len(self._tools)} tools>"
 
 
-class _NotStarted(Exception):
-    """A server could not be started or connected to (the message names it)."""
-
-
-class _Connection:
-    """One connection to a server, owned by a task of its own.
-
-    The ``mcp`` client is an anyio context that must be left in the task that entered it;
-    the calls of a run come from many tasks, so one task enters it, serves until
-    :meth:`aclose`, and leaves it.
-    """
-
-    def __init__(self, source: MCPTools) -> None:
-        self._source = source
-        self._ready: asyncio.Future[Client] | None = None
-        self._closing = asyncio.Event()
-        self._owner: asyncio.Task[None] | None = None
-        # Read by messages while the connection lives; closed by aclose().
-        self._stderr = tempfile.TemporaryFile("w+")  # noqa: SIM115
-
-    async def open(self) -> Client:
-        """The connected client; the first caller connects, the others wait for it.
-
-        Raises :class:`_NotStarted` (naming the server) when it cannot be connected.
-        """
-        if self._ready is None:
-            self._ready = asyncio.get_running_loop().create_future()
-            self._owner = asyncio.create_task(self._serve(self._ready))
-        timeout = self._source.connect_timeout
-        try:
-            return await asyncio.wait_for(asyncio.shield(self._ready), timeout)
-        except Exception as e:
-            said = self.stderr_tail()
-            await self.aclose()
-            server = self._source.server
-            if isinstance(e, TimeoutError) and not self._ready.done():
-                why = f"MCP server {server!r} did not answer within {timeout}s of starting"
-            else:
-                why = f"MCP server {server!r} did not start: {_reason(e)}"
-            raise _NotStarted(why + said) from e
-
-    async def _serve(self, ready: asyncio.Future[Client]) -> None:
-        try:
-            async with contextlib.AsyncExitStack() as stack:
-                ready.set_result(await self._source.opener(stack, self._stderr))
-                await self._closing.wait()
-        except BaseException as e:
-            if not ready.done():
-                ready.set_exception(e)
-            if not isinstance(e, Exception):
-                raise
-
-    def stderr_tail(self) -> str:
-        """What the server wrote on stderr lately (for messages), or ``""``."""
-        if self._stderr.closed:
-            return ""
-        with contextlib.suppress(OSError, ValueError):
-            self._stderr.seek(0)
-            said = " ".join(self._stderr.read().split())
-            if said:
-                return f"; it said: …{said[-_STDERR_TAIL:]}"
-        return ""
-
-    async def aclose(self) -> None:
-        """Close the connection (stop a subprocess server); idempotent."""
-        self._closing.set()
-        if self._owner is not None:
-            if not (self._ready is not None and self._ready.done()):
-                self._owner.cancel()  # still starting: stop waiting for it
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await self._owner
-        self._stderr.close()
-
-    async def __aenter__(self) -> Client:
-        return await self.open()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-
-def _reason(error: BaseException) -> str:
-    """The innermost useful message of an error (anyio wraps failures in groups)."""
-    while isinstance(error, BaseExceptionGroup) and error.exceptions:
-        error = error.exceptions[0]
-    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-
-
-def _blocking(work: Callable[[], Awaitable[Any]]) -> Any:
-    """Run ``work`` to its end from sync code, inside a running event loop or not."""
-
-    async def main() -> Any:
-        return await work()
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(main())
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, main()).result()
-
-
 class ServerOptions(TypedDict, total=False):
     """What :func:`stdio` and :func:`http` take besides how to connect; each may be left out."""
 
@@ -633,16 +558,16 @@ def _settings(options: ServerOptions, caller: str) -> _Settings:
     return _Settings(**options)
 
 
-def _declared(opener: _Opener, shown: str, settings: _Settings) -> MCPTools:
+def _declared(opener: Opener, shown: str, settings: _Settings) -> MCPTools:
     try:
         return MCPTools(opener, shown, settings)
     except ConfigError:
         raise
-    except _NotStarted as e:
+    except NotStarted as e:
         raise MCPServerError(str(e), server=shown) from e
     except Exception as e:
         raise MCPServerError(
-            f"MCP server {shown!r} could not be listed: {_reason(e)}", server=shown
+            f"MCP server {shown!r} could not be listed: {reason(e)}", server=shown
         ) from e
 
 
@@ -667,8 +592,8 @@ def stdio(
 
     params = StdioServerParameters(command=command, args=list(args), env=env, cwd=cwd)
 
-    async def opener(stack: contextlib.AsyncExitStack, errlog: Any) -> Client:
-        client = Client(stdio_client(params, errlog=errlog), cache=None)
+    async def opener(stack: contextlib.AsyncExitStack, errlog: Any, on_message: Any) -> Client:
+        client = Client(stdio_client(params, errlog=errlog), cache=None, message_handler=on_message)
         return await stack.enter_async_context(client)
 
     settings = _settings(options, "stdio")
@@ -689,10 +614,11 @@ def http(
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
-    async def opener(stack: contextlib.AsyncExitStack, errlog: Any) -> Client:
+    async def opener(stack: contextlib.AsyncExitStack, errlog: Any, on_message: Any) -> Client:
         del errlog  # a remote server's stderr is its own
         http_client = await stack.enter_async_context(httpx2.AsyncClient(headers=headers))
-        client = Client(streamable_http_client(url, http_client=http_client), cache=None)
+        transport = streamable_http_client(url, http_client=http_client)
+        client = Client(transport, cache=None, message_handler=on_message)
         return await stack.enter_async_context(client)
 
     settings = _settings(options, "http")
