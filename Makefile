@@ -22,7 +22,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests workflows agents benchmarks compat
 	$(BIN)/ruff format --check src tests workflows agents benchmarks compat
 	$(BIN)/mypy
-	MYPYPATH=$(TEMPLATES)/workflow:$(TEMPLATES)/agent:$(TEMPLATES)/hybrid \
+	MYPYPATH=$(TEMPLATES)/workflow:$(TEMPLATES)/agent:$(TEMPLATES)/hybrid:$(TEMPLATES)/compare \
 		$(BIN)/mypy --explicit-package-bases $(wildcard $(TEMPLATES)/*/*.py)
 
 test: lint

@@ -502,7 +502,8 @@ def test_decide_sends_known_but_expensive_steps_to_the_gated_workflow_example(
     assert main(["decide", "--steps-known", "yes", "--wrong-step-cost", "expensive", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["architecture"] == "workflow"
-    assert doc["start_from"] == "workflows/announce.py:announce"
+    assert doc["example"] == "workflows/announce.py:announce"
+    assert doc["start_from"] == "triage.py:triage"  # what `loopwise init workflow` writes
     assert (ROOT / "workflows" / "announce.py").exists()
     assert "loopwise run workflows/announce.py:announce --model scripted" in doc["next_steps"]
 

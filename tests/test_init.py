@@ -39,11 +39,13 @@ def test_init_writes_each_kind_beside_the_others_and_never_over_a_file(
             *("triage.py", "triage_cases.jsonl", "test_triage.py"),
             *("orders_agent.py", "orders_cases.jsonl", "test_orders_agent.py"),
             *("refunds.py", "refunds_cases.jsonl", "test_refunds.py"),
+            *("tickets.py", "triage_workflow.py", "triage_agent.py", "tickets.jsonl"),
+            "test_compare.py",
         ]
     )
     for template in TEMPLATES.values():
         cases = (tmp_path / template.dataset).read_text().splitlines()
-        assert len(cases) == 10 and all(
+        assert len(cases) == (49 if template.kind == "compare" else 10) and all(
             {"input", "expected"} <= json.loads(c).keys() for c in cases
         )
     mine = tmp_path / "triage.py"
@@ -66,19 +68,23 @@ def test_each_template_runs_offline_and_its_eval_is_sensible(
     for kind, template in TEMPLATES.items():
         init_project(kind)
         spec = template.target
-        assert main(["check", spec]) == 0
+        assert all(main(["check", target]) == 0 for target in template.targets)
         argv = ["run", spec, "--model", "scripted", "--input-text", template.example, "--json"]
         capsys.readouterr()
         assert main(argv) == 0, capsys.readouterr().err
         assert json.loads(capsys.readouterr().out)["status"] == "completed"
-        argv = ["eval", spec, "--dataset", template.dataset, "--model", "scripted"]
+        argv = ["eval", *template.targets, "--dataset", template.dataset, "--model", "scripted"]
         assert main([*argv, *template.eval_flags, "--json"]) == 0
         out, err = capsys.readouterr()
         assert "schema filler" not in err  # each template brings its offline model
-        (measured,) = json.loads(out)["targets"]
-        rates[kind] = measured["correct_rate"]
+        doc = json.loads(out)
+        for measured in doc["targets"]:
+            rates[measured["target"]] = measured["correct_rate"]
+        if kind == "compare":  # one task twice: the first eval recommends, citing the numbers
+            assert doc["recommendation"]["choice"] == "triage_workflow.py:triage"
+            assert "→ the workflow" in doc["recommendation"]["text"]
     # Sensible, not perfect: each offline model is right on most cases, wrong on some.
-    assert all(0.5 <= rate < 1 for rate in rates.values()), rates
+    assert len(rates) == 5 and all(0.5 <= rate < 1 for rate in rates.values()), rates
 
 
 def test_each_starters_offline_model_is_under_25_lines_thanks_to_the_testing_kit() -> None:
@@ -101,8 +107,16 @@ def test_decide_names_the_init_command_and_no_checkout_path_outside_one(
         assert main(["decide", "--steps-known", known, "--wrong-step-cost", cost, "--json"]) == 0
         doc = json.loads(capsys.readouterr().out)
         assert doc["init"] == f"loopwise init {kind}"
-        assert doc["next_steps"] == [doc["init"], *TEMPLATES[kind].commands()]
+        compare = TEMPLATES["compare"]
+        assert doc["next_steps"] == [
+            *(doc["init"], *TEMPLATES[kind].commands()),
+            *("loopwise init compare compare", "cd compare", compare.commands()[-1]),
+        ]
         assert not any("workflows/" in step for step in doc["next_steps"])
+        # start_from names what the wheel ships: the target `init` wrote, here.
+        assert doc["start_from"] == TEMPLATES[kind].target
+        init_project(kind, tmp_path / kind)
+        assert (tmp_path / kind / doc["start_from"].split(":")[0]).is_file()
 
 
 def test_the_demo_outside_a_checkout_says_what_it_needs_and_fails(
@@ -188,7 +202,7 @@ def test_a_user_who_installed_the_wheel_starts_a_project_of_each_kind(tmp_path: 
     )
     for kind in TEMPLATES:
         ok("loopwise", "init", kind)
-    assert "3 passed" in ok("python", "-m", "pytest", "-q", "-p", "no:cacheprovider")
+    assert "5 passed" in ok("python", "-m", "pytest", "-q", "-p", "no:cacheprovider")
     for template in TEMPLATES.values():
         ok("loopwise", "check", template.target)
         ran = ok(

@@ -93,7 +93,7 @@ def _cmd_decide(args: argparse.Namespace) -> int:
     args = _answers(args)
     known, cost = args.steps_known, args.wrong_step_cost
     # The canonical examples are at hand in a loopwise checkout only: name them then.
-    example = decide(known, cost).start_from
+    example = decide(known, cost).example
     decision = decide(
         known,
         cost,
@@ -116,9 +116,12 @@ def _decision_text(d: Decision) -> str:
         lines.append("watch out:")
         lines += [f"  - {c}" for c in d.cautions]
     lines.append("next:")
-    here = next((i for i, s in enumerate(d.next_steps) if d.start_from in s), None)
+    compare = next((i for i, s in enumerate(d.next_steps) if s.startswith("loopwise init compare")))
+    here = next((i for i, s in enumerate(d.next_steps) if d.example in s), None)
     for i, step in enumerate(d.next_steps):
+        if i == compare:
+            lines.append("see the rule measured: one task as a workflow and as an agent:")
         if i == here:
-            lines.append(f"then, in this checkout, the canonical example {d.start_from}:")
+            lines.append(f"then, in this checkout, the canonical example {d.example}:")
         lines.append(f"  $ {step}")
     return "\n".join(lines)

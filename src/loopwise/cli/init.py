@@ -17,7 +17,9 @@ __all__ = ["add_init_verb"]
 def add_init_verb(sub: Any) -> None:
     """Register ``init`` on the CLI's subparsers ``sub``."""
     p = sub.add_parser(
-        "init", help="write a small runnable project: a workflow, an agent or a hybrid"
+        "init",
+        help="write a small runnable project: a workflow, an agent, a hybrid, or one task "
+        "as a workflow and an agent to compare (compare)",
     )
     p.add_argument("kind", choices=KINDS, help="what to start from (`loopwise decide` says)")
     p.add_argument("directory", nargs="?", default=".", help="where (default: here)")
@@ -30,7 +32,7 @@ def _cmd_init(args: argparse.Namespace) -> int:
     written = init_project(args.kind, args.directory, force=args.force)
     template = TEMPLATES[args.kind]
     root = Path(args.directory)
-    print(f"wrote a {args.kind} project in {root}: {', '.join(p.name for p in written)}")
+    print(f"wrote {template.title} in {root}: {', '.join(p.name for p in written)}")
     print("next (offline, no key needed):")
     if root.resolve() != Path.cwd().resolve():
         print(f"  $ cd {shlex.quote(str(root))}")

@@ -55,11 +55,13 @@ class Decision:
     reasons: list[str]
     """Why, one sentence each, most important first."""
     start_from: str
-    """The canonical example it is modelled on (a ``loopwise run`` target in a loopwise
-    checkout: ``workflows/...``)."""
+    """The target to start from: the one ``init`` writes (``refunds.py:refund_desk``), so it
+    exists wherever loopwise is installed."""
     init: str = ""
-    """The command that writes a runnable starter project of this kind
-    (``loopwise init hybrid``): where an installed user starts."""
+    """The command that writes that runnable starter project (``loopwise init hybrid``)."""
+    example: str = ""
+    """The canonical example of a loopwise checkout it is modelled on (``workflows/...``):
+    a ``loopwise run`` target there only."""
     cautions: list[str] = field(default_factory=list)
     """What to watch for with this choice (volume, latency)."""
     next_steps: list[str] = field(default_factory=list)
@@ -74,6 +76,7 @@ class Decision:
             "reasons": self.reasons,
             "start_from": self.start_from,
             "init": self.init,
+            "example": self.example,
             "cautions": self.cautions,
             "next_steps": self.next_steps,
             "answers": self.answers,
@@ -127,8 +130,9 @@ def decide(
     return Decision(
         architecture=arch,
         reasons=reasons,
-        start_from=example,
+        start_from=TEMPLATES[arch.value].target,
         init=TEMPLATES[arch.value].command,
+        example=example,
         cautions=_cautions(arch, volume, latency_seconds),
         next_steps=_next_steps(arch, example, checkout=checkout),
         answers=answers,
@@ -160,7 +164,8 @@ def _rule(
             "a wrong step is expensive, so make each irreversible step a tool node behind a "
             "human gate (or a stricter policy): Workflow(...).then(tool) pauses the run for a "
             "person and runs the tool once after approval; no model chooses the path, so "
-            f"nothing injectable reaches the effects (see {GATED_WORKFLOW})",
+            "nothing injectable reaches the effects (README: gates on a workflow's tool node; "
+            f"in a loopwise checkout, {GATED_WORKFLOW})",
         ]
     if cost == "expensive":
         return Architecture.HYBRID, _hybrid_reasons(known)
@@ -221,7 +226,10 @@ def _cautions(arch: Architecture, volume: int | None, latency: float | None) -> 
 
 def _next_steps(arch: Architecture, example: str, *, checkout: bool) -> list[str]:
     template = TEMPLATES[arch.value]
+    compare = TEMPLATES["compare"]
     started = [template.command, *template.commands()]
+    # The rule measured on one task: the first eval that prints a recommendation.
+    started += [f"{compare.command} compare", "cd compare", compare.commands()[-1]]
     if not checkout:
         return started
     steps = [

@@ -1,11 +1,13 @@
-"""Starting a project: what ``loopwise init workflow|agent|hybrid [DIR]`` writes.
+"""Starting a project: what ``loopwise init workflow|agent|hybrid|compare [DIR]`` writes.
 
-Each kind is a small runnable project made from the canonical examples (DESIGN §12): the
-target and its ``offline_model``, a 10-case dataset and one pytest test, so that
+Each architecture is a small runnable project made from the canonical examples (DESIGN §12):
+the target and its ``offline_model``, a 10-case dataset and one pytest test, so that
 ``pytest``, ``loopwise check``, ``loopwise run --model scripted`` and ``loopwise eval
---model scripted`` pass on it at once, with no key and no network. The files ship inside
+--model scripted`` pass on it at once, with no key and no network. ``compare`` is one task
+(ticket triage) written twice, as a workflow and as an agent, with 49 labelled tickets, so
+the first ``loopwise eval`` prints a recommendation between them. The files ship inside
 the package (``loopwise/templates/<kind>/``, package data of the wheel); their names
-differ per kind, so the three can share one folder.
+differ per kind, so all of them can share one folder.
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ class Template:
     """One kind of starter project."""
 
     kind: str
-    """``workflow``, ``agent`` or ``hybrid``."""
+    """``workflow``, ``agent``, ``hybrid`` or ``compare``."""
+    title: str
+    """What it writes, for ``wrote ... in DIR`` (``an agent project``)."""
     target: str
     """The target it writes, as ``loopwise run`` takes it (``triage.py:triage``)."""
     dataset: str
@@ -35,22 +39,29 @@ class Template:
     """An input for a first run (text: ``--input-text``)."""
     eval_flags: tuple[str, ...] = ()
     """What ``loopwise eval`` needs besides the dataset (a scorer)."""
+    others: tuple[str, ...] = ()
+    """More targets it writes for the same task: ``eval`` measures them beside ``target``."""
 
     @property
     def command(self) -> str:
         """The command that writes it."""
         return f"loopwise init {self.kind}"
 
+    @property
+    def targets(self) -> tuple[str, ...]:
+        """Every target it writes, ``target`` first."""
+        return (self.target, *self.others)
+
     def commands(self) -> list[str]:
         """What to run in the new project, in order: test, review, run, measure."""
         target = self.target
         return [
             "pytest",
-            f"loopwise check {target}",
+            *(f"loopwise check {t}" for t in self.targets),
             f"loopwise run {target} --model scripted --input-text {shlex.quote(self.example)}",
             shlex.join(
                 [
-                    *("loopwise", "eval", target, "--dataset", self.dataset),
+                    *("loopwise", "eval", *self.targets, "--dataset", self.dataset),
                     *("--model", "scripted", *self.eval_flags),
                 ]
             ),
@@ -60,18 +71,21 @@ class Template:
 TEMPLATES: dict[str, Template] = {
     "workflow": Template(
         kind="workflow",
+        title="a workflow project",
         target="triage.py:triage",
         dataset="triage_cases.jsonl",
         example="I was charged twice for my subscription, please refund one.",
     ),
     "agent": Template(
         kind="agent",
+        title="an agent project",
         target="orders_agent.py:investigate",
         dataset="orders_cases.jsonl",
         example="Why did customer C-1004's orders fail?",
     ),
     "hybrid": Template(
         kind="hybrid",
+        title="a hybrid project",
         target="refunds.py:refund_desk",
         dataset="refunds_cases.jsonl",
         example="Order O-3001 arrived broken, I want my money back.",
@@ -81,6 +95,14 @@ TEMPLATES: dict[str, Template] = {
             # Its cases that wait for a person must not sit among real pending refunds.
             *("--store", ".loopwise/eval.db"),
         ),
+    ),
+    "compare": Template(
+        kind="compare",
+        title="one task as a workflow and as an agent",
+        target="triage_workflow.py:triage",
+        others=("triage_agent.py:triage_agent",),
+        dataset="tickets.jsonl",
+        example="My card was charged twice for one order, please refund one charge.",
     ),
 }
 """The starter project of each kind."""
