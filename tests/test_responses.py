@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,7 @@ import pytest
 
 import loopwise
 from loopwise import Status
-from loopwise.running.targets import load_target
+from loopwise.running.targets import load_target, model_for
 from loopwise.testing import FakeChatServer, ScriptedModel
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -149,3 +151,194 @@ def test_the_request_is_the_one_responses_create_sends() -> None:
         "function_call_output",
         "function_call_output",
     ]
+
+
+TICKET = {
+    "subject": "Charged twice this month",
+    "body": "My card shows two charges of $49 on March 3. Please refund the duplicate.",
+}
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_the_triage_workflow_classifies_alike(api: str) -> None:
+    spec = "workflows/ticket_triage.py:triage"
+    with FakeChatServer(_responder(spec)) as server:
+        result = loopwise.run(load_target(spec).step, TICKET, model=server.model(api=api))
+    assert result.status is Status.COMPLETED, result.detail
+    assert result.output.model_dump() == {
+        "summary": result.output.summary,
+        "category": "billing",
+        "urgency": result.output.urgency,
+        "queue": "billing",
+    }
+    target = load_target(spec)
+    offline = loopwise.run(target.step, TICKET, model=model_for(target, "scripted"))
+    assert result.output == offline.output and result.usage.model_calls == 1
+    (body,) = server.requests
+    if api == "responses":
+        assert body["text"]["format"]["type"] == "json_schema" and "response_format" not in body
+    else:
+        assert body["response_format"]["type"] == "json_schema"
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_the_refund_desk_pauses_and_resumes_alike(api: str) -> None:
+    spec = "workflows/refund_desk.py:refund_desk"
+    desk = load_target(spec).step
+    complaint = "Order O-1003 arrived broken and I want my money back."
+    with FakeChatServer(_responder(spec)) as server:
+        model = server.model(api=api)
+        paused = loopwise.run(desk, complaint, model=model)
+        assert paused.status is Status.AWAITING_APPROVAL, paused.detail
+        pending = {p["tool"]: p["args"] for p in paused.pending}
+        assert pending["issue_refund"]["amount_cents"] == 18900
+        loopwise.approve(paused.run_id, all_pending=True, by="alice")
+        done = loopwise.resume(paused.run_id, step=desk, model=model)
+    assert done.status is Status.COMPLETED, done.detail
+    assert {k: r.status for k, r in done.output.results.items()} == {
+        "s1": "done",
+        "s2": "done",
+        "s3": "done",
+    }
+    _sent_reasoning_back(server, api)
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_conversation_follow_up_sends_the_earlier_turns_reasoning(api: str) -> None:
+    spec = "agents/order_investigation.py:investigate"
+    agent = load_target(spec).step
+    with FakeChatServer(_responder(spec)) as server:
+        model = server.model(api=api)
+        first = loopwise.run(agent, QUESTION, model=model, conversation="dana")
+        asked = len(server.requests)
+        follow = loopwise.run(agent, "And about the last one?", model=model, conversation="dana")
+    assert first.status is follow.status is Status.COMPLETED
+    assert "O-1017" in follow.output and "declined" in follow.output
+    assert follow.usage.tool_calls == 0
+    _sent_reasoning_back(server, api)
+    if api == "responses":
+        # The follow-up's one call carries the reasoning of all four earlier turns.
+        sent = [i["id"] for i in server.requests[asked]["input"] if i.get("type") == "reasoning"]
+        assert sent == [f"rs_resp_fake_{n}" for n in range(1, 5)]
+
+
+DESK = '''
+import loopwise
+from loopwise import gates
+
+
+@loopwise.tool
+def lookup_order(order_id: str) -> str:
+    """Look up an order."""
+    return f"{order_id}: 80.00, delivered broken"
+
+
+@loopwise.tool(effect="irreversible", gate=gates.human())
+def issue_refund(order_id: str, amount: float) -> str:
+    """Refund an order."""
+    return f"refunded {amount} on {order_id}"
+
+
+refund_agent = loopwise.Agent(name="refund_agent", tools=[lookup_order, issue_refund])
+'''
+
+
+def _desk_script(request: loopwise.ModelRequest) -> Any:
+    """Look the order up, refund it (a person approves), then say so: pure, so resumes
+    replay alike."""
+    from loopwise.testing import call, reply
+
+    done = [m["content"] for m in request.messages if m["role"] == "tool"]
+    if not done:
+        return call("lookup_order", {"order_id": "O-1"}, id="c_look")
+    if len(done) == 1:
+        return call("issue_refund", {"order_id": "O-1", "amount": 80.0}, id="c_refund")
+    return reply("done: " + done[-1])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("api", APIS)
+def test_a_run_resumed_in_another_process_sends_the_earlier_reasoning_back(
+    api: str, tmp_path: Path
+) -> None:
+    (tmp_path / "desk.py").write_text(DESK)
+    spec = f"{tmp_path / 'desk.py'}:refund_agent"
+    with FakeChatServer(_desk_script) as server:
+        env = {**os.environ, "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "fake-key"}
+
+        def cli(*args: str) -> tuple[int, Any]:
+            done = subprocess.run(
+                [LOOPWISE, *args], capture_output=True, text=True, env=env, check=False
+            )
+            assert "Traceback" not in done.stderr, done.stderr
+            as_json = "--json" in args
+            return done.returncode, json.loads(done.stdout) if as_json else done.stdout
+
+        start = ("run", spec, "--input", '"refund O-1"', "--model", "m", "--api", api, "--json")
+        code, paused = cli(*start)
+        assert code == 1 and paused["status"] == "awaiting_approval", paused
+        assert cli("approve", paused["run_id"], "--by", "alice")[0] == 0
+        # A third process resumes: the API named by the environment this time.
+        env["LOOPWISE_API"] = api
+        code, resumed = cli("resume", paused["run_id"], "--json")
+    assert code == 0 and resumed["status"] == "completed", resumed
+    assert resumed["output"] == "done: refunded 80.0 on O-1"
+    assert len(server.requests) == 3  # two turns before the pause, one after
+    _sent_reasoning_back(server, api)
+    if api == "responses":
+        # The call after the resume carried both earlier turns' reasoning, from the journal.
+        sent = [i for i in server.requests[-1]["input"] if i.get("type") == "reasoning"]
+        assert [i["id"] for i in sent] == ["rs_resp_fake_1", "rs_resp_fake_2"]
+        assert all(i["encrypted_content"].startswith("gAAAA-fake-") for i in sent)
+        assert server.responses.received[-2:] == ["rs_resp_fake_1", "rs_resp_fake_2"]
+
+
+ANSWER = "Order O-1 left the warehouse on Monday and arrives on Thursday."
+
+
+def _streamed(stream: bool) -> tuple[list[Any], loopwise.RunResult, FakeChatServer]:
+    from loopwise.testing import calls, reply
+
+    @loopwise.tool
+    def lookup(order_id: str) -> str:
+        """Look up an order."""
+        return f"{order_id}: shipped Monday"
+
+    agent = loopwise.Agent(name="clerk", tools=[lookup], max_steps=4)
+    script = [calls(("lookup", {"order_id": "O-1"}, "c1"), ("lookup", {"order_id": "O-2"}, "c2"))]
+    with FakeChatServer([*script, reply(ANSWER)]) as server:
+
+        async def main() -> tuple[list[Any], loopwise.RunStream]:
+            model = server.model(api="responses")
+            run = loopwise.astream(agent, "where is O-1?", model=model, stream=stream)
+            try:
+                return [item async for item in run], run
+            finally:
+                await model.aclose()
+
+        seen, run = asyncio.run(main())
+    assert run.result is not None
+    return seen, run.result, server
+
+
+def test_a_streamed_responses_call_gives_text_deltas_and_the_same_turns() -> None:
+    timing = {"started_at", "duration_seconds"}
+
+    def calls_of(items: list[Any]) -> list[dict[str, Any]]:
+        return [
+            {k: v for k, v in e.data.items() if k not in timing}
+            for e in items
+            if isinstance(e, loopwise.Event) and e.type == "model_call"
+        ]
+
+    streamed, result, server = _streamed(True)
+    assert result.status is Status.COMPLETED and result.output == ANSWER
+    assert all(body.get("stream") is True for body in server.requests)
+    deltas = [d.text for d in streamed if isinstance(d, loopwise.TextDelta)]
+    assert len(deltas) > 1 and "".join(deltas) == ANSWER
+    assert server.responses.received == ["rs_resp_fake_1"]  # the streamed item came back
+    plain, _, _ = _streamed(False)
+    assert calls_of(streamed) == calls_of(plain)
+    first = calls_of(streamed)[0]["turn"]
+    assert [c["id"] for c in first["tool_calls"]] == ["c1", "c2"]
+    assert first["reasoning"][0]["encrypted_content"].startswith("gAAAA-fake-")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from loopwise.cli.options import (
+    add_api_flag,
     add_deps_flag,
     add_limit_flags,
     add_structured_mode_flag,
@@ -53,6 +54,7 @@ def add_eval_verb(sub: Any) -> None:
     p.add_argument("targets", nargs="+", metavar="TARGET", help="steps to compare")
     p.add_argument("--dataset", required=True, help="JSONL file of {input, expected} cases")
     p.add_argument("--model", help="model name, or `scripted` for the offline model")
+    add_api_flag(p)
     add_structured_mode_flag(p)
     p.add_argument("--repeat", type=int, default=1, help="runs per case and target")
     p.add_argument("--concurrency", type=int, default=4, help="runs in flight at most")
@@ -119,7 +121,7 @@ def _eval_and_save(args: argparse.Namespace) -> EvalReport:
         EvalTarget(
             name=t.spec,
             step=t.step,
-            model=model_for(t, args.model, structured_mode=args.structured_mode)
+            model=model_for(t, args.model, structured_mode=args.structured_mode, api=args.api)
             if (args.model or needs_model(t.step))
             else None,
             make_deps=deps_factory(t, args.deps),

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from loopwise.core.usage import Budget, Price
 from loopwise.errors import ConfigError
-from loopwise.models.port import STRUCTURED_MODES
+from loopwise.models.port import APIS, STRUCTURED_MODES
 
 if TYPE_CHECKING:
     from loopwise.running.targets import Target
@@ -25,6 +25,7 @@ __all__ = [
     "MAX_JSON_DEPTH",
     "Interrupted",
     "UsageError",
+    "add_api_flag",
     "add_deps_flag",
     "add_limit_flags",
     "add_structured_mode_flag",
@@ -78,6 +79,16 @@ def add_structured_mode_flag(p: argparse.ArgumentParser) -> None:
         choices=STRUCTURED_MODES,
         help="start structured calls at this rung (default $LOOPWISE_STRUCTURED_MODE, or "
         "the top of the ladder): for servers whose rejections are not recognizable",
+    )
+
+
+def add_api_flag(p: argparse.ArgumentParser) -> None:
+    """``--api``: which OpenAI API the ``--model`` speaks."""
+    p.add_argument(
+        "--api",
+        choices=APIS,
+        help="the OpenAI API of the model: chat (Chat Completions) or responses (the "
+        "Responses API, /v1/responses); default $LOOPWISE_API, else chat",
     )
 
 

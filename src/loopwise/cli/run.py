@@ -19,6 +19,7 @@ from loopwise.cli.input import add_input_flags, input_of
 from loopwise.cli.options import (
     Interrupted,
     UsageError,
+    add_api_flag,
     add_deps_flag,
     add_limit_flags,
     add_structured_mode_flag,
@@ -96,6 +97,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 "--deps is not stored with a queued run: a worker makes deps with the target "
                 "module's make_deps()"
             )
+        if args.queue and args.api:
+            raise UsageError(
+                "--api is not stored with a queued run: start the worker with LOOPWISE_API "
+                "set to the API its runs' models speak"
+            )
         make_deps = deps_factory(target, args.deps)
         if args.queue:
             queued = _enqueue(args, target, payload, wants_model)
@@ -106,7 +112,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         result = runner.run(
             target.step,
             payload,
-            model=model_for(target, args.model, structured_mode=args.structured_mode)
+            model=model_for(target, args.model, structured_mode=args.structured_mode, api=args.api)
             if wants_model
             else None,
             budget=budget_of(args),
@@ -163,6 +169,7 @@ def _cmd_resume(args: argparse.Namespace) -> int:
             args.run_id,
             model=args.model,
             structured_mode=args.structured_mode,
+            api=args.api,
             store=args.store or runner.DEFAULT,
             approvals=TerminalApprovals() if interactive(args) else None,
             force=args.force,
@@ -184,6 +191,7 @@ def add_resume_verb(sub: Any) -> None:
     p = sub.add_parser("resume", help="resume a paused or interrupted run")
     p.add_argument("run_id")
     p.add_argument("--model", help="continue with this model instead of the run's own")
+    add_api_flag(p)
     add_structured_mode_flag(p)
     p.add_argument(
         "--force", action="store_true", help="take over a run whose process is known to be gone"
@@ -201,6 +209,7 @@ def add_run_verb(sub: Any) -> None:
     p.add_argument("target", help="path/to/module.py:name or package.module:name")
     add_input_flags(p)
     p.add_argument("--model", help="model name, or `scripted` for the offline model")
+    add_api_flag(p)
     add_structured_mode_flag(p)
     add_deps_flag(p)
     p.add_argument("--store", help=store_help)

@@ -23,6 +23,7 @@ from openai.types.responses import Response
 
 from loopwise.errors import ConfigError, ModelAPIError, ModelNotConfigured, ResponseFormatRejected
 from loopwise.models.port import (
+    APIS,
     STRUCTURED_MODES,
     Message,
     Model,
@@ -44,15 +45,11 @@ from loopwise.models.responses import (
 from loopwise.models.scripted import ScriptedModel
 
 __all__ = [
-    "APIS",
     "OpenAIModel",
     "api_of",
     "resolve_model",
     "structured_mode_of",
 ]
-
-APIS = ("chat", "responses")
-"""The OpenAI APIs a model speaks: Chat Completions (the default) and Responses."""
 
 
 class OpenAIModel:

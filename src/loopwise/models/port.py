@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 __all__ = [
+    "APIS",
     "STRUCTURED_MODES",
     "Message",
     "Model",
@@ -42,6 +43,10 @@ STRUCTURED_MODES: tuple[StructuredMode, ...] = (
     "prompt",
 )
 """The structured-output modes, strongest first: the ladder a structured call walks down."""
+
+
+APIS: tuple[str, ...] = ("chat", "responses")
+"""The OpenAI APIs a model speaks: Chat Completions (the default) and Responses."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -21,9 +21,14 @@ __all__ = ["close_model", "module_deps", "target_and_model"]
 
 
 def target_and_model(
-    row: StoredRun, step: Step | None, model: Model | str | None, mode: str | None = None
+    row: StoredRun,
+    step: Step | None,
+    model: Model | str | None,
+    mode: str | None = None,
+    api: str | None = None,
 ) -> tuple[Step, Model | None]:
-    """The step to run and the model: the one given, else the one the run started with."""
+    """The step to run and the model: the one given, else the one the run started with
+    (a model made here by name takes the structured-output ``mode`` and the ``api``)."""
     loaded = None
     if step is None:
         if not row.spec:
@@ -50,14 +55,14 @@ def target_and_model(
     if loaded is None:
         from loopwise.models.openai import resolve_model  # the SDK loads only when a model is made
 
-        return step, resolve_model(name, structured_mode=mode)
+        return step, resolve_model(name, structured_mode=mode, api=api)
     offline = getattr(loaded.module, "offline_model", None)
     if offline is not None and model is None:
         # The run used the target's own offline model (possibly under its own name).
         candidate = model_for(loaded, "scripted")
         if candidate.name == name:
             return step, candidate
-    return step, model_for(loaded, name, structured_mode=mode)
+    return step, model_for(loaded, name, structured_mode=mode, api=api)
 
 
 def module_deps(row: StoredRun) -> Any:

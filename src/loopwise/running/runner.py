@@ -294,6 +294,7 @@ async def aresume(
     store: Any = DEFAULT,
     force: bool = False,
     structured_mode: str | None = None,
+    api: str | None = None,
     **overrides: Any,
 ) -> RunResult:
     """Continue a paused or interrupted run (see the module docs).
@@ -306,7 +307,9 @@ async def aresume(
     process that ran it is gone; ``force=True`` takes it anyway (for a process on another
     machine known to be dead). ``structured_mode`` pins the structured-output rung of a
     model given or recorded by name (as ``--structured-mode``; default
-    ``$LOOPWISE_STRUCTURED_MODE``).
+    ``$LOOPWISE_STRUCTURED_MODE``) and ``api`` the OpenAI API it speaks (as ``--api``;
+    default ``$LOOPWISE_API``, else Chat Completions: resume with the API the run began
+    with, whose turns its journal holds).
     Raises :class:`ConfigError` for an unknown run, a run still running elsewhere, a run
     with no recorded spec and no ``step``, or a ``run_id``/``replay`` option (a resume
     continues its own run from its own journal).
@@ -322,7 +325,7 @@ async def aresume(
     if row.status not in RESUMABLE or waiting:
         return _stored_result(st, row, pending=waiting)
     given = opts.model
-    target, chosen = target_and_model(row, step, given, structured_mode)
+    target, chosen = target_and_model(row, step, given, structured_mode, api)
     if opts.deps is None and step is None:
         opts = replace(opts, deps=module_deps(row))
     try:
@@ -352,7 +355,7 @@ def _resume_options(
     run_id: str, options: RunOptions | None, overrides: dict[str, Any]
 ) -> RunOptions:
     """The options of a resume; the ones that would start another run raise."""
-    opts = merge_options(options, overrides, also="step, store, force, structured_mode")
+    opts = merge_options(options, overrides, also="step, store, force, structured_mode, api")
     if opts.run_id not in (None, run_id):
         raise ConfigError(
             f"resume continues run {run_id!r}: drop run_id={opts.run_id!r} from its options",
@@ -495,7 +498,7 @@ def run(
 
 def resume(run_id: str, options: RunOptions | None = None, **keywords: Any) -> RunResult:
     """The sync wrapper of :func:`aresume`, with its arguments (``step=``, ``store=``,
-    ``force=``, ``structured_mode=`` and the run options).
+    ``force=``, ``structured_mode=``, ``api=`` and the run options).
 
     A model given here has its connections released when the call ends, as :func:`run`'s.
     """

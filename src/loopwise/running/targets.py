@@ -141,13 +141,15 @@ def _import_file_once(path: Path, spec: str, what: str) -> ModuleType:
     return module
 
 
-def model_for(target: Target, name: str | None, *, structured_mode: str | None = None) -> Model:
+def model_for(
+    target: Target, name: str | None, *, structured_mode: str | None = None, api: str | None = None
+) -> Model:
     """The model a run of ``target`` uses: ``name``/``LOOPWISE_MODEL``, with the target's
     own ``offline_model`` standing in for ``scripted``; ``structured_mode`` pins an
-    OpenAI model's structured-output rung."""
+    OpenAI model's structured-output rung and ``api`` its API (``chat``, ``responses``)."""
     from loopwise.models.openai import resolve_model  # the SDK loads only when a model is made
 
-    model = resolve_model(name, structured_mode=structured_mode)
+    model = resolve_model(name, structured_mode=structured_mode, api=api)
     if model.name == "scripted" and hasattr(target.module, "offline_model"):
         offline: Any = target.module.offline_model
         candidate = offline() if callable(offline) and not isinstance(offline, Model) else offline
