@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pydantic
 import pytest
 
 import loopwise
@@ -342,3 +343,136 @@ def test_a_streamed_responses_call_gives_text_deltas_and_the_same_turns() -> Non
     first = calls_of(streamed)[0]["turn"]
     assert [c["id"] for c in first["tool_calls"]] == ["c1", "c2"]
     assert first["reasoning"][0]["encrypted_content"].startswith("gAAAA-fake-")
+
+
+def test_reasoning_and_cached_tokens_reach_the_usage_and_the_cost() -> None:
+    from loopwise import Price, Pricing
+
+    answer = loopwise.Turn(
+        text="ok", input_tokens=1000, output_tokens=300, reasoning_tokens=200, cached_tokens=800
+    )
+    agent = loopwise.Agent(name="plain")
+    cheap = Pricing(extra={"fake-model": Price(input=1.0, output=2.0, cached_input=0.1)})
+    with FakeChatServer([answer, answer]) as server:
+        model = server.model(api="responses")
+        result = loopwise.run(agent, "hi", model=model, pricing=cheap)
+        unknown = loopwise.run(agent, "hi", model=model, pricing=Pricing(extra={
+            "fake-model": Price(input=1.0, output=2.0)}))  # fmt: skip
+    usage = result.usage
+    assert (usage.input_tokens, usage.output_tokens) == (1000, 300)
+    assert (usage.reasoning_tokens, usage.cached_tokens) == (200, 800)
+    assert usage.to_dict()["reasoning_tokens"] == 200 and usage.to_dict()["cached_tokens"] == 800
+    # 200 fresh input at $1, 800 cached at $0.1, 300 output at $2 (per million).
+    assert usage.cost_usd == pytest.approx((200 * 1.0 + 800 * 0.1 + 300 * 2.0) / 1e6)
+    # Without a cached price the cache is not assumed to be cheaper.
+    assert unknown.usage.cost_usd == pytest.approx((1000 * 1.0 + 300 * 2.0) / 1e6)
+    call = next(e for e in result.events if e.type == "model_call")
+    assert call.data["turn"]["reasoning_tokens"] == 200
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_refusal_and_a_filtered_answer_end_refused_alike(api: str) -> None:
+    from loopwise.testing import refuse
+
+    agent = loopwise.Agent(name="plain")
+    filtered = loopwise.Turn(text="partial", finish_reason="content_filter")
+    with FakeChatServer([refuse("No."), filtered]) as server:
+        model = server.model(api=api)
+        refused = loopwise.run(agent, "hi", model=model)
+        stopped = loopwise.run(agent, "hi", model=model)
+    assert refused.status is Status.REFUSED and "No." in str(refused.detail)
+    assert stopped.status is Status.REFUSED and "filter" in str(stopped.detail)
+    if api == "responses":
+        assert server.requests  # and the fake sent the filter as an incomplete response:
+        assert all("input" in body for body in server.requests)
+
+
+class Assessment(pydantic.BaseModel):
+    category: str
+    urgency: int
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_cut_off_structured_answer_is_re_asked_then_invalid_alike(api: str) -> None:
+    step = loopwise.Structured("assess", Assessment, "Assess.", max_retries=1)
+    cut = loopwise.Turn(text='{"category": "bil', finish_reason="length")
+    with FakeChatServer([cut, cut]) as server:
+        result = loopwise.run(step, "x", model=server.model(api=api))
+    assert result.status is Status.INVALID_OUTPUT and result.usage.model_calls == 2
+
+
+def test_a_server_that_rejects_text_format_json_schema_steps_down() -> None:
+    good = {"category": "billing", "urgency": 2}
+    step = loopwise.Structured("assess", Assessment, "Assess.")
+    with FakeChatServer(lambda request: good, reject={"json_schema"}) as server:
+        model = server.model(api="responses")
+        first = loopwise.run(step, "x", model=model)
+        again = loopwise.run(step, "y", model=model)
+    assert first.status is again.status is Status.COMPLETED
+    assert first.output == Assessment(**good)
+    formats = [(b.get("text") or {}).get("format", {}).get("type") for b in server.requests]
+    # Refused once, then JSON mode (the schema in the prompt: Responses' JSON mode takes
+    # none); the next run starts at the rung that worked, remembered for /v1/responses.
+    assert formats == ["json_schema", "json_object", "json_object"]
+    where = (server.base_url + "/responses", "fake-model")
+    assert model.structured_modes == {where: "json_object_schema"}
+
+
+def test_store_true_chains_each_call_to_the_last_turn() -> None:
+    spec = "agents/order_investigation.py:investigate"
+    agent = load_target(spec).step
+    with FakeChatServer(_responder(spec)) as server:
+        model = server.model(api="responses", store=True)
+        result = loopwise.run(agent, QUESTION, model=model, conversation="d")
+        follow = loopwise.run(agent, "And about the last one?", model=model, conversation="d")
+    reference, _ = _investigation("chat")
+    assert result.status is Status.COMPLETED and result.output == reference.output
+    assert follow.status is Status.COMPLETED and "declined" in follow.output
+    # The follow-up chains to the first run's last turn and sends only its question.
+    assert server.requests[-1]["previous_response_id"] == "resp_fake_4"
+    assert server.requests[-1]["input"] == [{"role": "user", "content": "And about the last one?"}]
+    first, second = server.requests[0], server.requests[1]
+    assert first["store"] is True and "include" not in first
+    assert "previous_response_id" not in first
+    # The second call sends only the tool results; the server holds the rest.
+    assert second["previous_response_id"] == "resp_fake_1"
+    assert {i["type"] for i in second["input"]} == {"function_call_output"}
+    assert not any(i.get("type") == "reasoning" for b in server.requests for i in b["input"])
+
+
+def test_a_cassette_records_a_responses_run_and_replays_its_reasoning(tmp_path: Path) -> None:
+    from loopwise.testing import Cassette
+
+    spec = "agents/order_investigation.py:investigate"
+    agent = load_target(spec).step
+    tape = tmp_path / "run.json"
+    with FakeChatServer(_responder(spec)) as server:
+        recorded = loopwise.run(
+            agent, QUESTION, model=Cassette(tape, model=server.model(api="responses"))
+        )
+    replayed = loopwise.run(agent, QUESTION, model=Cassette(tape))
+    assert replayed.status is recorded.status is Status.COMPLETED
+    assert replayed.output == recorded.output
+    turns = [e.data["turn"] for e in replayed.events if e.type == "model_call"]
+    assert [t["reasoning"][0]["id"] for t in turns] == [f"rs_resp_fake_{n}" for n in range(1, 5)]
+
+
+def test_the_cli_names_a_wrong_api_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from loopwise.cli.main import main
+
+    spec = "workflows/ticket_triage.py:triage"
+    argv = ["run", spec, "--input", json.dumps(TICKET), "--model", "scripted", "--json"]
+    assert main([*argv, "--api", "soap"]) == 2
+    err = capsys.readouterr().err
+    assert "--api" in err and "responses" in err and err.count("\n") == 1
+    assert main([*argv, "--api", "responses", "--queue"]) == 2
+    err = capsys.readouterr().err
+    assert "LOOPWISE_API" in err and err.count("\n") == 1
+    monkeypatch.setenv("LOOPWISE_API", "soap")
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "LOOPWISE_API" in err and "'soap'" in err and err.count("\n") == 1
+    with pytest.raises(loopwise.ConfigError, match="api: unknown API 'soap'"):
+        loopwise.OpenAIModel("m", base_url="http://127.0.0.1:9/v1", api="soap")

@@ -313,11 +313,15 @@ class Context(Generic[DepsT]):
             )
             took = self.clock() - began
         cost = self.pricing.cost(
-            turn.model or self.model.name, turn.input_tokens, turn.output_tokens
+            turn.model or self.model.name,
+            turn.input_tokens,
+            turn.output_tokens,
+            turn.cached_tokens,
         )
-        self.usage.add_call(turn.input_tokens, turn.output_tokens, cost)
+        spent = {"reasoning_tokens": turn.reasoning_tokens, "cached_tokens": turn.cached_tokens}
+        self.usage.add_call(turn.input_tokens, turn.output_tokens, cost, **spent)
         for scope in self.scopes:
-            scope.add_call(turn.input_tokens, turn.output_tokens, cost)
+            scope.add_call(turn.input_tokens, turn.output_tokens, cost, **spent)
         if recorded is None:
             self.emit(
                 EventType.MODEL_CALL,

@@ -24,6 +24,9 @@ class Price:
     """USD per million input (prompt) tokens."""
     output: float
     """USD per million output (completion) tokens."""
+    cached_input: float | None = None
+    """USD per million input tokens the server read from its prompt cache; ``None``:
+    priced as ``input`` (a discount not known is never assumed)."""
 
 
 DEFAULT_PRICES: Mapping[str, Price] = MappingProxyType(
@@ -72,12 +75,20 @@ class Pricing:
                 return table[max(matches, key=len)]
         return self.default
 
-    def cost(self, model: str, input_tokens: int, output_tokens: int) -> float | None:
-        """USD for one call, or ``None`` when the model has no known price."""
+    def cost(
+        self, model: str, input_tokens: int, output_tokens: int, cached_tokens: int = 0
+    ) -> float | None:
+        """USD for one call, or ``None`` when the model has no known price.
+
+        ``cached_tokens`` (of ``input_tokens``) are priced at the price's
+        ``cached_input`` when it names one.
+        """
         price = self.price(model)
         if price is None:
             return None
-        return (input_tokens * price.input + output_tokens * price.output) / 1_000_000
+        cached = min(max(cached_tokens, 0), input_tokens) if price.cached_input is not None else 0
+        fresh = (input_tokens - cached) * price.input + cached * (price.cached_input or 0.0)
+        return (fresh + output_tokens * price.output) / 1_000_000
 
 
 @dataclass(kw_only=True, slots=True)
@@ -96,16 +107,30 @@ class Usage:
     """USD spent; ``None`` once any call had no known price."""
     wall_seconds: float = 0.0
     """Wall-clock seconds of the run."""
+    reasoning_tokens: int = 0
+    """Of ``output_tokens``, those models spent reasoning (as their servers report)."""
+    cached_tokens: int = 0
+    """Of ``input_tokens``, those servers read from their prompt cache."""
 
     @property
     def total_tokens(self) -> int:
         """Input plus output tokens."""
         return self.input_tokens + self.output_tokens
 
-    def add_call(self, input_tokens: int, output_tokens: int, cost_usd: float | None) -> None:
+    def add_call(
+        self,
+        input_tokens: int,
+        output_tokens: int,
+        cost_usd: float | None,
+        *,
+        reasoning_tokens: int = 0,
+        cached_tokens: int = 0,
+    ) -> None:
         """Count one model call."""
         self.input_tokens += input_tokens
         self.output_tokens += output_tokens
+        self.reasoning_tokens += reasoning_tokens
+        self.cached_tokens += cached_tokens
         self.model_calls += 1
         if self.cost_usd is not None:
             self.cost_usd = None if cost_usd is None else self.cost_usd + cost_usd
@@ -116,6 +141,8 @@ class Usage:
         self.output_tokens += other.output_tokens
         self.model_calls += other.model_calls
         self.tool_calls += other.tool_calls
+        self.reasoning_tokens += other.reasoning_tokens
+        self.cached_tokens += other.cached_tokens
         if self.cost_usd is not None:
             self.cost_usd = None if other.cost_usd is None else self.cost_usd + other.cost_usd
 
@@ -128,6 +155,8 @@ class Usage:
             model_calls=self.model_calls - earlier.model_calls,
             tool_calls=self.tool_calls - earlier.tool_calls,
             cost_usd=None if unknown else self.cost_usd - earlier.cost_usd,  # type: ignore[operator]
+            reasoning_tokens=self.reasoning_tokens - earlier.reasoning_tokens,
+            cached_tokens=self.cached_tokens - earlier.cached_tokens,
         )
 
     def to_dict(self) -> dict[str, object]:
@@ -140,6 +169,9 @@ class Usage:
             "tool_calls": self.tool_calls,
             "cost_usd": self.cost_usd,
             "wall_seconds": round(self.wall_seconds, 6),
+            # Only when a server reported them: a Chat Completions run's usage is unchanged.
+            **({"reasoning_tokens": self.reasoning_tokens} if self.reasoning_tokens else {}),
+            **({"cached_tokens": self.cached_tokens} if self.cached_tokens else {}),
         }
 
     @classmethod
@@ -153,6 +185,8 @@ class Usage:
             tool_calls=int(data.get("tool_calls", 0)),  # type: ignore[call-overload]
             cost_usd=None if cost is None else float(cost),  # type: ignore[arg-type]
             wall_seconds=float(data.get("wall_seconds", 0.0)),  # type: ignore[arg-type]
+            reasoning_tokens=int(data.get("reasoning_tokens", 0)),  # type: ignore[call-overload]
+            cached_tokens=int(data.get("cached_tokens", 0)),  # type: ignore[call-overload]
         )
 
 
