@@ -566,11 +566,11 @@ def _describe(signature: tuple[tuple[str, str], ...]) -> str:
 def _scoped_id(ctx: Context, call_id: str) -> str:
     """The id that binds a call's approval and idempotency key, unique in the run.
 
-    The run's target agent uses the model's call id as is; a nested agent prefixes its
-    path, as two agents' models may both say ``call_0`` (its approval would otherwise be
-    the other's, and its effect deduplicated into the other's).
+    The run's target agent uses the model's call id (escaped: :meth:`Journal.bound`); a
+    nested agent prefixes its path, as two agents' models may both say ``call_0`` (its
+    approval would otherwise be the other's, and its effect deduplicated into the other's).
     """
-    return call_id if len(ctx.path) <= 1 else f"{ctx.step_path}/{call_id}"
+    return Journal.bound("" if len(ctx.path) <= 1 else ctx.step_path, call_id)
 
 
 def _errors(error: pydantic.ValidationError) -> str:

@@ -611,8 +611,9 @@ def _repeat_errors(
 
 
 def _once_in(scope: str) -> str:
-    """The scope in which an action's effect happens at most once: this hybrid's run."""
-    return f"hybrid:{scope}"
+    """The scope in which an action's effect happens at most once: this hybrid's run
+    (two parts, where an agent's scope has three: none spells another's)."""
+    return Journal.key("hybrid", scope)
 
 
 def _count_again(ctx: Context, spent: Any) -> None:

@@ -8,6 +8,17 @@ path, a kind, and either the caller's own id (a tool call's id) or a counter of 
 often that kind was keyed at that path (:meth:`Journal.counted`), so a resumed run
 derives the same keys in the same order.
 
+**Keys are unambiguous by construction.** The parts of a key are ids a model, its server
+or a user chose, so they are never joined as they are: each part is escaped
+(:func:`escape`: ``%``, ``:`` and what a store cannot hold — control characters, lone
+surrogates — become ``%XX``) and the escaped parts are joined with ``:``, so one key is
+spelled by one sequence of parts only. An id made of letters, digits and ``._@~/-`` is
+its own escape: such keys read (and are stored) exactly as older versions wrote them.
+The ids that bind a call's approval and idempotency key (:meth:`Journal.bound`,
+:meth:`Journal.idempotency_key`) are built the same way: the approval id a person types
+is the escaped call id, after the step path of a nested step (``outer/helper/inner/c1``;
+a ``/`` in a call id is ``%2F``, so no call id spells another step's).
+
 The journal is owned by the run's :class:`~loopwise.core.step.Context` and shared by every
 nested context of the run. Besides keys it keeps two facts about the run that safety
 rests on and that survive a resume because they are read from the log:
@@ -25,9 +36,46 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["Journal"]
+__all__ = ["Journal", "escape"]
 
 _TOOL_RESULT = "tool_result"
+_CALL = "call"
+
+
+def _needs_escape(ch: str, extra: str) -> bool:
+    code = ord(ch)
+    return ch in extra or ch == "%" or code < 0x20 or code == 0x7F or 0xD800 <= code <= 0xDFFF
+
+
+def escape(part: object, *, also: str = ":") -> str:
+    """``part`` as text in which ``%``, the characters of ``also`` (the separator, ``:``),
+    control characters and lone surrogates are ``%XX`` (UTF-8 bytes, surrogates kept):
+    one text per part, and text every store can hold."""
+    text = str(part)
+    if not any(_needs_escape(ch, also) for ch in text):
+        return text
+    out = []
+    for ch in text:
+        if _needs_escape(ch, also):
+            out.append("".join(f"%{b:02X}" for b in ch.encode("utf-8", "surrogatepass")))
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _unescape(text: str) -> str:
+    if "%" not in text:
+        return text
+    raw = bytearray()
+    i = 0
+    while i < len(text):
+        if text[i] == "%":
+            raw += bytes.fromhex(text[i + 1 : i + 3])
+            i += 3
+        else:
+            raw += text[i].encode("utf-8", "surrogatepass")
+            i += 1
+    return raw.decode("utf-8", "surrogatepass")
 
 
 class Journal:
@@ -44,12 +92,33 @@ class Journal:
 
     @staticmethod
     def key(path: str, kind: str, *parts: object) -> str:
-        """The key of a record identified by the caller (``path:kind:part...``)."""
-        return ":".join((path, kind, *(str(p) for p in parts)))
+        """The key of a record identified by the caller (``path:kind:part...``, each part
+        escaped: see the module docs)."""
+        return ":".join(escape(p) for p in (path, kind, *parts))
+
+    @staticmethod
+    def call_key(result_key: str) -> str:
+        """The key of a call's ``tool_call`` event, given its result's key (one more part:
+        no escaped call id ends in it)."""
+        return f"{result_key}:{_CALL}"
+
+    @staticmethod
+    def bound(scope: str, call_id: str) -> str:
+        """The id that binds a call's approval and idempotency key: ``call_id`` escaped
+        (``/`` too), after ``scope`` (a nested step's path) and a ``/`` when there is one."""
+        own = escape(call_id, also=":/")
+        return f"{scope}/{own}" if scope else own
+
+    @staticmethod
+    def idempotency_key(run_id: str, bind_id: str) -> str:
+        """What a ``write``/``irreversible`` tool receives as ``ctx.idempotency_key``:
+        ``run_id:bind_id`` with the run id escaped (it holds no ``:``, so the first one
+        ends it): no other run and call spell it."""
+        return f"{escape(run_id)}:{bind_id}"
 
     def counted(self, path: str, kind: str) -> int:
         """How many times ``kind`` was keyed at ``path`` in this run, this one included."""
-        base = f"{path}:{kind}"
+        base = self.key(path, kind)
         n = self._counters.get(base, 0) + 1
         if n == 1:
             self._file(path, base)
@@ -67,7 +136,7 @@ class Journal:
 
     def next_key(self, path: str, kind: str) -> str:
         """A counted key: ``path:kind:n`` for the n-th record of ``kind`` at ``path``."""
-        return f"{path}:{kind}:{self.counted(path, kind)}"
+        return self.key(path, kind, self.counted(path, kind))
 
     def recall(self, key: str) -> dict[str, Any] | None:
         """What was recorded under ``key`` (by an earlier process or this one), or ``None``."""
@@ -124,5 +193,5 @@ class Journal:
         """Count again what :meth:`counters_under` recorded (never counting back)."""
         for base, n in (counters or {}).items():
             if base not in self._counters:
-                self._file(base.rpartition(":")[0], base)
+                self._file(_unescape(base.rpartition(":")[0]), base)
             self._counters[base] = max(self._counters.get(base, 0), int(n))

@@ -281,7 +281,7 @@ def _prepare(batch: _Batch, call: Call) -> Outcome | _Ready:
     if recorded is not None:
         ctx.journal.advance(recorded.get("counters"))
         return _replayed(call, recorded, found)
-    first_try = f"{call.key}:call" not in ctx.journal
+    first_try = Journal.call_key(call.key) not in ctx.journal
     if first_try:  # logged before a pause or a crash: not twice
         effect = str(found.effect) if found else None
         ctx.emit(EventType.TOOL_CALL, _call_event(call, readable_args(call.arguments), effect))
@@ -413,7 +413,7 @@ async def _run(batch: _Batch, call: Call, tool: Tool, args: BaseModel) -> Outcom
     child = ctx.child(tool.name)
     if tool.effect is not Effect.READ:
         # Lets an effect interrupted between doing and recording be made safe on resume.
-        child.idempotency_key = f"{ctx.run_id}:{call.bind_id}"
+        child.idempotency_key = Journal.idempotency_key(ctx.run_id, call.bind_id)
     try:
         value = await tool.perform(args, child)
     except Halt:
@@ -493,7 +493,7 @@ def _call_event(call: Call, args: Any, effect: str | None) -> dict[str, Any]:
         "call_id": call.call_id,
         "args": args,
         "effect": effect,
-        "key": f"{call.key}:call",
+        "key": Journal.call_key(call.key),
     }
 
 
