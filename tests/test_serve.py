@@ -751,26 +751,25 @@ def test_an_unnamed_cli_approval_never_reaches_an_ask_a_listing_did_not_show(
     assert code == 0 and "approved c2" in out
 
 
-def test_a_model_chosen_call_id_cannot_split_the_answer(serve: Any) -> None:
-    # The approval id is the call id a model (or its server) chose: here with CR/LF in it.
+def test_a_stored_approval_id_cannot_split_the_answer(serve: Any) -> None:
+    # A server's call ids are renamed before they key anything, but a store written by an
+    # older loopwise may hold one as the server sent it: here with CR/LF in it.
     sneaky = "x\r\nSet-Cookie: pwn=1\r\nX-A: #&?"
-
-    @loopwise.tool(effect="irreversible", gate=gates.human())
-    def send(to: str) -> str:
-        """Send a mail."""
-        return "sent"
-
-    def respond(request: loopwise.ModelRequest) -> Any:
-        done = any(m["role"] == "tool" for m in request.messages)
-        return reply("done") if done else call("send", {"to": "a"}, id=sneaky)
-
-    paused = loopwise.run(
-        loopwise.Agent(name="m", tools=[send]), "go", model=ScriptedModel(respond)
-    )
+    with open_store(None) as st:
+        st.create_run("old1", target="m", spec=None, input=None, model=None, options={})
+        asked = gates.ApprovalRequest(
+            run_id="old1", approval_id=sneaky, tool="send", args={"to": "a"},
+            effect="irreversible", reason="r", args_hash=gates.args_hash("send", {"to": "a"}),
+            call_id=sneaky, step="m",
+        )  # fmt: skip
+        event = loopwise.Event(seq=1, type=loopwise.EventType.GATE_REQUESTED, step="m",
+                               at="now", data=asked.to_dict())  # fmt: skip
+        st.record("old1", event)
+        st.mark_paused("old1", "waiting for approval")
     _, client = serve(by="lead")
     token = client.token()
-    seen = _hash(paused.run_id, sneaky)
-    form = urlencode({"csrf": token, "run_id": paused.run_id, "approval_id": sneaky,
+    seen = _hash("old1", sneaky)
+    form = urlencode({"csrf": token, "run_id": "old1", "approval_id": sneaky,
                       "decision": "approve", "args_hash": seen})  # fmt: skip
     with socket.create_connection(("127.0.0.1", client.port), timeout=30) as raw:
         raw.sendall(
