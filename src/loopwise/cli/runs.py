@@ -32,10 +32,11 @@ _CONTEXT = (
     "decided",
     "args_hash",
     "step",
+    "answer_schema",
 )
 """What ``pending --json`` adds to DESIGN §11's fields: the planner's reason, the money at
 stake, the request's note, the plan around the step, and who decided the run's other
-approvals."""
+approvals; for a question (an MCP server's elicitation) the schema its answer must match."""
 
 
 def _store(args: argparse.Namespace) -> SQLStore:
@@ -148,7 +149,8 @@ def _cmd_pending(args: argparse.Namespace) -> int:
         waiting = approvals.views(st, st.pending(args.run_id))
     if args.json:
         rows = [v.to_dict() for v in waiting]
-        print(json.dumps([{k: a[k] for k in _PUBLIC + _CONTEXT} for a in rows], default=str))
+        shown = [{k: a[k] for k in _PUBLIC + _CONTEXT if k in a} for a in rows]
+        print(json.dumps(shown, default=str))
         return 0
     if not waiting:
         print("no pending approvals")

@@ -62,6 +62,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack, overload
@@ -73,6 +74,7 @@ from loopwise.core.result import Halt
 from loopwise.core.shape import ToolShape
 from loopwise.errors import ConfigError, MCPServerError, ToolError
 from loopwise.integrations.mcp_connection import Connection, NotStarted, Opener, blocking, reason
+from loopwise.integrations.mcp_elicit import AskedCall, answers, push_declined
 from loopwise.integrations.mcp_listing import checked, tools_page
 from loopwise.integrations.mcp_schema import (
     OverLimits,
@@ -110,6 +112,8 @@ IDEMPOTENCY_KEY = "loopwise/idempotency_key"
 """The ``_meta`` entry of a ``tools/call`` request that carries a call's idempotency key."""
 
 _PAGES = 100
+_ROUNDS = 8
+"""Rounds of questions one call may ask before it fails."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -205,10 +209,12 @@ class MCPTool(Tool):
         remote = listed.name
         unwrap = wraps_result(listed.output_schema)
 
+        effect = str(mapping.effect)
+
         async def call(args: BaseModel, ctx: Context | None) -> Any:
             sent = args.model_dump(mode="json", by_alias=True, exclude_unset=True)
             key = ctx.idempotency_key if ctx is not None else None
-            result = await source.call(remote, sent, key, ctx)
+            result = await source.call(remote, sent, key, ctx, effect=effect)
             return _value(result, remote, unwrap)
 
         call.__doc__ = listed.description
@@ -450,7 +456,13 @@ class MCPTools(ToolSource, Sequence[MCPTool]):
         return found
 
     async def call(
-        self, tool: str, arguments: dict[str, Any], key: str | None, ctx: Context | None
+        self,
+        tool: str,
+        arguments: dict[str, Any],
+        key: str | None,
+        ctx: Context | None,
+        *,
+        effect: str = "irreversible",
     ) -> CallToolResult:
         """Call ``tool`` over the run's connection (opened on first use, closed with the run)."""
         connection: Connection | None = None if ctx is None else ctx.resources.get(self)
@@ -463,10 +475,46 @@ class MCPTools(ToolSource, Sequence[MCPTool]):
         except NotStarted as e:
             raise Halt(Status.ERROR, str(e)) from e
         try:
-            return await self._send(client, tool, arguments, key, connection)
+            return await self._asking(client, tool, arguments, key, (ctx, effect, connection))
         finally:
             if ctx is None:
                 await connection.aclose()
+
+    async def _asking(
+        self,
+        client: Client,
+        tool: str,
+        arguments: dict[str, Any],
+        key: str | None,
+        run: tuple[Context | None, str, Connection],
+    ) -> CallToolResult:
+        """The call, retried with the run's answers while the server asks questions
+        (:mod:`loopwise.integrations.mcp_elicit`)."""
+        from mcp.types import InputRequiredResult
+
+        ctx, effect, connection = run
+        result = await self._send(client, tool, arguments, key, connection=connection)
+        call_key = key or json.dumps([tool, arguments], sort_keys=True, default=str)
+        for _ in range(_ROUNDS):
+            if not isinstance(result, InputRequiredResult):
+                done: CallToolResult = result
+                return done
+            if ctx is None:
+                raise MCPToolError(f"{tool!r} asks a question: only a run can answer it")
+            asked = AskedCall(server=self.server, tool=tool, effect=effect, key=call_key)
+            answered = await answers(ctx, asked, result.input_requests or {})
+            result = await self._send(
+                client,
+                tool,
+                arguments,
+                key,
+                connection=connection,
+                answered=(answered, result.request_state),
+            )
+        raise MCPToolError(
+            f"MCP server {self.server!r} asked for input more than {_ROUNDS} times in one "
+            f"call of {tool!r}"
+        )
 
     async def _send(
         self,
@@ -474,14 +522,24 @@ class MCPTools(ToolSource, Sequence[MCPTool]):
         tool: str,
         arguments: dict[str, Any],
         key: str | None,
+        *,
         connection: Connection,
-    ) -> CallToolResult:
+        answered: tuple[Any, str | None] = (None, None),
+    ) -> Any:
         from mcp import MCPError
         from mcp.types import CONNECTION_CLOSED
 
         meta: Any = {IDEMPOTENCY_KEY: key} if key else None
+        responses, state = answered
         try:
-            return await client.call_tool(tool, arguments, meta=meta)
+            return await client.session.call_tool(
+                tool,
+                arguments,
+                meta=meta,
+                allow_input_required=True,
+                input_responses=responses,
+                request_state=state,
+            )
         except MCPError as e:
             if e.code != CONNECTION_CLOSED:
                 raise MCPToolError(f"MCP server {self.server!r}: {e.message}") from e
@@ -593,7 +651,12 @@ def stdio(
     params = StdioServerParameters(command=command, args=list(args), env=env, cwd=cwd)
 
     async def opener(stack: contextlib.AsyncExitStack, errlog: Any, on_message: Any) -> Client:
-        client = Client(stdio_client(params, errlog=errlog), cache=None, message_handler=on_message)
+        client = Client(
+            stdio_client(params, errlog=errlog),
+            cache=None,
+            message_handler=on_message,
+            elicitation_callback=push_declined,  # also says: this client answers questions
+        )
         return await stack.enter_async_context(client)
 
     settings = _settings(options, "stdio")
@@ -618,7 +681,9 @@ def http(
         del errlog  # a remote server's stderr is its own
         http_client = await stack.enter_async_context(httpx2.AsyncClient(headers=headers))
         transport = streamable_http_client(url, http_client=http_client)
-        client = Client(transport, cache=None, message_handler=on_message)
+        client = Client(
+            transport, cache=None, message_handler=on_message, elicitation_callback=push_declined
+        )
         return await stack.enter_async_context(client)
 
     settings = _settings(options, "http")

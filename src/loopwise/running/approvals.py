@@ -22,6 +22,7 @@ the action estimates it, and the decisions already made on the run.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -96,7 +97,11 @@ def decide(
             name=approval_id,
             code="not-editable",
         )
-    if changed:
+    question = _answer_schema(store, found)
+    if question is not None:
+        if decision == "approved":  # the answer is the arguments approved, edited or not
+            _check_answer(question, edited_args if edited_args is not None else found.args)
+    elif changed:
         assert edited_args is not None
         _check_edit(store, found, edited_args, load)
     return store.decide(
@@ -158,6 +163,32 @@ def _pending(store: RunStore, run_id: str, approval_id: str) -> StoredApproval:
     if found.status != "pending":
         raise not_pending(run_id, approval_id, found.status)
     return found
+
+
+def _answer_schema(store: RunStore, found: StoredApproval) -> dict[str, Any] | None:
+    """The schema an answer must match when the approval asks a question (an MCP
+    server's elicitation), from the request in the run's log; ``None`` for a call."""
+    asked = _request_event(found, store.events(found.run_id))
+    schema = asked.data.get("answer_schema") if asked is not None else None
+    return schema if isinstance(schema, dict) else None
+
+
+def _check_answer(schema: dict[str, Any], answer: Any) -> None:
+    """Refuse an answer that does not match the question's schema (nothing is recorded)."""
+    from jsonschema import Draft202012Validator
+
+    problems = sorted(Draft202012Validator(schema).iter_errors(answer), key=lambda e: e.path)
+    if problems:
+        said = "; ".join(
+            f"{'.'.join(map(str, e.absolute_path)) or '(answer)'}: {e.message}"
+            for e in problems[:5]
+        )
+        raise DecisionError(
+            f"the answer does not match the question's schema: {said} (answer with "
+            f"--args, a JSON object matching {json.dumps(schema)[:300]})",
+            name="args",
+            code="invalid-args",
+        )
 
 
 def _check_edit(
@@ -284,12 +315,15 @@ class ApprovalView:
     editable: bool = True
     """Whether its arguments may be edited (not a whole-plan approval)."""
     decided: tuple[StoredApproval, ...] = field(default=())
+    answer_schema: dict[str, Any] | None = None
+    """For a question (an MCP server's elicitation): the schema the answer must match."""
     """The run's other approvals that were decided already (who decided what)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The approval's fields plus ``why``, ``plan``, ``plan_step``, ``at_stake``,
         ``note``, ``target``, ``editable`` and ``decided``
-        (``[{approval_id, tool, status, decided_by, ...}]``)."""
+        (``[{approval_id, tool, status, decided_by, ...}]``); ``answer_schema`` for a
+        question."""
         return {
             **self.approval.to_dict(),
             "why": self.why,
@@ -300,6 +334,7 @@ class ApprovalView:
             "target": self.target,
             "editable": self.editable,
             "decided": [_decision(a) for a in self.decided],
+            **({"answer_schema": self.answer_schema} if self.answer_schema is not None else {}),
         }
 
 
@@ -348,6 +383,9 @@ def view(
         ),
         editable=approval.tool != WHOLE_PLAN,
         decided=tuple(a for a in approvals if a.status != "pending"),
+        answer_schema=data.get("answer_schema")
+        if isinstance(data.get("answer_schema"), dict)
+        else None,
     )
 
 

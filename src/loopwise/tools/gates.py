@@ -219,6 +219,9 @@ class Ask:
     """The money or cost at stake, when the caller knows it."""
     note: str | None = None
     """What else the person asked should know (see :attr:`ApprovalRequest.note`)."""
+    answer_schema: dict[str, Any] | None = None
+    """For a question (an MCP server's elicitation): the schema the answer must match
+    (:attr:`ApprovalRequest.answer_schema`)."""
     covered_by: Approved | None = None
     """A person's approval that already covers these exact arguments (a whole plan's,
     with ``plan_approval_covers_gates``): it answers where a person would be asked. A
@@ -348,6 +351,7 @@ def _request(a: Ask, reason: str, tainted_by: str | None) -> ApprovalRequest:
         why=a.why,
         at_stake=a.at_stake,
         note=a.note,
+        answer_schema=a.answer_schema,
     )
 
 

@@ -111,6 +111,9 @@ class ApprovalRequest:
     note: str | None = None
     """What else the person should know about this ask (a plan approved already, and why
     its step still asks), when anything."""
+    answer_schema: dict[str, Any] | None = None
+    """For a question rather than a call (an MCP server's elicitation): the JSON schema
+    the person's answer — the edited arguments — must match."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-ready dict (what ``loopwise pending --json`` lists)."""
@@ -128,6 +131,8 @@ class ApprovalRequest:
             "why": self.why,
             "at_stake": self.at_stake,
             "note": self.note,
+            # Only a question has one: a call's request keeps its shape.
+            **({"answer_schema": self.answer_schema} if self.answer_schema is not None else {}),
         }
 
 
