@@ -143,7 +143,7 @@ def test_the_inbox_takes_the_answer_as_an_edit_checked_against_the_schema(
         server.server_close()
         server.app.store.close()
     code, out, _ = _cli(capsys, "runs", "show", run_id, "--json")
-    assert json.loads(out)["status"] == "completed"
+    assert code == 0 and json.loads(out)["status"] == "completed"
     logged = (tmp_path / "asker.log").read_text().splitlines()
     assert logged == ["deleted bob: the owner asked (notify=False)"]
 
