@@ -18,7 +18,8 @@ EXPECTED_ALL = {
     "Budget", "Case", "ConfigError", "Context", "ContextPolicy", "Decision", "DecisionError",
     "Denied", "DirectEffectError", "Edited", "ConversationError", "SummarizingPolicy",
     "Effect", "Escalate", "EvalReport", "EvalTarget", "Event", "EventType", "Finding", "Gate",
-    "GraphError", "Halt", "Hybrid", "HybridOutput", "IdPattern", "InDirectory", "LoopDetection",
+    "GraphError", "Graduation", "Halt", "Hybrid", "HybridOutput", "IdPattern", "InDirectory",
+    "LoopDetection",
     "LoopwiseError", "Model", "ModelAPIError", "ModelNotConfigured", "ModelRequest", "OneOf",
     "OpenAIModel", "Plan", "PlanContext", "PlanStep",
     "REJECTED", "policy", "policy_then_human", "PostgresStore", "Price", "Pricing", "RunOptions",
@@ -27,7 +28,7 @@ EXPECTED_ALL = {
     "Tool", "ToolArgumentsError", "ToolCall", "ToolError", "ToolResult", "TraceAnalysis", "Turn",
     "Usage", "Workflow", "aevaluate", "analyze", "approve", "aresume", "arun", "as_tool", "astream",
     "astream_resume", "check", "decide", "deny", "enqueue", "evaluate", "field_match",
-    "load_dataset", "open_store", "resolve_model", "resume", "run", "step", "tool",
+    "graduate", "load_dataset", "open_store", "resolve_model", "resume", "run", "step", "tool",
 }  # fmt: skip
 
 

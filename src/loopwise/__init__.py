@@ -55,6 +55,7 @@ if TYPE_CHECKING:
         field_match,
         load_dataset,
     )
+    from loopwise.evidence.graduate import Graduation, graduate
     from loopwise.integrations import mcp as mcp
     from loopwise.integrations import otel as otel
     from loopwise.models.openai import OpenAIModel, resolve_model
@@ -83,6 +84,7 @@ _LAZY = {
     **dict.fromkeys(["Agent", "LoopDetection"], "loopwise.architectures.agent"),
     **dict.fromkeys(["TraceAnalysis", "analyze"], "loopwise.evidence.analyze"),
     **dict.fromkeys(["Finding", "check"], "loopwise.evidence.check"),
+    **dict.fromkeys(["Graduation", "graduate"], "loopwise.evidence.graduate"),
     **dict.fromkeys(["Decision", "decide"], "loopwise.evidence.decide"),
     **dict.fromkeys(["ConfigError", "ConversationError", "DecisionError", "DirectEffectError",
                      "GraphError",
@@ -224,6 +226,7 @@ __all__ = [
     "EventType",
     "Finding",
     "Gate",
+    "Graduation",
     "GraphError",
     "Halt",
     "Hybrid",
@@ -282,6 +285,7 @@ __all__ = [
     "enqueue",
     "evaluate",
     "field_match",
+    "graduate",
     "load_dataset",
     "open_store",
     "policy",

@@ -34,6 +34,7 @@ VERBS: dict[str, str] = {
     "check": "loopwise.cli.check:add_check_verb",
     "eval": "loopwise.cli.eval:add_eval_verb",
     "analyze": "loopwise.cli.analyze:add_analyze_verb",
+    "graduate": "loopwise.cli.graduate:add_graduate_verb",
     "resume": "loopwise.cli.run:add_resume_verb",
     "worker": "loopwise.cli.worker:add_worker_verb",
     "init": "loopwise.cli.init:add_init_verb",

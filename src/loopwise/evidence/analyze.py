@@ -20,6 +20,7 @@ __all__ = [
     "PathStats",
     "TraceAnalysis",
     "analyze",
+    "event_parts",
     "example_args",
     "tool_path",
     "workflow_skeleton",
@@ -128,7 +129,7 @@ def tool_path(events: Iterable[Any]) -> tuple[tuple[tuple[str, ...], ...], tuple
     turns: list[tuple[str, ...]] = []
     current: list[str] = []
     for event in events:
-        kind, data = _event_parts(event)
+        kind, data = event_parts(event)
         if kind == "model_call" and current:
             turns.append(tuple(sorted(set(current))))
             current = []
@@ -154,7 +155,8 @@ def _a_step(data: Mapping[str, Any]) -> bool:
     return data.get("tool") not in ANSWER_TOOLS and not invented
 
 
-def _event_parts(event: Any) -> tuple[str, Mapping[str, Any]]:
+def event_parts(event: Any) -> tuple[str, Mapping[str, Any]]:
+    """An event's ``(type, data)``, whether a stored dict or an :class:`Event`."""
     if isinstance(event, Mapping):
         return str(event.get("type")), event.get("data") or {}
     return str(getattr(event, "type", "")), getattr(event, "data", None) or {}
@@ -264,8 +266,9 @@ def _verdict(
         )
     if covered >= coverage:
         return "steps_known", (
-            f"{share} (≥ {coverage:.0%}): the steps are known. Write these paths as a "
-            "workflow (skeleton below) and keep the agent for the rest, or drop it"
+            f"{share} (≥ {coverage:.0%}): the steps are known. `loopwise graduate` writes "
+            "these paths as a workflow and evaluates it against the agent (a skeleton is "
+            "below)"
         )
     return "steps_unknown", (
         f"{len(stats)} distinct paths; {share} (< {coverage:.0%}): the runs do not converge, "
@@ -405,7 +408,7 @@ def example_args(runs: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for run in runs:
         for event in run.get("events") or []:
-            kind, data = _event_parts(event)
+            kind, data = event_parts(event)
             if kind == "tool_call" and data.get("tool") not in found:
                 found[str(data.get("tool"))] = data.get("args")
     return found

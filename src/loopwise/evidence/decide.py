@@ -208,8 +208,9 @@ def _cautions(arch: Architecture, volume: int | None, latency: float | None) -> 
     if arch is not Architecture.WORKFLOW and volume is not None and volume >= HIGH_VOLUME:
         out.append(
             f"{volume} runs/day: an agent's cost varies per run and its tail (p95) is what you "
-            "pay for; run `loopwise analyze` on stored runs and move the dominant paths into "
-            "a workflow"
+            "pay for; run `loopwise analyze` on stored runs, and when the steps are known "
+            "`loopwise graduate` writes the dominant paths as a workflow and tests it against "
+            "the agent"
         )
     if arch is not Architecture.WORKFLOW and latency is not None and latency < TIGHT_LATENCY:
         out.append(
@@ -239,4 +240,5 @@ def _next_steps(arch: Architecture, example: str, *, checkout: bool) -> list[str
     ]
     if arch is Architecture.AGENT:
         steps.append(f"loopwise analyze {example}  # after some runs: are the steps known?")
+        steps.append(f"loopwise graduate {example}  # if they are: a workflow, tested against it")
     return started + steps

@@ -16,6 +16,8 @@
   ``openai`` client.
 * :class:`ServerProfile` and :data:`PROFILES` (in :mod:`loopwise.testing._serverprofiles`)
   reproduce real servers' quirks: ``FakeChatServer(profile="llama-cpp-python")``.
+* :func:`graduated_model` (in :mod:`loopwise.testing._graduated`) answers the calls of a
+  workflow ``loopwise graduate`` wrote as the agent's own scripted model would have.
 * :class:`Cassette` (in :mod:`loopwise.testing._cassette`) records a real model's answers to a
   JSON file once and replays whole runs from it in regression tests.
 
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
     )
     from loopwise.testing._cassette import Cassette, CassetteMismatch
     from loopwise.testing._fakeserver import FakeChatServer
+    from loopwise.testing._graduated import graduated_model
     from loopwise.testing._scripted_agent import ScriptedAgent
     from loopwise.testing._serverprofiles import PROFILES, Rejection, ServerProfile
 
@@ -64,6 +67,7 @@ _LAZY = {
     ),
     **dict.fromkeys(["Cassette", "CassetteMismatch"], "loopwise.testing._cassette"),
     "FakeChatServer": "loopwise.testing._fakeserver",
+    "graduated_model": "loopwise.testing._graduated",
     "ScriptedAgent": "loopwise.testing._scripted_agent",
     **dict.fromkeys(["PROFILES", "Rejection", "ServerProfile"], "loopwise.testing._serverprofiles"),
 }
@@ -98,6 +102,7 @@ __all__ = [
     "call",
     "calls",
     "example_from_schema",
+    "graduated_model",
     "refuse",
     "reply",
 ]

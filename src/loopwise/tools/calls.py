@@ -65,6 +65,7 @@ __all__ = [
     "execute",
     "judge_edit",
     "readable_args",
+    "render_content",
     "values_or_halt",
 ]
 
@@ -432,7 +433,7 @@ async def _run(batch: _Batch, call: Call, tool: Tool, args: BaseModel) -> Outcom
         return _record(
             batch, call, tool, "failed", f"tool {tool.name!r} raised {reason}", why=reason
         )
-    content = _truncate(_render(value), batch.settings.max_output_chars)
+    content = _truncate(render_content(value), batch.settings.max_output_chars)
     extra: dict[str, Any] = {}
     effect_key = effect_id(call.once_in, tool, args)
     if effect_key is not None:
@@ -582,7 +583,8 @@ def _shortened(text: str) -> str:
     return text if len(text) <= _LOG_CHARS else text[:_LOG_CHARS] + "…"
 
 
-def _render(value: Any) -> str:
+def render_content(value: Any) -> str:
+    """A tool's return value as the text of its result (what a model reads)."""
     if isinstance(value, str):
         return value
     if value is None:

@@ -1,0 +1,155 @@
+"""The ``loopwise graduate`` verb: mine an agent's stored runs, write a workflow module,
+evaluate it against the agent, recommend (:mod:`loopwise.evidence.graduate`).
+
+Exit codes: 0 when the recommendation is to graduate, 1 when it is to keep the agent (the
+steps are not known, or the workflow did not hold up), 2 for a usage mistake.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from loopwise.cli.options import count, store_help, user_output_to_stderr
+from loopwise.errors import ConfigError
+from loopwise.evidence.evals import load_dataset
+from loopwise.evidence.graduate import Graduation, graduate
+from loopwise.evidence.report import describe_graph, write_report
+from loopwise.evidence.stats import (
+    REFERENCE_MODEL,
+    TargetSummary,
+    metric_text,
+    pct,
+    reference_cost,
+    usd,
+)
+from loopwise.running.targets import load_target
+from loopwise.store.open import store_location
+
+__all__ = ["add_graduate_verb"]
+
+
+def add_graduate_verb(sub: Any) -> None:
+    """Register ``graduate`` on the CLI's subparsers ``sub``."""
+    p = sub.add_parser(
+        "graduate", help="turn an agent whose steps are known into a workflow, on evidence"
+    )
+    p.add_argument("target", metavar="AGENT_TARGET", help="the agent (path.py:name)")
+    p.add_argument("--store", help=store_help)
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--runs", type=count(1), default=1000, help="newest stored runs to mine")
+    which.add_argument("--since", help="mine the runs created since this ISO date")
+    p.add_argument("--out", help="the module to write (default <agent_module>_workflow.py)")
+    p.add_argument("--force", action="store_true", help="overwrite --out if it exists")
+    p.add_argument("--dataset", help="labelled JSONL cases to evaluate on (default: held out)")
+    p.add_argument("--holdout", type=float, default=0.25, help="share of runs held out")
+    p.add_argument("--model", help="model name, or `scripted` for the offline model")
+    p.add_argument("--repeat", type=count(1), default=1, help="runs per case and target")
+    p.add_argument("--concurrency", type=count(1), default=4, help="runs in flight at most")
+    p.add_argument("--report", help="write a self-contained HTML report here")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.set_defaults(handler=_cmd_graduate)
+
+
+def _cmd_graduate(args: argparse.Namespace) -> int:
+    store = store_location(args.store)[1]
+    dataset = load_dataset(args.dataset) if args.dataset else None
+    if args.report and Path(args.report).is_dir():
+        raise ConfigError(f"--report {args.report}: not a file path", name="report")
+    with user_output_to_stderr(args.json):
+        result = graduate(
+            args.target,
+            runs=store,
+            out=args.out,
+            force=args.force,
+            dataset=dataset,
+            model=args.model,
+            repeat=args.repeat,
+            holdout=args.holdout,
+            limit=args.runs,
+            since=args.since,
+            concurrency=args.concurrency,
+        )
+    if args.report and result.report is not None and result.workflow is not None:
+        graphs = {
+            result.target: describe_graph(load_target(result.target).step),
+            result.workflow: describe_graph(load_target(result.workflow).step),
+        }
+        write_report(result.report, args.report, graphs)
+    if args.json:
+        print(json.dumps({**result.to_dict(), "report": args.report}, default=str))
+    else:
+        print(_text(result, args.report))
+    return 0 if result.graduate else 1
+
+
+def _text(g: Graduation, report: str | None) -> str:
+    left = ", ".join(f"{v} {k}" for k, v in g.left_out.items())
+    lines = [
+        f"mined {g.mined} completed run(s) of {g.target}; held out {g.held_out}"
+        + (
+            f"; left out {left} (a run that did not complete is no path to write down)"
+            if left
+            else ""
+        ),
+    ]
+    if g.out is None:
+        lines += [f"verdict: {g.verdict} — {g.message}", "nothing was written. " + g.reason]
+        return "\n".join(lines)
+    covered = sum(share for share, _ in g.paths)
+    lines.append(f"the steps are known: {len(g.paths)} path(s) cover {pct(covered)} of them")
+    lines += [f"  {pct(share):>4}  {text}" for share, text in g.paths]
+    errors = sum(f.level.value == "error" for f in g.findings)
+    lines.append(
+        f"wrote {g.out} (target {g.workflow}); loopwise check: {errors} error(s), "
+        f"{len(g.findings) - errors} other finding(s)"
+    )
+    lines.append(f"evaluated on {g.cases}")
+    if g.report is not None:
+        lines += _table(g.report.targets)
+    if g.paired is not None:
+        d = g.paired
+        lines.append(
+            f"paired difference, workflow − agent: {d.mean * 100:+.0f} points "
+            f"({d.confidence:.0%} CI {_pts(d.low)} to {_pts(d.high)}, {d.cases} cases)"
+        )
+    if g.outside is not None:
+        lines.append(
+            f"cases outside the mined paths (the agent took another path): {pct(g.outside)}"
+        )
+    lines.append(g.reason)
+    if report:
+        lines.append(f"report: {report}")
+    return "\n".join(lines)
+
+
+def _pts(x: float) -> str:
+    return "—" if x in (float("inf"), float("-inf")) else f"{x * 100:+.0f}"
+
+
+def _table(targets: list[TargetSummary]) -> list[str]:
+    rows: list[tuple[str, ...]] = [("", "agent", "workflow")]
+    rows.append(("accuracy", *(_accuracy(t) for t in targets)))
+    priced = [reference_cost(t) for t in targets]
+    rows.append(
+        (f"cost at {REFERENCE_MODEL}", *("unknown" if c is None else usd(c) for c in priced))
+    )
+    for label, metric, stat in (
+        ("cost per run", "cost_usd", "mean"),
+        ("tokens per run", "tokens", "mean"),
+        ("model calls per run", "model_calls", "mean"),
+        ("p95 latency", "latency_s", "p95"),
+    ):
+        values = [t.metrics[metric].stat(stat) for t in targets]
+        rows.append((label, *("unknown" if v is None else metric_text(v, metric) for v in values)))
+    rows.append(
+        ("statuses", *(", ".join(f"{k} {v}" for k, v in t.status_counts.items()) for t in targets))
+    )
+    return [f"  {r[0]:<20} {r[1]:<24} {r[2]}" for r in rows]
+
+
+def _accuracy(t: TargetSummary) -> str:
+    rate = t.correct_rate if t.correct_rate is not None else t.completed_rate
+    return f"{pct(rate)} of {t.n} run(s)"

@@ -1,0 +1,438 @@
+"""Graduate an agent into a workflow, on evidence: :func:`graduate`.
+
+1. **Mine** the agent's completed stored runs (the others are left out, counted) with the
+   path analysis; hold out every k-th of them for the evaluation. If the verdict is not
+   ``steps_known`` stop: graduating an agent whose steps are not known is wrong advice.
+2. **Generate** the workflow module (:mod:`loopwise.evidence.dataflow` learns the
+   bindings and conditions, :mod:`loopwise.evidence.codegen` writes them) and review it
+   with ``check``.
+3. **Evaluate** it against the agent on the same cases with the eval harness: the
+   held-out runs' inputs, with the agent's own stored answers as references (not labels),
+   or a labelled dataset.
+4. **Recommend** from the paired comparison (:mod:`loopwise.evidence.paired`): graduate
+   when the workflow is not worse beyond the noise margin and makes fewer model calls.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from loopwise.core.events import Event, Status
+from loopwise.core.shape import Kind, describe
+from loopwise.errors import ConfigError
+from loopwise.evidence.analyze import COVERAGE, TOP_PATHS, PathStats, TraceAnalysis, analyze
+from loopwise.evidence.check import Finding, check
+from loopwise.evidence.codegen import (
+    AgentRef,
+    Header,
+    relative_folder,
+    workflow_name,
+    workflow_source,
+)
+from loopwise.evidence.dataflow import learn
+from loopwise.evidence.evals import Case, EvalReport, EvalTarget, evaluate
+from loopwise.evidence.paired import PairedDifference, paired_difference, run_quality
+from loopwise.evidence.stats import TargetSummary, reference_cost
+from loopwise.evidence.traces import Trace, load_runs, statuses_of, trace_of
+from loopwise.running.targets import Target, load_target, model_for
+
+__all__ = ["MARGIN", "Graduation", "graduate", "mine"]
+
+#: The workflow may be at most this much less accurate (the paired interval's lower bound).
+MARGIN = 0.05
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Mined:
+    """What mining found."""
+
+    analysis: TraceAnalysis
+    """The path analysis of the mined runs."""
+    traces: list[Trace]
+    """The mined runs on the paths written down."""
+    paths: list[PathStats]
+    """The paths written down."""
+    held_out: list[dict[str, Any]]
+    """The completed runs kept out of the mining, for the evaluation."""
+    left_out: dict[str, int]
+    """Runs that did not complete, by status."""
+    mined: int
+    """Completed runs mined."""
+    every: int = 0
+    """About one completed run in this many was held out (0: none)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Graduation:
+    """What :func:`graduate` did and recommends."""
+
+    target: str
+    """The agent's spec."""
+    verdict: str
+    """The path analysis' verdict (only ``steps_known`` goes on)."""
+    message: str
+    """The verdict with its numbers."""
+    mined: int
+    """Completed runs mined."""
+    held_out: int
+    """Completed runs held out for the evaluation."""
+    left_out: dict[str, int]
+    """Runs left out, by status (they did not complete: no path to write down)."""
+    paths: list[tuple[float, str]] = field(default_factory=list)
+    """The paths written down: (share of the mined runs, path)."""
+    out: str | None = None
+    """The module written."""
+    workflow: str | None = None
+    """The workflow's target (``OUT:NAME``)."""
+    findings: list[Finding] = field(default_factory=list)
+    """``check`` on the generated workflow."""
+    cases: str = ""
+    """Which cases the evaluation ran, and what their references are."""
+    report: EvalReport | None = None
+    """The evaluation."""
+    paired: PairedDifference | None = None
+    """Workflow minus agent, per case, on quality."""
+    outside: float | None = None
+    """Share of cases whose agent run took a path outside the mined ones."""
+    graduate: bool = False
+    """The recommendation: ``True`` to graduate, ``False`` to keep the agent."""
+    reason: str = ""
+    """The recommendation in one line, and why."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON document ``loopwise graduate --json`` prints."""
+        summaries = {}
+        if self.report is not None:
+            for role, t in zip(("agent", "workflow"), self.report.targets, strict=True):
+                summaries[role] = _numbers(t)
+        return {
+            "target": self.target,
+            "verdict": self.verdict,
+            "message": self.message,
+            "mined": self.mined,
+            "held_out": self.held_out,
+            "left_out": self.left_out,
+            "paths": [{"share": round(share, 4), "path": text} for share, text in self.paths],
+            "out": self.out,
+            "workflow": self.workflow,
+            "check": [f.to_dict() for f in self.findings],
+            "cases": self.cases,
+            "targets": summaries,
+            "paired": None if self.paired is None else self.paired.to_dict(),
+            "outside_mined_paths": None if self.outside is None else round(self.outside, 4),
+            "recommendation": "graduate" if self.graduate else "keep_agent",
+            "reason": self.reason,
+        }
+
+
+def _numbers(t: TargetSummary) -> dict[str, Any]:
+    def stat(metric: str, name: str) -> float | None:
+        return t.metrics[metric].stat(name)
+
+    return {
+        "target": t.name,
+        "runs": t.n,
+        "completed_rate": round(t.completed_rate, 4),
+        "correct_rate": None if t.correct_rate is None else round(t.correct_rate, 4),
+        "cost_usd_mean": stat("cost_usd", "mean"),
+        "tokens_mean": stat("tokens", "mean"),
+        "model_calls_mean": stat("model_calls", "mean"),
+        "latency_p95_s": stat("latency_s", "p95"),
+        "reference_cost_usd_mean": reference_cost(t),
+        "status_counts": t.status_counts,
+    }
+
+
+def mine(runs: Sequence[Mapping[str, Any]], *, target: str, holdout: float = 0.25) -> Mined:
+    """Split ``runs`` (oldest first) into mined and held-out completed runs and analyse
+    the mined ones; about one completed run in ``round(1 / holdout)`` is held out."""
+    if not 0 <= holdout < 1:
+        raise ConfigError(f"holdout must be at least 0 and below 1, not {holdout}", name="holdout")
+    completed = [r for r in runs if str(r.get("status")) == Status.COMPLETED.value]
+    left_out = statuses_of(r for r in runs if str(r.get("status")) != Status.COMPLETED.value)
+    every = round(1 / holdout) if holdout else 0
+    held = [dict(r) for r in completed if _held(r, every)]
+    mined = [r for r in completed if not _held(r, every)]
+    analysis = analyze(mined, target=target)
+    paths = _covering(analysis.paths)
+    wanted = {p.path for p in paths}
+    traces = [t for t in map(trace_of, mined) if t.path in wanted]
+    return Mined(
+        analysis=analysis,
+        traces=traces,
+        paths=paths,
+        held_out=held,
+        left_out=left_out,
+        mined=len(mined),
+        every=every,
+    )
+
+
+def _held(run: Mapping[str, Any], every: int) -> bool:
+    """Held out: about one run in ``every``, chosen by a hash of its input — not by its
+    place in time (runs made in a cycle split evenly), and every run of one input falls on
+    the same side (a held-out case is an input the mining never saw)."""
+    if not every:
+        return False
+    text = json.dumps(run.get("input"), sort_keys=True, default=str)
+    digest = hashlib.sha256(text.encode()).digest()
+    return int.from_bytes(digest[:4], "big") % every == 0
+
+
+def _covering(stats: list[PathStats]) -> list[PathStats]:
+    chosen: list[PathStats] = []
+    for p in stats[:TOP_PATHS]:
+        chosen.append(p)
+        if sum(c.share for c in chosen) >= COVERAGE:
+            break
+    return chosen
+
+
+def graduate(
+    agent: str,
+    *,
+    runs: Any,
+    out: str | Path | None = None,
+    force: bool = False,
+    dataset: Sequence[Case] | None = None,
+    model: str | None = None,
+    repeat: int = 1,
+    holdout: float = 0.25,
+    store: Any = None,
+    limit: int = 1000,
+    since: str | None = None,
+    concurrency: int = 4,
+) -> Graduation:
+    """Mine ``agent``'s stored runs, write a workflow module, evaluate it against the agent
+    and recommend.
+
+    ``agent`` is the agent's target spec (``agents/x.py:investigate``: the generated module
+    imports the agent's module). ``runs`` is a store (path, URL or store object; its newest
+    ``limit`` runs of the agent, created ``since`` that ISO date or time when given) or a
+    list of runs ``{"run_id", "status", "input",
+    "output", "events"}``. ``out`` defaults to ``<agent_module>_workflow.py`` beside the
+    agent; an existing file is kept unless ``force``. ``dataset`` (labelled cases) replaces
+    the held-out runs as the evaluation's cases. ``store`` records the evaluation's runs
+    (by default they are not recorded: the agent's would be mined the next time).
+    Returns a :class:`Graduation`: when the verdict is not ``steps_known`` nothing is
+    written or run. Raises :class:`ConfigError` for a target that is not an agent, an
+    ``out`` that exists, or no model.
+    """
+    loaded = _agent(agent)
+    stored = load_runs(runs, agent, limit=limit) if not isinstance(runs, list) else runs
+    if since is not None:
+        stored = [r for r in stored if str(r.get("created_at") or "") >= since]
+    mined = mine(stored, target=agent, holdout=0 if dataset is not None else holdout)
+    base = Graduation(
+        target=agent,
+        verdict=mined.analysis.verdict,
+        message=mined.analysis.message,
+        mined=mined.mined,
+        held_out=len(mined.held_out),
+        left_out=mined.left_out,
+    )
+    if mined.analysis.verdict != "steps_known":
+        reason = f"keep the agent: {mined.analysis.message}"
+        return _replace(base, reason=reason)
+    path = _out_path(loaded, out, force)
+    spec = write_workflow(loaded, mined, path)
+    workflow = load_target(spec)
+    findings = check(workflow.step)
+    paths = [(p.share, p.text) for p in mined.paths]
+    base = _replace(base, out=str(path), workflow=spec, findings=findings, paths=paths)
+    cases, what = _cases(mined, dataset)
+    if not cases:
+        return _replace(base, reason="keep the agent: no case to evaluate the workflow on")
+    how = _Eval(
+        cases=cases,
+        what=what,
+        model=model,
+        repeat=repeat,
+        store=store,
+        concurrency=concurrency,
+    )
+    return _evaluated(base, loaded, workflow, mined, how)
+
+
+def _replace(g: Graduation, **changes: Any) -> Graduation:
+    from dataclasses import replace
+
+    return replace(g, **changes)
+
+
+def _agent(spec: str) -> Target:
+    loaded = load_target(spec)
+    if describe(loaded.step).kind is not Kind.AGENT:
+        raise ConfigError(
+            f"graduate {spec}: not an agent (graduate turns an agent into a workflow)"
+        )
+    return loaded
+
+
+def _out_path(agent: Target, out: str | Path | None, force: bool) -> Path:
+    if out is None:
+        module_file = getattr(agent.module, "__file__", None)
+        if module_file is None:
+            raise ConfigError(f"graduate {agent.spec}: its module has no file; give --out")
+        source = Path(module_file)
+        path = source.with_name(f"{source.stem}_workflow.py")
+    else:
+        path = Path(out)
+    if path.exists() and not force:
+        raise ConfigError(f"--out {path}: exists; pass --force to overwrite it", name="out")
+    if path.suffix != ".py":
+        raise ConfigError(f"--out {path}: must be a .py file", name="out")
+    return path
+
+
+def write_workflow(agent: Target, mined: Mined, path: Path) -> str:
+    """Learn, write the module to ``path``; the workflow's target spec (``path:name``)."""
+    plan = learn(mined.traces)
+    ref = _ref(agent, path)
+    header = Header(
+        date=datetime.now(UTC).date().isoformat(),
+        runs=mined.mined,
+        coverage=sum(p.share for p in mined.paths),
+        paths=[(p.share, p.text) for p in mined.paths],
+        held_out=len(mined.held_out),
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(workflow_source(plan, ref, header), encoding="utf-8")
+    return f"{path}:{workflow_name(ref)}"
+
+
+def _ref(agent: Target, path: Path) -> AgentRef:
+    module_part, _, name = agent.spec.partition(":")
+    step: Any = agent.step
+    name = name or step.name
+    offline = hasattr(agent.module, "offline_model")
+    structured = step.output_type is not None and step.output_type is not str
+    if module_part.endswith(".py") or "/" in module_part:
+        source = Path(module_part)
+        return AgentRef(
+            spec=agent.spec,
+            module=source.stem,
+            name=name,
+            folder=relative_folder(source, path),
+            offline=offline,
+            structured_output=structured,
+        )
+    return AgentRef(
+        spec=agent.spec,
+        module=module_part,
+        name=name,
+        offline=offline,
+        structured_output=structured,
+    )
+
+
+def _cases(mined: Mined, dataset: Sequence[Case] | None) -> tuple[list[Case], str]:
+    if dataset is not None:
+        return list(dataset), f"{len(dataset)} labelled cases of the dataset"
+    first: dict[str, Mapping[str, Any]] = {}
+    for r in mined.held_out:  # one case per input: the same question asked twice is one case
+        first.setdefault(json.dumps(r.get("input"), sort_keys=True, default=str), r)
+    cases = [
+        Case(id=str(r.get("run_id")), input=r.get("input"), expected=r.get("output"))
+        for r in first.values()
+    ]
+    return cases, (
+        f"{len(cases)} held-out inputs (about 1 in {mined.every} of the completed runs, "
+        "chosen by a hash of the input, kept out of the mining); the references are the "
+        "agent's own stored answers, not labels: the score says how often the workflow "
+        "answers as the agent did"
+    )
+
+
+class _Paths:
+    """An event sink keeping each run's tool-call events (to tell its path)."""
+
+    def __init__(self) -> None:
+        self.events: dict[str, list[Event]] = {}
+
+    def record(self, run_id: str, event: Event) -> None:
+        if event.type.value in ("model_call", "tool_call"):
+            self.events.setdefault(run_id, []).append(event)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Eval:
+    """How the evaluation runs."""
+
+    cases: list[Case]
+    what: str
+    model: str | None
+    repeat: int
+    store: Any
+    concurrency: int
+
+
+def _evaluated(
+    base: Graduation, agent: Target, workflow: Target, mined: Mined, how: _Eval
+) -> Graduation:
+    sink = _Paths()
+    targets = [
+        EvalTarget(name=agent.spec, step=agent.step, model=model_for(agent, how.model)),
+        EvalTarget(name=workflow.spec, step=workflow.step, model=model_for(workflow, how.model)),
+    ]
+    report = evaluate(
+        targets,
+        how.cases,
+        repeat=how.repeat,
+        concurrency=how.concurrency,
+        store=how.store,
+        sinks=[sink],
+        dataset=how.what,
+    )
+    agent_runs, flow_runs = report.targets
+    paired = paired_difference(flow_runs.runs, agent_runs.runs, value=run_quality)
+    outside = _outside(agent_runs, sink, {p.path for p in mined.paths})
+    go, reason = _recommend(agent_runs, flow_runs, paired, outside)
+    return _replace(
+        base,
+        cases=how.what,
+        report=report,
+        paired=paired,
+        outside=outside,
+        graduate=go,
+        reason=reason,
+    )
+
+
+def _outside(agent: TargetSummary, sink: _Paths, paths: set[Any]) -> float | None:
+    from loopwise.evidence.analyze import tool_path
+
+    cases: dict[str, bool] = {}
+    for r in agent.runs:
+        path, _ = tool_path(sink.events.get(r.run_id, []))
+        cases[r.case_id] = cases.get(r.case_id, False) or path not in paths
+    return sum(cases.values()) / len(cases) if cases else None
+
+
+def _recommend(
+    agent: TargetSummary, flow: TargetSummary, d: PairedDifference, outside: float | None
+) -> tuple[bool, str]:
+    calls_a = agent.metrics["model_calls"].stat("mean") or 0.0
+    calls_w = flow.metrics["model_calls"].stat("mean") or 0.0
+    interval = (
+        f"paired difference {d.mean * 100:+.0f} points, {d.confidence:.0%} CI "
+        f"{d.low * 100:+.0f} to {d.high * 100:+.0f} over {d.cases} cases"
+        if d.cases > 1
+        else f"one case only ({d.mean * 100:+.0f} points): no interval"
+    )
+    calls = f"{calls_w:.3g} model calls per run vs {calls_a:.3g}"
+    if d.cases < 2 or d.low < -MARGIN:
+        return False, (
+            f"keep the agent: the workflow may be less accurate ({interval}; the lower bound "
+            f"must stay above {-MARGIN * 100:.0f} points)"
+        )
+    if calls_w >= calls_a:
+        return False, f"keep the agent: the workflow saves no model calls ({calls})"
+    share = "" if outside is None else f"; {outside:.0%} of cases fell outside the mined paths"
+    return True, f"graduate: as accurate within noise ({interval}) with {calls}{share}"
