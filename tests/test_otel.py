@@ -345,7 +345,7 @@ def test_a_run_that_raises_mid_run_closes_its_spans_and_its_log(tmp_path: Path) 
 
 PLAN = {
     "steps": [
-        {"id": "s1", "action": "lookup", "args": {"order_id": "O-1"}, "reason": "see it"},
+        {"id": "alice_card", "action": "lookup", "args": {"order_id": "O-1"}, "reason": "see"},
     ]
 }
 
@@ -371,5 +371,6 @@ def test_spans_use_the_installed_conventions_names_and_a_hybrid_plans_in_a_plan_
         operation = attributes.get(gen_ai.GEN_AI_OPERATION_NAME)
         assert operation is None or operation in OPERATIONS, operation
     said = _every_text(spans)
-    for secret in ("where is O-1", "see it", "shipped to Alice"):
+    for secret in ("where is O-1", "shipped to Alice", "alice_card", '"see"'):
         assert secret not in said, secret
+    assert "execute/plan_step" in said and "call_" not in said

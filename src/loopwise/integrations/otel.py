@@ -19,7 +19,9 @@ installed ``opentelemetry-semantic-conventions`` constants where it has them:
 
 **Content stays out** unless ``capture_content=True``: no input, output, message,
 argument, result, reason or approver name, and nothing else the model or a user wrote — a
-tool name the model invented (one the step does not declare) is :data:`UNKNOWN_TOOL`, and
+tool name the model invented (one the step does not declare) is :data:`UNKNOWN_TOOL`, a
+hybrid's plan step (its id is the planner's) :data:`PLAN_STEP`, a call's or approval's id
+a digest of it, and
 a run that ends ``error`` carries its error's code (``error.type``, the status
 description), not its message, which may quote the input. With it, chat spans carry the
 model's output (``gen_ai.output.messages``); the events do not keep what was sent, so
@@ -63,10 +65,16 @@ from opentelemetry.trace import (
 
 from loopwise.core.events import Event, EventType
 
-__all__ = ["CONVENTIONS", "UNKNOWN_TOOL", "OTelSink"]
+__all__ = ["CONVENTIONS", "PLAN_STEP", "UNKNOWN_TOOL", "OTelSink"]
 
 CONVENTIONS = "semconv-genai v0.1.0"
 """The GenAI semantic conventions these spans follow."""
+
+PLAN_STEP = "plan_step"
+"""What a hybrid's plan step (its id is the planner's text) is called in span names and
+``loopwise.step`` without content capture."""
+_PLAN_ENDS = frozenset({"start", "results"})
+"""The plan-execution workflow's own nodes (not plan steps)."""
 
 UNKNOWN_TOOL = "unknown_tool"
 """What a tool name the step does not declare (the model's own text) is called in span
@@ -195,10 +203,11 @@ class OTelSink:
             self._name_run(run, event.step, kind)
             return
         parent_path, _, name = event.step.rpartition("/")
-        attributes: dict[str, Any] = {"loopwise.step": event.step}
+        shown = self._path(run, event.step)
+        attributes: dict[str, Any] = {"loopwise.step": shown}
         if kind:
             attributes["loopwise.step.kind"] = kind
-        span_name = name
+        span_name = shown.rpartition("/")[2]
         operation = _operation(kind)
         if run.kinds.get(parent_path) == _HYBRID and _is_planning(name):
             # The hybrid's planner runs as its step `plan` (a retry: `plan_{round}_{try}`).
@@ -216,6 +225,26 @@ class OTelSink:
             attributes=attributes,
         )
         run.steps.setdefault(event.step, []).append(span)
+
+    def _path(self, run: _Run, path: str) -> str:
+        """``path`` as spans show it: without content capture, a hybrid's plan steps (ids
+        the planner wrote: ``desk/execute/refund_alice``) are :data:`PLAN_STEP`."""
+        if self.capture_content:
+            return path
+        parts = path.split("/")
+        for i in range(2, len(parts)):
+            executing = run.kinds.get("/".join(parts[: i - 1])) == _HYBRID
+            if executing and _is_execution(parts[i - 1]) and parts[i] not in _PLAN_ENDS:
+                parts[i] = PLAN_STEP
+        return "/".join(parts)
+
+    def _id(self, value: Any) -> str:
+        """An id a model, a server or a plan chose (a call's, an approval's): as it is with
+        content capture, else a digest of it (the same id, the same digest)."""
+        text = str(value or "")
+        if self.capture_content or not text:
+            return text
+        return "id-" + hashlib.sha256(text.encode()).hexdigest()[:12]
 
     def _name_run(self, run: _Run, name: str, kind: str) -> None:
         if kind in _AGENT_KINDS:
@@ -284,7 +313,7 @@ class OTelSink:
         attributes: dict[str, Any] = {
             gen_ai.GEN_AI_OPERATION_NAME: _EXECUTE_TOOL,
             gen_ai.GEN_AI_TOOL_NAME: tool,
-            gen_ai.GEN_AI_TOOL_CALL_ID: str(data.get("call_id", "")),
+            gen_ai.GEN_AI_TOOL_CALL_ID: self._id(data.get("call_id")),
             gen_ai.GEN_AI_TOOL_TYPE: "function",
         }
         if data.get("effect") is not None:
@@ -330,7 +359,7 @@ class OTelSink:
         )
         run.known_tools.add(str(data.get("tool", "")))  # gates ask about declared tools only
         attributes: dict[str, Any] = {
-            "loopwise.approval_id": str(data.get("approval_id", "")),
+            "loopwise.approval_id": self._id(data.get("approval_id")),
             gen_ai.GEN_AI_TOOL_NAME: str(data.get("tool", "")),
         }
         for name in ("effect", "decision", "tainted_by"):
@@ -383,6 +412,12 @@ def _operation(kind: str) -> str | None:
     if kind in _WORKFLOW_KINDS:
         return _INVOKE_WORKFLOW
     return None
+
+
+def _is_execution(name: str) -> bool:
+    """Whether a hybrid's child step ``name`` runs a plan (``execute``, ``execute_2``)."""
+    head, _, rest = name.partition("_")
+    return head == "execute" and (not rest or rest.isdigit())
 
 
 def _is_planning(name: str) -> bool:
