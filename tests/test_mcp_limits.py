@@ -85,6 +85,12 @@ def test_a_schema_past_the_limits_refuses_the_server_naming_the_tool(
         _listing(tmp_path, *tools)
 
 
+def test_a_server_listing_too_many_tools_is_refused(tmp_path: Path) -> None:
+    many = [{"name": f"t{i}", "inputSchema": OBJECT} for i in range(1_001)]
+    with pytest.raises(MCPServerError, match="lists more than 1,000 tools"):
+        _listing(tmp_path, *many)
+
+
 def test_a_recursive_ref_is_listed_and_its_arguments_checked(tmp_path: Path) -> None:
     # Recursion itself is fine: the model stops at a reference it is already inside.
     node = {"type": "object", "properties": {"name": {"type": "string"}}}

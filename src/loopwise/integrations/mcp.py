@@ -112,6 +112,8 @@ IDEMPOTENCY_KEY = "loopwise/idempotency_key"
 """The ``_meta`` entry of a ``tools/call`` request that carries a call's idempotency key."""
 
 _PAGES = 100
+_MAX_TOOLS = 1_000
+"""Tools one server may list (each becomes a model and a validator when declared)."""
 _ROUNDS = 8
 """Rounds of questions one call may ask before it fails."""
 
@@ -450,6 +452,12 @@ class MCPTools(ToolSource, Sequence[MCPTool]):
                     server=self.server,
                 )
             found.extend(tools)
+            if len(found) > _MAX_TOOLS:
+                raise MCPServerError(
+                    f"MCP server {self.server!r} lists more than {_MAX_TOOLS:,} tools; "
+                    "take the ones you need from a server that lists fewer",
+                    server=self.server,
+                )
             cursor = page.get("nextCursor")
             if not isinstance(cursor, str):
                 break
