@@ -60,8 +60,12 @@ def _paused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[str, di
 
 
 def test_a_servers_question_pauses_the_run_and_the_checked_answer_resumes_it(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    store_at: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setenv("LOOPWISE_STORE", store_at)
     run_id, asked = _paused(tmp_path, capsys)
     assert asked["tool"] == "delete_account"
     assert "Why should the account of bob be deleted?" in asked["reason"]

@@ -20,6 +20,7 @@ from opentelemetry.semconv.attributes.error_attributes import ERROR_TYPE
 import loopwise
 from loopwise import SQLiteStore, gates
 from loopwise.integrations.otel import OTelSink
+from loopwise.store.open import open_store
 from loopwise.testing import ScriptedModel, call, reply
 
 SEMCONV_NAMES = {
@@ -318,7 +319,7 @@ def test_without_content_capture_no_model_or_user_text_reaches_a_span() -> None:
     assert "4111" in _every_text(exporter.get_finished_spans())  # opted in: it is there
 
 
-def test_a_run_that_raises_mid_run_closes_its_spans_and_its_log(tmp_path: Path) -> None:
+def test_a_run_that_raises_mid_run_closes_its_spans_and_its_log(store_at: str) -> None:
     @loopwise.tool(effect="irreversible")
     def wire(to: str) -> str:
         """Wire money."""
@@ -332,10 +333,10 @@ def test_a_run_that_raises_mid_run_closes_its_spans_and_its_log(tmp_path: Path) 
     provider, exporter = _tracing()
     flow = loopwise.Workflow("payouts").then(payout)
     with pytest.raises(loopwise.ToolError):
-        loopwise.run(flow, "bob", store=tmp_path / "runs.db", sinks=(OTelSink(provider),))
+        loopwise.run(flow, "bob", store=store_at, sinks=(OTelSink(provider),))
     spans = exporter.get_finished_spans()
     assert {s.name for s in spans} == {"invoke_workflow payouts", "payout"}
-    with SQLiteStore(tmp_path / "runs.db") as store:
+    with open_store(store_at) as store:
         (run,) = store.list_runs()
         events = store.events(run.run_id)
     assert run.status == "error" and events[-1].type == "run_finished"
