@@ -18,7 +18,7 @@ import loopwise
 TESTING = {
     "PROFILES", "Cassette", "CassetteMismatch", "FakeChatServer", "Fault", "Rejection",
     "ScriptExhausted", "ScriptedAgent", "ScriptedModel", "ServerProfile", "call", "calls",
-    "example_from_schema", "graduated_model", "refuse", "reply",
+    "example_from_schema", "graduated_model", "logprob_turn", "refuse", "reply",
 }  # fmt: skip
 
 DOCUMENTED = {

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from loopwise.architectures.agent import Agent, LoopDetection
     from loopwise.architectures.history import ContextPolicy, SummarizingPolicy
     from loopwise.architectures.hybrid import ActionResult, Hybrid, HybridOutput
+    from loopwise.architectures.judge import Judge, Ruling
     from loopwise.architectures.plans import (
         REJECTED,
         Action,
@@ -36,9 +37,11 @@ if TYPE_CHECKING:
         DecisionError,
         DirectEffectError,
         GraphError,
+        JudgeError,
         LoopwiseError,
         ModelAPIError,
         ModelNotConfigured,
+        ProbabilitiesMissing,
         StoreError,
         TargetError,
         ToolError,
@@ -87,8 +90,9 @@ _LAZY = {
     **dict.fromkeys(["Graduation", "graduate"], "loopwise.evidence.graduate"),
     **dict.fromkeys(["Decision", "decide"], "loopwise.evidence.decide"),
     **dict.fromkeys(["ConfigError", "ConversationError", "DecisionError", "DirectEffectError",
-                     "GraphError",
-                     "LoopwiseError", "ModelAPIError", "ModelNotConfigured", "StoreError",
+                     "GraphError", "JudgeError",
+                     "LoopwiseError", "ModelAPIError", "ModelNotConfigured",
+                     "ProbabilitiesMissing", "StoreError",
                      "TargetError", "ToolError"], "loopwise.errors"),
     **dict.fromkeys(["Case", "EvalReport", "EvalTarget", "aevaluate", "evaluate",
                      "field_match", "load_dataset"], "loopwise.evidence.evals"),
@@ -99,6 +103,7 @@ _LAZY = {
     "TerminalApprovals": "loopwise.tools.handlers",
     **dict.fromkeys(["ContextPolicy", "SummarizingPolicy"], "loopwise.architectures.history"),
     **dict.fromkeys(["ActionResult", "Hybrid", "HybridOutput"], "loopwise.architectures.hybrid"),
+    **dict.fromkeys(["Judge", "Ruling"], "loopwise.architectures.judge"),
     # The openai SDK loads when a model is made.
     **dict.fromkeys(["OpenAIModel", "resolve_model"], "loopwise.models.openai"),
     **dict.fromkeys(["Model", "ModelRequest", "ToolCall", "ToolResult", "Turn"],
@@ -233,6 +238,8 @@ __all__ = [
     "HybridOutput",
     "IdPattern",
     "InDirectory",
+    "Judge",
+    "JudgeError",
     "LoopDetection",
     "LoopwiseError",
     "Model",
@@ -247,6 +254,8 @@ __all__ = [
     "PostgresStore",
     "Price",
     "Pricing",
+    "ProbabilitiesMissing",
+    "Ruling",
     "RunOptions",
     "RunResult",
     "RunStore",

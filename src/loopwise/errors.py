@@ -19,6 +19,9 @@ Guardrails never raise: a budget hit or a step limit ends the run with a
     │   │                                       superseded, unknown
     │   ├── MCPServerError          mcp-server  an MCP server cannot be started or listed
     │   │                                       (``.server``)
+    │   ├── JudgeError              judge       a judge or a cascade is declared wrongly
+    │   │                                       (``.name``): no-labels, duplicate-labels,
+    │   │                                       unsupported-type, threshold, no-backend
     │   ├── DecisionError           decision    a decision on an approval is refused, and
     │   │                                       it stays pending; unknown-approval,
     │   │                                       not-pending, stale, not-editable,
@@ -29,7 +32,10 @@ Guardrails never raise: a budget hit or a step limit ends the run with a
     │                               non-exhaustive-route, unknown-route-field
     ├── ModelAPIError               model-api   the model API failed after the SDK's
     │   │                                       retries (``.status_code``)
-    │   └── ResponseFormatRejected  response-format-rejected
+    │   ├── ResponseFormatRejected  response-format-rejected
+    │   ├── DecisionsUnsupported    decisions-unsupported  the server has no Decisions API
+    │   └── ProbabilitiesMissing    no-probabilities  the server sent no log-probabilities
+    │                                       where a judge needs them
     └── StoreError                  store       the run store cannot be opened, read or
                                     written; bad-url, missing-extra, unreachable,
                                     foreign, newer-schema, lease-lost
@@ -44,12 +50,15 @@ __all__ = [
     "ConfigError",
     "ConversationError",
     "DecisionError",
+    "DecisionsUnsupported",
     "DirectEffectError",
     "GraphError",
+    "JudgeError",
     "LoopwiseError",
     "MCPServerError",
     "ModelAPIError",
     "ModelNotConfigured",
+    "ProbabilitiesMissing",
     "ResponseFormatRejected",
     "StoreError",
     "TargetError",
@@ -152,6 +161,18 @@ class DecisionError(ConfigError):
     code = "decision"
 
 
+class JudgeError(ConfigError):
+    """A judge (a calibrated decision step) or a cascade is declared or configured wrongly;
+    ``name`` is the culprit (the judge, a field, a label, ``threshold``, the model).
+
+    ``code`` says why: ``no-labels``, ``duplicate-labels``, ``unsupported-type`` (a field
+    that is not a choice, a predicate or a score), ``threshold`` (outside [0, 1]) or
+    ``no-backend`` (the model offers no way to answer with probabilities that fits).
+    """
+
+    code = "judge"
+
+
 class GraphError(ConfigError):
     """A workflow graph is invalid; ``node`` names where."""
 
@@ -185,6 +206,21 @@ class ResponseFormatRejected(ModelAPIError):
     ``response_format``, ``json_schema``, ``tool_choice`` or ``strict``."""
 
     code = "response-format-rejected"
+
+
+class DecisionsUnsupported(ModelAPIError):
+    """The server has no Decisions API (``/v1/decisions`` answered 404, 405 or 501, or its
+    error names the route); a judge steps down to log-probabilities."""
+
+    code = "decisions-unsupported"
+
+
+class ProbabilitiesMissing(ModelAPIError):
+    """The server answered a judge's question without the log-probabilities it asked
+    for (no ``logprobs``, or none of the label tokens among them): the answer's
+    confidence cannot be known, and is never guessed."""
+
+    code = "no-probabilities"
 
 
 class StoreError(LoopwiseError):

@@ -21,10 +21,18 @@ from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletion
 from openai.types.responses import Response
 
-from loopwise.errors import ConfigError, ModelAPIError, ModelNotConfigured, ResponseFormatRejected
+from loopwise.errors import (
+    ConfigError,
+    DecisionsUnsupported,
+    ModelAPIError,
+    ModelNotConfigured,
+    ResponseFormatRejected,
+)
 from loopwise.models.port import (
     APIS,
+    DECISION_BACKENDS,
     STRUCTURED_MODES,
+    DecisionBackend,
     Message,
     Model,
     ModelRequest,
@@ -70,6 +78,11 @@ class OpenAIModel:
     (``store=False``, the reasoning sent back encrypted with each call);
     ``store=True`` chains each call to the previous turn with ``previous_response_id``
     and sends only what came after it, the server holding the rest.
+
+    ``decision_backends`` are the ways a judge may ask this model for probabilities,
+    tried in order (default: the Decisions API, then Chat Completions log-probabilities;
+    add ``"structured"`` to accept answers of unknown confidence from a server that has
+    neither).
     """
 
     def __init__(
@@ -85,10 +98,20 @@ class OpenAIModel:
         client_options: Mapping[str, Any] | None = None,
         api: str | None = None,
         store: bool = False,
+        decision_backends: tuple[DecisionBackend, ...] = ("decisions", "logprobs"),
     ) -> None:
         if not name:
             raise ConfigError("model name is empty", name="model")
+        unknown = [b for b in decision_backends if b not in DECISION_BACKENDS]
+        if unknown or not decision_backends:
+            raise ConfigError(
+                f"decision_backends: {unknown[0] if unknown else 'none'!r} is not a decision "
+                f"backend; known: {', '.join(DECISION_BACKENDS)}",
+                name="decision_backends",
+            )
         self.name = name
+        self.decision_backends = decision_backends
+        """How a judge may ask this model for probabilities, best first."""
         self.api = api_of(api)
         self.store = store
         self._tool_forms: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = None
@@ -169,6 +192,8 @@ class OpenAIModel:
         and raises :class:`ResponseFormatRejected`; any other retryable failure of that
         first try is retried by the SDK as usual, with one retry fewer.
         """
+        if request.decision is not None:
+            return await _decide(self.client, self.name, request)
         if self.api == "responses":
             return await self._send(self.responses_params(request), request, _create_response)
         return await self._send(self._chat_params(request), request, _create)
@@ -176,6 +201,8 @@ class OpenAIModel:
     def _chat_params(self, request: ModelRequest) -> dict[str, Any]:
         # In the order chat.completions.create() sends them: the same bytes on the wire.
         params: dict[str, Any] = {"model": self.name, "messages": request.messages}
+        if request.top_logprobs is not None:
+            params["logprobs"] = True
         if request.max_output_tokens is not None:
             params["max_completion_tokens"] = request.max_output_tokens
         if request.response_format is not None:
@@ -190,6 +217,8 @@ class OpenAIModel:
             params["tool_choice"] = "auto"
         if request.tools:
             params["tools"] = request.tools
+        if request.top_logprobs is not None:
+            params["top_logprobs"] = request.top_logprobs
         return params
 
     def responses_params(self, request: ModelRequest) -> dict[str, Any]:
@@ -387,6 +416,50 @@ def _to_turn(completion: Any, fallback_model: str) -> Turn:
         input_tokens=usage.prompt_tokens if usage else 0,
         output_tokens=usage.completion_tokens if usage else 0,
         model=completion.model or fallback_model,
+        logprobs=_logprobs(choice),
+    )
+
+
+def _logprobs(choice: Any) -> list[dict[str, float]] | None:
+    """Per output token, ``{alternative token: logprob}`` (the token itself included),
+    or ``None`` when the server sent none."""
+    content = getattr(getattr(choice, "logprobs", None), "content", None)
+    if not content:
+        return None
+    tokens = []
+    for item in content:
+        alternatives = {top.token: float(top.logprob) for top in item.top_logprobs or ()}
+        alternatives.setdefault(item.token, float(item.logprob))
+        tokens.append(alternatives)
+    return tokens
+
+
+async def _decide(client: openai.AsyncOpenAI, name: str, request: ModelRequest) -> Turn:
+    """One Decisions API call (``client.decisions.create``); a server without the route
+    raises :class:`DecisionsUnsupported`, other failures as every call does."""
+    body = request.decision or {}
+    try:
+        decided = await client.decisions.create(
+            model=name, input=body["input"], questions=body["questions"]
+        )
+    except openai.APIStatusError as e:
+        if e.status_code in (404, 405, 501):
+            raise DecisionsUnsupported(
+                f"the server has no Decisions API (HTTP {e.status_code} on /decisions)",
+                status_code=e.status_code,
+                body=e.response.text,
+            ) from e
+        raise _map_error(e, request) from e
+    except openai.OpenAIError as e:
+        raise _map_error(e, request) from e
+    except json.JSONDecodeError as e:
+        raise ModelAPIError(f"model API returned malformed JSON: {e}") from e
+    usage = decided.usage
+    return Turn(
+        decision=[answer.model_dump(mode="json") for answer in decided.answers],
+        input_tokens=usage.input_tokens if usage else 0,
+        output_tokens=usage.output_tokens if usage else 0,
+        model=decided.model or name,
     )
 
 

@@ -17,7 +17,9 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 __all__ = [
     "APIS",
+    "DECISION_BACKENDS",
     "STRUCTURED_MODES",
+    "DecisionBackend",
     "Message",
     "Model",
     "ModelRequest",
@@ -25,6 +27,7 @@ __all__ = [
     "ToolCall",
     "ToolResult",
     "Turn",
+    "decision_backends",
     "message_chars",
     "unique_call_ids",
 ]
@@ -47,6 +50,14 @@ STRUCTURED_MODES: tuple[StructuredMode, ...] = (
 
 APIS: tuple[str, ...] = ("chat", "responses")
 """The OpenAI APIs a model speaks: Chat Completions (the default) and Responses."""
+
+DecisionBackend = Literal["decisions", "logprobs", "structured"]
+"""How a judge (:mod:`loopwise.architectures.judge`) gets its probabilities from a model:
+the Decisions API, Chat Completions log-probabilities, or a structured answer whose
+confidence is unknown."""
+
+DECISION_BACKENDS: tuple[DecisionBackend, ...] = ("decisions", "logprobs", "structured")
+"""The decision backends, the ones that give probabilities first."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -89,6 +100,11 @@ class Turn:
     """Of ``output_tokens``, those the model spent reasoning."""
     cached_tokens: int = 0
     """Of ``input_tokens``, those the server read from its prompt cache."""
+    decision: list[dict[str, Any]] | None = None
+    """A Decisions API answer: its ``answers`` in question order, as the wire has them."""
+    logprobs: list[dict[str, float]] | None = None
+    """Per output token (in order), the log-probability of each top alternative, when
+    the request asked for them (``top_logprobs``) and the server sent them."""
 
     def to_message(self) -> Message:
         """This turn as the assistant message to append to a transcript."""
@@ -130,6 +146,8 @@ class Turn:
             **({"response_id": self.response_id} if self.response_id else {}),
             **({"reasoning_tokens": self.reasoning_tokens} if self.reasoning_tokens else {}),
             **({"cached_tokens": self.cached_tokens} if self.cached_tokens else {}),
+            **({"decision": self.decision} if self.decision is not None else {}),
+            **({"logprobs": self.logprobs} if self.logprobs is not None else {}),
         }
 
     @classmethod
@@ -147,6 +165,8 @@ class Turn:
             response_id=data.get("response_id"),
             reasoning_tokens=int(data.get("reasoning_tokens", 0)),
             cached_tokens=int(data.get("cached_tokens", 0)),
+            decision=data.get("decision"),
+            logprobs=data.get("logprobs"),
         )
 
 
@@ -207,6 +227,15 @@ class ModelRequest:
     """Sampling temperature; ``None`` leaves the server's default."""
     max_output_tokens: int | None = None
     """A cap on completion tokens for this call."""
+    top_logprobs: int | None = None
+    """Ask for the log-probabilities of this many alternatives per output token
+    (``logprobs``/``top_logprobs``); a judge reads them off its one-token answer."""
+    decision: dict[str, Any] | None = None
+    """A Decisions API request (``input`` and ``questions``, without ``model``): sent to
+    ``/decisions`` instead of Chat Completions; the answer is :attr:`Turn.decision`."""
+    labels: dict[str, str] | None = None
+    """For a log-probability question: answer token → the label it stands for. Not sent
+    (the prompt lists them); scripted models use it to answer with probabilities."""
     on_text: Callable[[str], None] | None = None
     """Stream the answer: called with each piece of its text as it arrives. Not sent; the
     turn is the same as without it, and a model that cannot stream ignores it."""
@@ -348,6 +377,18 @@ class _PromptSizes:
 
 
 _SIZES = _PromptSizes()
+
+
+def decision_backends(model: Any) -> tuple[DecisionBackend, ...]:
+    """The decision backends ``model`` offers, best first (its ``decision_backends``).
+
+    A model that does not say offers only ``structured``: an answer with no
+    probabilities, whose confidence a cascade treats as unknown — never as sure.
+    """
+    declared = getattr(model, "decision_backends", None)
+    if not declared:
+        return ("structured",)
+    return tuple(b for b in declared if b in DECISION_BACKENDS)
 
 
 @runtime_checkable

@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loopwise.errors import ModelAPIError
-from loopwise.models.port import ModelRequest, ToolCall, Turn
+from loopwise.models.decided import decision_turn, is_decision
+from loopwise.models.port import DecisionBackend, ModelRequest, ToolCall, Turn
 
 __all__ = [
     "Fault",
@@ -148,8 +149,12 @@ class ScriptedModel:
         *,
         name: str = "scripted",
         keep: int = 100,
+        decision_backends: tuple[DecisionBackend, ...] = ("decisions", "logprobs"),
     ) -> None:
         self.name = name
+        self.decision_backends = decision_backends
+        """How a judge asks it for probabilities: a script's dict answers either way
+        (:mod:`loopwise.models.decided`)."""
         self.calls = 0
         """Requests answered (or attempted) so far."""
         self.requests: deque[ModelRequest] = deque(maxlen=keep)
@@ -168,6 +173,8 @@ class ScriptedModel:
         entry = self.script_entry(request)
         if isinstance(entry, Fault):
             entry = await entry.in_process(request)
+        if is_decision(request):
+            entry = decision_turn(entry, request)
         turn = priced(as_turn(entry), request, self.name)
         if request.on_text is not None and turn.text:
             for piece in pieces(turn.text):
@@ -250,6 +257,8 @@ def as_turn(entry: ScriptEntry) -> Turn:
             response_id=entry.response_id,
             reasoning_tokens=entry.reasoning_tokens,
             cached_tokens=entry.cached_tokens,
+            decision=entry.decision,
+            logprobs=entry.logprobs,
         )
     return reply(entry)
 
@@ -275,7 +284,10 @@ def priced(turn: Turn, request: ModelRequest, name: str) -> Turn:
 
 
 def auto_respond(request: ModelRequest) -> Turn:
-    """The offline model's default answer: schema-valid JSON, or one plausible tool call."""
+    """The offline model's default answer: schema-valid JSON, or one plausible tool call
+    (a judge's question: every label equally likely)."""
+    if is_decision(request):
+        return decision_turn(None, request)
     schema = request.output_schema or schema_of(request)
     has_results = any(m.get("role") == "tool" for m in request.messages)
     forced = _forced_tool(request)

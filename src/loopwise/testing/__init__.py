@@ -5,7 +5,9 @@
   resumed run replays the same answers). With no script it is the offline
   ``--model scripted``: schema-valid JSON for structured calls, one plausible call of the
   first tool when tools are offered. A :class:`Fault` entry injects a failure.
-* :func:`reply`, :func:`call`, :func:`calls`, :func:`refuse` build turns tersely.
+* :func:`reply`, :func:`call`, :func:`calls`, :func:`refuse` build turns tersely;
+  :func:`logprob_turn` a judge's one-token answer with its log-probabilities (a script
+  may also answer a judge with a dict of probabilities, :mod:`loopwise.models.decided`).
 * :class:`ScriptedAgent` (in :mod:`loopwise.testing._scripted_agent`) is an offline model for
   an agent or a planner declared as a plan: call these tools in this order with these
   arguments, then answer. Its steps and answer read the transcript through
@@ -35,6 +37,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from loopwise.models.decided import logprob_turn
     from loopwise.models.scripted import (
         Fault,
         ScriptedModel,
@@ -68,6 +71,7 @@ _LAZY = {
     **dict.fromkeys(["Cassette", "CassetteMismatch"], "loopwise.testing._cassette"),
     "FakeChatServer": "loopwise.testing._fakeserver",
     "graduated_model": "loopwise.testing._graduated",
+    "logprob_turn": "loopwise.models.decided",
     "ScriptedAgent": "loopwise.testing._scripted_agent",
     **dict.fromkeys(["PROFILES", "Rejection", "ServerProfile"], "loopwise.testing._serverprofiles"),
 }
@@ -103,6 +107,7 @@ __all__ = [
     "calls",
     "example_from_schema",
     "graduated_model",
+    "logprob_turn",
     "refuse",
     "reply",
 ]

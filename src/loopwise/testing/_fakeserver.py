@@ -31,6 +31,7 @@ from types import TracebackType
 from typing import Any
 
 from loopwise.errors import ConfigError
+from loopwise.models.decided import decision_turn
 from loopwise.models.openai import OpenAIModel
 from loopwise.models.port import ModelRequest, Turn
 from loopwise.models.scripted import (
@@ -81,6 +82,8 @@ class FakeChatServer:
         hold_until: int = 0,
         reject: Collection[str] = (),
         profile: str | ServerProfile | None = None,
+        decisions: bool = True,
+        logprobs: bool = True,
     ) -> None:
         unknown = sorted(set(reject) - REJECTABLE)
         if unknown:
@@ -93,6 +96,10 @@ class FakeChatServer:
         self.scripted: ScriptedModel = ScriptedModel(script, name="")
         self.latency = latency
         self.hold_until = hold_until
+        self.decisions = decisions
+        """Whether it serves the Decisions API (``POST /v1/decisions``); else 404."""
+        self.logprobs = logprobs
+        """Whether a completion asked for ``logprobs`` carries the turn's."""
         self._gathered = asyncio.Event()
         self.requests: list[dict[str, Any]] = []
         """Every chat request body received, parsed, in arrival order."""
@@ -260,6 +267,8 @@ class FakeChatServer:
                 return await self.responses.answer(body, _Host(self), _http)
             finally:
                 self.in_flight -= 1
+        if method == b"POST" and path.rstrip(b"/").endswith(b"/decisions") and self.decisions:
+            return await self._decide(body)
         if method == b"GET" and path.rstrip(b"/").endswith(b"/models"):
             listing = {"object": "list", "data": [{"id": "fake-model", "object": "model"}]}
             return _http(200, json.dumps(listing).encode())
@@ -303,6 +312,8 @@ class FakeChatServer:
                 "total_tokens": turn.input_tokens + turn.output_tokens,
             },
         }
+        if payload.get("logprobs") and self.logprobs and turn.logprobs and not empty:
+            choice["logprobs"] = _logprobs_doc(turn.logprobs)
         if self.profile.arguments_as_object:
             doc = arguments_as_objects(doc)
         if payload.get("stream"):
@@ -310,6 +321,37 @@ class FakeChatServer:
                 doc, usage=bool((payload.get("stream_options") or {}).get("include_usage"))
             )
         return json.dumps(doc).encode()
+
+    async def _decide(self, body: bytes) -> bytes | None:
+        """``POST /v1/decisions``: the script's entry as a Decisions API answer."""
+        try:
+            payload = json.loads(body)
+        except ValueError:
+            return _error(400, "the request body is not JSON")
+        self.requests.append(payload)
+        request = _decision_request(payload)
+        try:
+            entry = self.scripted.script_entry(request)
+        except Exception as e:
+            self.errors.append(f"{type(e).__name__}: {e}")
+            return _error(500, f"FakeChatServer script failed: {type(e).__name__}: {e}")
+        if isinstance(entry, Fault):
+            if entry.status >= 400 or entry.disconnect or entry.crash or entry.body is not None:
+                return await self._fault(entry, request, payload)
+            entry = entry.answer
+        turn = priced(decision_turn(entry, request), request, "")
+        doc = {
+            "answers": turn.decision or [],
+            "model": turn.model or str(payload.get("model", "fake-model")),
+            "usage": {
+                "input_tokens": turn.input_tokens,
+                "input_tokens_details": {"cache_write_tokens": 0, "cached_tokens": 0},
+                "output_tokens": turn.output_tokens,
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": turn.input_tokens + turn.output_tokens,
+            },
+        }
+        return _http(200, json.dumps(doc).encode())
 
     async def _fault(
         self, fault: Fault, request: ModelRequest, payload: dict[str, Any]
@@ -408,6 +450,33 @@ def _to_request(payload: dict[str, Any]) -> ModelRequest:
     # The schema the scripted model would take from the same response_format.
     request.output_schema = schema_of(request)
     return request
+
+
+def _decision_request(payload: dict[str, Any]) -> ModelRequest:
+    """A Decisions API body as the :class:`ModelRequest` a script sees (its ``input``
+    messages as the transcript, the body itself as ``decision``)."""
+    given = payload.get("input")
+    if isinstance(given, str):
+        messages: list[dict[str, Any]] = [{"role": "user", "content": given}]
+    else:
+        messages = [
+            {**m, "role": "system" if m.get("role") == "developer" else m.get("role")}
+            for m in given or []
+            if isinstance(m, dict)
+        ]
+    body = {"input": given, "questions": payload.get("questions") or []}
+    return ModelRequest(messages=messages, decision=body)
+
+
+def _logprobs_doc(tokens: list[dict[str, float]]) -> dict[str, Any]:
+    """A turn's per-token alternatives as Chat Completions' ``choice.logprobs``."""
+    content = []
+    for alternatives in tokens:
+        ranked = sorted(alternatives.items(), key=lambda kv: -kv[1])
+        top = [{"token": t, "logprob": lp, "bytes": None} for t, lp in ranked]
+        first = top[0] if top else {"token": "", "logprob": 0.0, "bytes": None}
+        content.append({**first, "top_logprobs": top})
+    return {"content": content, "refusal": None}
 
 
 def _parse_head(head: bytes) -> tuple[bytes, bytes, dict[bytes, bytes]]:

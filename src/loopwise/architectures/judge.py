@@ -1,0 +1,524 @@
+"""The judge: a step that answers typed questions with calibrated probabilities.
+
+A :class:`Judge` asks the run's model one or more *closed* questions about its input and
+returns a :class:`Ruling`: the typed answer, the probability of every label of every
+question, and a confidence. Declare it from
+
+* a ``Literal`` (or ``Enum``, or a list) of labels — a **choice**;
+* ``bool`` — a **predicate** (is it true?);
+* ``range(lo, hi + 1)`` — a **score** (ordered levels);
+* a pydantic model whose fields are each one of those (an ``int`` field with ``ge`` and
+  ``le`` is a score) — several questions answered together, each with its own question
+  text (``questions={"field": "..."}``, else the field's description).
+
+It is a step like a structured call: each model call goes through ``ctx.call_model``,
+so it is budgeted, journaled and replayed on resume (the probabilities are part of the
+journaled turn). How the probabilities are got is the model's (``decision_backends``,
+tried in order; a ``Judge(backends=...)`` overrides):
+
+``decisions``
+    the Decisions API (``/v1/decisions``), all questions in one call; a server without
+    it (404) steps down to the next backend, remembered per endpoint;
+``logprobs``
+    Chat Completions, one call per question, the answer restricted to one token per
+    label (``A``, ``B``... or the digits of a score) and the probabilities read from
+    ``top_logprobs`` and renormalised over the allowed tokens; a server that sends none
+    raises :class:`~loopwise.errors.ProbabilitiesMissing`, never a guess;
+``structured``
+    a structured-output call with no probabilities: ``confidence`` is ``None``
+    (unknown), which a cascade treats as unsure.
+
+``confidence`` is the probability that the whole answer is right: the chosen label's
+probability, multiplied over the questions (taken as independent). A refusal ends the
+run ``refused``. Declaration mistakes raise :class:`~loopwise.errors.JudgeError`.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+import string
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar, get_args, get_origin
+
+import annotated_types
+import pydantic
+
+from loopwise.architectures.structured import Structured
+from loopwise.architectures.wiring import strip_type
+from loopwise.core.events import Status, jsonable
+from loopwise.core.result import Halt
+from loopwise.core.shape import Kind, Shape
+from loopwise.core.step import Context
+from loopwise.errors import DecisionsUnsupported, JudgeError, ProbabilitiesMissing
+from loopwise.models.port import (
+    DECISION_BACKENDS,
+    DecisionBackend,
+    Message,
+    ModelRequest,
+    Turn,
+    decision_backends,
+)
+
+__all__ = ["Judge", "Question", "Ruling"]
+
+A = TypeVar("A")
+
+QuestionKind = Literal["choice", "predicate", "score"]
+
+_MAX_LABELS = 26
+"""A log-probability question answers with one letter per label."""
+
+
+class Ruling(pydantic.BaseModel, Generic[A]):
+    """A judge's answer with its probabilities (see :class:`Judge`)."""
+
+    answer: A
+    """The typed answer: a label, or the judge's pydantic model of labels."""
+    probabilities: dict[str, dict[str, float]]
+    """Question → label (as text) → probability; empty for a question whose backend
+    gave none (``structured``)."""
+    confidence: float | None
+    """The probability that the whole answer is right; ``None`` when unknown."""
+    backend: str
+    """The backend that answered (``decisions``, ``logprobs``, ``structured``), or
+    ``person`` when a person picked the answer."""
+    input: Any = None
+    """What was judged (JSON), for a step that takes over when the judge is unsure."""
+
+    def sure(self, threshold: float, *, unknown: bool = False) -> bool:
+        """Whether the answer is sure at ``threshold``: its confidence is above it (an
+        unknown confidence counts as ``unknown``, unsure unless told otherwise)."""
+        if self.confidence is None:
+            return unknown
+        return self.confidence > threshold
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Question:
+    """One closed question a judge asks."""
+
+    name: str
+    """The field it answers (the judge's name for a one-question judge)."""
+    kind: QuestionKind
+    """``choice``, ``predicate`` or ``score``."""
+    labels: tuple[Any, ...]
+    """The allowed answers, typed, in order (a score's lowest first)."""
+    text: str
+    """The question as the model reads it."""
+
+    @property
+    def texts(self) -> tuple[str, ...]:
+        """The labels as text (what probabilities are keyed by)."""
+        return tuple(label_text(label) for label in self.labels)
+
+    def tokens(self) -> dict[str, str]:
+        """Answer token → label text, for a log-probability question."""
+        texts = self.texts
+        if self.kind == "score" and all(len(t) == 1 and t.isdigit() for t in texts):
+            return {t: t for t in texts}
+        return dict(zip(string.ascii_uppercase, texts, strict=False))
+
+    def wire(self) -> dict[str, Any]:
+        """The question as the Decisions API takes it."""
+        if self.kind == "predicate":
+            return {"type": "predicate", "name": self.name, "instructions": self.text}
+        if self.kind == "choice":
+            return {
+                "type": "choice",
+                "name": self.name,
+                "instructions": self.text,
+                "choices": [{"value": t} for t in self.texts],
+            }
+        return {
+            "type": "score",
+            "name": self.name,
+            "instructions": self.text,
+            "levels": [{"label": t} for t in self.texts],
+        }
+
+
+def label_text(label: Any) -> str:
+    """A label as text: an enum by its value, a bool as ``true``/``false``."""
+    if isinstance(label, enum.Enum):
+        label = label.value
+    if isinstance(label, bool):
+        return "true" if label else "false"
+    return str(label)
+
+
+class Judge(Generic[A]):
+    """A step that answers closed questions with probabilities; see the module docstring.
+
+    ``answer`` is a ``Literal``/``Enum``/list of labels, ``bool``, a ``range`` or a
+    pydantic model of such fields; ``question`` is the question of a one-question judge,
+    ``questions`` per field of a model (default: the field's description);
+    ``instructions`` are the system message. Raises :class:`~loopwise.errors.JudgeError`
+    for no labels, one label, duplicate labels (as text), an unsupported field type or
+    an unknown backend.
+    """
+
+    needs_model = True
+    """The CLI must give this step a model."""
+
+    def __init__(
+        self,
+        name: str,
+        answer: Any,
+        *,
+        question: str = "",
+        questions: Mapping[str, str] | None = None,
+        instructions: str = "",
+        prompt: Callable[[Any], str] | None = None,
+        backends: Sequence[DecisionBackend] | None = None,
+    ) -> None:
+        self.name = name
+        self.instructions = instructions
+        self.prompt = prompt
+        self.description = instructions or question
+        self.backends = _checked_backends(name, backends)
+        self.model_type: type[pydantic.BaseModel] | None = _model_of(answer)
+        self.questions = _questions(name, answer, self.model_type, question, questions or {})
+        self.answer_type: Any = list_literal(answer)
+        self.input_type: Any = Any
+        self._ruling: Any = Ruling[self.answer_type]  # type: ignore[name-defined]
+        self.output_type: Any = self._ruling
+        self._structured = Structured(
+            name, output=self._answer_model(), instructions=self._structured_instructions()
+        )
+        self._chosen: dict[tuple[str, str], DecisionBackend] = {}
+
+    def __repr__(self) -> str:
+        return f"<Judge {self.name}: {', '.join(q.name for q in self.questions)}>"
+
+    def describe(self) -> Shape:
+        """One model call (or one per question): no tools, no loop."""
+        return Shape(kind=Kind.STRUCTURED, name=self.name)
+
+    def labels(self) -> dict[str, tuple[str, ...]]:
+        """Question → its labels as text."""
+        return {q.name: q.texts for q in self.questions}
+
+    async def run(self, input: Any, ctx: Context) -> Ruling[A]:
+        """Ask, and return the :class:`Ruling`; see the module docstring for how it fails."""
+        text = self.render(input)
+        key = _endpoint(ctx.model)
+        offered = self.backends or decision_backends(ctx.model)
+        start = offered.index(self._chosen[key]) if self._chosen.get(key) in offered else 0
+        for backend in offered[start:]:
+            try:
+                probabilities = await self._ask(backend, text, ctx)
+            except DecisionsUnsupported:
+                continue
+            self._chosen[key] = backend
+            return self.ruling(probabilities, backend, input)
+        raise JudgeError(
+            f"judge {self.name!r}: model {getattr(ctx.model, 'name', '?')!r} offers no "
+            f"decision backend that works (tried {', '.join(offered[start:])}); give the "
+            "model or the judge backends=('logprobs',) for a server that returns "
+            "log-probabilities, or ('structured',) to accept answers of unknown confidence",
+            name=self.name,
+            code="no-backend",
+        )
+
+    def render(self, input: Any) -> str:
+        """The user message for ``input``: ``prompt(input)``, a string as is, else JSON."""
+        if self.prompt is not None:
+            return self.prompt(input)
+        if isinstance(input, str):
+            return input
+        if isinstance(input, pydantic.BaseModel):
+            return input.model_dump_json()
+        return json.dumps(jsonable(input))
+
+    def ruling(
+        self, probabilities: Mapping[str, Mapping[str, float] | str], backend: str, input: Any
+    ) -> Ruling[A]:
+        """The ruling for per-question ``probabilities`` (a label text instead of a
+        mapping: that label, with no probability known)."""
+        chosen: dict[str, Any] = {}
+        probs: dict[str, dict[str, float]] = {}
+        confidence: float | None = 1.0
+        for q in self.questions:
+            given = probabilities[q.name]
+            if isinstance(given, str):
+                chosen[q.name] = q.labels[q.texts.index(given)]
+                probs[q.name] = {}
+                confidence = None
+                continue
+            spread = _normalised(q, given)
+            best = max(q.texts, key=lambda t: spread[t])  # ties: the first declared
+            chosen[q.name] = q.labels[q.texts.index(best)]
+            probs[q.name] = spread
+            confidence = None if confidence is None else confidence * spread[best]
+        answer = self._typed(chosen)
+        return self._ruling(  # type: ignore[no-any-return]
+            answer=answer,
+            probabilities=probs,
+            confidence=None if confidence is None else round(confidence, 6),
+            backend=backend,
+            input=jsonable(input),
+        )
+
+    def _typed(self, chosen: dict[str, Any]) -> Any:
+        if self.model_type is None:
+            return chosen[self.questions[0].name]
+        return self.model_type.model_validate(chosen)
+
+    async def _ask(
+        self, backend: DecisionBackend, text: str, ctx: Context
+    ) -> dict[str, Mapping[str, float] | str]:
+        if backend == "decisions":
+            return await self._by_decisions(text, ctx)
+        if backend == "logprobs":
+            return {q.name: await self._by_logprobs(q, text, ctx) for q in self.questions}
+        answer = (await self._structured.run(text, ctx)).model_dump()
+        if self.model_type is None:
+            return {self.questions[0].name: label_text(answer["answer"])}
+        return {q.name: label_text(answer[q.name]) for q in self.questions}
+
+    async def _by_decisions(self, text: str, ctx: Context) -> dict[str, Mapping[str, float] | str]:
+        messages = self._messages(self.instructions, text)
+        wire_input: list[Message] = [
+            {"role": "developer" if m["role"] == "system" else m["role"], "content": m["content"]}
+            for m in messages
+        ]
+        body = {"input": wire_input, "questions": [q.wire() for q in self.questions]}
+        turn = await ctx.call_model(ModelRequest(messages=messages, decision=body))
+        answers = turn.decision
+        if not answers or len(answers) != len(self.questions):
+            raise ProbabilitiesMissing(
+                f"judge {self.name!r}: the Decisions API answered {len(answers or [])} of "
+                f"{len(self.questions)} question(s)"
+            )
+        return {
+            q.name: self._from_answer(q, a) for q, a in zip(self.questions, answers, strict=True)
+        }
+
+    def _from_answer(self, q: Question, answer: Mapping[str, Any]) -> dict[str, float]:
+        kind = answer.get("type")
+        if kind == "refusal":
+            raise Halt(Status.REFUSED, f"{self.name}: the model declined to answer {q.name!r}")
+        if kind == "predicate" and q.kind == "predicate":
+            p = float(answer.get("probability", math.nan))
+            return {"true": p, "false": 1.0 - p}
+        key = "value" if kind == "choice" else "label"
+        found = {
+            label_text(p.get(key)): float(p["probability"])
+            for p in answer.get("probabilities") or ()
+        }
+        if kind != q.kind or not found:
+            raise ProbabilitiesMissing(
+                f"judge {self.name!r}: the Decisions API gave no probabilities for {q.name!r} "
+                f"(answer type {kind!r}, asked {q.kind!r})"
+            )
+        return found
+
+    async def _by_logprobs(self, q: Question, text: str, ctx: Context) -> dict[str, float]:
+        tokens = q.tokens()
+        if len(tokens) < len(q.labels):
+            raise JudgeError(
+                f"judge {self.name!r}: {q.name!r} has {len(q.labels)} labels; a "
+                f"log-probability question takes at most {_MAX_LABELS}",
+                name=q.name,
+                code="no-backend",
+            )
+        listed = "\n".join(f"{token}: {label}" for token, label in tokens.items())
+        system = (
+            f"{self.instructions}\n\n{q.text}\nAnswer with exactly one of these "
+            f"{'digits' if q.kind == 'score' and next(iter(tokens)).isdigit() else 'letters'}"
+            f" and nothing else:\n{listed}"
+        ).strip()
+        request = ModelRequest(
+            messages=self._messages(system, text),
+            max_output_tokens=1,
+            temperature=0.0,
+            top_logprobs=min(20, len(tokens)),
+            labels=tokens,
+        )
+        turn = await ctx.call_model(request)
+        if turn.refusal:
+            raise Halt(Status.REFUSED, f"{self.name}: the model refused: {turn.refusal[:200]}")
+        return self._read_logprobs(q, tokens, turn, ctx)
+
+    def _read_logprobs(
+        self, q: Question, tokens: dict[str, str], turn: Turn, ctx: Context
+    ) -> dict[str, float]:
+        model = getattr(ctx.model, "name", "?")
+        if not turn.logprobs:
+            raise ProbabilitiesMissing(
+                f"judge {self.name!r}: model {model!r} sent no log-probabilities for "
+                f"{q.name!r}; use a server that returns logprobs, or backends=('structured',) "
+                "to accept answers of unknown confidence"
+            )
+        mass: dict[str, float] = {}
+        for token, logprob in turn.logprobs[0].items():
+            label = tokens.get(token.strip().upper()) or tokens.get(token.strip())
+            if label is not None:
+                mass[label] = mass.get(label, 0.0) + math.exp(logprob)
+        if not mass:
+            raise ProbabilitiesMissing(
+                f"judge {self.name!r}: none of {q.name!r}'s answer tokens "
+                f"({', '.join(tokens)}) is among model {model!r}'s top log-probabilities "
+                f"(it answered {(turn.text or '')[:40]!r})"
+            )
+        return mass
+
+    def _messages(self, system: str, text: str) -> list[Message]:
+        if not system:
+            return [{"role": "user", "content": text}]
+        return [{"role": "system", "content": system}, {"role": "user", "content": text}]
+
+    def _answer_model(self) -> type[pydantic.BaseModel]:
+        if self.model_type is not None:
+            return self.model_type
+        return pydantic.create_model(f"{_ident(self.name)}_answer", answer=(self.answer_type, ...))
+
+    def _structured_instructions(self) -> str:
+        asked = "\n".join(f"- {q.name}: {q.text}" for q in self.questions)
+        return f"{self.instructions}\n\nAnswer these questions:\n{asked}".strip()
+
+
+def _normalised(q: Question, given: Mapping[str, float]) -> dict[str, float]:
+    """``given`` over ``q``'s labels, summing to 1 (labels it lacks: 0)."""
+    by_text = {str(k).lower(): float(v) for k, v in given.items()}
+    raw = {t: max(0.0, by_text.get(t.lower(), 0.0)) for t in q.texts}
+    if any(math.isnan(v) for v in raw.values()) or sum(raw.values()) <= 0:
+        raise ProbabilitiesMissing(f"the probabilities of {q.name!r} are missing or not numbers")
+    total = sum(raw.values())
+    return {t: round(v / total, 6) for t, v in raw.items()}
+
+
+def _checked_backends(
+    name: str, backends: Sequence[DecisionBackend] | None
+) -> tuple[DecisionBackend, ...] | None:
+    if backends is None:
+        return None
+    unknown = [b for b in backends if b not in DECISION_BACKENDS]
+    if unknown or not backends:
+        raise JudgeError(
+            f"judge {name!r}: backend {unknown[0] if unknown else 'none'!r} is not one of "
+            f"{', '.join(DECISION_BACKENDS)}",
+            name=name,
+            code="no-backend",
+        )
+    return tuple(backends)
+
+
+def _model_of(answer: Any) -> type[pydantic.BaseModel] | None:
+    if isinstance(answer, type) and issubclass(answer, pydantic.BaseModel):
+        return answer
+    return None
+
+
+def list_literal(answer: Any) -> Any:
+    """The answer's type: a list or range of labels as the ``Literal`` of them."""
+    if isinstance(answer, range | list | tuple):
+        return Literal[tuple(answer)] if answer else Any
+    return answer
+
+
+def _questions(
+    name: str,
+    answer: Any,
+    model: type[pydantic.BaseModel] | None,
+    question: str,
+    texts: Mapping[str, str],
+) -> tuple[Question, ...]:
+    if model is None:
+        kind, labels = _kind_of(name, answer)
+        return (_question(name, name, kind, labels, question or f"Which {name}?"),)
+    if not model.model_fields:
+        raise JudgeError(
+            f"judge {name!r}: {model.__name__} has no fields", name=name, code="no-labels"
+        )
+    unknown = sorted(set(texts) - set(model.model_fields))
+    if unknown:
+        raise JudgeError(
+            f"judge {name!r}: questions name {unknown[0]!r}, which is not a field of "
+            f"{model.__name__}",
+            name=unknown[0],
+            code="unsupported-type",
+        )
+    found = []
+    for field, info in model.model_fields.items():
+        kind, labels = _kind_of(f"{name}.{field}", info.annotation, info.metadata)
+        default = f"Is it {field}?" if kind == "predicate" else f"Which {field}?"
+        text = texts.get(field) or info.description or question or default
+        found.append(_question(name, field, kind, labels, text))
+    return tuple(found)
+
+
+def _question(
+    judge: str, field: str, kind: QuestionKind, labels: tuple[Any, ...], text: str
+) -> Question:
+    where = judge if field == judge else f"{judge}.{field}"
+    if len(labels) < 2:
+        raise JudgeError(
+            f"judge {where!r}: a {kind} needs two or more labels, not {len(labels)}",
+            name=where,
+            code="no-labels",
+        )
+    texts = [label_text(label) for label in labels]
+    dupes = sorted({t for t in texts if texts.count(t) > 1})
+    if dupes:
+        raise JudgeError(
+            f"judge {where!r}: label {dupes[0]!r} is given twice (labels are compared as text)",
+            name=dupes[0],
+            code="duplicate-labels",
+        )
+    return Question(name=field, kind=kind, labels=labels, text=text)
+
+
+def _kind_of(
+    where: str, tp: Any, metadata: Sequence[Any] = ()
+) -> tuple[QuestionKind, tuple[Any, ...]]:
+    """A field type as a question: its kind and its labels."""
+    if isinstance(tp, range):
+        return "score", tuple(tp)
+    if isinstance(tp, list | tuple):
+        return "choice", tuple(tp)
+    tp = strip_type(tp)
+    if tp is bool:
+        return "predicate", (True, False)
+    if get_origin(tp) is Literal:
+        return "choice", get_args(tp)
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return "choice", tuple(tp)
+    if tp is int:
+        bounds = _bounds(metadata)
+        if bounds is not None and 2 <= bounds[1] - bounds[0] + 1 <= _MAX_LABELS:
+            return "score", tuple(range(bounds[0], bounds[1] + 1))
+    raise JudgeError(
+        f"judge {where!r}: {tp!r} is not a question; use a Literal of labels (a choice), "
+        f"bool (a predicate) or an int with ge= and le= at most {_MAX_LABELS} apart (a score)",
+        name=where,
+        code="unsupported-type",
+    )
+
+
+def _bounds(metadata: Sequence[Any]) -> tuple[int, int] | None:
+    lo = hi = None
+    for item in metadata:
+        if isinstance(item, annotated_types.Ge):
+            lo = int(item.ge)  # type: ignore[call-overload]
+        elif isinstance(item, annotated_types.Gt):
+            lo = int(item.gt) + 1  # type: ignore[call-overload]
+        elif isinstance(item, annotated_types.Le):
+            hi = int(item.le)  # type: ignore[call-overload]
+        elif isinstance(item, annotated_types.Lt):
+            hi = int(item.lt) - 1  # type: ignore[call-overload]
+    return None if lo is None or hi is None else (lo, hi)
+
+
+def _ident(name: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in name) or "judge"
+
+
+def _endpoint(model: Any) -> tuple[str, str]:
+    endpoint = getattr(model, "endpoint", None)
+    if isinstance(endpoint, tuple) and len(endpoint) == 2:
+        return (str(endpoint[0]), str(endpoint[1]))
+    return ("", str(getattr(model, "name", "")))
