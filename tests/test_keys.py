@@ -7,10 +7,14 @@ same key if the parts were joined as text, on SQLite and PostgreSQL.
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+import pytest
 
 import loopwise
 from loopwise import Status, gates, open_store
+from loopwise.cli.main import main
 from loopwise.testing import ScriptedModel, call, calls, reply
 
 
@@ -97,3 +101,107 @@ def test_an_outer_call_named_like_a_nested_bound_id_is_its_own_call(store_at: st
     assert result.status == Status.COMPLETED
     assert [order for _, order in done] == ["N", "O"]
     assert len({key for key, _ in done}) == 2
+
+
+def test_runs_and_calls_that_would_join_alike_keep_their_own_keys(store_at: str) -> None:
+    done: list[tuple[str | None, str]] = []
+
+    def one_refund(order: str, call_id: str) -> ScriptedModel:
+        def respond(request: loopwise.ModelRequest) -> Any:
+            if _tool_results(request):
+                return reply("ok")
+            return call("refund", {"order": order}, id=call_id)
+
+        return ScriptedModel(respond)
+
+    agent = loopwise.Agent(name="desk", tools=[_ledger_tool(done)])
+    first = loopwise.run(agent, "go", model=one_refund("1", "x:y"), run_id="R", store=store_at)
+    assert first.status == Status.COMPLETED
+    # Run "R:x" with call "y" would join to the same "R:x:y": a run id has no ":".
+    with pytest.raises(loopwise.ConfigError, match="run id"):
+        loopwise.run(agent, "go", model=one_refund("2", "y"), run_id="R:x", store=store_at)
+    other = loopwise.run(agent, "go", model=one_refund("2", "y"), run_id="R.x", store=store_at)
+    assert other.status == Status.COMPLETED
+    assert [order for _, order in done] == ["1", "2"]
+    assert len({key for key, _ in done}) == 2
+
+
+_BAD_RUN_IDS = {
+    "colon": "R:x",
+    "slash": "R/x",
+    "nul": "a\x00b",
+    "surrogate": "a\ud800b",
+    "crlf": "a\r\nb",
+    "long": "x" * 10_000,
+    "empty": "",
+    "space": " R",
+}
+
+
+@pytest.mark.parametrize("bad", list(_BAD_RUN_IDS.values()), ids=list(_BAD_RUN_IDS))
+def test_a_run_id_that_cannot_key_a_run_is_refused_before_it_starts(
+    store_at: str, bad: str
+) -> None:
+    agent = loopwise.Agent(name="desk")
+    model = ScriptedModel(lambda request: reply("ok"))
+    with pytest.raises(loopwise.ConfigError) as raised:
+        loopwise.run(agent, "go", model=model, run_id=bad, store=store_at)
+    assert raised.value.name == "run_id"
+    with pytest.raises(loopwise.ConfigError):
+        loopwise.enqueue("desk_target.py:desk", "go", run_id=bad, store=store_at)
+    with open_store(store_at) as st:
+        assert st.list_runs() == []
+
+
+_HOSTILE_CALL_IDS = {
+    "nul": "c\x001",
+    "surrogate": "c\udc801",
+    "slash": "../c1",
+    "colon": "c:1",
+    "crlf": "c\r\nSet-Cookie: x=1",
+    "escape": "c\x1b[2J\x07",
+    "long": "c" * 10_000,
+    "empty": "",
+}
+
+
+@pytest.mark.parametrize("hostile", list(_HOSTILE_CALL_IDS.values()), ids=list(_HOSTILE_CALL_IDS))
+def test_a_hostile_call_id_is_renamed_and_the_run_resumes(
+    store_at: str, hostile: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    done: list[tuple[str | None, str]] = []
+    refund = _ledger_tool(done, gate=gates.human())
+
+    def respond(request: loopwise.ModelRequest) -> Any:
+        results = _tool_results(request)
+        return reply(results[-1]) if results else call("refund", {"order": "A"}, id=hostile)
+
+    agent = loopwise.Agent(name="desk", tools=[refund])
+    model = ScriptedModel(respond)
+    paused = loopwise.run(agent, "go", model=model, store=store_at)
+    assert paused.status == Status.AWAITING_APPROVAL
+    (approval,) = _approve_all(paused.run_id, store_at)
+    assert approval.isascii() and approval.isprintable() and ":" not in approval
+    assert "/" not in approval and len(approval) <= 64
+    result = loopwise.resume(paused.run_id, step=agent, model=model, store=store_at)
+    assert result.status == Status.COMPLETED
+    assert result.output == "refunded A" and [order for _, order in done] == ["A"]
+    again = loopwise.resume(paused.run_id, step=agent, model=model, store=store_at)
+    assert again.status == Status.COMPLETED and len(done) == 1
+
+
+def test_pending_never_prints_control_characters(capsys: pytest.CaptureFixture[str]) -> None:
+    @loopwise.tool(effect="write", gate=gates.human())
+    def send(to: str) -> str:
+        """Send."""
+        return "sent"
+
+    hostile = "\x1b]0;pwned\x07\r\x1b[2K\x00\u202e"
+    plan = {"steps": [{"id": "s1", "action": "send", "args": {"to": hostile}, "reason": hostile}]}
+    desk = loopwise.Hybrid("desk", actions=[send])
+    paused = loopwise.run(desk, "go", model=ScriptedModel(lambda r: reply(json.dumps(plan))))
+    assert paused.status == Status.AWAITING_APPROVAL
+    assert main(["pending"]) == 0
+    out = capsys.readouterr().out
+    assert paused.run_id in out and "\\x1b" in out
+    assert not any(ch in out for ch in "\x1b\x07\r\x00\u202e"), out

@@ -51,6 +51,8 @@ SUMMARY_STEP = "summary"
 """The name of the step a :class:`SummarizingPolicy` writes its summary in."""
 
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
+_CALL_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""A call id a server chose that is used as it is (OpenAI's ``call_...`` and most others)."""
 
 
 def check_conversation_id(conversation: object) -> str:
@@ -327,18 +329,22 @@ def own_ids(turn: Turn, seen: set[str], turns: int, invocation: int) -> Turn:
     earlier one's approval or recorded result. Renaming is a function of the transcript
     (the turn's number, ``turns``, and which run of the agent at this path it is,
     ``invocation``), so a resumed run — and a conversation rebuilding the run from its
-    log — renames alike.
+    log — renames alike. An id that is not 1-64 letters, digits, ``_`` or ``-`` (a NUL,
+    a lone surrogate, ``/``, ``:``, CR/LF, 10,000 characters: anything a server sent) is
+    replaced before it keys anything, by ``call_T_I`` (the turn's number, the call's place
+    in it), so no id a server chose can break a store, a terminal or a header.
     """
     if not turn.tool_calls:
         return turn
     renamed = False
     suffix = "" if invocation == 1 else f"@{invocation}"
     calls = []
-    for c in turn.tool_calls:
-        chosen, n = f"{c.id}{suffix}", 1
+    for i, c in enumerate(turn.tool_calls, 1):
+        own = c.id if _CALL_ID.fullmatch(c.id) else f"call_{turns}_{i}"
+        chosen, n = f"{own}{suffix}", 1
         while chosen in seen:
             n += 1
-            chosen = f"{c.id}{suffix}~{turns}" + ("" if n == 2 else f".{n}")
+            chosen = f"{own}{suffix}~{turns}" + ("" if n == 2 else f".{n}")
         seen.add(chosen)
         renamed = renamed or chosen != c.id
         calls.append(c if chosen == c.id else dataclasses.replace(c, id=chosen))

@@ -155,8 +155,24 @@ def _cmd_pending(args: argparse.Namespace) -> int:
     if not waiting:
         print("no pending approvals")
     for v in waiting:
-        print("\n".join(_pending_lines(v)))
+        print("\n".join(_printable(line) for line in _pending_lines(v)))
     return 0
+
+
+_UNPRINTABLE = {
+    code: f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    for code in (
+        *range(0x20), *range(0x7F, 0xA0), 0x200E, 0x200F, *range(0x202A, 0x202F),
+        *range(0x2066, 0x206A), *range(0xD800, 0xE000),
+    )
+}  # fmt: skip
+"""Control characters, bidirectional overrides and lone surrogates, as escapes."""
+
+
+def _printable(line: str) -> str:
+    """``line`` with what a terminal would obey (ESC, CR, BEL...) or cannot encode shown as
+    ``\\xNN``/``\\uNNNN``: a listing's text comes from models, planners and old stores."""
+    return line.translate(_UNPRINTABLE)
 
 
 def _pending_lines(v: Any) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
@@ -11,7 +12,9 @@ from loopwise.core.events import EventSink
 from loopwise.core.usage import Budget, Pricing
 from loopwise.errors import ConfigError
 
-__all__ = ["RunOptions", "check_options", "merge_options"]
+__all__ = ["RunOptions", "check_options", "check_run_id", "merge_options"]
+
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 @dataclass(kw_only=True)
@@ -71,6 +74,22 @@ def merge_options(
     if options is None:
         return RunOptions(**overrides)
     return replace(options, **overrides) if overrides else options
+
+
+def check_run_id(run_id: object) -> str:
+    """``run_id`` when a user may choose it: 1-128 letters, digits, ``.``, ``_`` or ``-``,
+    starting with a letter or digit. Else :class:`ConfigError` (``name="run_id"``): a run
+    id keys the run's events, approvals and idempotency keys, and is typed on command
+    lines and put in URLs, so no ``:``, ``/``, control character or lone surrogate."""
+    if isinstance(run_id, str) and _RUN_ID.fullmatch(run_id):
+        return run_id
+    shown = ascii(run_id)
+    shown = shown if len(shown) <= 60 else f"{shown[:57]}..."
+    raise ConfigError(
+        f"run id {shown} is malformed: use 1-128 letters, digits, '.', '_' or '-', "
+        "starting with a letter or digit",
+        name="run_id",
+    )
 
 
 def check_options(opts: RunOptions) -> None:

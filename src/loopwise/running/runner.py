@@ -43,7 +43,7 @@ from pydantic import BaseModel
 from loopwise.architectures.history import History, PriorRun, check_conversation_id
 from loopwise.core.events import Event, EventType, Status, jsonable
 from loopwise.core.loops import blocking, closing_model
-from loopwise.core.options import RunOptions, merge_options
+from loopwise.core.options import RunOptions, check_run_id, merge_options
 from loopwise.core.result import RunResult
 from loopwise.core.shape import Kind, kind_of
 from loopwise.core.step import Context, Step, check_step, execute, new_context, new_run_id
@@ -115,6 +115,8 @@ async def arun(
     task group) records the run ``cancelled``, then raises ``CancelledError`` as usual.
     """
     opts = merge_options(options, overrides, also=_OWN_KEYWORDS)
+    if opts.run_id is not None:
+        check_run_id(opts.run_id)
     step = check_step(target)
     st = _store_of(store)
     conversation = _conversation(opts.conversation, step, st)
@@ -228,6 +230,8 @@ def enqueue(
     :class:`~loopwise.errors.TargetError` when ``spec`` cannot be loaded here, and
     :class:`~loopwise.errors.ConversationError` when the conversation cannot take it.
     """
+    if run_id is not None:
+        check_run_id(run_id)
     st = _store_of(store)
     if st is None:
         raise ConfigError("enqueue needs a run store (store=None records nothing)")
