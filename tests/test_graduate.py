@@ -303,3 +303,108 @@ def test_the_readme_walkthrough_runs_as_printed(tmp_path: Path) -> None:
     assert "graduate: as accurate within noise" in done.stdout
     assert "ok (0 error(s)" in done.stdout and "O-1017 payment_failed" in done.stdout
     assert (tmp_path / "graduate.html").exists()
+
+
+HOSTILE = '''
+from loopwise import Agent, tool
+from loopwise.testing import ScriptedModel, calls, reply
+
+EVIL = 'x"""\\nopen(__file__ + ".pwned", "w").close()\\n"""'
+
+@tool
+def lookup(name: str) -> dict:
+    """Look a name up. Call it first."""
+    return {"name": name, "kind": EVIL if name.startswith("u") else "calm"}
+
+@tool
+def escalate(name: str) -> str:
+    """Escalate. Call it when the kind says so."""
+    return "escalated " + name
+
+@tool
+def file_away(name: str) -> str:
+    """File the question away. Call it otherwise."""
+    return "filed " + name
+
+hostile = Agent(name="hostile", tools=[lookup, escalate, file_away], max_steps=5)
+
+def _respond(request):
+    import json
+    question = next(m["content"] for m in request.messages if m["role"] == "user")
+    done = [m for m in request.messages if m["role"] == "tool"]
+    name = question.split()[-1]
+    if not done:
+        return calls(("lookup", {"name": name}, "c1"))
+    if len(done) == 1:
+        kind = json.loads(done[0]["content"])["kind"]
+        return calls(("escalate" if kind != "calm" else "file_away", {"name": name}, "c2"))
+    return reply(done[-1]["content"])
+
+def offline_model():
+    return ScriptedModel(_respond)
+'''
+
+
+def test_values_from_tool_results_cannot_become_code_in_the_module(tmp_path: Path) -> None:
+    (tmp_path / "hostile.py").write_text(HOSTILE)
+    spec = f"{tmp_path}/hostile.py:hostile"
+    store = tmp_path / "runs.db"
+    _store_runs(spec, [f"question about {'u' if i % 3 == 0 else 'c'}{i}" for i in range(24)], store)
+    found = loopwise.graduate(spec, runs=str(store), model="scripted")
+    source = Path(found.out or "").read_text()
+    assert "when lookup['kind'] is one of" in source  # the rule was learned on that value
+    flow = load_target(found.workflow or "")  # imports: the docstring held
+    assert not list(tmp_path.glob("*.pwned"))
+    result = loopwise.run(flow.step, "question about u99", model=model_for(flow, "scripted"))
+    assert result.status == "completed" and result.output == "escalated u99"
+
+
+TAINTED = '''
+from loopwise import Agent, tool
+from loopwise.testing import ScriptedModel, calls, reply
+
+@tool(untrusted_output=True)
+def fetch(url: str) -> str:
+    """Fetch a page. Call it first."""
+    return "page text of " + url
+
+@tool(effect="write")
+def note(text: str) -> str:
+    """Write a note. Call it after fetching."""
+    return "noted"
+
+reader = Agent(name="reader", tools=[fetch, note], max_steps=5)
+
+def _respond(request):
+    question = next(m["content"] for m in request.messages if m["role"] == "user")
+    done = [m for m in request.messages if m["role"] == "tool"]
+    if not done:
+        return calls(("fetch", {"url": question.split()[-1]}, "c1"))
+    if len(done) == 1:
+        return calls(("note", {"text": done[0]["content"]}, "c2"))
+    return reply("done")
+
+def offline_model():
+    return ScriptedModel(_respond)
+'''
+
+
+def test_a_write_after_untrusted_output_still_waits_for_a_person(tmp_path: Path) -> None:
+    (tmp_path / "reader.py").write_text(TAINTED)
+    spec = f"{tmp_path}/reader.py:reader"
+    store = str(tmp_path / "runs.db")
+    target = load_target(spec)
+    for i in range(8):
+        result = loopwise.run(
+            target.step, f"read https://example.com/{i}", model=model_for(target, "scripted"),
+            store=store, spec=spec, approvals=lambda request: loopwise.Approved(by="test"),
+        )  # fmt: skip
+        assert result.status == "completed"
+    found = loopwise.graduate(spec, runs=store, holdout=0, dataset=[], model="scripted")
+    assert "note.text = fetch" in Path(found.out or "").read_text()  # bound, no model call
+    flow = load_target(found.workflow or "")
+    paused = loopwise.run(
+        flow.step, "read https://example.com/x", model=model_for(flow, "scripted"), store=store
+    )
+    assert paused.status == "awaiting_approval"
+    assert paused.pending[0]["tool"] == "note" and paused.pending[0]["tainted_by"]
