@@ -397,7 +397,7 @@ def test_eval_cli_compares_the_triage_workflow_and_agent(
     assert main(argv) == 0
     captured = capsys.readouterr()
     doc = json.loads(captured.out)
-    assert "6/12 runs" in captured.err or "12/12 runs" in captured.err
+    assert "runs, " not in captured.err  # no progress bar off a terminal
     assert [t["target"] for t in doc["targets"]] == [TRIAGE, TRIAGE_AGENT]
     assert [t["architecture"] for t in doc["targets"]] == ["workflow", "agent"]
     for target in doc["targets"]:

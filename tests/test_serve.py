@@ -223,8 +223,13 @@ def test_a_decision_without_the_pages_csrf_token_is_refused(
     assert _pending(run_id)["execute.s1"] == "pending"
     done = client.decide(**form)
     assert done.status == 303 and done.headers["location"].startswith("/?decided=")
-    assert "execute.s1 of run" in client.get(done.headers["location"]).body
+    notice = client.get(done.headers["location"]).body
+    assert "execute.s1 of run" in notice
+    assert "The run goes on when its 1 other pending approval(s) are decided" in notice
     assert _pending(run_id)["execute.s1"] == "approved"
+    last = client.decide(**{**form, "approval_id": "execute.s2", "decision": "approve"})
+    notice = client.get(last.headers["location"]).body
+    assert "The run is not resumed here" in notice and f"loopwise resume {run_id}" in notice
 
 
 def test_a_page_opened_before_the_arguments_changed_decides_nothing(
@@ -314,7 +319,8 @@ def test_with_resume_the_server_continues_a_run_once_nothing_is_pending(
     app.wait_for_resumes()
     with open_store(None) as st:
         assert st.get_run(run_id).status == "awaiting_approval"  # the mail still waits
-    client.decide(run_id=run_id, approval_id="execute.s2", decision="deny", reason="no mail")
+    last = client.decide(run_id=run_id, approval_id="execute.s2", decision="deny", reason="no mail")
+    assert "This inbox is resuming the run now" in client.get(last.headers["location"]).body
     app.wait_for_resumes()
     with open_store(None) as st:
         run = st.get_run(run_id)

@@ -381,8 +381,10 @@ def test_a_store_that_cannot_be_used_exits_2_with_one_line(
     with closing(sqlite3.connect(foreign)) as conn:
         assert [r[0] for r in conn.execute("SELECT name FROM sqlite_master")] == ["customers"]
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
-    # A store in a directory that does not exist yet is created there.
-    assert main(["runs", "list", "--store", str(tmp_path / "new" / "dir" / "runs.db")]) == 0
+    # A reader never makes a store in a folder that does not exist (a mistyped path);
+    # `run` makes it and says so (tests/test_first_hour.py).
+    assert main(["runs", "list", "--store", str(tmp_path / "new" / "dir" / "runs.db")]) == 2
+    assert not (tmp_path / "new").exists()
 
 
 def test_a_store_url_is_a_store_or_one_line_never_a_file_named_after_it(

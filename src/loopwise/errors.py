@@ -38,7 +38,7 @@ Guardrails never raise: a budget hit or a step limit ends the run with a
     │                                       where a judge needs them
     └── StoreError                  store       the run store cannot be opened, read or
                                     written; bad-url, missing-extra, unreachable,
-                                    foreign, newer-schema, lease-lost
+                                    foreign, newer-schema, lease-lost, missing
 
 Catch by type; where a caller must tell errors of one type apart, branch on ``.code``
 (a stable identifier, never the message text, which may be reworded).

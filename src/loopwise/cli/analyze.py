@@ -10,7 +10,7 @@ from typing import Any
 from loopwise.cli.options import store_help
 from loopwise.core.events import Status
 from loopwise.evidence.analyze import TraceAnalysis, analyze
-from loopwise.store.open import open_existing
+from loopwise.store.open import open_existing, require_folder
 
 __all__ = ["add_analyze_verb", "stored_runs"]
 
@@ -85,6 +85,7 @@ def stored_runs(
     ``target`` matches a run's recorded spec (``agents/x.py:investigate``) or its step
     name (``investigate``); ``None`` takes every run. Reads the newest ``limit`` runs.
     """
+    require_folder(where)
     store = open_existing(where)
     if store is None:
         return []  # no store yet: no runs (a path that is not a store fails when opened)

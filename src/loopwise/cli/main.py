@@ -61,6 +61,7 @@ def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
         "where a wrong step is expensive — run, gate, evaluate and decide.",
         epilog="Exit codes: 0 completed; 1 another status or check errors; 2 usage errors.",
     )
+    parser.add_argument("--version", action="version", version=f"loopwise {_version()}")
     sub = parser.add_subparsers(dest="verb", required=True, parser_class=_Parser)
     wanted = [VERBS[verb]] if verb in VERBS else VERBS.values()
     for where in dict.fromkeys(wanted):
@@ -68,12 +69,21 @@ def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("loopwise")
+    except PackageNotFoundError:  # run from a source tree that is not installed
+        return "(not installed)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script."""
     try:
         given = sys.argv[1:] if argv is None else list(argv)
-        # The verb comes first (there are no options before it); anything else, such as
-        # --help or a mistyped verb, gets the whole parser and its list of verbs.
+        # The verb comes first (the only options before it are --help and --version);
+        # anything else, such as a mistyped verb, gets the whole parser and its verbs.
         args = build_parser(given[0] if given else None).parse_args(given)
         handler: Handler = args.handler
         return handler(args)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -30,38 +32,56 @@ from loopwise.cli.options import (
     store_help,
     user_output_to_stderr,
 )
-from loopwise.cli.watch import add_watch_flags, watch_sinks
+from loopwise.cli.watch import TextPrinter, add_watch_flags, watch_sinks
 from loopwise.core.events import Status
 from loopwise.core.result import RunResult
 from loopwise.core.shape import Kind, describe, mermaid
 from loopwise.core.step import needs_model, new_run_id
 from loopwise.running import runner
 from loopwise.running.targets import Target, deps_factory, load_target, model_for
+from loopwise.store.open import new_store_folder, require_folder
 from loopwise.tools.handlers import TerminalApprovals
 
 __all__ = ["add_graph_verb", "add_resume_verb", "add_run_verb", "exit_code"]
 
 
-def _print_result(result: RunResult, as_json: bool) -> None:
+SHORT_OUTPUT = 20
+"""Lines of an output printed as they are; a longer one (a hybrid's plan and results)
+is cut to this many unless ``-v``: ``--json`` gives the whole result."""
+
+
+def _print_result(
+    result: RunResult, as_json: bool, *, verbose: bool = False, streamed: bool = False
+) -> None:
+    """The status line first, then what waits for a person, the output (once: not again
+    after it streamed), and the usage."""
     if as_json:
         print(json.dumps(result.to_dict(), default=str))
         return
     print(
         f"run {result.run_id}: {result.status}" + (f" — {result.detail}" if result.detail else "")
     )
-    if result.output is not None:
-        print(json.dumps(result.to_dict()["output"], indent=2, default=str))
     for p in result.pending:
         print(
             f"waiting for approval {p['approval_id']}: {p['tool']}({json.dumps(p['args'])}) — "
             f"loopwise approve {result.run_id} --approval {p['approval_id']}"
         )
+    if result.output is not None and not streamed:
+        lines = json.dumps(result.to_dict()["output"], indent=2, default=str).splitlines()
+        if len(lines) > SHORT_OUTPUT and not verbose:
+            more = len(lines) - SHORT_OUTPUT
+            lines = [*lines[:SHORT_OUTPUT], f"… {more} more line(s): -v prints them, --json all"]
+        print("\n".join(lines))
     u = result.usage
     cost = "unknown" if u.cost_usd is None else f"${u.cost_usd:.6f}"
     print(
         f"usage: {u.model_calls} model calls, {u.tool_calls} tool calls, "
         f"{u.total_tokens} tokens, cost {cost}, {u.wall_seconds:.2f}s"
     )
+
+
+def _streamed(sinks: tuple[Any, ...]) -> bool:
+    return any(isinstance(s, TextPrinter) and s.printed for s in sinks)
 
 
 def exit_code(status: Status) -> int:
@@ -107,6 +127,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             queued = _enqueue(args, target, payload, wants_model)
     if args.queue:
         return _print_queued(queued, args.json)
+    _say_new_folder(args.store)
     run_id = new_run_id()  # known before the run starts, for the line a Ctrl-C prints
     with _interrupted(run_id), user_output_to_stderr(args.json), watch_sinks(args) as sinks:
         result = runner.run(
@@ -126,8 +147,19 @@ def _cmd_run(args: argparse.Namespace) -> int:
             deps=make_deps() if make_deps is not None else None,
             run_id=run_id,
         )
-    _print_result(result, args.json)
+    _print_result(result, args.json, verbose=args.verbose, streamed=_streamed(sinks))
     return exit_code(result.status)
+
+
+def _say_new_folder(where: str | None) -> None:
+    """A run records in its store, made when missing: say so when that makes a folder the
+    user named (the default ``.loopwise/`` is made silently, like git's ``.git``)."""
+    folder = new_store_folder(where)
+    if folder is not None and (where or os.environ.get("LOOPWISE_STORE")):
+        print(
+            f"loopwise: new store folder {folder} (for {where or '$LOOPWISE_STORE'})",
+            file=sys.stderr,
+        )
 
 
 def _enqueue(args: argparse.Namespace, target: Target, payload: Any, wants_model: Any) -> str:
@@ -164,6 +196,7 @@ def _interrupted(run_id: str) -> Iterator[None]:
 
 
 def _cmd_resume(args: argparse.Namespace) -> int:
+    require_folder(args.store)
     with _interrupted(args.run_id), user_output_to_stderr(args.json), watch_sinks(args) as sinks:
         result = runner.resume(
             args.run_id,
@@ -176,7 +209,7 @@ def _cmd_resume(args: argparse.Namespace) -> int:
             sinks=sinks,
             deps=_given_deps(args.deps),
         )
-    _print_result(result, args.json)
+    _print_result(result, args.json, verbose=args.verbose)
     return exit_code(result.status)
 
 
@@ -199,8 +232,18 @@ def add_resume_verb(sub: Any) -> None:
     add_deps_flag(p)
     p.add_argument("--store", help=store_help)
     add_watch_flags(p)
-    p.add_argument("--json", action="store_true", help="print one JSON document")
+    _add_output_flags(p)
     p.set_defaults(handler=_cmd_resume)
+
+
+def _add_output_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help=f"print the whole output (a longer one is cut at {SHORT_OUTPUT} lines)",
+    )
 
 
 def add_run_verb(sub: Any) -> None:
@@ -223,7 +266,7 @@ def add_run_verb(sub: Any) -> None:
     p.add_argument(
         "--queue", action="store_true", help="record the run for a `loopwise worker` to run"
     )
-    p.add_argument("--json", action="store_true", help="print one JSON document")
+    _add_output_flags(p)
     p.set_defaults(handler=_cmd_run)
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from loopwise.cli.options import count, read_json, store_help
 from loopwise.errors import ConfigError
 from loopwise.store.base import StoredApproval, StoredRun
-from loopwise.store.open import open_store
+from loopwise.store.open import open_store, require_folder
 from loopwise.store.sql import SQLStore
 from loopwise.tools.audit import asked_lines, event_summary, os_user
 
@@ -40,6 +40,7 @@ approvals; for a question (an MCP server's elicitation) the schema its answer mu
 
 
 def _store(args: argparse.Namespace) -> SQLStore:
+    require_folder(args.store)  # a mistyped path is an error, never an empty store
     return open_store(args.store)
 
 
@@ -253,7 +254,11 @@ def _decide(args: argparse.Namespace, decision: str) -> int:
 def _how_to_resume(run_id: str, spec: str | None) -> str:
     """The next step once every gate is decided: the CLI when the run knows its target."""
     if spec:
-        return f"continue with: loopwise resume {run_id}"
+        # A worker claims a paused run once its gates are decided: it may be on its way.
+        return (
+            f"every gate of run {run_id} is decided: a `loopwise worker` (or `loopwise serve "
+            f"--resume`) on this store continues it; with none running: loopwise resume {run_id}"
+        )
     return (
         f"continue in Python: loopwise.resume({run_id!r}, step=YOUR_STEP) — this run recorded "
         "no target spec (its step is not bound to a name in an importable module, e.g. it "

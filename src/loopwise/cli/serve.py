@@ -16,11 +16,13 @@ from typing import Any
 from loopwise.cli.options import store_help
 from loopwise.errors import ConfigError
 from loopwise.serve.app import ServeSettings, is_loopback, make_server
+from loopwise.store.open import require_folder
 
 __all__ = ["add_serve_verb"]
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
+    require_folder(args.store)  # a mistyped path would serve an empty inbox
     settings = ServeSettings(
         store=args.store,
         host=args.host,

@@ -53,10 +53,12 @@ def watch_sinks(args: argparse.Namespace, *, progress: bool = True) -> Iterator[
     ``--json``) and the OTel sink when asked for; spans are flushed when it closes."""
     sinks: list[EventSink] = []
     quiet = getattr(args, "json", False)
-    if progress and not quiet and sys.stderr.isatty():
-        sinks.append(Progress(sys.stderr))
+    # The text printer first: it ends a streamed answer's line before a progress line
+    # about the same model call is written, so the two never share a line.
     if getattr(args, "stream", False) and not quiet:
         sinks.append(TextPrinter(sys.stdout))
+    if progress and not quiet and sys.stderr.isatty():
+        sinks.append(Progress(sys.stderr))
     provider = _otel_provider(getattr(args, "otel", False))
     if provider is not None:
         from loopwise.integrations.otel import OTelSink
@@ -89,10 +91,13 @@ class TextPrinter:
     def __init__(self, out: TextIO) -> None:
         self.out = out
         self._open: str | None = None
+        self.printed = False
+        """Whether any text was printed (then the answer is not printed again)."""
 
     def text(self, run_id: str, delta: TextDelta) -> None:
         """Print the new piece of text at once."""
         self._open = delta.key
+        self.printed = True
         self.out.write(delta.text)
         self.out.flush()
 

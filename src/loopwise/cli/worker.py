@@ -18,7 +18,7 @@ from loopwise.core.result import RunResult
 from loopwise.running.live import owner_id
 from loopwise.running.worker import awork
 from loopwise.store.base import DEFAULT_LEASE_SECONDS, StoredRun
-from loopwise.store.open import open_store
+from loopwise.store.open import open_store, require_folder
 
 __all__ = ["add_worker_verb"]
 
@@ -36,6 +36,7 @@ def _trouble(e: Exception) -> None:
 
 
 async def _serve(args: argparse.Namespace) -> int:
+    require_folder(args.store)  # a mistyped path would wait forever on an empty store
     store = open_store(args.store, lease_seconds=args.lease)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -384,7 +384,8 @@ def _score(case: Case, result: RunResult, output: Any, scorer: Scorer) -> float 
 
 
 class StderrProgress:
-    """A progress bar on stderr: redrawn in place on a terminal, a line per 25% otherwise.
+    """A progress bar on stderr, redrawn in place, on a terminal only: piped or in CI it
+    writes nothing (the report that follows says it all).
 
     Never writes to stdout, so ``--json`` output stays one clean document.
     """
@@ -395,24 +396,19 @@ class StderrProgress:
         self.stream = stream if stream is not None else sys.stderr
         self.width = width
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        self._last_quarter = -1
         self._not_completed = 0
 
     def __call__(self, done: int, total: int, run: CaseRun) -> None:
         """Report that ``done`` of ``total`` runs have finished, the last being ``run``."""
         self._not_completed += run.status is not Status.COMPLETED
+        if not self.tty:
+            return
         filled = int(self.width * done / max(total, 1))
         bar = "█" * filled + "·" * (self.width - filled)
         line = f"eval [{bar}] {done}/{total} runs, {self._not_completed} not completed"
-        if self.tty:
-            end = "\n" if done == total else ""
-            self.stream.write(f"\r{line}{end}")
-            self.stream.flush()
-            return
-        quarter = 4 * done // max(total, 1)
-        if quarter != self._last_quarter:
-            self._last_quarter = quarter
-            self.stream.write(line + "\n")
+        end = "\n" if done == total else ""
+        self.stream.write(f"\r{line}{end}")
+        self.stream.flush()
 
 
 def load_scorer(spec: str) -> Scorer:

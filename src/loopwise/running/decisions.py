@@ -28,7 +28,7 @@ from typing import Any
 from loopwise.errors import ConfigError
 from loopwise.running.approvals import asked_again, decide
 from loopwise.store.base import RunStore, StoredApproval
-from loopwise.store.open import shared_store
+from loopwise.store.open import require_folder, shared_store
 from loopwise.tools.audit import os_user
 
 __all__ = ["approve", "choose", "decide_pending", "deny"]
@@ -179,5 +179,6 @@ def _store(store: str | os.PathLike[str] | RunStore | None) -> RunStore:
     """A store object as given, else this process's shared store for a path or URL
     (``None``: the default store), kept open as :func:`loopwise.run` keeps it."""
     if store is None or isinstance(store, str | os.PathLike):
+        require_folder(store)  # a mistyped path: an error, not a store made to find no run
         return shared_store(store)
     return store

@@ -168,7 +168,7 @@ class Inbox:
         if path == "/static/inbox.css":
             return _Answer(200, STYLESHEET, "text/css; charset=utf-8")
         if path == "/":
-            notice = _notice(self.store, query.get("decided", [""])[0])
+            notice = _notice(self.store, query.get("decided", [""])[0], self.settings.resume)
             page = self._inbox(
                 Form(
                     csrf=self.token(fresh),
@@ -333,7 +333,8 @@ def _edited(raw: str | None) -> dict[str, Any] | None:
     return value
 
 
-def _notice(store: RunStore, decided: str) -> str | None:
+def _notice(store: RunStore, decided: str, resuming: bool) -> str | None:
+    """What was decided, and what happens next to the run."""
     run_id, _, approval_id = decided.partition("/")
     if not run_id or not approval_id:
         return None
@@ -343,7 +344,16 @@ def _notice(store: RunStore, decided: str) -> str | None:
         return None
     if found is None or found.status == "pending":
         return None
-    return f"{found.approval_id} of run {found.run_id}: {found.status} by {found.decided_by}"
+    done = f"{found.approval_id} of run {found.run_id}: {found.status} by {found.decided_by}"
+    waiting = len(store.pending(run_id))
+    if waiting:
+        return f"{done}. The run goes on when its {waiting} other pending approval(s) are decided."
+    if resuming:
+        return f"{done}. This inbox is resuming the run now."
+    return (
+        f"{done}. The run is not resumed here: a `loopwise worker` on this store continues "
+        f"it, or run: loopwise resume {run_id}"
+    )
 
 
 def _plain(text: str) -> str:

@@ -31,8 +31,10 @@ from loopwise.store.sql import SQLStore
 
 __all__ = [
     "close_shared_stores",
+    "new_store_folder",
     "open_existing",
     "open_store",
+    "require_folder",
     "shared_store",
     "store_location",
 ]
@@ -95,6 +97,28 @@ def open_store(where: str | os.PathLike[str] | None = None, **options: Any) -> S
     # Opened now, as a PostgresStore is: a directory, an unwritable place or another
     # program's file is refused here, before a worker or the inbox says it is up.
     return SQLiteStore(location, **options).connect()
+
+
+def require_folder(where: str | os.PathLike[str] | None = None) -> None:
+    """Refuse a SQLite store whose folder does not exist, for verbs that read runs: a
+    mistyped ``--store`` or ``LOOPWISE_STORE`` must not read as an empty store (nor create
+    one). Raises :class:`StoreError` (``code="missing"``); a PostgreSQL URL passes."""
+    kind, location = store_location(where)
+    folder = Path(location).parent
+    if kind == "sqlite" and not folder.is_dir():
+        raise StoreError(
+            f"no store at {location}: the folder {folder} does not exist (a mistyped --store "
+            "or LOOPWISE_STORE? `loopwise run` makes a store where it records)",
+            code="missing",
+        )
+
+
+def new_store_folder(where: str | os.PathLike[str] | None = None) -> Path | None:
+    """The folder a SQLite store at ``where`` would have to create, ``None`` when it
+    exists (or the store is PostgreSQL): a verb that records says it made one."""
+    kind, location = store_location(where)
+    folder = Path(location).parent
+    return folder if kind == "sqlite" and not folder.exists() else None
 
 
 def open_existing(where: str | os.PathLike[str] | None = None) -> SQLStore | None:

@@ -137,15 +137,17 @@ class ToolOptions(AsToolOptions, total=False):
 _OPTIONS = frozenset(ToolOptions.__required_keys__ | ToolOptions.__optional_keys__)
 
 
-def _check_options(options: Mapping[str, Any], name: str) -> None:
-    """Raise :class:`~loopwise.errors.ToolError` naming an option no tool takes."""
+def _check_options(options: Mapping[str, Any], name: str | None) -> None:
+    """Raise :class:`~loopwise.errors.ToolError` naming an option no tool takes (and the
+    tool, when its name is known yet: ``@tool(...)`` before the function is not)."""
     for option in sorted(set(options) - _OPTIONS):
         close = difflib.get_close_matches(option, _OPTIONS, n=1)
         meant = f" (did you mean {close[0]!r}?)" if close else ""
+        where = f"tool {name!r}" if name else f"@tool({option}=...)"
         raise ToolError(
-            f"tool {name!r}: unknown option {option!r}{meant}; the options are: "
+            f"{where}: unknown option {option!r}{meant}; the options are: "
             + ", ".join(sorted(_OPTIONS)),
-            tool=name,
+            tool=name or "",
             code="unknown-option",
         )
 
@@ -594,7 +596,7 @@ def tool(
     """
     if fn is not None:
         return Tool(fn, **options)
-    _check_options(options, options.get("name") or "tool")  # at the decorator's line
+    _check_options(options, options.get("name"))  # at the decorator's line
     return lambda f: Tool(f, **options)
 
 
