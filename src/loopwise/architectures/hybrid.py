@@ -38,6 +38,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from loopwise.architectures.agent import Agent
+from loopwise.architectures.edits import RECHECK_SUFFIX, rechecks
 
 # The plan model moved to loopwise.architectures.plans; these names stay importable from here.
 from loopwise.architectures.plans import (
@@ -140,6 +141,8 @@ class _ActionNode:
         self.call_id = call_id
         self.verdict = verdict
         self.once_in = once_in
+        self.recheck: str | None = None
+        """Why a person decides it again (a step it depends on was edited), if so."""
 
     async def run(self, upstream: Any, ctx: Context) -> ActionResult:
         """Skip when a dependency did not run or the plan's gate denied; else make the call
@@ -150,17 +153,24 @@ class _ActionNode:
         if isinstance(self.verdict, Denied):
             verdict = self.verdict
             return self._result("denied", reason=f"denied by {verdict.by}: {verdict.reason}")
-        # A person's edit is what runs (and what the log shows); the executor recalls the
-        # edited verdict and validates and re-checks these arguments before they run.
-        edited = self.verdict.args if isinstance(self.verdict, Edited) else None
+        # The call is made as planned, under the approval that decided it: the executor
+        # recalls a person's edit from it and runs the edited arguments (judged again).
+        # A step a person must decide again (edits.py) asks under its own approval, with
+        # the arguments as last decided.
+        arguments, bind = self.planned.args_dict(), self.call_id
+        if self.recheck is not None:
+            bind += RECHECK_SUFFIX
+            if isinstance(self.verdict, Edited):
+                arguments = self.verdict.args
         call = Call(
             name=self.action.name,
-            arguments=self.planned.args_dict() if edited is None else edited,
-            call_id=self.call_id,
-            bind_id=self.call_id,
+            arguments=arguments,
+            call_id=bind,
+            bind_id=bind,
             key=Journal.key(ctx.step_path, "action", self.call_id),
             policies=(self.action.policy,),
             once_in=self.once_in,
+            recheck=self.recheck,
         )
         tools = {self.action.name: self.action.tool}
         (made,) = await execute(ctx, [call], tools, CallSettings(keep_value=True))
@@ -214,7 +224,9 @@ def compile_plan(
     Independent steps land in one topological generation and run concurrently. Every
     action is made by the tool-call executor (:mod:`loopwise.tools.calls`), so it passes its
     gate there: the verdicts :func:`authorize_plan` journaled are recalled, a step
-    without one is asked then. ``verdicts`` (by step id) can only add denials. ``scope``
+    without one is asked then. ``verdicts`` (by step id) can only add denials, and their
+    edits make the steps that depend on an edited one ask a person again
+    (:mod:`loopwise.architectures.edits`). ``scope``
     prefixes the call ids (``{scope}{name}.{id}``, which bind approvals and idempotency
     keys), as given to :func:`authorize_plan`, and bounds "an effect at most once" to
     this hybrid's run.
@@ -231,12 +243,13 @@ def compile_plan(
         )
     order = [sid for generation in generations for sid in generation]
     by_id = plan.by_id()
+    again = rechecks(plan, catalog, verdicts)
     for sid in order:
         planned = by_id[sid]
         call_id = f"{scope}{name}.{sid}"
-        node = _ActionNode(
-            planned, catalog[planned.action], call_id, verdicts.get(sid), _once_in(scope)
-        )
+        verdict, recheck = verdicts.get(sid), again.get(sid)
+        node = _ActionNode(planned, catalog[planned.action], call_id, verdict, _once_in(scope))
+        node.recheck = recheck
         wf.add(sid, node, after=planned.depends_on or ["start"], join=dict)
     wf.add("results", _Collect("results"), after=order, join=dict)
     return wf

@@ -222,10 +222,21 @@ def _edited_args(args: argparse.Namespace) -> dict[str, Any] | None:
     return edited
 
 
+def _edit_deps(args: argparse.Namespace) -> Any:
+    """``--deps``'s deps for judging an edit (without it, the target module's make_deps())."""
+    if not args.deps:
+        return None
+    from loopwise.running.targets import deps_factory  # only an edit is judged with deps
+
+    make = deps_factory(None, args.deps)
+    return make() if make is not None else None
+
+
 def _decide(args: argparse.Namespace, decision: str) -> int:
     from loopwise.running import approvals  # loads pydantic: checks edits against the tool's schema
 
     edited = _edited_args(args) if decision == "approved" else None
+    deps = _edit_deps(args) if edited is not None else None
     with _store(args) as st:
         chosen = _chosen(st, args)
         if edited is not None and len(chosen) != 1:
@@ -240,6 +251,7 @@ def _decide(args: argparse.Namespace, decision: str) -> int:
                 reason=getattr(args, "reason", None),
                 edited_args=edited,
                 seen_hash=args.seen_hash,
+                deps=deps,
             )
             print(
                 f"{done.status} {done.approval_id} of run {args.run_id}: "
@@ -299,6 +311,12 @@ def _add_decision(sub: Any, verb: str) -> None:
     p.add_argument("--store", help=store_help)
     if verb == "approve":
         p.add_argument("--args", help="approve with these edited arguments (a JSON object)")
+        p.add_argument(
+            "--deps",
+            metavar="MODULE:FUNCTION",
+            help="the deps the policy judging --args gets (module:function or "
+            "file.py:function; default: the run's target module's make_deps(), if any)",
+        )
         p.add_argument("--reason", help="why (recorded in the audit log)")
         p.set_defaults(handler=lambda a: _decide(a, "approved"))
     else:

@@ -23,7 +23,7 @@ the action estimates it, and the decisions already made on the run.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +33,7 @@ from loopwise.store.base import RunStore, StoredApproval, not_pending
 
 if TYPE_CHECKING:
     from loopwise.core.shape import Shape, ToolShape
+    from loopwise.running.targets import Target
 
 # Checking an edit loads the run's target, its tools and pydantic; listing and plain
 # approvals (`loopwise pending/approve/deny`) must not: those imports are made where used.
@@ -52,15 +53,6 @@ __all__ = [
 WHOLE_PLAN = "approve_plan"
 """The action name of a hybrid's whole-plan approval (``approve_plan=True``)."""
 
-Loader = Callable[[str], Any]
-"""Loads a run's target from its spec (``path.py:name``) and returns the step."""
-
-
-def _load_step(spec: str) -> Any:
-    from loopwise.running.targets import load_target
-
-    return load_target(spec).step
-
 
 def decide(
     store: RunStore,
@@ -72,13 +64,16 @@ def decide(
     reason: str | None = None,
     edited_args: dict[str, Any] | None = None,
     seen_hash: str | None = None,
-    load: Loader = _load_step,
+    deps: Any = None,
 ) -> StoredApproval:
     """Record a person's ``decision`` (``approved`` or ``denied``) on a pending approval.
 
     ``edited_args`` approves other arguments (checked first, see the module docstring);
-    ``seen_hash`` binds the decision to the arguments the person saw. Returns the decided
-    approval; raises :class:`DecisionError` (nothing recorded) when it is refused, and
+    ``seen_hash`` binds the decision to the arguments the person saw. A policy judging an
+    edit gets a context whose ``deps`` are ``deps`` or, without them, what the run's
+    target module's ``make_deps()`` makes (the factory ``loopwise resume`` uses; called
+    only when an edit is checked). Returns the decided approval; raises
+    :class:`DecisionError` (nothing recorded) when it is refused, and
     :class:`~loopwise.errors.ConfigError` for an unknown run.
     """
     if decision not in {"approved", "denied"}:
@@ -103,7 +98,7 @@ def decide(
             _check_answer(question, edited_args if edited_args is not None else found.args)
     elif changed:
         assert edited_args is not None
-        _check_edit(store, found, edited_args, load)
+        _check_edit(store, found, edited_args, deps)
     return store.decide(
         run_id,
         approval_id,
@@ -191,22 +186,28 @@ def _check_answer(schema: dict[str, Any], answer: Any) -> None:
         )
 
 
-def _check_edit(
-    store: RunStore, found: StoredApproval, edited: dict[str, Any], load: Loader
-) -> None:
+def _check_edit(store: RunStore, found: StoredApproval, edited: dict[str, Any], deps: Any) -> None:
     """Refuse ``edited`` unless the tool's schema and policies accept it now."""
     import asyncio  # here: only an edit runs the tool's policies (pending/approve stay light)
 
+    from loopwise.running.deciding import deciding_context
     from loopwise.tools.calls import judge_edit
     from loopwise.tools.tool import ToolArgumentsError
     from loopwise.tools.verdicts import Denied
 
-    tool = _tool_of(store, found, load)
-    judged = asyncio.run(judge_edit(tool.tool, edited, tool.policies))
+    target, tool = _tool_of(store, found)
+    ctx = deciding_context(found.run_id, found.step, target, deps)
+    judged = asyncio.run(judge_edit(tool.tool, edited, tool.policies, ctx))
     if isinstance(judged, ToolArgumentsError):
         raise DecisionError(
             f"the edited arguments were rejected: {judged}", name="args", code="invalid-args"
         ) from judged
+    if isinstance(judged, Denied) and judged.by == "loopwise":
+        raise DecisionError(
+            f"the edited arguments could not be judged now: {judged.reason}",
+            name="args",
+            code="cannot-judge",
+        )
     if isinstance(judged, Denied):
         raise DecisionError(
             f"the edited arguments were rejected by the policy: {judged.reason}",
@@ -215,8 +216,9 @@ def _check_edit(
         )
 
 
-def _tool_of(store: RunStore, found: StoredApproval, load: Loader) -> ToolShape:
+def _tool_of(store: RunStore, found: StoredApproval) -> tuple[Target, ToolShape]:
     from loopwise.core.shape import describe
+    from loopwise.running.targets import load_target
 
     run = store.get_run(found.run_id)
     if not run.spec:
@@ -227,14 +229,15 @@ def _tool_of(store: RunStore, found: StoredApproval, load: Loader) -> ToolShape:
             code="no-target",
         )
     try:
-        step = load(run.spec)
+        target = load_target(run.spec)
     except LoopwiseError as e:
         raise DecisionError(
             f"cannot load {run.spec} to check the edited arguments: {e}",
             name=run.spec,
             code="no-target",
         ) from e
-    tools = {id(t.tool): t for t in _tools_in(describe(step)) if t.name == found.tool and t.tool}
+    shapes = _tools_in(describe(target.step))
+    tools = {id(t.tool): t for t in shapes if t.name == found.tool and t.tool}
     if len(tools) != 1:
         raise DecisionError(
             f"{run.spec} has {len(tools) or 'no'} tool(s) named {found.tool!r} that take "
@@ -242,7 +245,7 @@ def _tool_of(store: RunStore, found: StoredApproval, load: Loader) -> ToolShape:
             name=found.tool,
             code="not-editable",
         )
-    return next(iter(tools.values()))
+    return target, next(iter(tools.values()))
 
 
 def _tools_in(shape: Shape) -> Iterator[ToolShape]:
@@ -477,7 +480,10 @@ def _item(
     effect: Any,
 ) -> PlanItem:
     path = f"{execute}/{s.get('id')}"
-    asked = next((a for a in approvals if a.step == path), None)
+    # A step asked again after an edit upstream (architectures/edits.py) has two: the
+    # one still waiting is its state, else the latest.
+    mine = [a for a in approvals if a.step == path]
+    asked = next((a for a in mine if a.status == "pending"), mine[-1] if mine else None)
     # A plan records each step's effect (older runs' logs may not: then from its ask or call).
     return PlanItem(
         id=str(s.get("id")),

@@ -40,9 +40,11 @@ class StoreApprovals:
                 by="loopwise",
             )
         if row.args_hash != request.args_hash:
+            # loopwise refuses here, not the person: their decision was about other arguments.
             return Denied(
-                "the approval was given for different arguments than this call has",
-                by=str(row.decided_by),
+                "the approval was given for different arguments than this call has "
+                f"({request.approval_id}, {row.status} by {row.decided_by})",
+                by="loopwise",
             )
         return verdict_from_data(
             {

@@ -100,6 +100,9 @@ class Call:
     """A scope (a hybrid run, across its re-plans; an agent's run, across its turns) in
     which a ``write``/``irreversible`` call with these arguments takes effect at most once
     (``None``: no such bound, for calls code makes: it says what it means)."""
+    recheck: str | None = None
+    """Why a person must decide this call (again) whatever its policy says (a plan step
+    after a person edited a step it depends on), or ``None``."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -333,7 +336,7 @@ def effect_id(scope: str | None, tool: Tool, args: BaseModel | dict[str, Any]) -
 def _ask(ctx: Context, call: Call, tool: Tool, args: BaseModel) -> Ask:
     return Ask(
         ctx=ctx, tool=tool.name, effect=str(tool.effect), args=args, call_id=call.bind_id,
-        gate=tool.gate,
+        gate=tool.gate, recheck=call.recheck,
     )  # fmt: skip
 
 
@@ -346,18 +349,18 @@ async def _finish(batch: _Batch, slot: Outcome | _Ready) -> Outcome:
         return Outcome(call=call, status="pending", content="", pending=verdict, tool=tool)
     if isinstance(verdict, Denied):
         return _record(batch, call, tool, "denied", denial_message(tool.name, verdict), why=verdict)
-    args = slot.args
+    args, edited_by = slot.args, None
     if isinstance(verdict, Edited):
         edited = await _edited(batch, call, tool, verdict)
         if isinstance(edited, Outcome):
             return edited
-        args = edited
+        args, edited_by = edited, verdict.by
     elif isinstance(verdict, Approved) and slot.judged_earlier and tool.effect is not Effect.READ:
         refused = await _judged_again(call, tool, args)
         if refused is not None:
             message = denial_message(tool.name, refused)
             return _record(batch, call, tool, "denied", message, why=refused)
-    return await _run(batch, call, tool, args)
+    return await _run(batch, call, tool, args, edited_by)
 
 
 async def _judged_again(call: Call, tool: Tool, args: BaseModel) -> Denied | None:
@@ -375,21 +378,22 @@ async def _judged_again(call: Call, tool: Tool, args: BaseModel) -> Denied | Non
 
 
 async def judge_edit(
-    tool: Tool, edited: Any, policies: Sequence[Any] = ()
+    tool: Tool, edited: Any, policies: Sequence[Any] = (), ctx: Context | None = None
 ) -> BaseModel | ToolArgumentsError | Denied:
     """A person's edit of ``tool``'s arguments: validated again (the tool's schema), then
     judged by its gate's policy and ``policies`` (only a denial counts).
 
     The parsed arguments when they may run, else the schema error or the policy's denial.
     The one judgement of an edit: ``loopwise approve --args`` and the inbox make it when
-    the person decides, and the executor makes it again before the call runs.
+    the person decides (with ``ctx``, a context holding the run's deps), and the executor
+    makes it again before the call runs (in the run's own context).
     """
     try:
         args = tool.parse(edited)
     except ToolArgumentsError as e:
         return e
     for check in (tool.gate, *policies):
-        refused = await recheck_edited(check, tool.name, args)
+        refused = await recheck_edited(check, tool.name, args, ctx)
         if refused is not None:
             return refused
     return args
@@ -408,8 +412,11 @@ async def _edited(batch: _Batch, call: Call, tool: Tool, verdict: Edited) -> Bas
     return args if earlier is None else _repeated(batch, call, tool, earlier)
 
 
-async def _run(batch: _Batch, call: Call, tool: Tool, args: BaseModel) -> Outcome:
-    """Run the tool (with its idempotency key when it has an effect) and record it."""
+async def _run(
+    batch: _Batch, call: Call, tool: Tool, args: BaseModel, edited_by: str | None = None
+) -> Outcome:
+    """Run the tool (with its idempotency key when it has an effect) and record it; the
+    record of a call a person edited says who and the arguments it ran with."""
     ctx = batch.ctx
     child = ctx.child(tool.name)
     if tool.effect is not Effect.READ:
@@ -438,6 +445,8 @@ async def _run(batch: _Batch, call: Call, tool: Tool, args: BaseModel) -> Outcom
     effect_key = effect_id(call.once_in, tool, args)
     if effect_key is not None:
         extra["took_effect"] = effect_key
+    if edited_by is not None:
+        extra.update(edited_by=edited_by, ran_with=jsonable(args))
     if batch.settings.keep_value:
         extra["value"] = jsonable(value)
     _log_result(batch, call, tool, status="done", content=content, reason=None, extra=extra)

@@ -59,6 +59,7 @@ if TYPE_CHECKING:
 # The vocabulary users write beside a gate (`gates.Escalate(...)`, README), kept on
 # this documented module for them; the package imports these from their homes.
 __all__ = [
+    "NO_CONTEXT",
     "ApprovalRequest",
     "Approved",
     "Ask",
@@ -70,6 +71,7 @@ __all__ = [
     "TerminalApprovals",
     "authorize",
     "authorize_all",
+    "changed_fields",
     "human",
     "pause",
     "policy",
@@ -92,6 +94,12 @@ GateKind = Literal["human", "policy", "policy_then_human"]
 """The kinds of gate: a person, an automatic policy, or the policy then a person."""
 
 _KINDS: frozenset[str] = frozenset(get_args(GateKind))
+
+NO_CONTEXT = (
+    "the policy takes ctx but was judged outside a run, with no context to give it: pass "
+    "ctx= (loopwise.approvals.decide builds one with the run's deps)"
+)
+"""Why a policy with a ``ctx`` parameter denies when it is judged with no context."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -122,17 +130,26 @@ class Gate:
         """Whether a person can be asked (``human`` and ``policy_then_human``)."""
         return self.kind != "policy"
 
-    async def run_policy(self, args: Any, *, effect: str = "write") -> Approved | Denied | Escalate:
+    async def run_policy(
+        self, args: Any, *, effect: str = "write", ctx: Context | None = None
+    ) -> Approved | Denied | Escalate:
         """The policy's verdict on ``args`` of a call with ``effect`` (``Escalate`` for a
-        plain human gate). A policy with a ``ctx`` parameter gets the run's context (its
-        ``deps``)."""
+        plain human gate). A policy with a ``ctx`` parameter gets ``ctx`` or, without one,
+        the running run's context (its ``deps``); with neither it denies, saying so."""
         if self.check is None:
             return Escalate("this tool is gated by a human")
+        check: Any = self.check
+        wants_ctx = takes_ctx(check)
+        ctx = (ctx or running_context()) if wants_ctx else None
+        if wants_ctx and ctx is None:
+            return Denied(NO_CONTEXT, by="loopwise")
         try:
-            check: Any = self.check
-            result = check(args, ctx=running_context()) if takes_ctx(check) else check(args)
+            result = check(args, ctx=ctx) if wants_ctx else check(args)
             if inspect.isawaitable(result):
                 result = await result
+        except Halt as halt:
+            # ctx.deps in a run (or a decision) without deps: its own words, not a trace.
+            return Denied(f"the policy could not judge it: {halt.detail}", by="loopwise")
         except Exception as e:
             # Fail closed, as a result: a raising policy must neither approve nor end the
             # run (which would cancel sibling calls between their effect and its record).
@@ -226,6 +243,9 @@ class Ask:
     """A person's approval that already covers these exact arguments (a whole plan's,
     with ``plan_approval_covers_gates``): it answers where a person would be asked. A
     policy's denial still denies."""
+    recheck: str | None = None
+    """Why a person must decide this call (again) whatever its policy says — a plan step
+    whose dependency a person edited — or ``None``. A policy may still deny."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,7 +318,7 @@ async def _judge(a: Ask) -> _Judged:
         refused = Denied(ctx.refuse_effects, by="loopwise")
         return _Judged(verdict=refused, new=_key(a, "gate_decided") not in ctx.journal)
     tainted_by = (a.tainted_by or ctx.journal.taint) if effectful else None
-    if gate is None and tainted_by is None:
+    if gate is None and tainted_by is None and a.recheck is None:
         return _Judged(verdict=Approved(by="no-gate"))
     recorded = _decided_for(a)
     if recorded is not None:
@@ -307,7 +327,8 @@ async def _judge(a: Ask) -> _Judged:
     first = await gate.run_policy(_as_dict(a.args), effect=effect) if gate else Escalate()
     # Once a person was asked (the run paused), only they decide; the policy, asked again
     # on resume, may still deny, but its approval must not overrule their denial.
-    verdict = _without_human(first, gate, tainted_by is not None or asked is not None)
+    person = tainted_by is not None or asked is not None or a.recheck is not None
+    verdict = _without_human(first, gate, person)
     if verdict is None and asked is None:
         verdict = a.covered_by
     if verdict is not None:
@@ -315,7 +336,8 @@ async def _judge(a: Ask) -> _Judged:
     if asked is not None:
         request = _request(a, str(asked["reason"]), asked.get("tainted_by"))
         return _Judged(request=request, asked=True)
-    return _Judged(request=_request(a, _human_reason(first, tainted_by), tainted_by))
+    reason = a.recheck or _human_reason(first, tainted_by)
+    return _Judged(request=_request(a, reason, tainted_by))
 
 
 def _decided_for(a: Ask) -> dict[str, Any] | None:
@@ -355,16 +377,19 @@ def _request(a: Ask, reason: str, tainted_by: str | None) -> ApprovalRequest:
     )
 
 
-async def recheck_edited(gate: Gate | PolicyFn | None, tool: str, args: Any) -> Denied | None:
+async def recheck_edited(
+    gate: Gate | PolicyFn | None, tool: str, args: Any, ctx: Context | None = None
+) -> Denied | None:
     """The policy's denial of edited arguments, or ``None`` when they may run.
 
     A person's edit answers an escalation, so only a denial counts: arguments the policy
-    refuses do not run because a person typed them.
+    refuses do not run because a person typed them. ``ctx`` is what a policy with a
+    ``ctx`` parameter gets (default: the running run's context).
     """
     checked = _as_gate(gate, tool)
     if checked is None or checked.check is None:
         return None
-    verdict = await checked.run_policy(_as_dict(args))
+    verdict = await checked.run_policy(_as_dict(args), ctx=ctx)
     return verdict if isinstance(verdict, Denied) else None
 
 
@@ -392,12 +417,13 @@ def _as_gate(gate: Any, tool: str) -> Gate | None:
 
 
 def _without_human(
-    first: Approved | Denied | Escalate, gate: Gate | None, tainted: bool
+    first: Approved | Denied | Escalate, gate: Gate | None, person: bool
 ) -> Verdict | None:
-    """The verdict when no person is needed, or ``None`` when one must be asked."""
+    """The verdict when no person is needed, or ``None`` when one must be asked
+    (``person``: one must be, whatever the policy approves)."""
     if isinstance(first, Denied):
         return first
-    if tainted:
+    if person:
         return None
     if isinstance(first, Approved):
         return first
@@ -429,8 +455,23 @@ def _decision_data(a: Ask, verdict: Verdict) -> dict[str, Any]:
         "decided_at": verdict.at or datetime.now(UTC).isoformat(),
     }
     if isinstance(verdict, Edited):
+        # What the person changed, beside what runs: the audit log says both.
         data["args"] = jsonable(verdict.args)
+        data["edited_hash"] = args_hash(a.tool, verdict.args)
+        data["changed"] = changed_fields(jsonable(a.args), data["args"])
     return data
+
+
+def changed_fields(before: Any, after: Any) -> dict[str, Any]:
+    """What an edit changed, field by field: ``{name: {"from": old, "to": new}}`` (a
+    field the edit left out is ``"to": null``)."""
+    old = before if isinstance(before, dict) else {}
+    new = after if isinstance(after, dict) else {}
+    return {
+        k: {"from": old.get(k), "to": new.get(k)}
+        for k in sorted({*old, *new})
+        if old.get(k) != new.get(k)
+    }
 
 
 def _decision_name(verdict: Verdict) -> str:
