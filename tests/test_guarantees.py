@@ -137,8 +137,9 @@ def test_a_persons_edit_in_a_hybrid_step_is_what_runs() -> None:
     )
     assert result.status == Status.COMPLETED
     assert [amount for _, amount in paid] == [70]
-    (executed,) = [e for e in result.events if e.type == "tool_call" and e.data["tool"] == "pay"]
-    assert executed.data["args"] == {"amount": 70}
+    # The call is logged as planned; its result says who edited it and what it ran with.
+    (executed,) = [e for e in result.events if e.type == "tool_result" and e.data["tool"] == "pay"]
+    assert (executed.data["edited_by"], executed.data["ran_with"]) == ("alice", {"amount": 70})
 
 
 def test_a_persons_edit_in_a_hybrid_step_is_checked_by_the_policy_again() -> None:
