@@ -36,9 +36,9 @@ def make_triage() -> Structured[raw_loop.Ticket]:
     )
 
 
-def openai_model(name: str, client: Any) -> loopwise.OpenAIModel:
+def openai_model(name: str, client: Any, api: str = "chat") -> loopwise.OpenAIModel:
     """loopwise's model port over the same ``AsyncOpenAI`` client the raw loop uses."""
-    return loopwise.OpenAIModel(name, client=client)
+    return loopwise.OpenAIModel(name, client=client, api=api)
 
 
 async def run(step: Any, input: Any, model: Any, **options: Any) -> loopwise.RunResult:

@@ -129,3 +129,43 @@ async def triage(client: openai.AsyncOpenAI, model: str, ticket: dict[str, str])
         response_format=TICKET_FORMAT,  # type: ignore[arg-type]
     )
     return Ticket.model_validate_json(completion.choices[0].message.content or "")
+
+
+RESPONSES_TOOLS = [{"type": "function", **schema["function"]} for schema in TOOL_SCHEMAS]
+"""The same tools in the Responses API's flat form."""
+
+
+async def _run_response_call(call: Any) -> dict[str, Any]:
+    try:
+        result = await TOOLS[call.name](**json.loads(call.arguments))
+    except Exception as e:
+        result = f"error: {e}"
+    return {"type": "function_call_output", "call_id": call.call_id, "output": result}
+
+
+async def responses_agent(
+    client: openai.AsyncOpenAI, model: str, question: str, max_steps: int = 20
+) -> str:
+    """The raw agent loop over the Responses API, stateless as OpenAI documents it
+    (``store=False``, the encrypted reasoning asked for and passed back with the output
+    items); returns the final answer."""
+    items: list[Any] = [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": question},
+    ]
+    for _ in range(max_steps):
+        response = await client.responses.create(
+            model=model,
+            input=items,
+            tools=RESPONSES_TOOLS,  # type: ignore[arg-type]
+            tool_choice="auto",
+            store=False,
+            include=["reasoning.encrypted_content"],
+        )
+        calls = [item for item in response.output if item.type == "function_call"]
+        if not calls:
+            return response.output_text
+        # Reasoning and calls as the server sent them (the documented way to keep context).
+        items += [item.model_dump(exclude_none=True) for item in response.output]
+        items += await asyncio.gather(*(_run_response_call(c) for c in calls))
+    return "step limit"

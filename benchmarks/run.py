@@ -195,6 +195,31 @@ async def bench_overhead(url: str) -> list[Row]:
     return rows
 
 
+async def bench_responses(url: str) -> Row:
+    """Per model call over the Responses API: the agent against a raw
+    ``client.responses.create`` loop, both passing the reasoning back (the server checks)."""
+    client = _client(url)
+    model = lw_side.openai_model(MODEL, client, api="responses")
+    agent = lw_side.make_agent()
+    rounds, n = (3, 8) if QUICK else (25, 8)
+
+    async def raw() -> None:
+        await raw_loop.responses_agent(client, MODEL, QUESTION)
+
+    async def lw() -> None:
+        _check(await lw_side.run(agent, QUESTION, model))
+
+    timing = await _interleaved(raw, lw, n, rounds)
+    await client.close()
+    return _per_call_row("agent over Responses: time per model call", timing, n * 6, 1.00)
+
+
+def responses_row() -> None:
+    """Only the Responses row: ``cd benchmarks; python -c 'import run; run.responses_row()'``."""
+    with Server(latency=0.0) as fast:
+        _print([asyncio.run(bench_responses(fast.base_url))])
+
+
 async def bench_watching(url: str) -> list[Row]:
     """What watching a run costs per model call, each against the same agent run plain:
     ``astream`` consuming every event, the OTel sink (SDK spans, dropped by the exporter),
@@ -633,6 +658,7 @@ async def _all() -> list[Row]:
     rows = await _section("import time", asyncio.to_thread(bench_import))
     with Server(latency=0.0) as fast:
         rows += await _section("per-call overhead", bench_overhead(fast.base_url))
+        rows += await _section("responses", bench_responses(fast.base_url))
         rows += await _section("watching runs", bench_watching(fast.base_url))
     with Server(latency=0.05) as slow:
         rows += await _section("concurrency", bench_concurrency(slow.base_url))

@@ -59,3 +59,32 @@ def test_the_triage_sides_send_the_same_request() -> None:
     raw_reqs, lw_reqs, raw, lw = _both("triage", bench.TICKET)
     assert lw.status == "completed" and lw.output == raw
     assert raw_reqs == lw_reqs
+
+
+def test_the_responses_agent_sides_make_the_same_calls() -> None:
+    async def go(server: FakeChatServer) -> tuple[Any, int, Any]:
+        client = bench._client(server.base_url)
+        model = lw_side.openai_model(bench.MODEL, client, api="responses")
+        try:
+            raw = await raw_loop.responses_agent(client, bench.MODEL, bench.QUESTION)
+            split = len(server.requests)
+            lw = await lw_side.run(lw_side.make_agent(), bench.QUESTION, model)
+            return raw, split, lw
+        finally:
+            await client.close()
+
+    with FakeChatServer(bench_script.respond) as server:
+        raw, split, lw = asyncio.run(go(server))
+    raw_reqs, lw_reqs = server.requests[:split], server.requests[split:]
+    assert lw.status == "completed" and lw.output == raw == bench_script.ANSWER
+    assert len(raw_reqs) == len(lw_reqs) == 6 and not server.responses.missing
+    for a, b in zip(raw_reqs, lw_reqs, strict=True):
+        # loopwise's schemas carry pydantic's titles: the tools are named alike.
+        assert {k: v for k, v in a.items() if k not in {"input", "tools"}} == {
+            k: v for k, v in b.items() if k not in {"input", "tools"}
+        }
+        assert [t["name"] for t in a["tools"]] == [t["name"] for t in b["tools"]]
+        # The same items; the raw loop sends the server's output items back whole.
+        assert [i.get("type", i.get("role")) for i in a["input"]] == [
+            i.get("type", i.get("role")) for i in b["input"]
+        ]

@@ -476,3 +476,32 @@ def test_the_cli_names_a_wrong_api_in_one_line(
     assert "LOOPWISE_API" in err and "'soap'" in err and err.count("\n") == 1
     with pytest.raises(loopwise.ConfigError, match="api: unknown API 'soap'"):
         loopwise.OpenAIModel("m", base_url="http://127.0.0.1:9/v1", api="soap")
+
+
+def test_concurrent_runs_with_the_same_call_ids_each_send_their_own_reasoning() -> None:
+    from loopwise.testing import call, reply
+
+    @loopwise.tool
+    def lookup(order_id: str) -> str:
+        """Look up an order."""
+        return f"{order_id}: shipped"
+
+    def script(request: loopwise.ModelRequest) -> Any:
+        done = any(m["role"] == "tool" for m in request.messages)
+        return reply("shipped") if done else call("lookup", {"order_id": "O-1"}, id="c1")
+
+    agent = loopwise.Agent(name="clerk", tools=[lookup])
+    with FakeChatServer(script, hold_until=2) as server:
+        model = server.model(api="responses")
+
+        async def both() -> list[loopwise.RunResult]:
+            try:
+                runs = (loopwise.arun(agent, "where?", model=model, store=None) for _ in "ab")
+                return list(await asyncio.gather(*runs))
+            finally:
+                await model.aclose()
+
+        results = asyncio.run(both())
+    assert [r.status for r in results] == [Status.COMPLETED, Status.COMPLETED]
+    assert not server.responses.missing
+    assert sorted(server.responses.received) == ["rs_resp_fake_1", "rs_resp_fake_2"]

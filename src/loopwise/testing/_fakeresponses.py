@@ -32,6 +32,9 @@ from loopwise.testing._serverprofiles import features_of
 
 __all__ = ["FakeResponses"]
 
+_KEEP = 256
+"""Reasoning items remembered per output key (the oldest are forgotten first)."""
+
 Reply = Callable[..., bytes]
 """The server's HTTP writer: ``(status, body, headers=None, *, media=...) -> bytes``."""
 
@@ -63,7 +66,9 @@ class FakeResponses:
         self.missing: list[str] = []
         """Why a request was refused for leaving out a reasoning item."""
         self._ids = itertools.count(1)
-        self._issued: dict[str, dict[str, Any]] = {}  # output key -> its reasoning item
+        # Output key -> the reasoning items issued with it (id -> encrypted content): a
+        # script may give many runs the same call ids or text, each run its own reasoning.
+        self._issued: dict[str, dict[str, str | None]] = {}
         self._stored: dict[str, list[dict[str, Any]]] = {}  # response id -> its conversation
 
     async def answer(self, body: bytes, host: _Host, reply: Reply) -> bytes | None:
@@ -118,21 +123,37 @@ class FakeResponses:
             if i.get("type") == "reasoning"
         }
         checked: set[str] = set()
+        counted: set[str] = set()
         for item in items:
-            owed = self._issued.get(_output_key(item))
-            if owed is None or owed["id"] in checked:
+            key = _output_key(item)
+            owed = self._issued.get(key)
+            if owed is None or key in checked:
                 continue
-            checked.add(owed["id"])
-            if sent.get(owed["id"]) != owed["encrypted_content"]:
+            checked.add(key)
+            back = [rs for rs, sealed in owed.items() if rs in sent and sent[rs] == sealed]
+            if not back:
                 why = (
-                    f"Item {_output_key(item)!r} was provided without its reasoning item "
-                    f"{owed['id']!r} (its encrypted content): send back the reasoning items "
-                    "of earlier turns when store is false"
+                    f"Item {key!r} was provided without its reasoning item "
+                    f"{next(reversed(owed))!r} (its encrypted content): send back the "
+                    "reasoning items of earlier turns when store is false"
                 )
                 self.missing.append(why)
                 return why, "input"
-            self.received.append(owed["id"])
+            if back[0] not in counted:  # parallel calls share one reasoning item
+                counted.add(back[0])
+                self.received.append(back[0])
         return None
+
+    def _issue(self, key: str, reasoning: dict[str, Any]) -> None:
+        """Remember that ``reasoning`` came with the output ``key`` (bounded: a long
+        benchmark gives the same keys over and over)."""
+        owed = self._issued.pop(key, {})
+        owed[reasoning["id"]] = reasoning["encrypted_content"]
+        if len(owed) > _KEEP:
+            del owed[next(iter(owed))]
+        self._issued[key] = owed
+        if len(self._issued) > _KEEP * 16:
+            del self._issued[next(iter(self._issued))]
 
     def _response(
         self,
@@ -149,7 +170,7 @@ class FakeResponses:
         output = [] if empty else [reasoning, *_output_items(turn, rid)]
         if not empty:
             for item in output[1:]:
-                self._issued[_output_key(item)] = reasoning
+                self._issue(_output_key(item), reasoning)
         if payload.get("store"):
             self._stored[rid] = [*items, *output]
         doc = _document(turn, rid, payload, output)
