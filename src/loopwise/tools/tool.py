@@ -44,7 +44,7 @@ import json
 import math
 import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import (
     TYPE_CHECKING,
@@ -336,9 +336,15 @@ class Tool:
         if self.timeout is None:
             return await coro
         try:
+            if self._in_thread() and self.effect is not Effect.READ:
+                return await _seen_through(coro, self.timeout)
             return await asyncio.wait_for(coro, self.timeout)
         except TimeoutError as e:
             raise TimeoutError(f"tool {self.name!r} timed out after {self.timeout}s") from e
+
+    def _in_thread(self) -> bool:
+        """Whether :meth:`_call` runs the function in a thread (a sync function of its own)."""
+        return not (self._takes_args_model or self._is_async)
 
     async def _call(self, args: BaseModel, ctx: Context | None) -> Any:
         if self._takes_args_model:
@@ -408,6 +414,31 @@ async def _to_the_end(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
             if future.cancelled():
                 raise
             continue  # the thread runs on: wait for what it did
+
+
+async def _seen_through(work: Coroutine[Any, Any, Any], timeout: float) -> Any:
+    """Await a sync effect with a timeout (its thread: :func:`_in_own_thread`) to its end
+    or its timeout, whichever comes first, even when the call is cancelled.
+
+    As :func:`_to_the_end` does without a timeout: cancelling the run while the effect runs
+    would drop its result, so the run would be stored ``cancelled`` with the effect done
+    and unrecorded, and a resume would make it again. Seen through, its result (or its
+    timeout, recorded as "may still take effect") is recorded first; the cancellation
+    stays requested and ends the run at its next step.
+    """
+    loop = asyncio.get_running_loop()
+    running = asyncio.ensure_future(work)
+    deadline = loop.time() + timeout
+    while True:
+        try:
+            return await asyncio.wait_for(asyncio.shield(running), deadline - loop.time())
+        except asyncio.CancelledError:
+            if running.cancelled():
+                raise
+            continue  # the thread runs on: wait for what it did (until its timeout)
+        except TimeoutError:
+            running.cancel()
+            raise
 
 
 async def _in_own_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
