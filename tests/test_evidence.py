@@ -6,6 +6,7 @@ import ast
 import asyncio
 import io
 import json
+import os
 import re
 import textwrap
 from pathlib import Path
@@ -411,8 +412,9 @@ def test_eval_cli_compares_the_triage_workflow_and_agent(
     assert "p95" in page and "Recommendation" in page and "routing_rules" in page
     assert "<script" not in page and not re.search(r"(src|href)=['\"]?https?:", page)
 
-    # The runs are in the store, and the next eval compares with this one.
-    assert main(["runs", "list", "--json"]) == 0
+    # The runs are in the eval's own store, and the next eval compares with this one.
+    eval_db = str(Path(os.environ["LOOPWISE_STORE"]).with_name("eval.db"))
+    assert main(["runs", "list", "--json", "--store", eval_db]) == 0
     assert len(json.loads(capsys.readouterr().out)["runs"]) == 12
     code, again = _json(capsys, argv)
     assert code == 0 and set(again["previous"]) == {TRIAGE, TRIAGE_AGENT}

@@ -28,11 +28,14 @@ that customer and a note — a sensible plan for ``--model scripted``.
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 import sys
+import tempfile
 import uuid
 from collections.abc import Callable
 from contextlib import closing
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -87,8 +90,30 @@ CREATE TABLE IF NOT EXISTS notes (
 """
 
 
-def _writable() -> sqlite3.Connection:
-    db = shop.connect(readonly=False)
+@dataclass(frozen=True)
+class Books:
+    """Where the desk writes its effects (the run's deps): a shop database file. Without
+    deps, the shop's own (``$LOOPWISE_SHOP_DB``)."""
+
+    path: Path
+
+
+def make_eval_deps() -> Books:
+    """The eval's sandbox (``loopwise eval`` uses it): a fresh copy of the shop database
+    per run, so measuring the desk refunds, mails and notes nobody."""
+    copy = Path(tempfile.mkdtemp(prefix="refund-desk-eval-")) / "shop.db"
+    shutil.copyfile(shop.ensure_db(), copy)
+    return Books(copy)
+
+
+def _books(ctx: Context | None) -> Path | None:
+    if ctx is not None and ctx.has_deps and isinstance(ctx.deps, Books):
+        return ctx.deps.path
+    return None
+
+
+def _writable(path: Path | None = None) -> sqlite3.Connection:
+    db = shop.connect(path, readonly=False)
     db.executescript(_DESK_TABLES)
     db.isolation_level = None  # transactions are explicit: see _insert_once
     return db
@@ -112,7 +137,7 @@ def _insert_once(
     names = ", ".join(row)
     marks = ", ".join("?" for _ in row)
     find = f"SELECT * FROM {table} WHERE idempotency_key = ?"
-    with closing(_writable()) as db:
+    with closing(_writable(_books(ctx))) as db:
         db.execute("BEGIN IMMEDIATE")
         try:
             stored = db.execute(find, (key,)).fetchone()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -17,7 +18,6 @@ from typing import Any
 
 from loopwise.cli.options import (
     add_api_flag,
-    add_deps_flag,
     add_limit_flags,
     add_structured_mode_flag,
     budget_of,
@@ -42,10 +42,16 @@ from loopwise.evidence.evals import (
     save_eval,
 )
 from loopwise.evidence.report import describe_graph, format_text, write_report
-from loopwise.running.targets import deps_factory, model_for, schema_filler_note
+from loopwise.evidence.sandbox import GATE_RULES, eval_deps
+from loopwise.running.targets import model_for, schema_filler_note
 from loopwise.store.open import store_location
 
-__all__ = ["add_eval_verb"]
+__all__ = ["EVAL_STORE", "EVAL_STORE_ENV", "add_eval_verb"]
+
+EVAL_STORE = ".loopwise/eval.db"
+"""Where ``loopwise eval`` keeps its runs and history without ``--store``."""
+EVAL_STORE_ENV = "LOOPWISE_EVAL_STORE"
+"""Overrides :data:`EVAL_STORE` (a path or a PostgreSQL URL)."""
 
 
 def add_eval_verb(sub: Any) -> None:
@@ -59,7 +65,18 @@ def add_eval_verb(sub: Any) -> None:
     p.add_argument("--repeat", type=int, default=1, help="runs per case and target")
     p.add_argument("--concurrency", type=int, default=4, help="runs in flight at most")
     p.add_argument("--scorer", help="module:function or file.py:function (default field match)")
-    add_deps_flag(p)
+    p.add_argument(
+        "--deps",
+        metavar="MODULE:FUNCTION",
+        help="make each run's deps with this function of no arguments (default: the target "
+        "module's make_eval_deps() sandbox when its tools take effect, else make_deps())",
+    )
+    p.add_argument(
+        "--gates",
+        choices=GATE_RULES,
+        default="deny",
+        help="how every gate of the eval's runs is answered (never by a person; default deny)",
+    )
     p.add_argument(
         "--price-per-mtok",
         type=price_per_mtok,
@@ -104,9 +121,29 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         print(json.dumps(doc, default=str))
     else:
         print(format_text(report))
+        for name, done in report.effects.items():
+            print(_effects_line(name, done))
         if args.report:
             print(f"report: {args.report}")
     return 0
+
+
+def _eval_store() -> str:
+    """``$LOOPWISE_EVAL_STORE``, else ``eval.db`` beside a SQLite ``$LOOPWISE_STORE``,
+    else :data:`EVAL_STORE`."""
+    if os.environ.get(EVAL_STORE_ENV):
+        return os.environ[EVAL_STORE_ENV]
+    runs = os.environ.get("LOOPWISE_STORE", "")
+    if runs and "://" not in runs:
+        return str(Path(runs).with_name("eval.db"))
+    return EVAL_STORE
+
+
+def _effects_line(name: str, done: dict[str, Any]) -> str:
+    """What a target's runs did to the world, in one line."""
+    performed = ", ".join(f"{tool} x{n}" for tool, n in sorted(done["performed"].items()))
+    gates = ", ".join(f"{n} {d}" for d, n in sorted(done["gates"].items())) or "none asked"
+    return f"effects of {name}: {performed or 'none'} (into {done['into']}); gates: {gates}"
 
 
 def _eval_and_save(args: argparse.Namespace) -> EvalReport:
@@ -124,15 +161,20 @@ def _eval_and_save(args: argparse.Namespace) -> EvalReport:
             model=model_for(t, args.model, structured_mode=args.structured_mode, api=args.api)
             if (args.model or needs_model(t.step))
             else None,
-            make_deps=deps_factory(t, args.deps),
+            make_deps=deps,
+            gates=args.gates,
+            deps_from=where,
         )
-        for t in loaded
+        for t, (deps, where) in zip(
+            loaded, [eval_deps(t, args.deps, args.gates) for t in loaded], strict=True
+        )
     ]
     for t, evaluated in zip(loaded, targets, strict=True):
         note = schema_filler_note(t, evaluated.model)
         if note is not None:
             print(f"loopwise eval: note: {note}", file=sys.stderr)
-    store_path = store_location(args.store)[1]  # a path or a URL
+    # An eval's runs are measurements, not requests: their own store unless told.
+    store_path = store_location(args.store or _eval_store())[1]
     with watch_sinks(args, progress=False) as sinks:  # eval draws its own progress bar
         report = _evaluate(targets, cases, args, store_path, scorer, sinks=sinks)
     report = replace(

@@ -34,6 +34,7 @@ from loopwise.core.step import Step
 from loopwise.core.usage import Budget, Pricing
 from loopwise.errors import ConfigError, StoreError
 from loopwise.evidence.recommend import Recommendation, recommend
+from loopwise.evidence.sandbox import EvalGates, effects_of
 from loopwise.evidence.stats import (
     CaseRun,
     TargetSummary,
@@ -151,6 +152,11 @@ class EvalTarget:
     make_deps: Callable[[], Any] | None = None
     """Makes each run's deps (fresh per run: a scratch ledger per case); wins over
     ``aevaluate``'s ``deps``."""
+    gates: str | None = None
+    """How its runs' gates are answered: ``deny`` or ``approve``
+    (:mod:`loopwise.evidence.sandbox`), never by a person; ``None``: as any run's are."""
+    deps_from: str | None = None
+    """Where its deps come from, as the report says it (``None``: the default)."""
 
     @property
     def architecture(self) -> str:
@@ -192,6 +198,9 @@ class EvalReport:
     """Target name → model name."""
     previous: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Target name → its summary in the last stored eval on the same dataset."""
+    effects: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Target name → ``{"performed": {tool: count}, "into": where, "gates": {decision:
+    count}}``: the effects its runs took, in which deps, and how its gates were answered."""
 
     def to_dict(self, *, runs: bool = True) -> dict[str, Any]:
         """The JSON document ``loopwise eval --json`` prints."""
@@ -206,6 +215,7 @@ class EvalReport:
             "targets": [t.to_dict(runs=runs) for t in self.targets],
             "recommendation": self.recommendation.to_dict(),
             "previous": self.previous,
+            "effects": self.effects,
             "disagreements": self.disagreements(),
         }
 
@@ -277,9 +287,18 @@ async def aevaluate(
     if pricing is not None:
         options["pricing"] = pricing
 
+    handlers = {t.name: EvalGates(t.gates) for t in targets if t.gates is not None}
+    effects = {t.name: _effects_entry(t, handlers.get(t.name)) for t in targets}
+
     async def one(target: EvalTarget, case: Case, k: int) -> CaseRun:
+        own = options
+        if target.name in handlers:
+            own = {**options, "approvals": handlers[target.name]}
         async with gate:
-            result = await _run_one(target, case.input, store, options)
+            result = await _run_one(target, case.input, store, own)
+        performed = effects[target.name]["performed"]
+        for tool, n in effects_of(result).items():
+            performed[tool] = performed.get(tool, 0) + n
         record = _case_run(target.name, case, k, result, scorer)
         done[0] += 1
         if progress is not None:
@@ -288,8 +307,21 @@ async def aevaluate(
 
     records = await asyncio.gather(*(one(t, c, k) for t, c, k in jobs))
     return _report(
-        targets, records, cases=len(cases), repeat=repeat, concurrency=concurrency, dataset=dataset
+        targets,
+        records,
+        cases=len(cases),
+        repeat=repeat,
+        concurrency=concurrency,
+        dataset=dataset,
+        effects=effects,
     )
+
+
+def _effects_entry(target: EvalTarget, gates: EvalGates | None) -> dict[str, Any]:
+    """What the report says of a target's effects (filled in as its runs end)."""
+    into = target.deps_from or ("make_deps()" if target.make_deps is not None else "no deps")
+    # The handler's own counts: the report shows them as they are when the eval ends.
+    return {"performed": {}, "into": into, "gates": {} if gates is None else gates.answered}
 
 
 async def _run_one(

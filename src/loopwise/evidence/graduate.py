@@ -38,6 +38,7 @@ from loopwise.evidence.codegen import (
 from loopwise.evidence.dataflow import learn
 from loopwise.evidence.evals import Case, EvalReport, EvalTarget, evaluate
 from loopwise.evidence.paired import PairedDifference, paired_difference, run_quality
+from loopwise.evidence.sandbox import eval_deps
 from loopwise.evidence.stats import TargetSummary, reference_cost
 from loopwise.evidence.traces import Trace, load_runs, statuses_of, trace_of
 from loopwise.running.targets import Target, load_target, model_for
@@ -377,9 +378,19 @@ def _evaluated(
     base: Graduation, agent: Target, workflow: Target, mined: Mined, how: _Eval
 ) -> Graduation:
     sink = _Paths()
+    # The workflow makes the agent's calls: both run against the agent module's sandbox
+    # when those take effect (refused without one), with every gate answered "deny".
+    deps, where = eval_deps(agent, None, "deny")
     targets = [
-        EvalTarget(name=agent.spec, step=agent.step, model=model_for(agent, how.model)),
-        EvalTarget(name=workflow.spec, step=workflow.step, model=model_for(workflow, how.model)),
+        EvalTarget(
+            name=t.spec,
+            step=t.step,
+            model=model_for(t, how.model),
+            make_deps=deps,
+            gates="deny",
+            deps_from=where,
+        )
+        for t in (agent, workflow)
     ]
     report = evaluate(
         targets,

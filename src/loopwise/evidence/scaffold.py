@@ -90,10 +90,9 @@ TEMPLATES: dict[str, Template] = {
         dataset="refunds_cases.jsonl",
         example="Order O-3001 arrived broken, I want my money back.",
         eval_flags=(
+            # Its effects go to the sandbox the module declares (make_eval_deps), its runs
+            # to the eval's own store, its gates are answered by the eval: no flag needed.
             *("--scorer", "refunds.py:refund_matches"),
-            *("--deps", "refunds.py:scratch_ledger"),
-            # Its cases that wait for a person must not sit among real pending refunds.
-            *("--store", ".loopwise/eval.db"),
         ),
     ),
     "compare": Template(

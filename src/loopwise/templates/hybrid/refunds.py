@@ -11,14 +11,15 @@ passes its gate. Try it::
     loopwise pending
     loopwise approve RUN_ID && loopwise resume RUN_ID
     loopwise eval refunds.py:refund_desk --dataset refunds_cases.jsonl --model scripted \\
-        --scorer refunds.py:refund_matches --deps refunds.py:scratch_ledger \\
-        --store .loopwise/eval.db
+        --scorer refunds.py:refund_matches
     pytest
 
-The eval runs every case on a scratch ledger (:func:`scratch_ledger`) and records its runs
-in a store of its own: the cases that wait for a person are measurements, not requests, so
-``loopwise pending`` on the real store never lists them (approved and resumed, a run gets
-:func:`make_deps`'s real ledger).
+The eval runs every case on a scratch ledger (:func:`make_eval_deps`, the sandbox this
+module declares: ``loopwise eval`` refuses a target whose tools take effect without one),
+answers every gate itself (``deny``; ``--gates approve`` to measure the approved path) and
+records its runs in a store of its own (``.loopwise/eval.db``): the cases are
+measurements, not requests, so ``loopwise pending`` never lists them and the real ledger
+(:func:`make_deps`) is never written.
 
 The actions:
 
@@ -124,8 +125,8 @@ def make_deps() -> Ledger:
     return Ledger(os.environ.get("REFUNDS_DB", "refunds.db"))
 
 
-def scratch_ledger() -> Ledger:
-    """A fresh in-memory ledger per run: the eval's (``--deps refunds.py:scratch_ledger``),
+def make_eval_deps() -> Ledger:
+    """A fresh in-memory ledger per run: the eval's sandbox (``loopwise eval`` uses it),
     so measuring the desk pays nobody and every case starts from the same books."""
     return Ledger(":memory:")
 

@@ -1,0 +1,127 @@
+"""Evals that cannot touch the real world by accident.
+
+An eval runs a target many times on made-up cases; a ``write``/``irreversible`` tool run
+against the target's real deps would pay, mail or delete for real. So ``loopwise eval``:
+
+* answers every gate by the eval's own rule (``--gates deny``, the default, or
+  ``approve``), never a person: nothing of an eval waits in ``pending`` or the inbox,
+  and the report counts the answers;
+* runs a target whose effects could happen under that rule (a ``write``/``irreversible``
+  tool whose gate is not a plain ``human()`` one, or any of them with ``--gates
+  approve``) only against a **sandbox**: ``--deps module:function`` when given, else the
+  target module's ``make_eval_deps()``; with neither it refuses in one line naming the
+  tools and the fix (its real ``make_deps()`` is never used by accident);
+* reports, per target, which effects its runs performed and into which deps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from loopwise.core.events import EventType
+from loopwise.core.result import RunResult
+from loopwise.core.shape import Shape, ToolShape, describe
+from loopwise.errors import ConfigError
+from loopwise.running.targets import Target, deps_factory
+from loopwise.tools.verdicts import ApprovalRequest, Approved, Denied, Verdict
+
+__all__ = ["EVAL_DEPS_FACTORY", "GATE_RULES", "EvalGates", "effects_of", "eval_deps", "risky_tools"]
+
+EVAL_DEPS_FACTORY = "make_eval_deps"
+"""The name of a target module's sandbox deps factory, which ``loopwise eval`` uses."""
+
+GATE_RULES = ("deny", "approve")
+"""How an eval answers its gates."""
+
+_EFFECTS = frozenset({"write", "irreversible"})
+
+
+def risky_tools(step: Any, rule: str) -> list[str]:
+    """The ``write``/``irreversible`` tools of ``step`` that could take effect in an eval
+    whose gates answer ``rule`` (sorted names)."""
+    found = set()
+    for t in _tools_in(describe(step)):
+        if t.effect not in _EFFECTS:
+            continue
+        gate = getattr(t.tool, "gate", None)
+        only_a_person = getattr(gate, "kind", None) == "human"
+        if rule == "approve" or not only_a_person:
+            found.add(t.name)
+    return sorted(found)
+
+
+def _tools_in(shape: Shape) -> list[ToolShape]:
+    out = [*shape.tools, *shape.actions]
+    for _, child in shape.children():
+        out.extend(_tools_in(child))
+    for action in shape.actions:
+        if action.step is not None:
+            out.extend(_tools_in(action.step))
+    return out
+
+
+def eval_deps(
+    target: Target, spec: str | None, rule: str
+) -> tuple[Callable[[], Any] | None, str | None]:
+    """Where an eval's runs of ``target`` get their deps, and how the report names it.
+
+    ``--deps`` (``spec``) wins; a target whose effects could happen gets its module's
+    ``make_eval_deps()``, else :class:`ConfigError`; any other keeps ``make_deps()``."""
+    if spec is not None:
+        return deps_factory(target, spec), f"--deps {spec}"
+    risky = risky_tools(target.step, rule)
+    if not risky:
+        return deps_factory(target), None
+    sandbox = getattr(target.module, EVAL_DEPS_FACTORY, None)
+    if callable(sandbox):
+        factory: Callable[[], Any] = sandbox
+        return factory, f"{target.spec}: {EVAL_DEPS_FACTORY}() (the target's sandbox)"
+    raise ConfigError(
+        f"eval: {target.spec} has tools that take effect ({', '.join(risky)}) and no sandbox: "
+        f"define {EVAL_DEPS_FACTORY}() in its module, or pass --deps module:function (the "
+        "real make_deps only on purpose)",
+        name=target.spec,
+    )
+
+
+@dataclass
+class EvalGates:
+    """The approval handler of an eval's runs: every ask answered by ``rule``, counted."""
+
+    rule: str = "deny"
+    """``deny`` or ``approve``."""
+    by: str = "eval"
+    """The name decisions are recorded under."""
+    answered: dict[str, int] = field(default_factory=dict)
+    """How many asks were answered each way."""
+
+    def __call__(self, request: ApprovalRequest) -> Verdict:
+        decision = "approved" if self.rule == "approve" else "denied"
+        self.answered[decision] = self.answered.get(decision, 0) + 1
+        if self.rule == "approve":
+            return Approved(by=self.by, reason="loopwise eval --gates approve")
+        return Denied(
+            "an eval asks no person: its gates answer deny (loopwise eval --gates approve "
+            "measures the approved path, in a sandbox)",
+            by=self.by,
+        )
+
+
+def effects_of(result: RunResult) -> dict[str, int]:
+    """How many ``write``/``irreversible`` calls of ``result`` took effect, per tool."""
+    effectful = {
+        str(e.data.get("call_id"))
+        for e in result.events
+        if e.type is EventType.TOOL_CALL and e.data.get("effect") in _EFFECTS
+    }
+    done: dict[str, int] = {}
+    for e in result.events:
+        if e.type is not EventType.TOOL_RESULT or e.data.get("status") != "done":
+            continue
+        # (an effect answered from an earlier one carries its reason: not taken again)
+        if str(e.data.get("call_id")) in effectful and e.data.get("reason") is None:
+            tool = str(e.data.get("tool"))
+            done[tool] = done.get(tool, 0) + 1
+    return done

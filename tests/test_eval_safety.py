@@ -1,0 +1,122 @@
+"""``loopwise eval`` cannot touch the real world by accident: a target whose tools take
+effect runs against the sandbox it declares (``make_eval_deps()``) or is refused in one
+line; every gate is answered by the eval's rule, never left in ``pending``; the eval's
+runs go to a store of their own; the report says what effects happened and where.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loopwise.cli.main import main
+
+ROOT = Path(__file__).resolve().parent.parent
+DESK = f"{ROOT / 'workflows' / 'refund_desk.py'}:refund_desk"
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _pending(capsys: pytest.CaptureFixture[str]) -> list[Any]:
+    code, out, _ = _cli(capsys, "pending", "--json")
+    assert code == 0
+    return list(json.loads(out))
+
+
+def _shop(sql: str) -> list[Any]:
+    with sqlite3.connect(os.environ["LOOPWISE_SHOP_DB"]) as db:
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
+        return db.execute(sql).fetchall() if "refunds" in tables else []
+
+
+def test_the_hybrid_starter_evaluates_against_its_sandbox_with_no_flags(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert _cli(capsys, "init", "hybrid", ".")[0] == 0
+    code, out, err = _cli(capsys, "eval", "refunds.py:refund_desk", "--dataset",
+                          "refunds_cases.jsonl", "--model", "scripted", "--scorer",
+                          "refunds.py:refund_matches")  # fmt: skip
+    assert code == 0, err
+    line = next(x for x in out.splitlines() if x.startswith("effects of "))
+    assert "issue_refund x" in line and "make_eval_deps() (the target's sandbox)" in line
+    assert "denied" in line  # the refunds a person would decide were answered by the eval
+    if Path("refunds.db").exists():  # the real ledger: never written by the eval
+        with sqlite3.connect("refunds.db") as db:
+            assert db.execute("SELECT COUNT(*) FROM effects").fetchone() == (0,)
+    assert _pending(capsys) == []  # nothing waits in the real store, nor in the eval's
+    eval_db = str(Path(os.environ["LOOPWISE_STORE"]).with_name("eval.db"))
+    code, out, _ = _cli(capsys, "pending", "--json", "--store", eval_db)
+    assert json.loads(out) == []
+    code, out, _ = _cli(capsys, "runs", "list", "--json")
+    assert json.loads(out) == [] or all("refund_desk" not in str(r) for r in json.loads(out))
+
+
+def test_the_canonical_refund_desk_pays_nobody_in_an_eval(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text(
+        json.dumps({"input": "Order O-1003 arrived broken and I want my money back."})
+        + "\n"
+        + json.dumps({"input": "Order O-1001 never arrived, refund please."})
+        + "\n"
+    )
+    code, out, err = _cli(capsys, "eval", DESK, "--dataset", str(cases), "--model", "scripted")
+    assert code == 0, err
+    assert "effects of" in out and ": none (into" in out and "gates: 4 denied" in out
+    assert _shop("SELECT * FROM refunds") == [] and _pending(capsys) == []
+    # Opted in: the approved path runs, in the sandbox, and the report says so.
+    code, out, err = _cli(capsys, "eval", DESK, "--dataset", str(cases), "--model", "scripted",
+                          "--gates", "approve", "--json")  # fmt: skip
+    assert code == 0, err
+    effects = next(iter(json.loads(out)["effects"].values()))
+    assert effects["performed"]["issue_refund"] == 2 and "sandbox" in effects["into"]
+    assert _shop("SELECT * FROM refunds") == [] and _shop("SELECT * FROM emails") == []
+
+
+def test_an_agent_with_a_write_tool_and_no_sandbox_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    books = tmp_path / "books.txt"
+    module = tmp_path / "writer.py"
+    module.write_text(
+        "import loopwise\n"
+        "from loopwise.testing import ScriptedModel, call, reply\n"
+        f"BOOKS = {str(books)!r}\n"
+        "@loopwise.tool(effect='write')\n"
+        "def save(text: str) -> str:\n"
+        "    '''Save a line to the books. Use it to record the answer.'''\n"
+        "    with open(BOOKS, 'a') as f:\n        f.write(text + '\\n')\n"
+        "    return 'saved'\n"
+        "writer = loopwise.Agent(name='writer', tools=[save])\n"
+        "def make_deps():\n    return 'real'\n"
+        "def real():\n    return 'real'\n"
+        "def offline_model():\n"
+        "    def respond(request):\n"
+        "        done = [m for m in request.messages if m['role'] == 'tool']\n"
+        "        return reply('ok') if done else call('save', {'text': 'x'})\n"
+        "    return ScriptedModel(respond)\n"
+    )
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text('{"input": "go"}\n{"input": "again"}\n')
+    target = f"{module}:writer"
+    code, out, err = _cli(capsys, "eval", target, "--dataset", str(cases), "--model", "scripted")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "(save)" in err and "make_eval_deps()" in err and "--deps" in err
+    assert not books.exists()
+    code, out, err = _cli(capsys, "eval", target, "--dataset", str(cases), "--model", "scripted",
+                          "--deps", f"{module}:real")  # fmt: skip
+    assert code == 0, err
+    assert f"effects of {target}: save x2 (into --deps {module}:real)" in out
+    assert books.read_text() == "x\nx\n"
