@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from loopwise.core.events import Event, EventType
 from loopwise.errors import DecisionError, LoopwiseError
-from loopwise.store.base import RunStore, StoredApproval, not_pending
+from loopwise.store.base import EventLog, RunStore, StoredApproval, not_pending
 
 if TYPE_CHECKING:
     from loopwise.core.shape import Shape, ToolShape
@@ -160,7 +160,7 @@ def _pending(store: RunStore, run_id: str, approval_id: str) -> StoredApproval:
     return found
 
 
-def _answer_schema(store: RunStore, found: StoredApproval) -> dict[str, Any] | None:
+def _answer_schema(store: EventLog, found: StoredApproval) -> dict[str, Any] | None:
     """The schema an answer must match when the approval asks a question (an MCP
     server's elicitation), from the request in the run's log; ``None`` for a call."""
     asked = _request_event(found, store.events(found.run_id))

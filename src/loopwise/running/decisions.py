@@ -27,7 +27,7 @@ from typing import Any
 
 from loopwise.errors import ConfigError
 from loopwise.running.approvals import asked_again, decide
-from loopwise.store.base import RunStore, StoredApproval
+from loopwise.store.base import EventLog, RunStore, StoredApproval
 from loopwise.store.open import require_folder, shared_store
 from loopwise.tools.audit import os_user
 
@@ -155,7 +155,7 @@ def choose(
     return waiting
 
 
-def _refuse_later_asks(store: RunStore, run_id: str, waiting: list[StoredApproval]) -> None:
+def _refuse_later_asks(store: EventLog, run_id: str, waiting: list[StoredApproval]) -> None:
     """An unnamed decision must not reach an ask that a listing from an earlier pause of
     the run did not show (the run was resumed and asked again since)."""
     events = store.events(run_id)

@@ -55,7 +55,15 @@ from loopwise.running.conventions import close_model, module_deps, target_and_mo
 from loopwise.running.live import owner_alive, owner_id, running_here
 from loopwise.running.store_approvals import StoreApprovals
 from loopwise.running.targets import calling_modules, load_target, spec_of
-from loopwise.store.base import QUEUED, RESUMABLE, RunStore, StoredApproval, StoredRun
+from loopwise.store.base import (
+    QUEUED,
+    RESUMABLE,
+    EventLog,
+    RunLeases,
+    RunStore,
+    StoredApproval,
+    StoredRun,
+)
 from loopwise.store.open import shared_store
 from loopwise.tools.verdicts import ApprovalRequest
 
@@ -203,7 +211,7 @@ async def _execute(st: RunStore | None, target: Step, input: Any, ctx: Context) 
 
 
 @contextmanager
-def _holding(st: RunStore | None, run_id: str) -> Iterator[None]:
+def _holding(st: RunLeases | None, run_id: str) -> Iterator[None]:
     if st is None:
         yield
         return
@@ -437,7 +445,7 @@ def _typed_input(target: Step, stored: Any) -> Any:
 
 
 def _stored_result(
-    st: RunStore, row: StoredRun, *, pending: list[StoredApproval] | None = None
+    st: EventLog, row: StoredRun, *, pending: list[StoredApproval] | None = None
 ) -> RunResult:
     """A run as the store has it (resuming a finished or still-waiting run changes nothing)."""
     try:

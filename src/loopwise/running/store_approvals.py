@@ -7,7 +7,7 @@ process) gets the decision a person recorded with ``loopwise approve``/``deny`` 
 
 from __future__ import annotations
 
-from loopwise.store.base import RunStore
+from loopwise.store.base import ApprovalBook
 from loopwise.tools.handlers import Handler, ask
 from loopwise.tools.verdicts import ApprovalRequest, Denied, Verdict, verdict_from_data
 
@@ -22,7 +22,7 @@ class StoreApprovals:
     for other arguments than the request's (a different ``args_hash``) denies.
     """
 
-    def __init__(self, store: RunStore, fallback: Handler = None) -> None:
+    def __init__(self, store: ApprovalBook, fallback: Handler = None) -> None:
         self.store = store
         self.fallback = fallback
 

@@ -1,12 +1,16 @@
 """The run store: runs, their ordered events and their approvals, behind one interface.
 
-:class:`RunStore` is the interface; :class:`SQLiteStore` (one file, the embedded default)
-and :class:`~loopwise.postgres.PostgresStore` (many workers on many machines) implement
-it on :class:`~loopwise.store.sql.SQLStore`, which holds every statement both run, so the
-two keep one semantics. :func:`loopwise.store.open.open_store` picks one from a path or URL.
-A store is an :class:`~loopwise.core.events.EventSink`: a run streams every event into it as
-it happens, and the store keeps the ``runs`` row (status, output, usage) and the
-``approvals`` rows (from ``gate_requested``/``gate_decided`` events) in step with the log.
+:class:`RunStore` is the interface, the union of five roles a consumer asks for one by one:
+:class:`EventLog` (a run's events), :class:`RunLeases` (registering, queueing and leasing
+runs), :class:`RunQueries` (reading runs), :class:`ApprovalBook` (gate requests and
+decisions) and :class:`EvalHistory` (eval summaries). :class:`SQLiteStore` (one file, the
+embedded default) and :class:`~loopwise.postgres.PostgresStore` (many workers on many
+machines) implement it on :class:`~loopwise.store.sql.SQLStore`, which holds every statement
+both run, so the two keep one semantics. :func:`loopwise.store.open.open_store` picks one
+from a path or URL. A store is an :class:`~loopwise.core.events.EventSink`: a run streams
+every event into it as it happens, and the store keeps the ``runs`` row (status, output,
+usage) and the ``approvals`` rows (from ``gate_requested``/``gate_decided`` events) in step
+with the log.
 
 How the SQL stores keep events durable, lease runs and share a database is
 :mod:`loopwise.store.sql`'s.
@@ -30,6 +34,11 @@ __all__ = [
     "DEFAULT_STORE_PATH",
     "QUEUED",
     "RESUMABLE",
+    "ApprovalBook",
+    "EvalHistory",
+    "EventLog",
+    "RunLeases",
+    "RunQueries",
     "RunStore",
     "StoredApproval",
     "StoredRun",
@@ -187,12 +196,9 @@ class Tx(Protocol):
         ...
 
 
-class RunStore(Protocol):
-    """What loopwise needs from a run store (:class:`~loopwise.store.sql.SQLStore`
-    implements it twice)."""
-
-    lease_seconds: float
-    """How long a run's lease lasts without renewal."""
+class EventLog(Protocol):
+    """The role that keeps a run's events: appends them as they happen (it is an
+    :class:`~loopwise.core.events.EventSink`) and reads them back in order."""
 
     def record(self, run_id: str, event: Event) -> None:
         """Append ``event`` to the run's log (the :class:`EventSink` method)."""
@@ -201,6 +207,26 @@ class RunStore(Protocol):
     def record_many(self, run_id: str, events: list[Event]) -> None:
         """Append several events, all or none (the gate requests of one turn)."""
         ...
+
+    def events(self, run_id: str) -> list[Event]:
+        """The run's events in ``seq`` order."""
+        ...
+
+    def journal(self, run_id: str) -> dict[str, dict[str, Any]]:
+        """``{key: data}`` of every event that carries a journal ``key``."""
+        ...
+
+    def flush(self) -> None:
+        """Commit the events grouped since the last durability point."""
+        ...
+
+
+class RunLeases(Protocol):
+    """The role that hands runs to processes: registers them, queues them, leases
+    one to one owner at a time and records how a run that stopped early stands."""
+
+    lease_seconds: float
+    """How long a run's lease lasts without renewal."""
 
     def create_run(
         self,
@@ -235,6 +261,18 @@ class RunStore(Protocol):
         """Return when a run may have become claimable, or after ``timeout`` seconds."""
         ...
 
+    def mark_paused(self, run_id: str, detail: str) -> None:
+        """Mark a ``running`` run of a dead process that waits on approvals as paused."""
+        ...
+
+    def mark_failed(self, run_id: str, detail: str) -> None:
+        """Mark a run that raised before finishing as ``error``."""
+        ...
+
+
+class RunQueries(Protocol):
+    """The role that answers questions about stored runs (the CLI's ``runs``, the inbox)."""
+
     def get_run(self, run_id: str) -> StoredRun:
         """The run; :class:`ConfigError` when there is no such run."""
         ...
@@ -249,17 +287,13 @@ class RunStore(Protocol):
         """The runs of a conversation in the order they were sent (empty when unknown)."""
         ...
 
-    def events(self, run_id: str) -> list[Event]:
-        """The run's events in ``seq`` order."""
-        ...
-
     def show(self, run_id: str) -> dict[str, Any]:
         """The audit log: run fields plus every event (DESIGN §11)."""
         ...
 
-    def journal(self, run_id: str) -> dict[str, dict[str, Any]]:
-        """``{key: data}`` of every event that carries a journal ``key``."""
-        ...
+
+class ApprovalBook(Protocol):
+    """The role that keeps the gate requests of runs and the decisions people make."""
 
     def pending(self, run_id: str | None = None) -> list[StoredApproval]:
         """Undecided approvals (of one run, or of all)."""
@@ -287,13 +321,9 @@ class RunStore(Protocol):
         """Record a human decision on a pending approval; return the updated approval."""
         ...
 
-    def mark_paused(self, run_id: str, detail: str) -> None:
-        """Mark a ``running`` run of a dead process that waits on approvals as paused."""
-        ...
 
-    def mark_failed(self, run_id: str, detail: str) -> None:
-        """Mark a run that raised before finishing as ``error``."""
-        ...
+class EvalHistory(Protocol):
+    """The role that keeps eval summaries, so an eval compares with the last one."""
 
     def save_eval(
         self,
@@ -314,9 +344,11 @@ class RunStore(Protocol):
         ``created_at`` and ``eval_id``; ``None`` when there is none."""
         ...
 
-    def flush(self) -> None:
-        """Commit the events grouped since the last durability point."""
-        ...
+
+class RunStore(EventLog, RunLeases, RunQueries, ApprovalBook, EvalHistory, Protocol):
+    """What loopwise needs from a run store: every role (:class:`~loopwise.store.sql.SQLStore`
+    implements it twice). A consumer that needs one role asks for that role, so a third
+    backend or a test fake implements what that consumer uses, not every method."""
 
     def close(self) -> None:
         """Commit what is grouped and release the store's resources."""
