@@ -27,9 +27,10 @@ if TYPE_CHECKING:
     from loopwise.architectures.structured import Structured
     from loopwise.architectures.workflow import Workflow
     from loopwise.core.events import Event, EventType, Status, TextDelta
+    from loopwise.core.function_step import step
     from loopwise.core.options import RunOptions
     from loopwise.core.result import Halt, RunResult
-    from loopwise.core.step import Context, Step, step
+    from loopwise.core.step import Context, Step
     from loopwise.core.usage import Budget, Price, Pricing, Usage
     from loopwise.errors import (
         ConfigError,
@@ -115,7 +116,8 @@ _LAZY = {
     "SQLiteStore": "loopwise.store.sqlite",
     "RunOptions": "loopwise.core.options",
     **dict.fromkeys(["Halt", "RunResult"], "loopwise.core.result"),
-    **dict.fromkeys(["Context", "Step", "step"], "loopwise.core.step"),
+    **dict.fromkeys(["Context", "Step"], "loopwise.core.step"),
+    "step": "loopwise.core.function_step",
     **dict.fromkeys(["RunStore", "StoredApproval", "StoredRun"], "loopwise.store.base"),
     "open_store": "loopwise.store.open",
     **dict.fromkeys(["RunStream", "astream", "astream_resume"], "loopwise.running.stream"),

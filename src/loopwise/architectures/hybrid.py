@@ -63,10 +63,11 @@ from loopwise.architectures.plans import (
 from loopwise.architectures.structured import Structured
 from loopwise.architectures.workflow import Workflow
 from loopwise.core.events import EventType, Status, jsonable
+from loopwise.core.function_step import step
 from loopwise.core.journal import Journal
 from loopwise.core.result import Halt
 from loopwise.core.shape import Kind, Limits, Shape, describe, mermaid
-from loopwise.core.step import Context, step
+from loopwise.core.step import Context
 from loopwise.core.usage import Budget, Usage
 from loopwise.errors import ConfigError, ToolError
 from loopwise.tools.calls import Call, CallSettings, Outcome, effect_id, execute

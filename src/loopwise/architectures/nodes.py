@@ -17,11 +17,12 @@ from pydantic import BaseModel
 
 from loopwise.architectures.wiring import hints_of, plain_key, strip_type
 from loopwise.core.events import Status, jsonable
+from loopwise.core.function_step import FunctionStep
 from loopwise.core.journal import Journal
 from loopwise.core.replay import RERUN, replays
 from loopwise.core.result import Halt
 from loopwise.core.shape import Kind, Node, Shape, describe
-from loopwise.core.step import Context, FunctionStep
+from loopwise.core.step import Context
 from loopwise.tools.calls import Call, CallSettings, execute, values_or_halt
 from loopwise.tools.tool import Tool, require_gate
 

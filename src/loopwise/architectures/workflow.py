@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from loopwise.architectures.digraph import Digraph
+from loopwise.architectures.graph_checks import branch_errors, cycle_error, reach_errors
 from loopwise.architectures.nodes import (
     Join,
     NamedNode,
@@ -77,9 +78,10 @@ from loopwise.architectures.wiring import (
     types_compatible,
 )
 from loopwise.core.events import Status
+from loopwise.core.function_step import FunctionStep
 from loopwise.core.result import Halt
 from loopwise.core.shape import Edge, Graph, Kind, Limits, Problem, Shape, mermaid
-from loopwise.core.step import Context, FunctionStep, Step, concurrently, needs_model
+from loopwise.core.step import Context, Step, concurrently, needs_model
 from loopwise.core.usage import Budget
 from loopwise.errors import ConfigError, GraphError
 from loopwise.tools.tool import Tool
@@ -316,11 +318,11 @@ class Workflow:
             return [
                 GraphError(f"workflow {self.name!r} has no nodes; add one", node=None, code="empty")
             ]
-        errors = self._branch_errors()
-        cycle = self._cycle_error()
+        errors = branch_errors(self._dag)
+        cycle = cycle_error(self._dag)
         if cycle is not None:
             return [*errors, cycle]
-        errors += self._reach_errors()
+        errors += reach_errors(self._dag, self._start())
         for node in self._dag:
             errors += self._edge_errors(node) + self._route_errors(node)
         return errors + self._end_errors()
@@ -424,7 +426,7 @@ class Workflow:
         """The topological generations; a cycle (closed by ``connect``) raises its error."""
         generations = self._dag.generations()
         if generations is None:
-            cycle = self._cycle_error()
+            cycle = cycle_error(self._dag)
             assert cycle is not None
             raise cycle
         return generations
@@ -527,62 +529,6 @@ class Workflow:
         if not preds:
             return self.input_type
         return self._out_type(preds[0], seen | {node})
-
-    def _cycle_error(self) -> GraphError | None:
-        cycle = self._dag.find_cycle()
-        if cycle is None:
-            return None
-        path = " → ".join([*cycle, cycle[0]])
-        return GraphError(
-            f"node {cycle[0]!r} is on a cycle ({path}); a workflow is acyclic: remove the "
-            f"edge {cycle[-1]} → {cycle[0]}, or put the loop inside one step (an agent)",
-            node=cycle[0],
-            code="cycle",
-        )
-
-    def _reach_errors(self) -> list[GraphError]:
-        start = self._start()
-        reached = self._dag.reachable(start)
-        return [
-            GraphError(
-                f"node {n!r} is unreachable from the start node {start!r}: nothing leads to "
-                f"it; give it after=[...] (or name it as a branch), or remove it",
-                node=n,
-                code="unreachable",
-            )
-            for n in self._dag
-            if n not in reached
-        ]
-
-    def _branch_errors(self) -> list[GraphError]:
-        errors = []
-        for node, data in self._dag.items():
-            spec: RouteSpec | None = data.get("route")
-            if spec is None:
-                continue
-            targets = spec.targets()
-            for target in targets:
-                if target not in self._dag:
-                    errors.append(
-                        GraphError(
-                            f"route {node!r} sends {', '.join(spec.labels(target))} to "
-                            f"{target!r}, which is not a node (a dangling branch); add "
-                            f"{target!r} or fix the branch",
-                            node=node,
-                            code="dangling-branch",
-                        )
-                    )
-            for succ in self._dag.successors(node):
-                if succ not in targets:
-                    errors.append(
-                        GraphError(
-                            f"node {succ!r} follows route {node!r} but no branch leads to it; "
-                            f"name it in the route's branches (or default)",
-                            node=succ,
-                            code="unrouted-node",
-                        )
-                    )
-        return errors
 
     def _end_errors(self) -> list[GraphError]:
         ends = self._ends()

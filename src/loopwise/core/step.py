@@ -20,8 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import functools
-import inspect
 import os
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -32,8 +30,6 @@ from typing import (
     Generic,
     Protocol,
     TypeVar,
-    get_type_hints,
-    overload,
     runtime_checkable,
 )
 
@@ -42,9 +38,9 @@ import typing_extensions
 from loopwise.core.events import Event, EventSink, EventType, Status, TextDelta, jsonable, now_iso
 from loopwise.core.journal import Journal
 from loopwise.core.options import RunOptions, check_options
-from loopwise.core.replay import Restorer, entered, recall, record
+from loopwise.core.replay import entered, recall, record
 from loopwise.core.result import Halt, RunResult
-from loopwise.core.shape import Kind, Shape, kind_of
+from loopwise.core.shape import kind_of
 from loopwise.core.usage import Budget, Pricing, Usage
 from loopwise.errors import ConfigError, LoopwiseError, ModelAPIError
 
@@ -53,14 +49,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Context",
-    "FunctionStep",
     "Step",
     "check_step",
     "execute",
     "needs_model",
     "new_context",
     "new_run_id",
-    "step",
 ]
 
 T = TypeVar("T")
@@ -628,88 +622,5 @@ def _leaves(group: BaseExceptionGroup[Any]) -> Iterator[BaseException]:
 
 def needs_model(step: Any) -> bool:
     """Whether running ``step`` needs a model: its own ``needs_model`` says, and a plain
-    function step needs none (so the CLI does not demand one for it)."""
-    return bool(getattr(step, "needs_model", not isinstance(step, FunctionStep)))
-
-
-class FunctionStep:
-    """A plain function (sync or async) as a step; sync ones run off the event loop.
-
-    The function takes ``(input)`` or ``(input, ctx)``. Its annotations give
-    ``input_type`` and ``output_type`` for graph checks. A sync function runs in a worker
-    thread, so blocking I/O cannot stall other runs; the hop is not free, so write quick
-    pure code (routing, reshaping) as ``async def`` to run it on the loop itself.
-    """
-
-    def __init__(self, fn: Callable[..., Any], *, name: str | None = None) -> None:
-        self.fn = fn
-        self.name = name or fn.__name__
-        self.description = inspect.getdoc(fn) or ""
-        params = list(inspect.signature(fn).parameters)
-        if not 1 <= len(params) <= 2:
-            raise ConfigError(
-                f"step {self.name!r} must take (input) or (input, ctx), not {len(params)} "
-                "parameters",
-                name=self.name,
-            )
-        self._takes_ctx = len(params) == 2
-        # An object with an async __call__ is async too (iscoroutinefunction says no).
-        self._is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-            type(fn).__call__
-        )
-        hints = _hints(fn)
-        self.input_type: Any = hints.get(params[0], Any)
-        self.output_type: Any = hints.get("return", Any)
-        self._restorer = Restorer(self.output_type)
-        functools.update_wrapper(self, fn)
-
-    async def run(self, input: Any, ctx: Context) -> Any:
-        """Call the function (in a worker thread when it is sync)."""
-        args = (input, ctx) if self._takes_ctx else (input,)
-        if self._is_async:
-            return await self.fn(*args)
-        result = await asyncio.to_thread(self.fn, *args)
-        if inspect.isawaitable(result):  # a sync wrapper that returns a coroutine
-            return await result
-        return result
-
-    def restorable(self, output: Any, recorded: Any) -> bool:
-        """Whether a resume may take ``output`` from its record (a ``Restorer`` says)."""
-        return self._restorer.exact(output, recorded)
-
-    def restore(self, input: Any, recorded: Any) -> Any:
-        """The output ``recorded`` stands for, as the declared return type (or ``RERUN``)."""
-        return self._restorer.restore(recorded)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """Call the wrapped function directly."""
-        return self.fn(*args, **kwargs)
-
-    def describe(self) -> Shape:
-        """A function step: plain code, nothing inside it to review."""
-        return Shape(kind=Kind.FUNCTION, name=self.name)
-
-    def __repr__(self) -> str:
-        return f"<step {self.name}>"
-
-
-def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
-    try:
-        return get_type_hints(fn)
-    except (NameError, TypeError):
-        return {}
-
-
-@overload
-def step(fn: Callable[..., Any], /) -> FunctionStep: ...
-@overload
-def step(*, name: str | None = None) -> Callable[[Callable[..., Any]], FunctionStep]: ...
-
-
-def step(
-    fn: Callable[..., Any] | None = None, /, *, name: str | None = None
-) -> FunctionStep | Callable[[Callable[..., Any]], FunctionStep]:
-    """Make a plain function a step: ``@step`` or ``@step(name="route")``."""
-    if fn is not None:
-        return FunctionStep(fn)
-    return lambda f: FunctionStep(f, name=name)
+    function step declares it needs none (so the CLI does not demand one for it)."""
+    return bool(getattr(step, "needs_model", True))
