@@ -25,6 +25,8 @@ from typing import Any
 
 import pytest
 
+from loopwise.errors import missing_extra
+
 ROOT = Path(__file__).resolve().parent.parent
 DESK = f"{ROOT / 'workflows' / 'refund_desk.py'}:refund_desk"
 CHROMIUM = os.environ.get("LOOPWISE_CHROMIUM", "/usr/bin/chromium")
@@ -59,8 +61,8 @@ def _skip_or_fail(why: str) -> None:
 def browser() -> Iterator[Any]:
     try:
         from playwright.sync_api import sync_playwright
-    except ImportError:
-        _skip_or_fail("playwright is not installed")
+    except ImportError as e:
+        _skip_or_fail(str(missing_extra("dev", e, needed_by="the browser test")))
     if not os.access(CHROMIUM, os.X_OK):
         _skip_or_fail(f"no chromium at {CHROMIUM}")
     # Playwright gives the browser a new, empty profile directory of its own.

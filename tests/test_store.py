@@ -13,7 +13,6 @@ import json
 import os
 import socket
 import sqlite3
-import sys
 from collections import Counter
 from contextlib import closing
 from pathlib import Path
@@ -440,15 +439,3 @@ def test_a_postgresql_schema_loopwise_cannot_read_is_refused_in_one_line(
         with psycopg.connect(pg_url) as conn:
             tables = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
             assert [r[0] for r in tables] == ["loopwise_schema"]
-
-
-def test_a_postgresql_url_without_the_extra_says_what_to_install(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    monkeypatch.setitem(sys.modules, "psycopg", None)  # import psycopg raises ImportError
-    monkeypatch.delitem(sys.modules, "loopwise.store.postgres", raising=False)
-    with pytest.raises(StoreError, match=r"pip install 'loopwise\[postgres\]'") as raised:
-        open_store("postgresql://u@127.0.0.1/db")
-    assert raised.value.code == "missing-extra"
-    assert main(["pending", "--store", "postgresql://u@127.0.0.1/db"]) == 2
-    assert "loopwise[postgres]" in capsys.readouterr().err

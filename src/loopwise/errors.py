@@ -22,6 +22,8 @@ Guardrails never raise: a budget hit or a step limit ends the run with a
     │   ├── JudgeError              judge       a judge or a cascade is declared wrongly
     │   │                                       (``.name``): no-labels, duplicate-labels,
     │   │                                       unsupported-type, threshold, no-backend
+    │   ├── MissingExtra            missing-extra  an optional extra is not installed
+    │   │                                       (``.extra``: what to ``pip install``)
     │   ├── DecisionError           decision    a decision on an approval is refused, and
     │   │                                       it stays pending; unknown-approval,
     │   │                                       not-pending, stale, not-editable,
@@ -37,7 +39,7 @@ Guardrails never raise: a budget hit or a step limit ends the run with a
     │   └── ProbabilitiesMissing    no-probabilities  the server sent no log-probabilities
     │                                       where a judge needs them
     └── StoreError                  store       the run store cannot be opened, read or
-                                    written; bad-url, missing-extra, unreachable,
+                                    written; bad-url, unreachable,
                                     foreign, newer-schema, lease-lost, missing
 
 Catch by type; where a caller must tell errors of one type apart, branch on ``.code``
@@ -56,6 +58,7 @@ __all__ = [
     "JudgeError",
     "LoopwiseError",
     "MCPServerError",
+    "MissingExtra",
     "ModelAPIError",
     "ModelNotConfigured",
     "ProbabilitiesMissing",
@@ -63,6 +66,7 @@ __all__ = [
     "StoreError",
     "TargetError",
     "ToolError",
+    "missing_extra",
 ]
 
 
@@ -148,6 +152,30 @@ class MCPServerError(ConfigError):
         self.server = server
 
 
+class MissingExtra(ConfigError):
+    """An optional extra is not installed: ``extra`` is what to install
+    (``pip install 'loopwise[EXTRA]'``), ``name`` the module that is missing. Raised when
+    the module that needs it is imported (:mod:`loopwise.integrations.otel`,
+    :mod:`loopwise.integrations.mcp`, :mod:`loopwise.store.postgres`)."""
+
+    code = "missing-extra"
+
+    def __init__(self, message: str, *, extra: str, name: str | None = None) -> None:
+        super().__init__(message, name=name)
+        self.extra = extra
+
+
+def missing_extra(extra: str, error: ImportError, *, needed_by: str) -> MissingExtra:
+    """The one way an extra is missing: ``raise missing_extra("otel", e, needed_by=...)``
+    in the ``except ImportError as e`` around the extra's imports."""
+    return MissingExtra(
+        f"{needed_by} needs the {extra} extra: pip install 'loopwise[{extra}]' "
+        f"({error.name or error} is not installed)",
+        extra=extra,
+        name=error.name,
+    )
+
+
 class DecisionError(ConfigError):
     """A decision on an approval is refused when it is made; the approval stays pending.
 
@@ -226,11 +254,12 @@ class ProbabilitiesMissing(ModelAPIError):
 class StoreError(LoopwiseError):
     """The run store cannot be opened, read or written.
 
-    ``code`` tells apart the causes a caller may handle: ``bad-url`` (an unknown scheme or
-    a malformed URL), ``missing-extra`` (``pip install 'loopwise[postgres]'``),
-    ``unreachable`` (the server does not answer or refuses the login), ``foreign`` (the
-    database holds another program's tables), ``newer-schema`` (upgrade loopwise),
-    ``lease-lost`` (another process took the run over); ``store`` for the rest.
+    ``code`` tells apart the causes a caller may handle: ``bad-url`` (an unknown scheme
+    or a malformed URL), ``unreachable`` (the server does not answer or refuses the
+    login), ``foreign`` (the database holds another program's tables), ``newer-schema``
+    (upgrade loopwise), ``lease-lost`` (another process took the run over); ``store``
+    for the rest.
+    A missing PostgreSQL extra is a :class:`MissingExtra`.
     """
 
     code = "store"

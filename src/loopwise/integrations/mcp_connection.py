@@ -7,9 +7,17 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import importlib.util
 import tempfile
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
+
+from loopwise.errors import missing_extra
+
+if importlib.util.find_spec("mcp") is None:
+    # Checked here, where loopwise.mcp begins, not imported: the SDK loads when a server
+    # connects. Without it, importing loopwise.mcp names the extra to install.
+    raise missing_extra("mcp", ModuleNotFoundError(name="mcp"), needed_by="loopwise.mcp")
 
 if TYPE_CHECKING:
     from mcp import Client

@@ -47,21 +47,26 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
-from opentelemetry import context as otel_context
-from opentelemetry import trace
-from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
-from opentelemetry.semconv.attributes.error_attributes import ERROR_TYPE
-from opentelemetry.trace import (
-    Link,
-    NonRecordingSpan,
-    Span,
-    SpanContext,
-    SpanKind,
-    StatusCode,
-    TraceFlags,
-    Tracer,
-    TracerProvider,
-)
+from loopwise.errors import missing_extra
+
+try:
+    from opentelemetry import context as otel_context
+    from opentelemetry import trace
+    from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
+    from opentelemetry.semconv.attributes.error_attributes import ERROR_TYPE
+    from opentelemetry.trace import (
+        Link,
+        NonRecordingSpan,
+        Span,
+        SpanContext,
+        SpanKind,
+        StatusCode,
+        TraceFlags,
+        Tracer,
+        TracerProvider,
+    )
+except ImportError as e:
+    raise missing_extra("otel", e, needed_by="loopwise.otel") from e
 
 from loopwise.core.events import Event, EventType
 

@@ -84,8 +84,8 @@ def store_location(where: str | os.PathLike[str] | None = None) -> tuple[str, st
 def open_store(where: str | os.PathLike[str] | None = None, **options: Any) -> SQLStore:
     """A new store for a path or URL (see the module docs); ``options`` go to its class.
 
-    Raises :class:`StoreError`: ``bad-url``, ``missing-extra`` (install
-    ``loopwise[postgres]``), ``unreachable``, ``foreign`` or ``newer-schema``.
+    Raises :class:`StoreError`: ``bad-url``, ``unreachable``, ``foreign`` or
+    ``newer-schema``; :class:`~loopwise.errors.MissingExtra` without ``loopwise[postgres]``.
     """
     kind, location = store_location(where)
     if kind == "postgresql":

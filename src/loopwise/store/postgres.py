@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from loopwise.errors import StoreError
+from loopwise.errors import StoreError, missing_extra
 from loopwise.store.base import DEFAULT_LEASE_SECONDS, Tx, redact
 from loopwise.store.sql import SQLStore
 
@@ -29,12 +29,8 @@ try:
     import psycopg
     from psycopg.rows import dict_row
     from psycopg_pool import ConnectionPool
-except ImportError as e:  # pragma: no cover - exercised through stores.open_store
-    raise StoreError(
-        "a postgresql:// store needs the PostgreSQL extra: pip install 'loopwise[postgres]' "
-        f"({e.name} is not installed)",
-        code="missing-extra",
-    ) from e
+except ImportError as e:
+    raise missing_extra("postgres", e, needed_by="a postgresql:// store") from e
 
 __all__ = ["CHANNEL", "PostgresStore"]
 
