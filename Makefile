@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-fast demo bench lint clean mutation compat
+.PHONY: test test-fast demo bench lint clean mutation compat docs
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -25,7 +25,12 @@ lint: $(STAMP)
 	MYPYPATH=$(TEMPLATES)/workflow:$(TEMPLATES)/agent:$(TEMPLATES)/hybrid:$(TEMPLATES)/compare \
 		$(BIN)/mypy --explicit-package-bases $(wildcard $(TEMPLATES)/*/*.py)
 
-test: lint
+# The docs site, offline and strict: a broken link, a missing page or an API reference
+# that no longer resolves fails the build.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+test: lint docs
 	$(BIN)/pytest
 
 # The inner loop: lint, types and every test but the subprocess-heavy ones (marked slow:
@@ -78,4 +83,4 @@ compat: $(STAMP) $(COMPAT)/venv/.installed
 	$(BIN)/python compat/run.py --python $(COMPAT)/venv/bin/python --work $(COMPAT) $(COMPAT_ARGS)
 
 clean:
-	rm -rf $(VENV) .loopwise report.html mutants
+	rm -rf $(VENV) .loopwise report.html mutants site

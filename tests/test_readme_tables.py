@@ -18,7 +18,10 @@ from loopwise.errors import ToolError
 from loopwise.testing import ScriptedModel, call, refuse, reply
 
 ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text()
+# The README and the docs it sends readers to: the tables live in docs/ now.
+README = "\n".join(
+    p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+)
 
 
 def table(header: str) -> list[list[str]]:

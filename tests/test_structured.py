@@ -241,8 +241,8 @@ def test_readme_structured_output_example_runs() -> None:
     import re
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    section = readme.split("## Structured output", 1)[1]
+    readme = (Path(__file__).resolve().parents[1] / "docs/guides/structured-output.md").read_text()
+    section = readme.split("# Structured output", 1)[1]
     block = re.findall(r"```python\n(.*?)```", section, re.S)[0]
     exec(compile(block, "README.md#structured-output", "exec"), {"__name__": "readme"})
 
