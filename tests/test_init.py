@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sqlite3
 import subprocess
 import sys
@@ -137,8 +138,9 @@ def _run(argv: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Complete
     return done
 
 
-@pytest.mark.slow
-def test_a_user_who_installed_the_wheel_starts_a_project_of_each_kind(tmp_path: Path) -> None:
+def _installed_wheel(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A wheel of this checkout installed in a fresh venv outside it (offline); the venv
+    and the environment that finds its `loopwise` first."""
     dist = tmp_path / "dist"
     built = _run(
         [
@@ -181,14 +183,20 @@ def test_a_user_who_installed_the_wheel_starts_a_project_of_each_kind(tmp_path: 
         dict(os.environ),
     )
     assert installed.returncode == 0, installed.stderr
-    project = tmp_path / "project"
-    project.mkdir()
     env = {
         k: v
         for k, v in os.environ.items()
         if not k.startswith(("LOOPWISE_", "OPENAI_", "PYTHON", "VIRTUAL_ENV"))
     }
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    return venv, env
+
+
+@pytest.mark.slow
+def test_a_user_who_installed_the_wheel_starts_a_project_of_each_kind(tmp_path: Path) -> None:
+    venv, env = _installed_wheel(tmp_path)
+    project = tmp_path / "project"
+    project.mkdir()
 
     def ok(*argv: str) -> str:
         done = _run(list(argv), project, env)
@@ -247,3 +255,63 @@ def test_a_user_who_installed_the_wheel_starts_a_project_of_each_kind(tmp_path: 
     demo = _run(["python", "-m", "loopwise.cli.demo"], project, env)
     assert demo.returncode != 0 and "demo passed" not in demo.stdout
     assert "loopwise init" in demo.stdout + demo.stderr
+
+
+def _walk_block() -> list[str]:
+    """The README's first-hour block, one command per line, comments dropped."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("<!-- walk", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    return [line.split("  #", 1)[0].strip() for line in block.splitlines() if line.strip()]
+
+
+def _serve_once(argv: list[str], cwd: Path, env: dict[str, str]) -> str:
+    """Start the inbox as printed, read its page once, stop it; the page."""
+    import urllib.request
+
+    server = subprocess.Popen(
+        argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert server.stdout is not None
+        first = server.stdout.readline()
+        assert first.startswith("serving http://127.0.0.1:"), first + server.stderr.read()
+        with urllib.request.urlopen(first.split()[1], timeout=30) as page:
+            return str(page.read().decode())
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+@pytest.mark.slow
+def test_the_readmes_first_hour_runs_as_printed_from_the_wheel(tmp_path: Path) -> None:
+    venv, env = _installed_wheel(tmp_path)
+    # `pip install '...whl[test]'` puts pytest's command in the environment; offline, the
+    # borrowed pytest gets the same small launcher pip would write.
+    launcher = venv / "bin" / "pytest"
+    python = venv / "bin" / "python"
+    launcher.write_text(f"#!{python}\nimport sys, pytest\nsys.exit(pytest.main())\n")
+    launcher.chmod(0o755)
+    walk = _walk_block()
+    assert walk[0] == "mkdir desk && cd desk" and walk[1] == "loopwise init compare"
+    desk = tmp_path / "desk"
+    desk.mkdir()
+    run_id = ""
+    seen: dict[str, str] = {}
+    for line in walk[1:]:
+        argv = shlex.split(line.replace("RUN_ID", run_id))
+        if argv[:2] == ["loopwise", "serve"]:
+            seen["serve"] = _serve_once(argv, desk, env)
+            continue
+        done = _run(argv, desk, env)
+        paused = argv[:2] == ["loopwise", "run"]
+        assert done.returncode == (1 if paused else 0), f"{line}: {done.stdout}\n{done.stderr}"
+        seen[argv[1] if argv[0] == "loopwise" else argv[0]] = done.stdout
+        if argv[:2] == ["loopwise", "pending"]:
+            listed = _run(["loopwise", "pending", "--json"], desk, env).stdout
+            run_id = json.loads(listed)[0]["run_id"]
+    assert "2 passed" in seen["pytest"]
+    assert "Recommendation:" in seen["eval"] and "→ the workflow" in seen["eval"]
+    assert seen["decide"].startswith("architecture: hybrid")
+    assert "issue_refund" in seen["pending"] and run_id
+    assert "completed" in seen["resume"].splitlines()[0]
+    assert "loopwise" in seen["serve"] and "<script" not in seen["serve"]
