@@ -268,18 +268,18 @@ def _serve_once(argv: list[str], cwd: Path, env: dict[str, str]) -> str:
     """Start the inbox as printed, read its page once, stop it; the page."""
     import urllib.request
 
-    server = subprocess.Popen(
-        argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    try:
-        assert server.stdout is not None
-        first = server.stdout.readline()
-        assert first.startswith("serving http://127.0.0.1:"), first + server.stderr.read()
-        with urllib.request.urlopen(first.split()[1], timeout=30) as page:
-            return str(page.read().decode())
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+    with subprocess.Popen(
+        argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    ) as server:
+        try:
+            assert server.stdout is not None
+            first = server.stdout.readline()
+            assert first.startswith("serving http://127.0.0.1:"), first
+            with urllib.request.urlopen(first.split()[1], timeout=30) as page:
+                return str(page.read().decode())
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
 
 
 @pytest.mark.slow
