@@ -36,7 +36,6 @@ run ``refused``. Declaration mistakes raise :class:`~loopwise.errors.JudgeError`
 from __future__ import annotations
 
 import enum
-import json
 import math
 import string
 from collections.abc import Callable, Mapping, Sequence
@@ -46,7 +45,7 @@ from typing import Any, Generic, Literal, TypeVar, get_args, get_origin
 import annotated_types
 import pydantic
 
-from loopwise.architectures.structured import Structured
+from loopwise.architectures.structured import Structured, render_input
 from loopwise.architectures.wiring import strip_type
 from loopwise.core.events import Status, jsonable
 from loopwise.core.result import Halt
@@ -225,13 +224,7 @@ class Judge(Generic[A]):
 
     def render(self, input: Any) -> str:
         """The user message for ``input``: ``prompt(input)``, a string as is, else JSON."""
-        if self.prompt is not None:
-            return self.prompt(input)
-        if isinstance(input, str):
-            return input
-        if isinstance(input, pydantic.BaseModel):
-            return input.model_dump_json()
-        return json.dumps(jsonable(input))
+        return render_input(self.prompt, input)
 
     def ruling(
         self, probabilities: Mapping[str, Mapping[str, float] | str], backend: str, input: Any

@@ -158,13 +158,7 @@ class Structured(Generic[M]):
 
     def render(self, input: Any) -> str:
         """The user message for ``input``: ``prompt(input)``, a string as is, else JSON."""
-        if self.prompt is not None:
-            return self.prompt(input)
-        if isinstance(input, str):
-            return input
-        if isinstance(input, pydantic.BaseModel):
-            return input.model_dump_json()
-        return json.dumps(jsonable(input))
+        return render_input(self.prompt, input)
 
     async def _ask(
         self,
@@ -312,3 +306,15 @@ def _describe(error: pydantic.ValidationError) -> str:
 def _one_line(text: str, limit: int = 300) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def render_input(prompt: Callable[[Any], str] | None, input: Any) -> str:
+    """The user message for ``input``: ``prompt(input)``, a string as is, else JSON (one
+    rule for every single-call step: a structured call, a judge)."""
+    if prompt is not None:
+        return prompt(input)
+    if isinstance(input, str):
+        return input
+    if isinstance(input, pydantic.BaseModel):
+        return input.model_dump_json()
+    return json.dumps(jsonable(input))
