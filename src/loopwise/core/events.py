@@ -97,7 +97,9 @@ class EventSink(Protocol):
     """Receives every event of a run as it happens (the store, a tracer, a test).
 
     A sink may also have ``text(run_id, delta)``: it then receives each
-    :class:`TextDelta` of a streamed run (``stream=True``) as well.
+    :class:`TextDelta` of a streamed run (``stream=True``) as well; and ``async pace()``,
+    which the run awaits before each step and model call: a sink that cannot keep up
+    (``loopwise.astream``'s slow consumer) holds the run there until it can.
     """
 
     def record(self, run_id: str, event: Event) -> None:

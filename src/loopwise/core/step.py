@@ -164,6 +164,8 @@ class Context(Generic[DepsT]):
     _seq: list[int] = field(default_factory=lambda: [0])
     _taken: tuple[list[int], ...] = ()
     """The steps taken inside each enclosing step (what a replay of it counts again)."""
+    _pacers: tuple[Callable[[], Awaitable[None]], ...] = ()
+    """The sinks' ``pace`` methods: awaited before each step and model call (back-pressure)."""
 
     @property
     def deps(self) -> DepsT:
@@ -296,6 +298,8 @@ class Context(Generic[DepsT]):
             turn = Turn.from_dict(recorded["turn"])
         else:
             _stop_if_cancelled()
+            for pace in self._pacers:
+                await pace()
             # The estimate (it serializes the tool schemas) only matters to a token limit.
             pending = request.prompt_chars() // 4 if self.budget.max_tokens is not None else 0
             self.check_budget(pending_tokens=pending)
@@ -371,6 +375,8 @@ class Context(Generic[DepsT]):
         is not run again and nothing is logged twice.
         """
         _stop_if_cancelled()
+        for pace in self._pacers:
+            await pace()
         own, taken = Usage(), [0]
         child = self._derived(
             path=(*self.path, step.name),
@@ -468,6 +474,7 @@ def new_context(target: Step, opts: RunOptions) -> Context:
         max_steps=opts.max_steps,
         approvals=opts.approvals,
         sinks=opts.sinks,
+        _pacers=tuple(p for s in opts.sinks if callable(p := getattr(s, "pace", None))),
         journal=Journal(opts.replay),
         clock=opts.clock,
         stream=opts.stream,
