@@ -609,14 +609,26 @@ async def concurrently(coros: Sequence[Awaitable[T]]) -> list[T]:
         async with asyncio.TaskGroup() as group:
             tasks = [group.create_task(_awaited(c)) for c in coros]
     except BaseExceptionGroup as failed:
-        errors = list(_leaves(failed))
+        errors = [e.error if isinstance(e, _Exiting) else e for e in _leaves(failed)]
         halts = [e for e in errors if isinstance(e, Halt)]
         raise (halts or errors)[0] from None
     return [t.result() for t in tasks]
 
 
+class _Exiting(Exception):
+    """A ``SystemExit``/``KeyboardInterrupt`` carried out of a concurrent task: raised in
+    a task, asyncio would also throw it out of the event loop, past the run's own task
+    (a worker running other runs would stop); the run's task raises it instead."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
 async def _awaited(work: Awaitable[T]) -> T:
-    return await work
+    try:
+        return await work
+    except (SystemExit, KeyboardInterrupt) as e:
+        raise _Exiting(e) from None
 
 
 def _leaves(group: BaseExceptionGroup[Any]) -> Iterator[BaseException]:

@@ -263,11 +263,21 @@ async def execute_claimed(st: RunStore, row: StoredRun) -> RunResult:
     """Run a run a worker claimed (:meth:`~loopwise.store.base.RunStore.claim_next`): start a
     queued run, or continue a paused or abandoned one, with the model it recorded.
 
-    A run whose target or model cannot be loaded here is marked ``error``. The claim's
-    lease is renewed from the start, loading the target included.
+    A run whose target or model cannot be loaded here is marked ``error``. A run whose own
+    code calls ``sys.exit()`` (a step, a tool, the module's ``make_deps()``) ends ``error``
+    with the exit in its detail and is returned: the worker running it beside others goes
+    on. ``KeyboardInterrupt`` still reaches the caller (the person stopping the worker).
+    The claim's lease is renewed from the start, loading the target included.
     """
     with st.hold(row.run_id, owner_id()):
-        return await _execute_claimed(st, row)
+        try:
+            return await _execute_claimed(st, row)
+        except SystemExit as e:
+            # A run's sys.exit() is that run's end, not the worker's (nor its other runs').
+            detail = f"SystemExit: {e}"
+            if st.get_run(row.run_id).status == "running":
+                st.mark_failed(row.run_id, detail)
+            return _stored_result(st, st.get_run(row.run_id))
 
 
 async def _execute_claimed(st: RunStore, row: StoredRun) -> RunResult:
