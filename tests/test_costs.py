@@ -240,6 +240,38 @@ def test_the_store_and_approval_verbs_load_no_model_stack(tmp_path: Path) -> Non
     assert out.splitlines()[-1] == f"{[0] * len(verbs)} []"
 
 
+def test_reading_a_run_input_loads_neither_pydantic_nor_the_sdk(tmp_path: Path) -> None:
+    # --input is read with core's json_value (beside jsonable), not the tools layer's, so
+    # the CLI knows its input is JSON (or says why not) before it loads a model stack.
+    doc = tmp_path / "ticket.json"
+    doc.write_text('{"subject": "Charged twice", "amounts": [49, 49.0]}')
+    script = textwrap.dedent(
+        f"""
+        import argparse, sys
+        from loopwise.cli.input import input_of
+        from loopwise.errors import ConfigError
+        read = [input_of(argparse.Namespace(input=raw, input_text=None))
+                for raw in ['{{"a": [1, 2.5, null]}}', "@{doc}"]]
+        try:
+            input_of(argparse.Namespace(input='{{"amount": NaN}}', input_text=None))
+        except ConfigError as e:
+            read.append(str(e).split(" (")[0])
+        heavy = {{"pydantic", "openai", "loopwise.tools.tool"}}
+        print(read, sorted({{m.split(".")[0] for m in sys.modules}} & heavy
+                           | set(sys.modules) & heavy))
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    ).stdout
+    expected = [
+        {"a": [1, 2.5, None]},
+        {"subject": "Charged twice", "amounts": [49, 49.0]},
+        "--input is not valid JSON",
+    ]
+    assert out.splitlines()[-1] == f"{expected} []"
+
+
 def test_declaring_validating_and_running_workflows_and_plans_loads_no_networkx(
     tmp_path: Path,
 ) -> None:

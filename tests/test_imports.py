@@ -9,6 +9,8 @@ how a cycle hides); only ``if TYPE_CHECKING:`` blocks are left out, since they n
 from __future__ import annotations
 
 import ast
+import io
+import tokenize
 from pathlib import Path
 
 import loopwise
@@ -113,6 +115,55 @@ def test_no_module_is_longer_than_the_limit() -> None:
     lines = {_module_name(p): len(p.read_text().splitlines()) for p in PACKAGE.rglob("*.py")}
     long = {name: n for name, n in lines.items() if n > MAX_LINES}
     assert not long, f"modules over {MAX_LINES} lines (split them by concept): {long}"
+
+
+MAX_GETATTR = 40
+"""At most this many ``getattr(`` calls in the package (issue 26: "contracts declared, not
+guessed"). A member the library reads from its own steps or models is declared, with its
+default, on ``StepDefaults`` / ``ModelDefaults`` and read as an attribute (or through
+``step_member`` / ``model_member`` for any step or model); ``getattr`` is left for what
+cannot be declared (a user's module attribute, an SDK object, a name chosen at run time),
+and each one carries a comment saying why."""
+
+
+def _getattr_calls() -> dict[str, list[int]]:
+    """``module -> lines of its getattr() calls`` (calls, not the word in a string)."""
+    found: dict[str, list[int]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        lines = [
+            node.lineno
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "getattr"
+        ]
+        if lines:
+            found[_module_name(path)] = sorted(lines)
+    return found
+
+
+def _comment_lines(source: str) -> set[int]:
+    tokens = tokenize.generate_tokens(io.StringIO(source).readline)
+    return {t.start[0] for t in tokens if t.type == tokenize.COMMENT}
+
+
+def test_getattr_is_rare_and_each_one_says_why() -> None:
+    calls = _getattr_calls()
+    total = sum(len(lines) for lines in calls.values())
+    most = sorted(calls.items(), key=lambda item: -len(item[1]))[:5]
+    assert total <= MAX_GETATTR, (
+        f"{total} getattr() calls in the package, over {MAX_GETATTR}: declare the member "
+        f"(StepDefaults / ModelDefaults) instead of guessing it; most in {most}"
+    )
+    unexplained = []
+    for module, lines in calls.items():
+        path = PACKAGE.parent.joinpath(*module.split(".")).with_suffix(".py")
+        if not path.exists():
+            path = path.with_suffix("") / "__init__.py"
+        comments = _comment_lines(path.read_text())
+        # the comment stands on the call's line or within the three lines above it
+        unexplained += [f"{module}:{n}" for n in lines if not comments & set(range(n - 3, n + 1))]
+    assert not unexplained, f"getattr() without a comment saying why: {unexplained}"
 
 
 LAYERS = {

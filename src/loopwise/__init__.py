@@ -183,7 +183,7 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         return _submodule(name)
-    value = getattr(importlib.import_module(module), name)
+    value = getattr(importlib.import_module(module), name)  # getattr: a lazy export, by name
     globals()[name] = value
     return value
 

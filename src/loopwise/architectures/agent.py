@@ -58,9 +58,10 @@ from loopwise.architectures.history import (
 from loopwise.architectures.structured import strip_fence
 from loopwise.core.events import Status
 from loopwise.core.journal import Journal
+from loopwise.core.members import StepDefaults
 from loopwise.core.result import Halt
 from loopwise.core.shape import Kind, Limits, Shape
-from loopwise.core.step import Context
+from loopwise.core.step import Context, Step
 from loopwise.core.usage import Budget
 from loopwise.errors import ConfigError, ToolError
 from loopwise.models.port import Message, ModelRequest, ToolCall, Turn
@@ -98,8 +99,7 @@ class LoopDetection:
     """Two different turns alternating this many times each, A,B,A,B (0: off)."""
 
     def __post_init__(self) -> None:
-        for name in ("repeats", "ping_pong"):
-            value = getattr(self, name)
+        for name, value in (("repeats", self.repeats), ("ping_pong", self.ping_pong)):
             if not isinstance(value, int) or value == 1 or value < 0:
                 # 1 would call any single call (or any two different calls) a loop.
                 raise ConfigError(
@@ -178,7 +178,7 @@ class _Transcript:
 
 
 @dataclass(kw_only=True)
-class Agent:
+class Agent(StepDefaults):
     """An agent: model + tools + a guarded loop. A step, so it nests anywhere.
 
     Raises :class:`~loopwise.errors.ToolError` at construction for an ``irreversible``
@@ -231,8 +231,11 @@ class Agent:
             raise ConfigError(
                 f"agent name {self.name!r} must be non-empty, without '/'", name="name"
             )
-        for limit in ("max_steps", "failure_cap", "max_tool_calls"):
-            value = getattr(self, limit)
+        for limit, value in (
+            ("max_steps", self.max_steps),
+            ("failure_cap", self.failure_cap),
+            ("max_tool_calls", self.max_tool_calls),
+        ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(
                     f"agent {self.name!r}: {limit} must be a whole number >= 1, not {value!r}",
@@ -495,7 +498,7 @@ class Agent:
 def _as_tool(item: Any, agent: str) -> Tool:
     if isinstance(item, Tool):
         return item
-    if hasattr(item, "run") and hasattr(item, "name"):
+    if isinstance(item, Step):
         raise ToolError(
             f"agent {agent!r}: {item.name!r} is a step, not a tool; wrap it with "
             "as_tool(step, description=...) so the model knows when to call it",

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loopwise.core.events import Event, EventType, jsonable
+from loopwise.core.members import StepDefaults
 from loopwise.core.shape import Kind, Shape
 from loopwise.core.step import Context
 from loopwise.errors import ConfigError, ConversationError
@@ -88,8 +89,8 @@ class ContextPolicy:
     """Characters of a compacted result kept as a preview."""
 
     def __post_init__(self) -> None:
-        for name in ("keep_last", "preview_chars"):
-            _whole_number(self, name, type(self).__name__)
+        for name, value in (("keep_last", self.keep_last), ("preview_chars", self.preview_chars)):
+            _whole_number(value, name, type(self).__name__)
 
     def apply(self, messages: list[Message]) -> list[Message]:
         """``messages`` with old tool results compacted."""
@@ -106,8 +107,7 @@ class ContextPolicy:
         return {**message, "content": note}
 
 
-def _whole_number(policy: object, name: str, kind: str, minimum: int = 0) -> None:
-    value = getattr(policy, name)
+def _whole_number(value: object, name: str, kind: str, minimum: int = 0) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigError(
             f"{kind}.{name} must be a whole number >= {minimum}, not {value!r}", name=name
@@ -174,7 +174,7 @@ class SummarizingPolicy:
     """The system message of the summary call."""
 
     def __post_init__(self) -> None:
-        _whole_number(self, "keep_runs", type(self).__name__)
+        _whole_number(self.keep_runs, "keep_runs", type(self).__name__)
         if self.compact is not None and not isinstance(self.compact, ContextPolicy):
             raise ConfigError(
                 "SummarizingPolicy.compact must be a ContextPolicy or None, not "
@@ -221,7 +221,7 @@ def _latest_summary(runs: Sequence[PriorRun], at: str, covers: list[str]) -> tup
     return "", 0
 
 
-class _SummaryStep:
+class _SummaryStep(StepDefaults):
     """The step a summary is written in: one model call over the summary so far and the
     runs that aged out since."""
 

@@ -65,6 +65,7 @@ from loopwise.architectures.workflow import Workflow
 from loopwise.core.events import EventType, Status, jsonable
 from loopwise.core.function_step import step
 from loopwise.core.journal import Journal
+from loopwise.core.members import StepDefaults
 from loopwise.core.result import Halt
 from loopwise.core.shape import Kind, Limits, Shape, describe, mermaid
 from loopwise.core.step import Context
@@ -126,7 +127,7 @@ class HybridOutput(BaseModel):
         return sum(1 for r in self.results.values() if r.action == action and r.status == "done")
 
 
-class _ActionNode:
+class _ActionNode(StepDefaults):
     """The workflow node of one plan step: dependencies, then the tool-call executor."""
 
     needs_model = False
@@ -190,7 +191,7 @@ class _ActionNode:
         return ActionResult(step=self.planned.id, action=self.action.name, status=status, **fields)
 
 
-class _Collect:
+class _Collect(StepDefaults):
     """The end node: gathers every action's result (it runs after all of them)."""
 
     needs_model = False
@@ -308,7 +309,7 @@ async def authorize_plan(
     return {p.id: v for p, v in zip(plan.steps, verdicts, strict=True)}
 
 
-class _Attempt:
+class _Attempt(StepDefaults):
     """The planner under a per-attempt name, so each attempt has its own journal keys."""
 
     def __init__(self, name: str, inner: Any) -> None:
@@ -329,7 +330,7 @@ class _Attempt:
         return await self.inner.run(input, ctx)
 
 
-class Hybrid:
+class Hybrid(StepDefaults):
     """Propose, then execute: a planner proposes a :class:`Plan`, validation checks it,
     the compiled workflow runs it, irreversible actions pass their gates.
 
@@ -642,7 +643,7 @@ def _count_again(ctx: Context, spent: Any) -> None:
 
 def _check_gated(catalog: ActionCatalog, hybrid: str) -> None:
     for a in catalog:
-        if a.effect == "irreversible" and getattr(a.tool, "gate", None) is None:
+        if a.effect == "irreversible" and a.tool.gate is None:
             raise ToolError(
                 f"hybrid {hybrid!r}: action {a.name!r} is irreversible and has no gate; "
                 "give it one (@tool(effect='irreversible', gate=human()))",

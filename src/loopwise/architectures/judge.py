@@ -45,9 +45,10 @@ from typing import Any, Generic, Literal, TypeVar, get_args, get_origin
 import annotated_types
 import pydantic
 
-from loopwise.architectures.structured import Structured, render_input
+from loopwise.architectures.structured import Structured, endpoint_key, render_input
 from loopwise.architectures.wiring import strip_type
 from loopwise.core.events import Status, jsonable
+from loopwise.core.members import StepDefaults
 from loopwise.core.result import Halt
 from loopwise.core.shape import Kind, Shape
 from loopwise.core.step import Context
@@ -59,6 +60,7 @@ from loopwise.models.port import (
     ModelRequest,
     Turn,
     decision_backends,
+    model_name,
 )
 
 __all__ = ["Judge", "Question", "Ruling"]
@@ -148,7 +150,7 @@ def label_text(label: Any) -> str:
     return str(label)
 
 
-class Judge(Generic[A]):
+class Judge(StepDefaults, Generic[A]):
     """A step that answers closed questions with probabilities; see the module docstring.
 
     ``answer`` is a ``Literal``/``Enum``/list of labels, ``bool``, a ``range`` or a
@@ -203,7 +205,7 @@ class Judge(Generic[A]):
     async def run(self, input: Any, ctx: Context) -> Ruling[A]:
         """Ask, and return the :class:`Ruling`; see the module docstring for how it fails."""
         text = self.render(input)
-        key = _endpoint(ctx.model)
+        key = endpoint_key(ctx.model)
         offered = self.backends or decision_backends(ctx.model)
         start = offered.index(self._chosen[key]) if self._chosen.get(key) in offered else 0
         for backend in offered[start:]:
@@ -214,7 +216,7 @@ class Judge(Generic[A]):
             self._chosen[key] = backend
             return self.ruling(probabilities, backend, input)
         raise JudgeError(
-            f"judge {self.name!r}: model {getattr(ctx.model, 'name', '?')!r} offers no "
+            f"judge {self.name!r}: model {model_name(ctx.model) or '?'!r} offers no "
             f"decision backend that works (tried {', '.join(offered[start:])}); give the "
             "model or the judge backends=('logprobs',) for a server that returns "
             "log-probabilities, or ('structured',) to accept answers of unknown confidence",
@@ -339,7 +341,7 @@ class Judge(Generic[A]):
     def _read_logprobs(
         self, q: Question, tokens: dict[str, str], turn: Turn, ctx: Context
     ) -> dict[str, float]:
-        model = getattr(ctx.model, "name", "?")
+        model = model_name(ctx.model) or "?"
         if not turn.logprobs:
             raise ProbabilitiesMissing(
                 f"judge {self.name!r}: model {model!r} sent no log-probabilities for "
@@ -508,10 +510,3 @@ def _bounds(metadata: Sequence[Any]) -> tuple[int, int] | None:
 
 def _ident(name: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in name) or "judge"
-
-
-def _endpoint(model: Any) -> tuple[str, str]:
-    endpoint = getattr(model, "endpoint", None)
-    if isinstance(endpoint, tuple) and len(endpoint) == 2:
-        return (str(endpoint[0]), str(endpoint[1]))
-    return ("", str(getattr(model, "name", "")))

@@ -19,6 +19,7 @@ from loopwise.architectures.wiring import hints_of, plain_key, strip_type
 from loopwise.core.events import Status, jsonable
 from loopwise.core.function_step import FunctionStep
 from loopwise.core.journal import Journal
+from loopwise.core.members import StepDefaults
 from loopwise.core.replay import RERUN, replays
 from loopwise.core.result import Halt
 from loopwise.core.shape import Kind, Node, Shape, describe
@@ -27,6 +28,7 @@ from loopwise.tools.calls import Call, CallSettings, execute, values_or_halt
 from loopwise.tools.tool import Tool, require_gate
 
 Join = Callable[[dict[str, Any]], Any]
+_NO_FIELD: Any = object()
 """Turns ``{predecessor name: output}`` into a join node's input."""
 
 
@@ -74,7 +76,7 @@ class RouteDecision:
         return {"route": jsonable(self.key), "branch": self.branch, "value": jsonable(self.value)}
 
 
-class RouteStep:
+class RouteStep(StepDefaults):
     """The step a route node runs: read the key, pick the branch."""
 
     needs_model = False
@@ -91,9 +93,8 @@ class RouteStep:
             key = await on.run(value, ctx)
         elif isinstance(value, Mapping) and on in value:
             key = value[on]
-        elif hasattr(value, on):
-            key = getattr(value, on)
-        else:
+        # getattr: the field the user named, of the value they route (a model, a dataclass).
+        elif (key := getattr(value, on, _NO_FIELD)) is _NO_FIELD:
             raise Halt(Status.ERROR, f"route {self.name}: the value has no field {on!r}")
         branch = self.spec.branches.get(plain_key(key), self.spec.default)
         if branch is None:
@@ -119,7 +120,7 @@ class RouteStep:
         return RouteDecision(value=value, key=key, branch=branch)
 
 
-class ToolNode:
+class ToolNode(StepDefaults):
     """A tool as a workflow node: its input is the tool's arguments (a dict, or a pydantic
     model with those fields), its output the tool's return value. The call is made by the
     tool-call executor, so the node passes the tool's gate (a person pauses the run
@@ -186,7 +187,7 @@ def paused_together(halts: list[Halt]) -> Halt:
 
 
 @dataclass(slots=True, weakref_slot=True)
-class NamedNode:
+class NamedNode(StepDefaults):
     """A node's step under the node's name (its events' path and journal keys)."""
 
     name: str

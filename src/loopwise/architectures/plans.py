@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from loopwise.architectures.digraph import Digraph
 from loopwise.core.events import jsonable
-from loopwise.core.shape import Edge, Graph, Node, mermaid
+from loopwise.core.shape import Edge, Graph, Node, describe, mermaid, name_of
 from loopwise.errors import ConfigError, ToolError
 from loopwise.tools.gates import Gate, recheck_edited, takes_ctx
 from loopwise.tools.source import ToolSource, spread
@@ -156,11 +156,6 @@ class Action:
         return self.tool.description
 
 
-def _effect_of(tool: Any) -> str:
-    effect = getattr(tool, "effect", "read")
-    return str(getattr(effect, "value", effect))
-
-
 class ActionCatalog:
     """The actions a plan may use; :meth:`plan_type` is the schema the planner sees."""
 
@@ -188,7 +183,7 @@ class ActionCatalog:
         elif isinstance(given, Tool):
             action = Action(tool=given, policy=policy, estimate=estimate)
         else:
-            name = str(getattr(given, "__name__", given))
+            name = str(name_of(given) or given)
             raise ToolError(f"action {name!r} must be a @tool (with an effect)", tool=name)
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", action.name):
             raise ToolError(f"action name {action.name!r} is not an identifier", tool=action.name)
@@ -554,11 +549,10 @@ def check_planner(planner: Any, hybrid: str) -> None:
     A planner proposes; only the compiled plan acts. An agent planner with a ``write``
     or ``irreversible`` tool could act while "investigating", so it is refused here.
     """
-    held = getattr(planner, "tool_map", None) or getattr(planner, "tools", None) or ()
-    for tool_obj in held.values() if isinstance(held, dict) else held:
-        effect = _effect_of(tool_obj)
+    for shown in describe(planner).tools:  # what the planner declares it holds
+        effect = shown.effect or "read"
         if effect != "read":
-            name = str(getattr(tool_obj, "name", tool_obj))
+            name = shown.name
             raise ToolError(
                 f"hybrid {hybrid!r}: its planner holds {name!r} ({effect}); a planner may "
                 f"hold only read tools — register {name!r} as an action instead",

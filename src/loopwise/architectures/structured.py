@@ -29,16 +29,25 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar
 
 import pydantic
 
 from loopwise.core.events import Status, jsonable
+from loopwise.core.members import StepDefaults
 from loopwise.core.result import Halt
 from loopwise.core.shape import Kind, Shape
 from loopwise.core.step import Context
 from loopwise.errors import ConfigError, ResponseFormatRejected
-from loopwise.models.port import STRUCTURED_MODES, Message, ModelRequest, StructuredMode, Turn
+from loopwise.models.port import (
+    STRUCTURED_MODES,
+    Message,
+    ModelRequest,
+    StructuredMode,
+    Turn,
+    model_member,
+    model_name,
+)
 
 __all__ = ["LADDER", "Structured", "strip_fence"]
 
@@ -58,7 +67,7 @@ class _Invalid(Exception):
         self.feedback = feedback
 
 
-class Structured(Generic[M]):
+class Structured(StepDefaults, Generic[M]):
     """A step that returns a validated instance of ``output`` from one model call.
 
     ``instructions`` become the system message; the input becomes the user message
@@ -145,7 +154,7 @@ class Structured(Generic[M]):
         """
         user = self.render(input)
         modes = _memory(ctx.model)
-        key = _endpoint(ctx.model)
+        key = endpoint_key(ctx.model)
         remembered = modes.get(key, LADDER[0]) if modes is not None else LADDER[0]
         start = max(LADDER.index(remembered), LADDER.index(_pinned(ctx.model)))
         for mode in LADDER[start:]:
@@ -240,26 +249,28 @@ class Structured(Generic[M]):
 
 def _memory(model: Any) -> dict[tuple[str, str], StructuredMode] | None:
     """The model's per-endpoint rung memory, created on models that lack one."""
-    modes = getattr(model, "structured_modes", None)
+    modes = model_member(model, "structured_modes")
     if modes is None:
         try:
             model.structured_modes = modes = {}
         except AttributeError:  # a slotted or frozen model: no memory, start at the top
             return None
-    return cast("dict[tuple[str, str], StructuredMode]", modes)
+    return modes
 
 
 def _pinned(model: Any) -> StructuredMode:
     """The rung a model pins calls to start at (its ``structured_mode``), else the top."""
-    mode = getattr(model, "structured_mode", None)
+    mode = model_member(model, "structured_mode")
     return mode if mode in LADDER else LADDER[0]
 
 
-def _endpoint(model: Any) -> tuple[str, str]:
-    endpoint = getattr(model, "endpoint", None)
+def endpoint_key(model: Any) -> tuple[str, str]:
+    """What is remembered per server is keyed by: the model's ``endpoint`` (base URL, model
+    name), else ``("", its name)``."""
+    endpoint = model_member(model, "endpoint")
     if isinstance(endpoint, tuple) and len(endpoint) == 2:
         return (str(endpoint[0]), str(endpoint[1]))
-    return ("", str(getattr(model, "name", "")))
+    return ("", model_name(model) or "")
 
 
 def _check_refusal(turn: Turn, name: str) -> None:

@@ -79,8 +79,9 @@ from loopwise.architectures.wiring import (
 )
 from loopwise.core.events import Status
 from loopwise.core.function_step import FunctionStep
+from loopwise.core.members import StepDefaults, step_member
 from loopwise.core.result import Halt
-from loopwise.core.shape import Edge, Graph, Kind, Limits, Problem, Shape, mermaid
+from loopwise.core.shape import Edge, Graph, Kind, Limits, Problem, Shape, mermaid, name_of
 from loopwise.core.step import Context, Step, concurrently, needs_model
 from loopwise.core.usage import Budget
 from loopwise.errors import ConfigError, GraphError
@@ -111,7 +112,7 @@ class _RunState:
     """Nodes of the current generation that wait for people (all are listed together)."""
 
 
-class Workflow:
+class Workflow(StepDefaults):
     """A fixed graph of steps; itself a step. See the module docstring for the rules."""
 
     def __init__(
@@ -298,7 +299,7 @@ class Workflow:
         the output of the one that ran. Raises :class:`GraphError` at once when the route
         does not cover every value of a ``Literal``/``Enum`` and has no default.
         """
-        label = on if isinstance(on, str) else getattr(on, "__name__", "fn")
+        label = on if isinstance(on, str) else name_of(on) or "fn"
         node = name or f"route_{label}"
         steps = {id(s): s for s in [*branches.values(), *([default] if default else [])]}
         targets = {k: _step_name(v, self.name) for k, v in branches.items()}
@@ -474,7 +475,7 @@ class Workflow:
         step = self._dag.data(node)["step"]
         try:
             value = self._node_input(node, plan, state)
-            value = coerce_input(value, getattr(step, "input_type", Any), f"node {node}")
+            value = coerce_input(value, step_member(step, "input_type"), f"node {node}")
             ctx.count_step()
             state.outputs[node] = await ctx.run_step(self._named(node, step), value)
         except Halt as halt:
@@ -522,7 +523,7 @@ class Workflow:
         """What ``node`` passes on: a route passes on what it received."""
         data = self._dag.data(node)
         if "route" not in data:
-            return getattr(data["step"], "output_type", Any)
+            return step_member(data["step"], "output_type")
         preds = self._dag.predecessors(node)
         if node in seen or len(preds) > 1:
             return Any
@@ -551,7 +552,7 @@ class Workflow:
     def _edge_errors(self, node: str) -> list[GraphError]:
         """Type mismatches on the edges into ``node``."""
         data = self._dag.data(node)
-        wanted = getattr(data["step"], "input_type", Any)
+        wanted = step_member(data["step"], "input_type")
         preds = self._dag.predecessors(node)
         if not preds:
             given = [("the workflow input", self.input_type)]
@@ -644,7 +645,7 @@ def _step_name(step: Any, workflow: str) -> str:
         raise GraphError(
             f"{workflow}: {step!r} is not a step; decorate the function with @loopwise.step "
             "(or give an object a `name` and `async run(input, ctx)`)",
-            node=str(getattr(step, "__name__", step)),
+            node=str(name_of(step) or step),
         )
     return str(step.name)
 

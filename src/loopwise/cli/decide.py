@@ -76,7 +76,7 @@ def _answers(args: argparse.Namespace) -> argparse.Namespace:
     """Fill missing answers by asking on a terminal; without one, name the missing flag."""
     interactive = sys.stdin.isatty()
     for dest, (prompt, flag, choices) in _QUESTIONS.items():
-        if getattr(args, dest) is None:
+        if vars(args)[dest] is None:  # each question is a flag of this parser
             if not interactive:
                 raise ConfigError(f"decide: missing {flag} (or run it in a terminal to be asked)")
             setattr(args, dest, _ask_choice(prompt, flag, choices))

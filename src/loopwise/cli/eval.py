@@ -43,6 +43,7 @@ from loopwise.evidence.evals import (
 )
 from loopwise.evidence.report import describe_graph, format_text, write_report
 from loopwise.evidence.sandbox import GATE_RULES, eval_deps
+from loopwise.models.port import model_name
 from loopwise.running.targets import model_for, schema_filler_note
 from loopwise.store.open import store_location
 
@@ -194,7 +195,7 @@ def _pricing(price: Price | None, targets: list[EvalTarget]) -> Pricing | None:
     any other name a server answers with) cost ``price``."""
     if price is None:
         return None
-    names = {str(t.model.name) for t in targets if getattr(t.model, "name", None)}
+    names = {name for t in targets if (name := model_name(t.model))}
     return Pricing(extra={name: price for name in names}, default=price)
 
 

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from loopwise.cli.options import read_json
+from loopwise.cli.options import given, read_json
 from loopwise.errors import ConfigError
 
 __all__ = ["add_input_flags", "input_of"]
@@ -29,13 +29,13 @@ JSON_SUFFIX = ".json"
 
 def add_input_flags(p: argparse.ArgumentParser) -> None:
     """``--input`` and ``--input-text`` (one or the other)."""
-    given = p.add_mutually_exclusive_group()
-    given.add_argument(
+    group = p.add_mutually_exclusive_group()
+    group.add_argument(
         "--input",
         help="a JSON value, @file.json, @file.txt (any non-.json file: its text as a string), "
         "or - for JSON on stdin",
     )
-    given.add_argument(
+    group.add_argument(
         "--input-text",
         metavar="TEXT",
         help="plain text as the input (a string, no JSON quoting); - reads all of stdin",
@@ -44,7 +44,7 @@ def add_input_flags(p: argparse.ArgumentParser) -> None:
 
 def input_of(args: argparse.Namespace) -> Any:
     """The run's input from ``--input``/``--input-text`` (``None`` when neither is given)."""
-    text = getattr(args, "input_text", None)
+    text = given(args, "input_text")
     if text is not None:
         return _stdin("--input-text", "some text") if text == "-" else text
     raw: str | None = args.input

@@ -49,7 +49,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _register(sub: Any, where: str) -> None:
     module, function = where.split(":")
-    getattr(importlib.import_module(module), function)(sub)
+    getattr(importlib.import_module(module), function)(sub)  # getattr: a verb's module, by name
 
 
 def build_parser(verb: str | None = None) -> argparse.ArgumentParser:

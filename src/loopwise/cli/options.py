@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, redirect_stdout
 from typing import TYPE_CHECKING, Any
 
+from loopwise.core.events import json_value, nests_deeper_than
 from loopwise.core.usage import Budget, Price
 from loopwise.errors import ConfigError
 from loopwise.models.port import APIS, STRUCTURED_MODES
@@ -92,9 +93,16 @@ def add_api_flag(p: argparse.ArgumentParser) -> None:
     )
 
 
+def given(args: argparse.Namespace, option: str, default: Any = None) -> Any:
+    """The value of ``option`` on the command line, or ``default`` for a verb whose parser
+    does not declare it: helpers shared by verbs read a flag only some of them have, and a
+    ``Namespace`` holds exactly what its verb declared (read as the dict it is)."""
+    return vars(args).get(option, default)
+
+
 def interactive(args: argparse.Namespace) -> bool:
     """Whether gates may ask on this terminal (a TTY both ways and no ``--json``)."""
-    return not getattr(args, "json", False) and sys.stdin.isatty() and sys.stdout.isatty()
+    return not given(args, "json", False) and sys.stdin.isatty() and sys.stdout.isatty()
 
 
 @contextmanager
@@ -202,8 +210,6 @@ def read_json(text: str, flag: str) -> Any:
     text that is not JSON (callers word that one themselves), :class:`ConfigError` for
     nesting deeper than :data:`MAX_JSON_DEPTH` or a number too long to read.
     """
-    from loopwise.tools.tool import json_value, nests_deeper_than  # pydantic: see load_checked
-
     try:
         value = json_value(text)
     except json.JSONDecodeError:

@@ -34,6 +34,7 @@ from loopwise.cli.options import (
 )
 from loopwise.cli.watch import TextPrinter, add_watch_flags, watch_sinks
 from loopwise.core.events import Status
+from loopwise.core.members import step_member
 from loopwise.core.result import RunResult
 from loopwise.core.shape import Kind, describe, mermaid
 from loopwise.core.step import needs_model, new_run_id
@@ -91,7 +92,7 @@ def exit_code(status: Status) -> int:
 
 def _checked_input(target: Target, payload: Any) -> Any:
     """Reject input that cannot match the target's declared pydantic input, before any run."""
-    declared = getattr(target.step, "input_type", None)
+    declared = step_member(target.step, "input_type")
     if not (isinstance(declared, type) and issubclass(declared, pydantic.BaseModel)):
         return payload
     try:

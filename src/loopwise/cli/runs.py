@@ -12,7 +12,7 @@ import argparse
 import json
 from typing import Any
 
-from loopwise.cli.options import count, read_json, store_help
+from loopwise.cli.options import count, given, read_json, store_help
 from loopwise.errors import ConfigError
 from loopwise.store.base import StoredApproval, StoredRun
 from loopwise.store.open import open_store, require_folder
@@ -248,7 +248,7 @@ def _decide(args: argparse.Namespace, decision: str) -> int:
                 a.approval_id,
                 decision=decision,
                 by=args.by or os_user(),
-                reason=getattr(args, "reason", None),
+                reason=given(args, "reason"),
                 edited_args=edited,
                 seen_hash=args.seen_hash,
                 deps=deps,

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO
 
+from loopwise.cli.options import given
 from loopwise.core.events import Event, EventSink, EventType, TextDelta
 from loopwise.errors import ConfigError
 
@@ -52,14 +53,14 @@ def watch_sinks(args: argparse.Namespace, *, progress: bool = True) -> Iterator[
     """The sinks the verb's runs get: progress lines on a terminal (``progress`` and no
     ``--json``) and the OTel sink when asked for; spans are flushed when it closes."""
     sinks: list[EventSink] = []
-    quiet = getattr(args, "json", False)
+    quiet = given(args, "json", False)
     # The text printer first: it ends a streamed answer's line before a progress line
     # about the same model call is written, so the two never share a line.
-    if getattr(args, "stream", False) and not quiet:
+    if given(args, "stream", False) and not quiet:
         sinks.append(TextPrinter(sys.stdout))
     if progress and not quiet and sys.stderr.isatty():
         sinks.append(Progress(sys.stderr))
-    provider = _otel_provider(getattr(args, "otel", False))
+    provider = _otel_provider(given(args, "otel", False))
     if provider is not None:
         from loopwise.integrations.otel import OTelSink
 

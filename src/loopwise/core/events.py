@@ -1,6 +1,9 @@
 """The audit log's vocabulary: a run's :class:`Status`, the :class:`EventType` s, the
 :class:`Event` itself, the streamed :class:`TextDelta` and the :class:`EventSink` that
-receives them, with the timestamp and JSON helpers every event is built with.
+receives them, with the timestamp and JSON helpers every event is built with: one to
+write a value as JSON (:func:`jsonable`), one to read text a model or a person sent as JSON
+(:func:`json_value`, with :func:`nests_deeper_than` to bound it). No pydantic, no SDK: the
+CLI's ``--input`` is read through them before anything heavy is loaded.
 
 Plain data, no event loop: the store and the CLI's store verbs read events through this
 module without loading the run machinery (:mod:`loopwise.core.step`).
@@ -9,12 +12,25 @@ module without loading the run machinery (:mod:`loopwise.core.step`).
 from __future__ import annotations
 
 import enum
+import json
+import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, NoReturn, Protocol
 
-__all__ = ["Event", "EventSink", "EventType", "Status", "TextDelta", "jsonable", "now_iso"]
+__all__ = [
+    "Event",
+    "EventSink",
+    "EventType",
+    "Status",
+    "TextDelta",
+    "json_value",
+    "jsonable",
+    "nests_deeper_than",
+    "now_iso",
+]
 
 
 class Status(enum.StrEnum):
@@ -129,6 +145,7 @@ def jsonable(value: Any) -> Any:
     """``value`` in a JSON-ready form (pydantic models dumped, the rest by ``str``)."""
     if value is None or isinstance(value, str | int | float | bool):
         return value
+    # getattr: a pydantic model, known by its method, so that core loads without pydantic.
     dump = getattr(value, "model_dump", None)
     if callable(dump):
         return dump(mode="json")
@@ -139,3 +156,41 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, enum.Enum):
         return value.value
     return str(value)
+
+
+def json_value(text: str) -> Any:
+    """``text`` read as JSON as RFC 8259 defines it, for text a model or a person sent.
+
+    Python's parser also reads ``NaN``, ``Infinity`` and numbers too large for a float
+    (``1e999``) as non-finite floats; those slip past checks such as ``amount > 100`` (a
+    NaN compares false both ways) and make a stored log that is no longer JSON. Raises
+    ``json.JSONDecodeError`` for them as for any other text that is not JSON.
+    """
+
+    def refuse(token: str) -> NoReturn:
+        message = f"{token} is not a finite number"
+        raise json.JSONDecodeError(message, text, max(text.find(token), 0))
+
+    def finite(token: str) -> float:
+        value = float(token)
+        return value if math.isfinite(value) else refuse(token)
+
+    return json.loads(text, parse_constant=refuse, parse_float=finite)
+
+
+def nests_deeper_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` holds an object or array more than ``limit`` levels deep, found
+    without recursion (so any depth is safe to ask about)."""
+    stack = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, Mapping):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if level > limit:
+            return True
+        stack.extend((child, level + 1) for child in children)
+    return False

@@ -13,6 +13,7 @@ import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, get_type_hints, overload
 
+from loopwise.core.members import StepDefaults
 from loopwise.core.replay import Restorer
 from loopwise.core.shape import Kind, Shape
 from loopwise.errors import ConfigError
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 __all__ = ["FunctionStep", "step"]
 
 
-class FunctionStep:
+class FunctionStep(StepDefaults):
     """A plain function (sync or async) as a step; sync ones run off the event loop.
 
     The function takes ``(input)`` or ``(input, ctx)``. Its annotations give

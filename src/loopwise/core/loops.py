@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Coroutine, Iterable
 from typing import Any, TypeVar
 
 from loopwise.errors import ConfigError
+from loopwise.models.port import model_member
 
 __all__ = ["blocking", "closing_model", "run_in_kept_loop"]
 
@@ -135,6 +136,4 @@ async def closing_model(work: Awaitable[T], *models: Any) -> T:
         return await work
     finally:
         for model in {id(m): m for m in models}.values():
-            close = getattr(model, "aclose", None)
-            if close is not None:
-                await close()
+            await model_member(model, "aclose")()

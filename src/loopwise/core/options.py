@@ -102,6 +102,7 @@ def check_options(opts: RunOptions) -> None:
             f"budget must be a loopwise.Budget, not {type(opts.budget).__name__}", name="budget"
         )
     model = opts.model
+    # getattr: the check of the model contract itself, on whatever the user passed.
     if not (model is None or isinstance(model, str) or callable(getattr(model, "complete", None))):
         raise ConfigError(
             f"model must be a model name or an object with async complete(request), "

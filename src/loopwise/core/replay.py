@@ -117,6 +117,8 @@ _encode = json.JSONEncoder(default=str).encode
 
 def replays(step: Any) -> Replays | None:
     """``step`` when it is one that may be replayed (it has the :class:`Replays` methods)."""
+    # getattr: being replayable is a capability a step has or not (a protocol's two
+    # methods), not a member with a default: a step without them runs again.
     has = callable(getattr(step, "restorable", None)) and callable(getattr(step, "restore", None))
     return step if has else None
 

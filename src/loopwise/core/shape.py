@@ -204,6 +204,14 @@ _IN_PROGRESS: contextvars.ContextVar[frozenset[int]] = contextvars.ContextVar(
 )
 
 
+def name_of(obj: object) -> str | None:
+    """What an error calls a user's object that is not what was asked for: its
+    ``__name__`` (a function's, a class's), ``None`` when it has none."""
+    # getattr: the object is whatever the user passed (a function, an instance, a lambda).
+    name = getattr(obj, "__name__", None)
+    return name if isinstance(name, str) and name else None
+
+
 def describe(step: object) -> Shape:
     """``step``'s :class:`Shape`; an :attr:`Kind.OPAQUE` one when it does not describe itself.
 
@@ -211,6 +219,8 @@ def describe(step: object) -> Shape:
     itself (an agent given itself as a tool) is described once and marked
     :attr:`Shape.repeated` where it recurs.
     """
+    # getattr: a step has a name, but describe() is asked about whatever a step nests
+    # (a user's object in a workflow or an agent's tools), and an OPAQUE shape is the answer.
     name = str(getattr(step, "name", "") or type(step).__name__)
     if not isinstance(step, Describes):
         return Shape(kind=Kind.OPAQUE, name=name)

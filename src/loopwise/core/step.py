@@ -37,10 +37,11 @@ import typing_extensions
 
 from loopwise.core.events import Event, EventSink, EventType, Status, TextDelta, jsonable, now_iso
 from loopwise.core.journal import Journal
+from loopwise.core.members import step_member
 from loopwise.core.options import RunOptions, check_options
 from loopwise.core.replay import entered, recall, record
 from loopwise.core.result import Halt, RunResult
-from loopwise.core.shape import kind_of
+from loopwise.core.shape import kind_of, name_of
 from loopwise.core.usage import Budget, Pricing, Usage
 from loopwise.errors import ConfigError, LoopwiseError, ModelAPIError
 
@@ -247,6 +248,8 @@ class Context(Generic[DepsT]):
         for event in events:
             self.journal.note(event.type, event.data)
         for sink in self.sinks:
+            # getattr: a sink's batch method is optional, and a sink is the user's own
+            # object (EventSink is record() alone).
             many = getattr(sink, "record_many", None)
             if many is not None:
                 many(self.run_id, events)
@@ -341,6 +344,7 @@ class Context(Generic[DepsT]):
 
     def _streaming(self, request: ModelRequest, key: str) -> ModelRequest:
         """``request`` asking the model to stream, its text going to the sinks that take it."""
+        # getattr: a sink may take text deltas too (EventSink's optional text()).
         hooks = [hook for sink in self.sinks if callable(hook := getattr(sink, "text", None))]
         run_id, step = self.run_id, self.step_path
 
@@ -432,12 +436,13 @@ def _stop_if_cancelled() -> None:
 def check_step(target: Any) -> Step:
     """``target`` as a :class:`Step`; :class:`ConfigError` when it is not one."""
     # What isinstance(target, Step) checks, without the runtime Protocol machinery,
-    # which inspects every member of the protocol on each call.
+    # which inspects every member of the protocol on each call (getattr: this is the
+    # check of the contract itself, on whatever the user passed).
     if not (hasattr(target, "name") and callable(getattr(target, "run", None))):
         raise ConfigError(
             f"{target!r} is not a step: it needs a `name` and `async run(input, ctx)` "
             "(decorate a function with @loopwise.step)",
-            name=getattr(target, "__name__", None),
+            name=name_of(target),
         )
     checked: Step = target
     return checked
@@ -457,7 +462,7 @@ def new_context(target: Step, opts: RunOptions) -> Context:
         from loopwise.models.openai import resolve_model
 
         model = resolve_model(model)
-    own_budget = getattr(target, "budget", None)
+    own_budget = step_member(target, "budget")
     if own_budget is not None and not isinstance(own_budget, Budget):
         # A budget the run would silently ignore is worse than no run.
         raise ConfigError(
@@ -642,4 +647,4 @@ def _leaves(group: BaseExceptionGroup[Any]) -> Iterator[BaseException]:
 def needs_model(step: Any) -> bool:
     """Whether running ``step`` needs a model: its own ``needs_model`` says, and a plain
     function step declares it needs none (so the CLI does not demand one for it)."""
-    return bool(getattr(step, "needs_model", True))
+    return bool(step_member(step, "needs_model"))

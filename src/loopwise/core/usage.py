@@ -208,8 +208,12 @@ class Budget:
 
     def __post_init__(self) -> None:
         """Raise :class:`~loopwise.errors.ConfigError` naming a limit that is not a number >= 0."""
-        for name in ("max_tokens", "max_cost_usd", "max_seconds"):
-            value = getattr(self, name)
+        limits = (
+            ("max_tokens", self.max_tokens),
+            ("max_cost_usd", self.max_cost_usd),
+            ("max_seconds", self.max_seconds),
+        )
+        for name, value in limits:
             if value is None:
                 continue
             number = isinstance(value, int | float) and not isinstance(value, bool)

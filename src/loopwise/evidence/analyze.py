@@ -159,7 +159,7 @@ def event_parts(event: Any) -> tuple[str, Mapping[str, Any]]:
     """An event's ``(type, data)``, whether a stored dict or an :class:`Event`."""
     if isinstance(event, Mapping):
         return str(event.get("type")), event.get("data") or {}
-    return str(getattr(event, "type", "")), getattr(event, "data", None) or {}
+    return str(event.type), event.data or {}
 
 
 def analyze(

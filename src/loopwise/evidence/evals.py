@@ -29,7 +29,7 @@ from typing import Any
 from loopwise.core.events import EventSink, Status, jsonable
 from loopwise.core.loops import blocking
 from loopwise.core.result import RunResult
-from loopwise.core.shape import Kind, describe
+from loopwise.core.shape import Kind, describe, name_of
 from loopwise.core.step import Step
 from loopwise.core.usage import Budget, Pricing
 from loopwise.errors import ConfigError, StoreError
@@ -40,7 +40,8 @@ from loopwise.evidence.stats import (
     TargetSummary,
     summarize,
 )
-from loopwise.running.targets import import_module_of
+from loopwise.models.port import model_name
+from loopwise.running.targets import defined, import_module_of
 from loopwise.store.open import open_existing, open_store
 
 __all__ = [
@@ -352,7 +353,7 @@ def _report(
         created_at=datetime.now(UTC).isoformat(timespec="seconds"),
         targets=summaries,
         recommendation=recommend(summaries),
-        models={t.name: str(getattr(t.model, "name", None) or "none") for t in targets},
+        models={t.name: model_name(t.model) or "none" for t in targets},
         **settings,
     )
 
@@ -409,7 +410,7 @@ def _score(case: Case, result: RunResult, output: Any, scorer: Scorer) -> float 
         value = scorer(output, case.expected)
     except Exception as e:
         raise ConfigError(
-            f"scorer {getattr(scorer, '__name__', scorer)!r} failed on case {case.id}: "
+            f"scorer {name_of(scorer) or scorer!r} failed on case {case.id}: "
             f"{type(e).__name__}: {e}"
         ) from e
     return max(0.0, min(1.0, float(value)))
@@ -427,6 +428,7 @@ class StderrProgress:
 
         self.stream = stream if stream is not None else sys.stderr
         self.width = width
+        # getattr: the stream is the caller's; any object with write() will do.
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self._not_completed = 0
 
@@ -449,7 +451,7 @@ def load_scorer(spec: str) -> Scorer:
     if not module_part or not name:
         raise ConfigError(f"--scorer {spec!r}: use module:function or file.py:function")
     module = import_module_of(module_part, spec, what="--scorer")
-    scorer = getattr(module, name, None)
+    scorer = defined(module, name)
     if not callable(scorer):
         raise ConfigError(f"--scorer {spec!r}: {name!r} is not a function")
     return scorer  # type: ignore[no-any-return]

@@ -278,7 +278,7 @@ def _agent(spec: str) -> Target:
 
 def _out_path(agent: Target, out: str | Path | None, force: bool) -> Path:
     if out is None:
-        module_file = getattr(agent.module, "__file__", None)
+        module_file = getattr(agent.module, "__file__", None)  # getattr: it may have none
         if module_file is None:
             raise ConfigError(f"graduate {agent.spec}: its module has no file; give --out")
         source = Path(module_file)

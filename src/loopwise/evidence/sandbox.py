@@ -24,7 +24,9 @@ from loopwise.core.events import EventType
 from loopwise.core.result import RunResult
 from loopwise.core.shape import Shape, ToolShape, describe
 from loopwise.errors import ConfigError
-from loopwise.running.targets import Target, deps_factory
+from loopwise.running.targets import Target, defined, deps_factory
+from loopwise.tools.gates import Gate
+from loopwise.tools.tool import Tool
 from loopwise.tools.verdicts import ApprovalRequest, Approved, Denied, Verdict
 
 __all__ = ["EVAL_DEPS_FACTORY", "GATE_RULES", "EvalGates", "effects_of", "eval_deps", "risky_tools"]
@@ -45,8 +47,8 @@ def risky_tools(step: Any, rule: str) -> list[str]:
     for t in _tools_in(describe(step)):
         if t.effect not in _EFFECTS:
             continue
-        gate = getattr(t.tool, "gate", None)
-        only_a_person = getattr(gate, "kind", None) == "human"
+        gate = t.tool.gate if isinstance(t.tool, Tool) else None
+        only_a_person = isinstance(gate, Gate) and gate.kind == "human"
         if rule == "approve" or not only_a_person:
             found.add(t.name)
     return sorted(found)
@@ -74,7 +76,7 @@ def eval_deps(
     risky = risky_tools(target.step, rule)
     if not risky:
         return deps_factory(target), None
-    sandbox = getattr(target.module, EVAL_DEPS_FACTORY, None)
+    sandbox = defined(target.module, EVAL_DEPS_FACTORY)
     if callable(sandbox):
         factory: Callable[[], Any] = sandbox
         return factory, f"{target.spec}: {EVAL_DEPS_FACTORY}() (the target's sandbox)"

@@ -120,7 +120,14 @@ class CaseRun:
 
     def metric(self, name: str) -> float | None:
         """The value of one of :data:`METRICS`."""
-        value = getattr(self, name)
+        value = {
+            "steps": self.steps,
+            "model_calls": self.model_calls,
+            "tool_calls": self.tool_calls,
+            "tokens": self.tokens,
+            "cost_usd": self.cost_usd,
+            "latency_s": self.latency_s,
+        }[name]
         return None if value is None else float(value)
 
 

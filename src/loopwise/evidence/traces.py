@@ -10,6 +10,7 @@ whose result was an error are left out too: a workflow makes the call that worke
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -123,7 +124,7 @@ def load_runs(where: Any, target: str, *, limit: int = 1000) -> list[dict[str, A
     """The newest ``limit`` runs of ``target`` (its spec or step name) in the store at
     ``where`` (a path, URL or store; ``None``: the default), oldest first, with input,
     output and events. No store yet: no runs."""
-    if hasattr(where, "list_runs"):
+    if where is not None and not isinstance(where, str | os.PathLike):  # a store itself
         return _runs_in(where, target, limit)
     store = open_existing(where)
     if store is None:

@@ -275,11 +275,14 @@ def _mapping(server: str, listed: ListedTool, override: Override, *, trusted: bo
     given = listed.annotations.model_dump() if listed.annotations is not None else {}
     hints = {wire: given[name] for name, wire in _HINTS.items() if given.get(name) is not None}
     effect, untrusted = map_annotations(hints, trusted=trusted)
-    overridden = [
-        name
-        for name in ("effect", "gate", "untrusted_output")
-        if getattr(override, name) is not None
-    ] + (["validators"] if override.validators else [])
+    declared = {
+        "effect": override.effect,
+        "gate": override.gate,
+        "untrusted_output": override.untrusted_output,
+    }
+    overridden = [name for name, value in declared.items() if value is not None] + (
+        ["validators"] if override.validators else []
+    )
     if override.effect is not None:
         try:
             effect = Effect(override.effect)
@@ -318,11 +321,9 @@ def _value(result: CallToolResult, tool: str, unwrap: bool) -> Any:
 def _text(result: CallToolResult) -> str:
     parts = []
     for block in result.content:
-        text = getattr(block, "text", None)
-        if isinstance(text, str):
-            parts.append(text)
-        else:
-            parts.append(f"[{block.type} content: {getattr(block, 'mime_type', None) or '?'}]")
+        # getattr: the MCP SDK's content blocks are a union; only some have text or a mime type.
+        text, mime = getattr(block, "text", None), getattr(block, "mime_type", None)
+        parts.append(text if isinstance(text, str) else f"[{block.type} content: {mime or '?'}]")
     return "\n".join(parts)
 
 

@@ -146,6 +146,8 @@ def apply_hints(schema: dict[str, Any], checks: dict[str, Any], tool: str) -> No
                 f"arguments: {known}",
                 name=tool,
             )
+        # getattr: a validator is a plain function, or one of tools.allowlists', which
+        # also narrow the schema the model is shown (schema_hint).
         hint = getattr(check, "schema_hint", None)
         if hint is not None:
             prop = dict(properties[name])

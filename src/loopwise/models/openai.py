@@ -35,6 +35,7 @@ from loopwise.models.port import (
     DecisionBackend,
     Message,
     Model,
+    ModelDefaults,
     ModelRequest,
     StructuredMode,
     ToolCall,
@@ -49,6 +50,7 @@ from loopwise.models.responses import (
     as_tool_choice,
     as_tools,
     response_turn,
+    sdk_field,
 )
 from loopwise.models.scripted import ScriptedModel
 
@@ -60,7 +62,7 @@ __all__ = [
 ]
 
 
-class OpenAIModel:
+class OpenAIModel(ModelDefaults):
     """A Chat Completions model behind ``openai.AsyncOpenAI``.
 
     ``client`` is injected (build one with your own retries/timeouts) or made from
@@ -401,7 +403,7 @@ def _to_turn(completion: Any, fallback_model: str) -> Turn:
         raise ModelAPIError("the model returned no choices")
     choice = completion.choices[0]
     message = choice.message
-    raw = [c for c in (message.tool_calls or []) if getattr(c, "function", None) is not None]
+    raw = [c for c in (message.tool_calls or []) if sdk_field(c, "function") is not None]
     ids = unique_call_ids([c.id for c in raw])
     calls = [
         ToolCall(id=i, name=c.function.name, arguments=_arguments_text(c.function.arguments))
@@ -411,7 +413,7 @@ def _to_turn(completion: Any, fallback_model: str) -> Turn:
     return Turn(
         text=message.content,
         tool_calls=calls,
-        refusal=getattr(message, "refusal", None),
+        refusal=sdk_field(message, "refusal"),
         finish_reason=choice.finish_reason or "stop",
         input_tokens=usage.prompt_tokens if usage else 0,
         output_tokens=usage.completion_tokens if usage else 0,
@@ -423,7 +425,7 @@ def _to_turn(completion: Any, fallback_model: str) -> Turn:
 def _logprobs(choice: Any) -> list[dict[str, float]] | None:
     """Per output token, ``{alternative token: logprob}`` (the token itself included),
     or ``None`` when the server sent none."""
-    content = getattr(getattr(choice, "logprobs", None), "content", None)
+    content = sdk_field(sdk_field(choice, "logprobs"), "content")
     if not content:
         return None
     tokens = []
@@ -480,7 +482,7 @@ def _sdk_retries(error: BaseException | None) -> bool:
     """Whether the SDK retries this failure (its rule: connection errors, 408/409/429/5xx)."""
     if isinstance(error, openai.APIConnectionError):
         return True
-    status = getattr(error, "status_code", None)
+    status = sdk_field(error, "status_code")
     return isinstance(status, int) and (status in (408, 409, 429) or status >= 500)
 
 

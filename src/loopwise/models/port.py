@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, cast, overload, runtime_checkable
 
 __all__ = [
     "APIS",
@@ -22,6 +22,8 @@ __all__ = [
     "DecisionBackend",
     "Message",
     "Model",
+    "ModelDefaults",
+    "ModelMember",
     "ModelRequest",
     "StructuredMode",
     "ToolCall",
@@ -29,6 +31,8 @@ __all__ = [
     "Turn",
     "decision_backends",
     "message_chars",
+    "model_member",
+    "model_name",
     "unique_call_ids",
 ]
 
@@ -385,7 +389,7 @@ def decision_backends(model: Any) -> tuple[DecisionBackend, ...]:
     A model that does not say offers only ``structured``: an answer with no
     probabilities, whose confidence a cascade treats as unknown — never as sure.
     """
-    declared = getattr(model, "decision_backends", None)
+    declared = model_member(model, "decision_backends")
     if not declared:
         return ("structured",)
     return tuple(b for b in declared if b in DECISION_BACKENDS)
@@ -400,3 +404,69 @@ class Model(Protocol):
     async def complete(self, request: ModelRequest) -> Turn:
         """Send ``request``; return the assistant turn. Raises :class:`ModelAPIError`."""
         ...
+
+
+ModelMember = Literal[
+    "endpoint", "structured_mode", "structured_modes", "decision_backends", "aclose"
+]
+"""The optional members of a model (what :func:`model_member` reads)."""
+
+
+class ModelDefaults:
+    """The optional members of :class:`Model`, declared with their defaults.
+
+    A base class, not part of the protocol: the library's models inherit it (and override
+    what they have), and any object with ``name`` and ``async complete`` is still a model
+    (:func:`model_member` gives it these defaults).
+    """
+
+    __slots__ = ()
+
+    structured_mode: StructuredMode | None = None
+    """The structured-output rung every call starts at (``None``: the top of the ladder)."""
+    structured_modes: dict[tuple[str, str], StructuredMode] | None = None
+    """The rung each endpoint was found to take (``None``: a structured call adds it)."""
+    decision_backends: tuple[DecisionBackend, ...] = ()
+    """The ways a judge may ask for probabilities (none: a structured answer only)."""
+
+    @property
+    def endpoint(self) -> tuple[str, str] | None:
+        """``(base URL, model name)``, the key of what is remembered per server (``None``:
+        the model's name alone)."""
+        return None
+
+    async def aclose(self) -> None:
+        """Release the model's connections (it reopens them on its next use)."""
+
+
+def model_name(model: object) -> str | None:
+    """The name of a run's model object (``name`` is the port's one required attribute);
+    ``None`` when there is none, or the model is still a name for ``resolve_model``."""
+    return None if model is None or isinstance(model, str) else str(cast("Model", model).name)
+
+
+_DEFAULTS = ModelDefaults()
+_UNSET: Any = object()
+
+
+@overload
+def model_member(model: object, name: Literal["endpoint"]) -> tuple[str, str] | None: ...
+@overload
+def model_member(model: object, name: Literal["structured_mode"]) -> StructuredMode | None: ...
+@overload
+def model_member(
+    model: object, name: Literal["structured_modes"]
+) -> dict[tuple[str, str], StructuredMode] | None: ...
+@overload
+def model_member(
+    model: object, name: Literal["decision_backends"]
+) -> tuple[DecisionBackend, ...]: ...
+@overload
+def model_member(model: object, name: Literal["aclose"]) -> Callable[[], Awaitable[None]]: ...
+def model_member(model: object, name: ModelMember) -> Any:
+    """``model``'s optional member ``name``, or its declared default (:class:`ModelDefaults`)
+    when the model does not have it (a user's own model)."""
+    # getattr: the one read of a member a model may lack; what it stands for when it is
+    # missing is declared once, on ModelDefaults.
+    value = getattr(model, name, _UNSET)
+    return getattr(_DEFAULTS, name) if value is _UNSET else value

@@ -34,7 +34,18 @@ __all__ = [
     "as_tool_choice",
     "as_tools",
     "response_turn",
+    "sdk_field",
 ]
+
+
+def sdk_field(obj: object, name: str) -> Any:
+    """Field ``name`` of an object of the ``openai`` SDK's (an answer it built from a
+    server's JSON, an error it raised); ``None`` when it has none (or ``obj`` is ``None``)."""
+    # getattr: the SDK builds its objects without validating them, so a field its types
+    # declare is missing when a server (a local one, an older one) leaves it out; and
+    # only some of its errors carry a status code.
+    return getattr(obj, name, None)
+
 
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
 """What ``include`` asks for so a stateless call (``store=False``) gets its reasoning back."""
@@ -167,9 +178,9 @@ _INCOMPLETE = {"max_output_tokens": "length", "content_filter": "content_filter"
 def response_turn(response: Any, fallback_model: str) -> Turn:
     """The turn a ``Response`` holds; a failed response or one without output raises
     :class:`~loopwise.errors.ModelAPIError`."""
-    status = getattr(response, "status", None) or "completed"
-    if status == "failed" or getattr(response, "error", None) is not None:
-        error = getattr(response, "error", None)
+    status = sdk_field(response, "status") or "completed"
+    if status == "failed" or sdk_field(response, "error") is not None:
+        error = sdk_field(response, "error")
         raise ModelAPIError(f"the model's response failed: {_error_text(error)}")
     texts, refusals, raw, reasoning = _read_output(response.output or [])
     ids = unique_call_ids([c.call_id for c in raw])
@@ -178,8 +189,8 @@ def response_turn(response: Any, fallback_model: str) -> Turn:
         for i, c in zip(ids, raw, strict=True)
     ]
     if status == "incomplete":
-        details = getattr(response, "incomplete_details", None)
-        reason = getattr(details, "reason", None) or "max_output_tokens"
+        details = sdk_field(response, "incomplete_details")
+        reason = sdk_field(details, "reason") or "max_output_tokens"
         finish = _INCOMPLETE.get(reason, reason)
     elif not (texts or refusals or calls):
         raise ModelAPIError("the model returned no output")
@@ -208,9 +219,9 @@ def _read_output(output: list[Any]) -> tuple[list[str], list[str], list[Any], li
     raw: list[Any] = []
     reasoning: list[dict[str, Any]] = []
     for item in output:
-        kind = getattr(item, "type", None)
+        kind = sdk_field(item, "type")
         if kind == "message":
-            for part in getattr(item, "content", None) or []:
+            for part in sdk_field(item, "content") or []:
                 if part.type == "output_text":
                     texts.append(part.text)
                 elif part.type == "refusal":
@@ -225,8 +236,8 @@ def _read_output(output: list[Any]) -> tuple[list[str], list[str], list[Any], li
 
 
 def _detail(usage: Any, group: str, name: str) -> int:
-    details = getattr(usage, group, None) if usage is not None else None
-    value = getattr(details, name, None) if details is not None else None
+    details = sdk_field(usage, group) if usage is not None else None
+    value = sdk_field(details, name) if details is not None else None
     return value if isinstance(value, int) else 0
 
 
@@ -239,7 +250,7 @@ def _arguments_text(arguments: Any) -> str:
 def _error_text(error: Any) -> str:
     if error is None:
         return "no reason given"
-    code, message = getattr(error, "code", None), getattr(error, "message", None)
+    code, message = sdk_field(error, "code"), sdk_field(error, "message")
     return f"{code}: {message}" if code else str(message or error)
 
 
@@ -261,7 +272,7 @@ class ResponseEvents:
 
     def handle(self, event: Any) -> None:
         """Take one event."""
-        kind = getattr(event, "type", None)
+        kind = sdk_field(event, "type")
         if kind == "response.output_text.delta":
             if event.delta:
                 self.on_text(event.delta)

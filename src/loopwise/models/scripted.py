@@ -28,7 +28,7 @@ from typing import Any
 
 from loopwise.errors import ModelAPIError
 from loopwise.models.decided import decision_turn, is_decision
-from loopwise.models.port import DecisionBackend, ModelRequest, ToolCall, Turn
+from loopwise.models.port import DecisionBackend, ModelDefaults, ModelRequest, ToolCall, Turn
 
 __all__ = [
     "Fault",
@@ -134,7 +134,7 @@ class Fault:
         return self.answer if self.answer is not None else auto_respond(request)
 
 
-class ScriptedModel:
+class ScriptedModel(ModelDefaults):
     """An in-process model that answers from a script; see the module docstring.
 
     What it was asked stays inspectable without growing with use: :attr:`calls` counts

@@ -13,8 +13,8 @@ from typing import Any
 
 from loopwise.core.step import Step
 from loopwise.errors import ConfigError, TargetError
-from loopwise.models.port import Model
-from loopwise.running.targets import deps_factory, load_target, model_for
+from loopwise.models.port import Model, model_member
+from loopwise.running.targets import defined, deps_factory, load_target, model_for
 from loopwise.store.base import StoredRun
 
 __all__ = ["close_model", "module_deps", "target_and_model"]
@@ -56,7 +56,7 @@ def target_and_model(
         from loopwise.models.openai import resolve_model  # the SDK loads only when a model is made
 
         return step, resolve_model(name, structured_mode=mode, api=api)
-    offline = getattr(loaded.module, "offline_model", None)
+    offline = defined(loaded.module, "offline_model")
     if offline is not None and model is None:
         # The run used the target's own offline model (possibly under its own name).
         candidate = model_for(loaded, "scripted")
@@ -73,6 +73,4 @@ def module_deps(row: StoredRun) -> Any:
 
 async def close_model(model: Any) -> None:
     """Close the connections of a model resume opened itself (an ``OpenAIModel``)."""
-    aclose = getattr(model, "aclose", None)
-    if aclose is not None:
-        await aclose()
+    await model_member(model, "aclose")()

@@ -43,13 +43,14 @@ from pydantic import BaseModel
 from loopwise.architectures.history import History, PriorRun, check_conversation_id
 from loopwise.core.events import Event, EventType, Status, jsonable
 from loopwise.core.loops import blocking, closing_model
+from loopwise.core.members import step_member
 from loopwise.core.options import RunOptions, check_run_id, merge_options
 from loopwise.core.result import RunResult
 from loopwise.core.shape import Kind, kind_of
 from loopwise.core.step import Context, Step, check_step, execute, new_context, new_run_id
 from loopwise.core.usage import Budget, Usage
 from loopwise.errors import ConfigError, ConversationError
-from loopwise.models.port import Model, Turn
+from loopwise.models.port import Model, Turn, model_name
 from loopwise.models.scripted import ScriptedModel
 from loopwise.running.conventions import close_model, module_deps, target_and_model
 from loopwise.running.live import owner_alive, owner_id, running_here
@@ -137,7 +138,7 @@ async def arun(
             target=step.name,
             spec=spec or spec_of(step, callers=calling_modules()),
             input=jsonable(input),
-            model=getattr(ctx.model, "name", None),
+            model=model_name(ctx.model),
             options=_limits(ctx.budget, ctx.max_steps),
             owner=owner_id(),
             conversation=conversation,
@@ -439,7 +440,7 @@ def _resumed_context(st: RunStore, row: StoredRun, target: Step, overrides: RunO
             **resumed,
             "after_seq": events[-1].seq if events else 0,
             "from_status": row.status,
-            "model": getattr(opts.model, "name", None),
+            "model": model_name(opts.model),
             "decisions": [a.to_dict() for a in st.approvals(run_id) if a.status != "pending"],
         },
     )
@@ -448,7 +449,7 @@ def _resumed_context(st: RunStore, row: StoredRun, target: Step, overrides: RunO
 
 def _typed_input(target: Step, stored: Any) -> Any:
     """The stored (JSON) input as the type the target declares, when it is a pydantic model."""
-    kind = getattr(target, "input_type", None)
+    kind = step_member(target, "input_type")
     if isinstance(kind, type) and issubclass(kind, BaseModel) and isinstance(stored, dict):
         return kind.model_validate(stored)
     return stored

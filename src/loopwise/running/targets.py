@@ -22,6 +22,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from loopwise.core.function_step import FunctionStep
 from loopwise.core.step import Step
 from loopwise.errors import ConfigError, TargetError
 from loopwise.models.port import Model
@@ -58,9 +59,9 @@ def load_target(spec: str) -> Target:
         raise TargetError(f"target {spec!r} names no module (use path.py:name)", name=spec)
     module = import_module_of(module_part, spec)
     if name:
-        if not hasattr(module, name):
+        obj = defined(module, name, _UNDEFINED)
+        if obj is _UNDEFINED:
             raise TargetError(f"target {spec!r}: module has no attribute {name!r}", name=spec)
-        obj = getattr(module, name)
         if not isinstance(obj, Step):
             raise TargetError(f"target {spec!r}: {name!r} is not a step", name=spec)
         return Target(spec=spec, step=obj, module=module)
@@ -78,7 +79,9 @@ def _outermost(steps: list[Step]) -> list[Step]:
     nodes too, but ``path.py`` alone means the workflow."""
     inner: set[int] = set()
     for candidate in steps:
-        nodes = getattr(candidate, "steps", None)  # a Workflow's: node name -> step
+        # getattr: a Workflow's nodes (node name -> step), asked without importing the
+        # workflow module for a target that defines none (an agent's CLI run).
+        nodes = getattr(candidate, "steps", None)
         if isinstance(nodes, Mapping):
             inner.update(id(step) for step in nodes.values())
     return [s for s in steps if id(s) not in inner]
@@ -109,6 +112,17 @@ def import_module_of(module_part: str, spec: str, *, what: str = "target") -> Mo
 
 
 _IMPORTING = threading.RLock()
+_UNDEFINED: Any = object()
+
+
+def defined(module: ModuleType, name: str, default: Any = None) -> Any:
+    """What the user's ``module`` defines as ``name`` (``default`` when it does not): a
+    target, a convention (``make_deps``, ``offline_model``, ``make_eval_deps``), a scorer."""
+    # getattr: a user's module, read by a name a convention or the command line gives;
+    # it goes through a module's own __getattr__ too (PEP 562).
+    return getattr(module, name, default)
+
+
 """Held while a target file loads: a module is in ``sys.modules`` before its code has run,
 so another thread (the inbox resuming runs at once) must wait for it, not take it half
 made. Re-entrant: a target may load another."""
@@ -173,10 +187,10 @@ def deps_factory(target: Target | None, spec: str | None = None) -> Callable[[],
         module_part, _, name = spec.partition(":")
         if not module_part or not name:
             raise ConfigError(f"--deps {spec!r}: name a function, module:function", name="deps")
-        fn = getattr(import_module_of(module_part, spec, what="--deps"), name, None)
+        fn = defined(import_module_of(module_part, spec, what="--deps"), name)
         where = f"--deps {spec}"
     elif target is not None and hasattr(target.module, DEPS_FACTORY):
-        fn, where = getattr(target.module, DEPS_FACTORY), f"{target.spec}: {DEPS_FACTORY}()"
+        fn, where = defined(target.module, DEPS_FACTORY), f"{target.spec}: {DEPS_FACTORY}()"
     else:
         return None
     if not callable(fn):
@@ -228,7 +242,7 @@ def spec_of(step: Step, *, callers: Sequence[str] = ()) -> str | None:
     known = _SPECS.get(id(step))
     if known is not None and known[0] is step:
         return known[1]
-    home = getattr(getattr(step, "fn", None), "__module__", None)
+    home = step.fn.__module__ if isinstance(step, FunctionStep) else None
     first = [home] if isinstance(home, str) else []
     found = _find_spec(step, [*first, *callers])
     if len(_SPECS) >= _SPECS_KEPT:
@@ -270,7 +284,7 @@ def _find_spec(step: Step, preferred: list[str]) -> str | None:
 
 def _user_code(module: Any) -> bool:
     """A module of the user's (not the standard library's, not an installed package's)."""
-    where = getattr(module, "__file__", None)
+    where = getattr(module, "__file__", None)  # getattr: a built-in module has no __file__
     return isinstance(where, str) and not where.startswith(_LIBRARY_DIRS)
 
 
@@ -278,8 +292,8 @@ def _importable_name(name: str | None, module: ModuleType | None) -> str | None:
     """The name another process imports ``module`` by, or ``None`` when it cannot."""
     if name is None or module is None or name == "loopwise" or name.startswith("loopwise."):
         return None
-    spec = getattr(module, "__spec__", None)
-    real = getattr(spec, "name", None)
+    spec = module.__spec__
+    real = None if spec is None else spec.name
     if not isinstance(real, str) or real.startswith("_loopwise_target_"):
         return None  # a script's __main__, or a file the CLI loaded under a private name
     # Not `python -m pkg.job`'s __main__ either: importing pkg.job to resume would run

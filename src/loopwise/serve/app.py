@@ -227,7 +227,7 @@ class Inbox:
                 seen_hash=form["args_hash"],
             )
         except LoopwiseError as e:
-            status = 409 if getattr(e, "code", "") in {"stale", "not-pending"} else 400
+            status = 409 if e.code in {"stale", "not-pending"} else 400
             status = 500 if isinstance(e, _Unresumable) else status
             page = self._inbox(
                 Form(

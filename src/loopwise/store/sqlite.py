@@ -193,7 +193,8 @@ class SQLiteStore(SQLStore):
                 _migrate(conn, self.path)
                 return
             except sqlite3.OperationalError as e:
-                # An error raised without a result code is never "locked".
+                # An error raised without a result code is never "locked" (getattr: only
+                # sqlite3's own errors carry sqlite_errorcode).
                 code = getattr(e, "sqlite_errorcode", 0) & 0xFF
                 if code not in _BUSY or time.monotonic() > deadline:
                     raise

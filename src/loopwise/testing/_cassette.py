@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from loopwise.errors import ConfigError
-from loopwise.models.port import Model, ModelRequest, Turn
+from loopwise.models.port import Model, ModelDefaults, ModelRequest, Turn, model_member
 
 __all__ = ["Cassette", "CassetteMismatch"]
 
@@ -41,7 +41,7 @@ def fingerprint(request: ModelRequest) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
-class Cassette:
+class Cassette(ModelDefaults):
     """A model that records to, or replays from, one JSON file (see the module docs)."""
 
     def __init__(self, path: str | Path, *, model: Model | None = None) -> None:
@@ -93,9 +93,8 @@ class Cassette:
 
     async def aclose(self) -> None:
         """Release the recorded model's connections (nothing to do when replaying)."""
-        close = getattr(self.inner, "aclose", None)
-        if close is not None:
-            await close()
+        if self.inner is not None:
+            await model_member(self.inner, "aclose")()
 
     def _save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)

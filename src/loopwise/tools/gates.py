@@ -399,6 +399,7 @@ def _as_dict(args: Any) -> Any:
     Always a copy: a policy that changes what it is given must not change what the
     person is shown and the hash binds (while the call runs with the original).
     """
+    # getattr: a pydantic model, known by its method (this module loads without pydantic).
     dump = getattr(args, "model_dump", None)
     return dump() if callable(dump) else copy.deepcopy(args)
 

@@ -18,9 +18,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, TextIO
 
+from loopwise.core.events import json_value
+from loopwise.core.shape import name_of
 from loopwise.core.step import ApprovalHandler
 from loopwise.tools.audit import asked_lines, os_user
-from loopwise.tools.tool import json_value
 from loopwise.tools.verdicts import ApprovalRequest, Approved, Denied, Edited, Verdict
 
 __all__ = ["Handler", "TerminalApprovals", "ask", "handler_name", "request_lines"]
@@ -39,6 +40,7 @@ async def ask(handler: Handler, request: ApprovalRequest) -> Verdict | None:
     """
     if handler is None:
         return None
+    # getattr: a handler is an object with decide(), or a function (ApprovalHandler)
     decide = getattr(handler, "decide", None)
     fn: Callable[[ApprovalRequest], Any] = decide if callable(decide) else handler
     result = fn(request)
@@ -50,10 +52,11 @@ async def ask(handler: Handler, request: ApprovalRequest) -> Verdict | None:
 def handler_name(handler: Any) -> str:
     """Who an approval handler is in the audit log."""
     for attr in ("by", "name"):
+        # getattr: a handler is any object or function of the user's; naming itself is optional
         named = getattr(handler, attr, None)
         if isinstance(named, str) and named:
             return named
-    name = getattr(handler, "__name__", None) or type(handler).__name__
+    name = name_of(handler) or type(handler).__name__
     return "approvals handler" if name == "<lambda>" else str(name)
 
 

@@ -50,7 +50,6 @@ from typing import (
     TYPE_CHECKING,
     Annotated,
     Any,
-    NoReturn,
     TypedDict,
     Unpack,
     get_args,
@@ -63,6 +62,8 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.fields import FieldInfo
 
+from loopwise.core.events import json_value, nests_deeper_than
+from loopwise.core.members import step_member
 from loopwise.core.shape import ToolShape, describe, parameters_of
 from loopwise.errors import DirectEffectError, LoopwiseError, ToolError
 
@@ -77,7 +78,6 @@ __all__ = [
     "ToolArgumentsError",
     "ToolOptions",
     "as_tool",
-    "json_value",
     "load_arguments",
     "require_gate",
     "tool",
@@ -349,7 +349,7 @@ class Tool:
     async def _call(self, args: BaseModel, ctx: Context | None) -> Any:
         if self._takes_args_model:
             return await self.fn(args, ctx)
-        kwargs = {k: getattr(args, k) for k in type(args).model_fields}
+        kwargs = dict(vars(args))  # the fields of the tool's own args model (extra="forbid")
         if self._takes_ctx:
             kwargs["ctx"] = ctx
         if self._is_async:
@@ -498,26 +498,6 @@ def require_gate(tool: Tool, *, holder: str, fix: str) -> None:
         )
 
 
-def json_value(text: str) -> Any:
-    """``text`` read as JSON as RFC 8259 defines it, for text a model or a person sent.
-
-    Python's parser also reads ``NaN``, ``Infinity`` and numbers too large for a float
-    (``1e999``) as non-finite floats; those slip past checks such as ``amount > 100`` (a
-    NaN compares false both ways) and make a stored log that is no longer JSON. Raises
-    ``json.JSONDecodeError`` for them as for any other text that is not JSON.
-    """
-
-    def refuse(token: str) -> NoReturn:
-        message = f"{token} is not a finite number"
-        raise json.JSONDecodeError(message, text, max(text.find(token), 0))
-
-    def finite(token: str) -> float:
-        value = float(token)
-        return value if math.isfinite(value) else refuse(token)
-
-    return json.loads(text, parse_constant=refuse, parse_float=finite)
-
-
 def _non_finite(arguments: Mapping[str, Any]) -> str | None:
     """Where a NaN or infinite float sits in already-parsed arguments (a plan's, an edit's:
     pydantic's JSON reader accepts ``NaN``), as a dotted path, or ``None``."""
@@ -572,24 +552,6 @@ def _too_deep(name: str) -> str:
     return f"arguments for {name!r} nest deeper than {MAX_DEPTH} levels; send flatter arguments"
 
 
-def nests_deeper_than(value: Any, limit: int) -> bool:
-    """Whether ``value`` holds an object or array more than ``limit`` levels deep, found
-    without recursion (so any depth is safe to ask about)."""
-    stack = [(value, 1)]
-    while stack:
-        item, level = stack.pop()
-        if isinstance(item, Mapping):
-            children: Any = item.values()
-        elif isinstance(item, list | tuple):
-            children = item
-        else:
-            continue
-        if level > limit:
-            return True
-        stack.extend((child, level + 1) for child in children)
-    return False
-
-
 def _describe(error: ValidationError, name: str) -> str:
     problems = []
     for item in error.errors(include_url=False):
@@ -641,7 +603,7 @@ def as_tool(step: Any, *, description: str, **options: Unpack[AsToolOptions]) ->
     take it from).
     """
     step_name = options.get("name") or str(step.name)
-    input_type = getattr(step, "input_type", str)
+    input_type = step_member(step, "input_type")
     if input_type in (Any, object):
         # A strict function schema needs a type for every property: an untyped input
         # (a structured step, an untyped workflow) takes the text the model writes.
@@ -658,6 +620,8 @@ def as_tool(step: Any, *, description: str, **options: Unpack[AsToolOptions]) ->
         unwrap = True
 
     async def run_step(args: BaseModel, ctx: Context) -> Any:
+        # getattr: `input` is the one field of a model made at run time (create_model),
+        # which no type declares.
         return await ctx.run_step(step, getattr(args, "input") if unwrap else args)  # noqa: B009
 
     options["name"] = step_name
