@@ -96,8 +96,9 @@ def add_api_flag(p: argparse.ArgumentParser) -> None:
 def given(args: argparse.Namespace, option: str, default: Any = None) -> Any:
     """The value of ``option`` on the command line, or ``default`` for a verb whose parser
     does not declare it: helpers shared by verbs read a flag only some of them have, and a
-    ``Namespace`` holds exactly what its verb declared (read as the dict it is)."""
-    return vars(args).get(option, default)
+    ``Namespace`` holds exactly what its verb declared."""
+    # getattr: argparse's Namespace is a bag of the verb's own flags (a test's stand-in too).
+    return getattr(args, option, default)
 
 
 def interactive(args: argparse.Namespace) -> bool:

@@ -479,6 +479,7 @@ def new_context(target: Step, opts: RunOptions) -> Context:
         max_steps=opts.max_steps,
         approvals=opts.approvals,
         sinks=opts.sinks,
+        # getattr: a sink may pace the run too (EventSink's optional async pace()).
         _pacers=tuple(p for s in opts.sinks if callable(p := getattr(s, "pace", None))),
         journal=Journal(opts.replay),
         clock=opts.clock,

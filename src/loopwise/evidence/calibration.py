@@ -114,6 +114,7 @@ class Calibration:
 def _weighted(bins: Sequence[CalibrationBin], field: str, n: int) -> float | None:
     if n == 0:
         return None
+    # getattr: one of a bin's own fields, named by the caller (the two weighted means).
     return sum(b.count * (getattr(b, field) or 0.0) for b in bins) / n
 
 
