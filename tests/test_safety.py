@@ -263,7 +263,11 @@ def test_a_nested_agent_run_twice_gets_its_own_approvals_and_keys() -> None:
         done = _tool_results(request)
         if _first_user(request) != "go":
             return call("pay", {"amount": 3}, id="call_0") if not done else reply(done[-1])
-        return call("payer", {"input": "pay 3"}, id=f"o{len(done)}") if len(done) < 2 else reply("")
+        return (
+            call("payer", {"input": "pay 3"}, id=f"o{len(done)}")
+            if len(done) < 2
+            else reply("done")
+        )
 
     model = ScriptedModel(respond)
     run_id = loopwise.run(outer, "go", model=model).run_id
@@ -335,7 +339,11 @@ def test_an_approval_never_carries_over_to_a_nested_call_with_its_id() -> None:
         if _first_user(request) != "go":
             return reply(done[-1]) if done else call("pay", {"amount": 3}, id="c1")
         script = [("pay", {"amount": 3}, "c1"), ("helper", {"input": "pay 3"}, "c2")]
-        return call(*script[len(done)][:2], id=script[len(done)][2]) if len(done) < 2 else reply("")
+        return (
+            call(*script[len(done)][:2], id=script[len(done)][2])
+            if len(done) < 2
+            else reply("done")
+        )
 
     model = ScriptedModel(respond)
     run_id = loopwise.run(outer, "go", model=model).run_id
@@ -592,7 +600,9 @@ def test_a_hybrid_run_twice_in_one_run_pays_twice_each_with_its_own_approval() -
             return reply(json.dumps(plan))
         done = _tool_results(request)
         return (
-            call("desk", {"input": "case"}, id=f"case{len(done)}") if len(done) < 2 else reply("")
+            call("desk", {"input": "case"}, id=f"case{len(done)}")
+            if len(done) < 2
+            else reply("done")
         )
 
     model = ScriptedModel(respond)
@@ -794,7 +804,7 @@ def test_an_effect_that_timed_out_is_not_made_again_in_its_run() -> None:
 
     def respond(request: loopwise.ModelRequest) -> Any:
         done = _tool_results(request)
-        return call("pay", {"amount": 5}, id=f"p{len(done)}") if len(done) < 2 else reply("")
+        return call("pay", {"amount": 5}, id=f"p{len(done)}") if len(done) < 2 else reply("done")
 
     agent = loopwise.Agent(name="a", tools=[pay])
     try:

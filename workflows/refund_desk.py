@@ -340,7 +340,8 @@ def _respond(request: ModelRequest) -> Turn:
     found = {name: result for name, _, result in shop.tool_results(request)}
     named = shop.ORDER_IN_TEXT.search(complaint)
     if named is None:
-        return calls(("final_answer", {"steps": []}, "final"))
+        nothing = {"steps": [], "reason": "the complaint names no order to look into"}
+        return calls(("final_answer", nothing, "final"))
     if "get_order" not in found:
         return calls(("get_order", {"order_id": named.group()}, "lookup-order"))
     order = found["get_order"]

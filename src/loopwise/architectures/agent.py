@@ -12,7 +12,8 @@ Every guardrail ends the run with a :class:`~loopwise.core.step.Status` (raised 
 * ``step_limit`` — more than ``max_steps`` model turns (``ctx.max_steps`` overrides);
 * ``budget_exceeded`` — checked by ``ctx.call_model`` before and after every call;
 * ``tool_failed`` — one tool failed ``failure_cap`` times (invented names share a count);
-* ``invalid_output`` — the final answer failed validation ``failure_cap`` times;
+* ``invalid_output`` — the final answer failed validation (or, for a text answer, was
+  empty or only whitespace) ``failure_cap`` times;
 * ``stuck`` — the same turn repeated, or two turns ping-ponging (:class:`LoopDetection`);
 * ``refused`` — the model declined (or its answer was filtered).
 
@@ -396,14 +397,18 @@ class Agent(StepDefaults):
 
     def _text_answer(self, text: str, state: _Transcript) -> Decision:
         if self._output_model is None:
-            return Answer(text)
-        try:
-            return Answer(self._output_model.model_validate_json(strip_fence(text)))
-        except pydantic.ValidationError as e:
-            feedback = (
-                f"Your answer is not valid: {_errors(e)}. Answer by calling {FINAL_ANSWER} "
-                "with arguments that match its schema."
-            )
+            if text.strip():
+                return Answer(text)
+            # No text and no call is no answer: sent back, then `invalid_output`.
+            feedback = "Your answer was empty. Answer the question in text."
+        else:
+            try:
+                return Answer(self._output_model.model_validate_json(strip_fence(text)))
+            except pydantic.ValidationError as e:
+                feedback = (
+                    f"Your answer is not valid: {_errors(e)}. Answer by calling "
+                    f"{FINAL_ANSWER} with arguments that match its schema."
+                )
         state.failures[FINAL_ANSWER] += 1
         if state.failures[FINAL_ANSWER] >= self.failure_cap:
             return Stop(Status.INVALID_OUTPUT, f"final answer still invalid: {feedback}")

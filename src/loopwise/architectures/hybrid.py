@@ -3,19 +3,15 @@
 The pieces, in the order a run meets them (the plan model and its checks live in
 :mod:`loopwise.architectures.plans`; this module runs them):
 
-* an :class:`ActionCatalog` of registered actions — each a :class:`~loopwise.tools.tool.Tool`
-  (name, typed argument model, effect, gate), optionally with an automatic ``policy`` and
-  a cost ``estimate``;
-* a :class:`Plan`: steps ``{id, action, args, depends_on, reason}``. The schema the planner
-  sees (:meth:`ActionCatalog.plan_type`) is a discriminated union on ``action``: only
-  catalog names, each with that action's own argument model;
+* an :class:`ActionCatalog` of registered actions and the :class:`Plan` proposed from it;
 * a planner: one :class:`~loopwise.architectures.structured.Structured` call or an
   :class:`~loopwise.architectures.agent.Agent` holding read-only tools. It never holds an
   action, so it cannot execute one (a planner with a ``write``/``irreversible`` tool raises
   :class:`~loopwise.errors.ToolError` when the hybrid is built);
 * :func:`validate_plan`: unknown actions, arguments failing their schema or policy,
-  unknown dependencies, cycles, too many steps. The errors go back to the planner a
-  bounded number of times, then the run ends ``invalid_output``;
+  unknown dependencies, cycles, too many steps, no steps without a reason. The errors go
+  back to the planner a bounded number of times, then the run ends ``invalid_output``.
+  An empty plan with a ``reason`` ("nothing to do") ends the run ``completed`` at once;
 * optionally, with ``approve_plan``, a person approves the whole plan, shown as a Mermaid
   graph with each action's effect and estimated cost (:func:`plan_mermaid`); whether that
   also answers the steps' human gates is ``plan_approval_covers_gates`` (default: no);
@@ -40,7 +36,6 @@ from pydantic import BaseModel
 from loopwise.architectures.agent import Agent
 from loopwise.architectures.edits import RECHECK_SUFFIX, rechecks
 
-# The plan model moved to loopwise.architectures.plans; these names stay importable from here.
 from loopwise.architectures.plans import (
     REJECTED,
     WHOLE_PLAN_NOTE,
@@ -116,7 +111,7 @@ class HybridOutput(BaseModel):
     """A hybrid's output: the plan that ran and what became of each action."""
 
     plan: Plan
-    """The validated plan."""
+    """The validated plan (``plan.reason`` says why; with no steps, why nothing was done)."""
     results: dict[str, ActionResult]
     """Per plan step id, in plan order."""
     rounds: int = 1
@@ -347,10 +342,12 @@ class Hybrid(StepDefaults):
     arguments are exactly those the approved plan showed is recorded as approved by the
     plan's approver, and its policy still judges it (:class:`PlanApproval`).
 
-    How runs end: ``completed`` (every action done); ``invalid_output`` (no valid plan
-    after ``max_plan_retries`` re-asks); ``awaiting_approval`` (a gate or the whole-plan
-    approval waits for a person); ``denied`` (an action or the plan was denied, after
-    ``replan_on_denial`` re-plans); ``tool_failed`` (an action raised).
+    How runs end: ``completed`` (every action done, or an empty plan whose ``reason``
+    says why nothing needs doing: no action runs, and the output's ``plan.reason`` says
+    why; after a denial and a re-plan, an empty plan ends ``denied``); ``invalid_output``
+    (no valid plan after ``max_plan_retries`` re-asks); ``awaiting_approval`` (a gate or
+    the whole-plan approval waits for a person); ``denied`` (an action or the plan was
+    denied, after ``replan_on_denial`` re-plans); ``tool_failed`` (an action raised).
 
     Raises :class:`~loopwise.errors.ToolError` at construction when the planner holds a
     ``write``/``irreversible`` tool or an ``irreversible`` action has no gate.
@@ -413,11 +410,18 @@ class Hybrid(StepDefaults):
         """Propose, validate, (approve,) execute; re-plan on denial when configured."""
         feedback: list[str] = []
         output: HybridOutput | None = None
+        nothing: str | None = None
         scope = _id_scope(ctx)
         for round_no in range(1, self.replan_on_denial + 2):
             plan = await self.propose(
                 input, ctx, feedback=feedback, round_no=round_no, scope=_once_in(scope)
             )
+            if not plan.steps:
+                # "Nothing to do", with the planner's reason: nothing to approve or run.
+                if round_no == 1:
+                    return HybridOutput(plan=plan, results={}, rounds=round_no)
+                nothing = f"then the planner proposed nothing more: {plan.reason}"
+                break
             suffix = "" if round_no == 1 else f"_{round_no}"
             approved = await self._approve_whole(plan, f"{scope}plan{suffix}", ctx)
             refused = approved if isinstance(approved, str) else None
@@ -447,10 +451,13 @@ class Hybrid(StepDefaults):
             if not denied:
                 return output
             feedback = _denial_feedback(output)
-        # After a whole plan was refused the refusal says it; else what became of each step.
+        # After a whole plan was refused the refusal says it; else what became of each step
+        # (and, when the last plan was empty, why the planner proposed nothing more).
         detail = "; ".join(feedback)
         if refused is None and output is not None:
             detail = _outcome_text(output)
+        if nothing is not None:
+            detail = f"{detail}; {nothing}" if detail else nothing
         raise Halt(Status.DENIED, f"{self.name}: {detail or 'denied'}", output=output)
 
     async def propose(
@@ -653,10 +660,7 @@ def _check_gated(catalog: ActionCatalog, hybrid: str) -> None:
 
 
 def _strongest(effects: set[str]) -> str:
-    for effect in ("irreversible", "write"):
-        if effect in effects:
-            return effect
-    return "read"
+    return next((e for e in ("irreversible", "write") if e in effects), "read")
 
 
 def _raise_failed(output: HybridOutput) -> None:

@@ -3,12 +3,14 @@
 * an :class:`ActionCatalog` of registered actions — each a :class:`~loopwise.tools.tool.Tool`
   (name, typed argument model, effect, gate), optionally with an automatic ``policy`` and
   a cost ``estimate``;
-* a :class:`Plan`: steps ``{id, action, args, depends_on, reason}``. The schema the planner
-  sees (:meth:`ActionCatalog.plan_type`) is a discriminated union on ``action``: only
-  catalog names, each with that action's own argument model;
+* a :class:`Plan`: steps ``{id, action, args, depends_on, reason}`` and the plan's own
+  ``reason``. The schema the planner sees (:meth:`ActionCatalog.plan_type`) is a
+  discriminated union on ``action``: only catalog names, each with that action's own
+  argument model. No steps is a plan too ("nothing to do": a thank-you note, an order
+  already refunded) when its ``reason`` says why;
 * :func:`validate_plan`: unknown actions, arguments failing their schema or policy,
-  unknown dependencies, cycles, too many steps (:class:`PlanContext` lets a policy see the
-  whole plan);
+  unknown dependencies, cycles, too many steps, no steps without a reason
+  (:class:`PlanContext` lets a policy see the whole plan);
 * what a person is shown of a plan (:func:`plan_mermaid`, :func:`plan_cost`) and what the
   planner is told (:func:`planner_instructions`, :func:`planner_request`,
   :func:`check_planner`).
@@ -94,6 +96,10 @@ class Plan(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     steps: list[PlanStep] = Field(description="The actions to take, in a sensible order.")
+    reason: str | None = Field(
+        default=None,
+        description="One line: why this plan; with no steps, why nothing needs doing.",
+    )
 
     def by_id(self) -> dict[str, PlanStep]:
         """The steps keyed by id."""
@@ -282,8 +288,11 @@ _RESERVED = frozenset({"start", "results"})
 
 def _structure_errors(plan: Plan, catalog: ActionCatalog, max_steps: int) -> list[str]:
     errors: list[str] = []
-    if not plan.steps:
-        errors.append("the plan has no steps")
+    if not plan.steps and not (plan.reason or "").strip():
+        errors.append(
+            "the plan has no steps and gives no reason: propose steps, or say in "
+            '"reason" why nothing needs doing'
+        )
     if len(plan.steps) > max_steps:
         errors.append(f"the plan has {len(plan.steps)} steps; at most {max_steps} are allowed")
     seen: set[str] = set()
@@ -392,8 +401,10 @@ async def validate_plan(
 
     Errors say which step is wrong and how: an unknown action (listing the known ones),
     arguments failing the action's schema or policy, unknown or cyclic dependencies,
-    duplicate ids, too many steps. Policies judge each step with the rest of the plan in
-    view when they take it (:class:`PlanContext`): the plan is judged as a whole.
+    duplicate ids, too many steps, no steps and no ``reason`` (an empty plan is valid
+    when its reason says why nothing needs doing). Policies judge each step with the
+    rest of the plan in view when they take it (:class:`PlanContext`): the plan is
+    judged as a whole.
     """
     plan, errors = parse_plan(raw, catalog)
     if plan is None:
@@ -500,14 +511,15 @@ propose a plan, code validates it, and actions run later, some only after a huma
 
 {task}
 
-Propose a plan as JSON: {{"steps": [...]}}. Each step has
+Propose a plan as JSON: {{"steps": [...], "reason": "..."}}. Each step has
 - "id": a short unique id ("s1", "s2", ...),
 - "action": one of the actions below (no other names exist),
 - "args": that action's arguments, exactly as its schema says,
 - "depends_on": ids of steps that must finish first ([] when none),
 - "reason": one line saying why the step is needed.
 Use as few steps as the task needs (at most {max_steps}). Steps without dependencies may run
-at the same time. Only propose actions the facts support.{investigate}
+at the same time. Only propose actions the facts support. "reason" says in one line why
+this plan; when nothing needs doing, propose no steps and say why in "reason".{investigate}
 
 Actions:
 {catalog}

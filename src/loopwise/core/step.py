@@ -142,6 +142,9 @@ class Context(Generic[DepsT]):
     """The step path this context belongs to."""
     idempotency_key: str | None = None
     """Set while an effectful tool runs: run id + call id."""
+    performing: Any = None
+    """The tool the tool-call executor runs in this context (set by the executor alone):
+    a ``write``/``irreversible`` tool performs only in the context made for its call."""
     refuse_effects: str | None = None
     """Why ``write``/``irreversible`` calls are refused here (a hybrid's planner; inherited)."""
     clock: Callable[[], float] = time.monotonic
@@ -193,7 +196,7 @@ class Context(Generic[DepsT]):
 
     def child(self, name: str) -> Context:
         """A context for a nested step: same run, budget, usage and events; longer path."""
-        return self._derived(path=(*self.path, name), idempotency_key=None)
+        return self._derived(path=(*self.path, name), idempotency_key=None, performing=None)
 
     def _derived(self, **changes: Any) -> Context:
         # A shallow copy: contexts are derived on every step and tool call, and neither

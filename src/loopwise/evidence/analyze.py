@@ -178,8 +178,8 @@ def analyze(
     Only runs that ended with one of ``statuses`` count (by default the completed ones: a
     run that got stuck or failed is not a path worth writing down; ``None`` counts every
     run), and, given ``model``, only runs whose ``"model"`` is that model. Runs that never
-    called a tool are left out (they are not agent runs); so are invented tool names. The
-    verdict is
+    called a tool count as their own path, ``(no tool calls)`` (an empty
+    :attr:`PathStats.path`); invented tool names are left out of paths. The verdict is
     ``steps_known`` when the top ``top`` paths cover at least ``coverage`` of at least
     ``min_runs`` runs; then :attr:`TraceAnalysis.skeleton` holds a workflow of the fewest
     top paths that reach ``coverage``.
@@ -194,11 +194,12 @@ def analyze(
             model is not None and run.get("model") != model
         ):
             continue
+        # A run that called no tool (it answered at once, or planned nothing) took a path
+        # of its own, ``(no tool calls)``: left out, the shares would be of fewer runs.
         path, repeated = tool_path(run.get("events") or [])
-        if path:
-            groups.setdefault(path, []).append(run)
-            seen = repeats.setdefault(path, [False] * len(path))
-            repeats[path] = [a or b for a, b in zip(seen, repeated, strict=True)]
+        groups.setdefault(path, []).append(run)
+        seen = repeats.setdefault(path, [False] * len(path))
+        repeats[path] = [a or b for a, b in zip(seen, repeated, strict=True)]
     total = sum(len(g) for g in groups.values())
     stats = sorted(
         (_path_stats((p, tuple(repeats[p])), group, total) for p, group in groups.items()),
@@ -252,7 +253,7 @@ def _verdict(
     stats: list[PathStats], total: int, covered: float, *, top: int, coverage: float, min_runs: int
 ) -> tuple[str, str]:
     if total == 0:
-        return "no_runs", "no stored run called a tool: run the agent a few times first"
+        return "no_runs", "no stored run to analyse: run the agent a few times first"
     k = min(top, len(stats))
     share = (
         f"the top path covers {covered:.0%} of {total} runs"

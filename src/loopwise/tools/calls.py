@@ -419,6 +419,7 @@ async def _run(
     record of a call a person edited says who and the arguments it ran with."""
     ctx = batch.ctx
     child = ctx.child(tool.name)
+    child.performing = tool  # what lets Tool.perform take its effect (here, and only here)
     if tool.effect is not Effect.READ:
         # Lets an effect interrupted between doing and recording be made safe on resume.
         child.idempotency_key = Journal.idempotency_key(ctx.run_id, call.bind_id)

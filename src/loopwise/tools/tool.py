@@ -329,9 +329,15 @@ class Tool:
     async def perform(self, args: BaseModel, ctx: Context | None) -> Any:
         """Run the tool on validated ``args`` with its timeout: no gate, no journal.
 
-        The tool-call executor (:mod:`loopwise.tools.calls`) calls this after the gate; code
-        that calls it directly takes the effect on itself.
+        The tool-call executor (:mod:`loopwise.tools.calls`) calls this after the gate, in
+        the context it made for the call. A ``read`` tool may be performed directly; a
+        ``write`` or ``irreversible`` one called anywhere else (``ctx`` ``None``, or any
+        context but its call's) raises :class:`~loopwise.errors.DirectEffectError` naming
+        the tool, and nothing runs: its effect would skip its gate, journal and
+        idempotency key.
         """
+        if self.effect is not Effect.READ and (ctx is None or ctx.performing is not self):
+            self._refuse_direct("perform() outside the tool-call executor")
         coro = self._call(args, ctx)
         if self.timeout is None:
             return await coro

@@ -35,7 +35,8 @@ eval pass their own. Each is written once per idempotency key (run id + plan ste
 resumed run never pays twice.
 ``--model scripted`` plans offline with :data:`offline_model` (a
 :class:`~loopwise.testing.ScriptedAgent`): the order named in the complaint, refunded in
-full, and a note.
+full, and a note — or, for a thank-you note or an order refunded already, an empty plan
+whose ``reason`` says why nothing needs doing (the run ends ``completed``, nothing runs).
 """
 
 from __future__ import annotations
@@ -224,12 +225,14 @@ def _named(request: ModelRequest) -> dict[str, str] | None:
 
 
 def _plan(request: ModelRequest) -> dict[str, Any]:
-    looked_up = request.last_result("get_order")
-    order = looked_up.value if looked_up and not looked_up.is_error else None
-    left = order["total_cents"] - order["refunded_cents"] if order else 0
-    if order is None or left <= 0:
-        return {"steps": []}
     why = request.user_text().split(REJECTED, maxsplit=1)[0][:200]
+    looked_up = request.last_result("get_order")
+    order = looked_up.value if looked_up and not looked_up.is_error else {}
+    left = order["total_cents"] - order["refunded_cents"] if order else 0
+    thanks = re.search(r"\bthank", why, re.I) and not re.search(r"refund|money", why, re.I)
+    if not order or thanks or left <= 0:  # "nothing to do" is a plan too, with its reason
+        said = "a thank-you" if thanks else "refunded in full" if order else "no order of ours"
+        return {"steps": [], "reason": f"nothing is owed: {said}"}
     refund = {"order_id": order["id"], "amount_cents": left, "reason": why}
     note = {"order_id": order["id"], "text": f"Refunded {left} cents: {why}"}
     refund_step = {"id": "s1", "action": "issue_refund", "args": refund, "depends_on": []}
