@@ -35,7 +35,6 @@ from pydantic import BaseModel
 
 from loopwise.architectures.agent import Agent
 from loopwise.architectures.edits import RECHECK_SUFFIX, rechecks
-
 from loopwise.architectures.plans import (
     REJECTED,
     WHOLE_PLAN_NOTE,
