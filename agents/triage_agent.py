@@ -12,7 +12,10 @@ workflow costs one: that difference is what the comparison measures.
 
 ``offline_model`` does what a sensible agent would: turn 1 reads the routing rules (and
 looks up a named order or customer, concurrently), turn 2 answers with the desk's keyword
-triager (``workflows/_triage_rules.py``, shared with the workflow's offline model).
+triager (``workflows/_triage_rules.py``, shared with the workflow's offline model),
+corrected by the category notes the rules gave it: so it gets right the tickets the
+keywords misread (a billing page that errors, a paid order that never came) and, applying
+a note too widely, gets one wrong that the workflow gets right.
 """
 
 from __future__ import annotations
@@ -56,7 +59,27 @@ def routing_rules() -> dict[str, Any]:
         "queues_by_category": dict(QUEUES),
         "escalate": f"urgency {ESCALATE_AT} or more goes to 'escalations', whatever the category",
         "urgency_scale": URGENCY_SCALE.splitlines(),
+        "category_notes": CATEGORY_NOTES,
     }
+
+
+CATEGORY_NOTES: list[dict[str, Any]] = [
+    {
+        "category": "technical",
+        "when": "one of our pages, the app or the API fails or is hard to use (an error "
+        "message, a 404, a crash, text that cannot be read), whatever the page is for: a "
+        "billing page that errors is technical",
+        "signs": ["went wrong", "404", "crash", "hard to read"],
+    },
+    {
+        "category": "shipping",
+        "when": "an order that was paid for never arrived: logistics finds it first, "
+        "billing refunds only after",
+        "signs": ["never arrived", "never came"],
+    },
+]
+"""The desk's notes on tickets that look like one category and belong to another (the
+``signs`` are what the offline model matches; a real model reads ``when``)."""
 
 
 INSTRUCTIONS = """\
@@ -78,8 +101,9 @@ triage_agent = Agent(
 )
 
 
-def _respond(request: ModelRequest) -> Turn:
-    """Turn 1: read the rules (and look up what the ticket names); then answer."""
+def respond(request: ModelRequest) -> Turn:
+    """Turn 1: read the rules (and look up what the ticket names); then answer, applying
+    the rules' category notes to what the keyword triager says."""
     subject, body = ticket_from_request(request)
     if not any(m.get("role") == "tool" for m in request.messages):
         wanted: list[tuple[str, dict[str, Any], str]] = [("routing_rules", {}, "t1-0")]
@@ -89,13 +113,34 @@ def _respond(request: ModelRequest) -> Turn:
             wanted.append(("find_customer", {"email": email.group()}, "t1-2"))
         return calls(*wanted)
     answer = assess(subject, body)
+    text = f"{subject} {body}".lower()
+    for note in _notes_read(request):
+        if any(sign in text for sign in note.get("signs", ())):
+            answer["category"] = note["category"]
+            break
     answer["queue"] = queue_for(answer["category"], answer["urgency"])
     return calls(("final_answer", answer, "t2-0"))
 
 
+def _notes_read(request: ModelRequest) -> list[dict[str, Any]]:
+    """The category notes of the routing rules the agent read (none if it read none)."""
+    for result in request.tool_results("routing_rules"):
+        read = result.value
+        if isinstance(read, dict):
+            return list(read.get("category_notes") or [])
+    return []
+
+
 def offline_model() -> ScriptedModel:
     """The model ``--model scripted`` uses for this agent (a pure responder)."""
-    return ScriptedModel(_respond)
+    return ScriptedModel(respond)
 
 
-__all__ = ["TriageAnswer", "offline_model", "routing_rules", "triage_agent"]
+__all__ = [
+    "CATEGORY_NOTES",
+    "TriageAnswer",
+    "offline_model",
+    "respond",
+    "routing_rules",
+    "triage_agent",
+]

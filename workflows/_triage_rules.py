@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any, Literal
 
@@ -119,15 +120,45 @@ _PROBLEM = _words(
 )
 
 
-def category_of(subject: str, body: str) -> Category:
-    """The category with the most keyword hits (subject hits count double); else ``other``."""
+def category_scores(subject: str, body: str) -> dict[Category, int]:
+    """Keyword hits per category (subject hits count double)."""
     subject, body = subject.lower(), body.lower()
-    scores = {
+    return {
         category: sum(2 * subject.count(k) + body.count(k) for k in words)
         for category, words in _KEYWORDS.items()
     }
+
+
+def category_of(subject: str, body: str) -> Category:
+    """The category with the most keyword hits (subject hits count double); else ``other``."""
+    scores = category_scores(subject, body)
     best = max(CATEGORIES, key=lambda c: scores[c])
     return best if scores[best] > 0 else "other"
+
+
+def reading_probabilities(subject: str, body: str) -> dict[str, dict[str, float]]:
+    """What an offline judge answers: the heuristic's category and urgency, each with a
+    probability that grows with how clear the evidence is (a softmax of the keyword hits;
+    an urgency rule that fired on an emergency word is surer than the default). Its
+    likeliest labels are :func:`assess`'s, so an answer taken as sure is the heuristic's;
+    ambiguous tickets get middling confidence, and some wrong ones a confident one."""
+    scores = category_scores(subject, body)
+    if not any(scores.values()):
+        scores["other"] = 1
+    weights = {c: math.exp(scores[c] / 0.5) for c in CATEGORIES}
+    total = sum(weights.values())
+    urgency = urgency_of(subject, body)
+    sure = _URGENCY_SURE[urgency]
+    near = {u: 1.0 / (1 + abs(u - urgency)) for u in range(1, 6) if u != urgency}
+    spread = {str(u): (1 - sure) * w / sum(near.values()) for u, w in near.items()}
+    return {
+        "category": {c: w / total for c, w in weights.items()},
+        "urgency": {str(urgency): sure, **spread},
+    }
+
+
+_URGENCY_SURE = {5: 0.9, 4: 0.85, 3: 0.8, 2: 0.7, 1: 0.9}
+"""How sure the urgency rule is of each level it gives (2 is the fallback: least sure)."""
 
 
 def urgency_of(subject: str, body: str) -> int:

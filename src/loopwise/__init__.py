@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     # The documented submodules, as `from loopwise import gates` names them (typed).
     from loopwise.architectures import hybrid as hybrid
     from loopwise.architectures.agent import Agent, LoopDetection
+    from loopwise.architectures.cascade import AskPerson, Cascade, Weighed
     from loopwise.architectures.history import ContextPolicy, SummarizingPolicy
     from loopwise.architectures.hybrid import ActionResult, Hybrid, HybridOutput
     from loopwise.architectures.judge import Judge, Ruling
@@ -105,6 +106,7 @@ _LAZY = {
     **dict.fromkeys(["ContextPolicy", "SummarizingPolicy"], "loopwise.architectures.history"),
     **dict.fromkeys(["ActionResult", "Hybrid", "HybridOutput"], "loopwise.architectures.hybrid"),
     **dict.fromkeys(["Judge", "Ruling"], "loopwise.architectures.judge"),
+    **dict.fromkeys(["AskPerson", "Cascade", "Weighed"], "loopwise.architectures.cascade"),
     # The openai SDK loads when a model is made.
     **dict.fromkeys(["OpenAIModel", "resolve_model"], "loopwise.models.openai"),
     **dict.fromkeys(["Model", "ModelRequest", "ToolCall", "ToolResult", "Turn"],
@@ -213,8 +215,10 @@ __all__ = [
     "Agent",
     "ApprovalRequest",
     "Approved",
+    "AskPerson",
     "Bounds",
     "Budget",
+    "Cascade",
     "Case",
     "ConfigError",
     "Context",
@@ -281,6 +285,7 @@ __all__ = [
     "TraceAnalysis",
     "Turn",
     "Usage",
+    "Weighed",
     "Workflow",
     "aevaluate",
     "analyze",

@@ -1,6 +1,6 @@
 """Loading steps named on the command line: ``path/to/file.py:name``, ``pkg.module:name``,
 or a module alone when it exposes exactly one step (not counting the nodes of a workflow
-it exposes).
+it exposes) or names the one it means with ``default_target = "name"``.
 
 A target module may also define ``offline_model`` (a model, or a zero-argument
 callable returning one): ``--model scripted`` then uses it instead of the generic
@@ -65,6 +65,9 @@ def load_target(spec: str) -> Target:
         if not isinstance(obj, Step):
             raise TargetError(f"target {spec!r}: {name!r} is not a step", name=spec)
         return Target(spec=spec, step=obj, module=module)
+    default = getattr(module, "default_target", None)
+    if isinstance(default, str) and isinstance(getattr(module, default, None), Step):
+        return Target(spec=spec, step=getattr(module, default), module=module)
     found = [v for k, v in vars(module).items() if not k.startswith("_") and isinstance(v, Step)]
     unique = _outermost(list({id(s): s for s in found}.values()))
     if len(unique) != 1:
