@@ -21,7 +21,8 @@ Guardrails never raise: a budget hit or a step limit ends the run with a
     │   │                                       (``.server``)
     │   ├── JudgeError              judge       a judge or a cascade is declared wrongly
     │   │                                       (``.name``): no-labels, duplicate-labels,
-    │   │                                       unsupported-type, threshold, no-backend
+    │   │                                       unsupported-type, threshold, no-backend,
+    │   │                                       not-a-label (a person's pick in code)
     │   ├── MissingExtra            missing-extra  an optional extra is not installed
     │   │                                       (``.extra``: what to ``pip install``)
     │   ├── DecisionError           decision    a decision on an approval is refused, and
