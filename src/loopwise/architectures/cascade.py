@@ -38,6 +38,7 @@ from loopwise.architectures.judge import Judge, Ruling, label_text
 from loopwise.architectures.wiring import coerce_input, type_name, types_compatible
 from loopwise.architectures.workflow import Workflow
 from loopwise.core.events import Status, jsonable
+from loopwise.core.members import StepDefaults, step_member
 from loopwise.core.replay import Restorer
 from loopwise.core.result import Halt
 from loopwise.core.shape import Kind, Shape, describe
@@ -90,7 +91,7 @@ def checked_threshold(value: Any, where: str) -> float:
     return float(value)
 
 
-class _Threshold:
+class _Threshold(StepDefaults):
     """The ``threshold`` node: weigh the ruling; replayed from its record on resume."""
 
     needs_model = False
@@ -134,7 +135,7 @@ class _Threshold:
         return Shape(kind=Kind.FUNCTION, name=self.name)
 
 
-class _Fed:
+class _Fed(StepDefaults):
     """A branch node: the user's step, fed what the cascade gives that side."""
 
     def __init__(self, inner: Step, feed: Literal["ruling", "input"]) -> None:
@@ -142,8 +143,7 @@ class _Fed:
         self.name = inner.name
         self.feed = feed
         self.input_type: Any = Any
-        self.output_type: Any = getattr(inner, "output_type", Any)
-        self.description = getattr(inner, "description", "")
+        self.output_type: Any = step_member(inner, "output_type")
 
     @property
     def needs_model(self) -> bool:
@@ -154,14 +154,14 @@ class _Fed:
             value = value.ruling if self.feed == "ruling" else value.ruling.input
         elif isinstance(value, Ruling) and self.feed == "input":
             value = value.input
-        wanted = getattr(self.inner, "input_type", Any)
+        wanted = step_member(self.inner, "input_type")
         return await self.inner.run(coerce_input(value, wanted, f"node {self.name}"), ctx)
 
     def describe(self) -> Shape:
         return describe(self.inner)
 
 
-class AskPerson:
+class AskPerson(StepDefaults):
     """The unsure side of a cascade that asks a person to pick the answer.
 
     The run pauses ``awaiting_approval`` with one approval (tool ``pick_<judge>``) whose
@@ -251,7 +251,8 @@ def _suggested(judge: Judge[Any], ruling: Ruling[Any]) -> dict[str, Any]:
     answer = ruling.answer
     if judge.model_type is None:
         return {judge.questions[0].name: jsonable(answer)}
-    return {q.name: jsonable(getattr(answer, q.name)) for q in judge.questions}
+    dumped = answer.model_dump(mode="json")
+    return {q.name: dumped[q.name] for q in judge.questions}
 
 
 def _as_texts(judge: Judge[Any], picked: Mapping[str, Any], where: str) -> dict[str, Any]:
@@ -326,7 +327,7 @@ class Cascade(Workflow):
         self.unknown: Side = unknown
         person = isinstance(unsure, AskPerson)
         if input_type is None:
-            input_type = Any if person else getattr(unsure, "input_type", Any)
+            input_type = Any if person else step_member(unsure, "input_type")
         super().__init__(name, input_type=input_type, description=description, budget=budget)
         self._check_types(name, judge, sure, unsure, input_type)
         self._declare(judge, sure, unsure)
@@ -399,7 +400,7 @@ class Cascade(Workflow):
                     f"cascade's own nodes are {', '.join(sorted(taken))})",
                     node=step.name,
                 )
-        wanted = getattr(sure, "input_type", Any)
+        wanted = step_member(sure, "input_type")
         if not types_compatible(judge.output_type, wanted):
             raise GraphError(
                 f"cascade {name!r}: the sure step {sure.name!r} takes {type_name(wanted)} "
@@ -407,7 +408,7 @@ class Cascade(Workflow):
                 node=sure.name,
                 code="type-mismatch",
             )
-        taken_in = getattr(unsure, "input_type", Any)
+        taken_in = step_member(unsure, "input_type")
         if not isinstance(unsure, AskPerson) and not types_compatible(input_type, taken_in):
             raise GraphError(
                 f"cascade {name!r}: the unsure step {unsure.name!r} takes "
@@ -417,7 +418,7 @@ class Cascade(Workflow):
             )
 
 
-class _UnsurePath:
+class _UnsurePath(StepDefaults):
     """A cascade's unsure branch alone, fed a :class:`Weighed` record (as JSON or typed)."""
 
     def __init__(self, cascade: Cascade) -> None:

@@ -65,9 +65,10 @@ def load_target(spec: str) -> Target:
         if not isinstance(obj, Step):
             raise TargetError(f"target {spec!r}: {name!r} is not a step", name=spec)
         return Target(spec=spec, step=obj, module=module)
-    default = getattr(module, "default_target", None)
-    if isinstance(default, str) and isinstance(getattr(module, default, None), Step):
-        return Target(spec=spec, step=getattr(module, default), module=module)
+    default = defined(module, "default_target")
+    chosen = defined(module, default) if isinstance(default, str) else None
+    if isinstance(chosen, Step):
+        return Target(spec=spec, step=chosen, module=module)
     found = [v for k, v in vars(module).items() if not k.startswith("_") and isinstance(v, Step)]
     unique = _outermost(list({id(s): s for s in found}.values()))
     if len(unique) != 1:
