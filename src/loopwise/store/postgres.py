@@ -17,6 +17,8 @@ own), and so is a schema newer than this loopwise knows.
 from __future__ import annotations
 
 import functools
+import time
+import weakref
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -203,6 +205,7 @@ class PostgresStore(SQLStore):
         with self._lock:
             try:
                 if self._pool is None:
+                    idle = _Idle()
                     self._pool = ConnectionPool(
                         self.url,
                         min_size=1,
@@ -210,10 +213,17 @@ class PostgresStore(SQLStore):
                         open=False,
                         timeout=self._timeout,
                         kwargs={"connect_timeout": max(1, round(self._timeout))},
+                        check=idle.check,
+                        reset=idle.returned,
                     )
                     self._pool.open(wait=True, timeout=self._timeout)
                 with self._pool.connection() as conn:
                     yield _PgTx(conn)
+            except psycopg.OperationalError as e:
+                # A connection lost or refused, the server shutting down or starting up, a
+                # serialization failure: a transaction tried again may pass (SQLStore does).
+                said = _said(e, self.url)
+                raise StoreError(f"run store {self.name}: {said}", code="unreachable") from e
             except psycopg.Error as e:
                 raise StoreError(f"run store {self.name}: {_said(e, self.url)}") from e
 
@@ -236,6 +246,29 @@ class PostgresStore(SQLStore):
             # The server went away: wait as a poller would, and reconnect next time.
             self._listener = None
             self._stopping.wait(timeout)
+
+
+class _Idle:
+    """The pool's check of a connection before handing it out: one idle for
+    :data:`_CHECK_AFTER` seconds or more is asked an empty query first, so a server restart
+    (which leaves every pooled connection dead) costs no failed transaction; one just
+    returned is handed out as is (no extra round trip on a busy store; if it died in
+    between, the transaction fails ``unreachable`` and is tried again)."""
+
+    def __init__(self) -> None:
+        self._returned: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def returned(self, conn: psycopg.Connection[Any]) -> None:
+        self._returned[conn] = time.monotonic()
+
+    def check(self, conn: psycopg.Connection[Any]) -> None:
+        if time.monotonic() - self._returned.get(conn, 0.0) >= _CHECK_AFTER:
+            ConnectionPool.check_connection(conn)
+
+
+_CHECK_AFTER = 1.0
 
 
 def _said(e: psycopg.Error, url: str) -> str:

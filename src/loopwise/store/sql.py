@@ -16,6 +16,15 @@ called again with the same idempotency key (run id + call id), which an effectfu
 uses to act once. In SQLite's WAL mode with ``synchronous=NORMAL`` a commit survives the process
 being killed; a power cut may lose the last few (``synchronous="FULL"`` when it matters).
 
+A store that cannot be reached (PostgreSQL restarting, a connection that died: ``code=
+"unreachable"``) is tried again, each attempt a whole transaction, for up to
+:attr:`SQLStore.retry_seconds` (half the lease), so a run waits out a server restart and
+goes on. When it stays away, nothing is dropped: what could not be written goes back to
+the group, first, and the process's next write commits it; the error reaches the run,
+which ends ``error`` (its ``run_finished`` written with the rest once the store answers),
+resumable, its log whole. A process that ends before then is a crash (above). Other
+failures (a constraint refused) drop the batch that failed, as before.
+
 Leases: a run being executed is owned (``host:pid``) and holds a lease its process renews
 in the background (:meth:`SQLStore.hold`); another process takes a ``running`` run over
 only once the lease lapsed (or, on one machine, once the owner's pid is gone).
@@ -30,9 +39,10 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from loopwise.core.events import Event, EventType, Status
 from loopwise.errors import ConfigError, ConversationError, DecisionError, StoreError
@@ -59,6 +69,8 @@ from loopwise.store.rows import (
 )
 
 __all__ = ["SQLStore"]
+
+T = TypeVar("T")
 
 _DURABLE = frozenset(
     {
@@ -112,6 +124,9 @@ class SQLStore:
                 f"lease_seconds must be positive, not {lease_seconds}", name="lease_seconds"
             )
         self.lease_seconds = lease_seconds
+        self.retry_seconds = lease_seconds / 2
+        """How long a write or read is tried again while the store is unreachable (half
+        the lease: a run waits out a server restart and still holds its lease after)."""
         self._lock = threading.RLock()
         self._grouped: list[tuple[str | None, Statement]] = []  # (run id, statement)
         self._held: dict[str, str] = {}
@@ -161,19 +176,18 @@ class SQLStore:
         holds, whose events ``statements`` are), the run's lease is renewed first and, when
         another process owns the run now, none of that run's events are written (the
         other runs' grouped ones are) and :class:`StoreError` (``code="lease-lost"``) is
-        raised.
+        raised. A store that cannot be reached is tried again (:meth:`_retrying`); when it
+        stays away, nothing is dropped: the statements go back to the group, first, for the
+        next write to commit, and the ``unreachable`` error is raised.
         """
-        changed, lost = 0, False
         with self._lock:
             batch, self._grouped = [*self._grouped, *((held, s) for s in statements)], []
-            owner = None if held is None else self._held.get(held)
-            with self._transaction() as tx:
-                if held is not None and owner is not None and not self._renew(tx, held, owner):
-                    # Another run's events grouped alongside are its own: dropping them would
-                    # leave a gap in its log.
-                    lost, batch = True, [(run, s) for run, s in batch if run != held]
-                for sql, rows in _runs_of([s for _, s in batch]):
-                    changed = tx.run(sql, rows[0]) if len(rows) == 1 else tx.run_many(sql, rows)
+            try:
+                changed, lost = self._retrying(lambda: self._commit(batch, held))
+            except StoreError as e:
+                if e.code == "unreachable":
+                    self._grouped[:0] = batch
+                raise
         if lost:
             raise StoreError(
                 f"run {held!r} was taken over by another process after its lease lapsed; "
@@ -181,6 +195,37 @@ class SQLStore:
                 code="lease-lost",
             )
         return changed
+
+    def _commit(
+        self, batch: list[tuple[str | None, Statement]], held: str | None
+    ) -> tuple[int, bool]:
+        """One transaction of :meth:`_write`: the rows its last statement changed, and
+        whether ``held``'s lease was lost (its events then left out)."""
+        changed, lost = 0, False
+        owner = None if held is None else self._held.get(held)
+        with self._transaction() as tx:
+            if held is not None and owner is not None and not self._renew(tx, held, owner):
+                # Another run's events grouped alongside are its own: dropping them would
+                # leave a gap in its log.
+                lost, batch = True, [(run, s) for run, s in batch if run != held]
+            for sql, rows in _runs_of([s for _, s in batch]):
+                changed = tx.run(sql, rows[0]) if len(rows) == 1 else tx.run_many(sql, rows)
+        return changed, lost
+
+    def _retrying(self, attempt: Callable[[], T]) -> T:
+        """``attempt()``, tried again while the store is ``unreachable`` (a server
+        restarting, a connection that died) for up to :attr:`retry_seconds`, waiting
+        longer each time; then its error is raised. Each attempt is a whole transaction,
+        so one that failed left nothing behind."""
+        deadline, pause = time.monotonic() + self.retry_seconds, 0.05
+        while True:
+            try:
+                return attempt()
+            except StoreError as e:
+                if e.code != "unreachable" or time.monotonic() + pause > deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(pause * 2, 1.0)
 
     def _renew(self, tx: Tx, run_id: str, owner: str) -> bool:
         """Extend ``owner``'s lease on ``run_id``; ``False`` when it owns the run no more."""
@@ -195,8 +240,11 @@ class SQLStore:
         with self._lock:
             if self._grouped:
                 self._write([])
-            with self._reading() as tx:
-                return tx.rows(sql, params)
+            return self._retrying(lambda: self._rows(sql, params))
+
+    def _rows(self, sql: str, params: tuple[Any, ...]) -> list[Mapping[str, Any]]:
+        with self._reading() as tx:
+            return tx.rows(sql, params)
 
     def flush(self) -> None:
         """Commit the events grouped since the last durability point."""

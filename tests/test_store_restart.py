@@ -1,0 +1,147 @@
+"""A PostgreSQL server restarted under a run: the run waits it out, nothing is dropped.
+
+The tests start a throwaway server of their own (``.ci/postgres start``) and restart it
+(``.ci/postgres restart``, same port and data) while a run writes: once from inside a
+tool, so every pooled connection is dead when the run goes on, and once in the
+background with the server down for two seconds while the run commits its effects. The
+run ends ``completed``, each effect taken once, and its stored log is the whole log,
+gap-free. Without the binaries the tests skip, except under ``CI=true``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import loopwise
+from loopwise import Status, open_store
+from loopwise.testing import ScriptedModel, call, reply
+
+POSTGRES = Path(__file__).resolve().parents[1] / ".ci" / "postgres"
+
+
+def _has_binaries() -> bool:
+    probe = "command -v pg_ctl || ls /usr/lib/postgresql/*/bin/pg_ctl"
+    return subprocess.run(["sh", "-c", probe], check=False, capture_output=True).returncode == 0
+
+
+@pytest.fixture(scope="module")
+def own_server() -> Iterator[tuple[str, str]]:
+    """A PostgreSQL server of these tests' own (restarted by them): its URL and folder."""
+    if not _has_binaries() and os.environ.get("CI", "").lower() not in {"1", "true", "yes"}:
+        pytest.skip("no PostgreSQL binaries to start a throwaway server (.ci/postgres)")
+    # Not under pytest's tmp_path: as root the server runs as another user, who must
+    # reach its folder.
+    where = tempfile.mkdtemp(prefix="lw_restart_")
+    try:
+        url = subprocess.run(
+            [str(POSTGRES), "start", where], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        yield url, where
+    finally:
+        subprocess.run([str(POSTGRES), "stop", where], check=False)
+        shutil.rmtree(where, ignore_errors=True)
+
+
+def _pays(count: int) -> ScriptedModel:
+    def respond(request: loopwise.ModelRequest) -> Any:
+        done = sum(1 for m in request.messages if m["role"] == "tool")
+        return call("pay", {"n": done + 1}, id=f"p{done + 1}") if done < count else reply("ok")
+
+    return ScriptedModel(respond)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("down_seconds", [0, 2])
+def test_a_run_goes_on_across_a_server_restart_and_its_log_is_whole(
+    own_server: tuple[str, str], down_seconds: int
+) -> None:
+    url, where = own_server
+    paid: list[int] = []
+    restarting: list[subprocess.Popen[bytes]] = []
+
+    @loopwise.tool(effect="write")
+    def pay(n: int) -> str:
+        """Pay."""
+        paid.append(n)
+        if n == 2:
+            restart = [str(POSTGRES), "restart", where, str(down_seconds)]
+            if down_seconds:
+                restarting.append(subprocess.Popen(restart))  # down while the run writes
+            else:
+                subprocess.run(restart, check=True)  # every pooled connection now dead
+        return f"paid {n}"
+
+    agent = loopwise.Agent(name="payer", tools=[pay], max_steps=10)
+    run_id = f"across{down_seconds}"
+    with open_store(url) as st:
+        st.list_runs()  # the pool's connections are made before the restart
+        result = loopwise.run(agent, "go", model=_pays(5), store=st, run_id=run_id)
+        for p in restarting:
+            assert p.wait(60) == 0
+        assert result.status == Status.COMPLETED, result.detail
+        assert paid == [1, 2, 3, 4, 5]
+        stored = st.events(run_id)
+        assert [e.to_dict() for e in stored] == [e.to_dict() for e in result.events]
+        assert [e.seq for e in stored] == list(range(1, len(stored) + 1))
+        results = [e.data["content"] for e in stored if e.type == "tool_result"]
+        assert results == [f"paid {n}" for n in range(1, 6)]
+        assert st.get_run(run_id).status == Status.COMPLETED
+
+
+def _until_down(url: str) -> None:
+    import time
+
+    import psycopg
+
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            psycopg.connect(url, connect_timeout=1).close()
+        except psycopg.OperationalError:
+            return
+        time.sleep(0.05)
+    raise AssertionError("the server did not go down")
+
+
+@pytest.mark.slow
+def test_a_store_down_past_its_retries_drops_nothing_and_the_run_resumes(
+    own_server: tuple[str, str],
+) -> None:
+    url, where = own_server
+    paid: list[int] = []
+    restarting: list[subprocess.Popen[bytes]] = []
+
+    @loopwise.tool(effect="write")
+    def pay(n: int) -> str:
+        """Pay."""
+        paid.append(n)
+        if n == 2 and not restarting:
+            restarting.append(subprocess.Popen([str(POSTGRES), "restart", where, "3"]))
+            _until_down(url)  # this effect's result is written while the server is away
+        return f"paid {n}"
+
+    agent = loopwise.Agent(name="payer", tools=[pay], max_steps=10)
+    with loopwise.PostgresStore(url, connect_timeout=1) as st:
+        st.retry_seconds = 0.3  # gives up long before the server is back
+        with pytest.raises(loopwise.StoreError) as failed:
+            loopwise.run(agent, "go", model=_pays(4), store=st, run_id="down")
+        assert failed.value.code == "unreachable"
+        assert restarting[0].wait(60) == 0
+        st.retry_seconds = 15
+        st.flush()  # the server is back: what could not be written is written now
+        stored = st.events("down")
+        assert [e.seq for e in stored] == list(range(1, len(stored) + 1))
+        results = [e.data["content"] for e in stored if e.type == "tool_result"]
+        assert results == ["paid 1", "paid 2"]  # the result written while down is kept
+        assert st.get_run("down").status == Status.ERROR  # resumable, as a run that raised
+        resumed = loopwise.resume("down", step=agent, model=_pays(4), store=st)
+    assert resumed.status == Status.COMPLETED, resumed.detail
+    assert paid == [1, 2, 3, 4]  # nothing paid twice
