@@ -16,14 +16,8 @@ called again with the same idempotency key (run id + call id), which an effectfu
 uses to act once. In SQLite's WAL mode with ``synchronous=NORMAL`` a commit survives the process
 being killed; a power cut may lose the last few (``synchronous="FULL"`` when it matters).
 
-A store that cannot be reached (PostgreSQL restarting, a connection that died: ``code=
-"unreachable"``) is tried again, each attempt a whole transaction, for up to
-:attr:`SQLStore.retry_seconds` (half the lease), so a run waits out a server restart and
-goes on. When it stays away, nothing is dropped: what could not be written goes back to
-the group, first, and the process's next write commits it; the error reaches the run,
-which ends ``error`` (its ``run_finished`` written with the rest once the store answers),
-resumable, its log whole. A process that ends before then is a crash (above). Other
-failures (a constraint refused) drop the batch that failed, as before.
+A store that cannot be reached (``unreachable``: a PostgreSQL restart) is waited out and
+drops nothing (:mod:`loopwise.store.retries`).
 
 Leases: a run being executed is owned (``host:pid``) and holds a lease its process renews
 in the background (:meth:`SQLStore.hold`); another process takes a ``running`` run over
@@ -39,10 +33,9 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any, TypeVar
+from typing import Any
 
 from loopwise.core.events import Event, EventType, Status
 from loopwise.errors import ConfigError, ConversationError, DecisionError, StoreError
@@ -56,6 +49,7 @@ from loopwise.store.base import (
     not_pending,
 )
 from loopwise.store.conversations import busy, next_turn, refuse_superseded
+from loopwise.store.retries import retrying
 from loopwise.store.rows import (
     Statement,
     approval_row,
@@ -69,8 +63,6 @@ from loopwise.store.rows import (
 )
 
 __all__ = ["SQLStore"]
-
-T = TypeVar("T")
 
 _DURABLE = frozenset(
     {
@@ -176,14 +168,13 @@ class SQLStore:
         holds, whose events ``statements`` are), the run's lease is renewed first and, when
         another process owns the run now, none of that run's events are written (the
         other runs' grouped ones are) and :class:`StoreError` (``code="lease-lost"``) is
-        raised. A store that cannot be reached is tried again (:meth:`_retrying`); when it
-        stays away, nothing is dropped: the statements go back to the group, first, for the
-        next write to commit, and the ``unreachable`` error is raised.
+        raised. An unreachable store is tried again (:mod:`loopwise.store.retries`); when
+        it stays away, the statements go back to the group, first, and the error is raised.
         """
         with self._lock:
             batch, self._grouped = [*self._grouped, *((held, s) for s in statements)], []
             try:
-                changed, lost = self._retrying(lambda: self._commit(batch, held))
+                changed, lost = retrying(lambda: self._commit(batch, held), self.retry_seconds)
             except StoreError as e:
                 if e.code == "unreachable":
                     self._grouped[:0] = batch
@@ -212,21 +203,6 @@ class SQLStore:
                 changed = tx.run(sql, rows[0]) if len(rows) == 1 else tx.run_many(sql, rows)
         return changed, lost
 
-    def _retrying(self, attempt: Callable[[], T]) -> T:
-        """``attempt()``, tried again while the store is ``unreachable`` (a server
-        restarting, a connection that died) for up to :attr:`retry_seconds`, waiting
-        longer each time; then its error is raised. Each attempt is a whole transaction,
-        so one that failed left nothing behind."""
-        deadline, pause = time.monotonic() + self.retry_seconds, 0.05
-        while True:
-            try:
-                return attempt()
-            except StoreError as e:
-                if e.code != "unreachable" or time.monotonic() + pause > deadline:
-                    raise
-            time.sleep(pause)
-            pause = min(pause * 2, 1.0)
-
     def _renew(self, tx: Tx, run_id: str, owner: str) -> bool:
         """Extend ``owner``'s lease on ``run_id``; ``False`` when it owns the run no more."""
         return bool(
@@ -240,7 +216,7 @@ class SQLStore:
         with self._lock:
             if self._grouped:
                 self._write([])
-            return self._retrying(lambda: self._rows(sql, params))
+            return retrying(lambda: self._rows(sql, params), self.retry_seconds)
 
     def _rows(self, sql: str, params: tuple[Any, ...]) -> list[Mapping[str, Any]]:
         with self._reading() as tx:
