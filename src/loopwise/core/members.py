@@ -17,7 +17,7 @@ library looks up a member a step may lack.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, get_args, overload
 
 if TYPE_CHECKING:
     from loopwise.core.usage import Budget
@@ -52,8 +52,8 @@ class StepDefaults:
         return True
 
 
-_DEFAULTS = StepDefaults()
-_UNSET: Any = object()
+# getattr: the defaults, read once from the one place they are declared.
+_DEFAULTS: dict[str, Any] = {name: getattr(StepDefaults(), name) for name in get_args(StepMember)}
 
 
 @overload
@@ -67,5 +67,4 @@ def step_member(step: object, name: StepMember) -> Any:
     when the step does not have it (a user's plain step)."""
     # getattr: the one read of a member a step may lack; what it stands for when it is
     # missing is declared once, on StepDefaults.
-    value = getattr(step, name, _UNSET)
-    return getattr(_DEFAULTS, name) if value is _UNSET else value
+    return getattr(step, name, _DEFAULTS[name])

@@ -13,7 +13,7 @@ import threading
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, cast, overload, runtime_checkable
+from typing import Any, Literal, Protocol, cast, get_args, overload, runtime_checkable
 
 __all__ = [
     "APIS",
@@ -445,8 +445,8 @@ def model_name(model: object) -> str | None:
     return None if model is None or isinstance(model, str) else str(cast("Model", model).name)
 
 
-_DEFAULTS = ModelDefaults()
-_UNSET: Any = object()
+# getattr: the defaults, read once from the one place they are declared.
+_DEFAULTS: dict[str, Any] = {name: getattr(ModelDefaults(), name) for name in get_args(ModelMember)}
 
 
 @overload
@@ -468,5 +468,4 @@ def model_member(model: object, name: ModelMember) -> Any:
     when the model does not have it (a user's own model)."""
     # getattr: the one read of a member a model may lack; what it stands for when it is
     # missing is declared once, on ModelDefaults.
-    value = getattr(model, name, _UNSET)
-    return getattr(_DEFAULTS, name) if value is _UNSET else value
+    return getattr(model, name, _DEFAULTS[name])
