@@ -68,3 +68,20 @@ def test_an_unknown_submodule_is_an_attribute_error() -> None:
         _ = loopwise.nope  # type: ignore[attr-defined]
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module("loopwise.step")
+
+
+@pytest.mark.parametrize(
+    ("name", "home"),
+    [
+        ("Cascade", "loopwise.architectures.cascade"),
+        ("AskPerson", "loopwise.architectures.cascade"),
+        ("Weighed", "loopwise.architectures.cascade"),
+        ("sweep", "loopwise.evidence.sweep"),
+        ("asweep", "loopwise.evidence.sweep"),
+        ("Sweep", "loopwise.evidence.sweep"),
+        ("SweepPoint", "loopwise.evidence.sweep"),
+    ],
+)
+def test_the_cascade_and_sweep_names_come_from_their_homes(name: str, home: str) -> None:
+    assert getattr(loopwise, name) is getattr(importlib.import_module(home), name)
+    assert name in loopwise.__all__

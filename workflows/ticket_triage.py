@@ -141,7 +141,7 @@ cascade = Cascade(
     read,
     sure=answer,
     unsure=_triage_agent,
-    threshold=0.75,
+    threshold=0.85,
     description="Triage a ticket by a judge when it is sure, by the triage agent otherwise.",
 )
 """The triage cascade: the judge answers the tickets it is sure of (one call), the triage

@@ -61,6 +61,7 @@ if TYPE_CHECKING:
         load_dataset,
     )
     from loopwise.evidence.graduate import Graduation, graduate
+    from loopwise.evidence.sweep import Sweep, SweepPoint, asweep, sweep
     from loopwise.integrations import mcp as mcp
     from loopwise.integrations import otel as otel
     from loopwise.models.openai import OpenAIModel, resolve_model
@@ -90,6 +91,7 @@ _LAZY = {
     **dict.fromkeys(["TraceAnalysis", "analyze"], "loopwise.evidence.analyze"),
     **dict.fromkeys(["Finding", "check"], "loopwise.evidence.check"),
     **dict.fromkeys(["Graduation", "graduate"], "loopwise.evidence.graduate"),
+    **dict.fromkeys(["Sweep", "SweepPoint", "asweep", "sweep"], "loopwise.evidence.sweep"),
     **dict.fromkeys(["Decision", "decide"], "loopwise.evidence.decide"),
     **dict.fromkeys(["ConfigError", "ConversationError", "DecisionError", "DirectEffectError",
                      "GraphError", "JudgeError",
@@ -274,6 +276,8 @@ __all__ = [
     "StoredRun",
     "Structured",
     "SummarizingPolicy",
+    "Sweep",
+    "SweepPoint",
     "TargetError",
     "TerminalApprovals",
     "TextDelta",
@@ -295,6 +299,7 @@ __all__ = [
     "as_tool",
     "astream",
     "astream_resume",
+    "asweep",
     "check",
     "decide",
     "deny",
@@ -310,6 +315,7 @@ __all__ = [
     "resume",
     "run",
     "step",
+    "sweep",
     "tool",
 ]
 __version__ = "0.1.0"

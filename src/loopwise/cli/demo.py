@@ -51,6 +51,7 @@ TRIAGE = "workflows/ticket_triage.py:triage"
 INVESTIGATE = "agents/order_investigation.py:investigate"
 REFUND_DESK = "workflows/refund_desk.py:refund_desk"
 TRIAGE_AGENT = "agents/triage_agent.py:triage_agent"
+CASCADE = "workflows/ticket_triage.py:cascade"
 DATASET = "workflows/data/tickets.jsonl"
 
 
@@ -384,13 +385,17 @@ def triage_agent(demo: Demo) -> None:
 
 def evaluation(demo: Demo, report: Path) -> None:
     """The workflow-vs-agent eval over the labeled tickets, with the HTML report."""
-    print("\n5. Eval — workflow vs agent on the same labeled tickets, decided on evidence")
+    print(
+        "\n5. Eval — workflow vs agent vs the cascade between them, on the same labeled "
+        "tickets, decided on evidence"
+    )
     if not all(demo.present(t, "eval") for t in (TRIAGE, TRIAGE_AGENT)):
         return
     if not (demo.root / DATASET).is_file():
         demo.skip("eval", f"{DATASET} is not there yet")
         return
-    args = ["eval", TRIAGE, TRIAGE_AGENT, "--dataset", DATASET, *demo.model_args]
+    args = ["eval", TRIAGE, TRIAGE_AGENT, CASCADE, "--sweep", "--dataset", DATASET]
+    args += demo.model_args
     shown = report.relative_to(demo.root) if report.is_relative_to(demo.root) else report
     outcome = demo.cli(*args, "--report", str(shown), "--json")
     if outcome.unavailable:
@@ -424,6 +429,33 @@ def _print_eval(data: dict[str, Any]) -> None:
         )
     rec = data.get("recommendation") or {}
     print(f"   → recommendation: {rec.get('text', 'none')}")
+    for found in data.get("sweeps", []):
+        _print_sweep(found)
+
+
+def _print_sweep(found: dict[str, Any]) -> None:
+    """The cascade's frontier in a few points, and the threshold it chose."""
+    points = found.get("frontier") or []
+    chosen = found.get("recommended_threshold")
+    best = (found.get("best") or {}).get("threshold")
+    shown = [
+        p
+        for p in points
+        if round(p["threshold"] * 4, 6) % 1 == 0 or p["threshold"] in (chosen, best)
+    ]
+    print(f"   the cascade's frontier ({found.get('cost_basis')}):")
+    for p in shown:
+        mark = "  ← chosen" if p["threshold"] == chosen else ""
+        mark = mark or ("  ← most accurate" if p["threshold"] == best else "")
+        cost = "?" if p.get("cost") is None else f"${p['cost']:.6f}"
+        accuracy = "?" if p.get("accuracy") is None else f"{p['accuracy']:.0%}"
+        print(
+            f"     threshold {p['threshold']:.2f}: {accuracy} correct, "
+            f"{p['share_escalated']:.0%} to the agent, {cost} per case{mark}"
+        )
+    print(f"   → threshold: {found.get('reason')}")
+    if found.get("calibration_warning"):
+        print(f"   ⚠ {found['calibration_warning']}")
 
 
 def _num(value: Any) -> str:

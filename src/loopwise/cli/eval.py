@@ -34,6 +34,7 @@ from loopwise.evidence.evals import (
     EvalReport,
     EvalTarget,
     StderrProgress,
+    build_report,
     evaluate,
     field_match,
     load_dataset,
@@ -41,8 +42,10 @@ from loopwise.evidence.evals import (
     previous_summaries,
     save_eval,
 )
+from loopwise.evidence.frontier import format_sweep
 from loopwise.evidence.report import describe_graph, format_text, write_report
 from loopwise.evidence.sandbox import GATE_RULES, eval_deps
+from loopwise.evidence.sweep import DEFAULT_GRID, parse_sweep, sweep, swept
 from loopwise.models.port import model_name
 from loopwise.running.targets import model_for, schema_filler_note
 from loopwise.store.open import store_location
@@ -85,6 +88,15 @@ def add_eval_verb(sub: Any) -> None:
         help="USD per million input,output tokens of the model (e.g. a self-hosted one)",
     )
     add_limit_flags(p, "every run")
+    p.add_argument(
+        "--sweep",
+        action="append",
+        nargs="?",
+        const="",
+        metavar="NAME=LO:HI:STEP",
+        help="for a cascade target: run each case's decision and each escalated case's unsure "
+        "path once, then report every threshold (bare: 0 to 1 by 0.05) and recommend one",
+    )
     p.add_argument("--report", help="write a self-contained HTML report here")
     p.add_argument("--store", help=store_help)
     add_watch_flags(p)
@@ -120,8 +132,13 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         doc = report.to_dict()
         doc["report"] = args.report
         print(json.dumps(doc, default=str))
+        for found in report.sweeps:
+            if found.warning:
+                print(f"loopwise eval: warning: {found.target}: {found.warning}", file=sys.stderr)
     else:
         print(format_text(report))
+        for found in report.sweeps:
+            print(format_sweep(found))
         for name, done in report.effects.items():
             print(_effects_line(name, done))
         if args.report:
@@ -150,6 +167,7 @@ def _effects_line(name: str, done: dict[str, Any]) -> str:
 def _eval_and_save(args: argparse.Namespace) -> EvalReport:
     """Load, run and store the eval (and write its page); the report for printing."""
     report_path = _report_path(args.report)
+    grids = _grids(args.sweep)
     cases = load_dataset(args.dataset)
     scorer = load_scorer(args.scorer) if args.scorer else field_match
     loaded = [load_checked(spec) for spec in args.targets]
@@ -170,6 +188,8 @@ def _eval_and_save(args: argparse.Namespace) -> EvalReport:
             loaded, [eval_deps(t, args.deps, args.gates) for t in loaded], strict=True
         )
     ]
+    if grids is not None:
+        _check_sweep(targets, grids)
     for t, evaluated in zip(loaded, targets, strict=True):
         note = schema_filler_note(t, evaluated.model)
         if note is not None:
@@ -177,7 +197,7 @@ def _eval_and_save(args: argparse.Namespace) -> EvalReport:
     # An eval's runs are measurements, not requests: their own store unless told.
     store_path = store_location(args.store or _eval_store())[1]
     with watch_sinks(args, progress=False) as sinks:  # eval draws its own progress bar
-        report = _evaluate(targets, cases, args, store_path, scorer, sinks=sinks)
+        report = _evaluate(targets, cases, args, store_path, scorer, sinks=sinks, grids=grids)
     report = replace(
         report,
         previous=previous_summaries(
@@ -207,18 +227,64 @@ def _evaluate(
     scorer: Any,
     *,
     sinks: tuple[Any, ...],
+    grids: dict[str, tuple[float, ...]] | None = None,
 ) -> EvalReport:
-    return evaluate(
-        targets,
-        cases,
-        repeat=args.repeat,
-        concurrency=args.concurrency,
-        scorer=scorer,
-        progress=StderrProgress(),
-        budget=budget_of(args),
-        max_steps=args.max_steps,
-        store=store,
-        dataset=args.dataset,
-        sinks=sinks,
-        pricing=_pricing(args.price_per_mtok, targets),
-    )
+    options: dict[str, Any] = {
+        "repeat": args.repeat,
+        "concurrency": args.concurrency,
+        "scorer": scorer,
+        "progress": StderrProgress(),
+        "budget": budget_of(args),
+        "max_steps": args.max_steps,
+        "store": store,
+        "dataset": args.dataset,
+        "sinks": sinks,
+        "pricing": _pricing(args.price_per_mtok, targets),
+    }
+    if grids is None:
+        return evaluate(targets, cases, **options)
+    plain = [t for t in targets if swept(t.step) is None]
+    first = evaluate(plain, cases, **options) if plain else None
+    records = [r for s in first.targets for r in s.runs] if first else []
+    effects = dict(first.effects) if first else {}
+    found = []
+    for t in targets:
+        if swept(t.step) is not None:
+            result, runs = sweep(t, cases, grids.get("threshold", DEFAULT_GRID), **options)
+            found.append(result)
+            records += runs
+            effects[t.name] = result.effects
+    settings = {k: options[k] for k in ("repeat", "concurrency", "dataset")}
+    report = build_report(targets, records, cases=len(cases), effects=effects, **settings)
+    return replace(report, sweeps=found)
+
+
+def _grids(given: list[str] | None) -> dict[str, tuple[float, ...]] | None:
+    """The ``--sweep`` grids by threshold name (bare: the default grid for each), checked
+    before any run; ``None`` without ``--sweep``."""
+    if given is None:
+        return None
+    grids: dict[str, tuple[float, ...]] = {}
+    for spec in given:
+        if spec:
+            name, grid = parse_sweep(spec)
+            grids[name] = grid
+    return grids
+
+
+def _check_sweep(targets: list[EvalTarget], grids: dict[str, tuple[float, ...]]) -> None:
+    """Refuse a sweep with nothing to sweep, or of a threshold no cascade declares."""
+    cascades = [c for c in (swept(t.step) for t in targets) if c is not None]
+    if not cascades:
+        raise ConfigError(
+            "--sweep: none of the targets declares a threshold (a loopwise.Cascade does)",
+            name="sweep",
+        )
+    declared = {name for c in cascades for name in c.thresholds()}
+    unknown = sorted(set(grids) - declared)
+    if unknown:
+        raise ConfigError(
+            f"--sweep {unknown[0]}: no target declares a threshold of that name (they "
+            f"declare: {', '.join(sorted(declared))})",
+            name="sweep",
+        )

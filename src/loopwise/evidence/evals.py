@@ -50,6 +50,7 @@ __all__ = [
     "EvalTarget",
     "aevaluate",
     "architecture_of",
+    "build_report",
     "evaluate",
     "field_diff",
     "field_match",
@@ -202,6 +203,8 @@ class EvalReport:
     effects: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Target name → ``{"performed": {tool: count}, "into": where, "gates": {decision:
     count}}``: the effects its runs took, in which deps, and how its gates were answered."""
+    sweeps: list[Any] = field(default_factory=list)
+    """The :class:`~loopwise.evidence.sweep.Sweep` of each cascade swept (``--sweep``)."""
 
     def to_dict(self, *, runs: bool = True) -> dict[str, Any]:
         """The JSON document ``loopwise eval --json`` prints."""
@@ -218,6 +221,7 @@ class EvalReport:
             "previous": self.previous,
             "effects": self.effects,
             "disagreements": self.disagreements(),
+            "sweeps": [s.to_dict() for s in self.sweeps],
         }
 
     def disagreements(self) -> list[dict[str, Any]]:
@@ -307,7 +311,7 @@ async def aevaluate(
         return record
 
     records = await asyncio.gather(*(one(t, c, k) for t, c, k in jobs))
-    return _report(
+    return build_report(
         targets,
         records,
         cases=len(cases),
@@ -338,9 +342,11 @@ async def _run_one(
     )
 
 
-def _report(
+def build_report(
     targets: Sequence[EvalTarget], records: Sequence[CaseRun], **settings: Any
 ) -> EvalReport:
+    """The report of ``targets`` from their runs ``records`` (each run's ``target`` names
+    its target); ``settings`` are the :class:`EvalReport` fields besides those."""
     labels = _labels([t.name for t in targets])
     summaries = [
         summarize(

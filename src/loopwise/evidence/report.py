@@ -22,6 +22,7 @@ from loopwise.core.svg import EFFECT_COLORS, graph_svg
 from loopwise.core.svg import svg_element as _svg
 from loopwise.evidence.evals import EvalReport, architecture_of
 from loopwise.evidence.failures import failure_lines, failure_table
+from loopwise.evidence.frontier import sweeps_html
 from loopwise.evidence.stats import (
     REFERENCE_MODEL,
     Distribution,
@@ -72,6 +73,7 @@ def render_html(report: EvalReport, graphs: dict[str, dict[str, Any]] | None = N
     sections = [
         _header(report),
         _recommendation(report),
+        _section("Thresholds", sweeps_html(report.sweeps, report.targets)) if report.sweeps else "",
         _section("Side by side", _summary_table(report, colors) + _history(report)),
         _section("How runs ended", _status_bars(report.targets)),
         _section("Where they differ", _disagreement_table(report)),

@@ -1,0 +1,526 @@
+"""Choosing a cascade's threshold on evidence: :func:`asweep` (``loopwise eval --sweep``).
+
+A :class:`~loopwise.architectures.cascade.Cascade` answers by its judge when the judge is
+sure and hands the rest over; where to draw the line is a trade of accuracy against cost.
+The sweep measures it without running the cascade once per threshold:
+
+1. every case's **sure path** runs once: the cascade at threshold 0, so every case it can
+   answer is answered by the judge's side; each run records the judge's confidence;
+2. every case that some threshold of the grid would escalate has its **unsure path**
+   run once (:meth:`~loopwise.architectures.cascade.Cascade.unsure_path`: the agent, or
+   the person, fed what the run recorded);
+3. per threshold, each case takes the outcome of the side its confidence puts it on
+   (an escalated case costs the judge's call plus its unsure path), computed offline.
+
+So a sweep over 50 thresholds makes the model calls of one sure path and one unsure path
+per case. Each threshold reports (:class:`SweepPoint`) accuracy with a 95% Wilson
+interval, the share escalated, the mean cost (at the reference price when the model has
+none, as the eval does), tokens and p95 latency. The **recommended** threshold is the
+cheapest whose accuracy is within noise of the best: the paired difference on the same
+cases (:func:`~loopwise.evidence.paired.paired_difference`) of the best threshold minus
+it has an interval that reaches 0. The judge's **calibration** on the dataset (its
+confidence against whether the sure path was right) comes with it, and a warning when
+it is poor (:mod:`loopwise.evidence.calibration`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from loopwise.architectures.cascade import THRESHOLD_NODE, Cascade
+from loopwise.core.events import Event, EventType
+from loopwise.core.loops import blocking
+from loopwise.core.usage import Pricing
+from loopwise.errors import ConfigError
+from loopwise.evidence.calibration import Calibration, calibration, calibration_warning
+from loopwise.evidence.evals import Case, EvalTarget, aevaluate
+from loopwise.evidence.paired import PairedDifference, paired_difference
+from loopwise.evidence.stats import REFERENCE_MODEL, CaseRun, percentile, usd
+
+__all__ = [
+    "DEFAULT_GRID",
+    "Sweep",
+    "SweepPoint",
+    "asweep",
+    "grid_of",
+    "parse_sweep",
+    "sweep",
+    "swept",
+    "wilson",
+]
+
+MAX_POINTS = 1001
+"""The most thresholds one sweep computes."""
+
+
+def grid_of(low: float, high: float, step: float) -> tuple[float, ...]:
+    """``low``, ``low + step`` ... up to ``high`` (within rounding), each rounded to 6 digits."""
+    count = math.floor((high - low) / step + 1e-9)
+    return tuple(round(low + k * step, 6) for k in range(count + 1))
+
+
+DEFAULT_GRID = grid_of(0.0, 1.0, 0.05)
+"""The bare ``--sweep`` grid: 0, 0.05 ... 1 (both ends: nothing escalated, everything)."""
+
+
+def parse_sweep(spec: str) -> tuple[str, tuple[float, ...]]:
+    """``NAME=LO:HI:STEP`` as the threshold's name and its grid; :class:`ConfigError`
+    (``name="sweep"``) for anything else, a bound outside [0, 1], ``LO > HI``, a step that
+    is not positive, or more than :data:`MAX_POINTS` points."""
+    name, eq, rest = spec.partition("=")
+    parts = rest.split(":")
+    usage = f"--sweep {spec!r}: use NAME=LO:HI:STEP (e.g. threshold=0.5:0.95:0.05)"
+    if not eq or not name.strip() or len(parts) != 3:
+        raise ConfigError(usage, name="sweep")
+    try:
+        low, high, step = (float(p) for p in parts)
+    except ValueError:
+        raise ConfigError(usage, name="sweep") from None
+    if not all(math.isfinite(v) for v in (low, high, step)):
+        raise ConfigError(usage, name="sweep")
+    if not (0.0 <= low <= high <= 1.0):
+        raise ConfigError(
+            f"--sweep {spec!r}: the thresholds must lie in [0, 1] with LO <= HI", name="sweep"
+        )
+    if step <= 0 or (high - low) / step + 1 > MAX_POINTS:
+        raise ConfigError(
+            f"--sweep {spec!r}: STEP must be positive and give at most {MAX_POINTS} thresholds",
+            name="sweep",
+        )
+    return name.strip(), grid_of(low, high, step)
+
+
+def swept(step: Any) -> Cascade | None:
+    """``step`` when it declares thresholds a sweep can move (a cascade), else ``None``."""
+    return step if isinstance(step, Cascade) else None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SweepPoint:
+    """One threshold of a sweep, over every case."""
+
+    threshold: float
+    """The threshold (a case is sure when its confidence is above it)."""
+    accuracy: float | None
+    """The mean score of the scored cases (``None`` when none is scored)."""
+    low: float
+    """The accuracy's 95% Wilson interval, lower bound."""
+    high: float
+    """Its upper bound."""
+    cases: int
+    """Runs counted (cases × repeats)."""
+    escalated: int
+    """How many went to the unsure side."""
+    cost: float | None
+    """Mean USD per case (``None``: some run's cost is unknown)."""
+    tokens: float
+    """Mean tokens per case."""
+    latency: float
+    """p95 wall seconds per case."""
+    model_calls: float
+    """Mean model calls per case."""
+    runs: tuple[CaseRun, ...] = field(default=(), repr=False, compare=False)
+    """Each case's outcome at this threshold (for paired comparisons; costs as run)."""
+
+    @property
+    def share_escalated(self) -> float:
+        """The share of cases sent to the unsure side."""
+        return self.escalated / self.cases if self.cases else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"threshold", "accuracy", "accuracy_low", "accuracy_high", "share_escalated",
+        "escalated", "cases", "cost", "tokens", "latency", "model_calls"}``; latency is the
+        p95 in seconds."""
+        return {
+            "threshold": self.threshold,
+            "accuracy": _r(self.accuracy),
+            "accuracy_low": _r(self.low),
+            "accuracy_high": _r(self.high),
+            "share_escalated": _r(self.share_escalated),
+            "escalated": self.escalated,
+            "cases": self.cases,
+            "cost": None if self.cost is None else round(self.cost, 9),
+            "tokens": round(self.tokens, 2),
+            "latency": round(self.latency, 6),
+            "model_calls": round(self.model_calls, 4),
+        }
+
+
+def _r(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Sweep:
+    """What a sweep found for one cascade: the frontier, the choice, the calibration."""
+
+    target: str
+    """The cascade's target name."""
+    name: str
+    """The threshold swept (``threshold``)."""
+    declared: float
+    """The threshold the cascade declares."""
+    points: list[SweepPoint]
+    """One per threshold of the grid, in grid order."""
+    best: SweepPoint | None
+    """The most accurate (the cheapest of those tied)."""
+    recommended: SweepPoint | None
+    """The cheapest whose accuracy is within noise of :attr:`best`."""
+    versus_best: PairedDifference | None
+    """``best`` minus ``recommended``, paired on the same cases."""
+    reason: str
+    """Why the recommendation, citing the numbers."""
+    cost_basis: str
+    """``USD`` (the runs' own prices) or ``gpt-4o-mini prices`` (the model had none)."""
+    calibration: Calibration
+    """The judge's confidence against whether its side was right, over the cases."""
+    warning: str | None
+    """:func:`~loopwise.evidence.calibration.calibration_warning` of it."""
+    unknown: str
+    """How the cascade counts an unknown confidence (``sure`` or ``unsure``)."""
+    confidences: list[dict[str, Any]] = field(default_factory=list)
+    """Per run ``{"case_id", "repeat", "confidence", "sure_correct"}``."""
+    effects: dict[str, Any] = field(default_factory=dict)
+    """The effects the sweep's runs took (the eval's ``effects`` entry for the target)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON ``loopwise eval --sweep --json`` prints under ``sweeps``."""
+        return {
+            "target": self.target,
+            "threshold": self.name,
+            "declared": self.declared,
+            "unknown_counts_as": self.unknown,
+            "cost_basis": self.cost_basis,
+            "frontier": [p.to_dict() for p in self.points],
+            "best": None if self.best is None else self.best.to_dict(),
+            "recommended": None if self.recommended is None else self.recommended.to_dict(),
+            "recommended_threshold": None
+            if self.recommended is None
+            else self.recommended.threshold,
+            "versus_best": None if self.versus_best is None else self.versus_best.to_dict(),
+            "reason": self.reason,
+            "calibration": self.calibration.to_dict(),
+            "calibration_warning": self.warning,
+            "confidences": self.confidences,
+        }
+
+
+class _Records:
+    """An event sink keeping, per run, what the sweep reads: the weighing and the judge's
+    usage (nothing is stored twice: a sink of this eval only)."""
+
+    def __init__(self, cascade: Cascade) -> None:
+        self.weighed_at = f"{cascade.name}/{THRESHOLD_NODE}"
+        self.judge_at = f"{cascade.name}/{cascade.judge.name}"
+        self.weighed: dict[str, dict[str, Any]] = {}
+        self.judge: dict[str, dict[str, Any]] = {}
+
+    def record(self, run_id: str, event: Event) -> None:
+        if event.type is not EventType.STEP_FINISHED:
+            return
+        if event.step == self.weighed_at:
+            self.weighed[run_id] = event.data.get("output") or {}
+        elif event.step == self.judge_at:
+            self.judge[run_id] = event.data.get("usage") or {}
+
+
+async def asweep(
+    target: EvalTarget,
+    cases: Sequence[Case],
+    grid: Sequence[float] = DEFAULT_GRID,
+    **options: Any,
+) -> tuple[Sweep, list[CaseRun]]:
+    """Sweep ``target`` (a cascade) over ``grid`` on ``cases``; ``options`` are
+    :func:`~loopwise.evidence.evals.aevaluate`'s. Returns the :class:`Sweep` and each
+    case's outcome at the cascade's declared threshold (the target's eval runs).
+    Raises :class:`ConfigError` when the target is not a cascade or the grid is empty
+    or outside [0, 1]."""
+    cascade = swept(target.step)
+    if cascade is None:
+        raise ConfigError(
+            f"--sweep: {target.name} declares no threshold (a loopwise.Cascade does)",
+            name=target.name,
+        )
+    thresholds = sorted({*(float(t) for t in grid), cascade.threshold})
+    if not grid or not all(0.0 <= t <= 1.0 for t in thresholds):
+        raise ConfigError("--sweep: the grid needs thresholds in [0, 1]", name="sweep")
+    records = _Records(cascade)
+    sinks = (*options.pop("sinks", ()), records)
+    first = replace(target, step=cascade.with_threshold(0.0, unknown="sure"))
+    first_report = await aevaluate([first], cases, sinks=sinks, **options)
+    sure = first_report.targets[0].runs
+    effects = [first_report.effects.get(target.name, {})]
+    escalating = _escalating(sure, records, cascade, max(thresholds))
+    second = replace(target, step=cascade.unsure_path())
+    unsure: dict[tuple[str, int], CaseRun] = {}
+    if escalating:
+        inputs = [
+            Case(id=_key(r), input=records.weighed[r.run_id], expected=c) for r, c in escalating
+        ]
+        later = await aevaluate([second], inputs, **{**options, "repeat": 1})
+        by_key = {r.case_id: r for r in later.targets[0].runs}
+        effects.append(later.effects.get(target.name, {}))
+        unsure = {(r.case_id, r.repeat): by_key[_key(r)] for r, _ in escalating}
+    measured = _Measured(
+        cascade=cascade,
+        sure=sure,
+        unsure=unsure,
+        records=records,
+        pricing=_basis([*sure, *unsure.values()]),
+    )
+    outcomes = {t: _outcomes(t, measured) for t in thresholds}
+    points = [
+        _point(t, outcomes[t], measured.pricing) for t in thresholds if t in set(map(float, grid))
+    ]
+    result = replace(_choose(target.name, measured, points), effects=_merged(effects))
+    return result, [run for run, _ in outcomes[cascade.threshold]]
+
+
+def _merged(entries: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The effects both passes took, as one entry of the eval's ``effects``."""
+    performed: dict[str, int] = {}
+    gates: dict[str, int] = {}
+    for entry in entries:
+        for tool, n in (entry.get("performed") or {}).items():
+            performed[tool] = performed.get(tool, 0) + n
+        for decision, n in (entry.get("gates") or {}).items():
+            gates[decision] = gates.get(decision, 0) + n
+    into = next((e["into"] for e in entries if "into" in e), "no deps")
+    return {"performed": performed, "into": into, "gates": gates}
+
+
+def sweep(
+    target: EvalTarget, cases: Sequence[Case], grid: Sequence[float] = DEFAULT_GRID, **options: Any
+) -> tuple[Sweep, list[CaseRun]]:
+    """The sync wrapper of :func:`asweep` (the target's model released when it ends)."""
+    return blocking(asweep(target, cases, grid, **options), release=[target.model])
+
+
+def _key(run: CaseRun) -> str:
+    return f"{run.case_id}#{run.repeat}"
+
+
+def _escalating(
+    sure: Sequence[CaseRun], records: _Records, cascade: Cascade, top: float
+) -> list[tuple[CaseRun, Any]]:
+    """The sure-path runs some threshold up to ``top`` would escalate (that took the sure
+    side: one weighed unsure even at 0 already is its own unsure path), with expected."""
+    found = []
+    for run in sure:
+        weighed = records.weighed.get(run.run_id)
+        if weighed is None or weighed.get("side") != "sure":
+            continue
+        confidence = weighed.get("confidence")
+        if (confidence is None and cascade.unknown == "unsure") or (
+            confidence is not None and confidence <= top
+        ):
+            found.append((run, run.expected))
+    return found
+
+
+def _sure_at(threshold: float, weighed: dict[str, Any], cascade: Cascade) -> bool:
+    confidence = weighed.get("confidence")
+    if confidence is None:
+        return cascade.unknown == "sure"
+    return bool(confidence > threshold)
+
+
+Outcome = tuple[CaseRun, bool]
+"""A case's run at one threshold, and whether it was escalated."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Measured:
+    """What the two passes measured, from which every threshold is computed."""
+
+    cascade: Cascade
+    sure: Sequence[CaseRun]
+    unsure: dict[tuple[str, int], CaseRun]
+    records: _Records
+    pricing: str
+
+
+def _outcomes(threshold: float, m: _Measured) -> list[Outcome]:
+    """Each case's run at ``threshold``: its sure path, or the judge plus its unsure path."""
+    cascade, records, unsure = m.cascade, m.records, m.unsure
+    out: list[Outcome] = []
+    for run in m.sure:
+        weighed = records.weighed.get(run.run_id)
+        took_sure = weighed is not None and weighed.get("side") == "sure"
+        if weighed is None or (took_sure and _sure_at(threshold, weighed, cascade)):
+            out.append((run, False))
+        elif not took_sure:
+            out.append((run, True))
+        else:
+            later = unsure[(run.case_id, run.repeat)]
+            joined = _joined(run, records.judge.get(run.run_id, {}), later)
+            out.append((joined, True))
+    return out
+
+
+def _joined(first: CaseRun, judge: dict[str, Any], later: CaseRun) -> CaseRun:
+    """An escalated case: the judge's part of its sure-path run, then its unsure path."""
+    judge_cost = judge.get("cost_usd")
+    cost = None if judge_cost is None or later.cost_usd is None else judge_cost + later.cost_usd
+    return replace(
+        later,
+        target=first.target,
+        case_id=first.case_id,
+        repeat=first.repeat,
+        model_calls=int(judge.get("model_calls", 0)) + later.model_calls,
+        tokens=int(judge.get("total_tokens", 0)) + later.tokens,
+        input_tokens=int(judge.get("input_tokens", 0)) + later.input_tokens,
+        output_tokens=int(judge.get("output_tokens", 0)) + later.output_tokens,
+        cost_usd=cost,
+        latency_s=float(judge.get("wall_seconds", 0.0)) + later.latency_s,
+        steps=first.steps + later.steps,
+    )
+
+
+def _priced(run: CaseRun, pricing: str) -> CaseRun:
+    """``run`` with its cost on the sweep's basis (the reference price when priceless)."""
+    if pricing == "USD":
+        return run
+    return replace(
+        run, cost_usd=Pricing().cost(REFERENCE_MODEL, run.input_tokens, run.output_tokens)
+    )
+
+
+def _basis(runs: Sequence[CaseRun]) -> str:
+    """``USD`` when some run has a real, non-zero cost; else the reference price's name."""
+    if any(r.cost_usd for r in runs):
+        return "USD"
+    return f"{REFERENCE_MODEL} prices"
+
+
+def _point(threshold: float, outcomes: Sequence[Outcome], pricing: str) -> SweepPoint:
+    runs = [r for r, _ in outcomes]
+    scores = [r.score for r in runs if r.score is not None]
+    accuracy = sum(scores) / len(scores) if scores else None
+    low, high = wilson(sum(scores), len(scores))
+    costs = [_priced(r, pricing).cost_usd for r in runs]
+    n = max(len(runs), 1)
+    return SweepPoint(
+        threshold=threshold,
+        accuracy=accuracy,
+        low=low,
+        high=high,
+        cases=len(runs),
+        escalated=sum(escalated for _, escalated in outcomes),
+        cost=None if any(c is None for c in costs) else sum(c or 0.0 for c in costs) / n,
+        tokens=sum(r.tokens for r in runs) / n,
+        latency=percentile([r.latency_s for r in runs], 95) if runs else 0.0,
+        model_calls=sum(r.model_calls for r in runs) / n,
+        runs=tuple(runs),
+    )
+
+
+def wilson(successes: float, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """The 95% Wilson score interval of ``successes`` of ``n`` (``(0, 1)`` with none); it
+    always holds the proportion itself."""
+    if n == 0:
+        return 0.0, 1.0
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(max(0.0, p * (1 - p)) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half))
+
+
+def _cost_key(p: SweepPoint) -> tuple[float, float]:
+    """Cheaper first: mean cost (unknown last), then tokens."""
+    return (math.inf if p.cost is None else p.cost, p.tokens)
+
+
+def _choose(target: str, m: _Measured, points: Sequence[SweepPoint]) -> Sweep:
+    """The best point, the cheapest within noise of it, and the judge's calibration."""
+    cascade, pricing = m.cascade, m.pricing
+    scored = [p for p in points if p.accuracy is not None]
+    best = recommended = versus = None
+    reason = "no case is scored (the dataset has no expected values): nothing to choose on"
+    if scored:
+        best = min(scored, key=lambda p: (-(p.accuracy or 0.0), *_cost_key(p), p.threshold))
+        near: list[tuple[SweepPoint, PairedDifference | None]] = []
+        for p in scored:
+            d = None if p is best else paired_difference(list(best.runs), list(p.runs))
+            if d is None or d.low <= 0:
+                near.append((p, d))
+        recommended, versus = min(
+            near, key=lambda pd: (*_cost_key(pd[0]), -(pd[0].accuracy or 0.0), pd[0].threshold)
+        )
+        reason = _reason(best, recommended, versus, pricing)
+    confidences, correct, listed = _confidences(m.sure, m.records)
+    cal = calibration(confidences, correct)
+    return Sweep(
+        target=target,
+        name="threshold",
+        declared=cascade.threshold,
+        points=list(points),
+        best=best,
+        recommended=recommended,
+        versus_best=versus,
+        reason=reason,
+        cost_basis=pricing,
+        calibration=cal,
+        warning=calibration_warning(cal),
+        unknown=cascade.unknown,
+        confidences=listed,
+    )
+
+
+def _confidences(
+    sure: Sequence[CaseRun], records: _Records
+) -> tuple[list[float | None], list[bool], list[dict[str, Any]]]:
+    """Each scored sure-path run's confidence and whether its sure side was right."""
+    confidences: list[float | None] = []
+    correct: list[bool] = []
+    listed = []
+    for run in sure:
+        weighed = records.weighed.get(run.run_id)
+        if weighed is None or weighed.get("side") != "sure" or run.score is None:
+            continue
+        confidence = weighed.get("confidence")
+        right = run.score >= 1.0
+        confidences.append(None if confidence is None else float(confidence))
+        correct.append(right)
+        listed.append(
+            {
+                "case_id": run.case_id,
+                "repeat": run.repeat,
+                "confidence": confidence,
+                "sure_correct": right,
+            }
+        )
+    return confidences, correct, listed
+
+
+def _reason(
+    best: SweepPoint, chosen: SweepPoint, versus: PairedDifference | None, pricing: str
+) -> str:
+    def at(p: SweepPoint) -> str:
+        cost = "cost unknown" if p.cost is None else f"{usd(p.cost)} per case"
+        return (
+            f"{p.threshold:g} ({p.accuracy or 0.0:.0%} correct, {p.share_escalated:.0%} "
+            f"escalated, {cost})"
+        )
+
+    basis = "" if pricing == "USD" else f" (cost at {pricing}: the model has none)"
+    if versus is None:
+        return (
+            f"threshold {at(chosen)}: the most accurate, and no cheaper threshold is within "
+            f"noise of it{basis}"
+        )
+    diff = (
+        f"paired difference {versus.mean * 100:+.0f} points (95% CI "
+        f"{_bound(versus.low)} to {_bound(versus.high)}, {versus.cases} cases)"
+    )
+    return (
+        f"threshold {at(chosen)}: the cheapest within noise of the best, {at(best)}; best "
+        f"minus it: {diff}{basis}"
+    )
+
+
+def _bound(value: float) -> str:
+    return f"{value * 100:+.0f}" if math.isfinite(value) else ("-inf" if value < 0 else "+inf")
