@@ -36,6 +36,8 @@ Guardrails never raise: a budget hit or a step limit ends the run with a
     ├── ModelAPIError               model-api   the model API failed after the SDK's
     │   │                                       retries (``.status_code``)
     │   ├── ResponseFormatRejected  response-format-rejected
+    │   ├── ContextLengthExceeded   context-length-exceeded  the request is longer than
+    │   │                                       the model's context (``.sent_tokens``)
     │   ├── DecisionsUnsupported    decisions-unsupported  the server has no Decisions API
     │   └── ProbabilitiesMissing    no-probabilities  the server sent no log-probabilities
     │                                       where a judge needs them
@@ -51,6 +53,7 @@ from __future__ import annotations
 
 __all__ = [
     "ConfigError",
+    "ContextLengthExceeded",
     "ConversationError",
     "DecisionError",
     "DecisionsUnsupported",
@@ -235,6 +238,28 @@ class ResponseFormatRejected(ModelAPIError):
     ``response_format``, ``json_schema``, ``tool_choice`` or ``strict``."""
 
     code = "response-format-rejected"
+
+
+class ContextLengthExceeded(ModelAPIError):
+    """The server refused the request as longer than the model's context (an HTTP 400
+    saying ``context_length_exceeded``, "maximum context length" or llama.cpp's
+    ``exceed_context_size_error``). A run it happens in ends ``budget_exceeded``, its
+    detail saying how many tokens were sent.
+    """
+
+    code = "context-length-exceeded"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        sent_tokens: int,
+        status_code: int | None = None,
+        body: str | None = None,
+    ) -> None:
+        super().__init__(message, status_code=status_code, body=body)
+        self.sent_tokens = sent_tokens
+        """loopwise's estimate of the request's tokens (~4 characters a token)."""
 
 
 class DecisionsUnsupported(ModelAPIError):

@@ -107,26 +107,38 @@ class Plan(BaseModel):
 
 
 class _CatalogPlan(Plan):
-    """The base of catalog plan types: their JSON schema uses ``anyOf``, not ``oneOf``.
+    """The base of catalog plan types: their JSON schema uses ``anyOf``, not ``oneOf``,
+    and says each thing once.
 
     Strict structured-output servers accept ``anyOf`` but reject ``oneOf`` and
-    ``discriminator``; validation still uses the discriminator for precise errors.
+    ``discriminator``; validation still uses the discriminator for precise errors. The
+    schema is sent on every planner call (small servers hold 4,096 tokens), so it carries
+    no ``title`` (pydantic's "Order Id" beside ``order_id``), each action's arguments
+    once (a ``$ref``, not inlined beside a description) and no action description (the
+    planner's instructions have them, :meth:`ActionCatalog.describe`).
     """
 
     @classmethod
     def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        """The schema with every ``oneOf`` turned into ``anyOf``."""
-        return _any_of(super().model_json_schema(*args, **kwargs))  # type: ignore[no-any-return]
+        """The schema with every ``oneOf`` turned into ``anyOf``, without titles."""
+        return _lean(super().model_json_schema(*args, **kwargs))  # type: ignore[no-any-return]
 
 
-def _any_of(node: Any) -> Any:
-    if isinstance(node, dict):
-        out = {("anyOf" if k == "oneOf" else k): _any_of(v) for k, v in node.items()}
-        out.pop("discriminator", None)
-        return out
+_NAMED = frozenset({"properties", "$defs"})
+"""Schema keywords whose keys are names (a property called ``title`` is no title)."""
+
+
+def _lean(node: Any, names: bool = False) -> Any:
     if isinstance(node, list):
-        return [_any_of(v) for v in node]
-    return node
+        return [_lean(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    if names:
+        return {k: _lean(v) for k, v in node.items()}
+    out = {("anyOf" if k == "oneOf" else k): _lean(v, k in _NAMED) for k, v in node.items()}
+    out.pop("discriminator", None)
+    out.pop("title", None)
+    return out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -239,25 +251,27 @@ class ActionCatalog:
         self._plan_type = model
         return model
 
-    def describe(self) -> str:
-        """The catalog as the planner reads it: name, effect, description, arguments."""
+    def describe(self, *, schemas: bool = False) -> str:
+        """The catalog as the planner reads it: name, effect and description of each
+        action, and with ``schemas`` its arguments' JSON schema too (the planner's own
+        instructions leave them out: its answer's schema, :meth:`plan_type`, has them)."""
         lines = []
         for a in self._actions.values():
-            schema = json.dumps(a.args_model.model_json_schema(), separators=(",", ":"))
-            lines.append(
-                f"- {a.name} [{a.effect}]: {a.description.strip()}\n  args schema: {schema}"
-            )
+            line = f"- {a.name} [{a.effect}]: {a.description.strip()}"
+            if schemas:
+                schema = json.dumps(a.args_model.model_json_schema(), separators=(",", ":"))
+                line += f"\n  args schema: {schema}"
+            lines.append(line)
         return "\n".join(lines)
 
 
 def _step_variant(action: Action) -> type[PlanStep]:
     camel = "".join(part.capitalize() for part in action.name.split("_"))
     literal: Any = Literal[action.name]
+    # No descriptions here: a description beside the arguments' $ref makes strict schema
+    # conversion inline them (sent twice), and the instructions describe every action.
     return create_model(
-        f"{camel}Step",
-        __base__=PlanStep,
-        action=(literal, Field(description=action.description[:200] or action.name)),
-        args=(action.args_model, Field(description=f"Arguments of {action.name}.")),
+        f"{camel}Step", __base__=PlanStep, action=(literal, ...), args=(action.args_model, ...)
     )
 
 
@@ -514,7 +528,7 @@ propose a plan, code validates it, and actions run later, some only after a huma
 Propose a plan as JSON: {{"steps": [...], "reason": "..."}}. Each step has
 - "id": a short unique id ("s1", "s2", ...),
 - "action": one of the actions below (no other names exist),
-- "args": that action's arguments, exactly as its schema says,
+- "args": that action's arguments, exactly as the answer's schema gives them,
 - "depends_on": ids of steps that must finish first ([] when none),
 - "reason": one line saying why the step is needed.
 Use as few steps as the task needs (at most {max_steps}). Steps without dependencies may run

@@ -43,7 +43,7 @@ from loopwise.core.replay import entered, recall, record
 from loopwise.core.result import Halt, RunResult
 from loopwise.core.shape import kind_of, name_of
 from loopwise.core.usage import Budget, Pricing, Usage
-from loopwise.errors import ConfigError, LoopwiseError, ModelAPIError
+from loopwise.errors import ConfigError, ContextLengthExceeded, LoopwiseError, ModelAPIError
 
 if TYPE_CHECKING:
     from loopwise.models.port import Model, ModelRequest, Turn
@@ -520,6 +520,12 @@ async def _execute(target: Step, input: Any, ctx: Context) -> RunResult:
     except Halt as halt:
         status, output, detail = halt.status, halt.output, halt.detail
         pending = list(halt.pending)
+    except ContextLengthExceeded as e:
+        # A request too long for the model's context is a limit reached, not an outage.
+        status, detail = Status.BUDGET_EXCEEDED, str(e)
+        extra.update(error_type=e.code, sent_tokens=e.sent_tokens)
+        if e.body:
+            extra["error_body"] = e.body
     except ModelAPIError as e:
         status, detail = Status.ERROR, str(e)
         extra["error_type"] = e.code

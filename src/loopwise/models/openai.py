@@ -23,6 +23,7 @@ from openai.types.responses import Response
 
 from loopwise.errors import (
     ConfigError,
+    ContextLengthExceeded,
     DecisionsUnsupported,
     ModelAPIError,
     ModelNotConfigured,
@@ -506,11 +507,47 @@ def _map_error(error: openai.OpenAIError, request: ModelRequest) -> ModelAPIErro
     short = (
         f"HTTP {status}" + (f" {kind}" if kind else "") + (f": {first_line}" if first_line else "")
     )
+    if status in (400, 413) and _overflows(body):
+        return _too_long(short, status, body, request)
     if status not in _NOT_ABOUT_FEATURES and _rejects(body, request):
         return ResponseFormatRejected(
             f"server rejected structured output: {short}", status_code=status, body=body
         )
     return ModelAPIError(f"model API error: {short}", status_code=status, body=body)
+
+
+_OVERFLOW = ("context_length_exceeded", "maximum context length", "exceed_context_size_error")
+"""How servers say a request is longer than the model's context: OpenAI's error code,
+vLLM's and OpenAI's message, llama.cpp's error type."""
+
+
+def _overflows(body: str) -> bool:
+    lowered = body.lower()
+    return any(marker in lowered for marker in _OVERFLOW)
+
+
+def _too_long(short: str, status: int, body: str, request: ModelRequest) -> ContextLengthExceeded:
+    """The context-length refusal, saying what was sent (and what the server counted,
+    when it says: llama.cpp's ``n_prompt_tokens`` and ``n_ctx``)."""
+    sent = request.prompt_chars() // 4
+    counted = ""
+    try:
+        error = json.loads(body).get("error") or {}
+        if isinstance(error, dict) and "n_prompt_tokens" in error and "n_ctx" in error:
+            counted = (
+                f"; the server counted {int(error['n_prompt_tokens']):,} tokens, its "
+                f"context holds {int(error['n_ctx']):,}"
+            )
+    except (ValueError, TypeError, AttributeError):
+        pass
+    return ContextLengthExceeded(
+        f"the model's context was exceeded: the request sent about {sent:,} tokens "
+        f"(loopwise's estimate, ~4 characters a token){counted}; send less (fewer or "
+        f"shorter tools, a context policy) or use a model with a larger context ({short})",
+        sent_tokens=sent,
+        status_code=status,
+        body=body,
+    )
 
 
 def _summary(error: openai.APIStatusError) -> tuple[str, str]:

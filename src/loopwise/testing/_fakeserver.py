@@ -103,6 +103,8 @@ class FakeChatServer:
         self._gathered = asyncio.Event()
         self.requests: list[dict[str, Any]] = []
         """Every chat request body received, parsed, in arrival order."""
+        self.request_bytes: list[int] = []
+        """The size on the wire of each of :attr:`requests` (its body, in bytes)."""
         self.errors: list[str] = []
         """Why the server answered 500 on its own (a script that ran out, a bad entry)."""
         self.connections = 0
@@ -280,6 +282,7 @@ class FakeChatServer:
         except ValueError:
             return _error(400, "the request body is not JSON")
         self.requests.append(payload)
+        self.request_bytes.append(len(body))
         refusal = self.profile.rejection(payload)
         if refusal is not None:
             return _http(refusal.status, json.dumps(refusal.body).encode())
