@@ -525,7 +525,7 @@ def test_a_third_message_in_a_new_process_continues_the_conversation(tmp_path: P
     assert outputs[-1] == "I have read 3 messages: one | two | three"
 
 
-def test_a_history_the_servers_context_cannot_hold_ends_the_run_error() -> None:
+def test_a_history_the_servers_context_cannot_hold_ends_the_run_budget_exceeded() -> None:
     agent = _agent()
     too_long = {
         "error": {
@@ -538,7 +538,8 @@ def test_a_history_the_servers_context_cannot_hold_ends_the_run_error() -> None:
         model = server.model()
         first = loopwise.run(agent, "hi", model=model, conversation="ctx")
         over = loopwise.run(agent, "more", model=model, conversation="ctx")
-    assert over.status == "error" and "maximum context length" in str(over.detail)
+    assert over.status == "budget_exceeded" and "maximum context length" in str(over.detail)
+    assert "the model's context was exceeded: the request sent about" in str(over.detail)
     stored = open_store(None).get_run(first.run_id)
     assert stored.status == "completed" and stored.output == "first"
 
