@@ -3,9 +3,11 @@
 The tests start a throwaway server of their own (``.ci/postgres start``) and restart it
 (``.ci/postgres restart``, same port and data) while a run writes: once from inside a
 tool, so every pooled connection is dead when the run goes on, and once in the
-background with the server down for two seconds while the run commits its effects. The
-run ends ``completed``, each effect taken once, and its stored log is the whole log,
-gap-free. Without the binaries the tests skip, except under ``CI=true``.
+background with the server down for two seconds while the run commits its effects, and
+under a ``loopwise worker`` process whose run waits in a tool meanwhile. Each run ends
+``completed``, each effect taken once, and its stored log is the whole log, gap-free (a
+server away past the retries: nothing dropped, the run resumes). Without the binaries the
+tests skip, except under ``CI=true``.
 """
 
 from __future__ import annotations
@@ -145,3 +147,85 @@ def test_a_store_down_past_its_retries_drops_nothing_and_the_run_resumes(
         resumed = loopwise.resume("down", step=agent, model=_pays(4), store=st)
     assert resumed.status == Status.COMPLETED, resumed.detail
     assert paid == [1, 2, 3, 4]  # nothing paid twice
+
+
+_WORKED = """
+from pathlib import Path
+
+import loopwise
+from loopwise.testing import ScriptedModel, call, reply
+
+HERE = Path(__file__).parent
+
+
+@loopwise.tool(effect="write")
+def note(n: int, ctx) -> str:
+    \"\"\"Note (every attempt is logged, so a double would show).\"\"\"
+    with (HERE / "ledger.txt").open("a") as f:
+        f.write(ctx.idempotency_key + "\\n")
+    if n == 1 and not (HERE / "go").exists():
+        (HERE / "started").touch()
+        while not (HERE / "go").exists():  # the test restarts the server meanwhile
+            pass
+    return f"noted {n}"
+
+
+def _notes(request):
+    done = sum(1 for m in request.messages if m["role"] == "tool")
+    return call("note", {"n": done + 1}, id=f"n{done + 1}") if done < 3 else reply("ok")
+
+
+noter = loopwise.Agent(name="noter", tools=[note])
+
+
+def offline_model():
+    return ScriptedModel(_notes)
+"""
+
+
+@pytest.mark.slow
+def test_a_worker_goes_on_across_a_server_restart(
+    own_server: tuple[str, str], tmp_path: Path
+) -> None:
+    import sys
+    import time
+
+    url, where = own_server
+    target = tmp_path / "noter.py"
+    target.write_text(_WORKED)
+    with open_store(url) as st:
+        runs = [
+            loopwise.enqueue(f"{target}:noter", "go", model="scripted", store=st, run_id=f"w{i}")
+            for i in range(2)
+        ]
+    loopwise_cli = str(Path(sys.executable).with_name("loopwise"))
+    worker = subprocess.Popen(
+        [loopwise_cli, "worker", "--store", url, "--poll", "0.2", "--concurrency", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "started").exists():
+            assert worker.poll() is None and time.monotonic() < deadline, "no run started"
+            time.sleep(0.05)
+        subprocess.run([str(POSTGRES), "restart", where, "1"], check=True)
+        (tmp_path / "go").touch()
+        with open_store(url) as st:
+            while {st.get_run(r).status for r in runs} != {"completed"}:
+                statuses = {r: st.get_run(r).status for r in runs}
+                assert worker.poll() is None and time.monotonic() < deadline + 60, statuses
+                assert "error" not in statuses.values(), statuses
+                time.sleep(0.1)
+            for run_id in runs:
+                stored = st.events(run_id)
+                assert [e.seq for e in stored] == list(range(1, len(stored) + 1))
+                results = [e.data["content"] for e in stored if e.type == "tool_result"]
+                assert results == ["noted 1", "noted 2", "noted 3"]
+        ledger = (tmp_path / "ledger.txt").read_text().split()
+        assert len(ledger) == len(set(ledger)) == 6  # every effect once
+        assert worker.poll() is None  # still up after the restart
+    finally:
+        worker.terminate()
+        worker.communicate(timeout=30)
