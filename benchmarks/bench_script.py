@@ -4,7 +4,8 @@
 * a request with tools gets one tool call per turn until the transcript holds
   ``turns`` tool results (``turns`` is read from the user message, ``turns=N``; 5 by
   default), then a short answer;
-* a user message containing ``parallel`` gets three calls of ``wait`` in one turn.
+* a user message containing ``parallel`` gets three calls of ``wait`` in one turn;
+* a Decisions API request (the judge) gets :data:`READING`'s probabilities.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ TICKET = {
     "urgency": 3,
 }
 ANSWER = "Order A-1001 failed because the card was declined."
+READING = {"category": {"billing": 0.86, "technical": 0.09, "account": 0.03}}
+"""The judge's answer: a probability per category (the rest share what is left)."""
 
 
 def _user_text(messages: list[dict[str, Any]]) -> str:
@@ -29,6 +32,8 @@ def _user_text(messages: list[dict[str, Any]]) -> str:
 
 def respond(request: ModelRequest) -> Turn:
     """The assistant turn for one request."""
+    if request.decision is not None:
+        return READING  # type: ignore[return-value]  # the server's decision answer
     if request.response_format is not None:
         return reply(TICKET)
     if not request.tools:

@@ -36,6 +36,18 @@ def make_triage() -> Structured[raw_loop.Ticket]:
     )
 
 
+def make_judge() -> loopwise.Judge[Any]:
+    """The benchmark judge: one choice question (``category``, as the raw call names it),
+    asked through the Decisions API."""
+    return loopwise.Judge(
+        "category",
+        list(raw_loop.CATEGORIES),
+        question=raw_loop.JUDGE_QUESTION,
+        instructions=raw_loop.JUDGE_SYSTEM,
+        prompt=lambda t: f"Subject: {t['subject']}\n\n{t['body']}",
+    )
+
+
 def openai_model(name: str, client: Any, api: str = "chat") -> loopwise.OpenAIModel:
     """loopwise's model port over the same ``AsyncOpenAI`` client the raw loop uses."""
     return loopwise.OpenAIModel(name, client=client, api=api)

@@ -118,6 +118,38 @@ TICKET_FORMAT = {
 TRIAGE_SYSTEM = "Summarise the ticket, classify it and rate its urgency from 1 to 5."
 
 
+CATEGORIES = ("billing", "technical", "account", "shipping", "other")
+JUDGE_SYSTEM = "You triage customer support tickets."
+JUDGE_QUESTION = "Which area is the ticket about?"
+
+
+async def judge(
+    client: openai.AsyncOpenAI, model: str, ticket: dict[str, str]
+) -> tuple[str, float]:
+    """The raw decision: one ``client.decisions.create`` call; the likeliest category and
+    its probability renormalised over the categories (what a judge's ruling holds)."""
+    decided = await client.decisions.create(
+        model=model,
+        input=[
+            {"role": "developer", "content": JUDGE_SYSTEM},
+            {"role": "user", "content": f"Subject: {ticket['subject']}\n\n{ticket['body']}"},
+        ],
+        questions=[
+            {
+                "type": "choice",
+                "name": "category",
+                "instructions": JUDGE_QUESTION,
+                "choices": [{"value": c} for c in CATEGORIES],
+            }
+        ],
+    )
+    answer = decided.answers[0].model_dump(mode="json")
+    given = {str(p["value"]): float(p["probability"]) for p in answer["probabilities"]}
+    spread = {c: given.get(c, 0.0) for c in CATEGORIES}
+    best = max(CATEGORIES, key=lambda c: spread[c])
+    return best, spread[best] / sum(spread.values())
+
+
 async def triage(client: openai.AsyncOpenAI, model: str, ticket: dict[str, str]) -> Ticket:
     """The raw triage call: one structured completion, validated."""
     completion = await client.chat.completions.create(

@@ -195,6 +195,31 @@ async def bench_overhead(url: str) -> list[Row]:
     return rows
 
 
+async def bench_judge(url: str) -> Row:
+    """Per decision call: a Judge (Decisions API, ruling with probabilities) against a raw
+    ``client.decisions.create`` call read the same way; beside the triage row."""
+    client = _client(url)
+    model = lw_side.openai_model(MODEL, client)
+    judge = lw_side.make_judge()
+    rounds, n = (3, 40) if QUICK else (25, 50)
+
+    async def raw() -> None:
+        await raw_loop.judge(client, MODEL, TICKET)
+
+    async def lw() -> None:
+        _check(await lw_side.run(judge, TICKET, model))
+
+    timing = await _interleaved(raw, lw, n, rounds)
+    await client.close()
+    return _per_call_row("judge: time per decision call", timing, n)
+
+
+def judge_row() -> None:
+    """Only the judge row: ``cd benchmarks; python -c 'import run; run.judge_row()'``."""
+    with Server(latency=0.0) as fast:
+        _print([asyncio.run(bench_judge(fast.base_url))])
+
+
 async def bench_responses(url: str) -> Row:
     """Per model call over the Responses API: the agent against a raw
     ``client.responses.create`` loop, both passing the reasoning back (the server checks)."""
@@ -658,6 +683,7 @@ async def _all() -> list[Row]:
     rows = await _section("import time", asyncio.to_thread(bench_import))
     with Server(latency=0.0) as fast:
         rows += await _section("per-call overhead", bench_overhead(fast.base_url))
+        rows += await _section("judge", bench_judge(fast.base_url))
         rows += await _section("responses", bench_responses(fast.base_url))
         rows += await _section("watching runs", bench_watching(fast.base_url))
     with Server(latency=0.05) as slow:

@@ -88,3 +88,22 @@ def test_the_responses_agent_sides_make_the_same_calls() -> None:
         assert [i.get("type", i.get("role")) for i in a["input"]] == [
             i.get("type", i.get("role")) for i in b["input"]
         ]
+
+
+def test_the_judge_sides_send_the_same_decision_and_read_the_same_answer() -> None:
+    async def go(server: FakeChatServer) -> tuple[Any, Any]:
+        client = bench._client(server.base_url)
+        model = lw_side.openai_model(bench.MODEL, client)
+        try:
+            raw = await raw_loop.judge(client, bench.MODEL, bench.TICKET)
+            lw = await lw_side.run(lw_side.make_judge(), bench.TICKET, model)
+            return raw, lw
+        finally:
+            await client.close()
+
+    with FakeChatServer(bench_script.respond) as server:
+        raw, lw = asyncio.run(go(server))
+        raw_req, lw_req = server.requests
+    assert lw.status == "completed" and lw.output.backend == "decisions"
+    assert (lw.output.answer, lw.output.confidence) == (raw[0], round(raw[1], 6))
+    assert raw_req == lw_req

@@ -181,3 +181,25 @@ def test_a_fault_on_the_decisions_route_is_the_usual_model_error() -> None:
     with FakeChatServer([Fault(status=500)]) as server:
         result = loopwise.run(Judge("c", Literal["a", "b"]), "x", model=server.model())
     assert result.status is Status.ERROR and "HTTP 500" in (result.detail or "")
+
+
+def test_the_decisions_body_is_the_one_the_sdks_create_sends() -> None:
+    import asyncio
+
+    import openai
+
+    judge = Judge("reading", Reading, instructions="You read tickets.")
+    with FakeChatServer(lambda r: READING) as server:
+        loopwise.run(judge, {"subject": "x"}, model=server.model("gpt-6-luna"), store=None)
+        ours = server.requests[0]
+
+        async def by_the_sdk() -> None:
+            client = openai.AsyncOpenAI(base_url=server.base_url, api_key="test", max_retries=0)
+            await client.decisions.create(
+                model="gpt-6-luna", input=ours["input"], questions=ours["questions"]
+            )
+            await client.close()
+
+        asyncio.run(by_the_sdk())
+        theirs = server.requests[1]
+    assert ours == theirs and list(ours) == list(theirs) == ["model", "input", "questions"]

@@ -19,6 +19,7 @@ from typing import Any
 import openai
 from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletion
+from openai.types.decision import Decision
 from openai.types.responses import Response
 
 from loopwise.errors import (
@@ -438,13 +439,15 @@ def _logprobs(choice: Any) -> list[dict[str, float]] | None:
 
 
 async def _decide(client: openai.AsyncOpenAI, name: str, request: ModelRequest) -> Turn:
-    """One Decisions API call (``client.decisions.create``); a server without the route
+    """One Decisions API call (what ``client.decisions.create`` sends); a server without the route
     raises :class:`DecisionsUnsupported`, other failures as every call does."""
     body = request.decision or {}
     try:
-        decided = await client.decisions.create(
-            model=name, input=body["input"], questions=body["questions"]
-        )
+        # decisions.create() without its parameter transform, as _posted explains: the
+        # same body (model, input, questions) through the client's own post.
+        options: Any = {"security": {"bearer_auth": True}}
+        params = {"model": name, "input": body["input"], "questions": body["questions"]}
+        decided = await client.post("/decisions", cast_to=Decision, body=params, options=options)
     except openai.APIStatusError as e:
         if e.status_code in (404, 405, 501):
             raise DecisionsUnsupported(
