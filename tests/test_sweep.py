@@ -175,3 +175,24 @@ def test_a_confidently_wrong_judge_gets_a_calibration_warning() -> None:
     assert {p.accuracy for p in found.points} == {0.5}
     assert found.points[-1].share_escalated == 1.0
     assert found.recommended is found.points[0]  # the cheapest: nothing escalated
+
+
+@loopwise.step
+async def _careful(text: str) -> str:
+    return "bug" if int(text.rsplit(maxsplit=1)[-1]) % 2 else "refund"
+
+
+def test_repeats_are_swept_per_run_and_unknown_confidences_count_as_the_cascade_says() -> None:
+    judge = Judge("kind", LABELS, backends=["structured"])
+    model = ScriptedModel(lambda r: {"answer": "refund"})
+    flow = Cascade("desk", judge, sure=_sure, unsure=_careful, threshold=0.5)
+    target = EvalTarget(name="desk", step=flow, model=model)
+    found, runs = sweep(target, _cases(6), [0.0, 0.5, 1.0], store=None, repeat=2)
+    assert [p.cases for p in found.points] == [12, 12, 12] and len(runs) == 12
+    # Unknown counts unsure: every threshold escalates every run, and the careful step is right.
+    assert {(p.share_escalated, p.accuracy) for p in found.points} == {(1.0, 1.0)}
+    assert found.calibration.unknown == 12 and found.calibration.n == 0
+    assert found.warning is not None and "calibration unknown" in found.warning
+    trusting = EvalTarget(name="desk", step=flow.with_threshold(0.5, unknown="sure"), model=model)
+    sure, _ = sweep(trusting, _cases(6), [0.0, 1.0], store=None)
+    assert {(p.share_escalated, p.accuracy) for p in sure.points} == {(0.0, 0.5)}
