@@ -74,7 +74,7 @@ def _runs_table(runs: list[StoredRun]) -> list[str]:
     rows = [_HEADER] + [
         (
             r.run_id,
-            r.status,
+            r.status if r.eval_id is None else f"{r.status} (eval {r.eval_id})",
             _cut(r.target),
             _cut(r.model or "-"),
             f"{(r.usage or {}).get('total_tokens', 0):,}",

@@ -270,7 +270,9 @@ async def aevaluate(
     status (counted, never raised); a :class:`ConfigError` (no model, bad target) stops
     the eval. With a ``store`` (a path or a :class:`~loopwise.store.base.RunStore`) every run
     is recorded there like any other run (``runs list``, ``analyze`` see them), with the
-    target's name as its spec; human gates then pause runs (``awaiting_approval``).
+    target's name as its spec and the eval's id as its mark (``StoredRun.eval_id``): a
+    human gate then pauses the run (``awaiting_approval``), but ``pending``, the inbox and
+    the workers' queue leave it out, even in a store shared with real runs.
     ``budget`` and ``max_steps`` override the targets' own limits for every run, so the
     within-budget rate answers "how often does it fit in this budget?". ``deps`` are every
     run's deps (a target's own ``make_deps`` makes fresh ones per run instead). ``pricing``
@@ -281,6 +283,7 @@ async def aevaluate(
         raise ConfigError("repeat and concurrency must be at least 1")
     gate = asyncio.Semaphore(concurrency)
     jobs = [(t, c, k) for k in range(repeat) for c in cases for t in targets]
+    eval_id = uuid.uuid4().hex[:12]  # every run's mark in the store, and the report's id
     done = [0]
 
     options: dict[str, Any] = {
@@ -300,7 +303,7 @@ async def aevaluate(
         if target.name in handlers:
             own = {**options, "approvals": handlers[target.name]}
         async with gate:
-            result = await _run_one(target, case.input, store, own)
+            result = await _run_one(target, case.input, store, {**own, "eval_id": eval_id})
         performed = effects[target.name]["performed"]
         for tool, n in effects_of(result).items():
             performed[tool] = performed.get(tool, 0) + n
@@ -319,6 +322,7 @@ async def aevaluate(
         concurrency=concurrency,
         dataset=dataset,
         effects=effects,
+        eval_id=eval_id,
     )
 
 
@@ -355,7 +359,6 @@ def build_report(
         for i, t in enumerate(targets)
     ]
     return EvalReport(
-        eval_id=uuid.uuid4().hex[:12],
         created_at=datetime.now(UTC).isoformat(timespec="seconds"),
         targets=summaries,
         recommendation=recommend(summaries),

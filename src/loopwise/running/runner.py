@@ -102,7 +102,7 @@ def _limits(budget: Budget, max_steps: int | None) -> dict[str, Any]:
     }
 
 
-_OWN_KEYWORDS = "store, spec"
+_OWN_KEYWORDS = "store, spec, eval_id"
 
 
 async def arun(
@@ -112,6 +112,7 @@ async def arun(
     *,
     store: Any = DEFAULT,
     spec: str | None = None,
+    eval_id: str | None = None,
     **overrides: Any,
 ) -> RunResult:
     """Run ``target`` on ``input`` and record it in ``store`` (see the module docs).
@@ -119,7 +120,10 @@ async def arun(
     ``options`` is a :class:`~loopwise.core.step.RunOptions`; keyword arguments set its fields
     (``model=``, ``budget=``, ``max_steps=``, ``sinks=``, ``approvals=``...). ``store=None``
     records nothing. ``spec`` is the loadable target (``path.py:name``) a resume in
-    another process needs. Every guardrail ends in the result's ``status``; configuration
+    another process needs. ``eval_id`` marks the run as a measurement of that eval
+    (``loopwise eval`` sets it; stored in the run's options as ``eval``): it is kept out of
+    ``pending``, the inbox and the workers' queue. Every guardrail ends in the result's
+    ``status``; configuration
     mistakes raise :class:`ConfigError`. Cancelling the caller (``asyncio.wait_for``, a
     task group) records the run ``cancelled``, then raises ``CancelledError`` as usual.
     """
@@ -139,7 +143,7 @@ async def arun(
             spec=spec or spec_of(step, callers=calling_modules()),
             input=jsonable(input),
             model=model_name(ctx.model),
-            options=_limits(ctx.budget, ctx.max_steps),
+            options={**_limits(ctx.budget, ctx.max_steps), **_marked(eval_id)},
             owner=owner_id(),
             conversation=conversation,
         )
@@ -149,6 +153,11 @@ async def arun(
         # A model resolved from its name belongs to this run: release it with the run.
         work = closing_model(work, ctx.model)
     return await work
+
+
+def _marked(eval_id: str | None) -> dict[str, str]:
+    """What marks an eval's run in the store (see :attr:`StoredRun.eval_id`)."""
+    return {} if eval_id is None else {"eval": str(eval_id)}
 
 
 def _conversation(conversation: Any, target: Step, st: RunStore | None) -> str | None:

@@ -133,9 +133,17 @@ class StoredRun:
     turn: int | None = None
     """Which message of its conversation it is (from 1)."""
 
+    @property
+    def eval_id(self) -> str | None:
+        """The eval this run measured for (``options["eval"]``), ``None`` for a real run.
+        An eval's runs are left out of :meth:`~RunApprovals.pending` (all runs), the inbox
+        and the workers' queue, even in a store shared with real runs."""
+        mark = self.options.get("eval")
+        return None if mark is None else str(mark)
+
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (``runs list --json``)."""
-        return asdict(self)
+        """A JSON-ready dict (``runs list --json``), with ``eval_id``."""
+        return {**asdict(self), "eval_id": self.eval_id}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -154,6 +154,7 @@ class PostgresStore(SQLStore):
     _locking = " FOR UPDATE"
     _skip_locked = " FOR UPDATE OF runs SKIP LOCKED"
     _insertion_order = "n"
+    _eval_mark = "(options::jsonb ->> 'eval')"
 
     def __init__(
         self,

@@ -109,6 +109,8 @@ class SQLStore:
     """What makes a worker's SELECT skip runs another worker is claiming."""
     _insertion_order = "rowid"
     """The column that orders rows created at the same instant."""
+    _eval_mark = "json_extract(options, '$.eval')"
+    """SQL for a run's eval mark (:attr:`StoredRun.eval_id`), NULL for a real run."""
 
     def __init__(self, *, lease_seconds: float = DEFAULT_LEASE_SECONDS) -> None:
         if not lease_seconds > 0:
@@ -385,12 +387,14 @@ class SQLStore:
 
         Workers execute, in arrival order, runs that are ``queued``, ``awaiting_approval``
         with every approval decided, or ``running`` with a lapsed lease — and only runs
-        with a target spec a worker can load. Returns the run as it was before the claim
-        (its status says whether to start or resume it), or ``None``.
+        with a target spec a worker can load, never an eval's. Returns the run as it was
+        before the claim (its status says whether to start or resume it), or ``None``.
         """
         with self._lock, self._transaction() as tx:
             rows = tx.rows(
-                "SELECT * FROM runs WHERE spec IS NOT NULL AND (status = ? OR "
+                # An eval's run is the eval's to run: never a worker's (nor its deps').
+                f"SELECT * FROM runs WHERE spec IS NOT NULL AND {self._eval_mark} IS NULL AND "
+                "(status = ? OR "
                 # A process never takes over its own run: its lease lapsing (a slow import
                 # under load) must not start the run a second time beside itself.
                 f"(status = 'running' AND lease_until < {self._clock} "
@@ -570,18 +574,11 @@ class SQLStore:
             return {r["key"]: json.loads(r["data"]) for r in rows}
 
     def pending(self, run_id: str | None = None) -> list[StoredApproval]:
-        """Undecided approvals, oldest first (of ``run_id``, or of every run)."""
-        if run_id is None:
-            rows = self._read(
-                "SELECT * FROM approvals WHERE status = 'pending' ORDER BY requested_at"
-            )
-        else:
-            rows = self._read(
-                "SELECT * FROM approvals WHERE status = 'pending' AND run_id = ? "
-                "ORDER BY requested_at",
-                (run_id,),
-            )
-        return [approval_row(r) for r in rows]
+        """Undecided approvals, oldest first: of ``run_id``, or of every run but an eval's."""
+        evals = f"run_id NOT IN (SELECT id FROM runs WHERE {self._eval_mark} IS NOT NULL)"
+        which, params = (evals, ()) if run_id is None else ("run_id = ?", (run_id,))
+        sql = f"SELECT * FROM approvals WHERE status = 'pending' AND {which} ORDER BY requested_at"
+        return [approval_row(r) for r in self._read(sql, params)]
 
     def approvals(self, run_id: str) -> list[StoredApproval]:
         """Every approval of ``run_id``, in the order they were requested."""
