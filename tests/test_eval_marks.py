@@ -4,7 +4,9 @@ runs; ``runs list`` shows the mark."""
 
 from __future__ import annotations
 
+import http.client
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ import loopwise
 from loopwise import EvalTarget, Status
 from loopwise.cli.main import main
 from loopwise.evidence.evals import Case
+from loopwise.serve.app import ServeSettings, make_server
 from loopwise.store.open import open_store
 from loopwise.testing import ScriptedModel, call, reply
 from loopwise.tools.gates import human
@@ -38,6 +41,23 @@ def _model() -> ScriptedModel:
 
 
 AGENT = loopwise.Agent(name="payer", tools=[pay])
+
+
+def _inbox(store: str) -> str:
+    server, _ = make_server(ServeSettings(port=0, store=store))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=10)
+        conn.request("GET", "/")
+        page = conn.getresponse().read().decode()
+        conn.close()
+        return page
+    finally:
+        server.shutdown()
+        thread.join()
+        server.server_close()
+        server.app.store.close()
 
 
 def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
@@ -68,6 +88,8 @@ def test_eval_runs_are_marked_and_kept_out_of_pending_the_inbox_and_the_queue(
         assert len(st.pending(measured.run_id)) == 1  # asked by its id, it is there
     out = _cli(capsys, "pending", "--json", "--store", where)
     assert [a["run_id"] for a in json.loads(out)] == [real.run_id]
+    page = _inbox(where)
+    assert real.run_id in page and measured.run_id not in page
     table = _cli(capsys, "runs", "list", "--store", where)
     (line,) = [x for x in table.splitlines() if x.startswith(measured.run_id)]
     assert f"eval {report.eval_id}" in line
