@@ -350,7 +350,9 @@ def build_report(
     targets: Sequence[EvalTarget], records: Sequence[CaseRun], **settings: Any
 ) -> EvalReport:
     """The report of ``targets`` from their runs ``records`` (each run's ``target`` names
-    its target); ``settings`` are the :class:`EvalReport` fields besides those."""
+    its target); ``settings`` are the :class:`EvalReport` fields besides those (a fresh
+    ``eval_id`` unless given: the one its runs are marked with in the store)."""
+    settings.setdefault("eval_id", uuid.uuid4().hex[:12])
     labels = _labels([t.name for t in targets])
     summaries = [
         summarize(
