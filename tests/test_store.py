@@ -90,7 +90,7 @@ def test_a_model_named_by_string_is_closed_with_its_stored_run(
         async def aclose(self) -> None:
             closed.append(self.name)
 
-    monkeypatch.setattr(loopwise.models.openai, "resolve_model", lambda name: Named([reply("hi")]))
+    monkeypatch.setattr("loopwise.models.openai.resolve_model", lambda name: Named([reply("hi")]))
     result = loopwise.run(_chatty(0), 1, model="some-model")
     assert result.status == "completed" and len(closed) == 1
 
