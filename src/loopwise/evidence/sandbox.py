@@ -24,14 +24,13 @@ from loopwise.core.events import EventType
 from loopwise.core.result import RunResult
 from loopwise.core.shape import Shape, ToolShape, describe
 from loopwise.errors import ConfigError
-from loopwise.running.targets import Target, defined, deps_factory
+from loopwise.running.targets import EVAL_DEPS_FACTORY, Target, defined, deps_factory
 from loopwise.tools.gates import Gate
 from loopwise.tools.tool import Tool
 from loopwise.tools.verdicts import ApprovalRequest, Approved, Denied, Verdict
 
-__all__ = ["EVAL_DEPS_FACTORY", "GATE_RULES", "EvalGates", "effects_of", "eval_deps", "risky_tools"]
+__all__ = ["GATE_RULES", "EvalGates", "effects_of", "eval_deps", "risky_tools"]
 
-EVAL_DEPS_FACTORY = "make_eval_deps"
 """The name of a target module's sandbox deps factory, which ``loopwise eval`` uses."""
 
 GATE_RULES = ("deny", "approve")

@@ -14,7 +14,13 @@ from typing import Any
 from loopwise.core.step import Step
 from loopwise.errors import ConfigError, TargetError
 from loopwise.models.port import Model, model_member
-from loopwise.running.targets import defined, deps_factory, load_target, model_for
+from loopwise.running.targets import (
+    EVAL_DEPS_FACTORY,
+    defined,
+    deps_factory,
+    load_target,
+    model_for,
+)
 from loopwise.store.base import StoredRun
 
 __all__ = ["close_model", "module_deps", "target_and_model"]
@@ -66,9 +72,27 @@ def target_and_model(
 
 
 def module_deps(row: StoredRun) -> Any:
-    """The deps a run loaded from its spec gets: its module's ``make_deps()``, or none."""
-    make = deps_factory(load_target(row.spec)) if row.spec else None
-    return make() if make is not None else None
+    """The deps a run loaded from its spec gets: its module's ``make_deps()``, or none.
+
+    An eval's run (:attr:`StoredRun.eval_id`) never gets the real ``make_deps()``: it is
+    resumed on the module's ``make_eval_deps()`` sandbox, and a module without one makes
+    resuming it a :class:`ConfigError` asking for its deps (``deps=`` / ``--deps``), so a
+    measurement cannot pay out for real on its way to an answer."""
+    if not row.spec:
+        return None
+    target = load_target(row.spec)
+    if row.eval_id is None:
+        make = deps_factory(target)
+        return make() if make is not None else None
+    sandbox = defined(target.module, EVAL_DEPS_FACTORY)
+    if callable(sandbox):
+        return sandbox()
+    raise ConfigError(
+        f"run {row.run_id} is a run of eval {row.eval_id}: {row.spec} declares no "
+        f"{EVAL_DEPS_FACTORY}(), so give the deps it was measured with (--deps / deps=); "
+        "loopwise will not resume it on the real make_deps()",
+        name="deps",
+    )
 
 
 async def close_model(model: Any) -> None:

@@ -29,6 +29,7 @@ from loopwise.models.port import Model
 
 __all__ = [
     "DEPS_FACTORY",
+    "EVAL_DEPS_FACTORY",
     "Target",
     "calling_modules",
     "deps_factory",
@@ -180,6 +181,9 @@ def model_for(
 DEPS_FACTORY = "make_deps"
 """The name of a target module's deps factory: called with no arguments, once per run
 the command line starts or resumes (and per run of an eval), when ``--deps`` is not given."""
+EVAL_DEPS_FACTORY = "make_eval_deps"
+"""The sandbox an eval's runs get instead when its tools take effect
+(:mod:`loopwise.evidence.sandbox`), and an eval's run when it is resumed."""
 
 
 def deps_factory(target: Target | None, spec: str | None = None) -> Callable[[], Any] | None:
