@@ -205,3 +205,69 @@ def test_pending_never_prints_control_characters(capsys: pytest.CaptureFixture[s
     out = capsys.readouterr().out
     assert paused.run_id in out and "\\x1b" in out
     assert not any(ch in out for ch in "\x1b\x07\r\x00\u202e"), out
+
+
+def _approve_until_done(
+    result: loopwise.RunResult, step: Any, model: ScriptedModel, store: str
+) -> tuple[loopwise.RunResult, list[str]]:
+    """Approve every pending call and resume, until the run stops waiting."""
+    approvals: list[str] = []
+    while result.status == Status.AWAITING_APPROVAL:
+        approvals += _approve_all(result.run_id, store)
+        result = loopwise.resume(result.run_id, step=step, model=model, store=store)
+    return result, approvals
+
+
+def test_a_nested_step_named_with_key_separators_resumes_each_call_once(store_at: str) -> None:
+    # Each resume replays the earlier helper calls without running the nested agent; the
+    # next call of the helper must still count on from them (its name is escaped in the
+    # log: ':' and '%'), or it would take an earlier call's turns and refund that again.
+    done: list[tuple[str | None, str]] = []
+    inner = loopwise.Agent(name="in:ner%1", tools=[_ledger_tool(done, gate=gates.human())])
+    helper = loopwise.as_tool(inner, name="helper", description="Refunds one order.")
+    outer = loopwise.Agent(name="desk", tools=[helper])
+    orders = ["A", "B", "C"]
+
+    def respond(request: loopwise.ModelRequest) -> Any:
+        results = _tool_results(request)
+        if _first_user(request) != "go":
+            return (
+                reply(results[-1])
+                if results
+                else call("refund", {"order": _first_user(request)}, id="c1")
+            )
+        if len(results) < len(orders):
+            return call("helper", {"input": orders[len(results)]}, id=f"h{len(results)}")
+        return reply("; ".join(results))
+
+    model = ScriptedModel(respond)
+    first = loopwise.run(outer, "go", model=model, store=store_at)
+    result, approvals = _approve_until_done(first, outer, model, store_at)
+    assert result.status == Status.COMPLETED
+    assert result.output == "refunded A; refunded B; refunded C"
+    assert [order for _, order in done] == orders and len({k for k, _ in done}) == 3
+    assert len(approvals) == 3 and len(set(approvals)) == 3
+
+
+def test_two_steps_whose_names_would_escape_alike_keep_their_own_calls(store_at: str) -> None:
+    # "x%3Ay" is how "x:y" is written in a key: unless "%" is escaped too, the second
+    # agent's call would be answered by the first's result and approval.
+    done: list[tuple[str | None, str]] = []
+    refund = _ledger_tool(done, gate=gates.human())
+    first_desk = loopwise.Agent(name="x:y", tools=[refund])
+    second_desk = loopwise.Agent(name="x%3Ay", tools=[refund])
+    flow = loopwise.Workflow("flow").then(first_desk).then(second_desk)
+    then = {"A": "B", "B": "all done"}
+
+    def respond(request: loopwise.ModelRequest) -> Any:
+        order = _first_user(request)
+        if _tool_results(request):
+            return reply(then[order])
+        return call("refund", {"order": order}, id="c1")
+
+    model = ScriptedModel(respond)
+    paused = loopwise.run(flow, "A", model=model, store=store_at)
+    result, approvals = _approve_until_done(paused, flow, model, store_at)
+    assert result.status == Status.COMPLETED and result.output == "all done"
+    assert [order for _, order in done] == ["A", "B"]
+    assert approvals == ["flow/x:y/c1", "flow/x%3Ay/c1"]

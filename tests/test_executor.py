@@ -1,0 +1,387 @@
+"""The one tool-call executor (``loopwise.tools.calls``), pinned by what a user sees.
+
+Each test drives a run through the public API (``loopwise.run``/``resume``, an agent, a
+workflow step that calls tools from code, a store) and checks what a person reads or
+what the tools did: approval ids, how often a tool ran, the values code gets back, the
+run's status and reason, the results in the log. ``make mutation`` mutates the executor
+against them (benchmarks/mutation_survivors.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import loopwise
+from loopwise import Edited, Status, gates, open_store
+from loopwise.testing import ScriptedModel, call, calls, reply
+from loopwise.tools.calls import call_tools
+
+
+def _pending(run_id: str, store: str) -> list[str]:
+    with open_store(store) as st:
+        return [p.approval_id for p in st.pending(run_id)]
+
+
+def _decide_all(run_id: str, store: str, decision: str = "approved") -> list[str]:
+    with open_store(store) as st:
+        ids = [p.approval_id for p in st.pending(run_id)]
+        for approval_id in ids:
+            st.decide(run_id, approval_id, decision=decision, by="ana")
+    return ids
+
+
+def _results(result: loopwise.RunResult) -> dict[str, dict[str, Any]]:
+    """Each call's ``tool_result`` event data, by call id (the last one, if several)."""
+    return {e.data["call_id"]: e.data for e in result.events if e.type == "tool_result"}
+
+
+def _script(*turns: Any) -> ScriptedModel:
+    """A model that answers with ``turns`` in order (one per request), then "done"."""
+
+    def respond(request: loopwise.ModelRequest) -> Any:
+        n = sum(1 for m in request.messages if m["role"] == "assistant")
+        return turns[n] if n < len(turns) else reply("done")
+
+    return ScriptedModel(respond)
+
+
+# --- calls made by code in a step (call_tools) -----------------------------------------
+
+
+def _desk_tools(ran: list[str]) -> tuple[loopwise.Tool, loopwise.Tool]:
+    @loopwise.tool(effect="read")
+    def lookup(order: str) -> dict[str, Any]:
+        """Look an order up."""
+        ran.append(f"lookup {order}")
+        return {"order": order, "amount": len(order) * 10}
+
+    @loopwise.tool(effect="write", gate=gates.human())
+    def refund(order: str, amount: int) -> dict[str, Any]:
+        """Refund an order."""
+        ran.append(f"refund {order}")
+        return {"refunded": order, "amount": amount}
+
+    return lookup, refund
+
+
+def test_calls_from_code_get_the_documented_approval_ids_and_resume_without_repeating(
+    store_at: str,
+) -> None:
+    ran: list[str] = []
+    lookup, refund = _desk_tools(ran)
+
+    @loopwise.step
+    async def quote(order: str, ctx: loopwise.Context) -> list[dict[str, Any]]:
+        await call_tools(ctx, [(refund, {"order": order, "amount": 1})])
+        return await call_tools(ctx, [(lookup, {"order": "O-22"}), (lookup, {"order": "O-3"})])
+
+    @loopwise.step
+    async def settle(found: list[dict[str, Any]], ctx: loopwise.Context) -> dict[str, Any]:
+        refunds = await call_tools(ctx, [(refund, f) for f in found])
+        (last,) = await call_tools(ctx, [(refund, {"order": "O-4444", "amount": 4})])
+        return {"found": found, "refunds": [*refunds, last]}
+
+    flow = loopwise.Workflow("desk").then(quote).then(settle)
+    result = loopwise.run(flow, "O-1", store=store_at)
+    approvals = []
+    while result.status == Status.AWAITING_APPROVAL:
+        approvals.append(_decide_all(result.run_id, store_at))
+        result = loopwise.resume(result.run_id, step=flow, store=store_at)
+    # A step's first batch of one call is the step's path and the tool's name; a second
+    # batch adds @2, a tool twice in a batch .i (the ids a person types).
+    assert approvals == [
+        ["desk/quote/refund"],
+        ["desk/settle/refund@1.1", "desk/settle/refund@1.2"],
+        ["desk/settle/refund@2.1"],
+    ]
+    assert result.status == Status.COMPLETED
+    # Each resume ran the step again from its top: its calls that ran were replayed with
+    # the values they returned then, not made again.
+    assert ran == [
+        "refund O-1",
+        "lookup O-22",
+        "lookup O-3",
+        "refund O-22",
+        "refund O-3",
+        "refund O-4444",
+    ]
+    assert result.output == {
+        "found": [{"order": "O-22", "amount": 40}, {"order": "O-3", "amount": 30}],
+        "refunds": [
+            {"refunded": "O-22", "amount": 40},
+            {"refunded": "O-3", "amount": 30},
+            {"refunded": "O-4444", "amount": 4},
+        ],
+    }
+
+
+def _one_refund_step(refund: loopwise.Tool, args: dict[str, Any]) -> loopwise.Workflow:
+    @loopwise.step
+    async def pay(order: str, ctx: loopwise.Context) -> list[Any]:
+        return await call_tools(ctx, [(refund, args)])
+
+    return loopwise.Workflow("desk").then(pay)
+
+
+def test_a_denied_call_from_code_ends_the_run_denied_naming_the_call(store_at: str) -> None:
+    ran: list[str] = []
+    _, refund = _desk_tools(ran)
+    flow = _one_refund_step(refund, {"order": "O-1", "amount": 5})
+    paused = loopwise.run(flow, "go", store=store_at)
+    assert _decide_all(paused.run_id, store_at, "denied") == ["desk/pay/refund"]
+    result = loopwise.resume(paused.run_id, step=flow, store=store_at)
+    assert result.status == Status.DENIED and ran == []
+    assert result.detail is not None
+    assert result.detail.startswith("desk/pay/refund: denied by ana")
+
+
+def test_bad_arguments_or_a_failing_tool_end_a_run_of_code_with_their_own_status() -> None:
+    @loopwise.tool(effect="read")
+    def lookup(order: str) -> str:
+        """Look an order up."""
+        raise ValueError(f"no order {order}")
+
+    invalid = loopwise.run(_one_refund_step(lookup, {"order": 7}), "go")
+    assert invalid.status == Status.ERROR
+    assert invalid.detail is not None and invalid.detail.startswith("desk/pay/lookup: ")
+    failed = loopwise.run(_one_refund_step(lookup, {"order": "O-9"}), "go")
+    assert failed.status == Status.TOOL_FAILED
+    assert failed.detail == "desk/pay/lookup: ValueError: no order O-9"
+
+
+def test_call_tools_names_itself_and_the_fix_when_it_refuses_an_ungated_effect() -> None:
+    @loopwise.tool(effect="irreversible")
+    def pay(amount: int) -> str:
+        """Pay an amount."""
+        return "paid"
+
+    flow = _one_refund_step(pay, {"amount": 5})
+    with pytest.raises(loopwise.ToolError) as refused:
+        loopwise.run(flow, "go", store=None)
+    assert str(refused.value) == (
+        "call_tools: tool 'pay' is irreversible and has no gate; give it one "
+        "(@tool(effect='irreversible', gate=human())) before calling it"
+    )
+
+
+def _siblings_step(refund: loopwise.Tool, other: loopwise.Tool, args: Any) -> loopwise.Workflow:
+    @loopwise.step
+    async def pay(order: str, ctx: loopwise.Context) -> list[Any]:
+        return await call_tools(ctx, [(refund, {"order": "O-1", "amount": 5}), (other, args)])
+
+    return loopwise.Workflow("desk").then(pay)
+
+
+def test_a_call_from_code_denied_beside_one_waiting_for_a_person_ends_the_run_denied(
+    store_at: str,
+) -> None:
+    ran: list[str] = []
+    _, refund = _desk_tools(ran)
+
+    @loopwise.tool(effect="write", gate=gates.policy(lambda args: False))
+    def close(ticket: str) -> str:
+        """Close a ticket."""
+        ran.append("close")
+        return "closed"
+
+    flow = _siblings_step(refund, close, {"ticket": "T-1"})
+    paused = loopwise.run(flow, "go", store=store_at)
+    assert paused.status == Status.AWAITING_APPROVAL and ran == []
+    assert _decide_all(paused.run_id, store_at) == ["desk/pay/refund"]
+    # Resumed, the step asks again: the approved refund runs, the denial is replayed.
+    result = loopwise.resume(paused.run_id, step=flow, store=store_at)
+    assert result.status == Status.DENIED and ran == ["refund O-1"]
+    assert result.detail is not None and result.detail.startswith(
+        "desk/pay/close: denied by policy"
+    )
+
+
+def test_a_call_from_code_that_failed_beside_one_waiting_for_a_person_ends_the_run_failed(
+    store_at: str,
+) -> None:
+    ran: list[str] = []
+    _, refund = _desk_tools(ran)
+
+    @loopwise.tool(effect="read")
+    def lookup(order: str) -> str:
+        """Look an order up."""
+        ran.append("lookup")
+        raise ValueError(f"no order {order}")
+
+    flow = _siblings_step(refund, lookup, {"order": "O-9"})
+    paused = loopwise.run(flow, "go", store=store_at)
+    assert paused.status == Status.AWAITING_APPROVAL and ran == ["lookup"]
+    _decide_all(paused.run_id, store_at)
+    result = loopwise.resume(paused.run_id, step=flow, store=store_at)
+    assert result.status == Status.TOOL_FAILED and ran == ["lookup", "refund O-1"]
+    assert result.detail == "desk/pay/lookup: ValueError: no order O-9"
+
+
+# --- nested steps that pause together -----------------------------------------------------
+
+
+def test_two_nested_agents_that_wait_in_one_turn_pause_the_run_once_with_both_requests(
+    store_at: str,
+) -> None:
+    ran: list[str] = []
+    _, refund = _desk_tools(ran)
+    helpers = [
+        loopwise.as_tool(loopwise.Agent(name=n, tools=[refund]), name=f"ask_{n}", description=n)
+        for n in ("east", "west")
+    ]
+    outer = loopwise.Agent(name="desk", tools=helpers)
+
+    def respond(request: loopwise.ModelRequest) -> Any:
+        user = next(str(m["content"]) for m in request.messages if m["role"] == "user")
+        done = [str(m["content"]) for m in request.messages if m["role"] == "tool"]
+        if user != "go":
+            return reply(done[-1]) if done else call("refund", {"order": user, "amount": 1})
+        if done:
+            return reply(" | ".join(done))
+        return calls(("ask_east", {"input": "O-E"}, "e1"), ("ask_west", {"input": "O-W"}, "w1"))
+
+    model = ScriptedModel(respond)
+    paused = loopwise.run(outer, "go", model=model, store=store_at)
+    assert paused.status == Status.AWAITING_APPROVAL
+    ids = [p["approval_id"] for p in paused.pending]
+    assert ids == _pending(paused.run_id, store_at) and len(ids) == 2
+    assert paused.detail == f"2 call(s) await approval: refund ({ids[0]}), refund ({ids[1]})"
+    _decide_all(paused.run_id, store_at)
+    result = loopwise.resume(paused.run_id, step=outer, model=model, store=store_at)
+    assert result.status == Status.COMPLETED and sorted(ran) == ["refund O-E", "refund O-W"]
+
+
+# --- effects taken once -------------------------------------------------------------------
+
+
+def _pay_tools(paid: list[int], gate: Any) -> list[loopwise.Tool]:
+    @loopwise.tool(effect="write", gate=gate)
+    def pay(amount: int) -> str:
+        """Pay an amount."""
+        paid.append(amount)
+        return f"paid {amount}"
+
+    return [pay]
+
+
+def test_an_effect_asked_for_again_is_answered_as_done_once_not_as_an_error() -> None:
+    paid: list[int] = []
+    agent = loopwise.Agent(name="desk", tools=_pay_tools(paid, gates.policy(lambda a: True)))
+    model = _script(call("pay", {"amount": 40}, id="p1"), call("pay", {"amount": 40}, id="p2"))
+    result = loopwise.run(agent, "go", model=model)
+    assert result.status == Status.COMPLETED and paid == [40]
+    again = _results(result)["p2"]
+    assert again["status"] == "done" and again["is_error"] is False
+    assert again["reason"] == "already took effect in this run (call p1); not repeated"
+    assert again["content"] == (
+        "paid 40\n[already took effect in this run (call p1); not repeated: "
+        "an effect is taken once]"
+    )
+    assert again["untrusted"] is False
+
+
+def test_a_person_who_edits_a_call_into_one_already_made_does_not_pay_twice() -> None:
+    paid: list[int] = []
+    agent = loopwise.Agent(name="desk", tools=_pay_tools(paid, gates.human()))
+    model = _script(call("pay", {"amount": 40}, id="p1"), call("pay", {"amount": 50}, id="p2"))
+
+    def decide(request: Any) -> Any:
+        return (
+            loopwise.Approved(by="ana")
+            if request.args["amount"] == 40
+            else Edited({"amount": 40}, by="ana")
+        )
+
+    result = loopwise.run(agent, "go", model=model, approvals=decide, store=None)
+    assert result.status == Status.COMPLETED and paid == [40]
+    again = _results(result)["p2"]
+    assert again["status"] == "done"
+    assert again["content"].startswith("paid 40\n[already took effect in this run (call p1)")
+
+
+def test_an_edit_the_schema_refuses_is_recorded_as_denied() -> None:
+    paid: list[int] = []
+    agent = loopwise.Agent(name="desk", tools=_pay_tools(paid, gates.human()))
+    model = _script(call("pay", {"amount": 40}, id="p1"))
+    result = loopwise.run(
+        agent,
+        "go",
+        model=model,
+        approvals=lambda r: Edited({"amount": "lots"}, by="ana"),
+        store=None,
+    )
+    assert result.status == Status.COMPLETED and paid == []
+    refused = _results(result)["p1"]
+    assert refused["status"] == "denied" and refused["is_error"] is True
+    assert refused["content"].startswith("ERROR: the edited arguments were rejected: ")
+
+
+def test_a_policy_is_asked_once_per_call() -> None:
+    # A budget policy: it spends what it approves, so asking it twice would refuse a call
+    # it approved (or let one through twice).
+    budget = {"left": 100}
+
+    def within_budget(args: Any) -> bool:
+        if args["amount"] > budget["left"]:
+            return False
+        budget["left"] -= args["amount"]
+        return True
+
+    @loopwise.tool(effect="read", gate=gates.policy(within_budget))
+    def quote(amount: int) -> str:
+        """Quote an amount."""
+        return f"quoted {amount}"
+
+    paid: list[int] = []
+    tools = [*_pay_tools(paid, gates.policy(within_budget)), quote]
+    agent = loopwise.Agent(name="desk", tools=tools)
+    model = _script(call("pay", {"amount": 60}, id="p1"), call("quote", {"amount": 30}, id="q1"))
+    result = loopwise.run(agent, "go", model=model)
+    assert result.status == Status.COMPLETED and paid == [60] and budget == {"left": 10}
+    assert _results(result)["q1"]["content"] == "quoted 30"
+
+
+# --- calls over the per-turn cap ----------------------------------------------------------
+
+
+def test_calls_over_the_cap_are_logged_once_as_sent_and_do_not_taint_the_run(
+    store_at: str,
+) -> None:
+    paid: list[int] = []
+    pay = _pay_tools(paid, gates.policy(lambda a: True))[0]
+
+    @loopwise.tool(effect="write", gate=gates.human())
+    def close(ticket: str) -> str:
+        """Close a ticket."""
+        return f"closed {ticket}"
+
+    agent = loopwise.Agent(name="desk", tools=[pay, close], max_tool_calls=1)
+    flood = calls(
+        ("close", {"ticket": "T-1"}, "c1"),
+        ("pay", {"amount": 1}, "x1"),
+        ("pay", {"amount": 2}, "x2"),
+    )
+    model = _script(flood, call("pay", {"amount": 40}, id="p1"))
+    paused = loopwise.run(agent, "go", model=model, store=store_at)
+    assert paused.status == Status.AWAITING_APPROVAL and paid == []
+    _decide_all(paused.run_id, store_at)
+    result = loopwise.resume(paused.run_id, step=agent, model=model, store=store_at)
+    # The refused calls did not taint the run: the payment after them needs no person.
+    assert result.status == Status.COMPLETED and paid == [40]
+    with open_store(store_at) as st:
+        events = st.events(result.run_id)
+    sent = [e.data for e in events if e.type == "tool_call" and e.data["call_id"] in ("x1", "x2")]
+    assert [s["args"] for s in sent] == ['{"amount": 1}', '{"amount": 2}']
+    refused = [
+        e.data for e in events if e.type == "tool_result" and e.data["call_id"] in ("x1", "x2")
+    ]
+    assert [(r["status"], r["is_error"], r["untrusted"]) for r in refused] == [
+        ("excess", True, False),
+        ("excess", True, False),
+    ]
+    assert refused[0]["content"] == (
+        "ERROR: too many tool calls in one turn: at most 1 run per turn, so this call to "
+        "'pay' did not run; make fewer calls per turn"
+    )
