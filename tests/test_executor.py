@@ -9,6 +9,7 @@ against them (benchmarks/mutation_survivors.md).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -384,4 +385,69 @@ def test_calls_over_the_cap_are_logged_once_as_sent_and_do_not_taint_the_run(
     assert refused[0]["content"] == (
         "ERROR: too many tool calls in one turn: at most 1 run per turn, so this call to "
         "'pay' did not run; make fewer calls per turn"
+    )
+
+
+# --- a hybrid's actions: the action's own policy --------------------------------------------
+
+
+def _refund_desk(paid: list[int], limit: dict[str, int]) -> loopwise.Hybrid:
+    from loopwise.architectures.plans import ActionCatalog
+
+    @loopwise.tool(effect="write", gate=gates.human())
+    def pay(order: str, amount: int) -> str:
+        """Pay money back for an order."""
+        paid.append(amount)
+        limit["left"] -= amount
+        return f"paid {amount}"
+
+    def within_limit(args: dict[str, Any]) -> str | None:
+        over = args["amount"] > limit["left"]
+        return f"amount {args['amount']} is above the limit of {limit['left']}" if over else None
+
+    catalog = ActionCatalog()
+    catalog.add(pay, policy=within_limit)
+    return loopwise.Hybrid("desk", actions=catalog, task="Settle the complaint.")
+
+
+def _plan_of(*amounts: int) -> ScriptedModel:
+    steps = [
+        {
+            "id": f"s{i}",
+            "action": "pay",
+            "args": {"order": f"O-{i}", "amount": a},
+            "depends_on": [f"s{i - 1}"] if i > 1 else [],
+            "reason": "r",
+        }
+        for i, a in enumerate(amounts, 1)
+    ]
+    return ScriptedModel([reply(json.dumps({"steps": steps}))])
+
+
+def test_an_edit_over_the_actions_own_policy_never_runs() -> None:
+    paid: list[int] = []
+    desk = _refund_desk(paid, {"left": 100})
+    result = loopwise.run(
+        desk,
+        "O-1 broke",
+        model=_plan_of(20),
+        approvals=lambda r: Edited({"order": "O-1", "amount": 500}, by="ana"),
+        store=None,
+    )
+    assert paid == []
+    (step,) = result.output.results.values()
+    assert step.status == "denied"
+    assert step.reason == "denied by policy: amount 500 is above the limit of 100"
+
+
+def test_an_approved_step_is_judged_again_by_its_policy_just_before_it_runs() -> None:
+    # Both payments were approved before the first ran; the first one used up the limit.
+    paid: list[int] = []
+    desk = _refund_desk(paid, {"left": 100})
+    result = loopwise.run(desk, "O-1 broke", model=_plan_of(60, 60), approvals=lambda r: True)
+    assert paid == [60]
+    steps = result.output.results
+    assert [steps["s1"].status, steps["s2"].status] == ["done", "denied"]
+    assert steps["s2"].reason == (
+        "denied by policy: amount 60 is above the limit of 40 (judged again just before it ran)"
     )
