@@ -10,6 +10,7 @@ against them (benchmarks/mutation_survivors.md).
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 import pytest
@@ -98,6 +99,9 @@ def test_calls_from_code_get_the_documented_approval_ids_and_resume_without_repe
         ["desk/settle/refund@2.1"],
     ]
     assert result.status == Status.COMPLETED
+    with open_store(store_at) as st:
+        logged = [e.data["call_id"] for e in st.events(result.run_id) if e.type == "tool_call"]
+    assert len(logged) == len(set(logged)) == 6  # each call logged once, across the resumes
     # Each resume ran the step again from its top: its calls that ran were replayed with
     # the values they returned then, not made again.
     assert ran == [
@@ -269,10 +273,14 @@ def _pay_tools(paid: list[int], gate: Any) -> list[loopwise.Tool]:
 
 def test_an_effect_asked_for_again_is_answered_as_done_once_not_as_an_error() -> None:
     paid: list[int] = []
-    agent = loopwise.Agent(name="desk", tools=_pay_tools(paid, gates.policy(lambda a: True)))
+    # One failed turn would end the run: the repeated call is not a failure.
+    tools = _pay_tools(paid, gates.policy(lambda a: True))
+    agent = loopwise.Agent(name="desk", tools=tools, failure_cap=1)
     model = _script(call("pay", {"amount": 40}, id="p1"), call("pay", {"amount": 40}, id="p2"))
     result = loopwise.run(agent, "go", model=model)
     assert result.status == Status.COMPLETED and paid == [40]
+    read = [m["content"] for m in model.requests[-1].messages if m["role"] == "tool"]
+    assert read[-1].startswith("paid 40\n[already took effect in this run (call p1)")
     again = _results(result)["p2"]
     assert again["status"] == "done" and again["is_error"] is False
     assert again["reason"] == "already took effect in this run (call p1); not repeated"
@@ -451,3 +459,81 @@ def test_an_approved_step_is_judged_again_by_its_policy_just_before_it_runs() ->
     assert steps["s2"].reason == (
         "denied by policy: amount 60 is above the limit of 40 (judged again just before it ran)"
     )
+
+
+# --- what the model reads and the log records ---------------------------------------------
+
+
+def test_a_timed_out_untrusted_read_taints_the_run_and_its_error_is_capped() -> None:
+    @loopwise.tool(untrusted_output=True, timeout=0.05)
+    def fetch(url: str) -> str:
+        """Fetch a web page."""
+        threading.Event().wait(0.5)
+        return "page"
+
+    @loopwise.tool
+    def boom(n: int) -> str:
+        """Fail loudly."""
+        raise ValueError("x" * 50)
+
+    paid: list[int] = []
+    tools = [fetch, boom, *_pay_tools(paid, gates.policy(lambda a: True))]
+    agent = loopwise.Agent(name="desk", tools=tools, max_tool_output_chars=30)
+    model = _script(
+        call("fetch", {"url": "https://example.com"}, id="f1"),
+        call("boom", {"n": 1}, id="b1"),
+        call("pay", {"amount": 5}, id="p1"),
+    )
+    result = loopwise.run(agent, "go", model=model)
+    said = _results(result)
+    assert said["f1"]["status"] == "failed" and said["f1"]["untrusted"] is True
+    assert said["f1"]["reason"] == "tool 'fetch' timed out after 0.05s"
+    # Error texts are capped like results: the model reads at most 30 characters of them.
+    assert said["b1"]["content"] == (
+        "ERROR: tool 'boom' raised Valu\n[truncated: showing 30 of 88 characters]"
+    )
+    # The payment after the untrusted read waits for a person, whatever its policy says.
+    assert result.status == Status.AWAITING_APPROVAL and paid == []
+    assert result.pending[0]["tainted_by"] == "fetch (f1)"
+
+
+def test_a_result_exactly_at_the_cap_is_not_marked_truncated() -> None:
+    @loopwise.tool
+    def word(n: int) -> str:
+        """Say a word."""
+        return "x" * n
+
+    agent = loopwise.Agent(name="desk", tools=[word], max_tool_output_chars=30)
+    result = loopwise.run(agent, "go", model=_script(call("word", {"n": 30}, id="w1")))
+    assert _results(result)["w1"]["content"] == "x" * 30
+
+
+def test_invalid_and_doubled_calls_are_logged_as_invalid_and_denials_say_which_tool() -> None:
+    paid: list[int] = []
+
+    @loopwise.tool(effect="write", gate=gates.policy(lambda a: "not on Sundays"))
+    def close(ticket: str) -> str:
+        """Close a ticket."""
+        return "closed"
+
+    agent = loopwise.Agent(name="desk", tools=[*_pay_tools(paid, None), close])
+    turn = calls(
+        ("pay", {"amount": "lots"}, "bad"),
+        ("pay", {"amount": 5}, "p1"),
+        ("pay", {"amount": 5}, "p2"),
+        ("close", {"ticket": "T-1"}, "c1"),
+    )
+    result = loopwise.run(agent, "go", model=_script(turn))
+    assert paid == [5]
+    said = _results(result)
+    assert [said[c]["status"] for c in ("bad", "p1", "p2", "c1")] == [
+        "invalid",
+        "done",
+        "invalid",
+        "denied",
+    ]
+    assert said["c1"]["content"] == (
+        "ERROR: the call to 'close' was denied by policy: not on Sundays. It did not run; "
+        "do not retry it with the same arguments."
+    )
+    assert said["c1"]["reason"] == "denied by policy: not on Sundays"

@@ -16,6 +16,7 @@ import loopwise
 from loopwise import Status, gates, open_store
 from loopwise.cli.main import main
 from loopwise.testing import ScriptedModel, call, calls, reply
+from loopwise.tools.calls import call_tools
 
 
 def _tool_results(request: loopwise.ModelRequest) -> list[str]:
@@ -271,3 +272,39 @@ def test_two_steps_whose_names_would_escape_alike_keep_their_own_calls(store_at:
     assert result.status == Status.COMPLETED and result.output == "all done"
     assert [order for _, order in done] == ["A", "B"]
     assert approvals == ["flow/x:y/c1", "flow/x%3Ay/c1"]
+
+
+def test_the_logs_keys_are_spelled_as_the_runs_already_stored_expect() -> None:
+    # The keys are a stored format: a run paused by an earlier version resumes by the keys
+    # it logged, so they are spelled as they always were. A name's letters, digits, spaces
+    # and other printable text read as they are; "%", ":", control characters and lone
+    # surrogates are %XX (UTF-8).
+    @loopwise.tool
+    def look(n: int) -> str:
+        """Look something up."""
+        return "seen"
+
+    @loopwise.step
+    async def fetch(order: str, ctx: loopwise.Context) -> Any:
+        return await call_tools(ctx, [(look, {"n": 1})])
+
+    agent = loopwise.Agent(name="night desk\x01\x7f\ud800\udfff\ue000%:", tools=[look])
+    flow = loopwise.Workflow("flow").then(fetch).then(agent)
+
+    def respond(request: loopwise.ModelRequest) -> Any:
+        return reply("ok") if _tool_results(request) else call("look", {"n": 2}, id="c1")
+
+    result = loopwise.run(flow, "go", model=ScriptedModel(respond), store=None)
+    assert result.status == Status.COMPLETED
+    desk = "flow/night desk%01%7F%ED%A0%80%ED%BF%BF\ue000%25%3A"
+    assert [e.data["key"] for e in result.events if "key" in e.data] == [
+        "flow:started:1",
+        "flow/fetch:started:1",
+        "flow/fetch:calls:1:1:call",
+        "flow/fetch:calls:1:1",
+        f"{desk}:started:1",
+        f"{desk}:model:1",
+        f"{desk}:tool:1:c1:call",
+        f"{desk}:tool:1:c1",
+        f"{desk}:model:2",
+    ]
