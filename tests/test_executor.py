@@ -367,10 +367,11 @@ def test_calls_over_the_cap_are_logged_once_as_sent_and_do_not_taint_the_run(
         return f"closed {ticket}"
 
     agent = loopwise.Agent(name="desk", tools=[pay, close], max_tool_calls=1)
+    long = {"amount": 2, "note": "n" * (2000 - len('{"amount": 2, "note": ""}'))}
     flood = calls(
         ("close", {"ticket": "T-1"}, "c1"),
         ("pay", {"amount": 1}, "x1"),
-        ("pay", {"amount": 2}, "x2"),
+        ("pay", long, "x2"),
     )
     model = _script(flood, call("pay", {"amount": 40}, id="p1"))
     paused = loopwise.run(agent, "go", model=model, store=store_at)
@@ -382,7 +383,9 @@ def test_calls_over_the_cap_are_logged_once_as_sent_and_do_not_taint_the_run(
     with open_store(store_at) as st:
         events = st.events(result.run_id)
     sent = [e.data for e in events if e.type == "tool_call" and e.data["call_id"] in ("x1", "x2")]
-    assert [s["args"] for s in sent] == ['{"amount": 1}', '{"amount": 2}']
+    # Logged as sent, up to 2,000 characters (this one is exactly that long).
+    assert [s["args"] for s in sent] == ['{"amount": 1}', json.dumps(long)]
+    assert len(sent[1]["args"]) == 2000
     refused = [
         e.data for e in events if e.type == "tool_result" and e.data["call_id"] in ("x1", "x2")
     ]
@@ -446,6 +449,11 @@ def test_an_edit_over_the_actions_own_policy_never_runs() -> None:
     (step,) = result.output.results.values()
     assert step.status == "denied"
     assert step.reason == "denied by policy: amount 500 is above the limit of 100"
+    logged = _results(result)["execute.s1"]
+    assert logged["status"] == "denied" and logged["content"] == (
+        "ERROR: the edited arguments were rejected by the policy: amount 500 is above the "
+        "limit of 100"
+    )
 
 
 def test_an_approved_step_is_judged_again_by_its_policy_just_before_it_runs() -> None:
@@ -458,6 +466,10 @@ def test_an_approved_step_is_judged_again_by_its_policy_just_before_it_runs() ->
     assert [steps["s1"].status, steps["s2"].status] == ["done", "denied"]
     assert steps["s2"].reason == (
         "denied by policy: amount 60 is above the limit of 40 (judged again just before it ran)"
+    )
+    logged = _results(result)["execute.s2"]
+    assert logged["status"] == "denied" and logged["content"].startswith(
+        "ERROR: the call to 'pay' was denied by policy: amount 60 is above the limit of 40"
     )
 
 
