@@ -102,6 +102,15 @@ def _screenshot(page: Any, where: Path, name: str) -> None:
         # Nothing may stick out sideways on either width (a table scrolls in its box).
         overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
         assert overflow <= 0, f"{name} is {overflow}px wider than a {label} screen"
+        if size is PHONE:
+            # At phone width a table stacks (a card per row), so no column hides in a
+            # sideways scroll inside its box.
+            hidden = page.evaluate(
+                "[...document.querySelectorAll('table')].filter(t => "
+                "t.scrollWidth > t.parentElement.clientWidth + 1 || "
+                "t.getBoundingClientRect().right > window.innerWidth + 1).length"
+            )
+            assert hidden == 0, f"{name} at {label}: {hidden} table(s) wider than the screen"
         # A badge broken over lines (d/o/n/e in a squeezed table column) is unreadable.
         tallest = page.evaluate(
             "Math.max(0, ...[...document.querySelectorAll('.state, .effect')]"
@@ -154,6 +163,11 @@ def _decide_in_browser(browser: Any, url: str, run_id: str, shots: Path) -> None
     decide.get_by_role("button", name="Approve").click()
     page.wait_for_url(re.compile(r"/\?decided="))
     assert "execute.s1 of run" in page.locator(".notice").inner_text()
+    page.goto(f"{url}/runs/{run_id}")  # the paused run's line follows the decision
+    waiting = page.locator("p.detail").inner_text()
+    assert waiting == "1 call(s) await approval: email_customer (execute.s2)", waiting
+    _screenshot(page, shots, "run-paused")
+    page.goto(url)
     decide = _card(page, "email_customer").locator("form.decide")
     decide.get_by_label("Your name").fill("Ada Lovelace")
     decide.get_by_label("Reason").fill("no mail until the refund shows up")

@@ -8,6 +8,7 @@ run would.
 
 from __future__ import annotations
 
+import dataclasses
 import http.client
 import io
 import json
@@ -328,7 +329,44 @@ def test_with_resume_the_server_continues_a_run_once_nothing_is_pending(
     assert len(_shop("SELECT * FROM refunds WHERE order_id = 'O-1003'")) == 1
     assert _shop("SELECT * FROM emails") == []
     page = client.get(f"/runs/{run_id}").body
-    assert "<td>lead</td>" in page and "no mail" in page
+    assert "<td data-label='by'>lead</td>" in page and "no mail" in page
+
+
+def _waiting_line(client: Client, run_id: str) -> str:
+    found = re.search(r"<p class='detail'[^>]*>(.*?)</p>", client.get(f"/runs/{run_id}").body)
+    assert found, "the run page has no status line"
+    return found.group(1)
+
+
+def test_the_run_pages_waiting_line_follows_the_decisions(
+    serve: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_id = _paused_desk(capsys)
+    _, client = serve(by="lead")
+    both = "issue_refund (execute.s1), email_customer (execute.s2)"
+    assert _waiting_line(client, run_id) == f"2 call(s) await approval: {both}"
+    client.decide(run_id=run_id, approval_id="execute.s1", decision="approve")
+    # Before, the line kept "2 call(s) await approval" above a table saying approved.
+    assert _waiting_line(client, run_id) == (
+        "1 call(s) await approval: email_customer (execute.s2)"
+    )
+    client.decide(run_id=run_id, approval_id="execute.s2", decision="deny", reason="no mail")
+    line = _waiting_line(client, run_id)
+    assert line.startswith("Every approval is decided") and f"loopwise resume {run_id}" in line
+
+
+def test_with_resume_the_waiting_line_says_the_inbox_resumes(
+    serve: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from loopwise.serve.pages import run_page
+
+    run_id = _paused_desk(capsys)
+    with open_store(None) as st:
+        run, rows = st.get_run(run_id), st.approvals(run_id)
+    decided = [dataclasses.replace(a, status="approved", decided_by="lead") for a in rows]
+    page = run_page(run, [], decided, [], resuming=True)
+    assert "Every approval is decided: this inbox is resuming the run." in page
+    assert "await approval" not in page
 
 
 def test_a_store_that_cannot_be_opened_stops_serve_before_it_listens(tmp_path: Path) -> None:

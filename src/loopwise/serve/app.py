@@ -197,7 +197,7 @@ class Inbox:
         events = self.store.events(run_id)
         rows = self.store.approvals(run_id)
         plan = approvals.plan_items(events, rows)
-        return _Answer(200, run_page(run, plan, rows, events))
+        return _Answer(200, run_page(run, plan, rows, events, resuming=self.settings.resume))
 
     def post(
         self, path: str, form: dict[str, str], cookie: str | None, user: str | None

@@ -287,9 +287,15 @@ def run_page(
     plan: Sequence[PlanItem],
     approvals: Sequence[StoredApproval],
     events: Sequence[Event],
+    *,
+    resuming: bool = False,
 ) -> str:
     """A run: its status, its plan drawn with each step's state (or, without a plan, what
     it ran), every approval with who decided, and the whole audit log.
+
+    A paused run's line says what it waits for now, from its approvals (the run's stored
+    detail was written when it paused, before any decision); ``resuming`` says this
+    server resumes a run once nothing is pending (``loopwise serve --resume``).
 
     Drawn from the store's record alone: showing a run never loads its target's code."""
     head = (
@@ -299,7 +305,7 @@ def run_page(
         + f" · started {_e(run.created_at[:19].replace('T', ' '))} UTC"
         + (f" · model {_e(run.model)}" if run.model else "")
         + "</p>"
-        + (f"<p class='detail'>{_e(run.detail)}</p>" if run.detail else "")
+        + _detail(run, approvals, resuming=resuming)
     )
     return _page(
         f"Run {run.run_id}",
@@ -310,6 +316,23 @@ def run_page(
         + _audit(events),
         nav="runs",
     )
+
+
+def _detail(run: StoredRun, approvals: Sequence[StoredApproval], *, resuming: bool) -> str:
+    if run.status != "awaiting_approval" or not approvals:
+        return f"<p class='detail'>{_e(run.detail)}</p>" if run.detail else ""
+    pending = [a for a in approvals if a.status == "pending"]
+    if pending:
+        names = ", ".join(f"{a.tool} ({a.approval_id})" for a in pending)
+        line = f"{len(pending)} call(s) await approval: {names}"
+    elif resuming:
+        line = "Every approval is decided: this inbox is resuming the run."
+    else:
+        line = (
+            "Every approval is decided; the run waits to be resumed: a `loopwise worker` "
+            f"on this store continues it, or run: loopwise resume {run.run_id}"
+        )
+    return f"<p class='detail' role='status'>{_e(line)}</p>"
 
 
 def _drawing(run: StoredRun, plan: Sequence[PlanItem], events: Sequence[Event]) -> str:
@@ -368,38 +391,66 @@ def ran_graph(status: str, events: Sequence[Event]) -> tuple[Graph, dict[str, st
     return Graph(nodes=(me, *nodes.values()), edges=edges), states
 
 
+def _table(heads: Sequence[str], rows: Sequence[Sequence[str]], cls: str = "") -> str:
+    """A table that scrolls in its box on a wide screen and stacks at phone width: each
+    row a card, each cell under its column's name (``data-label``, shown by the CSS)."""
+    head = "".join(f"<th>{h}</th>" for h in heads)
+    body = "".join(
+        "<tr>"
+        + "".join(
+            f"<td data-label='{_e(h)}'{_td_class(h)}>{cell}</td>"
+            for h, cell in zip(heads, row, strict=True)
+        )
+        + "</tr>"
+        for row in rows
+    )
+    return (
+        f"<div class='scroll'><table class='{f'stack {cls}'.strip()}'><thead><tr>{head}</tr>"
+        f"</thead><tbody>{body}</tbody></table></div>"
+    )
+
+
+def _td_class(head: str) -> str:
+    return " class='wide'" if head in _WIDE else ""
+
+
+_WIDE = frozenset({"planner's reason", "arguments", "what", "why"})
+
+
 def _plan_table(plan: Sequence[PlanItem]) -> str:
     if not plan:
         return ""
-    rows = "".join(
-        f"<tr><td><code>{_e(p.id)}</code></td><td>{_e(p.action)}</td><td>{_effect(p.effect)}"
-        f"</td><td>{_state(p.state)}</td><td class='wide'>{_e(p.reason)}</td>"
-        f"<td class='wide'>{readable(p.args)}</td></tr>"
+    rows = [
+        [
+            f"<code>{_e(p.id)}</code>",
+            _e(p.action),
+            _effect(p.effect),
+            _state(p.state),
+            _e(p.reason),
+            readable(p.args),
+        ]
         for p in plan
-    )
-    return (
-        "<div class='scroll'><table><thead><tr><th>step</th><th>action</th><th>effect</th>"
-        f"<th>state</th><th>planner's reason</th><th>arguments</th></tr></thead>"
-        f"<tbody>{rows}</tbody></table></div>"
-    )
+    ]
+    heads = ("step", "action", "effect", "state", "planner's reason", "arguments")
+    return _table(heads, rows, "plan")
 
 
 def _approvals_table(approvals: Sequence[StoredApproval]) -> str:
     if not approvals:
         return ""
-    rows = "".join(
-        f"<tr><td><code>{_e(a.approval_id)}</code></td><td>{_e(a.tool)}</td>"
-        f"<td>{_state(a.status)}</td><td>{_e(a.decided_by or '')}</td>"
-        f"<td>{_e((a.decided_at or '')[:19].replace('T', ' '))}</td>"
-        f"<td>{_e(a.decision_reason or '')}</td></tr>"
+    rows = [
+        [
+            f"<code>{_e(a.approval_id)}</code>",
+            _e(a.tool),
+            _state(a.status),
+            _e(a.decided_by or ""),
+            _e((a.decided_at or "")[:19].replace("T", " ")),
+            _e(a.decision_reason or ""),
+        ]
         for a in approvals
-    )
-    return (
-        "<h2>Approvals</h2><div class='scroll'><table class='approvals'><thead><tr>"
-        "<th>approval</th><th>action</th><th>decision</th><th>by</th><th>when (UTC)</th>"
-        "<th>why</th></tr>"
-        f"</thead><tbody>{rows}</tbody></table></div>"
-    )
+    ]
+    heads = ("approval", "action", "decision", "by", "when (UTC)", "why")
+    return "<h2>Approvals</h2>" + _table(heads, rows, "approvals")
 
 
 _AUDIT_HEAD, _AUDIT_TAIL = 100, 1_900
@@ -409,9 +460,11 @@ _AUDIT_HEAD, _AUDIT_TAIL = 100, 1_900
 def _audit(events: Sequence[Event]) -> str:
     def row(e: Event) -> str:
         return (
-            f"<tr class='{_e(e.type)}'><td>{e.seq}</td><td>{_e(e.type)}</td>"
-            f"<td><code>{_e(e.step)}</code></td><td>{_e(e.at[11:19])}</td>"
-            f"<td class='text'>{_e(_clip(event_summary(str(e.type), e.data), 600))}</td></tr>"
+            f"<tr class='{_e(e.type)}'><td data-label='#'>{e.seq}</td>"
+            f"<td data-label='event'>{_e(e.type)}</td>"
+            f"<td data-label='step'><code>{_e(e.step)}</code></td>"
+            f"<td data-label='at'>{_e(e.at[11:19])}</td><td data-label='what' class='text'>"
+            f"{_e(_clip(event_summary(str(e.type), e.data), 600))}</td></tr>"
         )
 
     left_out = len(events) - _AUDIT_HEAD - _AUDIT_TAIL
@@ -419,14 +472,14 @@ def _audit(events: Sequence[Event]) -> str:
         rows = "".join(map(row, events))
     else:
         gap = (
-            f"<tr><td colspan='5' class='meta'>… {left_out:,} events not shown here "
+            f"<tr><td colspan='5' class='meta gap'>… {left_out:,} events not shown here "
             "(loopwise runs show RUN_ID --json has every one)</td></tr>"
         )
         head, tail = events[:_AUDIT_HEAD], events[-_AUDIT_TAIL:]
         rows = "".join(map(row, head)) + gap + "".join(map(row, tail))
     return (
         f"<h2>Audit log <span class='meta'>{len(events):,} events</span></h2>"
-        "<div class='scroll'><table class='audit'><thead><tr><th>#</th><th>event</th>"
+        "<div class='scroll'><table class='stack audit'><thead><tr><th>#</th><th>event</th>"
         f"<th>step</th><th>at</th><th>what</th></tr></thead><tbody>{rows}</tbody></table></div>"
     )
 
@@ -440,15 +493,17 @@ def runs_page(runs: Sequence[StoredRun], statuses: Sequence[str], chosen: str | 
         + f">{_e(s)}</a>"
         for s in statuses
     ]
-    rows = "".join(
-        f"<tr><td><a href='{_path('runs', r.run_id)}'><code>{_e(r.run_id)}</code></a></td>"
-        f"<td>{_state(r.status)}</td><td>{_e(r.target)}</td>"
-        f"<td>{_e(r.created_at[:19].replace('T', ' '))}</td></tr>"
+    rows = [
+        [
+            f"<a href='{_path('runs', r.run_id)}'><code>{_e(r.run_id)}</code></a>",
+            _state(r.status),
+            _e(r.target),
+            _e(r.created_at[:19].replace("T", " ")),
+        ]
         for r in runs
-    )
+    ]
     table = (
-        "<div class='scroll'><table><thead><tr><th>run</th><th>status</th><th>target</th>"
-        f"<th>started (UTC)</th></tr></thead><tbody>{rows}</tbody></table></div>"
+        _table(("run", "status", "target", "started (UTC)"), rows, "runs")
         if runs
         else "<p class='empty'>No runs.</p>"
     )
@@ -516,6 +571,15 @@ th,td{border-bottom:1px solid #e5e7eb;padding:5px 8px;text-align:left;vertical-a
 table.audit td.text{max-width:520px;min-width:16em}
 nav.filters a{margin-right:10px}nav.filters a[aria-current]{font-weight:700}
 @media (max-width:600px){main{padding:10px}dl.facts,dl.args{grid-template-columns:1fr}
-dl.facts dd{margin-bottom:6px}h1{font-size:1.2rem}}
+dl.facts dd{margin-bottom:6px}h1{font-size:1.2rem}
+table.stack,table.stack tbody,table.stack tr,table.stack td{display:block;width:100%}
+table.stack thead{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0)}
+table.stack tr{border:1px solid #e5e7eb;border-radius:6px;margin:0 0 8px;padding:4px 0}
+table.stack td{position:relative;border:0;padding:3px 8px 3px 8.5em;min-width:0;
+max-width:none}
+table.stack td::before{content:attr(data-label);position:absolute;left:8px;width:7.5em;
+color:#6b7280;font-weight:600;overflow-wrap:anywhere}
+table.stack td.gap{padding-left:8px}table.stack td.gap::before{content:none}
+table.stack code{white-space:normal;overflow-wrap:anywhere}}
 """
 """The pages' one stylesheet (served at ``/static/inbox.css``)."""
