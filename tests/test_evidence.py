@@ -568,6 +568,49 @@ def test_report_shapes_draw_workflows_agents_and_hybrids() -> None:
         assert shape["mermaid"].strip()
 
 
+class _Kinded(BaseModel):
+    kind: Literal["billing_dispute", "technical_outage", "account_access", "shipping", "other"]
+
+
+def test_report_route_labels_do_not_run_into_each_other_or_the_nodes() -> None:
+    import xml.etree.ElementTree as ET
+
+    from loopwise.evidence.report import describe_graph, draw_graph
+
+    def leaf(name: str) -> Any:
+        async def f(r: _Kinded) -> str:
+            return name
+
+        f.__name__ = name
+        return loopwise.step(f)
+
+    @loopwise.step
+    async def read(text: str) -> _Kinded:
+        return _Kinded(kind="other")
+
+    values = ["billing_dispute", "technical_outage", "account_access", "shipping"]
+    desk = (
+        Workflow("desk")
+        .then(read)
+        .route("kind", {v: leaf(f"handle_{v}") for v in values}, default=leaf("fallback"))
+    )
+    root = ET.fromstring(draw_graph(describe_graph(desk)))
+    ns = "{http://www.w3.org/2000/svg}"
+    boxes = []  # each label's box at an upper estimate of 11px glyphs, centred on x
+    for t in root.iter(f"{ns}text"):
+        if t.get("class") == "edge-label":
+            text = "".join(t.itertext()).replace(t.findtext(f"{ns}title") or "", "", 1)
+            w, x, y = len(text) * 6.2, float(t.get("x", 0)), float(t.get("y", 0))
+            boxes.append((x - w / 2, y - 10, x + w / 2, y + 2, text))
+    assert sorted(b[4] for b in boxes) == sorted([*values, "default"])
+    nodes = [(float(r.get("x", 0)), float(r.get("y", 0))) for r in root.iter(f"{ns}rect")]
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1 :]:  # before, the labels sat at the edges' midpoints, touching
+            assert not (a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]), (a, b)
+        for nx, ny in nodes:  # nor hidden behind a node ("default" was, under a sibling)
+            assert not (a[0] < nx + 150 and nx < a[2] and a[1] < ny + 40 and ny < a[3]), a
+
+
 def test_eval_limits_make_the_within_budget_rate_a_question(
     capsys: pytest.CaptureFixture[str], tickets: Path
 ) -> None:

@@ -11,7 +11,7 @@ but does not move its target down. Every text is escaped: labels can be model ou
 from __future__ import annotations
 
 import html
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from loopwise.core.shape import Graph, Node
@@ -108,24 +108,53 @@ def graph_svg(graph: Graph, *, name: str, states: Mapping[str, str] | None = Non
         "markerHeight='7' orient='auto-start-reverse'><path d='M0,0 L10,5 L0,10 z' "
         "fill='#6b7280'/></marker></defs>"
     ]
+    labels: dict[tuple[str, str], list[str]] = {}
     for e in graph.edges:
         if e.source not in positions or e.target not in positions:
             continue
-        (x1, y1), (x2, y2) = center(e.source), center(e.target)
-        parts.append(
-            f"<line x1='{x1:.1f}' y1='{y1 + _NODE_H:.1f}' x2='{x2:.1f}' y2='{y2:.1f}' "
-            "stroke='#6b7280' marker-end='url(#arrow)'/>"
-        )
-        if e.label:
+        if (e.source, e.target) not in labels:
+            (x1, y1), (x2, y2) = center(e.source), center(e.target)
             parts.append(
-                f"<text x='{(x1 + x2) / 2 + 4:.1f}' y='{(y1 + _NODE_H + y2) / 2 + 4:.1f}' "
-                f"fill='#92400e'>{_e(_short(e.label, 24))}</text>"
+                f"<line x1='{x1:.1f}' y1='{y1 + _NODE_H:.1f}' x2='{x2:.1f}' y2='{y2:.1f}' "
+                "stroke='#6b7280' marker-end='url(#arrow)'/>"
             )
+        labels.setdefault((e.source, e.target), [])
+        if e.label:
+            labels[(e.source, e.target)].append(e.label)
+    parts.extend(_edge_labels(labels, center))
     states = states or {}
     for node in graph.nodes:
         state = states.get(node.id)
         parts.append(_node(node, state, *center(node.id)))
     return svg_element(width, height, "".join(parts), f"graph of {name}")
+
+
+def _edge_labels(
+    labels: Mapping[tuple[str, str], list[str]], center: Callable[[str], tuple[float, float]]
+) -> list[str]:
+    """Each labelled edge's label on its line just above its target, where edges that fan
+    out from one node are a column apart (at their midpoints they crowd together and run
+    into each other); the values of edges sharing a source and target are one label, and
+    labels into the same target stack upwards. A halo keeps a label readable over lines."""
+    out = []
+    stacked: dict[str, int] = {}
+    for (source, target), values in labels.items():
+        if not values:
+            continue
+        (x1, y1), (x2, y2) = center(source), center(target)
+        level = stacked.get(target, 0)
+        stacked[target] = level + 1
+        y = max(y2 - 9 - 13 * level, 11.0)
+        top = y1 + _NODE_H
+        t = 1.0 if y2 == top else min(max((y - top) / (y2 - top), 0.0), 1.0)
+        x = x1 + (x2 - x1) * t
+        text = ", ".join(values)
+        out.append(
+            f"<text class='edge-label' x='{x:.1f}' y='{y:.1f}' text-anchor='middle' "
+            "fill='#92400e' stroke='#ffffff' stroke-width='3' paint-order='stroke'>"
+            f"<title>{_e(text)}</title>{_e(_short(text, 22))}</text>"
+        )
+    return out
 
 
 def _node(node: Node, state: str | None, cx: float, top: float) -> str:
