@@ -4,6 +4,7 @@ and `eval`'s recommendation using it."""
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import pytest
@@ -119,3 +120,37 @@ def test_eval_recommendation_pairs_targets_that_ran_the_same_cases() -> None:
     assert rec.choice == "careful", rec.text
     assert "more accurate (70% vs 50% correct)" in rec.text
     assert "paired difference +20 points (95% CI +1 to +39, 20 cases)" in rec.text
+
+
+def _two(a_right: int, b_right: int, n: int, *, same_cases: bool = True) -> list[Any]:
+    from loopwise.evidence.stats import summarize
+
+    a = [_run(str(i), 1.0 if i < a_right else 0.0, target="a") for i in range(n)]
+    offset = 0 if same_cases else n
+    b = [_run(str(i + offset), 1.0 if i < b_right else 0.0, target="b") for i in range(n)]
+    return [summarize("a", "workflow", a), summarize("b", "agent", b)]
+
+
+def test_a_small_sample_tie_says_how_many_cases_would_decide_it() -> None:
+    from loopwise.evidence.recommend import cases_to_decide, recommend
+
+    # The issue's case: 75% vs 88% on 8 cases is "equal within noise" — and now says more.
+    a, b = _two(6, 7, 8)
+    rec = recommend([a, b])
+    assert "equal accuracy within noise (75% vs 88% correct)" in rec.text, rec.text
+    found = re.search(r"on 8 cases; about (\d+) cases would tell a 13-point difference", rec.text)
+    assert found, rec.text
+    needed = int(found.group(1))
+    # At that many cases, with the spread seen (one discordant case in 8), the paired
+    # interval no longer covers the difference; one case fewer, it still does.
+    sd = math.sqrt(0.125)  # per-case differences: one −1 and seven 0s, sd over n − 1
+    assert t_quantile(0.95, needed - 1) * sd / math.sqrt(needed) < 0.125
+    assert t_quantile(0.95, needed - 2) * sd / math.sqrt(needed - 1) >= 0.125
+    assert 30 < needed < 40
+    # As independent samples (different cases), the two-proportion spread is used.
+    unpaired = cases_to_decide(*_two(6, 7, 8, same_cases=False))
+    assert unpaired is not None and "on 8 cases; about" in unpaired
+    # Within the 5-point floor no number of cases decides it; equal rates need no line.
+    close = cases_to_decide(*_two(97, 100, 100))
+    assert close == "a 3-point difference counts as equal at any number of cases (within 5%)"
+    assert cases_to_decide(*_two(6, 6, 8)) is None

@@ -8,7 +8,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from loopwise.evidence.paired import PairedDifference, paired_difference, run_quality
+from loopwise.evidence.paired import (
+    PairedDifference,
+    paired_difference,
+    run_quality,
+    t_quantile,
+)
 from loopwise.evidence.stats import (
     REFERENCE_MODEL,
     CaseRun,
@@ -19,7 +24,7 @@ from loopwise.evidence.stats import (
     usd,
 )
 
-__all__ = ["Recommendation", "paired_text", "recommend"]
+__all__ = ["Recommendation", "cases_to_decide", "paired_text", "recommend"]
 
 
 #: Simpler architectures win ties: a fixed path is cheaper to debug and to run.
@@ -139,6 +144,9 @@ def _compare(best: TargetSummary, other: TargetSummary, tied: bool) -> str:
     what = "correct" if best.correct_rate is not None else "completed"
     if tied:
         parts = [f"equal accuracy within noise ({pct(a)} vs {pct(b)} {what})"]
+        needed = cases_to_decide(best, other)
+        if needed is not None:
+            parts.append(needed)
     else:
         parts = [f"more accurate ({pct(a)} vs {pct(b)} {what})"]
     paired = _paired(best, other)
@@ -152,6 +160,44 @@ def _compare(best: TargetSummary, other: TargetSummary, tied: bool) -> str:
     if _stops(other):
         parts.append(f"{other.title} stopped early: {_stops(other)}")
     return f"{best.title} vs {other.title}: " + ", ".join(parts)
+
+
+_FLOOR = 0.05
+"""Differences of quality up to this count as equal at any sample size."""
+_MOST_CASES = 100_000
+
+
+def cases_to_decide(a: TargetSummary, b: TargetSummary) -> str | None:
+    """For two targets tied within noise whose quality differs: about how many cases
+    (at the spread seen, paired when they ran the same cases) would tell the observed
+    difference from noise, or that none would because it is within the 5-point floor.
+    ``None`` when the two do not differ at all."""
+    diff = abs(_quality(a) - _quality(b))
+    if diff == 0:
+        return None
+    paired = _paired(a, b)
+    n = paired.cases if paired is not None else min(a.scored or a.n, b.scored or b.n)
+    shown = abs(int(pct(_quality(a))[:-1]) - int(pct(_quality(b))[:-1]))  # as printed
+    gap = f"a {shown}-point difference"
+    if diff <= _FLOOR:
+        return f"{gap} counts as equal at any number of cases (within {_FLOOR:.0%})"
+    if paired is not None:
+        sd = paired.half_width * math.sqrt(n) / t_quantile(paired.confidence, n - 1)
+        var = sd * sd  # the per-case differences' variance
+    else:
+        pa, pb = _quality(a), _quality(b)
+        var = pa * (1 - pa) + pb * (1 - pb)  # two independent samples of N cases each
+    needed = max(n + 1, math.ceil((1.96 / diff) ** 2 * var))
+    while needed <= _MOST_CASES and _half(needed, var, paired is not None) >= diff:
+        needed += 1  # Student's t at small N is wider than 1.96
+    if needed > _MOST_CASES:
+        return f"more than {_MOST_CASES:,} cases would be needed to tell {gap} from noise"
+    return f"on {n} cases; about {needed} cases would tell {gap} from noise"
+
+
+def _half(n: int, var: float, paired: bool) -> float:
+    z = t_quantile(0.95, n - 1) if paired and n < 200 else 1.96
+    return z * math.sqrt(var / n)
 
 
 def paired_text(d: PairedDifference) -> str:
