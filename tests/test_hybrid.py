@@ -357,3 +357,59 @@ def test_a_plan_with_a_nan_or_infinite_argument_never_executes() -> None:
     assert result.status == "completed" and paid == [20.0]
     feedback = [str(m["content"]) for m in model.last_request.messages if m["role"] == "user"]
     assert model.calls == 3 and any("amount is not a finite number" in t for t in feedback)
+
+
+def test_the_money_at_stake_says_its_currency_or_that_none_is_declared() -> None:
+    from loopwise.architectures.plans import parse_plan, plan_cost, plan_unit, step_unit
+    from loopwise.tools.audit import asked_lines
+
+    def plan_of(catalog: ActionCatalog, *orders: str) -> Any:
+        steps = [
+            {"id": f"s{i}", "action": "pay", "args": {"order_id": o, "amount": 10.0 * i},
+             "reason": "owed"}
+            for i, o in enumerate(orders, 1)
+        ]  # fmt: skip
+        plan, errors = parse_plan({"steps": steps}, catalog)
+        assert plan is not None, errors
+        return plan
+
+    currency = {"O-0001": "EUR", "O-0002": "USD"}
+    by_order = ActionCatalog()
+    by_order.add(pay, estimate=lambda a: a.amount, unit=lambda a: currency[a.order_id])
+    one = plan_of(by_order, "O-0001", "O-0001")
+    assert step_unit(one.steps[0], by_order) == "EUR" and plan_unit(one, by_order) == "EUR"
+    both = plan_of(by_order, "O-0001", "O-0002")
+    assert plan_cost(both, by_order) == 30.0
+    assert plan_unit(both, by_order) == "mixed units: EUR, USD"  # the sum says it adds both
+    assert step_unit(plan_of(by_order, "O-0009").steps[0], by_order) is None  # unit unknown
+
+    fixed = ActionCatalog()
+    fixed.add(pay, estimate=lambda a: a.amount, unit="credits")
+    assert plan_unit(plan_of(fixed, "O-0001"), fixed) == "credits"
+    bare = ActionCatalog()
+    bare.add(pay, estimate=lambda a: a.amount)
+    assert plan_unit(plan_of(bare, "O-0001"), bare) is None
+    # Shown to a person: the amount with its unit, or that the action declares none
+    # (before: "at stake: 250.00 (the action's estimate)", whose currency was anyone's guess).
+    assert asked_lines(None, 250.0, None, "EUR") == [
+        "    at stake: 250.00 EUR (the action's estimate)"
+    ]
+    assert asked_lines(None, 250.0, None) == [
+        "    at stake: 250.00 (the action's estimate; it declares no currency or unit)"
+    ]
+
+
+def test_a_paused_refund_says_the_orders_currency(capsys: pytest.CaptureFixture[str]) -> None:
+    from pathlib import Path
+
+    from loopwise.cli.main import main
+
+    desk = Path(__file__).resolve().parents[1] / "workflows" / "refund_desk.py"
+    complaint = '"Order O-1003 arrived broken and I want my money back."'
+    assert main(["run", f"{desk}:refund_desk", "--model", "scripted", "--input", complaint]) == 1
+    capsys.readouterr()
+    assert main(["pending", "--json"]) == 0
+    refund = next(w for w in json.loads(capsys.readouterr().out) if w["tool"] == "issue_refund")
+    assert (refund["at_stake"], refund["at_stake_unit"]) == (189.0, "INR")  # O-1003's currency
+    assert main(["pending"]) == 0
+    assert "at stake: 189.00 INR (the action's estimate)" in capsys.readouterr().out

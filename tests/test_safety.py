@@ -405,8 +405,8 @@ def test_the_audit_log_says_who_decided_when_and_why(
     # DESIGN §11's fields, and what the decider is shown besides (issue 14).
     assert code == 0 and [sorted(w) for w in waiting] == [
         sorted(["run_id", "approval_id", "tool", "args", "effect", "reason", "tainted_by",
-                "why", "at_stake", "note", "plan_step", "plan", "editable", "decided", "args_hash",
-                "step"])
+                "why", "at_stake", "at_stake_unit", "note", "plan_step", "plan", "editable",
+                "decided", "args_hash", "step"])
     ]  # fmt: skip
     assert main(["approve", run_id, "--by", "alice", "--reason", "customer is right"]) == 0
     assert main(["deny", run_id, "--reason", "changed my mind"]) == 2  # decided already

@@ -539,7 +539,7 @@ def at_most_100(args):
 
 
 ACTIONS = ActionCatalog()
-ACTIONS.add(pay, policy=at_most_100, estimate=lambda args: args.amount)
+ACTIONS.add(pay, policy=at_most_100, estimate=lambda args: args.amount, unit="EUR")
 ACTIONS.add(note)
 desk = Hybrid("desk", actions=ACTIONS)
 planned = Hybrid("planned", actions=ACTIONS, approve_plan=True)
@@ -584,6 +584,7 @@ def test_every_ask_says_why_what_is_at_stake_and_why_it_asks_after_the_plan(
     run_id = _paused(capsys, _desk(tmp_path, "planned"))
     (whole,) = _waiting(capsys, run_id)
     assert whole["approval_id"] == "plan" and whole["at_stake"] == 40.0
+    assert whole["at_stake_unit"] == "EUR"  # the action's declared currency
     assert "each step whose gate asks a person" in whole["note"]
     assert _cli(capsys, "approve", run_id, "--by", "ann")[0] == 0
     code, out, _ = _cli(capsys, "resume", run_id, "--model", "scripted")
@@ -595,10 +596,10 @@ def test_every_ask_says_why_what_is_at_stake_and_why_it_asks_after_the_plan(
     assert step["note"].startswith("the plan was approved by ann; this irreversible step asks")
     code, text, _ = _cli(capsys, "pending", run_id)
     assert "planner's reason: the parcel arrived broken" in text
-    assert "at stake: 40.00" in text and "note: the plan was approved by ann" in text
+    assert "at stake: 40.00 EUR" in text and "note: the plan was approved by ann" in text
     _, client = serve(by="lead")
     page = client.get("/").body
-    assert "the parcel arrived broken" in page and "40.00" in page
+    assert "the parcel arrived broken" in page and "40.00 EUR <span" in page
     assert "the plan was approved by ann; this irreversible step asks again" in page
     assert not (tmp_path / "ledger.txt").exists()
     # The terminal prompt shows the same (end of input: the run pauses).
@@ -611,7 +612,7 @@ def test_every_ask_says_why_what_is_at_stake_and_why_it_asks_after_the_plan(
     assert paused.pending[0]["why"] == "the parcel arrived broken"
     prompt = out_text.getvalue()
     assert "pay(" in prompt and "planner's reason: the parcel arrived broken" in prompt
-    assert "at stake: 40.00 (the action's estimate)" in prompt
+    assert "at stake: 40.00 EUR (the action's estimate)" in prompt
 
 
 def _plan_of(tmp_path: Path) -> Any:

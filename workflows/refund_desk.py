@@ -274,7 +274,11 @@ def add_note(
 
 
 ACTIONS = ActionCatalog()
-ACTIONS.add(issue_refund, estimate=lambda args: args.amount_cents / 100)
+ACTIONS.add(
+    issue_refund,
+    estimate=lambda args: args.amount_cents / 100,
+    unit=lambda args: shop.get_order.fn(args.order_id)["currency"],  # the order's own
+)
 ACTIONS.add(email_customer)
 ACTIONS.add(add_note)
 

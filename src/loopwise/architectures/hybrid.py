@@ -49,9 +49,11 @@ from loopwise.architectures.plans import (
     parse_plan,
     plan_cost,
     plan_mermaid,
+    plan_unit,
     planner_instructions,
     planner_request,
     step_cost,
+    step_unit,
     validate_plan,
 )
 from loopwise.architectures.structured import Structured
@@ -292,6 +294,7 @@ async def authorize_plan(
                 gate=action.tool.gate,
                 why=planned.reason,
                 at_stake=step_cost(planned, catalog),
+                at_stake_unit=step_unit(planned, catalog),
                 note=note,
                 covered_by=covered,
             )
@@ -546,6 +549,7 @@ class Hybrid(StepDefaults):
             call_id=call_id,
             gate=human(),
             at_stake=plan_cost(plan, self.catalog),
+            at_stake_unit=plan_unit(plan, self.catalog),
             note=WHOLE_PLAN_NOTE[self.plan_approval_covers_gates],
         )
         (verdict,) = await authorize_all([ask])

@@ -54,9 +54,11 @@ __all__ = [
     "parse_plan",
     "plan_cost",
     "plan_mermaid",
+    "plan_unit",
     "planner_instructions",
     "planner_request",
     "step_cost",
+    "step_unit",
     "validate_plan",
 ]
 
@@ -150,8 +152,12 @@ class Action:
     policy: Policy | None = None
     """An extra argument check at validation time (the tool gate's policy runs too)."""
     estimate: Callable[[Any], float] | None = None
-    """What one call is estimated to cost (money at stake, in the action's own unit),
-    from its validated arguments; shown in the plan approval."""
+    """What one call is estimated to cost (money at stake, in :attr:`unit`), from its
+    validated arguments; shown in the plan approval."""
+    unit: str | Callable[[Any], str | None] | None = None
+    """What :attr:`estimate`'s number is in: a currency code (``"EUR"``) or any unit
+    (``"credits"``), or a function of the validated arguments giving one (an order's own
+    currency). Without it the approval says the action declares no unit."""
 
     @property
     def name(self) -> str:
@@ -189,6 +195,7 @@ class ActionCatalog:
         *,
         policy: Policy | None = None,
         estimate: Callable[[Any], float] | None = None,
+        unit: str | Callable[[Any], str | None] | None = None,
     ) -> Action:
         """Register ``tool`` (or a ready :class:`Action`) as an action.
 
@@ -199,7 +206,7 @@ class ActionCatalog:
         if isinstance(given, Action):
             action = given
         elif isinstance(given, Tool):
-            action = Action(tool=given, policy=policy, estimate=estimate)
+            action = Action(tool=given, policy=policy, estimate=estimate, unit=unit)
         else:
             name = str(name_of(given) or given)
             raise ToolError(f"action {name!r} must be a @tool (with an effect)", tool=name)
@@ -468,6 +475,38 @@ def _estimate(action: Action | None, args: Any) -> float | None:
 def step_cost(step: PlanStep, catalog: ActionCatalog) -> float | None:
     """What ``step``'s action estimates it costs (``None`` when it has no estimate)."""
     return _estimate(catalog.get(step.action), step.args)
+
+
+def _unit(action: Action | None, args: Any) -> str | None:
+    if action is None or action.unit is None or action.estimate is None:
+        return None
+    if isinstance(action.unit, str):
+        return action.unit
+    try:
+        unit = action.unit(args)
+    except (TypeError, ValueError, AttributeError, LookupError):
+        return None
+    return str(unit) if unit else None
+
+
+def step_unit(step: PlanStep, catalog: ActionCatalog) -> str | None:
+    """What :func:`step_cost`'s number is in (``None`` when its action declares no unit)."""
+    return _unit(catalog.get(step.action), step.args)
+
+
+def plan_unit(plan: Plan, catalog: ActionCatalog) -> str | None:
+    """What :func:`plan_cost`'s sum is in: the steps' one unit; ``"mixed units: EUR, USD"``
+    when they differ (the sum then adds unlike amounts, and says so); ``None`` when any
+    estimated step declares no unit."""
+    units = [
+        _unit(catalog[s.action], s.args)
+        for s in plan.steps
+        if s.action in catalog and _estimate(catalog[s.action], s.args) is not None
+    ]
+    if not units or None in units:
+        return None
+    distinct = sorted({u for u in units if u is not None})
+    return distinct[0] if len(distinct) == 1 else "mixed units: " + ", ".join(distinct)
 
 
 def plan_cost(plan: Plan, catalog: ActionCatalog) -> float | None:

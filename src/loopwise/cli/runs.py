@@ -25,6 +25,7 @@ _PUBLIC = ("run_id", "approval_id", "tool", "args", "effect", "reason", "tainted
 _CONTEXT = (
     "why",
     "at_stake",
+    "at_stake_unit",
     "note",
     "plan_step",
     "plan",
@@ -35,7 +36,7 @@ _CONTEXT = (
     "answer_schema",
 )
 """What ``pending --json`` adds to DESIGN §11's fields: the planner's reason, the money at
-stake, the request's note, the plan around the step, and who decided the run's other
+stake and its unit, the request's note, the plan around the step, and who decided the run's other
 approvals; for a question (an MCP server's elicitation) the schema its answer must match."""
 
 
@@ -184,7 +185,7 @@ def _pending_lines(v: Any) -> list[str]:
     # A whole plan's steps are listed below; its arguments hold them again as JSON.
     call = a.tool if not v.editable and v.plan else f"{a.tool}({json.dumps(a.args)})"
     lines = [f"{a.run_id}  {a.approval_id}  {call} [{a.effect}]: {a.reason}{taint}"]
-    lines += asked_lines(v.why, v.at_stake, v.note)
+    lines += asked_lines(v.why, v.at_stake, v.note, v.at_stake_unit)
     lines.append(
         f"    decide exactly this: loopwise approve {a.run_id} --approval {a.approval_id} "
         f"--seen-hash {a.args_hash[:12]}  (or deny ... --reason TEXT)"

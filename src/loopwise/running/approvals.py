@@ -310,6 +310,8 @@ class ApprovalView:
     """Its step id in :attr:`plan`."""
     at_stake: float | None = None
     """What the action estimates it costs (money), when it says."""
+    at_stake_unit: str | None = None
+    """What :attr:`at_stake` is in (a currency code or a unit), when the action declares it."""
     note: str | None = None
     """What else the request says (e.g. that the plan was approved and why this step
     asks again), when anything."""
@@ -324,6 +326,7 @@ class ApprovalView:
 
     def to_dict(self) -> dict[str, Any]:
         """The approval's fields plus ``why``, ``plan``, ``plan_step``, ``at_stake``,
+        ``at_stake_unit``,
         ``note``, ``target``, ``editable`` and ``decided``
         (``[{approval_id, tool, status, decided_by, ...}]``); ``answer_schema`` for a
         question."""
@@ -333,6 +336,7 @@ class ApprovalView:
             "plan": [p.to_dict() for p in self.plan],
             "plan_step": self.plan_step,
             "at_stake": self.at_stake,
+            "at_stake_unit": self.at_stake_unit,
             "note": self.note,
             "target": self.target,
             "editable": self.editable,
@@ -380,6 +384,7 @@ def view(
         plan=plan,
         plan_step=mine.id if mine else None,
         at_stake=_number(data.get("at_stake", _args_field(approval, "estimated_cost"))),
+        at_stake_unit=_text(data.get("at_stake_unit")),
         note=data.get("note") or None,
         target=next(
             (str(e.data.get("target")) for e in events if e.type is EventType.RUN_STARTED), None
@@ -394,6 +399,10 @@ def view(
 
 def _args_field(approval: StoredApproval, name: str) -> Any:
     return approval.args.get(name) if isinstance(approval.args, Mapping) else None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def _number(value: Any) -> float | None:

@@ -22,7 +22,7 @@ from loopwise.core.shape import Edge, Graph, Node
 from loopwise.core.svg import EFFECT_COLORS, graph_svg
 from loopwise.running.approvals import ApprovalView, PlanItem
 from loopwise.store.base import StoredApproval, StoredRun
-from loopwise.tools.audit import event_summary
+from loopwise.tools.audit import event_summary, stake_text
 
 __all__ = [
     "EDITABLE_CHARS",
@@ -151,7 +151,8 @@ def _card(v: ApprovalView, form: Form) -> str:
             ("Untrusted input", f"<strong class='warn'>tainted by {_e(a.tainted_by)}</strong>")
         )
     if v.at_stake is not None:
-        facts.append(("At stake", f"{v.at_stake:,.2f} <span class='meta'>(estimate)</span>"))
+        amount, _, said = stake_text(v.at_stake, v.at_stake_unit).partition(" (")
+        facts.append(("At stake", f"{_e(amount)} <span class='meta'>({_e(said)}</span>"))
     if v.note:
         facts.append(("Note", _e(v.note)))
     dl = "".join(f"<dt>{k}</dt><dd>{val}</dd>" for k, val in facts)

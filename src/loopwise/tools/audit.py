@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["asked_lines", "event_summary", "os_user"]
+__all__ = ["asked_lines", "event_summary", "os_user", "stake_text"]
 
 
 def event_summary(kind: str, d: Mapping[str, Any]) -> str:
@@ -34,14 +34,26 @@ def event_summary(kind: str, d: Mapping[str, Any]) -> str:
     return ""
 
 
-def asked_lines(why: str | None, at_stake: float | None, note: str | None) -> list[str]:
+def stake_text(at_stake: float, unit: str | None) -> str:
+    """An amount at stake with what it is in: ``250.00 EUR (the action's estimate)``, or,
+    when the action declares no unit, ``250.00 (the action's estimate; it declares no
+    currency or unit)`` — never a bare number a person might read as their own currency."""
+    if unit:
+        return f"{at_stake:,.2f} {unit} (the action's estimate)"
+    return f"{at_stake:,.2f} (the action's estimate; it declares no currency or unit)"
+
+
+def asked_lines(
+    why: str | None, at_stake: float | None, note: str | None, unit: str | None = None
+) -> list[str]:
     """What a person reads on a terminal under an approval's call, one indented line each
-    when said: the planner's reason, the money at stake (the action's estimate), the note."""
+    when said: the planner's reason, the money at stake (the action's estimate, with its
+    ``unit``: :func:`stake_text`), the note."""
     lines = []
     if why:
         lines.append(f"    planner's reason: {why}")
     if at_stake is not None:
-        lines.append(f"    at stake: {at_stake:,.2f} (the action's estimate)")
+        lines.append(f"    at stake: {stake_text(at_stake, unit)}")
     if note:
         lines.append(f"    note: {note}")
     return lines

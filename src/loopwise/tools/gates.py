@@ -234,6 +234,8 @@ class Ask:
     """The planner's reason for the call (a plan step's), shown to the person asked."""
     at_stake: float | None = None
     """The money or cost at stake, when the caller knows it."""
+    at_stake_unit: str | None = None
+    """What :attr:`at_stake` is in (a currency code or a unit), when the caller knows it."""
     note: str | None = None
     """What else the person asked should know (see :attr:`ApprovalRequest.note`)."""
     answer_schema: dict[str, Any] | None = None
@@ -372,6 +374,7 @@ def _request(a: Ask, reason: str, tainted_by: str | None) -> ApprovalRequest:
         step=a.ctx.step_path,
         why=a.why,
         at_stake=a.at_stake,
+        at_stake_unit=a.at_stake_unit,
         note=a.note,
         answer_schema=a.answer_schema,
     )

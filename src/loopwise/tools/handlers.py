@@ -93,7 +93,7 @@ def request_lines(request: ApprovalRequest) -> list[str]:
             f"    {s.get('id')} {s.get('action')}({json.dumps(s.get('args'))}){after}: "
             f"{s.get('reason')}"
         )
-    lines += asked_lines(request.why, request.at_stake, request.note)
+    lines += asked_lines(request.why, request.at_stake, request.note, request.at_stake_unit)
     return lines
 
 

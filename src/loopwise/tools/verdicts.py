@@ -108,6 +108,8 @@ class ApprovalRequest:
     """The planner's reason for this step, when a plan proposed it."""
     at_stake: float | None = None
     """The money or cost at stake (the action's own estimate), when it says."""
+    at_stake_unit: str | None = None
+    """What :attr:`at_stake` is in (``"EUR"``, ``"credits"``), when the action declares it."""
     note: str | None = None
     """What else the person should know about this ask (a plan approved already, and why
     its step still asks), when anything."""
@@ -130,6 +132,7 @@ class ApprovalRequest:
             "step": self.step,
             "why": self.why,
             "at_stake": self.at_stake,
+            "at_stake_unit": self.at_stake_unit,
             "note": self.note,
             # Only a question has one: a call's request keeps its shape.
             **({"answer_schema": self.answer_schema} if self.answer_schema is not None else {}),

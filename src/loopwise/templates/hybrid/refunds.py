@@ -191,7 +191,7 @@ def add_note(
 
 
 ACTIONS = ActionCatalog()
-ACTIONS.add(issue_refund, estimate=lambda args: args.amount_cents / 100)
+ACTIONS.add(issue_refund, estimate=lambda args: args.amount_cents / 100, unit="USD")
 ACTIONS.add(add_note)
 
 refund_desk = Hybrid(
