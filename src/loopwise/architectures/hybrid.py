@@ -47,13 +47,11 @@ from loopwise.architectures.plans import (
     check_planner,
     dependency_graph,
     parse_plan,
-    plan_cost,
     plan_mermaid,
-    plan_unit,
+    plan_stake,
     planner_instructions,
     planner_request,
-    step_cost,
-    step_unit,
+    step_stake,
     validate_plan,
 )
 from loopwise.architectures.structured import Structured
@@ -293,8 +291,7 @@ async def authorize_plan(
                 call_id=f"{scope}{name}.{planned.id}",
                 gate=action.tool.gate,
                 why=planned.reason,
-                at_stake=step_cost(planned, catalog),
-                at_stake_unit=step_unit(planned, catalog),
+                **step_stake(planned, catalog),
                 note=note,
                 covered_by=covered,
             )
@@ -544,12 +541,11 @@ class Hybrid(StepDefaults):
             args={
                 "plan": steps,
                 "graph": plan_mermaid(plan, self.catalog),
-                "estimated_cost": plan_cost(plan, self.catalog),
+                "estimated_cost": plan_stake(plan, self.catalog)["at_stake"],
             },
             call_id=call_id,
             gate=human(),
-            at_stake=plan_cost(plan, self.catalog),
-            at_stake_unit=plan_unit(plan, self.catalog),
+            **plan_stake(plan, self.catalog),
             note=WHOLE_PLAN_NOTE[self.plan_approval_covers_gates],
         )
         (verdict,) = await authorize_all([ask])

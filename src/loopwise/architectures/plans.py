@@ -25,7 +25,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, TypedDict, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
@@ -48,16 +48,19 @@ __all__ = [
     "PlanApproval",
     "PlanContext",
     "PlanStep",
+    "Stake",
     "check_planner",
     "check_policy",
     "dependency_graph",
     "parse_plan",
     "plan_cost",
     "plan_mermaid",
+    "plan_stake",
     "plan_unit",
     "planner_instructions",
     "planner_request",
     "step_cost",
+    "step_stake",
     "step_unit",
     "validate_plan",
 ]
@@ -507,6 +510,23 @@ def plan_unit(plan: Plan, catalog: ActionCatalog) -> str | None:
         return None
     distinct = sorted({u for u in units if u is not None})
     return distinct[0] if len(distinct) == 1 else "mixed units: " + ", ".join(distinct)
+
+
+class Stake(TypedDict):
+    """What an ask puts at stake, as :class:`~loopwise.tools.gates.Ask` takes it."""
+
+    at_stake: float | None
+    at_stake_unit: str | None
+
+
+def step_stake(step: PlanStep, catalog: ActionCatalog) -> Stake:
+    """:func:`step_cost` and :func:`step_unit` of ``step``."""
+    return {"at_stake": step_cost(step, catalog), "at_stake_unit": step_unit(step, catalog)}
+
+
+def plan_stake(plan: Plan, catalog: ActionCatalog) -> Stake:
+    """:func:`plan_cost` and :func:`plan_unit` of ``plan``."""
+    return {"at_stake": plan_cost(plan, catalog), "at_stake_unit": plan_unit(plan, catalog)}
 
 
 def plan_cost(plan: Plan, catalog: ActionCatalog) -> float | None:
