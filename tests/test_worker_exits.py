@@ -129,3 +129,95 @@ def test_a_run_that_calls_sys_exit_ends_error_and_the_worker_goes_on(
     w.send_signal(signal.SIGTERM)
     _, err = w.communicate(timeout=30)
     assert w.returncode == 0, err
+
+
+_TIMED_EXITS = """
+import sys
+
+import loopwise
+from loopwise.testing import ScriptedModel, call, reply
+
+
+@loopwise.tool(timeout=5)
+def look(n: int) -> str:
+    \"\"\"Look.\"\"\"
+    sys.exit(6)
+
+
+@loopwise.tool(effect="write", timeout=5)
+def pay(n: int) -> str:
+    \"\"\"Pay.\"\"\"
+    sys.exit(7)
+
+
+@loopwise.tool(timeout=5)
+async def fetch(n: int) -> str:
+    \"\"\"Fetch.\"\"\"
+    sys.exit(8)
+
+
+class Abort(BaseException):
+    pass
+
+
+@loopwise.step
+def aborts(text: str) -> str:
+    raise Abort("from a library")
+
+
+@loopwise.step
+def shout(text: str) -> str:
+    return text.upper()
+
+
+def _one(request):
+    if any(m["role"] == "tool" for m in request.messages):
+        return reply("done")
+    return call(request.tools[0]["function"]["name"], {"n": 1}, id="c1")
+
+
+looks = loopwise.Agent(name="looks", tools=[look])
+pays = loopwise.Agent(name="pays", tools=[pay])
+fetches = loopwise.Agent(name="fetches", tools=[fetch])
+
+
+def offline_model():
+    return ScriptedModel(_one)
+"""
+
+
+def test_a_timed_tool_that_exits_or_a_foreign_base_exception_ends_only_its_run(
+    tmp_path: Path, store_at: str, worker: list[subprocess.Popen[str]]
+) -> None:
+    # A tool with a timeout runs in a task of its own (asyncio.wait_for on 3.11, and a
+    # sync effect's seen-through call): an exit there must not leave the event loop.
+    module = tmp_path / "timed.py"
+    module.write_text(_TIMED_EXITS)
+    with open_store(store_at) as st:
+        bad = {
+            loopwise.enqueue(f"{module}:{name}", "go", model="scripted", store=st): why
+            for name, why in [
+                ("looks", "SystemExit: 6"),
+                ("pays", "SystemExit: 7"),
+                ("fetches", "SystemExit: 8"),
+                ("aborts", "Abort: from a library"),
+            ]
+        }
+        good = loopwise.enqueue(f"{module}:shout", "hi", store=st)
+    w = subprocess.Popen(
+        [LOOPWISE, "worker", "--store", store_at, "--poll", "0.2", "--concurrency", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    worker.append(w)
+    with open_store(store_at) as st:
+        _until(lambda: w.poll() is not None or st.get_run(good).status == "completed", "good")
+        assert w.poll() is None, w.communicate()  # the worker is still up
+        for run_id, why in bad.items():
+            row = st.get_run(run_id)
+            assert row.status == "error" and why in (row.detail or ""), (run_id, row)
+            assert st.events(run_id)[-1].type == "run_finished", run_id
+    w.send_signal(signal.SIGTERM)
+    _, err = w.communicate(timeout=30)
+    assert w.returncode == 0, err

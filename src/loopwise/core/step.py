@@ -548,6 +548,11 @@ async def _execute(target: Step, input: Any, ctx: Context) -> RunResult:
     except (LoopwiseError, Exception) as e:
         status, detail = Status.ERROR, f"{type(e).__name__}: {e}"
         extra = _error_type(e)
+    except BaseException as e:
+        # Neither an Exception nor an exit (a library's own BaseException, GeneratorExit):
+        # the run's log still ends, then it reaches the caller.
+        _finish(ctx, Status.ERROR, f"{type(e).__name__}: {e}", output, _error_type(e))
+        raise
     _finish(ctx, status, detail, output, extra)
     return _result(ctx, status, output, detail, pending)
 
@@ -622,28 +627,31 @@ async def concurrently(coros: Sequence[Awaitable[T]]) -> list[T]:
         return [await coros[0]]
     try:
         async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(_awaited(c)) for c in coros]
+            tasks = [group.create_task(carry_exits(c)) for c in coros]
     except BaseExceptionGroup as failed:
-        errors = [e.error if isinstance(e, _Exiting) else e for e in _leaves(failed)]
+        errors = [e.error if isinstance(e, CarriedExit) else e for e in _leaves(failed)]
         halts = [e for e in errors if isinstance(e, Halt)]
         raise (halts or errors)[0] from None
     return [t.result() for t in tasks]
 
 
-class _Exiting(Exception):
-    """A ``SystemExit``/``KeyboardInterrupt`` carried out of a concurrent task: raised in
-    a task, asyncio would also throw it out of the event loop, past the run's own task
-    (a worker running other runs would stop); the run's task raises it instead."""
+class CarriedExit(Exception):
+    """A ``SystemExit``/``KeyboardInterrupt`` carried out of a task of its own (a concurrent
+    call, a tool's timeout): raised in a task, asyncio would also throw it out of the event
+    loop, past the run's own task (a worker running other runs would stop); whoever awaits
+    the task raises :attr:`error` instead, in the run's task."""
 
     def __init__(self, error: BaseException) -> None:
         self.error = error
 
 
-async def _awaited(work: Awaitable[T]) -> T:
+async def carry_exits(work: Awaitable[T]) -> T:
+    """Await ``work`` in a task of its own: its ``SystemExit``/``KeyboardInterrupt`` comes
+    out as a :class:`CarriedExit`."""
     try:
         return await work
     except (SystemExit, KeyboardInterrupt) as e:
-        raise _Exiting(e) from None
+        raise CarriedExit(e) from None
 
 
 def _leaves(group: BaseExceptionGroup[Any]) -> Iterator[BaseException]:

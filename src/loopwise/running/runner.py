@@ -32,6 +32,7 @@ finished otherwise returns it unchanged.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -274,17 +275,21 @@ async def execute_claimed(st: RunStore, row: StoredRun) -> RunResult:
     queued run, or continue a paused or abandoned one, with the model it recorded.
 
     A run whose target or model cannot be loaded here is marked ``error``. A run whose own
-    code calls ``sys.exit()`` (a step, a tool, the module's ``make_deps()``) ends ``error``
-    with the exit in its detail and is returned: the worker running it beside others goes
-    on. ``KeyboardInterrupt`` still reaches the caller (the person stopping the worker).
-    The claim's lease is renewed from the start, loading the target included.
+    code calls ``sys.exit()`` (a step, a tool, the module's ``make_deps()``) or raises
+    another ``BaseException`` ends ``error`` with it in its detail and is returned: the
+    worker running it beside others goes on. ``KeyboardInterrupt`` still reaches the
+    caller (the person stopping the worker). The claim's lease is renewed from the start,
+    loading the target included.
     """
     with st.hold(row.run_id, owner_id()):
         try:
             return await _execute_claimed(st, row)
-        except SystemExit as e:
-            # A run's sys.exit() is that run's end, not the worker's (nor its other runs').
-            detail = f"SystemExit: {e}"
+        except (Exception, KeyboardInterrupt, asyncio.CancelledError):
+            raise  # the run's own error (recorded), or the worker's own stop
+        except BaseException as e:
+            # A run's sys.exit() (or a library's BaseException) is that run's end, not the
+            # worker's (nor its other runs'); left `running`, no worker would take it again.
+            detail = f"{type(e).__name__}: {e}"
             if st.get_run(row.run_id).status == "running":
                 st.mark_failed(row.run_id, detail)
             return _stored_result(st, st.get_run(row.run_id))

@@ -65,6 +65,7 @@ from pydantic.fields import FieldInfo
 from loopwise.core.events import json_value, nests_deeper_than
 from loopwise.core.members import step_member
 from loopwise.core.shape import ToolShape, describe, parameters_of
+from loopwise.core.step import CarriedExit, carry_exits
 from loopwise.errors import DirectEffectError, LoopwiseError, ToolError
 
 if TYPE_CHECKING:
@@ -338,15 +339,18 @@ class Tool:
         """
         if self.effect is not Effect.READ and (ctx is None or ctx.performing is not self):
             self._refuse_direct("perform() outside the tool-call executor")
-        coro = self._call(args, ctx)
         if self.timeout is None:
-            return await coro
+            return await self._call(args, ctx)
+        # Both ways below await the call in a task of its own (asyncio.wait_for does on 3.11).
+        coro = carry_exits(self._call(args, ctx))
         try:
             if self._in_thread() and self.effect is not Effect.READ:
                 return await _seen_through(coro, self.timeout)
             return await asyncio.wait_for(coro, self.timeout)
         except TimeoutError as e:
             raise TimeoutError(f"tool {self.name!r} timed out after {self.timeout}s") from e
+        except CarriedExit as e:
+            raise e.error from None  # sys.exit() in the tool: the run's, not the event loop's
 
     def _in_thread(self) -> bool:
         """Whether :meth:`_call` runs the function in a thread (a sync function of its own)."""
