@@ -13,8 +13,10 @@ A stream's consumer that leaves cancels its run, safely: leaving the ``async for
 (``break``, or an exception out of its body, the stream still referenced or not), dropping
 the stream (garbage-collected), cancelling the task that iterates, ``aclose()`` and the
 end of ``async with astream(...)`` all cancel it; ``aclose()`` also waits until it is
-recorded ``cancelled``. An effect in flight is seen through and recorded first
-(:mod:`loopwise.tools.tool`), so a resume never makes it twice. Started with
+recorded ``cancelled``. A sync effect in flight is seen through and recorded first
+(:mod:`loopwise.tools.tool`), so a resume never makes it twice; an async tool is
+cancelled at its current ``await`` as asyncio does, nothing of it is recorded, and the
+resume calls it again with the same ``ctx.idempotency_key``. Started with
 ``detached=True``, the run goes on to its end instead when its consumer leaves (as long
 as its event loop runs); :meth:`RunStream.wait` waits for it. Nothing emitted is lost
 from the store: a stream only reads the run, the store is written before the run goes on.
