@@ -307,3 +307,39 @@ def test_frontier_coordinates_follow_cost_and_accuracy() -> None:
     assert rect and path
     assert float(rect.group(1)) + 5 < float(path.group(1))  # cheaper is left
     assert float(rect.group(2)) + 5 > float(path.group(2))  # less accurate is lower
+
+
+# --- hostile sizes (review) ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bins", [1_001, 10**6])
+def test_too_many_bins_is_refused_at_once_naming_bins(bins: int) -> None:
+    # 10**9 bins allocated three lists of a billion (minutes, or out of memory) before
+    # looking at one case.
+    with pytest.raises(ConfigError) as err:
+        calibration([0.5], [True], bins)
+    assert err.value.name == "bins" and "1,000" in str(err.value)
+    assert calibration([0.5], [True], 1_000).n == 1  # the cap itself is allowed
+
+
+@pytest.mark.parametrize("cost", [1e308, -1e308, 1e13])
+def test_a_cost_beyond_any_plausible_one_is_refused_naming_points(cost: float) -> None:
+    dot = FrontierDot(label="a", kind="threshold", cost=cost, accuracy=0.5, low=0.4, high=0.6)
+    with pytest.raises(ConfigError) as err:
+        frontier_svg([dot])
+    assert err.value.name == "points"
+
+
+def test_a_subnormal_cost_is_drawn() -> None:
+    dots = [
+        FrontierDot(label="a", kind="threshold", cost=5e-324, accuracy=0.5, low=0.4, high=0.6),
+        FrontierDot(label="b", kind="workflow", cost=0.0, accuracy=0.7, low=0.6, high=0.8),
+    ]
+    ET.fromstring(frontier_svg(dots))
+
+
+def test_a_label_that_is_not_text_is_refused_naming_points() -> None:
+    dot = FrontierDot(label=None, kind="threshold", cost=1, accuracy=0.5, low=0.4, high=0.6)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError) as err:
+        frontier_svg([dot])
+    assert err.value.name == "points"

@@ -36,6 +36,8 @@ from loopwise.errors import ConfigError
 from loopwise.evidence.stats import usd
 
 __all__ = [
+    "MAX_BINS",
+    "MAX_COST",
     "MIN_CASES",
     "Calibration",
     "CalibrationBin",
@@ -48,6 +50,13 @@ __all__ = [
 
 MIN_CASES = 20
 """Fewer cases with a known confidence than this are too few to judge calibration by."""
+
+MAX_BINS = 1_000
+"""The most bins :func:`calibration` cuts [0, 1] into: finer than a thousandth says nothing
+a confidence can mean, and each bin costs memory and a drawing's width."""
+
+MAX_COST = 1e12
+"""The largest cost per case (in USD, either sign) :func:`frontier_svg` draws."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -133,9 +142,10 @@ def calibration(
     two differ in length, a confidence is outside [0, 1] or not a number, a ``correct``
     value is not a bool, or ``bins`` is below 1.
     """
-    if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
+    if isinstance(bins, bool) or not isinstance(bins, int) or not 1 <= bins <= MAX_BINS:
         raise ConfigError(
-            f"calibration: bins must be a whole number >= 1, not {bins!r}", name="bins"
+            f"calibration: bins must be a whole number from 1 to {MAX_BINS:,}, not {bins!r}",
+            name="bins",
         )
     if len(confidences) != len(correct):
         raise ConfigError(
@@ -333,11 +343,22 @@ def _check_dots(points: Sequence[FrontierDot], chosen: str | None) -> None:
                 f"frontier_svg: points[{i}].kind is {p.kind!r}; one of {', '.join(_KINDS)}",
                 name="points",
             )
+        if not isinstance(p.label, str):
+            raise ConfigError(
+                f"frontier_svg: points[{i}].label is {p.label!r}; a label is a string",
+                name="points",
+            )
         values = (p.cost, p.accuracy, p.low, p.high)
         if not all(isinstance(v, int | float) and math.isfinite(v) for v in values):
             raise ConfigError(
                 f"frontier_svg: points[{i}] ({p.label!r}) has a cost or accuracy that is not "
                 "a finite number",
+                name="points",
+            )
+        if abs(p.cost) > MAX_COST:
+            raise ConfigError(
+                f"frontier_svg: points[{i}] ({p.label!r}) costs {p.cost:g} per case; a cost "
+                f"per case is within ±{MAX_COST:g} USD",
                 name="points",
             )
         if not 0.0 <= p.low <= p.accuracy <= p.high <= 1.0:
@@ -446,8 +467,8 @@ def frontier_svg(
 
 def _least_cost(costs: Sequence[float]) -> float:
     """The narrowest cost axis: a tenth of the largest cost, or a dollar-cent when all are 0."""
-    top = max(abs(c) for c in costs)
-    return top * 0.2 if top > 0 else 0.01
+    least = max(abs(c) for c in costs) * 0.2
+    return least if least > 0 else 0.01  # a cost of 5e-324 has no fifth: it is 0 here
 
 
 def _frontier_axes(x: Any, y: Any, costs: list[float], accuracy: list[float]) -> list[str]:
