@@ -7,6 +7,8 @@ import importlib.util
 import re
 from pathlib import Path
 
+import pytest
+
 from loopwise.cli.main import VERBS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,3 +74,58 @@ def test_every_former_readme_section_has_a_home() -> None:
 def test_the_changelog_page_shows_the_changelog() -> None:
     page = _hooks().on_page_markdown("<!-- changelog -->", None)  # type: ignore[attr-defined]
     assert "## Unreleased" in page and page.strip() in (ROOT / "CHANGELOG.md").read_text()
+
+
+def test_a_link_to_a_missing_anchor_fails_the_strict_build(tmp_path: Path) -> None:
+    """mkdocs reports a missing ``page.md#anchor`` at info level unless told otherwise:
+    mkdocs.yml's ``validation`` makes it a warning, which ``--strict`` (make docs) fails."""
+    import yaml  # mkdocs's own dependency
+    from mkdocs.commands.build import build
+    from mkdocs.config import load_config
+    from mkdocs.exceptions import Abort
+
+    project = yaml.safe_load((ROOT / "mkdocs.yml").read_text().split("\nhooks:")[0])
+    assert project["strict"] is True and project["validation"]["anchors"] == "warn"
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "index.md").write_text("# Home\n\nSee [the part](other.md#the-part).\n")
+    (docs / "other.md").write_text("# Other\n\n## The part\n")
+    settings = tmp_path / "mkdocs.yml"
+    settings.write_text(
+        yaml.safe_dump(
+            {
+                "site_name": "t",
+                "docs_dir": str(docs),
+                "site_dir": str(tmp_path / "site"),
+                "strict": True,
+                "validation": project["validation"],
+                "markdown_extensions": [{"toc": {"permalink": True}}],
+            }
+        )
+    )
+    build(load_config(str(settings)))  # the anchor exists: builds
+    (docs / "index.md").write_text("# Home\n\nSee [the part](other.md#a-part-renamed).\n")
+    with pytest.raises(Abort):
+        build(load_config(str(settings)))
+
+
+# History belongs in CHANGELOG.md and benchmarks/README.md, not in a page a user reads to
+# get something done: "changed in issue 12", "re-measured 21:45 UTC at load 6-8".
+HISTORY = re.compile(
+    r"(?i)\bissue \d+|\bchanged in\b|re-measured|load average|\bat load\b"
+    r"|\d{4}-\d\d-\d\d,? (?:at )?\d\d:\d\d"
+)
+
+
+def test_the_pages_carry_no_history() -> None:
+    for page in sorted(DOCS.rglob("*.md")):
+        found = HISTORY.search(page.read_text())
+        assert found is None, f"{page.relative_to(ROOT)}: {found and found[0]!r} (history)"
+
+
+def test_the_cli_reference_says_where_eval_records() -> None:
+    text = _hooks().cli_reference()  # type: ignore[attr-defined]
+    section = text.split("## loopwise eval\n", 1)[1].split("\n## ", 1)[0]
+    store = " ".join(section.split("--store STORE", 2)[2].split()[:40])
+    assert "$LOOPWISE_EVAL_STORE" in store and ".loopwise/eval.db" in store, store
+    assert "or .loopwise/runs.db" not in store  # not the runs' store

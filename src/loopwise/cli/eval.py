@@ -23,7 +23,6 @@ from loopwise.cli.options import (
     budget_of,
     load_checked,
     price_per_mtok,
-    store_help,
     user_output_to_stderr,
 )
 from loopwise.cli.watch import add_watch_flags, watch_sinks
@@ -98,7 +97,12 @@ def add_eval_verb(sub: Any) -> None:
         "path once, then report every threshold (bare: 0 to 1 by 0.05) and recommend one",
     )
     p.add_argument("--report", help="write a self-contained HTML report here")
-    p.add_argument("--store", help=store_help)
+    p.add_argument(
+        "--store",
+        help="where the eval records its runs and history, apart from your runs: a path, "
+        f"sqlite:///path or postgresql://... (default ${EVAL_STORE_ENV}, else eval.db beside a "
+        f"SQLite $LOOPWISE_STORE, else {EVAL_STORE})",
+    )
     add_watch_flags(p)
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(handler=_cmd_eval)
