@@ -43,6 +43,9 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+            finally:
+                if self.proc.stdout is not None:  # else a ResourceWarning when collected
+                    self.proc.stdout.close()
 
 
 def _serve(latency: float) -> None:

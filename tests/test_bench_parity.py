@@ -13,6 +13,7 @@ import bench_script
 import lw_side
 import raw_loop
 import run as bench
+import server as bench_server
 
 from loopwise.testing import FakeChatServer
 
@@ -107,3 +108,11 @@ def test_the_judge_sides_send_the_same_decision_and_read_the_same_answer() -> No
     assert lw.status == "completed" and lw.output.backend == "decisions"
     assert (lw.output.answer, lw.output.confidence) == (raw[0], round(raw[1], 6))
     assert raw_req == lw_req
+
+
+def test_the_bench_server_closes_its_pipe_when_it_stops() -> None:
+    """Its stdout was left open: a ResourceWarning whenever the object was collected."""
+    with bench_server.Server() as running:
+        assert running.base_url.startswith("http://127.0.0.1:")
+    assert running.proc is not None and running.proc.stdout is not None
+    assert running.proc.returncode == 0 and running.proc.stdout.closed

@@ -283,10 +283,6 @@ def _serve_once(argv: list[str], cwd: Path, env: dict[str, str]) -> str:
 
 
 @pytest.mark.slow
-# The walk starts a dozen subprocesses; a pipe of one is collected late under a loaded
-# machine (a ResourceWarning raised at GC, not a failed step). Each step's exit and output
-# is still asserted below.
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_the_readmes_first_hour_runs_as_printed_from_the_wheel(tmp_path: Path) -> None:
     venv, env = _installed_wheel(tmp_path)
     # `pip install '...whl[test]'` puts pytest's command in the environment; offline, the
