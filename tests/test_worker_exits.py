@@ -97,6 +97,24 @@ def _until(done: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
         time.sleep(0.05)
 
 
+def _worker_through(
+    store_at: str, good: str, started: list[subprocess.Popen[str]]
+) -> subprocess.Popen[str]:
+    """One ``loopwise worker`` on the store, once it has completed run ``good`` and is
+    still up (the bad runs queued before it were taken first)."""
+    w = subprocess.Popen(
+        [LOOPWISE, "worker", "--store", store_at, "--poll", "0.2", "--concurrency", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    started.append(w)
+    with open_store(store_at) as st:
+        _until(lambda: w.poll() is not None or st.get_run(good).status == "completed", "good")
+    assert w.poll() is None, w.communicate()  # the worker is still up
+    return w
+
+
 def test_a_run_that_calls_sys_exit_ends_error_and_the_worker_goes_on(
     tmp_path: Path, store_at: str, worker: list[subprocess.Popen[str]]
 ) -> None:
@@ -110,16 +128,8 @@ def test_a_run_that_calls_sys_exit_ends_error_and_the_worker_goes_on(
             loopwise.enqueue(f"{no_deps}:needy", "x", store=st): "SystemExit: 5",
         }
         good = loopwise.enqueue(f"{exits}:shout", "hi", store=st)
-    w = subprocess.Popen(
-        [LOOPWISE, "worker", "--store", store_at, "--poll", "0.2", "--concurrency", "1"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    worker.append(w)
+    w = _worker_through(store_at, good, worker)
     with open_store(store_at) as st:
-        _until(lambda: w.poll() is not None or st.get_run(good).status == "completed", "good")
-        assert w.poll() is None, w.communicate()  # the worker is still up
         assert st.get_run(good).output == "HI"
         for run_id, why in bad.items():
             row = st.get_run(run_id)
@@ -204,16 +214,8 @@ def test_a_timed_tool_that_exits_or_a_foreign_base_exception_ends_only_its_run(
             ]
         }
         good = loopwise.enqueue(f"{module}:shout", "hi", store=st)
-    w = subprocess.Popen(
-        [LOOPWISE, "worker", "--store", store_at, "--poll", "0.2", "--concurrency", "1"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    worker.append(w)
+    w = _worker_through(store_at, good, worker)
     with open_store(store_at) as st:
-        _until(lambda: w.poll() is not None or st.get_run(good).status == "completed", "good")
-        assert w.poll() is None, w.communicate()  # the worker is still up
         for run_id, why in bad.items():
             row = st.get_run(run_id)
             assert row.status == "error" and why in (row.detail or ""), (run_id, row)
