@@ -16,7 +16,15 @@ from typing import Any
 
 from loopwise.core.shape import Graph, Node
 
-__all__ = ["EFFECT_COLORS", "KIND_FILLS", "STATE_FILLS", "graph_svg", "svg_element"]
+__all__ = [
+    "EFFECT_COLORS",
+    "KIND_FILLS",
+    "STATE_FILLS",
+    "escape",
+    "graph_svg",
+    "shorten",
+    "svg_element",
+]
 
 EFFECT_COLORS = {"read": "#16a34a", "write": "#f59e0b", "irreversible": "#dc2626"}
 """A node's border by the effect of its tool."""
@@ -47,12 +55,20 @@ STATE_FILLS = {
 _NODE_W, _NODE_H, _GAP_X, _GAP_Y, _ROW_MAX = 150, 40, 20, 44, 5
 
 
-def _e(text: Any) -> str:
+def escape(text: Any) -> str:
+    """``text`` as HTML/SVG text or an attribute value (quotes escaped too)."""
     return html.escape(str(text), quote=True)
 
 
-def _short(text: str, n: int) -> str:
+_e = escape
+
+
+def shorten(text: str, n: int) -> str:
+    """``text`` cut to ``n`` characters, an ellipsis last when it was longer."""
     return text if len(text) <= n else text[: n - 1] + "…"
+
+
+_short = shorten
 
 
 def svg_element(width: float, height: float, body: str, label: str) -> str:

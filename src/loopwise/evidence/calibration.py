@@ -25,12 +25,13 @@ tooltip), the chosen threshold and the two endpoints first.
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from loopwise.core.svg import escape as _e
+from loopwise.core.svg import shorten as _short
 from loopwise.core.svg import svg_element
 from loopwise.errors import ConfigError
 from loopwise.evidence.stats import usd
@@ -232,10 +233,6 @@ def calibration_warning(
             f"{cal.accuracy:.0%}), so a confidence threshold means less than it says{unknown}"
         )
     return None
-
-
-def _e(text: Any) -> str:
-    return html.escape(str(text), quote=True)
 
 
 _GRID = "#e5e7eb"
@@ -575,7 +572,3 @@ _SPOTS = ((1, 0), (-1, 0), (0, -1), (0, 1), (1, -1), (-1, -1), (1, 1), (-1, 1))
 
 def _overlaps(a: Box, b: Box) -> bool:
     return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
-
-
-def _short(text: str, n: int) -> str:
-    return text if len(text) <= n else text[: n - 1] + "…"

@@ -9,10 +9,10 @@ fields) or a run that did not complete (its status and detail say why).
 
 from __future__ import annotations
 
-import html
 import json
 from typing import Any
 
+from loopwise.core.svg import escape as _e
 from loopwise.evidence.evals import EvalReport
 from loopwise.evidence.stats import CaseRun, TargetSummary
 
@@ -101,7 +101,3 @@ def failure_table(report: EvalReport, limit: int = 500) -> str:
         f"<p class='meta'>{len(failing)} failing run(s): expected vs actual of each field "
         f"that differs</p><table><tr>{head}</tr>{''.join(rows)}</table>{more}"
     )
-
-
-def _e(text: Any) -> str:
-    return html.escape(str(text), quote=True)

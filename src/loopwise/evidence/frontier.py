@@ -4,10 +4,10 @@ judge's reliability diagram, and every threshold in a table)."""
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 from typing import Any
 
+from loopwise.core.svg import escape as _e
 from loopwise.evidence.calibration import FrontierDot, frontier_svg, reliability_svg
 from loopwise.evidence.stats import TargetSummary, reference_cost, secs, usd
 from loopwise.evidence.sweep import Sweep, SweepPoint, wilson
@@ -86,10 +86,6 @@ def frontier_dots(s: Sweep, targets: Sequence[TargetSummary]) -> list[FrontierDo
 def sweeps_html(sweeps: Sequence[Sweep], targets: Sequence[TargetSummary]) -> str:
     """One block per sweep: the frontier, the reliability diagram, the table."""
     return "".join(_one(s, targets) for s in sweeps)
-
-
-def _e(text: Any) -> str:
-    return html.escape(str(text), quote=True)
 
 
 def _one(s: Sweep, targets: Sequence[TargetSummary]) -> str:

@@ -12,13 +12,13 @@ Mermaid text; and every run in a collapsible table. It opens offline in any brow
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from loopwise.core.shape import Edge, Graph, Node, describe, drawing, mermaid
 from loopwise.core.svg import EFFECT_COLORS, graph_svg
+from loopwise.core.svg import escape as _e
 from loopwise.core.svg import svg_element as _svg
 from loopwise.evidence.evals import EvalReport, architecture_of
 from loopwise.evidence.failures import failure_lines, failure_table
@@ -112,10 +112,6 @@ figcaption {{ font-weight: 600; margin-bottom: 4px; }} pre {{ background: #f9faf
 {body}
 </body></html>
 """
-
-
-def _e(text: Any) -> str:
-    return html.escape(str(text), quote=True)
 
 
 def _section(title: str, body: str) -> str:

@@ -10,7 +10,6 @@ one line of JSON. Plans are drawn by :func:`loopwise.core.svg.graph_svg`, the re
 
 from __future__ import annotations
 
-import html
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from urllib.parse import quote
 from loopwise.core.events import Event, EventType
 from loopwise.core.shape import Edge, Graph, Node
 from loopwise.core.svg import EFFECT_COLORS, graph_svg
+from loopwise.core.svg import escape as _e
 from loopwise.running.approvals import ApprovalView, PlanItem
 from loopwise.store.base import StoredApproval, StoredRun
 from loopwise.tools.audit import event_summary, stake_text
@@ -43,10 +43,6 @@ _LONG_TEXT = 1_000
 EDITABLE_CHARS = 64_000
 """Arguments whose JSON is longer are not put in the page's edit box: the form could not
 carry them back (:mod:`loopwise.serve.app` takes forms of up to 256 KiB, URL-encoded)."""
-
-
-def _e(text: Any) -> str:
-    return html.escape(str(text), quote=True)
 
 
 def _path(*parts: str) -> str:
