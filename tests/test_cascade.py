@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import pydantic
 import pytest
 
 import loopwise
@@ -305,6 +306,101 @@ def test_the_run_budget_covers_the_judge_and_the_unsure_branch() -> None:
     assert result.status == Status.BUDGET_EXCEEDED
     sure = loopwise.run(flow, "Refund my order", model=model, store=None)
     assert sure.status == Status.COMPLETED
+
+
+LONG = "It is broken, or is it? " * 40
+"""A ticket long enough that the judge's call is a real share of a run's tokens."""
+
+
+def _looking_agent() -> loopwise.Agent:
+    """An agent with a budget of its own, far above the run's: as a cascade's unsure side
+    it must get what is left of the run's budget, not this."""
+    return loopwise.Agent(
+        name="helper", tools=[fetch_page], max_steps=10, budget=Budget(max_tokens=10**9)
+    )
+
+
+def _long_model() -> ScriptedModel:
+    def respond(request: loopwise.ModelRequest) -> Any:
+        if request.decision is not None:
+            return {"kind": {"bug": 0.5, "refund": 0.3}}
+        if len(request.tool_results()) < 3:
+            return call("fetch_page", {"url": str(len(request.tool_results()))})
+        return reply("agent: looked three times")
+
+    return ScriptedModel(respond)
+
+
+def _usage_by_step(result: loopwise.RunResult) -> dict[str, dict[str, Any]]:
+    return {e.step: e.data["usage"] for e in result.events if e.type == "step_finished"}
+
+
+@pytest.mark.parametrize("limit", ["tokens", "cost"])
+def test_an_escalated_agent_gets_what_is_left_of_the_run_budget_not_a_fresh_one(
+    limit: str,
+) -> None:
+    flow = Cascade("desk", _judge(), sure=sure_side, unsure=_looking_agent())
+    pricing = loopwise.Pricing(extra={"scripted": loopwise.Price(input=1.0, output=1.0)})
+    free = loopwise.run(flow, LONG, model=_long_model(), store=None, pricing=pricing)
+    used = _usage_by_step(free)
+    judge, agent = used["desk/kind"], used["desk/helper"]
+    assert free.status == Status.COMPLETED and judge["model_calls"] == 1
+    assert judge["total_tokens"] > 100 and agent["model_calls"] == 4
+
+    def budget(share: float) -> Budget:
+        """The agent's whole need plus ``share`` of the judge's."""
+        if limit == "tokens":
+            return Budget(max_tokens=int(agent["total_tokens"] + share * judge["total_tokens"]))
+        return Budget(max_cost_usd=agent["cost_usd"] + share * judge["cost_usd"])
+
+    # Enough for the agent alone, not for the judge and the agent: the judge's share counts.
+    short = loopwise.run(
+        flow, LONG, model=_long_model(), store=None, pricing=pricing, budget=budget(0.5)
+    )
+    assert short.status == Status.BUDGET_EXCEEDED, short.detail
+    if limit == "tokens":  # checked before each call (a cost, after it)
+        assert short.usage.model_calls < free.usage.model_calls
+    steps = _usage_by_step(short)
+    assert steps["desk/kind"]["model_calls"] == 1  # the judge's call is in the run's usage
+    enough = loopwise.run(
+        flow, LONG, model=_long_model(), store=None, pricing=pricing, budget=budget(1.01)
+    )
+    assert enough.status == Status.COMPLETED and enough.usage.model_calls == 5
+
+
+def test_a_persons_pick_goes_on_within_the_runs_budget_across_the_pause(tmp_path: Path) -> None:
+    @loopwise.step
+    async def restate(ruling: Ruling) -> str:  # type: ignore[type-arg]
+        return f"a ticket about {ruling.answer}. " * 40
+
+    class Reply(pydantic.BaseModel):
+        text: str
+
+    write = loopwise.Structured("write", output=Reply, instructions="Write the reply.")
+    flow = Cascade(
+        "desk", _judge(), sure=Workflow("reply").then(restate).then(write), unsure=AskPerson()
+    )
+
+    def respond(request: loopwise.ModelRequest) -> Any:
+        return {"kind": {"bug": 0.5}} if request.decision is not None else {"text": "hi"}
+
+    model = ScriptedModel(respond)
+    store = str(tmp_path / "runs.db")
+    free = loopwise.run(flow, LONG, model=model, store=store)
+    loopwise.approve(free.run_id, store=store)
+    done = loopwise.resume(free.run_id, step=flow, model=model, store=store)
+    used = _usage_by_step(done)
+    judge, reply_ = used["desk/kind"]["total_tokens"], used["desk/reply"]["total_tokens"]
+    assert done.status == Status.COMPLETED and judge > 100 and reply_ > 100
+
+    # Enough for the reply alone: the judge's tokens, spent before the pause, still count.
+    budget = Budget(max_tokens=reply_ + judge // 2)
+    paused = loopwise.run(flow, LONG, model=model, store=store, budget=budget)
+    assert paused.status == Status.AWAITING_APPROVAL
+    loopwise.approve(paused.run_id, store=store)
+    over = loopwise.resume(paused.run_id, step=flow, model=model, store=store)
+    assert over.status == Status.BUDGET_EXCEEDED, over.detail
+    assert f"max_tokens {budget.max_tokens}" in (over.detail or "")
 
 
 def test_an_effect_on_the_unsure_branch_happens_once_across_a_pause(tmp_path: Path) -> None:

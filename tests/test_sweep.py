@@ -148,6 +148,53 @@ def test_sweeping_a_target_without_a_threshold_is_refused(
     assert "none of the targets declares a threshold" in capsys.readouterr().err
 
 
+NESTED = """
+import loopwise
+from loopwise import Cascade, Judge, Ruling, Workflow
+
+
+@loopwise.step
+async def answer(ruling: Ruling) -> str:
+    return str(ruling.answer)
+
+
+@loopwise.step
+async def careful(text: str) -> str:
+    return "bug"
+
+
+@loopwise.step
+async def clean(text: str) -> str:
+    return text.strip()
+
+
+desk = Cascade("desk", Judge("kind", ["refund", "bug"]), sure=answer, unsure=careful)
+flow = Workflow("flow", input_type=str).then(clean).then(Workflow("inner").then(desk))
+"""
+
+
+def test_sweeping_a_workflow_that_holds_a_cascade_names_the_cascade_to_give(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    module = tmp_path / "desk.py"
+    module.write_text(NESTED)
+    data = tmp_path / "cases.jsonl"
+    data.write_text('{"input": "an error", "expected": "bug"}\n')
+    argv = ["eval", "--sweep", "--model", "scripted", "--dataset", str(data)]
+    store = ["--store", str(tmp_path / "e.db")]
+    assert main([*argv, f"{module}:flow", *store]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert f"{module}:flow is not a loopwise.Cascade but holds one (node flow/inner/desk)" in err
+    assert f"--sweep needs the cascade itself as a TARGET: {module}:desk" in err
+    assert not (tmp_path / "e.db").exists()
+    # Beside the cascade itself, the workflow runs as it is, and a note says how to sweep it.
+    assert main([*argv, f"{module}:flow", f"{module}:desk", *store, "--json"]) == 0
+    captured = capsys.readouterr()
+    assert [s["target"] for s in json.loads(captured.out)["sweeps"]] == [f"{module}:desk"]
+    assert "holds the cascade at node flow/inner/desk, run at its declared" in captured.err
+
+
 LABELS = ["refund", "bug"]
 
 

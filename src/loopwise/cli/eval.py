@@ -44,9 +44,9 @@ from loopwise.evidence.evals import (
 from loopwise.evidence.frontier import format_sweep
 from loopwise.evidence.report import describe_graph, format_text, write_report
 from loopwise.evidence.sandbox import GATE_RULES, eval_deps
-from loopwise.evidence.sweep import DEFAULT_GRID, parse_sweep, sweep, swept
+from loopwise.evidence.sweep import DEFAULT_GRID, cascades_within, parse_sweep, sweep, swept
 from loopwise.models.port import model_name
-from loopwise.running.targets import model_for, schema_filler_note
+from loopwise.running.targets import Target, model_for, schema_filler_note
 from loopwise.store.open import store_location
 
 __all__ = ["EVAL_STORE", "EVAL_STORE_ENV", "add_eval_verb"]
@@ -193,7 +193,7 @@ def _eval_and_save(args: argparse.Namespace) -> EvalReport:
         )
     ]
     if grids is not None:
-        _check_sweep(targets, grids)
+        _check_sweep(targets, grids, loaded)
     for t, evaluated in zip(loaded, targets, strict=True):
         note = schema_filler_note(t, evaluated.model)
         if note is not None:
@@ -263,6 +263,14 @@ def _evaluate(
     return replace(report, sweeps=found)
 
 
+def _spec_of(target: Target, cascade: Any) -> str:
+    """The target spec naming ``cascade`` in ``target``'s module, or how to get one."""
+    names = [name for name, value in vars(target.module).items() if value is cascade]
+    if names:
+        return f"{target.spec.partition(':')[0]}:{names[0]}"
+    return f"a module-level name for the cascade {cascade.name!r} (module.py:NAME)"
+
+
 def _grids(given: list[str] | None) -> dict[str, tuple[float, ...]] | None:
     """The ``--sweep`` grids by threshold name (bare: the default grid for each), checked
     before any run; ``None`` without ``--sweep``."""
@@ -276,13 +284,32 @@ def _grids(given: list[str] | None) -> dict[str, tuple[float, ...]] | None:
     return grids
 
 
-def _check_sweep(targets: list[EvalTarget], grids: dict[str, tuple[float, ...]]) -> None:
-    """Refuse a sweep with nothing to sweep, or of a threshold no cascade declares."""
+def _check_sweep(
+    targets: list[EvalTarget], grids: dict[str, tuple[float, ...]], loaded: list[Target]
+) -> None:
+    """Refuse a sweep with nothing to sweep, or of a threshold no cascade declares; a
+    workflow that holds a cascade is named with the target that would sweep it."""
     cascades = [c for c in (swept(t.step) for t in targets) if c is not None]
+    held = [
+        (t, at, c) for t in loaded if swept(t.step) is None for at, c in cascades_within(t.step)
+    ]
+    if not cascades and held:
+        target, at, cascade = held[0]
+        raise ConfigError(
+            f"--sweep: {target.spec} is not a loopwise.Cascade but holds one (node {at}); "
+            f"--sweep needs the cascade itself as a TARGET: {_spec_of(target, cascade)}",
+            name="sweep",
+        )
     if not cascades:
         raise ConfigError(
             "--sweep: none of the targets declares a threshold (a loopwise.Cascade does)",
             name="sweep",
+        )
+    for target, at, cascade in held:
+        print(
+            f"loopwise eval: note: {target.spec} holds the cascade at node {at}, run at its "
+            f"declared threshold; to sweep it, name it as a TARGET: {_spec_of(target, cascade)}",
+            file=sys.stderr,
         )
     declared = {name for c in cascades for name in c.thresholds()}
     unknown = sorted(set(grids) - declared)
