@@ -52,6 +52,10 @@ def test_a_literal_a_bool_and_a_range_are_judges() -> None:
         (["only"], "no-labels", "bad"),
         (["a", "b", "a"], "duplicate-labels", "a"),
         (Literal[1, "1"], "duplicate-labels", "1"),
+        (["yes", "Yes"], "duplicate-labels", "Yes"),
+        (["x", " x "], "duplicate-labels", " x "),
+        (["", "b"], "no-labels", "bad"),
+        (["  ", "b"], "no-labels", "bad"),
         (str, "unsupported-type", "bad"),
     ],
 )
@@ -141,6 +145,52 @@ def test_an_answer_off_the_labels_is_an_error_naming_the_tokens() -> None:
     model = ScriptedModel([stray], decision_backends=("logprobs",))
     result = loopwise.run(Judge("c", Literal["a", "b"]), "x", model=model)
     assert result.status is Status.ERROR and "none of 'c'" in (result.detail or "")
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"type": "choice", "probabilities": [{"value": "a", "probability": math.nan},
+                                             {"value": "b", "probability": 0.3}]},
+        {"type": "choice", "probabilities": [{"value": "a", "probability": -5},
+                                             {"value": "b", "probability": 0.01}]},
+        {"type": "choice", "probabilities": [{"value": "a", "probability": 7}]},
+        {"type": "choice", "probabilities": [{"value": "a", "probability": 0.8},
+                                             {"value": "b", "probability": 0.7}]},
+        {"type": "choice", "probabilities": [{"value": "a", "probability": "high"}]},
+        {"type": "choice", "probabilities": [{"value": "a"}]},
+        {"type": "choice", "probabilities": ["a"]},
+        {"type": "choice", "probabilities": {"a": 1}},
+    ],
+)  # fmt: skip
+def test_numbers_that_are_not_probabilities_are_an_error_never_a_sure_answer(
+    answer: dict[str, object],
+) -> None:
+    model = ScriptedModel([Turn(decision=[{"name": "c", **answer}])])
+    result = loopwise.run(Judge("c", Literal["a", "b"]), "x", model=model)
+    assert result.status is Status.ERROR, (result.status, result.output)
+    assert "'c'" in (result.detail or "") and "probabilit" in (result.detail or "")
+
+
+@pytest.mark.parametrize(
+    ("probability", "shown"), [(math.nan, "nan"), (1.5, "1.5"), ("0.9", "0.9"), (True, "True")]
+)
+def test_a_predicate_probability_that_is_not_one_is_an_error(
+    probability: object, shown: str
+) -> None:
+    turn = Turn(decision=[{"type": "predicate", "name": "p", "probability": probability}])
+    result = loopwise.run(Judge("p", bool), "x", model=ScriptedModel([turn]))
+    assert result.status is Status.ERROR and shown in (result.detail or "")
+
+
+@pytest.mark.parametrize("logprobs", [{"A": math.nan, "B": -1.0}, {"A": 5.0}, {"B": math.inf}])
+def test_log_probabilities_that_are_not_ones_are_an_error_never_a_sure_answer(
+    logprobs: dict[str, float],
+) -> None:
+    model = ScriptedModel([Turn(text="A", logprobs=[logprobs])], decision_backends=("logprobs",))
+    result = loopwise.run(Judge("c", Literal["a", "b"]), "x", model=model)
+    assert result.status is Status.ERROR, (result.status, result.output)
+    assert "not probabilities" in (result.detail or "")
 
 
 def test_structured_backend_answers_with_unknown_confidence() -> None:

@@ -157,8 +157,10 @@ class Judge(StepDefaults, Generic[A]):
     pydantic model of such fields; ``question`` is the question of a one-question judge,
     ``questions`` per field of a model (default: the field's description);
     ``instructions`` are the system message. Raises :class:`~loopwise.errors.JudgeError`
-    for no labels, one label, duplicate labels (as text), an unsupported field type or
-    an unknown backend.
+    for no labels, one label, an empty label, duplicate labels (as text, ignoring case
+    and surrounding spaces), an unsupported field type or an unknown backend. Labels
+    that are not text (``[1, 2]``, an ``Enum``) are keyed by their text (``"1"``, the
+    enum's value) in the probabilities; the answer keeps their type.
     """
 
     needs_model = True
@@ -283,6 +285,8 @@ class Judge(StepDefaults, Generic[A]):
         body = {"input": wire_input, "questions": [q.wire() for q in self.questions]}
         turn = await ctx.call_model(ModelRequest(messages=messages, decision=body))
         answers = turn.decision
+        if not all(isinstance(a, Mapping) for a in answers or ()):
+            answers = None
         if not answers or len(answers) != len(self.questions):
             raise ProbabilitiesMissing(
                 f"judge {self.name!r}: the Decisions API answered {len(answers or [])} of "
@@ -297,12 +301,15 @@ class Judge(StepDefaults, Generic[A]):
         if kind == "refusal":
             raise Halt(Status.REFUSED, f"{self.name}: the model declined to answer {q.name!r}")
         if kind == "predicate" and q.kind == "predicate":
-            p = float(answer.get("probability", math.nan))
+            p = _probability(self.name, q, answer.get("probability"))
             return {"true": p, "false": 1.0 - p}
         key = "value" if kind == "choice" else "label"
+        listed = answer.get("probabilities") or ()
+        if not isinstance(listed, list) or not all(isinstance(p, Mapping) for p in listed):
+            listed = ()
         found = {
-            label_text(p.get(key)): float(p["probability"])
-            for p in answer.get("probabilities") or ()
+            label_text(p.get(key)): _probability(self.name, q, p.get("probability"))
+            for p in listed
         }
         if kind != q.kind or not found:
             raise ProbabilitiesMissing(
@@ -377,13 +384,38 @@ class Judge(StepDefaults, Generic[A]):
 
 
 def _normalised(q: Question, given: Mapping[str, float]) -> dict[str, float]:
-    """``given`` over ``q``'s labels, summing to 1 (labels it lacks: 0)."""
+    """``given`` over ``q``'s labels, summing to 1 (labels it lacks: 0). Each must be a
+    probability (a number in [0, 1]) and together at most 1: anything else — NaN, a
+    negative, a log-probability above 0 — raises :class:`ProbabilitiesMissing`, never
+    a confident answer made of it."""
     by_text = {str(k).lower(): float(v) for k, v in given.items()}
-    raw = {t: max(0.0, by_text.get(t.lower(), 0.0)) for t in q.texts}
-    if any(math.isnan(v) for v in raw.values()) or sum(raw.values()) <= 0:
-        raise ProbabilitiesMissing(f"the probabilities of {q.name!r} are missing or not numbers")
+    raw = {t: by_text.get(t.lower(), 0.0) for t in q.texts}
+    bad = [t for t, v in raw.items() if not 0.0 <= v <= 1.0 + _SLACK]  # NaN fails both
+    if bad or sum(raw.values()) > 1.0 + _SLACK:
+        said = f"{bad[0]!r} is {raw[bad[0]]!r}" if bad else f"they sum to {sum(raw.values()):g}"
+        raise ProbabilitiesMissing(
+            f"the probabilities of {q.name!r} are not probabilities ({said}); "
+            "the answer's confidence cannot be known"
+        )
     total = sum(raw.values())
+    if total <= 0:
+        raise ProbabilitiesMissing(f"the probabilities of {q.name!r} are missing (all zero)")
     return {t: round(v / total, 6) for t, v in raw.items()}
+
+
+_SLACK = 1e-3
+"""How far above 1 a server's rounded probabilities may sum."""
+
+
+def _probability(judge: str, q: Question, value: Any) -> float:
+    """A probability the Decisions API sent, as a float (``ProbabilitiesMissing`` when it
+    is missing or not a number; its range is :func:`_normalised`'s to check)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ProbabilitiesMissing(
+            f"judge {judge!r}: the Decisions API sent {str(value)[:40]!r} as a probability "
+            f"of {q.name!r}, not a number"
+        )
+    return float(value)
 
 
 def _checked_backends(
@@ -457,10 +489,18 @@ def _question(
             code="no-labels",
         )
     texts = [label_text(label) for label in labels]
-    dupes = sorted({t for t in texts if texts.count(t) > 1})
+    if any(not t.strip() for t in texts):
+        raise JudgeError(
+            f"judge {where!r}: a label is empty text; every label needs a name the model reads",
+            name=where,
+            code="no-labels",
+        )
+    folded = [t.strip().casefold() for t in texts]
+    dupes = sorted({t for t, f in zip(texts, folded, strict=True) if folded.count(f) > 1})
     if dupes:
         raise JudgeError(
-            f"judge {where!r}: label {dupes[0]!r} is given twice (labels are compared as text)",
+            f"judge {where!r}: label {dupes[0]!r} is given twice (labels are compared as "
+            "text, ignoring case and surrounding spaces)",
             name=dupes[0],
             code="duplicate-labels",
         )
