@@ -7,9 +7,9 @@ only the dev and mcp extras brought)."""
 from __future__ import annotations
 
 import ast
-from importlib import metadata
 import re
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import loopwise

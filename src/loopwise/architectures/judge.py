@@ -308,8 +308,7 @@ class Judge(StepDefaults, Generic[A]):
         if not isinstance(listed, list) or not all(isinstance(p, Mapping) for p in listed):
             listed = ()
         found = {
-            label_text(p.get(key)): _probability(self.name, q, p.get("probability"))
-            for p in listed
+            label_text(p.get(key)): _probability(self.name, q, p.get("probability")) for p in listed
         }
         if kind != q.kind or not found:
             raise ProbabilitiesMissing(
