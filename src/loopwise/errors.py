@@ -6,7 +6,8 @@ Guardrails never raise: a budget hit or a step limit ends the run with a
 
     LoopwiseError                   .code
     ├── ConfigError                 config      a setting, target or declaration is wrong
-    │   │                                       (``.name`` says which)
+    │   │                                       (``.name`` says which); bad-name (a
+    │   │                                       step's or node's name no store holds)
     │   ├── ModelNotConfigured      model-not-configured
     │   ├── TargetError             target      a CLI target that cannot be loaded
     │   ├── ToolError               tool        a tool declaration is invalid (``.tool``);
@@ -30,7 +31,7 @@ Guardrails never raise: a budget hit or a step limit ends the run with a
     │   │                                       not-pending, stale, not-editable,
     │   │                                       invalid-args, policy-denied, no-target
     │   └── GraphError              graph       a workflow graph is invalid (``.node``);
-    │                               empty, cycle, unreachable, dangling-branch,
+    │                               bad-name, empty, cycle, unreachable, dangling-branch,
     │                               unrouted-node, type-mismatch, unknown-branch,
     │                               non-exhaustive-route, unknown-route-field
     ├── ModelAPIError               model-api   the model API failed after the SDK's

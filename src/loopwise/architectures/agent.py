@@ -60,6 +60,7 @@ from loopwise.architectures.structured import strip_fence
 from loopwise.core.events import Status
 from loopwise.core.journal import Journal
 from loopwise.core.members import StepDefaults
+from loopwise.core.names import check_name
 from loopwise.core.result import Halt
 from loopwise.core.shape import Kind, Limits, Shape
 from loopwise.core.step import Context, Step
@@ -228,10 +229,7 @@ class Agent(StepDefaults):
     """The CLI must give this step a model."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name or "/" in self.name:
-            raise ConfigError(
-                f"agent name {self.name!r} must be non-empty, without '/'", name="name"
-            )
+        check_name(self.name, what="agent")
         for limit, value in (
             ("max_steps", self.max_steps),
             ("failure_cap", self.failure_cap),

@@ -39,6 +39,7 @@ from loopwise.architectures.wiring import coerce_input, type_name, types_compati
 from loopwise.architectures.workflow import Workflow
 from loopwise.core.events import Status, jsonable
 from loopwise.core.members import StepDefaults, step_member
+from loopwise.core.names import check_name
 from loopwise.core.replay import Restorer
 from loopwise.core.result import Halt
 from loopwise.core.shape import Kind, Shape, describe
@@ -177,7 +178,7 @@ class AskPerson(StepDefaults):
     needs_model = False
 
     def __init__(self, name: str = "ask_person", *, note: str = "") -> None:
-        self.name = name
+        self.name = check_name(name, what="ask_person step")
         self.note = note
         self.input_type: Any = Any
         self.output_type: Any = Any

@@ -44,6 +44,7 @@ from loopwise.architectures.plans import (
     PlanApproval,
     PlanContext,
     PlanStep,
+    check_gated,
     check_planner,
     dependency_graph,
     parse_plan,
@@ -60,11 +61,12 @@ from loopwise.core.events import EventType, Status, jsonable
 from loopwise.core.function_step import step
 from loopwise.core.journal import Journal
 from loopwise.core.members import StepDefaults
+from loopwise.core.names import check_name
 from loopwise.core.result import Halt
 from loopwise.core.shape import Kind, Limits, Shape, describe, mermaid
 from loopwise.core.step import Context
 from loopwise.core.usage import Budget, Usage
-from loopwise.errors import ConfigError, ToolError
+from loopwise.errors import ConfigError
 from loopwise.tools.calls import Call, CallSettings, Outcome, effect_id, execute
 from loopwise.tools.gates import Ask, authorize_all, human, pause
 from loopwise.tools.verdicts import Denied, Edited, Pending
@@ -372,9 +374,9 @@ class Hybrid(StepDefaults):
         budget: Budget | None = None,
         input_type: Any = str,
     ) -> None:
-        self.name = name
+        self.name = check_name(name, what="hybrid")
         self.catalog = actions if isinstance(actions, ActionCatalog) else ActionCatalog(actions)
-        _check_gated(self.catalog, name)
+        check_gated(self.catalog, name)
         self.max_steps = max_steps
         self.max_plan_retries = max_plan_retries
         self.approve_plan = approve_plan
@@ -645,17 +647,6 @@ def _count_again(ctx: Context, spent: Any) -> None:
     for scope in (ctx.usage, *ctx.scopes):
         scope.add(usage)
     ctx.steps[0] += int(spent.get("steps", 0))
-
-
-def _check_gated(catalog: ActionCatalog, hybrid: str) -> None:
-    for a in catalog:
-        if a.effect == "irreversible" and a.tool.gate is None:
-            raise ToolError(
-                f"hybrid {hybrid!r}: action {a.name!r} is irreversible and has no gate; "
-                "give it one (@tool(effect='irreversible', gate=human()))",
-                tool=a.name,
-                code="ungated-irreversible",
-            )
 
 
 def _strongest(effects: set[str]) -> str:

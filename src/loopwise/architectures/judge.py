@@ -49,6 +49,7 @@ from loopwise.architectures.structured import Structured, endpoint_key, render_i
 from loopwise.architectures.wiring import strip_type
 from loopwise.core.events import Status, jsonable
 from loopwise.core.members import StepDefaults
+from loopwise.core.names import check_name
 from loopwise.core.result import Halt
 from loopwise.core.shape import Kind, Shape
 from loopwise.core.step import Context
@@ -177,7 +178,7 @@ class Judge(StepDefaults, Generic[A]):
         prompt: Callable[[Any], str] | None = None,
         backends: Sequence[DecisionBackend] | None = None,
     ) -> None:
-        self.name = name
+        self.name = check_name(name, what="judge")
         self.instructions = instructions
         self.prompt = prompt
         self.description = instructions or question

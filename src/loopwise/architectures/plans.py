@@ -49,6 +49,7 @@ __all__ = [
     "PlanContext",
     "PlanStep",
     "Stake",
+    "check_gated",
     "check_planner",
     "check_policy",
     "dependency_graph",
@@ -626,6 +627,18 @@ def planner_request(task_input: Any, feedback: Sequence[str] = ()) -> str:
         return text
     problems = "\n".join(f"- {line}" for line in feedback)
     return f"{text}{REJECTED}{problems}"
+
+
+def check_gated(catalog: ActionCatalog, hybrid: str) -> None:
+    """Raise :class:`ToolError` when an ``irreversible`` action of ``catalog`` has no gate."""
+    for a in catalog:
+        if a.effect == "irreversible" and a.tool.gate is None:
+            raise ToolError(
+                f"hybrid {hybrid!r}: action {a.name!r} is irreversible and has no gate; "
+                "give it one (@tool(effect='irreversible', gate=human()))",
+                tool=a.name,
+                code="ungated-irreversible",
+            )
 
 
 def check_planner(planner: Any, hybrid: str) -> None:

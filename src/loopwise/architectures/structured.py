@@ -35,6 +35,7 @@ import pydantic
 
 from loopwise.core.events import Status, jsonable
 from loopwise.core.members import StepDefaults
+from loopwise.core.names import check_name
 from loopwise.core.result import Halt
 from loopwise.core.shape import Kind, Shape
 from loopwise.core.step import Context
@@ -88,6 +89,7 @@ class Structured(StepDefaults, Generic[M]):
         prompt: Callable[[Any], str] | None = None,
         max_retries: int = 2,
     ) -> None:
+        check_name(name, what="structured step")
         if not (isinstance(output, type) and issubclass(output, pydantic.BaseModel)):
             raise ConfigError(
                 f"structured step {name!r}: output must be a pydantic model class, not {output!r}",

@@ -80,6 +80,7 @@ from loopwise.architectures.wiring import (
 from loopwise.core.events import Status
 from loopwise.core.function_step import FunctionStep
 from loopwise.core.members import StepDefaults, step_member
+from loopwise.core.names import check_name, name_problem
 from loopwise.core.result import Halt
 from loopwise.core.shape import Edge, Graph, Kind, Limits, Problem, Shape, mermaid, name_of
 from loopwise.core.step import Context, Step, concurrently, needs_model
@@ -123,7 +124,7 @@ class Workflow(StepDefaults):
         description: str = "",
         budget: Budget | None = None,
     ) -> None:
-        self.name = name
+        self.name = check_name(name, what="workflow")
         """The workflow's step name (its events' path)."""
         self.input_type: Any = input_type
         """The workflow input's type; a pydantic model validates a dict input."""
@@ -385,8 +386,10 @@ class Workflow(StepDefaults):
         self._version += 1
 
     def _check_new(self, name: str, step: Any, after: list[str]) -> None:
-        if not isinstance(name, str) or not name or "/" in name:
-            raise GraphError(f"{self.name}: node names are non-empty, without '/'", node=name)
+        problem = name_problem(name)
+        if problem is not None:
+            message = f"{self.name}: node name {name!r} {problem}"
+            raise GraphError(message, node=name, code="bad-name")
         if name in self._dag:
             raise GraphError(
                 f"node {name!r} already exists in {self.name}; node names are unique "

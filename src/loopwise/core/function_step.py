@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, get_type_hints, overload
 
 from loopwise.core.members import StepDefaults
+from loopwise.core.names import check_name
 from loopwise.core.replay import Restorer
 from loopwise.core.shape import Kind, Shape
 from loopwise.errors import ConfigError
@@ -38,7 +39,7 @@ class FunctionStep(StepDefaults):
 
     def __init__(self, fn: Callable[..., Any], *, name: str | None = None) -> None:
         self.fn = fn
-        self.name = name or fn.__name__
+        self.name = check_name(name or fn.__name__, what="step")
         self.description = inspect.getdoc(fn) or ""
         params = list(inspect.signature(fn).parameters)
         if not 1 <= len(params) <= 2:

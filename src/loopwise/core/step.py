@@ -38,6 +38,7 @@ import typing_extensions
 from loopwise.core.events import Event, EventSink, EventType, Status, TextDelta, jsonable, now_iso
 from loopwise.core.journal import Journal
 from loopwise.core.members import step_member
+from loopwise.core.names import check_name
 from loopwise.core.options import RunOptions, check_options
 from loopwise.core.replay import entered, recall, record
 from loopwise.core.result import Halt, RunResult
@@ -385,6 +386,8 @@ class Context(Generic[DepsT]):
         for pace in self._pacers:
             await pace()
         own, taken = Usage(), [0]
+        # The library's steps check their names when declared; a user's own may not.
+        check_name(step.name, what="step")
         child = self._derived(
             path=(*self.path, step.name),
             idempotency_key=None,
@@ -447,6 +450,7 @@ def check_step(target: Any) -> Step:
             "(decorate a function with @loopwise.step)",
             name=name_of(target),
         )
+    check_name(target.name, what="step")
     checked: Step = target
     return checked
 
