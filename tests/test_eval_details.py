@@ -120,9 +120,40 @@ def test_every_failing_run_is_listed_with_repeats_and_a_custom_scorer() -> None:
     report = evaluate([EvalTarget(name="half", step=half)], cases, repeat=2, scorer=never)
     text = format_text(report)
     assert "failing: 60 of 60 scored run(s) of half" in text
-    assert "half case c0 (repeat 2): the scorer gave 0.5 (no field differs)" in text
+    assert "half case c0 (repeat 2): scorer never gave 0.5: got" in text
     assert "… 40 more (every one in --json's runs and --report's page)" in text
-    assert render_html(report).count("the scorer gave 0.5") == 60
+    assert render_html(report).count("scorer never gave 0.5") == 60
+
+
+SCORER = """
+def label_only(output, expected):
+    return output["label"] == expected["label"]
+"""
+
+
+def test_a_custom_scorers_failing_runs_show_its_verdict_not_a_field_diff(
+    steps: str, cases: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    (tmp_path / "scoring.py").write_text(SCORER)
+    target, scorer = f"{steps}:label", f"{tmp_path / 'scoring.py'}:label_only"
+    doc = _eval(capsys, target, "--dataset", cases, "--scorer", scorer)
+    runs = {r["case_id"]: r for r in doc["targets"][0]["runs"]}
+    # The scorer looks at the label only: case four's missing colour is no failure.
+    assert [runs[c]["score"] for c in ("one", "two", "three", "four")] == [1.0, 0.0, 0.0, 1.0]
+    assert runs["two"]["diff"] == [] and runs["two"]["scorer"] == "label_only"
+    page = tmp_path / "report.html"
+    argv = ["eval", target, "--dataset", cases, "--scorer", scorer, "--report", str(page)]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "failing: 2 of 4 scored run(s) of label" in text
+    two = (
+        'label case two: scorer label_only gave 0: got {"label": "even", "size": {"digits": 1}}'
+        ', expected {"label": "odd", "size": {"digits": 2}}'
+    )
+    assert two in text
+    assert "size.digits" not in text and "case four" not in text
+    html = page.read_text()
+    assert "scorer label_only gave 0" in html and "size.digits: expected" not in html
 
 
 def test_the_sync_evaluate_releases_each_targets_model_once() -> None:

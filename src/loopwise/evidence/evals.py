@@ -383,6 +383,9 @@ def evaluate(targets: Sequence[EvalTarget], cases: Sequence[Case], **options: An
 
 def _case_run(name: str, case: Case, k: int, result: RunResult, scorer: Scorer) -> CaseRun:
     output = jsonable(result.output)
+    # A field-by-field diff explains field_match's verdict only: a custom scorer may have
+    # judged on other grounds, and its own verdict is what a failing run shows.
+    custom = scorer is not field_match
     return CaseRun(
         target=name,
         case_id=case.id,
@@ -401,7 +404,8 @@ def _case_run(name: str, case: Case, k: int, result: RunResult, scorer: Scorer) 
         output=output,
         detail=result.detail,
         expected=jsonable(case.expected),
-        diff=_diff(case, result, output),
+        diff=[] if custom else _diff(case, result, output),
+        scorer=(name_of(scorer) or repr(scorer)) if custom else None,
     )
 
 

@@ -35,13 +35,19 @@ def _value(value: Any, limit: int = 60) -> str:
 
 
 def why_failed(run: CaseRun) -> str:
-    """One line: the fields that differ, or how the run ended, or what the scorer gave."""
+    """One line: the fields that differ, or how the run ended, or what the scorer gave
+    (a custom scorer's verdict, by its name)."""
     if str(run.status) != "completed":
         detail = f": {run.detail}" if run.detail else ""
         return f"ended {run.status}{detail}; expected {_value(run.expected)}"
     if run.diff:
         return "; ".join(_field_text(d) for d in run.diff)
     score = "—" if run.score is None else f"{run.score:g}"
+    if run.scorer is not None:
+        return (
+            f"scorer {run.scorer} gave {score}: got {_value(run.output)}, "
+            f"expected {_value(run.expected)}"
+        )
     return (
         f"the scorer gave {score} (no field differs): got {_value(run.output)}, "
         f"expected {_value(run.expected)}"

@@ -89,7 +89,11 @@ class CaseRun:
     """The case's ``expected`` (JSON form; ``None``: not scored)."""
     diff: list[dict[str, Any]] = field(default_factory=list)
     """Where a completed run's output differs from ``expected``:
-    ``[{"field", "expected", "actual"}]`` (see :func:`loopwise.evidence.evals.field_diff`)."""
+    ``[{"field", "expected", "actual"}]`` (see :func:`loopwise.evidence.evals.field_diff`);
+    empty when a custom scorer judged it (``scorer``)."""
+    scorer: str | None = None
+    """The custom scorer that judged the run, by name (``None``: the default field match,
+    whose verdict ``diff`` explains)."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -111,6 +115,7 @@ class CaseRun:
             "detail": self.detail,
             "expected": self.expected,
             "diff": self.diff,
+            "scorer": self.scorer,
         }
 
     @property
