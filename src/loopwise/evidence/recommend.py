@@ -60,6 +60,13 @@ def recommend(summaries: Sequence[TargetSummary]) -> Recommendation:
     and last the simpler architecture (workflow before hybrid before agent). A target none
     of whose runs completed is never recommended; it is reported as failed (and with every
     target failed, none is chosen).
+
+    **Cost counts only when it can be compared**: every equally accurate target's cost is
+    known and some is above $0. A model that costs nothing (``--model scripted``) or has no
+    price (cost unknown, never zero) gives no dollars to weigh, so tokens decide next, and
+    the text says the cost was not compared (with what the tokens would cost at
+    gpt-4o-mini prices, for scale) and which count chose among the equally accurate
+    (``among the equally accurate, chosen for fewer tokens``).
     """
     if not summaries:
         return Recommendation(choice=None, text="no targets were evaluated")
@@ -81,12 +88,15 @@ def recommend(summaries: Sequence[TargetSummary]) -> Recommendation:
     best_quality = max(_quality(s) for s in summaries)
     top = summaries[max(range(len(summaries)), key=lambda i: _quality(summaries[i]))]
     tied = [s for s in summaries if best_quality - _quality(s) <= _margin(s, top)]
-    best = min(tied, key=_preference)
+    priced = _costs_comparable(tied)
+    best = min(tied, key=lambda s: _preference(s, priced))
     reasons = [_compare(best, other, other in tied) for other in summaries if other is not best]
+    chosen = _chosen_for(best, [s for s in tied if s is not best], priced)
+    said = "; ".join(reasons) + (f"; {chosen}" if chosen else "")
     text = (
-        f"{'; '.join(reasons)} → the {best.architecture}, {best.title}."
+        f"{said} → the {best.architecture}, {best.title}."
         if best.architecture != "step"
-        else f"{'; '.join(reasons)} → {best.title}."
+        else f"{said} → {best.title}."
     )
     return Recommendation(choice=best.name, text=text, reasons=reasons)
 
@@ -126,16 +136,57 @@ def _same_cases(a: TargetSummary, b: TargetSummary) -> bool:
     return len(cases) > 1 and cases == {r.case_id for r in b.runs}
 
 
-def _preference(s: TargetSummary) -> tuple[float, ...]:
+def _known_cost(s: TargetSummary) -> float | None:
+    """Mean USD per case, ``None`` when some run's cost is unknown."""
     cost = s.metrics["cost_usd"].stat("mean")
+    return None if s.metrics["cost_usd"].unknown else cost
+
+
+def _costs_comparable(summaries: Sequence[TargetSummary]) -> bool:
+    """Every cost known and some above $0: only then is "cheaper" a fact."""
+    costs = [_known_cost(s) for s in summaries]
+    return all(c is not None for c in costs) and any(c for c in costs)
+
+
+def _preference(s: TargetSummary, priced: bool) -> tuple[float, ...]:
     return (
         -round(s.within_budget_rate, 2),
-        math.inf if cost is None or s.metrics["cost_usd"].unknown else cost,
+        (_known_cost(s) or 0.0) if priced else 0.0,
         s.metrics["tokens"].stat("mean") or 0.0,
         s.metrics["model_calls"].stat("mean") or 0.0,
         s.metrics["latency_s"].stat("p95") or 0.0,
         _SIMPLICITY.get(s.architecture, 1),
     )
+
+
+_CHOSEN_FOR = (
+    "staying within budget more often",
+    "the lower cost",
+    "fewer tokens",
+    "fewer model calls",
+    "the lower p95 latency",
+    "the simpler architecture",
+)
+"""What each place of :func:`_preference` stands for, in words."""
+
+
+def _chosen_for(best: TargetSummary, others: Sequence[TargetSummary], priced: bool) -> str:
+    """Which count chose ``best`` over the equally accurate ``others`` (``""`` when none is
+    equally accurate), and that the cost was not compared when it was not."""
+    if not others:
+        return ""
+    mine = _preference(best, priced)
+    runner = min(_preference(s, priced) for s in others)
+    place = next((i for i, (a, b) in enumerate(zip(mine, runner, strict=True)) if a != b), None)
+    why = "every count equal, the first given" if place is None else _CHOSEN_FOR[place]
+    text = f"among the equally accurate, chosen for {why}"
+    if not priced and place is not None and place > 1:
+        text += " (cost not compared)"
+    return text
+
+
+_UNKNOWN = "unknown, a model without a price"
+_FREE = "$0 with this model"
 
 
 def _compare(best: TargetSummary, other: TargetSummary, tied: bool) -> str:
@@ -220,18 +271,19 @@ def _stops(s: TargetSummary) -> str:
 
 def _cost_clauses(best: TargetSummary, other: TargetSummary) -> list[str]:
     out = []
-    ca, cb = _mean(best, "cost_usd"), _mean(other, "cost_usd")
-    unknown = best.metrics["cost_usd"].unknown or other.metrics["cost_usd"].unknown
-    if ca is not None and cb is not None and not unknown and (ca or cb):
+    ca, cb = _known_cost(best), _known_cost(other)
+    if _costs_comparable([best, other]) and ca is not None and cb is not None:
         out.append(f"{_ratio(ca, cb, 'cost')} ({usd(ca)} vs {usd(cb)} per case)")
     else:
+        why = _UNKNOWN if ca is None or cb is None else _FREE
         ra, rb = reference_cost(best), reference_cost(other)
-        why = "cost unknown (a model without a price)" if unknown else "$0 with this model"
+        scale = ""
         if ra is not None and rb is not None and (ra or rb):
-            out.append(
-                f"{why}; at {REFERENCE_MODEL} prices {_ratio(ra, rb, 'cost')} "
-                f"({usd(ra)} vs {usd(rb)} per case)"
+            scale = (
+                f" (at {REFERENCE_MODEL} prices {_ratio(ra, rb, 'cost')}, "
+                f"{usd(ra)} vs {usd(rb)} per case)"
             )
+        out.append(f"cost not compared: {why}{scale}")
     ta, tb = _mean(best, "tokens"), _mean(other, "tokens")
     if ta is not None and tb is not None and (ta or tb):
         p95a, p95b = _stat(best, "tokens", "p95"), _stat(other, "tokens", "p95")
