@@ -87,3 +87,18 @@ def test_an_eval_run_without_a_sandbox_is_not_resumed_on_the_real_deps(
     deps = f"{tmp_path / 'desk.py'}:scratch"  # nothing lost: given its deps, it goes on
     assert main(["resume", run_id, "--store", db, "--model", "scripted", "--deps", deps]) == 0
     assert (module.REAL, module.SANDBOX) == ([], [500])
+
+
+def test_an_eval_run_resumes_on_a_throwaway_sandbox_left_when_the_run_ends(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = MODULE + (
+        "\n\nimport contextlib\nLEFT: list[str] = []\n\n"
+        "@contextlib.contextmanager\ndef make_eval_deps():\n"
+        "    yield SANDBOX\n    LEFT.append('left')\n"
+    )
+    run_id, db, module = _paused_eval_run(tmp_path, source)
+    code = main(["resume", run_id, "--store", db, "--model", "scripted", "--json"])
+    assert code == 0, capsys.readouterr()
+    assert json.loads(capsys.readouterr().out)["status"] == "completed"
+    assert (module.REAL, module.SANDBOX, module.LEFT) == ([], [500], ["left"])

@@ -120,3 +120,67 @@ def test_an_agent_with_a_write_tool_and_no_sandbox_is_refused(
     assert code == 0, err
     assert f"effects of {target}: save x2 (into --deps {module}:real)" in out
     assert books.read_text() == "x\nx\n"
+
+
+ANNOUNCE = f"{ROOT / 'workflows' / 'announce.py'}:announce"
+
+
+@pytest.fixture
+def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Where this test's temporary folders go, to see what an eval leaves behind."""
+    import tempfile
+
+    where = tmp_path / "tmp"
+    where.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(where))
+    return where
+
+
+def test_the_announce_example_publishes_nothing_real_in_an_eval(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    scratch: Path,
+) -> None:  # fmt: skip
+    real = tmp_path / "outbox.jsonl"
+    monkeypatch.setenv("LOOPWISE_OUTBOX", str(real))
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text(json.dumps({"input": {"topic": "Maintenance", "notes": "Sunday."}}) + "\n")
+    base = ["eval", ANNOUNCE, "--dataset", str(cases), "--model", "scripted", "--gates", "approve"]
+    code, out, err = _cli(capsys, *base)
+    assert code == 0, err
+    line = next(x for x in out.splitlines() if x.startswith("effects of "))
+    assert "publish x1" in line and "make_eval_deps() (the target's sandbox)" in line
+    assert "a throwaway sandbox per run, discarded when the run ended" in line
+    assert not real.exists() and list(scratch.iterdir()) == []
+    # --deps names where effects go: deps it cannot publish to are refused, not replaced
+    # by the real outbox; its own Outbox gets the announcement.
+    sandbox = tmp_path / "sandbox.jsonl"
+    (tmp_path / "sbx.py").write_text(
+        "from loopwise.running.targets import load_target\n"
+        f"announce = load_target({ANNOUNCE!r}).module\n"
+        "def wrong():\n    return {'outbox': 'elsewhere'}\n"
+        f"def sandbox():\n    return announce.Outbox(announce.Path({str(sandbox)!r}))\n"
+    )
+    code, out, err = _cli(capsys, *base, "--deps", f"{tmp_path / 'sbx.py'}:wrong", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert next(iter(doc["effects"].values()))["performed"] == {}
+    assert "this run's deps are a builtins.dict" in doc["targets"][0]["runs"][0]["detail"]
+    assert not real.exists()
+    code, out, err = _cli(capsys, *base, "--deps", f"{tmp_path / 'sbx.py'}:sandbox")
+    assert code == 0, err
+    assert "publish x1 (into --deps" in out and "throwaway" not in out
+    assert not real.exists() and len(sandbox.read_text().splitlines()) == 1
+
+
+def test_the_refund_desks_eval_leaves_no_sandbox_behind(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], scratch: Path
+) -> None:
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text(json.dumps({"input": "Order O-1003 arrived broken, refund me."}) + "\n")
+    code, out, err = _cli(capsys, "eval", DESK, "--dataset", str(cases), "--model", "scripted",
+                          "--gates", "approve", "--json")  # fmt: skip
+    assert code == 0, err
+    effects = next(iter(json.loads(out)["effects"].values()))
+    assert effects["performed"]["issue_refund"] == 1 and effects["discarded"] is True
+    assert list(scratch.iterdir()) == []  # was: a refund-desk-eval-*/shop.db per run
+    assert _shop("SELECT * FROM refunds") == []

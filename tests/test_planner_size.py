@@ -28,11 +28,10 @@ with room for a plan. It was 12,497 bytes when every schema was sent three times
 
 
 def test_the_refund_desks_first_planner_call_fits_a_4096_token_server() -> None:
-    with FakeChatServer(refund_desk._respond) as server:
+    with FakeChatServer(refund_desk._respond) as server, refund_desk.make_eval_deps() as books:
         result = loopwise.run(
-            refund_desk.refund_desk, COMPLAINT, model=server.model(), store=None,
-            deps=refund_desk.make_eval_deps(),
-        )  # fmt: skip
+            refund_desk.refund_desk, COMPLAINT, model=server.model(), store=None, deps=books
+        )
         first, size = server.requests[0], server.request_bytes[0]
     assert result.status is Status.AWAITING_APPROVAL, result.detail
     assert size <= BUDGET_BYTES, f"the first planner request is {size:,} bytes"
@@ -57,11 +56,11 @@ def test_the_refund_desks_first_planner_call_fits_a_4096_token_server() -> None:
 def test_a_context_length_refusal_ends_budget_exceeded_with_the_tokens_sent(
     error: dict[str, object],
 ) -> None:
-    with FakeChatServer([Fault(status=400, body={"error": error})]) as server:
+    fault = Fault(status=400, body={"error": error})
+    with FakeChatServer([fault]) as server, refund_desk.make_eval_deps() as books:
         result = loopwise.run(
-            refund_desk.refund_desk, COMPLAINT, model=server.model(), store=None,
-            deps=refund_desk.make_eval_deps(),
-        )  # fmt: skip
+            refund_desk.refund_desk, COMPLAINT, model=server.model(), store=None, deps=books
+        )
     assert result.status is Status.BUDGET_EXCEEDED, result.detail
     detail = result.detail or ""
     assert "the model's context was exceeded: the request sent about" in detail

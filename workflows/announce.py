@@ -14,23 +14,30 @@ exact text and approves (or denies) it; the resumed run publishes it exactly onc
 A tool is a workflow node like any step: the node's input is the tool's arguments (here
 the drafted ``Announcement``, whose fields are ``publish``'s parameters), and the call
 goes through the same executor as an agent's calls — gate, journal, idempotency key.
-Published announcements land in ``$LOOPWISE_OUTBOX`` (default ``.loopwise/outbox.jsonl``),
-one line per idempotency key, so an effect interrupted before it was recorded is not
-published twice on resume. Offline (``--model scripted``) :data:`offline_model` drafts
-the announcement from the notes as given.
+Published announcements land in the run's :class:`Outbox` (its deps): :func:`make_deps`
+gives ``loopwise run``/``resume`` the real one, ``$LOOPWISE_OUTBOX`` (default
+``.loopwise/outbox.jsonl``), one line per idempotency key, so an effect interrupted before
+it was recorded is not published twice on resume. ``loopwise eval`` publishes into
+:func:`make_eval_deps` instead, an empty outbox per run that is removed when the run
+ends. Offline (``--model scripted``) :data:`offline_model` drafts the announcement from
+the notes as given.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import BaseModel, Field
 
 import loopwise
-from loopwise import ModelRequest, Structured, Turn, Workflow, gates
+from loopwise import Context, ModelRequest, Structured, Turn, Workflow, gates
 from loopwise.testing import ScriptedModel, reply
 
 
@@ -69,19 +76,51 @@ offline_model = ScriptedModel(_offline_answer, name="scripted")
 """``--model scripted`` uses this: the notes, as they are, stand in for a draft."""
 
 
-def _outbox() -> Path:
-    return Path(os.environ.get("LOOPWISE_OUTBOX", ".loopwise/outbox.jsonl"))
+@dataclass(frozen=True)
+class Outbox:
+    """Where ``publish`` sends announcements (the run's deps): a JSONL file."""
+
+    path: Path
+
+
+def make_deps() -> Outbox:
+    """The real outbox, ``$LOOPWISE_OUTBOX`` (default ``.loopwise/outbox.jsonl``):
+    ``loopwise run`` and ``resume`` call it, so a run resumed in another process publishes
+    to the same place."""
+    return Outbox(Path(os.environ.get("LOOPWISE_OUTBOX", ".loopwise/outbox.jsonl")))
+
+
+@contextmanager
+def make_eval_deps() -> Iterator[Outbox]:
+    """The eval's sandbox (``loopwise eval`` uses it): an empty outbox per run in a
+    temporary folder, removed when the run ends, so measuring publishes nothing."""
+    with tempfile.TemporaryDirectory(prefix="announce-eval-") as scratch:
+        yield Outbox(Path(scratch) / "outbox.jsonl")
+
+
+def _outbox(ctx: Context) -> Path:
+    """The run's outbox; a run given no deps publishes to the real one. Deps of any other
+    kind are refused: publishing to the real outbox instead would reach customers."""
+    if not ctx.has_deps:
+        return make_deps().path
+    if not isinstance(ctx.deps, Outbox):
+        raise TypeError(
+            f"publish sends to {__name__}.Outbox deps (make_deps(), make_eval_deps()); this "
+            f"run's deps are a {type(ctx.deps).__module__}.{type(ctx.deps).__qualname__}, so it "
+            "publishes nothing"
+        )
+    return ctx.deps.path
 
 
 @loopwise.tool(effect="irreversible", gate=gates.human())
 def publish(
     title: Annotated[str, Field(description="The headline.", max_length=80)],
     body: Annotated[str, Field(description="The text customers read.", max_length=2000)],
-    ctx: Any,
+    ctx: Context,
 ) -> str:
     """Publish an announcement to every customer; it cannot be taken back. Use it once the
     draft is final."""
-    outbox = _outbox()
+    outbox = _outbox(ctx)
     outbox.parent.mkdir(parents=True, exist_ok=True)
     key = ctx.idempotency_key
     sent = (

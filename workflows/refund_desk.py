@@ -33,8 +33,8 @@ import sqlite3
 import sys
 import tempfile
 import uuid
-from collections.abc import Callable
-from contextlib import closing
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -98,18 +98,29 @@ class Books:
     path: Path
 
 
-def make_eval_deps() -> Books:
+@contextmanager
+def make_eval_deps() -> Iterator[Books]:
     """The eval's sandbox (``loopwise eval`` uses it): a fresh copy of the shop database
-    per run, so measuring the desk refunds, mails and notes nobody."""
-    copy = Path(tempfile.mkdtemp(prefix="refund-desk-eval-")) / "shop.db"
-    shutil.copyfile(shop.ensure_db(), copy)
-    return Books(copy)
+    per run, so measuring the desk refunds, mails and notes nobody. The eval enters it for
+    one run and leaves it when the run ends, which removes the copy."""
+    with tempfile.TemporaryDirectory(prefix="refund-desk-eval-") as scratch:
+        copy = Path(scratch) / "shop.db"
+        shutil.copyfile(shop.ensure_db(), copy)
+        yield Books(copy)
 
 
 def _books(ctx: Context | None) -> Path | None:
-    if ctx is not None and ctx.has_deps and isinstance(ctx.deps, Books):
-        return ctx.deps.path
-    return None
+    """The books of the run: its deps, else (a run given none) the shop's own. Deps of any
+    other kind are refused: writing to the real shop instead would be the wrong books."""
+    if ctx is None or not ctx.has_deps:
+        return None
+    if not isinstance(ctx.deps, Books):
+        raise TypeError(
+            f"the refund desk writes to {__name__}.Books deps (make_eval_deps()); this run's "
+            f"deps are a {type(ctx.deps).__module__}.{type(ctx.deps).__qualname__}, so it "
+            "writes nothing"
+        )
+    return ctx.deps.path
 
 
 def _writable(path: Path | None = None) -> sqlite3.Connection:

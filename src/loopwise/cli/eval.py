@@ -165,7 +165,10 @@ def _effects_line(name: str, done: dict[str, Any]) -> str:
     """What a target's runs did to the world, in one line."""
     performed = ", ".join(f"{tool} x{n}" for tool, n in sorted(done["performed"].items()))
     gates = ", ".join(f"{n} {d}" for d, n in sorted(done["gates"].items())) or "none asked"
-    return f"effects of {name}: {performed or 'none'} (into {done['into']}); gates: {gates}"
+    into = done["into"]
+    if done.get("discarded"):
+        into += ", a throwaway sandbox per run, discarded when the run ended"
+    return f"effects of {name}: {performed or 'none'} (into {into}); gates: {gates}"
 
 
 def _eval_and_save(args: argparse.Namespace) -> EvalReport:

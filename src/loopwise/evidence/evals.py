@@ -21,6 +21,12 @@ import asyncio
 import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import (
+    AbstractAsyncContextManager,
+    AbstractContextManager,
+    AsyncExitStack,
+    nullcontext,
+)
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,6 +47,7 @@ from loopwise.evidence.stats import (
     summarize,
 )
 from loopwise.models.port import model_name
+from loopwise.running.conventions import entered
 from loopwise.running.targets import defined, import_module_of
 from loopwise.store.open import open_existing, open_store
 
@@ -153,7 +160,10 @@ class EvalTarget:
     model-free steps."""
     make_deps: Callable[[], Any] | None = None
     """Makes each run's deps (fresh per run: a scratch ledger per case); wins over
-    ``aevaluate``'s ``deps``."""
+    ``aevaluate``'s ``deps``. A context manager it returns (sync or async: a
+    ``@contextlib.contextmanager`` sandbox) is entered for its run, the run gets what it
+    yields, and it is left when the run ends: a throwaway sandbox, removed (the report
+    says so: ``discarded``). Wrap shared deps in ``contextlib.nullcontext`` to keep them."""
     gates: str | None = None
     """How its runs' gates are answered: ``deny`` or ``approve``
     (:mod:`loopwise.evidence.sandbox`), never by a person; ``None``: as any run's are."""
@@ -201,8 +211,10 @@ class EvalReport:
     previous: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Target name → its summary in the last stored eval on the same dataset."""
     effects: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Target name → ``{"performed": {tool: count}, "into": where, "gates": {decision:
-    count}}``: the effects its runs took, in which deps, and how its gates were answered."""
+    """Target name → ``{"performed": {tool: count}, "into": where, "discarded": bool,
+    "gates": {decision: count}}``: the effects its runs took, in which deps (``discarded``:
+    a throwaway sandbox per run, left when the run ended), and how its gates were
+    answered."""
     sweeps: list[Any] = field(default_factory=list)
     """The :class:`~loopwise.evidence.sweep.Sweep` of each cascade swept (``--sweep``)."""
 
@@ -303,7 +315,10 @@ async def aevaluate(
         if target.name in handlers:
             own = {**options, "approvals": handlers[target.name]}
         async with gate:
-            result = await _run_one(target, case.input, store, {**own, "eval_id": eval_id})
+            result, discarded = await _run_one(
+                target, case.input, store, {**own, "eval_id": eval_id}
+            )
+        effects[target.name]["discarded"] |= discarded
         performed = effects[target.name]["performed"]
         for tool, n in effects_of(result).items():
             performed[tool] = performed.get(tool, 0) + n
@@ -330,20 +345,30 @@ def _effects_entry(target: EvalTarget, gates: EvalGates | None) -> dict[str, Any
     """What the report says of a target's effects (filled in as its runs end)."""
     into = target.deps_from or ("make_deps()" if target.make_deps is not None else "no deps")
     # The handler's own counts: the report shows them as they are when the eval ends.
-    return {"performed": {}, "into": into, "gates": {} if gates is None else gates.answered}
+    answered = {} if gates is None else gates.answered
+    return {"performed": {}, "into": into, "discarded": False, "gates": answered}
+
+
+_SCOPED = (AbstractContextManager, AbstractAsyncContextManager)
 
 
 async def _run_one(
     target: EvalTarget, input: Any, store: Any, options: dict[str, Any]
-) -> RunResult:
-    """One run, recorded in ``store`` when there is one (``None``: not recorded)."""
+) -> tuple[RunResult, bool]:
+    """One run, recorded in ``store`` when there is one (``None``: not recorded), and
+    whether its deps were a sandbox left (thrown away) when it ended."""
     from loopwise.running import runner
 
-    if target.make_deps is not None:
-        options = {**options, "deps": target.make_deps()}
-    return await runner.arun(
-        target.step, input, store=store, spec=target.name, model=target.model, **options
-    )
+    async with AsyncExitStack() as scope:
+        discarded = False
+        if target.make_deps is not None:
+            made = target.make_deps()
+            discarded = isinstance(made, _SCOPED) and not isinstance(made, nullcontext)
+            options = {**options, "deps": await entered(scope, made)}
+        result = await runner.arun(
+            target.step, input, store=store, spec=target.name, model=target.model, **options
+        )
+    return result, discarded
 
 
 def build_report(

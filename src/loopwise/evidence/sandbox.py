@@ -12,11 +12,19 @@ against the target's real deps would pay, mail or delete for real. So ``loopwise
   target module's ``make_eval_deps()``; with neither it refuses in one line naming the
   tools and the fix (its real ``make_deps()`` is never used by accident);
 * reports, per target, which effects its runs performed and into which deps.
+
+A sandbox (``make_eval_deps()`` or ``--deps``) may be a context manager (a
+``@contextlib.contextmanager`` function that copies a database into a temporary folder,
+yields it and removes it): the eval enters one per run and leaves it when the run ends,
+so nothing of the sandbox is left behind, and the report says the effects went into a
+throwaway sandbox. What the real ``make_deps()`` returns (a target with no effects to
+fear) is used as ``loopwise run`` uses it, never entered nor left.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,9 +82,11 @@ def eval_deps(
         return deps_factory(target, spec), f"--deps {spec}"
     risky = risky_tools(target.step, rule)
     if not risky:
-        return deps_factory(target), None
+        return _as_given(deps_factory(target)), None
     sandbox = defined(target.module, EVAL_DEPS_FACTORY)
     if callable(sandbox):
+        # What it returns as it is: a context manager is a throwaway sandbox, entered for
+        # one run and left (removed) when the run ends.
         factory: Callable[[], Any] = sandbox
         return factory, f"{target.spec}: {EVAL_DEPS_FACTORY}() (the target's sandbox)"
     raise ConfigError(
@@ -85,6 +95,15 @@ def eval_deps(
         "real make_deps only on purpose)",
         name=target.spec,
     )
+
+
+def _as_given(make: Callable[[], Any] | None) -> Callable[[], Any] | None:
+    """``make`` as ``loopwise run`` uses it: what it returns is the deps, never entered nor
+    left by the eval, even when it is a context manager (a connection, a shared client)."""
+    if make is None:
+        return None
+    factory = make
+    return lambda: nullcontext(factory())
 
 
 @dataclass

@@ -306,7 +306,8 @@ def _merged(entries: Sequence[dict[str, Any]]) -> dict[str, Any]:
         for decision, n in (entry.get("gates") or {}).items():
             gates[decision] = gates.get(decision, 0) + n
     into = next((e["into"] for e in entries if "into" in e), "no deps")
-    return {"performed": performed, "into": into, "gates": gates}
+    discarded = any(e.get("discarded", False) for e in entries)
+    return {"performed": performed, "into": into, "discarded": discarded, "gates": gates}
 
 
 def sweep(

@@ -5,10 +5,16 @@ and ``make_deps()`` (the deps each run gets, :data:`~loopwise.running.targets.DE
 A run started from the CLI, by a worker or resumed in another process is rebuilt from its
 recorded spec and model name; these functions pick the step, the model and the deps the way
 the run first had them, and close a model made here when the run is done with it.
+
+An eval's sandbox (``make_eval_deps()``) may be a context manager (a
+``@contextlib.contextmanager`` function, say, that copies a database into a temporary
+folder and removes it): :func:`entered` enters it for one run and leaves it when the run
+ends, so a throwaway sandbox is thrown away.
 """
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, AsyncExitStack
 from typing import Any
 
 from loopwise.core.step import Step
@@ -23,7 +29,7 @@ from loopwise.running.targets import (
 )
 from loopwise.store.base import StoredRun
 
-__all__ = ["close_model", "module_deps", "target_and_model"]
+__all__ = ["close_model", "entered", "module_deps", "target_and_model"]
 
 
 def target_and_model(
@@ -71,13 +77,25 @@ def target_and_model(
     return step, model_for(loaded, name, structured_mode=mode, api=api)
 
 
-def module_deps(row: StoredRun) -> Any:
+async def entered(scope: AsyncExitStack, made: Any) -> Any:
+    """The deps a run uses from what a sandbox factory ``made``: a context manager (sync or
+    async) is entered in ``scope`` (left when ``scope`` closes, as the run ends) and what it
+    yields is the deps; anything else is the deps as it is."""
+    if isinstance(made, AbstractAsyncContextManager):
+        return await scope.enter_async_context(made)
+    if isinstance(made, AbstractContextManager):
+        return scope.enter_context(made)
+    return made
+
+
+async def module_deps(row: StoredRun, scope: AsyncExitStack) -> Any:
     """The deps a run loaded from its spec gets: its module's ``make_deps()``, or none.
 
     An eval's run (:attr:`StoredRun.eval_id`) never gets the real ``make_deps()``: it is
-    resumed on the module's ``make_eval_deps()`` sandbox, and a module without one makes
-    resuming it a :class:`ConfigError` asking for its deps (``deps=`` / ``--deps``), so a
-    measurement cannot pay out for real on its way to an answer."""
+    resumed on the module's ``make_eval_deps()`` sandbox (:func:`entered` in ``scope``), and
+    a module without one makes resuming it a :class:`ConfigError` asking for its deps
+    (``deps=`` / ``--deps``), so a measurement cannot pay out for real on its way to an
+    answer."""
     if not row.spec:
         return None
     target = load_target(row.spec)
@@ -86,7 +104,7 @@ def module_deps(row: StoredRun) -> Any:
         return make() if make is not None else None
     sandbox = defined(target.module, EVAL_DEPS_FACTORY)
     if callable(sandbox):
-        return sandbox()
+        return await entered(scope, sandbox())
     raise ConfigError(
         f"run {row.run_id} is a run of eval {row.eval_id}: {row.spec} declares no "
         f"{EVAL_DEPS_FACTORY}(), so give the deps it was measured with (--deps / deps=); "

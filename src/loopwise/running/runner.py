@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AsyncExitStack, contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -296,9 +296,14 @@ async def execute_claimed(st: RunStore, row: StoredRun) -> RunResult:
 
 
 async def _execute_claimed(st: RunStore, row: StoredRun) -> RunResult:
+    async with AsyncExitStack() as scope:  # an eval's sandbox, left when the run ends
+        return await _execute_claimed_in(st, row, scope)
+
+
+async def _execute_claimed_in(st: RunStore, row: StoredRun, scope: AsyncExitStack) -> RunResult:
     try:
         target, chosen = target_and_model(row, None, None)
-        deps = module_deps(row)
+        deps = await module_deps(row, scope)
     except Exception as e:
         # Left `running`, the run would stay this worker's: no worker takes it again.
         st.mark_failed(row.run_id, f"{type(e).__name__}: {e}")
@@ -363,23 +368,24 @@ async def aresume(
         return _stored_result(st, row, pending=waiting)
     given = opts.model
     target, chosen = target_and_model(row, step, given, structured_mode, api)
-    if opts.deps is None and step is None:
-        opts = replace(opts, deps=module_deps(row))
-    try:
-        alive = (lambda owner: False) if force else owner_alive(run_id)
-        if not st.claim(run_id, owner_id(), alive=alive):
-            # Another process took it (or decided it) between our read and our claim.
-            return _stored_result(st, st.get_run(run_id), pending=st.pending(run_id))
-        opts = replace(
-            opts,
-            model=chosen,
-            sinks=(*opts.sinks, st),
-            approvals=StoreApprovals(st, opts.approvals),
-        )
-        return await _continue(st, row, target, opts)
-    finally:
-        if not isinstance(given, Model):
-            await close_model(chosen)
+    async with AsyncExitStack() as scope:  # an eval's sandbox, left when the run ends
+        try:
+            if opts.deps is None and step is None:
+                opts = replace(opts, deps=await module_deps(row, scope))
+            alive = (lambda owner: False) if force else owner_alive(run_id)
+            if not st.claim(run_id, owner_id(), alive=alive):
+                # Another process took it (or decided it) between our read and our claim.
+                return _stored_result(st, st.get_run(run_id), pending=st.pending(run_id))
+            opts = replace(
+                opts,
+                model=chosen,
+                sinks=(*opts.sinks, st),
+                approvals=StoreApprovals(st, opts.approvals),
+            )
+            return await _continue(st, row, target, opts)
+        finally:
+            if not isinstance(given, Model):
+                await close_model(chosen)
 
 
 async def _continue(st: RunStore, row: StoredRun, target: Step, opts: RunOptions) -> RunResult:

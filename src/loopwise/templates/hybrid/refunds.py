@@ -45,6 +45,8 @@ import os
 import re
 import sqlite3
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any
 
 from pydantic import Field
@@ -90,6 +92,11 @@ class Ledger:
             "order_id TEXT, amount_cents INTEGER, text TEXT)"
         )
 
+    def close(self) -> None:
+        """Close the database (a ``:memory:`` ledger is gone with it)."""
+        with self._lock:
+            self._db.close()
+
     def refunded_cents(self, order_id: str) -> int:
         """What was refunded on ``order_id`` so far."""
         with self._lock:
@@ -126,10 +133,16 @@ def make_deps() -> Ledger:
     return Ledger(os.environ.get("REFUNDS_DB", "refunds.db"))
 
 
-def make_eval_deps() -> Ledger:
+@contextmanager
+def make_eval_deps() -> Iterator[Ledger]:
     """A fresh in-memory ledger per run: the eval's sandbox (``loopwise eval`` uses it),
-    so measuring the desk pays nobody and every case starts from the same books."""
-    return Ledger(":memory:")
+    so measuring the desk pays nobody and every case starts from the same books. The eval
+    enters it for one run and leaves it when the run ends, which closes the ledger."""
+    ledger = Ledger(":memory:")
+    try:
+        yield ledger
+    finally:
+        ledger.close()
 
 
 def _write(
