@@ -434,3 +434,157 @@ def test_non_finite_numbers_in_input_or_edited_arguments_exit_2(
     err = capsys.readouterr().err
     assert "NaN is not a finite number" in err and err.count("\n") == 1
     assert _effects(target) == []
+
+
+def _terminal(
+    request: gates.ApprovalRequest, typed: str, **kw: Any
+) -> tuple[gates.Verdict | None, str]:
+    import asyncio
+
+    out = io.StringIO()
+    handler = gates.TerminalApprovals(stdin=io.StringIO(typed), stdout=out, **kw)
+    return asyncio.run(handler.decide(request)), out.getvalue()
+
+
+def test_the_terminal_shows_a_whole_plan_step_by_step_with_its_stakes() -> None:
+    plan = [
+        {"id": "s1", "action": "refund", "args": {"amount": 5}, "reason": "broken lid"},
+        {"id": "s2", "action": "mail", "args": {"to": "c"}, "reason": "tell them",
+         "depends_on": ["s1"]},
+    ]  # fmt: skip
+    request = gates.ApprovalRequest(
+        run_id="r", approval_id="plan", tool="approve_plan", args={"plan": plan},
+        effect="irreversible", reason="a person approves each plan", tainted_by="fetch (c0)",
+        why="the customer asked", at_stake=12.5, at_stake_unit="EUR", note="read twice",
+    )  # fmt: skip
+    verdict, shown = _terminal(request, "Y\n", by="eve")
+    assert verdict == Approved(by="eve")
+    assert shown == (
+        "\nthe whole plan [irreversible] needs approval: a person approves each plan "
+        "(tainted by fetch (c0))\n"
+        '    s1 refund({"amount": 5}): broken lid\n'
+        '    s2 mail({"to": "c"}) after s1: tell them\n'
+        "    planner's reason: the customer asked\n"
+        "    at stake: 12.50 EUR (the action's estimate)\n"
+        "    note: read twice\n"
+        "approve? [y]es / [n]o / [e]dit: "
+    )
+
+
+def test_the_terminal_shows_a_call_with_its_arguments_and_says_what_an_edit_lacks() -> None:
+    # A tool's own argument named `plan` is shown as arguments, not as a plan.
+    request = gates.ApprovalRequest(
+        run_id="r", approval_id="c1", tool="refund", args={"plan": [1]}, effect="write",
+        reason="gated",
+    )  # fmt: skip
+    typed = "edit\nnot json\nEDIT\n[1]\nE\n\nYes\n"
+    verdict, shown = _terminal(request, typed, by="eve")
+    assert verdict == Approved(by="eve")
+    prompt = "approve? [y]es / [n]o / [e]dit: "
+    ask_args = "new arguments as a JSON object: "
+    assert shown == (
+        '\nrefund({"plan": [1]}) [write] needs approval: gated\n'
+        + prompt + ask_args + "not JSON: Expecting value\n"
+        + prompt + ask_args + "the arguments must be a JSON object\n"
+        + prompt + ask_args + "not JSON: Expecting value\n" + prompt
+    )  # fmt: skip
+
+
+def test_a_terminal_denial_without_a_reason_says_it_was_denied_at_the_terminal() -> None:
+    request = gates.ApprovalRequest(
+        run_id="r", approval_id="c1", tool="refund", args={}, effect="write", reason="gated"
+    )
+    assert _terminal(request, "No\n\n", by="eve")[0] == Denied("denied at the terminal", by="eve")
+    assert _terminal(request, "N\n", by="eve")[0] == Denied("denied at the terminal", by="eve")
+    assert _terminal(request, "NO\nbecause\n", by="eve")[0] == Denied("because", by="eve")
+    assert _terminal(request, "e\n")[0] is None  # end of input while editing: still pending
+    # Unnamed, the terminal decides as the OS user.
+    assert _terminal(request, "yes\n")[0] == Approved(by=os_user())
+
+
+def test_the_terminal_reads_and_writes_the_process_streams_by_default(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+
+    request = gates.ApprovalRequest(
+        run_id="r", approval_id="c1", tool="refund", args={}, effect="write", reason="gated"
+    )
+    monkeypatch.setattr(sys, "stdin", io.StringIO("e\n{}\n"))
+    verdict = asyncio.run(gates.TerminalApprovals(by="eve").decide(request))
+    assert verdict == Edited({}, by="eve")
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("\nrefund({}) [write] needs approval: gated\n")
+    assert err.endswith("new arguments as a JSON object: ")
+
+
+def test_a_terminal_asks_one_question_at_a_time() -> None:
+    import asyncio
+
+    requests = [
+        gates.ApprovalRequest(
+            run_id="r", approval_id=f"c{i}", tool=f"t{i}", args={}, effect="write", reason="g"
+        )
+        for i in (1, 2)
+    ]
+    out = io.StringIO()
+    handler = gates.TerminalApprovals(by="eve", stdin=io.StringIO("y\nn\nlater\n"), stdout=out)
+
+    async def both() -> list[Any]:
+        return list(await asyncio.gather(*(handler.decide(r) for r in requests)))
+
+    assert asyncio.run(both()) == [Approved(by="eve"), Denied("later", by="eve")]
+    # Each question is shown whole, then answered, before the next one is shown.
+    prompt = "approve? [y]es / [n]o / [e]dit: "
+    assert out.getvalue() == (
+        f"\nt1({{}}) [write] needs approval: g\n{prompt}"
+        f"\nt2({{}}) [write] needs approval: g\n{prompt}reason: "
+    )
+
+
+class _Named:
+    def __init__(self, answer: Any, **names: str) -> None:
+        self.answer = answer
+        for attr, value in names.items():
+            setattr(self, attr, value)
+
+    async def decide(self, request: gates.ApprovalRequest) -> Any:
+        return self.answer
+
+
+def lead(request: gates.ApprovalRequest) -> Any:
+    return "over the limit"
+
+
+@pytest.mark.parametrize(
+    ("handler", "decision", "by", "reason"),
+    [
+        (_Named(True, by="ops"), "approved", "ops", None),
+        (_Named(Approved(), by="", name="desk"), "approved", "desk", None),
+        (_Named(Approved(by="alice", reason="ok")), "approved", "alice", "ok"),
+        (_Named(Denied("no")), "denied", "_Named", "no"),
+        (_Named(False, name="bot"), "denied", "bot", "denied by bot"),
+        (_Named(Edited({"amount": 3})), "edited", "_Named", None),
+        (_Named(Edited({"amount": 3}, by="zed")), "edited", "zed", None),
+        (lead, "denied", "lead", "over the limit"),
+        (lambda request: 0, "denied", "approvals handler", "denied by approvals handler"),
+    ],
+)
+def test_an_in_code_approver_is_named_in_the_audit_log(
+    handler: Any, decision: str, by: str, reason: str | None
+) -> None:
+    effects: list[Any] = []
+    agent = loopwise.Agent(name="a", tools=[_refund_tool(gates.human(), effects)])
+    result = loopwise.run(agent, "go", model=_refund_script(9), approvals=handler)
+    assert result.status == "completed"
+    (decided,) = [e.data for e in result.events if e.type == "gate_decided"]
+    assert (decided["decision"], decided["by"], decided["reason"]) == (decision, by, reason)
+    assert [amount for _key, amount in effects] == {"approved": [9], "edited": [3]}.get(
+        decision, []
+    )
+
+
+def test_an_approver_that_has_not_decided_pauses_the_run() -> None:
+    agent = loopwise.Agent(name="a", tools=[_refund_tool(gates.human(), [])])
+    result = loopwise.run(agent, "go", model=_refund_script(9), approvals=_Named(None, by="x"))
+    assert result.status == "awaiting_approval" and result.pending[0]["approval_id"] == "c1"

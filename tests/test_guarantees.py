@@ -460,3 +460,107 @@ def test_claiming_a_run_that_a_live_process_runs_is_a_config_error_naming_it(
         with pytest.raises(loopwise.ConfigError, match="is still running") as info:
             store.claim(paused.run_id, "second", alive=lambda owner: owner == "first")
         assert info.value.name == paused.run_id
+
+
+def test_a_step_of_ones_own_asks_a_gate_with_authorize() -> None:
+    @loopwise.step
+    async def guarded(amount: int, ctx: loopwise.Context) -> str:
+        gate = gates.policy(lambda a: a["amount"] < 10 or f"{a['amount']} is too much")
+        verdict = await gates.authorize(
+            ctx, tool="pay", effect="write", args={"amount": amount}, call_id="c1", gate=gate
+        )
+        return repr(verdict)
+
+    assert loopwise.run(guarded, 5, store=None).output == repr(gates.Approved())
+    denied = loopwise.run(guarded, 50, store=None)
+    assert denied.output == repr(gates.Denied("50 is too much"))
+    (decided,) = [e for e in denied.events if e.type == "gate_decided"]
+    assert decided.data["tool"] == "pay" and decided.data["call_id"] == "c1"
+
+
+def test_a_paused_run_says_how_many_calls_wait_and_which() -> None:
+    agent = loopwise.Agent(
+        name="a", tools=[_pay_tool(gates.human(), []), _pay_tool(gates.human(), [], "send")]
+    )
+    model = ScriptedModel(
+        lambda request: calls(("pay", {"amount": 1}, "c1"), ("send", {"amount": 2}, "c2"))
+    )
+    paused = loopwise.run(agent, "go", model=model, store=None)
+    assert paused.status == Status.AWAITING_APPROVAL
+    assert paused.detail == "2 call(s) await approval: pay (c1), send (c2)"
+
+
+def test_a_policy_returning_none_on_an_irreversible_call_says_so_to_the_person() -> None:
+    agent = loopwise.Agent(
+        name="a", tools=[_pay_tool(gates.policy_then_human(lambda args: None), [])]
+    )
+    model = ScriptedModel(lambda request: call("pay", {"amount": 1}, id="c1"))
+    paused = loopwise.run(agent, "go", model=model, store=None)
+    assert paused.pending[0]["reason"] == (
+        "the policy returned None, which never approves an irreversible call "
+        "(return True or Approved() to approve)"
+    )
+
+
+def test_a_builtin_without_a_signature_is_a_policy_of_the_arguments_alone() -> None:
+    paid: list[Any] = []
+    agent = loopwise.Agent(name="a", tools=[_pay_tool(gates.policy(bool), paid)])
+
+    def respond(request: loopwise.ModelRequest) -> Any:
+        done = _tool_results(request)
+        return reply(done[-1]) if done else call("pay", {"amount": 5}, id="c1")
+
+    result = loopwise.run(agent, "go", model=ScriptedModel(respond), store=None)
+    assert result.output == "paid 5" and [amount for _key, amount in paid] == [5]
+
+
+def test_an_edit_to_arguments_that_are_no_object_is_refused_and_logged_as_dropping_all() -> None:
+    paid: list[Any] = []
+    agent = loopwise.Agent(name="a", tools=[_pay_tool(gates.human(), paid)])
+
+    def respond(request: loopwise.ModelRequest) -> Any:
+        done = _tool_results(request)
+        return reply(done[-1]) if done else call("pay", {"amount": 5}, id="c1")
+
+    result = loopwise.run(
+        agent, "go", model=ScriptedModel(respond), approvals=lambda r: Edited(["x"]), store=None
+    )  # type: ignore[arg-type]
+    assert result.status == Status.COMPLETED and paid == []
+    assert "must be a JSON object" in str(result.output)
+    (decided,) = [e.data for e in result.events if e.type == "gate_decided"]
+    assert decided["changed"] == {"amount": {"from": 5, "to": None}}
+
+
+def test_a_paused_request_lists_everything_a_person_is_shown() -> None:
+    @loopwise.step
+    async def ask_person(amount: int, ctx: loopwise.Context) -> Any:
+        asked: dict[str, Any] = {"answer_schema": {"type": "object"}} if amount > 1 else {}
+        verdict = await gates.authorize(
+            ctx, tool="pay", effect="irreversible", args={"amount": amount}, call_id="c9",
+            gate=gates.human(), why="asked by the customer", at_stake=12.5,
+            at_stake_unit="EUR", note="second ask", **asked,
+        )  # fmt: skip
+        raise gates.pause([verdict])
+
+    paused = loopwise.run(ask_person, 1, store=None)
+    assert paused.status == Status.AWAITING_APPROVAL
+    assert paused.pending == [
+        {
+            "run_id": paused.run_id,
+            "approval_id": "c9",
+            "tool": "pay",
+            "args": {"amount": 1},
+            "effect": "irreversible",
+            "reason": "this tool is gated by a human",
+            "tainted_by": None,
+            "args_hash": gates.args_hash("pay", {"amount": 1}),
+            "call_id": "c9",
+            "step": "ask_person",
+            "why": "asked by the customer",
+            "at_stake": 12.5,
+            "at_stake_unit": "EUR",
+            "note": "second ask",
+        }
+    ]
+    question = loopwise.run(ask_person, 2, store=None).pending[0]
+    assert question["answer_schema"] == {"type": "object"}

@@ -13,6 +13,7 @@ import json
 import os
 import socket
 import sqlite3
+import time
 from collections import Counter
 from contextlib import closing
 from pathlib import Path
@@ -439,3 +440,150 @@ def test_a_postgresql_schema_loopwise_cannot_read_is_refused_in_one_line(
         with psycopg.connect(pg_url) as conn:
             tables = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
             assert [r[0] for r in tables] == ["loopwise_schema"]
+
+
+def _asks_twice(paid: list[Any]) -> tuple[loopwise.Agent, ScriptedModel]:
+    def tool_of(name: str) -> loopwise.Tool:
+        @loopwise.tool(effect="irreversible", gate=gates.human(), name=name)
+        def pay(amount: int, ctx: Any) -> str:
+            """Pay an amount."""
+            paid.append((name, amount))
+            return f"{name} {amount}"
+
+        return pay
+
+    def respond(request: loopwise.ModelRequest) -> Any:
+        done = [str(m["content"]) for m in request.messages if m["role"] == "tool"]
+        if done:
+            return reply(" | ".join(done))
+        return calls(("pay", {"amount": 1}, "c1"), ("send", {"amount": 2}, "c2"))
+
+    agent = loopwise.Agent(name="desk", tools=[tool_of("pay"), tool_of("send")])
+    return agent, ScriptedModel(respond)
+
+
+def test_a_decision_is_recorded_once_as_the_person_made_it(store_at: str) -> None:
+    paid: list[Any] = []
+    agent, model = _asks_twice(paid)
+    with open_store(store_at) as store:
+        paused = loopwise.run(agent, "go", model=model, store=store)
+        run_id = paused.run_id
+        (asked,) = [a for a in store.approvals(run_id) if a.approval_id == "c1"]
+        assert (asked.step, asked.tool, asked.call_id, asked.args) == (
+            "desk",
+            "pay",
+            "c1",
+            {"amount": 1},
+        )
+        assert (asked.effect, asked.reason, asked.tainted_by) == (
+            "irreversible", "this tool is gated by a human", None,
+        )  # fmt: skip
+        assert asked.args_hash == gates.args_hash("pay", {"amount": 1})
+        assert (asked.status, asked.decided_by, asked.decided_at, asked.edited_args) == (
+            "pending", None, None, None,
+        )  # fmt: skip
+        assert store.approval(run_id, "c3") is None and store.approval("nope", "c1") is None
+        decided = store.decide(
+            run_id, "c1", decision="edited", by="alice", reason="less",
+            edited_args={"amount": 0}, seen_hash=asked.args_hash,
+        )  # fmt: skip
+        assert decided == store.approval(run_id, "c1")
+        assert (decided.status, decided.decided_by, decided.decision_reason) == (
+            "edited", "alice", "less",
+        )  # fmt: skip
+        assert decided.edited_args == {"amount": 0} and decided.decided_at is not None
+        assert decided.requested_at == asked.requested_at and decided.args == asked.args
+        with pytest.raises(loopwise.DecisionError, match="is already edited") as info:
+            store.decide(run_id, "c1", decision="approved", by="bob")
+        assert (info.value.code, info.value.name) == ("not-pending", "c1")
+        with pytest.raises(loopwise.DecisionError, match="other arguments") as info:
+            store.decide(run_id, "c2", decision="approved", by="bob", seen_hash="0" * 64)
+        assert (info.value.code, info.value.name) == ("stale", "c2")
+        assert store.approval(run_id, "c2").status == "pending"  # type: ignore[union-attr]
+        with pytest.raises(loopwise.DecisionError, match="has no approval 'c9'") as info:
+            store.decide(run_id, "c9", decision="approved", by="bob")
+        assert (info.value.code, info.value.name) == ("unknown-approval", "c9")
+        with pytest.raises(loopwise.ConfigError, match="unknown decision 'maybe'") as cfg:
+            store.decide(run_id, "c2", decision="maybe", by="bob")
+        assert cfg.value.name == "decision"
+        with pytest.raises(loopwise.ConfigError, match="no run 'nope'"):
+            store.decide("nope", "c2", decision="approved", by="bob")
+        store.decide(run_id, "c2", decision="denied", by="bob")
+        done = loopwise.resume(run_id, step=agent, model=model, store=store)
+    assert paid == [("pay", 0)]
+    assert "denied by bob: denied" in str(done.output)
+    decisions = {e.data["call_id"]: e.data for e in done.events if e.type == "gate_decided"}
+    assert decisions["c1"]["decided_at"] == decided.decided_at
+    assert (decisions["c1"]["by"], decisions["c1"]["reason"]) == ("alice", "less")
+
+
+def test_pending_lists_the_oldest_ask_first_and_no_evals(store_at: str) -> None:
+    agent, model = _asks_twice([])
+    with open_store(store_at) as store:
+        first = loopwise.run(agent, "go", model=model, store=store).run_id
+        measured = loopwise.run(agent, "go", model=model, store=store, eval_id="e1").run_id
+        second = loopwise.run(agent, "go", model=model, store=store).run_id
+        listed = [(a.run_id, a.approval_id) for a in store.pending()]
+        assert sorted(listed[:2]) == [(first, "c1"), (first, "c2")]
+        assert sorted(listed[2:]) == [(second, "c1"), (second, "c2")] and len(listed) == 4
+        assert {a.run_id for a in store.pending(measured)} == {measured}
+        store.decide(second, "c2", decision="approved", by="bob")
+        assert [a.approval_id for a in store.pending(second)] == ["c1"]
+        assert [a.status for a in store.approvals(second)] in (
+            ["pending", "approved"], ["approved", "pending"],
+        )  # fmt: skip
+        assert store.approvals("nope") == []
+
+
+def test_a_worker_takes_the_oldest_run_it_may_and_leaves_the_rest(store_at: str) -> None:
+    agent, model = _asks_twice([])
+    run = {"target": "t", "input": 0, "model": None, "options": {}}
+    with open_store(store_at, lease_seconds=0.01) as store:
+        store.create_run("own", spec="m.py:t", owner="w1", **run)
+        store.create_run("other", spec="m.py:t", owner="w2", **run)
+        store.create_run("unloadable", spec=None, owner="w2", **run)
+        store.create_run(
+            "measured", spec="m.py:t", queued=True, **{**run, "options": {"eval": "e"}}
+        )
+        waiting = loopwise.run(agent, "go", model=model, store=store, spec="m.py:t").run_id
+        store.create_run("queued", spec="m.py:t", queued=True, **run)
+        decided = loopwise.run(agent, "go", model=model, store=store, spec="m.py:t").run_id
+        for approval_id in ("c1", "c2"):
+            store.decide(decided, approval_id, decision="approved", by="bob")
+        time.sleep(0.1)  # every lease above has lapsed
+        taken = [store.claim_next("w1") for _ in range(4)]
+        assert [(t.run_id, t.status) for t in taken[:3]] == [  # type: ignore[union-attr]
+            ("other", "running"), ("queued", "queued"), (decided, "awaiting_approval"),
+        ]  # fmt: skip
+        assert taken[3] is None
+        for run_id in ("other", "queued", decided):
+            now = store.get_run(run_id)
+            assert (now.status, now.owner) == ("running", "w1")
+        assert store.get_run(waiting).status == "awaiting_approval"
+        assert store.get_run("measured").status == "queued"
+
+
+def test_a_run_is_claimed_to_resume_only_when_nothing_else_may_go_on_with_it(
+    store_at: str,
+) -> None:
+    run = {"target": "t", "spec": None, "input": 0, "model": None, "options": {}}
+    alive = lambda owner: True  # noqa: E731 - every previous owner is still running
+    dead = lambda owner: False  # noqa: E731
+    with open_store(store_at, lease_seconds=0.01) as store:
+        store.create_run("lapsed", owner="w2", **run)
+        time.sleep(0.1)
+    with open_store(store_at) as store:
+        store.create_run("failed", owner="w2", **run)
+        store.mark_failed("failed", "boom")
+        store.create_run("ownerless", **run)
+        store.create_run("held", owner="w2", **run)
+        store.create_run("queued", queued=True, **{**run, "spec": "m.py:t"})
+        assert store.claim("lapsed", "me", alive=alive) is True
+        assert store.claim("failed", "me", alive=alive) is True
+        assert store.claim("ownerless", "me", alive=alive) is True
+        assert store.claim("queued", "me", alive=dead) is False  # a worker's to start
+        assert store.claim("held", "me", alive=dead) is True  # its process is gone
+        for run_id in ("lapsed", "failed", "ownerless", "held"):
+            now = store.get_run(run_id)
+            assert (now.status, now.owner) == ("running", "me")
+        assert store.get_run("queued").status == "queued"

@@ -320,3 +320,33 @@ def test_allow_lists_declared_in_a_function_hold_as_at_module_level() -> None:
         return name
 
     assert "'abc' is not a finite number" in _argument_error(rename, '{"name": "abc"}')
+
+
+def test_in_directory_hands_the_tool_the_type_it_asked_for_under_a_linked_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = tmp_path / "real"
+    (real / "a").mkdir(parents=True)
+    (tmp_path / "docs").symlink_to(real)
+    monkeypatch.chdir(tmp_path)
+    seen: list[Any] = []
+    inside = InDirectory("docs")  # relative, through a link: resolved once, when declared
+    assert repr(inside) == f"InDirectory({str(real.resolve())!r})"
+
+    @tool(localns=locals())
+    def read_doc(
+        path: Annotated[Path, InDirectory("docs")],
+        also: Annotated[str, InDirectory("docs")] = "a",
+    ) -> str:
+        """Read documents from the docs folder."""
+        seen.extend([path, also])
+        return "read"
+
+    monkeypatch.chdir(real / "a")  # relative paths stay relative to the root, not the cwd
+    assert asyncio.run(read_doc.invoke({"path": "a/x.md", "also": str(real / "a/y.md")})) == "read"
+    assert seen == [real.resolve() / "a/x.md", str(real.resolve() / "a/y.md")]
+    props = read_doc.schema["function"]["parameters"]["properties"]
+    note = "A path inside the allowed directory, relative to it (it may not leave it)."
+    assert props["path"]["description"] == props["also"]["description"] == note
+    message = _argument_error(read_doc, json.dumps({"path": "../../x"}))
+    assert "outside the allowed directory" in message and str(tmp_path) not in message
