@@ -12,6 +12,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -579,6 +580,10 @@ def test_an_in_code_approver_is_named_in_the_audit_log(
     assert result.status == "completed"
     (decided,) = [e.data for e in result.events if e.type == "gate_decided"]
     assert (decided["decision"], decided["by"], decided["reason"]) == (decision, by, reason)
+    # Decided in the run, so stamped then, in UTC; an edit is bound to what it runs.
+    assert datetime.fromisoformat(decided["decided_at"]).utcoffset() == timedelta(0)
+    if decision == "edited":
+        assert decided["edited_hash"] == gates.args_hash("refund", {"amount": 3})
     assert [amount for _key, amount in effects] == {"approved": [9], "edited": [3]}.get(
         decision, []
     )

@@ -508,13 +508,14 @@ def test_a_decision_is_recorded_once_as_the_person_made_it(store_at: str) -> Non
         assert cfg.value.name == "decision"
         with pytest.raises(loopwise.ConfigError, match="no run 'nope'"):
             store.decide("nope", "c2", decision="approved", by="bob")
-        store.decide(run_id, "c2", decision="denied", by="bob")
+        denied = store.decide(run_id, "c2", decision="denied", by="bob")
         done = loopwise.resume(run_id, step=agent, model=model, store=store)
     assert paid == [("pay", 0)]
     assert "denied by bob: denied" in str(done.output)
     decisions = {e.data["call_id"]: e.data for e in done.events if e.type == "gate_decided"}
     assert decisions["c1"]["decided_at"] == decided.decided_at
     assert (decisions["c1"]["by"], decisions["c1"]["reason"]) == ("alice", "less")
+    assert decisions["c2"]["decided_at"] == denied.decided_at and decisions["c2"]["by"] == "bob"
 
 
 def test_pending_lists_the_oldest_ask_first_and_no_evals(store_at: str) -> None:
@@ -533,6 +534,13 @@ def test_pending_lists_the_oldest_ask_first_and_no_evals(store_at: str) -> None:
             ["pending", "approved"], ["approved", "pending"],
         )  # fmt: skip
         assert store.approvals("nope") == []
+        approved = store.decide(second, "c1", decision="approved", by="carol", reason="fine")
+        done = loopwise.resume(second, step=agent, model=model, store=store)
+    assert done.output == "pay 1 | send 2"
+    decisions = {e.data["call_id"]: e.data for e in done.events if e.type == "gate_decided"}
+    decision = decisions["c1"]
+    assert (decision["by"], decision["reason"]) == ("carol", "fine")
+    assert decision["decided_at"] == approved.decided_at
 
 
 def test_a_worker_takes_the_oldest_run_it_may_and_leaves_the_rest(store_at: str) -> None:
