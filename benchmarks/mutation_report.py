@@ -8,12 +8,20 @@ to pin. Every surviving non-message mutant is printed with its justification fro
 UNJUSTIFIED. Exits 1 when the score of non-message mutants is under the target (90%)
 or a survivor is unjustified, so the target says plainly whether the code is pinned.
 
+``--names PATTERN...`` prints instead the names of the non-message mutants matching the
+patterns that are not killed yet (untested or surviving), one per line: ``mutmut run
+$(python benchmarks/mutation_report.py --names 'loopwise.tools.gates.*')`` tests a module
+without spending the shared cores on mutants the score leaves out, and, once tests are
+added, tests again only what they may kill (mutmut must have generated the mutants: run
+it once, or ``mutmut print-time-estimates``).
+
 Uses mutmut's own result files and diff function, so mutmut is pinned to 3.8.* (the
 ``mutation`` extra).
 """
 
 from __future__ import annotations
 
+import fnmatch
 import io
 import re
 import sys
@@ -60,7 +68,27 @@ def justifications() -> dict[str, str]:
     return dict(found)
 
 
+_DEAD = ("killed", "caught by type check", "timeout", "segfault")
+
+
+def names(patterns: list[str]) -> int:
+    """Print the non-message mutants matching ``patterns`` that are not killed yet."""
+    for path in walk_mutatable_files():
+        data = SourceFileMutationData(path=path)
+        data.load()
+        for name, code in data.exit_code_by_key.items():
+            if not any(fnmatch.fnmatchcase(name, p) for p in patterns):
+                continue
+            if status_by_exit_code[code] in _DEAD:
+                continue
+            if not is_message_mutant(get_diff_for_mutant(name, path=path)):
+                print(name)
+    return 0
+
+
 def main() -> int:
+    if sys.argv[1:2] == ["--names"]:
+        return names(sys.argv[2:])
     why = justifications()
     tested: Counter[str] = Counter()
     killed: Counter[str] = Counter()
@@ -78,7 +106,7 @@ def main() -> int:
                 messages[module] += 1
                 continue
             tested[module] += 1
-            if status in ("killed", "caught by type check", "timeout", "segfault"):
+            if status in _DEAD:
                 killed[module] += 1
             else:
                 survivors.append((name, why.get(name)))
