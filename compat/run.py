@@ -22,15 +22,19 @@ import subprocess
 import sys
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import loopwise
+from loopwise.evidence.calibration import calibration
 from loopwise.models.openai import OpenAIModel
 from loopwise.running.targets import load_target
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "gemma-3-270m"
+N_CTX = 8192
+"""The server's context (``--n_ctx``) unless a run sets its own."""
 TICKET = {
     "subject": "Charged twice for March invoice",
     "body": "My card shows two charges of $49.00 on March 3 for invoice INV-20931. "
@@ -53,29 +57,38 @@ ROUND_TRIP = loopwise.Agent(
     tools=[lookup_order],
     max_steps=4,
 )
-RUNS: list[tuple[str, Any, Any]] = [
-    ("triage workflow", "workflows/ticket_triage.py:triage", TICKET),
-    ("tool round trip", ROUND_TRIP, "What happened to order O-1003?"),
-    (
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One run against a fresh server: a target (or a step) and its input."""
+
+    label: str
+    spec: Any
+    data: Any
+    n_ctx: int = N_CTX
+
+
+RUNS = [
+    _Run("triage workflow", "workflows/ticket_triage.py:triage", TICKET),
+    _Run("tool round trip", ROUND_TRIP, "What happened to order O-1003?"),
+    _Run(
         "investigation agent",
         "agents/order_investigation.py",
         "Why did customer C-1004's last three orders fail?",
     ),
-    (
+    # A 4,096-token server: the planner's first call must fit (issue 27).
+    _Run(
         "refund desk",
         "workflows/refund_desk.py:refund_desk",
         "Order O-1003 arrived broken and I want my money back.",
+        n_ctx=4096,
     ),
 ]
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--python", required=True, help="the server environment's python")
-    parser.add_argument("--work", default=str(ROOT / ".compat"), help="weights, logs, store")
-    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per model call")
-    parser.add_argument("--nice", type=int, default=10, help="the server's niceness (shared cores)")
-    args = parser.parse_args()
+    args = _parser().parse_args()
     work = Path(args.work)
     server = _Server(args.python, _assemble(args.python, work), work, args.nice)
     print(f"server: llama-cpp-python {_version(args.python)} on 127.0.0.1, model {MODEL}")
@@ -83,9 +96,13 @@ def main() -> int:
     try:
         # A fresh server per run: one that died, or still generates an answer nobody
         # waits for (it does not stop when the client times out), spoils no other run.
-        for label, spec, data in RUNS:
-            results.append(_run_one(label, spec, data, server.start(), args) & server.stop())
-        results.append(_eval(server.start(), work, args.timeout) & server.stop())
+        for run in RUNS:
+            if _chosen(args, run.label):
+                results.append(_run_one(run, server.start(run.n_ctx), args) & server.stop())
+        if _chosen(args, "eval"):
+            results.append(_eval(server.start(), work, args.timeout) & server.stop())
+        if _chosen(args, "decisions"):
+            results.append(_decisions(server.start(), args) & server.stop())
     finally:
         server.stop()
         server.log.close()
@@ -94,6 +111,26 @@ def main() -> int:
         "compat: every run ended with a named status other than error" if ok else "compat: FAILED"
     )
     return 0 if ok else 1
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--python", required=True, help="the server environment's python")
+    parser.add_argument("--work", default=str(ROOT / ".compat"), help="weights, logs, store")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per model call")
+    parser.add_argument("--nice", type=int, default=10, help="the server's niceness (shared cores)")
+    parser.add_argument(
+        "--decisions", type=int, default=16, help="tickets the cascade's judge decides"
+    )
+    labels = [run.label for run in RUNS] + ["eval", "decisions"]
+    parser.add_argument(
+        "--only", action="append", choices=labels, help="run only these (repeatable)"
+    )
+    return parser
+
+
+def _chosen(args: argparse.Namespace, label: str) -> bool:
+    return not args.only or label in args.only
 
 
 class _Server:
@@ -105,7 +142,7 @@ class _Server:
         self.process: subprocess.Popen[bytes] | None = None
         self.base_url = ""
 
-    def start(self) -> str:
+    def start(self, n_ctx: int = N_CTX) -> str:
         port = _free_port()
         # The server's entry point lets $HOST and $PORT override --host and --port, and
         # $CONFIG_FILE replace the arguments: pin them, so it listens on loopback only.
@@ -114,7 +151,7 @@ class _Server:
         self.process = subprocess.Popen(
             ["nice", "-n", str(self.nice), self.python, "-m", "llama_cpp.server",
              "--model", str(self.weights), "--host", "127.0.0.1", "--port", str(port),
-             "--chat_format", "chatml-function-calling", "--n_ctx", "8192"],
+             "--chat_format", "chatml-function-calling", "--n_ctx", str(n_ctx)],
             stdout=self.log, stderr=subprocess.STDOUT, env=env,
         )  # fmt: skip
         _wait_ready(port, self.process)
@@ -173,24 +210,31 @@ def _wait_ready(port: int, server: subprocess.Popen[bytes], limit: float = 300.0
     raise SystemExit("compat: the server did not come up")
 
 
-def _run_one(label: str, spec: Any, data: Any, base_url: str, args: argparse.Namespace) -> bool:
+def _model(base_url: str, args: argparse.Namespace) -> OpenAIModel:
     # No SDK retries: the server answers one request at a time and does not stop
     # generating when the client gives up, so a retry only queues behind the first try.
-    model = OpenAIModel(
+    return OpenAIModel(
         MODEL, base_url=base_url, api_key="none", timeout=args.timeout, max_retries=0
     )
-    step = load_target(str(ROOT / spec)).step if isinstance(spec, str) else spec
+
+
+def _run_one(run: _Run, base_url: str, args: argparse.Namespace) -> bool:
+    model = _model(base_url, args)
+    step = load_target(str(ROOT / run.spec)).step if isinstance(run.spec, str) else run.spec
     started = time.monotonic()
-    result = loopwise.run(step, data, model=model, store=str(Path(args.work) / "compat.db"))
+    result = loopwise.run(step, run.data, model=model, store=str(Path(args.work) / "compat.db"))
     rung = model.structured_modes.get(model.endpoint, "-")
     kinds = [str(e.type) for e in result.events]
     # The server took a transcript holding a tool call and its result.
     round_trip = "tool_result" in kinds and "model_call" in kinds[kinds.index("tool_result") :]
+    calls = [e.data for e in result.events if str(e.type) == "model_call"]
+    # The first call's prompt as the server counted it, against the context it ran with.
+    first = f"{calls[0]['input_tokens']:,}" if calls else "-"
     print(
-        f"{label:20} status={result.status.value:17} rung={rung:18} "
+        f"{run.label:20} status={result.status.value:17} rung={rung:18} "
         f"calls={result.usage.model_calls} tool_calls={result.usage.tool_calls} "
-        f"round_trip={'yes' if round_trip else 'no'} {time.monotonic() - started:.0f}s"
-        + (f"  ({result.detail})" if result.detail else "")
+        f"round_trip={'yes' if round_trip else 'no'} first_call={first}/{run.n_ctx:,} "
+        f"{time.monotonic() - started:.0f}s" + (f"  ({result.detail})" if result.detail else "")
     )
     return result.status.value != "error"
 
@@ -220,6 +264,97 @@ def _eval(base_url: str, work: Path, timeout: float) -> bool:
         f"{time.monotonic() - started:.0f}s {json.dumps(doc)[:300]} {' '.join(summary)}"
     )
     return done.returncode == 0 and report.exists()
+
+
+def _decisions(base_url: str, args: argparse.Namespace) -> bool:
+    """The triage cascade's judge over a slice of the tickets, every case weighed sure
+    (threshold 0, as the eval's sweep runs its first pass): no case reaches the agent."""
+    cascade = load_target(str(ROOT / "workflows" / "ticket_triage.py") + ":cascade").step
+    step = cascade.with_threshold(0.0, unknown="sure")
+    model = _model(base_url, args)
+    started = time.monotonic()
+    decided = [_decide(step, case, model, args) for case in _ticket_slice(args.decisions)]
+    _print_decisions(decided, time.monotonic() - started)
+    return all(d["status"] != "error" for d in decided)
+
+
+def _ticket_slice(n: int) -> list[dict[str, Any]]:
+    """``n`` tickets spread over the dataset (it is grouped by category)."""
+    lines = (ROOT / "workflows" / "data" / "tickets.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines[:: max(1, len(lines) // n)][:n]]
+
+
+def _decide(step: Any, case: dict[str, Any], model: OpenAIModel, args: Any) -> dict[str, Any]:
+    """One ticket decided: the run's status, the judge's record and the calls it made."""
+    store = str(Path(args.work) / "compat.db")
+    result = loopwise.run(step, case["input"], model=model, store=store)
+    finished = [e for e in result.events if str(e.type) == "step_finished"]
+    weighed = next((e.data["output"] for e in finished if e.step.endswith("/threshold")), {})
+    output = result.output.model_dump() if result.status.value == "completed" else {}
+    return {
+        "status": result.status.value,
+        "detail": result.detail,
+        "expected": case["expected"],
+        "output": output,
+        "right": bool(output) and all(output.get(k) == v for k, v in case["expected"].items()),
+        "confidence": weighed.get("confidence"),
+        "backend": (weighed.get("ruling") or {}).get("backend", "-"),
+        "calls": [e.data for e in result.events if str(e.type) == "model_call"],
+    }
+
+
+def _print_decisions(decided: list[dict[str, Any]], took: float) -> None:
+    """A line per ticket, then the backend, accuracy, calibration and call times."""
+    for i, d in enumerate(decided, 1):
+        got = d["output"]
+        said = f"{got['category']}/{got['queue']} u{got['urgency']}" if got else d["status"]
+        seconds = "+".join(f"{c['duration_seconds']:.1f}" for c in d["calls"])
+        wanted = f"{d['expected']['category']}/{d['expected']['queue']}"
+        print(
+            f"{'':4}{i:2} expected {wanted:22} got {said:25} confidence={_pct(d['confidence'])} "
+            f"{'right' if d['right'] else 'WRONG'} calls {seconds}s"
+            + (f"  ({d['detail']})" if d["detail"] else "")
+        )
+    _print_calibration(decided, took)
+
+
+def _print_calibration(decided: list[dict[str, Any]], took: float) -> None:
+    calls = [c for d in decided for c in d["calls"]]
+    cal = calibration([d["confidence"] for d in decided], [d["right"] for d in decided])
+    right = sum(d["right"] for d in decided)
+    backends = sorted({d["backend"] for d in decided})
+    ece = "-" if cal.ece is None else f"{cal.ece:.3f}"
+    print(
+        f"{f'decisions ({len(decided)})':20} backend={','.join(backends)} "
+        f"accuracy={right}/{len(decided)} ECE={ece} mean_confidence="
+        f"{_pct(cal.mean_confidence)} calls={len(calls)} "
+        f"call_s={_spread([c['duration_seconds'] for c in calls])} "
+        f"output_tokens={_spread([c['output_tokens'] for c in calls])} {took:.0f}s"
+    )
+    shown = [
+        f"{b.low:.1f}-{b.high:.1f} n={b.count} conf={_pct(b.mean_confidence)} "
+        f"acc={_pct(b.accuracy)}"
+        for b in cal.bins
+        if b.count
+    ]
+    print(f"{'':4}bins: " + "; ".join(shown))
+    if calls and calls[0]["turn"].get("logprobs"):
+        # What the server sent for the first answer token: the shape the judge reads.
+        top = {t: round(lp, 2) for t, lp in calls[0]["turn"]["logprobs"][0].items()}
+        print(f"{'':4}first call's top_logprobs: {json.dumps(top, ensure_ascii=False)}")
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _spread(values: list[float]) -> str:
+    """``min/median/max`` of ``values``."""
+    if not values:
+        return "-"
+    ranked = sorted(values)
+    picked = (ranked[0], ranked[len(ranked) // 2], ranked[-1])
+    return "/".join(f"{v:g}" if isinstance(v, int) else f"{v:.1f}" for v in picked)
 
 
 if __name__ == "__main__":
