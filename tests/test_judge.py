@@ -111,7 +111,8 @@ def test_a_refused_question_ends_the_run_refused() -> None:
 
 
 def test_without_the_decisions_api_log_probabilities_renormalised_over_the_labels() -> None:
-    # A stray token ("The") takes a quarter of the mass: the labels share the rest.
+    # A stray token ("The") takes a quarter of the mass: the labels share the rest, and
+    # "other", not listed, counts as likely as the least listed token (its upper bound).
     first = Turn(text="B", logprobs=[{"B": math.log(0.6), "A": math.log(0.15), "The": -1.386}])
     judge = Judge("category", Literal["billing", "technical", "other"])
     with FakeChatServer([first, first], decisions=False) as server:
@@ -121,10 +122,11 @@ def test_without_the_decisions_api_log_probabilities_renormalised_over_the_label
     assert result.status is Status.COMPLETED, result.detail
     ruling = result.output
     assert ruling.backend == "logprobs" and ruling.answer == "technical"
-    assert sum(ruling.probabilities["category"].values()) == pytest.approx(1.0)
-    assert ruling.confidence == pytest.approx(0.6 / 0.75, abs=1e-4)
+    assert sum(ruling.probabilities["category"].values()) == pytest.approx(1.0, abs=1e-5)
+    assert ruling.probabilities["category"]["other"] == pytest.approx(0.15 / 0.9, abs=1e-4)
+    assert ruling.confidence == pytest.approx(0.6 / 0.9, abs=1e-4)
     sent = server.requests[0]
-    assert (sent["logprobs"], sent["top_logprobs"], sent["max_completion_tokens"]) == (True, 3, 1)
+    assert (sent["logprobs"], sent["top_logprobs"], sent["max_completion_tokens"]) == (True, 20, 1)
     assert "A: billing" in sent["messages"][0]["content"]
     assert again.status is Status.COMPLETED and len(server.requests) == 2
 

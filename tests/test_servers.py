@@ -11,14 +11,14 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from pydantic import BaseModel
 
 import loopwise
 import loopwise.errors
-from loopwise import Agent, ConfigError, Structured
+from loopwise import Agent, ConfigError, Judge, Status, Structured, Turn
 from loopwise.cli.main import main
 from loopwise.testing import PROFILES, FakeChatServer, Fault, call, reply
 
@@ -173,6 +173,57 @@ def test_an_agent_offers_its_tools_to_a_server_that_reads_no_choice_as_no_tools(
     assert result.status == "completed" and result.output == "It was delivered."
     assert result.usage.tool_calls == 1
     assert [body.get("tool_choice") for body in server.requests] == ["auto", "auto"]
+
+
+# llama-cpp-python 0.3.36 (make compat, 2026-12-02): the triage judge's first category
+# question, as the server answered it. Gemma 3 270M answered "{" (it echoed the ticket);
+# of the labels A-E only "A" was among the 20 alternatives, with 1.4% of the mass.
+GEMMA_CATEGORY = {
+    "{": -1.42,
+    "<": -1.62,
+    "You": -3.09,
+    "Answer": -3.61,
+    "The": -3.76,
+    "If": -3.96,
+    "I": -4.11,
+    "This": -4.11,
+    "A": -4.29,
+    "What": -4.35,
+    "Which": -4.36,
+    "1": -4.61,
+    "Your": -4.61,
+    "User": -4.66,
+    "In": -4.85,
+    "Use": -5.06,
+    "[": -5.17,
+    "Provide": -5.24,
+    ">": -5.31,
+    "Please": -5.33,
+}
+CATEGORIES = Literal["billing", "technical", "account", "shipping", "other"]
+
+
+def _answers_on(request: Any) -> Turn:
+    """One token when asked for one; without a limit the answer runs on, as the server's."""
+    text = "{" if request.max_output_tokens == 1 else '{"subject": "I have a ticket for' * 4
+    return Turn(text=text, logprobs=[GEMMA_CATEGORY])
+
+
+def test_a_label_listed_alone_is_not_sure_and_a_dropped_limit_goes_as_max_tokens() -> None:
+    judge = Judge("category", CATEGORIES)
+    with FakeChatServer(_answers_on, profile="llama-cpp-python", decisions=False) as server:
+        model = server.model()
+        first = loopwise.run(judge, "x", model=model)
+        second = loopwise.run(judge, "x", model=model)
+    assert first.status is second.status is Status.COMPLETED, first.detail
+    ruling = first.output
+    assert ruling.answer == "billing" and ruling.backend == "logprobs"
+    # Counted as 0, the unlisted labels would make "billing" sure (1.0): each counts as
+    # likely as the least listed token instead.
+    assert ruling.confidence == pytest.approx(0.0137 / (0.0137 + 4 * 0.00483), abs=0.01)
+    assert [r.get("max_completion_tokens") for r in server.requests] == [1, None]
+    assert [r.get("max_tokens") for r in server.requests] == [None, 1]
+    assert [e.data["output_tokens"] for e in second.events if e.type == "model_call"] == [1]
 
 
 @pytest.mark.parametrize("content", ["missing", None, [{"type": "text", "text": "hi"}]])

@@ -22,8 +22,11 @@ tried in order; a ``Judge(backends=...)`` overrides):
 ``logprobs``
     Chat Completions, one call per question, the answer restricted to one token per
     label (``A``, ``B``... or the digits of a score) and the probabilities read from
-    ``top_logprobs`` and renormalised over the allowed tokens; a server that sends none
-    raises :class:`~loopwise.errors.ProbabilitiesMissing`, never a guess;
+    its 20 ``top_logprobs`` and renormalised over the allowed tokens; a label not listed
+    counts as likely as the least listed token (its upper bound: counted as 0, a label
+    listed alone would be sure however little of the mass it holds); a server that
+    sends none, or lists no label, raises :class:`~loopwise.errors.ProbabilitiesMissing`,
+    never a guess;
 ``structured``
     a structured-output call with no probabilities: ``confidence`` is ``None``
     (unknown), which a cascade treats as unsure.
@@ -72,6 +75,10 @@ QuestionKind = Literal["choice", "predicate", "score"]
 
 _MAX_LABELS = 26
 """A log-probability question answers with one letter per label."""
+
+_TOP_LOGPROBS = 20
+"""Alternatives a log-probability question asks for (OpenAI's most): a label not among
+them is given the least listed probability, so more of them make that bound tighter."""
 
 
 class Ruling(pydantic.BaseModel, Generic[A]):
@@ -337,7 +344,7 @@ class Judge(StepDefaults, Generic[A]):
             messages=self._messages(system, text),
             max_output_tokens=1,
             temperature=0.0,
-            top_logprobs=min(20, len(tokens)),
+            top_logprobs=_TOP_LOGPROBS,
             labels=tokens,
         )
         turn = await ctx.call_model(request)
@@ -355,8 +362,9 @@ class Judge(StepDefaults, Generic[A]):
                 f"{q.name!r}; use a server that returns logprobs, or backends=('structured',) "
                 "to accept answers of unknown confidence"
             )
+        alternatives = turn.logprobs[0]
         mass: dict[str, float] = {}
-        for token, logprob in turn.logprobs[0].items():
+        for token, logprob in alternatives.items():
             label = tokens.get(token.strip().upper()) or tokens.get(token.strip())
             if label is not None:
                 mass[label] = mass.get(label, 0.0) + math.exp(logprob)
@@ -366,7 +374,10 @@ class Judge(StepDefaults, Generic[A]):
                 f"({', '.join(tokens)}) is among model {model!r}'s top log-probabilities "
                 f"(it answered {(turn.text or '')[:40]!r})"
             )
-        return mass
+        # A label the server did not list is at most as likely as the least it listed:
+        # counted as 0, a label listed alone would be sure however little mass it holds.
+        least = min(math.exp(lp) for lp in alternatives.values())
+        return {label: mass.get(label, least) for label in tokens.values()}
 
     def _messages(self, system: str, text: str) -> list[Message]:
         if not system:

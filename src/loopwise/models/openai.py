@@ -70,7 +70,9 @@ class OpenAIModel(ModelDefaults):
     ``client`` is injected (build one with your own retries/timeouts) or made from
     ``api_key``/``base_url`` and the ``OPENAI_*`` environment. ``structured_modes``
     remembers, per base URL and model, which structured-output rung the server
-    accepted, so a server that rejects ``json_schema`` is asked that way only once.
+    accepted, so a server that rejects ``json_schema`` is asked that way only once;
+    ``token_limits`` remembers a server that answered past ``max_completion_tokens``
+    (llama-cpp-python's reads only ``max_tokens``), whose limits then go as ``max_tokens``.
     ``client_options`` are more keyword arguments for the client it builds (``headers``,
     ``default_query``...). ``structured_mode`` (or ``LOOPWISE_STRUCTURED_MODE``) pins the
     rung structured calls start at, for a server whose rejections are not recognizable;
@@ -146,6 +148,9 @@ class OpenAIModel(ModelDefaults):
             tuple[openai.AsyncOpenAI, openai.AsyncOpenAI, openai.AsyncOpenAI] | None
         ) = None
         self.structured_modes: dict[tuple[str, str], StructuredMode] = {}
+        self.token_limits: dict[tuple[str, str], str] = {}
+        """Per endpoint, the parameter an output-token limit goes out as when it is not
+        ``max_completion_tokens``: ``max_tokens`` once the server answered past it."""
 
     @property
     def client(self) -> openai.AsyncOpenAI:
@@ -200,7 +205,14 @@ class OpenAIModel(ModelDefaults):
             return await _decide(self.client, self.name, request)
         if self.api == "responses":
             return await self._send(self.responses_params(request), request, _create_response)
-        return await self._send(self._chat_params(request), request, _create)
+        turn = await self._send(self._chat_params(request), request, _create)
+        limit = request.max_output_tokens
+        if limit is not None and turn.output_tokens > limit:
+            # llama-cpp-python's server reads only max_tokens: asked for one token as
+            # max_completion_tokens it answered 73 (two minutes on 2 cores). Its next
+            # calls say max_tokens, which OpenAI refuses beside max_completion_tokens.
+            self.token_limits[self.endpoint] = "max_tokens"
+        return turn
 
     def _chat_params(self, request: ModelRequest) -> dict[str, Any]:
         # In the order chat.completions.create() sends them: the same bytes on the wire.
@@ -208,7 +220,8 @@ class OpenAIModel(ModelDefaults):
         if request.top_logprobs is not None:
             params["logprobs"] = True
         if request.max_output_tokens is not None:
-            params["max_completion_tokens"] = request.max_output_tokens
+            limit = self.token_limits.get(self.endpoint, "max_completion_tokens")
+            params[limit] = request.max_output_tokens
         if request.response_format is not None:
             params["response_format"] = request.response_format
         if request.temperature is not None:

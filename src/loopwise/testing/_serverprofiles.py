@@ -75,6 +75,9 @@ class ServerProfile:
     tools_need_choice: bool = False
     """Tools sent without a ``tool_choice`` are dropped before the model sees them (the
     server reads a missing choice as "no tools"; OpenAI's default with tools is "auto")."""
+    drops: frozenset[str] = frozenset()
+    """Request parameters the server does not know and silently drops (the script never
+    sees them): llama-cpp-python's drops ``max_completion_tokens``, so its answer runs on."""
 
     def rejection(self, payload: dict[str, Any]) -> Rejection | None:
         """How the server refuses ``payload``, or ``None`` when it accepts it."""
@@ -87,7 +90,7 @@ class ServerProfile:
 
     def adapt(self, payload: dict[str, Any]) -> dict[str, Any]:
         """``payload`` with the ignored features dropped (what the server acts on)."""
-        adapted = dict(payload)
+        adapted = {k: v for k, v in payload.items() if k not in self.drops}
         if self.tools_need_choice and adapted.get("tool_choice") is None:
             adapted.pop("tools", None)
         if not self.ignores:
@@ -171,7 +174,9 @@ LLAMA_CPP_PYTHON = ServerProfile(
     "empty message); json_object with a schema is its JSON-schema mode "
     "(abetlen/llama-cpp-python#1122); and, measured by make compat on 2026-12-01, tools "
     "sent without a tool_choice never reach the model (the handler's no-choice case "
-    "renders the prompt with no tools)",
+    "renders the prompt with no tools); and, measured by make compat on 2026-12-02, "
+    "max_completion_tokens is dropped (server/types.py has only max_tokens): asked for one "
+    "token that way it answered 73",
     rejects={
         "json_schema": Rejection(
             status=500,
@@ -200,6 +205,7 @@ LLAMA_CPP_PYTHON = ServerProfile(
         body=_llama_cpp_python_error("'dict object' has no attribute 'content'"),
     ),
     tools_need_choice=True,
+    drops=frozenset({"max_completion_tokens"}),
 )
 
 LLAMA_SERVER = ServerProfile(
