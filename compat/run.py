@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import socket
 import subprocess
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import loopwise
-from loopwise.evidence.calibration import calibration
+from loopwise.evidence.calibration import calibration, calibration_warning
 from loopwise.models.openai import OpenAIModel
 from loopwise.running.targets import load_target
 
@@ -273,7 +274,8 @@ def _decisions(base_url: str, args: argparse.Namespace) -> bool:
     step = cascade.with_threshold(0.0, unknown="sure")
     model = _model(base_url, args)
     started = time.monotonic()
-    decided = [_decide(step, case, model, args) for case in _ticket_slice(args.decisions)]
+    tickets = _ticket_slice(args.decisions)
+    decided = [_decide(step, case, model, args) for case in tickets]
     _print_decisions(decided, time.monotonic() - started)
     return all(d["status"] != "error" for d in decided)
 
@@ -281,7 +283,7 @@ def _decisions(base_url: str, args: argparse.Namespace) -> bool:
 def _ticket_slice(n: int) -> list[dict[str, Any]]:
     """``n`` tickets spread over the dataset (it is grouped by category)."""
     lines = (ROOT / "workflows" / "data" / "tickets.jsonl").read_text().splitlines()
-    return [json.loads(line) for line in lines[:: max(1, len(lines) // n)][:n]]
+    return [json.loads(lines[i * len(lines) // n]) for i in range(min(n, len(lines)))]
 
 
 def _decide(step: Any, case: dict[str, Any], model: OpenAIModel, args: Any) -> dict[str, Any]:
@@ -300,7 +302,21 @@ def _decide(step: Any, case: dict[str, Any], model: OpenAIModel, args: Any) -> d
         "confidence": weighed.get("confidence"),
         "backend": (weighed.get("ruling") or {}).get("backend", "-"),
         "calls": [e.data for e in result.events if str(e.type) == "model_call"],
+        "label_mass": _label_mass(step.judge, result.events),
     }
+
+
+def _label_mass(judge: Any, events: Any) -> list[float]:
+    """Per logprob call (one per question, in order), the share of the listed mass on
+    the question's answer tokens: how far the model answered the question at all."""
+    calls = [e.data["turn"].get("logprobs") for e in events if str(e.type) == "model_call"]
+    shares = []
+    for question, logprobs in zip(judge.questions, calls, strict=False):
+        tokens = question.tokens()
+        top = logprobs[0] if logprobs else {}
+        listed = [t for t in top if t.strip().upper() in tokens or t.strip() in tokens]
+        shares.append(sum(math.exp(top[t]) for t in listed))
+    return shares
 
 
 def _print_decisions(decided: list[dict[str, Any]], took: float) -> None:
@@ -329,8 +345,11 @@ def _print_calibration(decided: list[dict[str, Any]], took: float) -> None:
         f"accuracy={right}/{len(decided)} ECE={ece} mean_confidence="
         f"{_pct(cal.mean_confidence)} calls={len(calls)} "
         f"call_s={_spread([c['duration_seconds'] for c in calls])} "
-        f"output_tokens={_spread([c['output_tokens'] for c in calls])} {took:.0f}s"
+        f"output_tokens={_spread([c['output_tokens'] for c in calls])} "
+        f"label_mass={_spread([m for d in decided for m in d['label_mass']], '.3f')} "
+        f"{took:.0f}s"
     )
+    print(f"{'':4}{calibration_warning(cal) or 'calibration: no warning'}")
     shown = [
         f"{b.low:.1f}-{b.high:.1f} n={b.count} conf={_pct(b.mean_confidence)} "
         f"acc={_pct(b.accuracy)}"
@@ -348,13 +367,13 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def _spread(values: list[float]) -> str:
+def _spread(values: list[float], spec: str = ".1f") -> str:
     """``min/median/max`` of ``values``."""
     if not values:
         return "-"
     ranked = sorted(values)
     picked = (ranked[0], ranked[len(ranked) // 2], ranked[-1])
-    return "/".join(f"{v:g}" if isinstance(v, int) else f"{v:.1f}" for v in picked)
+    return "/".join(f"{v:g}" if isinstance(v, int) else f"{v:{spec}}" for v in picked)
 
 
 if __name__ == "__main__":
