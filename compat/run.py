@@ -2,14 +2,26 @@
 
 The server is llama-cpp-python's (``python -m llama_cpp.server``) serving Gemma 3 270M,
 both from PyPI, built by ``make compat`` in their own environment (``.compat/venv``) and
-started here on 127.0.0.1 with ``--chat_format chatml-function-calling``. Each example
-runs once in-process with an :class:`~loopwise.OpenAIModel` pointed at it, and the eval
-runs through the ``loopwise`` command; one line per run: status, the structured-output
-rung the server ended up on, and the model calls made.
+started here on 127.0.0.1 with ``--chat_format chatml-function-calling`` and a context of
+8,192 tokens, or a run's own (the refund desk's is 4,096: its planner's first call must
+fit). Each example runs once in-process with an :class:`~loopwise.OpenAIModel` pointed at
+it, and the eval runs through the ``loopwise`` command; one line per run: status, the
+structured-output rung the server ended up on, the model calls made, and the first
+call's prompt tokens as the server counted them against the context it ran with.
+
+Then the triage cascade's judge (``workflows/ticket_triage.py:cascade``) decides a slice
+of ``workflows/data/tickets.jsonl`` (``--decisions N``, spread over the dataset), every
+case weighed sure (threshold 0, as the eval's sweep runs its first pass), so none reaches
+the agent: one line per ticket, then the backend that answered (the server has no
+``/v1/decisions``: the judge steps to ``logprobs``), the accuracy, the expected
+calibration error and reliability bins (:mod:`loopwise.evidence.calibration`), each call's
+time and output tokens, the labels' share of the listed log-probability mass, and the
+first call's ``top_logprobs`` as the server sent them.
 
 A 270M model answers poorly; what must hold is that every run ends with a named status
 other than ``error``, the ladder reaches a rung the server accepts, an agent's tool
-round trip works and the eval writes its report. Not part of ``make test`` or CI.
+round trip works, the eval writes its report and the judge reads probabilities (or says
+why it cannot). ``--only LABEL`` runs some of it. Not part of ``make test`` or CI.
 """
 
 from __future__ import annotations
