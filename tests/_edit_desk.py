@@ -32,7 +32,7 @@ class Ledger:
 
 
 def make_deps() -> Ledger:
-    return Ledger(os.environ["EDIT_DESK_DB"])
+    return Ledger(os.environ["EDIT_DESK_DB"], int(os.environ.get("EDIT_DESK_LIMIT", "10000")))
 
 
 def effects(path: str) -> list[tuple[str, str]]:

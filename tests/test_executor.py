@@ -448,7 +448,9 @@ def test_an_edit_over_the_actions_own_policy_never_runs() -> None:
     assert paid == []
     (step,) = result.output.results.values()
     assert step.status == "denied"
-    assert step.reason == "denied by policy: amount 500 is above the limit of 100"
+    assert step.reason == (
+        "denied by policy: amount 500 is above the limit of 100 (judging the arguments ana edited)"
+    )
     logged = _results(result)["execute.s1"]
     assert logged["status"] == "denied" and logged["content"] == (
         "ERROR: the edited arguments were rejected by the policy: amount 500 is above the "

@@ -150,7 +150,7 @@ def test_one_output_shape_per_status_the_same_in_python_and_json(
         assert result.output["answer"] is None
     if shape is loopwise.HybridOutput:
         assert result.output.results == {} and doc["output"]["results"] == {}
-        assert set(doc["output"]) == {"plan", "results", "rounds"}
+        assert set(doc["output"]) == {"plan", "proposed", "results", "rounds"}
 
 
 def test_hybrid_results_come_back_in_plan_order_and_the_detail_is_for_people() -> None:

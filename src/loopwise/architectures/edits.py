@@ -11,21 +11,24 @@ steps run as planned.
 
 The new request is a separate approval, ``{approval id}.recheck`` (a plan step's id has
 no dot, so it names no other step); it binds its own decision and idempotency key.
+
+The hybrid's output shows the plan as it ran (:func:`as_ran`): an edited step with the
+arguments it ran with, and the planner's proposal beside it (``HybridOutput.proposed``).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol, TypedDict
 
-from loopwise.architectures.plans import ActionCatalog, Plan, dependency_graph
+from loopwise.architectures.plans import ActionCatalog, Plan, PlanStep, dependency_graph
 from loopwise.core.events import jsonable
 from loopwise.tools.gates import changed_fields
 from loopwise.tools.tool import ToolArgumentsError
 from loopwise.tools.verdicts import Denied, Edited
 
-__all__ = ["RECHECK_SUFFIX", "rechecks"]
+__all__ = ["RECHECK_SUFFIX", "AsRan", "CallOf", "as_ran", "call_of", "rechecks"]
 
 RECHECK_SUFFIX = ".recheck"
 """Added to a plan step's approval id when a person must decide it again."""
@@ -53,6 +56,57 @@ def rechecks(plan: Plan, catalog: ActionCatalog, verdicts: Mapping[str, Any]) ->
     return out
 
 
+class CallOf(TypedDict):
+    """What a plan step's call is made with (fields of :class:`~loopwise.tools.calls.Call`)."""
+
+    arguments: Any
+    call_id: str
+    bind_id: str
+    edited_by: str | None
+    edited_from: Any
+
+
+def call_of(planned: PlanStep, call_id: str, verdict: Any, recheck: str | None) -> CallOf:
+    """The arguments and the approval id a plan step's call is made with.
+
+    As planned, under the approval that decided it: the executor recalls a person's edit
+    from it and runs the edited arguments (judged again). A step a person must decide
+    again asks under its own approval (``.recheck``), with the arguments as last decided:
+    when that was an edit, the call says so (read strictly, recorded as edited).
+    """
+    edited = isinstance(verdict, Edited) and recheck is not None
+    return CallOf(
+        arguments=verdict.args if edited else planned.args_dict(),
+        call_id=call_id + RECHECK_SUFFIX if recheck is not None else call_id,
+        bind_id=call_id + RECHECK_SUFFIX if recheck is not None else call_id,
+        edited_by=verdict.by if edited else None,
+        edited_from=planned.args_dict() if edited else None,
+    )
+
+
+class _Ran(Protocol):
+    ran_with: dict[str, Any] | None
+
+
+class AsRan(TypedDict):
+    """A plan as it ran and the planner's proposal, when a person edited a step."""
+
+    plan: Plan
+    proposed: Plan | None
+
+
+def as_ran(plan: Plan, results: Mapping[str, _Ran]) -> AsRan:
+    """``plan`` as it ran (``plan``: each step a person edited with the arguments it ran
+    with) and, when a step was edited, the planner's proposal (``proposed``)."""
+    edited = {sid: r.ran_with for sid, r in results.items() if r.ran_with is not None}
+    if not edited:
+        return {"plan": plan, "proposed": None}
+    data = plan.model_dump(mode="json")
+    for s in data["steps"]:
+        s["args"] = edited.get(s["id"], s["args"])
+    return {"plan": type(plan).model_validate(data), "proposed": plan}
+
+
 def _edits(plan: Plan, catalog: ActionCatalog, verdicts: Mapping[str, Any]) -> dict[str, str]:
     """Per step a person edited (so that its arguments changed), what the edit was."""
     found = {}
@@ -63,7 +117,7 @@ def _edits(plan: Plan, catalog: ActionCatalog, verdicts: Mapping[str, Any]) -> d
         tool = catalog[s.action].tool
         planned = tool.parse(s.args_dict()).model_dump(mode="json")
         try:
-            edited: Any = tool.parse(verdict.args).model_dump(mode="json")
+            edited: Any = tool.parse(verdict.args, strict=True).model_dump(mode="json")
         except ToolArgumentsError:
             edited = jsonable(verdict.args)  # refused when it runs; its dependants still ask
         changed = changed_fields(planned, edited)

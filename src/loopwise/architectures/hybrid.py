@@ -34,7 +34,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from loopwise.architectures.agent import Agent
-from loopwise.architectures.edits import RECHECK_SUFFIX, rechecks
+from loopwise.architectures.edits import as_ran, call_of, rechecks
 from loopwise.architectures.plans import (
     REJECTED,
     WHOLE_PLAN_NOTE,
@@ -106,13 +106,20 @@ class ActionResult(BaseModel):
     """What the action returned (when ``done``)."""
     reason: str | None = None
     """Why it did not run, when it did not."""
+    edited_by: str | None = None
+    """Who edited its arguments, when a person did (it ran with :attr:`ran_with`)."""
+    ran_with: dict[str, Any] | None = None
+    """The arguments it ran with, when a person edited them."""
 
 
 class HybridOutput(BaseModel):
     """A hybrid's output: the plan that ran and what became of each action."""
 
     plan: Plan
-    """The validated plan (``plan.reason`` says why; with no steps, why nothing was done)."""
+    """The validated plan as it ran: a step a person edited shows the arguments it ran with
+    (``plan.reason`` says why; with no steps, why nothing was done)."""
+    proposed: Plan | None = None
+    """The plan as the planner proposed it, when a person edited a step (else ``None``)."""
     results: dict[str, ActionResult]
     """Per plan step id, in plan order."""
     rounds: int = 1
@@ -151,24 +158,13 @@ class _ActionNode(StepDefaults):
         if isinstance(self.verdict, Denied):
             verdict = self.verdict
             return self._result("denied", reason=f"denied by {verdict.by}: {verdict.reason}")
-        # The call is made as planned, under the approval that decided it: the executor
-        # recalls a person's edit from it and runs the edited arguments (judged again).
-        # A step a person must decide again (edits.py) asks under its own approval, with
-        # the arguments as last decided.
-        arguments, bind = self.planned.args_dict(), self.call_id
-        if self.recheck is not None:
-            bind += RECHECK_SUFFIX
-            if isinstance(self.verdict, Edited):
-                arguments = self.verdict.args
         call = Call(
             name=self.action.name,
-            arguments=arguments,
-            call_id=bind,
-            bind_id=bind,
             key=Journal.key(ctx.step_path, "action", self.call_id),
             policies=(self.action.policy,),
             once_in=self.once_in,
             recheck=self.recheck,
+            **call_of(self.planned, self.call_id, self.verdict, self.recheck),
         )
         tools = {self.action.name: self.action.tool}
         (made,) = await execute(ctx, [call], tools, CallSettings(keep_value=True))
@@ -178,7 +174,8 @@ class _ActionNode(StepDefaults):
 
     def _from(self, made: Outcome) -> ActionResult:
         if made.status == "done":
-            return self._result("done", output=jsonable(made.value))
+            edit = {"edited_by": made.edited_by, "ran_with": made.ran_with}
+            return self._result("done", output=jsonable(made.value), **edit)
         if made.status == "failed":
             return self._result("failed", reason=made.reason)
         return self._result("denied", reason=made.reason)
@@ -446,7 +443,7 @@ class Hybrid(StepDefaults):
             ran = await ctx.run_step(workflow, plan)
             # The workflow gathers results as actions finish; people read them in plan order.
             results = {s.id: ran[s.id] for s in plan.steps if s.id in ran}
-            output = HybridOutput(plan=plan, results=results, rounds=round_no)
+            output = HybridOutput(**as_ran(plan, results), results=results, rounds=round_no)
             _raise_failed(output)
             denied = [r for r in results.values() if r.status == "denied"]
             if not denied:

@@ -120,7 +120,8 @@ def _line(event: Event) -> str | None:
             f"{float(data.get('duration_seconds') or 0.0):.2f}s)"
         )
     if event.type is EventType.TOOL_CALL:
-        return f"tool {data.get('tool')} {_short(data.get('args'))}"
+        edited = f" (edited by {data['edited_by']})" if data.get("edited_by") else ""
+        return f"tool {data.get('tool')} {_short(data.get('args'))}{edited}"
     if event.type is EventType.TOOL_RESULT and data.get("is_error"):
         return f"tool {data.get('tool')} failed: {_short(data.get('content'))}"
     if event.type is EventType.GATE_REQUESTED:

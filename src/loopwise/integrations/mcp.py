@@ -256,9 +256,9 @@ class MCPTool(Tool):
             ),
         )
 
-    def parse(self, arguments: Any) -> BaseModel:
+    def parse(self, arguments: Any, *, strict: bool = False) -> BaseModel:
         """Validate like any tool, then against the server's whole JSON schema."""
-        args = super().parse(arguments)
+        args = super().parse(arguments, strict=strict)
         sent = args.model_dump(mode="json", by_alias=True, exclude_unset=True)
         problems = [
             f"{'.'.join(str(p) for p in e.absolute_path) or '(arguments)'}: {e.message}"

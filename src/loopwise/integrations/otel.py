@@ -309,7 +309,14 @@ class OTelSink:
         run = self._runs.get(run_id)
         if run is None:
             return
-        self._open_tool(run, event.step, event.data)
+        data = event.data
+        span = run.tools.get((event.step, str(data.get("call_id", ""))))
+        if span is None or not data.get("edit_of"):
+            span = self._open_tool(run, event.step, data)
+        elif self.capture_content:  # a person's edit of the call this span shows: as it runs
+            span.set_attribute(gen_ai.GEN_AI_TOOL_CALL_ARGUMENTS, _text(data.get("args")))
+        if self.capture_content and data.get("edited_by"):
+            span.set_attribute("loopwise.tool.edited_by", _text(data["edited_by"]))
 
     def _open_tool(self, run: _Run, step: str, data: dict[str, Any]) -> Span:
         if data.get("effect") is not None:  # a declared tool (an invented one has none)

@@ -98,7 +98,9 @@ def decide(
             _check_answer(question, edited_args if edited_args is not None else found.args)
     elif changed:
         assert edited_args is not None
-        _check_edit(store, found, edited_args, deps)
+        # What is recorded is what runs: the arguments as the tool's schema read them.
+        edited_args = _check_edit(store, found, edited_args, deps)
+        changed = _differ(found, edited_args)
     return store.decide(
         run_id,
         approval_id,
@@ -186,10 +188,14 @@ def _check_answer(schema: dict[str, Any], answer: Any) -> None:
         )
 
 
-def _check_edit(store: RunStore, found: StoredApproval, edited: dict[str, Any], deps: Any) -> None:
-    """Refuse ``edited`` unless the tool's schema and policies accept it now."""
+def _check_edit(
+    store: RunStore, found: StoredApproval, edited: dict[str, Any], deps: Any
+) -> dict[str, Any]:
+    """Refuse ``edited`` unless the tool's schema (strictly) and policies accept it now;
+    the arguments as the schema read them (as JSON data) when they do."""
     import asyncio  # here: only an edit runs the tool's policies (pending/approve stay light)
 
+    from loopwise.core.events import jsonable
     from loopwise.running.deciding import deciding_context
     from loopwise.tools.calls import judge_edit
     from loopwise.tools.tool import ToolArgumentsError
@@ -214,6 +220,8 @@ def _check_edit(store: RunStore, found: StoredApproval, edited: dict[str, Any], 
             name="args",
             code="policy-denied",
         )
+    dumped: dict[str, Any] = jsonable(judged)
+    return dumped
 
 
 def _tool_of(store: RunStore, found: StoredApproval) -> tuple[Target, ToolShape]:

@@ -373,7 +373,7 @@ def ran_graph(status: str, events: Sequence[Event]) -> tuple[Graph, dict[str, st
             states.setdefault(e.step, "planned")
         elif e.type is EventType.STEP_FINISHED and e.step in nodes:
             states[e.step] = "done"
-        elif e.type is EventType.TOOL_CALL and e.step == root:
+        elif e.type is EventType.TOOL_CALL and e.step == root and not e.data.get("edit_of"):
             tool = str(e.data.get("tool"))
             key = f"{root}/tool:{tool}"
             nodes.setdefault(key, Node(id=key, label=tool, kind=str(e.data.get("effect"))))

@@ -19,7 +19,8 @@ __all__ = ["asked_lines", "event_summary", "os_user", "stake_text"]
 def event_summary(kind: str, d: Mapping[str, Any]) -> str:
     """One line about an event of the audit log (plain text): its ``type`` and ``data``."""
     if kind == "tool_call":
-        return f"{d.get('tool')}({json.dumps(d.get('args'), default=str)})"
+        edited = f" edited by {d['edited_by']}" if d.get("edited_by") else ""
+        return f"{d.get('tool')}({json.dumps(d.get('args'), default=str)}){edited}"
     if kind == "tool_result":
         return str(d.get("content", ""))
     if kind == "model_call":

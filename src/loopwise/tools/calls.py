@@ -53,6 +53,7 @@ from loopwise.tools.verdicts import (
     Verdict,
     args_hash,
     denial_message,
+    verdict_from_data,
 )
 
 __all__ = [
@@ -103,6 +104,11 @@ class Call:
     recheck: str | None = None
     """Why a person must decide this call (again) whatever its policy says (a plan step
     after a person edited a step it depends on), or ``None``."""
+    edited_by: str | None = None
+    """Who edited ``arguments``, when they are a person's edit decided before this call (a
+    plan step asked again after its own edit): read strictly, logged and recorded as edited."""
+    edited_from: Any = None
+    """The arguments that edit replaced (with :attr:`edited_by`)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -135,6 +141,10 @@ class Outcome:
     """The request a person must decide (when ``pending``)."""
     tool: Tool | None = None
     """The tool called (``None`` when the name is unknown)."""
+    edited_by: str | None = None
+    """Who edited its arguments, when a person did (it ran with :attr:`ran_with`)."""
+    ran_with: Any = None
+    """The arguments it ran with, when a person edited them (as JSON data)."""
 
     @property
     def is_error(self) -> bool:
@@ -285,18 +295,23 @@ def _prepare(batch: _Batch, call: Call) -> Outcome | _Ready:
     if recorded is not None:
         ctx.journal.advance(recorded.get("counters"))
         return _replayed(call, recorded, found)
+    parsed: BaseModel | ToolArgumentsError | None = None
+    if found is not None:
+        try:
+            parsed = found.parse(call.arguments, strict=call.edited_by is not None)
+        except ToolArgumentsError as e:
+            parsed = e
     first_try = Journal.call_key(call.key) not in ctx.journal
     if first_try:  # logged before a pause or a crash: not twice
-        effect = str(found.effect) if found else None
-        ctx.emit(EventType.TOOL_CALL, _call_event(call, readable_args(call.arguments), effect))
+        _log_call(ctx, call, found, parsed)
     if found is None:
         names = ", ".join(sorted(batch.tools)) or "(none)"
         message = f"there is no tool named {call.name!r}; the tools are: {names}"
         return _record(batch, call, None, "unknown", message)
-    try:
-        args = found.parse(call.arguments)
-    except ToolArgumentsError as e:
-        return _record(batch, call, found, "invalid", str(e))
+    if isinstance(parsed, ToolArgumentsError):
+        return _record(batch, call, found, "invalid", str(parsed))
+    assert parsed is not None  # found is a tool: its arguments parsed or raised
+    args = parsed
     decided = Journal.key(ctx.step_path, "gate_decided", call.bind_id) in ctx.journal
     return _once(batch, call, found, args) or _Ready(
         call=call,
@@ -305,6 +320,55 @@ def _prepare(batch: _Batch, call: Call) -> Outcome | _Ready:
         ask=_ask(ctx, call, found, args),
         judged_earlier=first_try and decided,
     )
+
+
+def _log_call(
+    ctx: Context, call: Call, tool: Tool | None, args: BaseModel | ToolArgumentsError | None
+) -> None:
+    """Log the call's ``tool_call`` event: as asked or, when a person's edit of it is on
+    record already (a plan step decided before it runs), as it will run (:func:`_edit_data`)."""
+    data = _call_event(call, readable_args(call.arguments), str(tool.effect) if tool else None)
+    if call.edited_by is not None:
+        data.update(edited_by=call.edited_by, edited_from=jsonable(call.edited_from))
+    decided = ctx.journal.recall(Journal.key(ctx.step_path, "gate_decided", call.bind_id))
+    if (
+        tool is not None
+        and isinstance(args, BaseModel)
+        and decided is not None
+        and decided.get("decision") == "edited"
+        and decided.get("args_hash") in (None, args_hash(tool.name, args))
+    ):
+        edited = verdict_from_data(decided)
+        assert isinstance(edited, Edited)  # its decision says so
+        data.update(_edit_data(tool, edited, data["args"]))
+    ctx.emit(EventType.TOOL_CALL, data)
+
+
+def _edit_data(tool: Tool, edited: Edited, asked: Any) -> dict[str, Any]:
+    """What a ``tool_call`` event of an edited call says: ``args`` as it runs (validated
+    as they run, or as given when they do not validate), who edited it and ``edited_from``,
+    the arguments as asked."""
+    try:
+        shown = jsonable(tool.parse(edited.args, strict=True))
+    except ToolArgumentsError:
+        shown = readable_args(edited.args)
+    return {"args": shown, "edited_by": edited.by, "edited_from": asked}
+
+
+def _log_edit(ctx: Context, call: Call, tool: Tool, edited: Edited) -> None:
+    """Log a call a person edited after it was logged as asked (an agent's, a workflow
+    node's) again, as it runs: a ``tool_call`` event with the edit's fields and
+    ``edit_of``, the key of the first one. Once: not when the call was logged as edited."""
+    first = ctx.journal.recall(Journal.call_key(call.key))
+    key = Journal.key(ctx.step_path, "edited_call", call.bind_id)
+    asked = first.get("args") if first is not None else readable_args(call.arguments)
+    edit = _edit_data(tool, edited, asked)
+    shown = first is not None and "edited_by" in first and first.get("args") == edit["args"]
+    if shown or key in ctx.journal:
+        return
+    data = _call_event(call, None, str(tool.effect))
+    data.update(edit, key=key, edit_of=Journal.call_key(call.key))
+    ctx.emit(EventType.TOOL_CALL, data)
 
 
 def _once(batch: _Batch, call: Call, tool: Tool, args: BaseModel) -> Outcome | None:
@@ -349,8 +413,9 @@ async def _finish(batch: _Batch, slot: Outcome | _Ready) -> Outcome:
         return Outcome(call=call, status="pending", content="", pending=verdict, tool=tool)
     if isinstance(verdict, Denied):
         return _record(batch, call, tool, "denied", denial_message(tool.name, verdict), why=verdict)
-    args, edited_by = slot.args, None
+    args, edited_by = slot.args, call.edited_by
     if isinstance(verdict, Edited):
+        _log_edit(batch.ctx, call, tool, verdict)
         edited = await _edited(batch, call, tool, verdict)
         if isinstance(edited, Outcome):
             return edited
@@ -380,8 +445,9 @@ async def _judged_again(call: Call, tool: Tool, args: BaseModel) -> Denied | Non
 async def judge_edit(
     tool: Tool, edited: Any, policies: Sequence[Any] = (), ctx: Context | None = None
 ) -> BaseModel | ToolArgumentsError | Denied:
-    """A person's edit of ``tool``'s arguments: validated again (the tool's schema), then
-    judged by its gate's policy and ``policies`` (only a denial counts).
+    """A person's edit of ``tool``'s arguments: validated again by the tool's schema, in
+    strict mode (``true`` is no number, ``"5000"`` no integer: what they typed is what
+    runs), then judged by its gate's policy and ``policies`` (only a denial counts).
 
     The parsed arguments when they may run, else the schema error or the policy's denial.
     The one judgement of an edit: ``loopwise approve --args`` and the inbox make it when
@@ -389,7 +455,7 @@ async def judge_edit(
     makes it again before the call runs (in the run's own context).
     """
     try:
-        args = tool.parse(edited)
+        args = tool.parse(edited, strict=True)
     except ToolArgumentsError as e:
         return e
     for check in (tool.gate, *policies):
@@ -405,8 +471,10 @@ async def _edited(batch: _Batch, call: Call, tool: Tool, verdict: Edited) -> Bas
     if isinstance(args, ToolArgumentsError):
         return _record(batch, call, tool, "denied", f"the edited arguments were rejected: {args}")
     if isinstance(args, Denied):
+        # Of the arguments that would have run (the edit), judged again as they were to run.
         message = f"the edited arguments were rejected by the policy: {args.reason}"
-        return _record(batch, call, tool, "denied", message, why=args)
+        why = Denied(f"{args.reason} (judging the arguments {verdict.by} edited)", by=args.by)
+        return _record(batch, call, tool, "denied", message, why=why)
     effect_key = effect_id(call.once_in, tool, args)
     earlier = None if effect_key is None else batch.ctx.journal.effect(effect_key)
     return args if earlier is None else _repeated(batch, call, tool, earlier)
@@ -451,7 +519,10 @@ async def _run(
     if batch.settings.keep_value:
         extra["value"] = jsonable(value)
     _log_result(batch, call, tool, status="done", content=content, reason=None, extra=extra)
-    return Outcome(call=call, status="done", content=content, value=value, tool=tool)
+    return Outcome(
+        call=call, status="done", content=content, value=value, tool=tool,
+        edited_by=edited_by, ran_with=extra.get("ran_with"),
+    )  # fmt: skip
 
 
 def _record(
@@ -531,6 +602,8 @@ def _replayed(call: Call, recorded: dict[str, Any], tool: Tool | None) -> Outcom
         reason=recorded.get("reason"),
         value=recorded.get("value"),
         tool=tool,
+        edited_by=recorded.get("edited_by"),
+        ran_with=recorded.get("ran_with"),
     )
 
 

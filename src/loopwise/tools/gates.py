@@ -262,6 +262,9 @@ class _Judged:
     """What to ask a person."""
     asked: bool = False
     """Whether ``request`` was journaled already (a resumed run)."""
+    judge_after: Gate | None = None
+    """The gate whose policy judges the call once the person has answered, unless they
+    edited it (a resumed run: an edit is judged on the arguments it runs with)."""
 
 
 async def authorize(ctx: Context, **call: Any) -> Verdict | Pending:
@@ -292,6 +295,9 @@ async def authorize_all(asks: Sequence[Ask]) -> list[Verdict | Pending]:
             verdicts.append(j.verdict)
             continue
         answer = await ask(a.ctx.approvals, j.request)
+        if j.judge_after is not None and not isinstance(answer, Edited):
+            again = await j.judge_after.run_policy(_as_dict(a.args), effect=str(a.effect))
+            answer = again if isinstance(again, Denied) else answer
         if answer is None:
             verdicts.append(Pending(j.request))
         else:
@@ -326,18 +332,20 @@ async def _judge(a: Ask) -> _Judged:
     if recorded is not None:
         return _Judged(verdict=verdict_from_data(recorded))
     asked = ctx.journal.recall(_key(a, "gate_requested"))
+    if asked is not None:
+        # Once a person was asked (the run paused), only they decide; the policy, asked
+        # again on resume, may still deny, but its approval must not overrule their denial.
+        # Their answer comes first: an edit replaces these arguments, and the executor
+        # judges the edited ones (a denial of the replaced ones must not deny it).
+        request = _request(a, str(asked["reason"]), asked.get("tainted_by"))
+        return _Judged(request=request, asked=True, judge_after=gate)
     first = await gate.run_policy(_as_dict(a.args), effect=effect) if gate else Escalate()
-    # Once a person was asked (the run paused), only they decide; the policy, asked again
-    # on resume, may still deny, but its approval must not overrule their denial.
-    person = tainted_by is not None or asked is not None or a.recheck is not None
+    person = tainted_by is not None or a.recheck is not None
     verdict = _without_human(first, gate, person)
-    if verdict is None and asked is None:
+    if verdict is None:
         verdict = a.covered_by
     if verdict is not None:
         return _Judged(verdict=verdict, new=True)
-    if asked is not None:
-        request = _request(a, str(asked["reason"]), asked.get("tainted_by"))
-        return _Judged(request=request, asked=True)
     reason = a.recheck or _human_reason(first, tainted_by)
     return _Judged(request=_request(a, reason, tainted_by))
 

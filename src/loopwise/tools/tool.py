@@ -62,7 +62,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.fields import FieldInfo
 
-from loopwise.core.events import json_value, nests_deeper_than
+from loopwise.core.events import json_value, jsonable, nests_deeper_than
 from loopwise.core.members import step_member
 from loopwise.core.shape import ToolShape, describe, parameters_of
 from loopwise.core.step import CarriedExit, carry_exits
@@ -290,8 +290,15 @@ class Tool:
         """The Chat Completions tool entry (strict JSON schema), built once."""
         self.__doc__ = fn.__doc__
 
-    def parse(self, arguments: str | Mapping[str, Any] | BaseModel | None) -> BaseModel:
-        """Validate raw model arguments; raises :class:`ToolArgumentsError` saying what is wrong."""
+    def parse(
+        self, arguments: str | Mapping[str, Any] | BaseModel | None, *, strict: bool = False
+    ) -> BaseModel:
+        """Validate raw model arguments; raises :class:`ToolArgumentsError` saying what is wrong.
+
+        ``strict`` reads them as pydantic's strict mode reads JSON (a person's edit): a
+        boolean or a text is no number (``true`` is not ``1``, ``"5000"`` not ``5000``) and a
+        number is no text, so what was typed is exactly what runs.
+        """
         if isinstance(arguments, self.args_model):
             return arguments
         if isinstance(arguments, BaseModel):
@@ -308,6 +315,9 @@ class Tool:
             message = f"arguments for {self.name!r}: {where} is not a finite number"
             raise ToolArgumentsError(message, tool=self.name)
         try:
+            if strict:
+                text = json.dumps(jsonable(dict(arguments)))
+                return self.args_model.model_validate_json(text, strict=True)
             return self.args_model.model_validate(dict(arguments))
         except ValidationError as e:
             raise ToolArgumentsError(_describe(e, self.name), tool=self.name) from e
