@@ -212,6 +212,35 @@ def test_an_edit_judged_without_deps_says_how_to_give_them(
                  "--deps", f"{MODULE}:make_deps"]) == 0  # fmt: skip
 
 
+def test_an_in_process_approve_judges_the_edit_with_the_deps_it_is_given(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A target module without make_deps(): only deps= gives the policy the run's books.
+    (tmp_path / "bare.py").write_text(
+        "import loopwise\nfrom _edit_desk import refund, refund_agent, offline_model\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    books = str(tmp_path / "b.db")
+    monkeypatch.setenv("EDIT_DESK_DB", books)
+    store = str(tmp_path / "runs.db")
+    _code, paused = _run(capsys, "run", f"{tmp_path / 'bare.py'}:refund_agent", "--model",
+                        "scripted", "--input", '"O-1"', "--store", store, "--deps",
+                        f"{MODULE}:make_deps")  # fmt: skip
+    run_id = paused["run_id"]
+    with pytest.raises(DecisionError, match=r"deps= to loopwise\.approve ") as unjudged:
+        loopwise.approve(run_id, args=desk.EDIT, store=store)
+    assert unjudged.value.code == "cannot-judge"
+    with pytest.raises(DecisionError, match="over the limit of 50") as refused:
+        loopwise.approve(run_id, args=desk.EDIT, store=store, deps=desk.Ledger(books, 50))
+    assert refused.value.code == "policy-denied"
+    (done,) = loopwise.approve(run_id, args=desk.EDIT, store=store, deps=desk.Ledger(books))
+    assert done.status == "edited" and done.edited_args == desk.EDIT
+    result = loopwise.resume(run_id, step=desk.refund_agent, store=store,
+                             deps=desk.Ledger(books))  # fmt: skip
+    assert result.status == "completed"
+    assert desk.effects(books) == [("refund", "O-1:120")]
+
+
 def test_a_policy_taking_ctx_outside_any_run_denies_saying_why() -> None:
     import asyncio
 

@@ -47,6 +47,6 @@ class _Deciding(Context[Any]):
                 Status.ERROR,
                 "the policy reads ctx.deps and this decision has none: define make_deps() "
                 f"in the module of {self.spec}, pass --deps module:function to `loopwise "
-                "approve`, or deps= to loopwise.approvals.decide",
+                "approve`, or deps= to loopwise.approve or loopwise.approvals.decide",
             )
         return self._deps

@@ -10,7 +10,8 @@ at the terminal does:
 * a run that paused before and asks again is refused unless the approval is named (a
   listing from before may have shown another ask);
 * ``seen_hash=`` binds the decision to the arguments the decider saw; ``args=`` approves
-  edited arguments, checked against the tool's schema and policies;
+  edited arguments, checked against the tool's schema and policies (a policy reading
+  ``ctx.deps`` gets ``deps=``, else the target module's ``make_deps()``);
 * a denial needs a reason.
 
 Every refusal raises (:class:`~loopwise.errors.ConfigError` for an unknown run or approval
@@ -44,10 +45,16 @@ def approve(
     args: dict[str, Any] | None = None,
     seen_hash: str | None = None,
     store: str | os.PathLike[str] | RunStore | None = None,
+    deps: Any = None,
 ) -> list[StoredApproval]:
     """Approve a pending approval of run ``run_id`` (``args=``: with edited arguments);
     the approvals decided. ``store`` is a path, URL or store object (default: the default
-    store, ``$LOOPWISE_STORE`` or ``.loopwise/runs.db``). The checks: the module docstring."""
+    store, ``$LOOPWISE_STORE`` or ``.loopwise/runs.db``). The checks: the module docstring.
+
+    A policy judging an edit gets a context whose ``deps`` are ``deps`` or, without them,
+    what the run's target module's ``make_deps()`` makes (as
+    :func:`loopwise.approvals.decide` and ``loopwise approve --deps``; used only when an
+    edit is checked, never stored: the run gets its own deps when it resumes)."""
     return decide_pending(
         _store(store),
         run_id,
@@ -58,6 +65,7 @@ def approve(
         reason=reason,
         edited_args=args,
         seen_hash=seen_hash,
+        deps=deps,
     )
 
 
@@ -96,8 +104,10 @@ def decide_pending(
     reason: str | None = None,
     edited_args: dict[str, Any] | None = None,
     seen_hash: str | None = None,
+    deps: Any = None,
 ) -> list[StoredApproval]:
-    """Record ``decision`` on the approvals :func:`choose` picks; the decided approvals."""
+    """Record ``decision`` on the approvals :func:`choose` picks; the decided approvals
+    (``deps``: what a policy judging ``edited_args`` reads, as :func:`decide`'s)."""
     chosen = choose(store, run_id, approval=approval, all_pending=all_pending, seen_hash=seen_hash)
     if edited_args is not None and len(chosen) != 1:
         raise ConfigError("edited arguments are for one approval: name it", name="args")
@@ -111,6 +121,7 @@ def decide_pending(
             reason=reason,
             edited_args=edited_args,
             seen_hash=seen_hash,
+            deps=deps,
         )
         for a in chosen
     ]
