@@ -350,3 +350,32 @@ def test_in_directory_hands_the_tool_the_type_it_asked_for_under_a_linked_root(
     assert props["path"]["description"] == props["also"]["description"] == note
     message = _argument_error(read_doc, json.dumps({"path": "../../x"}))
     assert "outside the allowed directory" in message and str(tmp_path) not in message
+
+
+class _OwnStep:
+    """A user's own step: a name and ``async run``, no function to wrap."""
+
+    name = "lookup_desk"
+
+    async def run(self, input: Any, ctx: Any) -> str:
+        return "looked"
+
+
+@pytest.mark.parametrize(
+    "step",
+    [loopwise.Agent(name="helper"), loopwise.Workflow("helper"), _OwnStep()],
+    ids=["agent", "workflow", "own-step"],
+)
+def test_a_step_given_to_tool_is_told_to_use_as_tool(step: Any) -> None:
+    for make in (lambda: loopwise.tool(step), lambda: loopwise.tool(effect="read")(step)):
+        with pytest.raises(loopwise.ToolError, match=r"is a step.*loopwise\.as_tool\(") as caught:
+            make()
+        assert caught.value.tool == step.name
+    # The public way works: the step as a tool, under its own name.
+    assert loopwise.as_tool(step, description="Helps. Call it for help.").name == step.name
+
+
+def test_a_tool_of_something_that_is_not_a_function_says_so() -> None:
+    with pytest.raises(loopwise.ToolError, match="a tool wraps a function, not int") as caught:
+        loopwise.tool(42)  # type: ignore[call-overload]
+    assert caught.value.tool == "int" and "as_tool" not in str(caught.value)

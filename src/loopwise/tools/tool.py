@@ -65,11 +65,11 @@ from pydantic.fields import FieldInfo
 from loopwise.core.events import json_value, jsonable, nests_deeper_than
 from loopwise.core.members import step_member
 from loopwise.core.shape import ToolShape, describe, parameters_of
-from loopwise.core.step import CarriedExit, carry_exits
+from loopwise.core.step import CarriedExit, Step, carry_exits
 from loopwise.errors import DirectEffectError, LoopwiseError, ToolError
 
 if TYPE_CHECKING:
-    from loopwise.core.step import Context, Step
+    from loopwise.core.step import Context
 
 __all__ = [
     "MAX_DEPTH",
@@ -248,6 +248,8 @@ class Tool:
     ) -> None:
         """A tool over ``fn`` with the :class:`ToolOptions` given (``args_model``: take these
         arguments as they are, for a function ``async fn(args, ctx)``, as :func:`as_tool`)."""
+        if not callable(fn):
+            raise _not_a_function(fn)
         self.fn = fn
         self.name = options.get("name") or fn.__name__
         _check_options(options, self.name)
@@ -586,6 +588,20 @@ def _describe(error: ValidationError, name: str) -> str:
     return f"invalid arguments for {name!r}: " + "; ".join(problems)
 
 
+def _not_a_function(obj: object) -> ToolError:
+    """What :func:`tool` says of an object that is not a function: a step (an agent, a
+    workflow, a user's own) is made a tool with :func:`as_tool`."""
+    if isinstance(obj, Step):
+        name = str(obj.name)
+        return ToolError(
+            f"{name!r} is a step, not a function: make it a tool with "
+            "loopwise.as_tool(step, description=...) (say when the model should call it)",
+            tool=name,
+        )
+    kind = type(obj).__name__
+    return ToolError(f"a tool wraps a function, not {kind}", tool=kind)
+
+
 @overload
 def tool(fn: Callable[..., Any], /, **options: Unpack[ToolOptions]) -> Tool: ...
 @overload
@@ -605,7 +621,8 @@ def tool(
 
     Raises :class:`~loopwise.errors.ToolError` for an unknown option, an annotation that
     cannot be resolved (naming ``localns=``), a parameter without a type annotation,
-    ``*args``/``**kwargs``, an invalid name or an unknown effect.
+    ``*args``/``**kwargs``, an invalid name or an unknown effect, and for something that
+    is not a function (a step: make it a tool with :func:`as_tool`).
     """
     if fn is not None:
         return Tool(fn, **options)
