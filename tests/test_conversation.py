@@ -357,6 +357,7 @@ def test_a_run_that_failed_can_be_followed_but_then_not_resumed() -> None:
     with pytest.raises(ConversationError) as moved_on:
         loopwise.resume(failed.run_id, model=model, step=agent)
     assert moved_on.value.code == "superseded" and follow.run_id in str(moved_on.value)
+    assert f"run {failed.run_id!r} cannot continue" in str(moved_on.value)
     assert open_store(None).get_run(failed.run_id).status == "error"
 
 

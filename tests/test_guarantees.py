@@ -564,3 +564,73 @@ def test_a_paused_request_lists_everything_a_person_is_shown() -> None:
     ]
     question = loopwise.run(ask_person, 2, store=None).pending[0]
     assert question["answer_schema"] == {"type": "object"}
+
+
+def test_a_gate_declared_wrongly_names_the_field_to_fix() -> None:
+    mistakes = {
+        "kind": (lambda: loopwise.Gate(kind="humn"), "gate kind 'humn' is not one of"),  # type: ignore[arg-type]
+        "check": (lambda: loopwise.Gate(kind="human", check=bool), "a human gate takes no policy"),
+    }  # fmt: skip
+    for name, (declare, message) in mistakes.items():
+        with pytest.raises(loopwise.ConfigError, match=message) as info:
+            declare()
+        assert info.value.name == name
+    with pytest.raises(loopwise.ConfigError, match="a policy gate needs a policy") as info:
+        loopwise.Gate(kind="policy")
+    assert info.value.name == "check"
+
+
+def test_a_policy_that_needs_the_run_denies_outside_one_in_loopwises_name() -> None:
+    gate = gates.policy(lambda args, ctx: ctx.deps["limit"] > args["amount"])
+    denied = asyncio.run(gates.recheck_edited(gate, "pay", {"amount": 1}))
+    assert denied == gates.Denied(gates.NO_CONTEXT, by="loopwise")
+
+
+def test_authorize_passes_ungated_calls_takes_a_covering_approval_names_a_bad_gate() -> None:
+    @loopwise.step
+    async def guarded(which: str, ctx: loopwise.Context) -> str:
+        gate: Any = {"none": None, "covered": gates.human(), "bad": "nope"}[which]
+        covered = gates.Approved(by="lead", reason="the whole plan")
+        verdict = await gates.authorize(
+            ctx, tool="pay", effect="write", args={"amount": 1}, call_id="c1", gate=gate,
+            covered_by=covered if which == "covered" else None,
+        )  # fmt: skip
+        return repr(verdict)
+
+    assert loopwise.run(guarded, "none", store=None).output == repr(gates.Approved(by="no-gate"))
+    covered = loopwise.run(guarded, "covered", store=None).output
+    assert covered == repr(gates.Approved(by="lead", reason="the whole plan"))
+    with pytest.raises(loopwise.ConfigError, match="tool 'pay': gate 'nope' is not a gate") as info:
+        loopwise.run(guarded, "bad", store=None)
+    assert info.value.name == "pay"
+
+
+def test_a_tainted_call_asks_a_person_saying_why_and_is_asked_once_across_a_resume(
+    tmp_path: Path,
+) -> None:
+    paid: list[Any] = []
+    agent = loopwise.Agent(
+        name="a", tools=[fetch_page, _pay_tool(gates.policy_then_human(lambda a: True), paid)]
+    )
+
+    def respond(request: loopwise.ModelRequest) -> Any:
+        done = _tool_results(request)
+        if not done:
+            return call("fetch_page", {"url": "u"}, id="c0")
+        return call("pay", {"amount": 3}, id="c1") if len(done) == 1 else reply(done[-1])
+
+    db = tmp_path / "runs.db"
+    paused = loopwise.run(agent, "go", model=ScriptedModel(respond), store=db)
+    (asked,) = paused.pending
+    assert asked["tainted_by"] == "fetch_page (c0)"
+    assert asked["reason"] == (
+        "untrusted output from fetch_page (c0) is in the transcript: every later write or "
+        "irreversible call needs a human"
+    )
+    with SQLiteStore(db) as store:
+        store.decide(paused.run_id, "c1", decision="approved", by="alice")
+    done = loopwise.resume(paused.run_id, step=agent, model=ScriptedModel(respond), store=db)
+    assert done.output == "paid 3" and len(paid) == 1
+    with SQLiteStore(db) as store:
+        kinds = [e.type for e in store.events(paused.run_id)]
+    assert kinds.count("gate_requested") == 1 and kinds.count("gate_decided") == 1

@@ -554,6 +554,7 @@ def test_a_hybrids_planner_cannot_act_through_a_nested_step() -> None:
     assert result.status == Status.COMPLETED and notes == ["planned"]
     refused = next(e.data for e in result.events if e.type == "gate_decided")
     assert refused["decision"] == "denied" and "planner only proposes" in refused["reason"]
+    assert refused["by"] == "loopwise"  # not the tool's policy, which was never asked
 
 
 def test_a_run_ended_by_a_model_api_error_resumes_without_redoing_its_effects() -> None:

@@ -493,7 +493,9 @@ def test_a_decision_is_recorded_once_as_the_person_made_it(store_at: str) -> Non
         )  # fmt: skip
         assert decided.edited_args == {"amount": 0} and decided.decided_at is not None
         assert decided.requested_at == asked.requested_at and decided.args == asked.args
-        with pytest.raises(loopwise.DecisionError, match="is already edited") as info:
+        with pytest.raises(
+            loopwise.DecisionError, match=f"of run '{run_id}' is already edited"
+        ) as info:
             store.decide(run_id, "c1", decision="approved", by="bob")
         assert (info.value.code, info.value.name) == ("not-pending", "c1")
         with pytest.raises(loopwise.DecisionError, match="other arguments") as info:
