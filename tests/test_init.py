@@ -315,3 +315,12 @@ def test_the_readmes_first_hour_runs_as_printed_from_the_wheel(tmp_path: Path) -
     assert "issue_refund" in seen["pending"] and run_id
     assert "completed" in seen["resume"].splitlines()[0]
     assert "loopwise" in seen["serve"] and "<script" not in seen["serve"]
+
+
+@pytest.mark.parametrize("where", ["/proc/nope", "/dev/null/x"])
+def test_init_into_a_folder_it_cannot_make_says_so_in_one_line(
+    where: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["init", "agent", where]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"cannot create the folder {where}" in err

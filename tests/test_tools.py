@@ -379,3 +379,17 @@ def test_a_tool_of_something_that_is_not_a_function_says_so() -> None:
     with pytest.raises(loopwise.ToolError, match="a tool wraps a function, not int") as caught:
         loopwise.tool(42)  # type: ignore[call-overload]
     assert caught.value.tool == "int" and "as_tool" not in str(caught.value)
+
+
+def test_an_invalid_argument_is_echoed_cut_short() -> None:
+    import loopwise
+    from loopwise.tools.tool import ToolArgumentsError
+
+    @loopwise.tool
+    def count(n: int) -> int:
+        """Count to n."""
+        return n
+
+    with pytest.raises(ToolArgumentsError) as caught:
+        count.parse({"n": "x" * 100_000})
+    assert len(str(caught.value)) < 300 and "…" in str(caught.value)

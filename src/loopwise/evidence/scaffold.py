@@ -128,8 +128,8 @@ def init_project(kind: str, directory: str | Path = ".", *, force: bool = False)
     paths written.
 
     Raises :class:`~loopwise.errors.ConfigError` for an unknown kind, a ``directory`` that
-    is a file, or files that exist already (nothing is written then; ``force=True``
-    overwrites them).
+    is a file or cannot be created or written (naming it), or files that exist already
+    (nothing is written then; ``force=True`` overwrites them).
     """
     if kind not in TEMPLATES:
         raise ConfigError(f"init: unknown kind {kind!r}; one of {', '.join(KINDS)}", name="kind")
@@ -144,10 +144,20 @@ def init_project(kind: str, directory: str | Path = ".", *, force: bool = False)
             "(choose another folder, or --force to overwrite)",
             name="directory",
         )
-    root.mkdir(parents=True, exist_ok=True)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(
+            f"init: cannot create the folder {root} ({e.strerror or e})", name="directory"
+        ) from e
     written = []
     for source in sources:
         path = root / source.name
-        path.write_bytes(source.read_bytes())
+        try:
+            path.write_bytes(source.read_bytes())
+        except OSError as e:
+            raise ConfigError(
+                f"init: cannot write {path} ({e.strerror or e})", name="directory"
+            ) from e
         written.append(path)
     return written

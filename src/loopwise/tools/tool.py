@@ -66,6 +66,7 @@ from loopwise.core.events import json_value, jsonable, nests_deeper_than
 from loopwise.core.members import step_member
 from loopwise.core.shape import ToolShape, describe, parameters_of
 from loopwise.core.step import CarriedExit, Step, carry_exits
+from loopwise.core.svg import shorten
 from loopwise.errors import DirectEffectError, LoopwiseError, ToolError
 
 if TYPE_CHECKING:
@@ -583,7 +584,8 @@ def _describe(error: ValidationError, name: str) -> str:
             message = "unknown argument (not in the tool's schema)"
         elif item["type"] == "missing":
             message = "missing required argument"
-        got = "" if item["type"] == "missing" else f" (got {item.get('input')!r})"
+        # The value cut short: a 100,000-character argument is not echoed back whole.
+        got = "" if item["type"] == "missing" else f" (got {shorten(repr(item.get('input')), 80)})"
         problems.append(f"{where}: {message}{got}")
     return f"invalid arguments for {name!r}: " + "; ".join(problems)
 
