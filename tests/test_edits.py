@@ -276,3 +276,30 @@ def test_the_inbox_approves_an_edit_that_then_runs_once(
     _code, again = _run(capsys, "resume", run_id)
     assert [p["approval_id"] for p in again["pending"]] == ["execute.s2.recheck"]
     assert [t for k, t in desk.effects(books) if k == "refund"] == ["O-1:120"]
+
+
+@pytest.mark.parametrize(("deps", "said"), [("", "name a function"), (":make_deps", "name a")])
+def test_an_empty_deps_for_an_edit_is_refused_as_run_refuses_it(
+    books: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], deps: str, said: str
+) -> None:
+    store = str(tmp_path / "runs.db")
+    run_id = _paused(capsys, "refund_agent", store)
+    capsys.readouterr()
+    edit = ["approve", run_id, "--args", desk.EDIT_TEXT, "--store", store, "--deps", deps]
+    assert main(edit) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and said in err
+    with open_store(store) as st:
+        assert [a.approval_id for a in st.pending(run_id)] == ["c1"]  # nothing recorded
+
+
+def test_deps_naming_what_the_module_lacks_says_it_does_not_define_it(
+    books: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = str(tmp_path / "runs.db")
+    run_id = _paused(capsys, "refund_agent", store)
+    capsys.readouterr()
+    edit = ["approve", run_id, "--args", desk.EDIT_TEXT, "--store", store]
+    assert main([*edit, "--deps", f"{MODULE}:nope"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "defines no 'nope'" in err, err

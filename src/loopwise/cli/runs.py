@@ -225,7 +225,7 @@ def _edited_args(args: argparse.Namespace) -> dict[str, Any] | None:
 
 def _edit_deps(args: argparse.Namespace) -> Any:
     """``--deps``'s deps for judging an edit (without it, the target module's make_deps())."""
-    if not args.deps:
+    if args.deps is None:
         return None
     from loopwise.running.targets import deps_factory  # only an edit is judged with deps
 

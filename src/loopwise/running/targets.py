@@ -195,8 +195,10 @@ def deps_factory(target: Target | None, spec: str | None = None) -> Callable[[],
         module_part, _, name = spec.partition(":")
         if not module_part or not name:
             raise ConfigError(f"--deps {spec!r}: name a function, module:function", name="deps")
-        fn = defined(import_module_of(module_part, spec, what="--deps"), name)
-        where = f"--deps {spec}"
+        module = import_module_of(module_part, spec, what="--deps")
+        fn, where = defined(module, name), f"--deps {spec}"
+        if fn is None:
+            raise ConfigError(f"{where}: {module_part} defines no {name!r}", name="deps")
     elif target is not None and hasattr(target.module, DEPS_FACTORY):
         fn, where = defined(target.module, DEPS_FACTORY), f"{target.spec}: {DEPS_FACTORY}()"
     else:
