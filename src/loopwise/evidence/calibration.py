@@ -37,6 +37,7 @@ from loopwise.errors import ConfigError
 from loopwise.evidence.stats import usd
 
 __all__ = [
+    "ECE_LIMIT",
     "MAX_BINS",
     "MAX_COST",
     "MIN_CASES",
@@ -44,6 +45,7 @@ __all__ = [
     "CalibrationBin",
     "FrontierDot",
     "calibration",
+    "calibration_verdict",
     "calibration_warning",
     "frontier_svg",
     "reliability_svg",
@@ -51,6 +53,11 @@ __all__ = [
 
 MIN_CASES = 20
 """Fewer cases with a known confidence than this are too few to judge calibration by."""
+
+ECE_LIMIT = 0.1
+"""An expected calibration error above this is large: the confidence is off by more than
+ten points on average, which moves a threshold's meaning by as much. ``loopwise eval
+--sweep`` and ``loopwise check`` judge by it (:func:`calibration_verdict`)."""
 
 MAX_BINS = 1_000
 """The most bins :func:`calibration` cuts [0, 1] into: finer than a thousandth says nothing
@@ -108,6 +115,21 @@ class Calibration:
     def accuracy(self) -> float | None:
         """The share of the ``n`` cases that were right (``None`` when there are none)."""
         return _weighted(self.bins, "accuracy", self.n)
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> Calibration:
+        """The calibration :meth:`to_dict` wrote (as an eval stores it); other keys ignored."""
+        bins = [
+            CalibrationBin(
+                low=b["low"],
+                high=b["high"],
+                count=b["count"],
+                mean_confidence=b["mean_confidence"],
+                accuracy=b["accuracy"],
+            )
+            for b in doc["bins"]
+        ]
+        return cls(n=doc["n"], unknown=doc["unknown"], ece=doc["ece"], bins=bins)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -204,35 +226,49 @@ def _bin_of(conf: float, bins: int) -> int:
     return min(int(conf * bins), bins - 1)
 
 
-def calibration_warning(
-    cal: Calibration, limit: float = 0.1, *, min_cases: int = MIN_CASES
-) -> str | None:
-    """One line when ``cal`` gives a threshold on the confidence little meaning: its ECE
-    is above ``limit``, or fewer than ``min_cases`` cases had a known confidence (too few
-    to say). ``None`` when the calibration looks sound."""
+Verdict = Literal["unknown", "uncertain", "large"]
+"""Why a calibration gives a threshold little meaning (:func:`calibration_verdict`)."""
+
+
+def calibration_verdict(
+    cal: Calibration, limit: float = ECE_LIMIT, *, min_cases: int = MIN_CASES
+) -> tuple[Verdict, str] | None:
+    """Why ``cal`` gives a threshold on the confidence little meaning, and the line saying
+    so: ``unknown`` (no case had a known confidence), ``uncertain`` (fewer than
+    ``min_cases`` had) or ``large`` (its ECE is above ``limit``, :data:`ECE_LIMIT` unless
+    told). ``None`` when the calibration looks sound."""
     if not 0.0 <= limit <= 1.0 or math.isnan(limit):
         raise ConfigError(
             f"calibration_warning: limit must be in [0, 1], not {limit!r}", name="limit"
         )
     unknown = f"; {cal.unknown} unknown confidence(s) not counted" if cal.unknown else ""
     if cal.ece is None:
-        return (
+        return "unknown", (
             f"calibration unknown: none of {cal.unknown} case(s) has a known confidence, "
             "so a threshold on it cannot be judged"
         )
     if cal.n < min_cases:
-        return (
+        return "uncertain", (
             f"calibration uncertain: ECE {cal.ece:.3f} from only {cal.n} case(s) with a "
             f"confidence, too few to say (need {min_cases}){unknown}"
         )
     if cal.ece > limit:
         side = "over" if (cal.mean_confidence or 0.0) > (cal.accuracy or 0.0) else "under"
-        return (
+        return "large", (
             f"calibration error is large: ECE {cal.ece:.3f} > {limit:g} on {cal.n} cases "
             f"({side}confident: mean confidence {cal.mean_confidence:.0%}, accuracy "
             f"{cal.accuracy:.0%}), so a confidence threshold means less than it says{unknown}"
         )
     return None
+
+
+def calibration_warning(
+    cal: Calibration, limit: float = ECE_LIMIT, *, min_cases: int = MIN_CASES
+) -> str | None:
+    """One line when ``cal`` gives a threshold on the confidence little meaning (the text
+    of :func:`calibration_verdict`); ``None`` when the calibration looks sound."""
+    verdict = calibration_verdict(cal, limit, min_cases=min_cases)
+    return None if verdict is None else verdict[1]
 
 
 _GRID = "#e5e7eb"

@@ -498,21 +498,28 @@ def load_scorer(spec: str) -> Scorer:
 
 
 def save_eval(path: str | Path, report: EvalReport) -> None:
-    """Keep ``report``'s per-target summaries (not every run) in the run store at ``path``.
+    """Keep ``report``'s per-target summaries (not every run) in the run store at ``path``;
+    a swept cascade's summary also keeps its judge's ``calibration`` (and the threshold the
+    cascade declared), which ``loopwise check`` reads.
 
     The store's eval history sits beside the runs the eval made (the report's runs name
     their ``run_id``), so evals can be compared over time (:func:`previous_summaries`).
     Raises :class:`~loopwise.errors.StoreError` when the store cannot be written.
     """
+    summaries = {
+        t.name: {**t.to_dict(runs=False), "model": report.models.get(t.name, "none")}
+        for t in report.targets
+    }
+    for swept in (s.to_dict() for s in report.sweeps):
+        # A sweep's calibration of the judge, kept so `loopwise check` can judge it later.
+        calibration = {**swept["calibration"], "threshold": swept["declared"]}
+        summaries.setdefault(swept["target"], {})["calibration"] = calibration
     with open_store(path) as store:
         store.save_eval(
             report.eval_id,
             dataset=report.dataset,
             created_at=report.created_at,
-            summaries={
-                t.name: {**t.to_dict(runs=False), "model": report.models.get(t.name, "none")}
-                for t in report.targets
-            },
+            summaries=summaries,
         )
 
 

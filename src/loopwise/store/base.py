@@ -345,11 +345,18 @@ class EvalHistory(Protocol):
         ...
 
     def last_eval(
-        self, target: str, *, dataset: str, before: str, model: str | None = None
+        self,
+        target: str,
+        *,
+        dataset: str | None,
+        before: str,
+        model: str | None = None,
+        having: str | None = None,
     ) -> dict[str, Any] | None:
-        """The newest summary of ``target`` on ``dataset`` from an eval no later than
-        ``before`` (and, given ``model``, one whose summary names that ``model``), with its
-        ``created_at`` and ``eval_id``; ``None`` when there is none."""
+        """The newest summary of ``target`` on ``dataset`` (``None``: on any) from an eval no
+        later than ``before`` (and, given ``model``, one whose summary names that ``model``;
+        given ``having``, one whose summary holds that key, as a sweep's ``calibration``),
+        with its ``created_at`` and ``eval_id``; ``None`` when there is none."""
         ...
 
 

@@ -615,20 +615,23 @@ class SQLStore:
         )
 
     def last_eval(
-        self, target: str, *, dataset: str, before: str, model: str | None = None
-    ) -> dict[str, Any] | None:
-        """The newest summary of ``target`` on ``dataset`` from an eval no later than
-        ``before``; given ``model``, the newest whose summary names that model."""
+        self, target: str, *, dataset: str | None, before: str, model: str | None = None,
+        having: str | None = None,
+    ) -> dict[str, Any] | None:  # fmt: skip
+        """The newest summary of ``target`` on ``dataset`` (``None``: any) from an eval no
+        later than ``before``; given ``model`` or ``having``, the newest whose summary
+        names that model or holds that key."""
         # The model lives in the summary (no column: the history stays schema-compatible);
         # a target's evals are few, so reading them newest first is cheap.
+        where = "target = ? AND created_at <= ?" + ("" if dataset is None else " AND dataset = ?")
         rows = self._read(
-            "SELECT created_at, eval_id, summary FROM eval_results WHERE target = ? "
-            "AND dataset = ? AND created_at <= ? ORDER BY created_at DESC",
-            (target, dataset, before),
+            f"SELECT created_at, eval_id, summary FROM eval_results WHERE {where} "
+            "ORDER BY created_at DESC",
+            (target, before) if dataset is None else (target, before, dataset),
         )
         for row in rows:
             summary = from_json(row["summary"])
-            if model is None or summary.get("model") == model:
+            if model in (None, summary.get("model")) and having in (None, *summary):
                 return {"created_at": row["created_at"], "eval_id": row["eval_id"], **summary}
         return None
 
