@@ -1,5 +1,7 @@
 """The ``loopwise check`` verb: load a target and print :func:`loopwise.evidence.check.check`'s
-findings.
+findings, and for a target that is or holds a cascade, what its last sweep says of its
+judge's calibration (:func:`loopwise.evidence.cascades.calibration_findings`, read from the
+eval store ``loopwise eval`` writes; ``--store`` names another).
 
 Exit 1 when an error is found, 0 otherwise; a target that cannot be found is a usage
 error (exit 2).
@@ -11,32 +13,38 @@ import argparse
 import json
 from typing import Any
 
-from loopwise.cli.options import add_unused_store_flag, user_output_to_stderr
+from loopwise.cli.options import eval_store, eval_store_help, store_value, user_output_to_stderr
 from loopwise.errors import ConfigError, TargetError
+from loopwise.evidence.cascades import Measured, calibration_findings
 from loopwise.evidence.check import Finding, Level, check
-from loopwise.running.targets import load_target
+from loopwise.running.targets import Target, load_target
 
-__all__ = ["add_check_verb", "check_target"]
+__all__ = ["add_check_verb", "check_target", "checked"]
 
 
 def add_check_verb(sub: Any) -> None:
     """Register ``check`` on the CLI's subparsers ``sub``."""
     p = sub.add_parser("check", help="static review of a step (errors exit 1)")
     p.add_argument("target", help="path/to/module.py:name or package.module:name")
-    add_unused_store_flag(p)
+    p.add_argument(
+        "--store",
+        type=store_value,
+        help="the eval store to read a cascade's last sweep from: " + eval_store_help,
+    )
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(handler=_cmd_check)
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
     with user_output_to_stderr(args.json):
-        findings = check_target(args.target)
+        findings, measured = checked(args.target, args.store or eval_store())
     errors = sum(f.level is Level.ERROR for f in findings)
     if args.json:
         doc = {
             "target": args.target,
             "ok": errors == 0,
             "findings": [f.to_dict() for f in findings],
+            "calibration": _calibration_doc(measured),
         }
         print(json.dumps(doc))
         return 1 if errors else 0
@@ -48,8 +56,21 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return 1 if errors else 0
 
 
-def check_target(spec: str) -> list[Finding]:
-    """:func:`check` the step ``spec`` names (``path.py:name``), as ``loopwise check`` does.
+def _calibration_doc(measured: list[Measured]) -> dict[str, Any] | None:
+    """The last sweep of the target's cascade (the first one's when it holds several)."""
+    return measured[0].to_dict() if measured else None
+
+
+def check_target(spec: str, *, store: str | None = None) -> list[Finding]:
+    """:func:`check` the step ``spec`` names (``path.py:name``), as ``loopwise check`` does:
+    :func:`checked`'s findings (``store``: the eval store, the default one unless told)."""
+    return checked(spec, store or eval_store())[0]
+
+
+def checked(spec: str, store: str) -> tuple[list[Finding], list[Measured]]:
+    """:func:`check`'s findings on the step ``spec`` names (``path.py:name``) with the
+    calibration findings of its cascades, read from the eval store ``store``, and the
+    calibrations read.
 
     A declaration error raised while the target's module loads (an agent given an
     ungated irreversible tool refuses to be built) is reported as an error finding, not
@@ -72,5 +93,14 @@ def check_target(spec: str) -> list[Finding]:
                 message=f"the target cannot be built: {cause}",
                 fix="fix the declaration the message names; loopwise refuses it at construction",
             )
-        ]
-    return check(target.step)
+        ], []
+    found, measured = calibration_findings(spec, target.step, store, specs=_cascade_specs(target))
+    order = {Level.ERROR: 0, Level.WARNING: 1, Level.INFO: 2}
+    return sorted([*check(target.step), *found], key=lambda f: order[f.level]), measured
+
+
+def _cascade_specs(target: Target) -> dict[int, str]:
+    """The spec of each step the target's module names, by the step's ``id``: a cascade
+    inside the target is swept as its own target, under the name its module gives it."""
+    module_part = target.spec.partition(":")[0]
+    return {id(v): f"{module_part}:{k}" for k, v in vars(target.module).items() if k[:1] != "_"}

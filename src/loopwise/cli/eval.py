@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -21,6 +20,8 @@ from loopwise.cli.options import (
     add_limit_flags,
     add_structured_mode_flag,
     budget_of,
+    eval_store,
+    eval_store_help,
     load_checked,
     price_per_mtok,
     user_output_to_stderr,
@@ -29,6 +30,7 @@ from loopwise.cli.watch import add_watch_flags, watch_sinks
 from loopwise.core.step import needs_model
 from loopwise.core.usage import Price, Pricing
 from loopwise.errors import ConfigError
+from loopwise.evidence.cascades import cascades_within, swept
 from loopwise.evidence.evals import (
     EvalReport,
     EvalTarget,
@@ -44,17 +46,12 @@ from loopwise.evidence.evals import (
 from loopwise.evidence.frontier import format_sweep
 from loopwise.evidence.report import describe_graph, format_text, write_report
 from loopwise.evidence.sandbox import GATE_RULES, eval_deps
-from loopwise.evidence.sweep import DEFAULT_GRID, cascades_within, parse_sweep, sweep, swept
+from loopwise.evidence.sweep import DEFAULT_GRID, parse_sweep, sweep
 from loopwise.models.port import model_name
 from loopwise.running.targets import Target, model_for, schema_filler_note
 from loopwise.store.open import store_location
 
-__all__ = ["EVAL_STORE", "EVAL_STORE_ENV", "add_eval_verb"]
-
-EVAL_STORE = ".loopwise/eval.db"
-"""Where ``loopwise eval`` keeps its runs and history without ``--store``."""
-EVAL_STORE_ENV = "LOOPWISE_EVAL_STORE"
-"""Overrides :data:`EVAL_STORE` (a path or a PostgreSQL URL)."""
+__all__ = ["add_eval_verb"]
 
 
 def add_eval_verb(sub: Any) -> None:
@@ -99,9 +96,8 @@ def add_eval_verb(sub: Any) -> None:
     p.add_argument("--report", help="write a self-contained HTML report here")
     p.add_argument(
         "--store",
-        help="where the eval records its runs and history, apart from your runs: a path, "
-        f"sqlite:///path or postgresql://... (default ${EVAL_STORE_ENV}, else eval.db beside a "
-        f"SQLite $LOOPWISE_STORE, else {EVAL_STORE})",
+        help="where the eval records its runs and history, apart from your runs: "
+        + eval_store_help,
     )
     add_watch_flags(p)
     p.add_argument("--json", action="store_true", help="print one JSON document")
@@ -150,17 +146,6 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _eval_store() -> str:
-    """``$LOOPWISE_EVAL_STORE``, else ``eval.db`` beside a SQLite ``$LOOPWISE_STORE``,
-    else :data:`EVAL_STORE`."""
-    if os.environ.get(EVAL_STORE_ENV):
-        return os.environ[EVAL_STORE_ENV]
-    runs = os.environ.get("LOOPWISE_STORE", "")
-    if runs and "://" not in runs:
-        return str(Path(runs).with_name("eval.db"))
-    return EVAL_STORE
-
-
 def _effects_line(name: str, done: dict[str, Any]) -> str:
     """What a target's runs did to the world, in one line."""
     performed = ", ".join(f"{tool} x{n}" for tool, n in sorted(done["performed"].items()))
@@ -202,7 +187,7 @@ def _eval_and_save(args: argparse.Namespace) -> EvalReport:
         if note is not None:
             print(f"loopwise eval: note: {note}", file=sys.stderr)
     # An eval's runs are measurements, not requests: their own store unless told.
-    store_path = store_location(args.store or _eval_store())[1]
+    store_path = store_location(args.store or eval_store())[1]
     with watch_sinks(args, progress=False) as sinks:  # eval draws its own progress bar
         report = _evaluate(targets, cases, args, store_path, scorer, sinks=sinks, grids=grids)
     report = replace(

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, redirect_stdout
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loopwise.core.events import json_value, nests_deeper_than
@@ -23,6 +25,8 @@ if TYPE_CHECKING:
     from loopwise.running.targets import Target
 
 __all__ = [
+    "EVAL_STORE",
+    "EVAL_STORE_ENV",
     "MAX_JSON_DEPTH",
     "Interrupted",
     "UsageError",
@@ -33,12 +37,15 @@ __all__ = [
     "add_unused_store_flag",
     "budget_of",
     "count",
+    "eval_store",
+    "eval_store_help",
     "interactive",
     "load_checked",
     "price_per_mtok",
     "read_json",
     "seconds",
     "store_help",
+    "store_value",
     "user_output_to_stderr",
 ]
 
@@ -57,16 +64,40 @@ store_help = (
 )
 
 
+EVAL_STORE = ".loopwise/eval.db"
+"""Where ``loopwise eval`` keeps its runs and history without ``--store``."""
+EVAL_STORE_ENV = "LOOPWISE_EVAL_STORE"
+"""Overrides :data:`EVAL_STORE` (a path or a PostgreSQL URL)."""
+
+eval_store_help = (
+    f"a path, sqlite:///path or postgresql://... (default ${EVAL_STORE_ENV}, else eval.db "
+    f"beside a SQLite $LOOPWISE_STORE, else {EVAL_STORE})"
+)
+
+
+def eval_store() -> str:
+    """The eval store without ``--store`` (``loopwise eval`` writes it, ``check`` reads it):
+    ``$LOOPWISE_EVAL_STORE``, else ``eval.db`` beside a SQLite ``$LOOPWISE_STORE``, else
+    :data:`EVAL_STORE`."""
+    if os.environ.get(EVAL_STORE_ENV):
+        return os.environ[EVAL_STORE_ENV]
+    runs = os.environ.get("LOOPWISE_STORE", "")
+    if runs and "://" not in runs:
+        return str(Path(runs).with_name("eval.db"))
+    return EVAL_STORE
+
+
 def add_unused_store_flag(p: argparse.ArgumentParser) -> None:
-    """``--store`` on a verb that reads no runs (``graph``, ``check``, ``decide``): every
+    """``--store`` on a verb that reads no runs (``graph``, ``decide``, ``init``): every
     verb takes it, so one set of flags (a script's, a Makefile's) fits every command. The
     value is checked like everywhere (an unknown scheme exits 2), never opened."""
     p.add_argument(
-        "--store", type=_store_value, help="accepted like on every verb; this one reads no runs"
+        "--store", type=store_value, help="accepted like on every verb; this one reads no runs"
     )
 
 
-def _store_value(raw: str) -> str:
+def store_value(raw: str) -> str:
+    """A ``--store`` value, checked (an unknown scheme exits 2) and returned as given."""
     from loopwise.store.open import store_location
 
     store_location(raw)  # a malformed URL raises StoreError: one line, exit 2

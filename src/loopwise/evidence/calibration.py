@@ -436,11 +436,15 @@ def _ticks(lo: float, hi: float, step: float) -> list[float]:
 
 
 def frontier_svg(
-    points: Sequence[FrontierDot], chosen: str | None = None, *, cost_label: str = "cost per case"
+    points: Sequence[FrontierDot],
+    chosen: str | None = None,
+    *,
+    cost_label: str = "cost per case (USD)",
 ) -> str:
     """An accuracy/cost frontier: each point at (cost, accuracy) with its interval as a
     bar, the thresholds joined in order of cost, the workflow (■) and agent (◆) endpoints
-    marked, and the point labelled ``chosen`` ringed in green. Costs are drawn as USD.
+    marked, and the point labelled ``chosen`` ringed in green; the legend lists the marks
+    drawn. Costs are drawn as USD; ``cost_label`` is the cost axis's title, unit included.
 
     Raises :class:`~loopwise.errors.ConfigError` naming ``points`` (a kind outside
     threshold/workflow/agent, a value that is not finite, an interval that does not hold
@@ -472,16 +476,11 @@ def frontier_svg(
     ]
     parts.append(
         f"<text x='{left + pw / 2:.1f}' y='{height - 6}' text-anchor='middle' fill='{_MUTED}'>"
-        f"{_e(cost_label)} (USD)</text>"
+        f"{_e(cost_label)}</text>"
         f"<text x='12' y='{top + ph / 2:.1f}' text-anchor='middle' fill='{_MUTED}' "
         f"transform='rotate(-90 12 {top + ph / 2:.1f})'>accuracy</text>"
     )
-    parts.append(
-        f"<text x='{left}' y='14' fill='#374151'><tspan fill='#ea580c'>■</tspan> workflow  "
-        "<tspan fill='#9333ea'>◆</tspan> agent  "
-        f"<tspan fill='{_BLUE}'>●</tspan> threshold (bar: its interval)  "
-        f"<tspan fill='{_CHOSEN}'>◯</tspan> chosen</text>"
-    )
+    parts.append(f"<text x='{left}' y='14' fill='#374151'>{_legend(points, chosen)}</text>")
     line = sorted((p for p in points if p.kind == "threshold"), key=lambda p: (p.cost, p.accuracy))
     if len(line) > 1:
         path = " ".join(f"{x(p.cost):.1f},{y(p.accuracy):.1f}" for p in line)
@@ -496,6 +495,22 @@ def frontier_svg(
     parts.extend(_labels(points, chosen, x, y, (left, top, left + pw, top + ph)))
     title = "accuracy against cost" + (f", chosen {chosen}" if chosen is not None else "")
     return svg_element(width, height, "".join(parts), title)
+
+
+_LEGEND = {
+    "workflow": "<tspan fill='#ea580c'>■</tspan> workflow",
+    "agent": "<tspan fill='#9333ea'>◆</tspan> agent",
+    "threshold": f"<tspan fill='{_BLUE}'>●</tspan> threshold (bar: its interval)",
+}
+
+
+def _legend(points: Sequence[FrontierDot], chosen: str | None) -> str:
+    """The legend of the marks drawn: an endpoint the eval did not run is not listed."""
+    kinds = {p.kind for p in points}
+    marks = [mark for kind, mark in _LEGEND.items() if kind in kinds]
+    if chosen is not None:
+        marks.append(f"<tspan fill='{_CHOSEN}'>◯</tspan> chosen")
+    return "  ".join(marks)
 
 
 def _least_cost(costs: Sequence[float]) -> float:

@@ -499,8 +499,8 @@ def load_scorer(spec: str) -> Scorer:
 
 def save_eval(path: str | Path, report: EvalReport) -> None:
     """Keep ``report``'s per-target summaries (not every run) in the run store at ``path``;
-    a swept cascade's summary also keeps its judge's ``calibration`` (and the threshold the
-    cascade declared), which ``loopwise check`` reads.
+    a swept cascade's summary also keeps its judge's ``calibration`` (with the threshold the
+    cascade declared and the dataset), which ``loopwise check`` reads.
 
     The store's eval history sits beside the runs the eval made (the report's runs name
     their ``run_id``), so evals can be compared over time (:func:`previous_summaries`).
@@ -512,7 +512,11 @@ def save_eval(path: str | Path, report: EvalReport) -> None:
     }
     for swept in (s.to_dict() for s in report.sweeps):
         # A sweep's calibration of the judge, kept so `loopwise check` can judge it later.
-        calibration = {**swept["calibration"], "threshold": swept["declared"]}
+        calibration = {
+            **swept["calibration"],
+            "threshold": swept["declared"],
+            "dataset": report.dataset,
+        }
         summaries.setdefault(swept["target"], {})["calibration"] = calibration
     with open_store(path) as store:
         store.save_eval(

@@ -94,7 +94,7 @@ def _one(s: Sweep, targets: Sequence[TargetSummary]) -> str:
     if chosen is not None and not any(d.label == chosen for d in dots):
         chosen = None
     basis = "USD" if s.cost_basis == "USD" else f"USD at {s.cost_basis}"
-    frontier = frontier_svg(dots, chosen, cost_label=f"cost per case, {basis}")
+    frontier = frontier_svg(dots, chosen, cost_label=f"cost per case ({basis})")
     cal = s.calibration
     ece = "unknown" if cal.ece is None else f"{cal.ece:.3f} on {cal.n} cases"
     warning = f"<p class='warn'>⚠ {_e(s.warning)}</p>" if s.warning else ""

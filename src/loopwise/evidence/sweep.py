@@ -31,12 +31,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from loopwise.architectures.cascade import THRESHOLD_NODE, Cascade
-from loopwise.architectures.workflow import Workflow
 from loopwise.core.events import Event, EventType
 from loopwise.core.loops import blocking
 from loopwise.core.usage import Pricing
 from loopwise.errors import ConfigError
 from loopwise.evidence.calibration import Calibration, calibration, calibration_warning
+from loopwise.evidence.cascades import swept
 from loopwise.evidence.evals import Case, EvalTarget, aevaluate
 from loopwise.evidence.paired import PairedDifference, paired_difference
 from loopwise.evidence.stats import REFERENCE_MODEL, CaseRun, percentile, usd
@@ -46,11 +46,9 @@ __all__ = [
     "Sweep",
     "SweepPoint",
     "asweep",
-    "cascades_within",
     "grid_of",
     "parse_sweep",
     "sweep",
-    "swept",
     "wilson",
 ]
 
@@ -93,26 +91,6 @@ def parse_sweep(spec: str) -> tuple[str, tuple[float, ...]]:
             name="sweep",
         )
     return name.strip(), grid_of(low, high, step)
-
-
-def swept(step: Any) -> Cascade | None:
-    """``step`` when it declares thresholds a sweep can move (a cascade), else ``None``."""
-    return step if isinstance(step, Cascade) else None
-
-
-def cascades_within(step: Any) -> list[tuple[str, Cascade]]:
-    """Every cascade that is a node of the workflow ``step`` (at any depth), with its node
-    path (``flow/desk``), outermost first. A sweep moves only a cascade that is the target
-    itself: one inside a workflow is run at its declared threshold, like any node."""
-    found: list[tuple[str, Cascade]] = []
-    if not isinstance(step, Workflow):
-        return found
-    for node, inner in step.steps.items():
-        path = f"{step.name}/{node}"
-        if isinstance(inner, Cascade):
-            found.append((path, inner))
-        found += [(f"{step.name}/{at}", c) for at, c in cascades_within(inner)]
-    return found
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
