@@ -25,6 +25,7 @@ from loopwise import (
     as_tool,
     tool,
 )
+from loopwise.testing import ScriptedModel, call, reply
 
 
 @tool
@@ -393,3 +394,47 @@ def test_an_invalid_argument_is_echoed_cut_short() -> None:
     with pytest.raises(ToolArgumentsError) as caught:
         count.parse({"n": "x" * 100_000})
     assert len(str(caught.value)) < 300 and "…" in str(caught.value)
+
+
+def test_a_boolean_is_never_read_as_a_number_from_a_model() -> None:
+    class Line(BaseModel):
+        qty: int
+        gift: bool = False
+
+    paid: list[int] = []
+
+    @tool(effect="write", localns=locals())
+    def refund(
+        amount_cents: int,
+        rate: float = 1.0,
+        lines: list[Line] | None = None,
+        note: Any = None,
+        either: int | bool = 0,
+    ) -> str:
+        """Refund an order."""
+        paid.append(amount_cents)
+        return "refunded"
+
+    for raw, where in (
+        ('{"amount_cents": true}', "amount_cents"),
+        ('{"amount_cents": 5, "rate": false}', "rate"),
+        ('{"amount_cents": 5, "lines": [{"qty": 1, "gift": true}, {"qty": false}]}', "lines.1.qty"),
+    ):
+        assert f"{where} is a boolean, not a number" in _argument_error(refund, raw), raw
+    # Texts stay lenient; booleans where a boolean may stand are kept as booleans.
+    ok = refund.parse('{"amount_cents": "5000", "note": true, "either": true}').model_dump()
+    assert ok["amount_cents"] == 5000 and ok["note"] is True and ok["either"] is True
+
+    def respond(request: loopwise.ModelRequest) -> Any:
+        results = [m for m in request.messages if m.get("role") == "tool"]
+        if results:
+            return reply(str(results[-1]["content"]))
+        return call("refund", {"amount_cents": True}, id="c1")
+
+    result = loopwise.run(
+        loopwise.Agent(name="desk", tools=[refund]),
+        "refund it",
+        model=ScriptedModel(respond),
+        store=None,
+    )
+    assert paid == [] and "amount_cents is a boolean, not a number" in str(result.output)

@@ -40,8 +40,6 @@ import contextvars
 import difflib
 import enum
 import inspect
-import json
-import math
 import re
 import threading
 from collections.abc import Callable, Coroutine, Mapping
@@ -59,15 +57,14 @@ from typing import (
 )
 
 import pydantic
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic.fields import FieldInfo
 
-from loopwise.core.events import json_value, jsonable, nests_deeper_than
 from loopwise.core.members import step_member
 from loopwise.core.shape import ToolShape, describe, parameters_of
 from loopwise.core.step import CarriedExit, Step, carry_exits
-from loopwise.core.svg import shorten
-from loopwise.errors import DirectEffectError, LoopwiseError, ToolError
+from loopwise.errors import DirectEffectError, ToolError
+from loopwise.tools.arguments import MAX_DEPTH, ToolArgumentsError, load_arguments, validated
 
 if TYPE_CHECKING:
     from loopwise.core.step import Context
@@ -94,17 +91,6 @@ class Effect(enum.StrEnum):
     READ = "read"
     WRITE = "write"
     IRREVERSIBLE = "irreversible"
-
-
-class ToolArgumentsError(LoopwiseError):
-    """Arguments a model sent are not JSON or fail the tool's validation.
-
-    The message says exactly what was wrong, in words a model can act on.
-    """
-
-    def __init__(self, message: str, *, tool: str) -> None:
-        super().__init__(message)
-        self.tool = tool
 
 
 class AsToolOptions(TypedDict, total=False):
@@ -306,24 +292,7 @@ class Tool:
             return arguments
         if isinstance(arguments, BaseModel):
             arguments = arguments.model_dump()
-        arguments = load_arguments(arguments, self.name)
-        if not isinstance(arguments, Mapping):
-            raise ToolArgumentsError(
-                f"arguments for {self.name!r} must be a JSON object, got "
-                f"{type(arguments).__name__}",
-                tool=self.name,
-            )
-        where = _non_finite(arguments)
-        if where is not None:
-            message = f"arguments for {self.name!r}: {where} is not a finite number"
-            raise ToolArgumentsError(message, tool=self.name)
-        try:
-            if strict:
-                text = json.dumps(jsonable(dict(arguments)))
-                return self.args_model.model_validate_json(text, strict=True)
-            return self.args_model.model_validate(dict(arguments))
-        except ValidationError as e:
-            raise ToolArgumentsError(_describe(e, self.name), tool=self.name) from e
+        return validated(self.args_model, arguments, self.name, strict=strict)
 
     async def invoke(
         self, arguments: str | Mapping[str, Any] | BaseModel | None, ctx: Context | None = None
@@ -519,75 +488,6 @@ def require_gate(tool: Tool, *, holder: str, fix: str) -> None:
             tool=tool.name,
             code="ungated-irreversible",
         )
-
-
-def _non_finite(arguments: Mapping[str, Any]) -> str | None:
-    """Where a NaN or infinite float sits in already-parsed arguments (a plan's, an edit's:
-    pydantic's JSON reader accepts ``NaN``), as a dotted path, or ``None``."""
-    stack: list[tuple[str, Any]] = [(str(k), v) for k, v in arguments.items()]
-    while stack:
-        where, value = stack.pop()
-        if isinstance(value, float) and not math.isfinite(value):
-            return where
-        if isinstance(value, Mapping):
-            stack.extend((f"{where}.{k}", v) for k, v in value.items())
-        elif isinstance(value, list | tuple):
-            stack.extend((f"{where}.{i}", v) for i, v in enumerate(value))
-    return None
-
-
-MAX_DEPTH = 32
-"""How deeply a call's arguments may nest (objects and arrays)."""
-
-
-def load_arguments(raw: Any, name: str) -> Any:
-    """Arguments a model wrote, as data. Text that cannot be read safely — not JSON, a
-    number of more than 4,300 digits, nesting deeper than :data:`MAX_DEPTH` (or than the
-    parser's recursion limit) — raises :class:`ToolArgumentsError` saying why, never
-    anything else, so it can go back to the model as an error result."""
-    if not isinstance(raw, str):
-        if nests_deeper_than(raw, MAX_DEPTH):
-            raise ToolArgumentsError(_too_deep(name), tool=name)
-        return raw
-    if not raw.strip():
-        return {}
-    try:
-        value = json_value(raw)
-    except json.JSONDecodeError as e:
-        shown = raw if len(raw) <= 200 else raw[:200] + "…"
-        raise ToolArgumentsError(
-            f"arguments for {name!r} are not valid JSON ({e.msg} at line {e.lineno} column "
-            f"{e.colno}): {shown}",
-            tool=name,
-        ) from None
-    except (ValueError, RecursionError) as e:
-        # int() refuses numbers of more than 4,300 digits; the parser, deep nesting.
-        what = "they nest too deeply" if isinstance(e, RecursionError) else str(e)
-        raise ToolArgumentsError(
-            f"arguments for {name!r} cannot be read: {what}", tool=name
-        ) from None
-    if nests_deeper_than(value, MAX_DEPTH):
-        raise ToolArgumentsError(_too_deep(name), tool=name)
-    return value
-
-
-def _too_deep(name: str) -> str:
-    return f"arguments for {name!r} nest deeper than {MAX_DEPTH} levels; send flatter arguments"
-
-
-def _describe(error: ValidationError, name: str) -> str:
-    problems = []
-    for item in error.errors(include_url=False):
-        where = ".".join(str(p) for p in item["loc"]) or "(arguments)"
-        message = str(item["msg"]).removeprefix("Value error, ")
-        if item["type"] == "extra_forbidden":
-            message = "unknown argument (not in the tool's schema)"
-        elif item["type"] == "missing":
-            message = "missing required argument"
-        # The value cut short: a 100,000-character argument is not echoed back whole.
-        got = "" if item["type"] == "missing" else f" (got {shorten(repr(item.get('input')), 80)})"
-        problems.append(f"{where}: {message}{got}")
-    return f"invalid arguments for {name!r}: " + "; ".join(problems)
 
 
 def _not_a_function(obj: object) -> ToolError:
