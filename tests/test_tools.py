@@ -438,3 +438,39 @@ def test_a_boolean_is_never_read_as_a_number_from_a_model() -> None:
         store=None,
     )
     assert paid == [] and "amount_cents is a boolean, not a number" in str(result.output)
+
+
+def test_a_described_path_parameter_keeps_the_allowed_directory_note(tmp_path: Path) -> None:
+    root = str(tmp_path)
+
+    @tool(localns=locals())
+    def read(
+        doc: Annotated[str, InDirectory(root), Field(description="The file.")],
+        kept: Annotated[str, Field(default="a.md", description="Kept."), InDirectory(root)],
+        bare: Annotated[str, InDirectory(root)],
+        typed: Annotated[str, InDirectory(root)],
+        plain: str,
+    ) -> str:
+        """Read a file.
+
+        Args:
+            typed: The other file.
+            plain: Anything.
+        """
+        return doc
+
+    props = read.schema["function"]["parameters"]["properties"]
+    note = InDirectory.NOTE
+    assert props["doc"]["description"] == f"The file. {note}"
+    assert props["kept"]["description"] == f"Kept. {note}"
+    assert props["bare"]["description"] == note
+    assert props["typed"]["description"] == f"The other file. {note}"
+    assert props["plain"]["description"] == "Anything."
+    # The hint's own default still stands; the note is only words, the check still holds.
+    assert (
+        read.parse({"doc": "x", "bare": "y", "typed": "z", "plain": "p"})
+        .model_dump()["kept"]
+        .endswith("a.md")
+    )
+    with pytest.raises(ToolArgumentsError, match="outside the allowed directory"):
+        read.parse({"doc": "../x", "bare": "y", "typed": "z", "plain": "p"})

@@ -19,14 +19,14 @@ import math
 import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, get_args, get_origin
 
 import pydantic
 from pydantic_core import core_schema
 
 from loopwise.errors import ToolError
 
-__all__ = ["Bounds", "IdPattern", "InDirectory", "OneOf"]
+__all__ = ["Bounds", "IdPattern", "InDirectory", "OneOf", "field_note"]
 
 
 class _Constraint:
@@ -144,8 +144,11 @@ class InDirectory(_Constraint):
             )
         return full if isinstance(value, Path) else str(full)
 
+    NOTE = "A path inside the allowed directory, relative to it (it may not leave it)."
+    """What the schema tells the model, after the parameter's own description if any."""
+
     def schema_hint(self, schema: dict[str, Any]) -> None:
-        note = "A path inside the allowed directory, relative to it (it may not leave it)."
+        note = self.NOTE
         schema["description"] = (
             f"{schema['description']} {note}" if "description" in schema else note
         )
@@ -197,3 +200,13 @@ def _finite(value: Any) -> bool:
         return math.isfinite(value)
     except (TypeError, ValueError, OverflowError):
         return False  # not a number at all (Bounds on a str), or a signalling NaN
+
+
+def field_note(hint: Any) -> str | None:
+    """The note an :class:`InDirectory` in an ``Annotated`` parameter hint adds to the
+    parameter's description (``None`` without one): a tool adds it to a description of its
+    own, which pydantic would otherwise apply over the helper's."""
+    if get_origin(hint) is not Annotated:
+        return None
+    notes = [m.NOTE for m in get_args(hint)[1:] if isinstance(m, InDirectory)]
+    return notes[0] if notes else None

@@ -64,6 +64,7 @@ from loopwise.core.members import step_member
 from loopwise.core.shape import ToolShape, describe, parameters_of
 from loopwise.core.step import CarriedExit, Step, carry_exits
 from loopwise.errors import DirectEffectError, ToolError
+from loopwise.tools.allowlists import field_note
 from loopwise.tools.arguments import MAX_DEPTH, ToolArgumentsError, load_arguments, validated
 
 if TYPE_CHECKING:
@@ -170,10 +171,23 @@ def _parse_docstring(doc: str) -> _Doc:
     return _Doc(summary=summary, params=params)
 
 
-def _has_description(hint: Any) -> bool:
+def _own_description(hint: Any) -> str | None:
+    """The description an ``Annotated[..., Field(description=...)]`` hint gives itself."""
     if get_origin(hint) is not Annotated:
-        return False
-    return any(isinstance(m, FieldInfo) and m.description for m in get_args(hint)[1:])
+        return None
+    found = [m.description for m in get_args(hint)[1:] if isinstance(m, FieldInfo)]
+    return next((d for d in reversed(found) if d), None)
+
+
+def _description(hint: Any, doc: str | None) -> str | None:
+    """A parameter's description when the tool must set it, or ``None`` (pydantic's own
+    stands): the docstring's unless the hint has its own, with an allow-list's note added
+    (pydantic applies a field's description after the helper's hint, dropping the note)."""
+    own = _own_description(hint)
+    note = field_note(hint)
+    if note is not None and (own or doc):
+        return f"{own or doc} {note}"
+    return doc if doc and not own else None
 
 
 def _arg_fields(
@@ -212,9 +226,11 @@ def _arg_fields(
             )
         hint = hints[param.name]
         default = ... if param.default is param.empty else param.default
-        described = doc.params.get(param.name)
-        if described and not _has_description(hint):
-            fields[param.name] = (hint, Field(default, description=described))
+        described = _description(hint, doc.params.get(param.name))
+        if described is not None:
+            # No default given is no default set: a default in the hint's own Field stands.
+            given = {} if default is ... else {"default": default}
+            fields[param.name] = (hint, Field(description=described, **given))
         else:
             fields[param.name] = (hint, default)
     return fields, takes_ctx
