@@ -384,7 +384,7 @@ def test_a_tool_of_something_that_is_not_a_function_says_so() -> None:
 
 def test_an_invalid_argument_is_echoed_cut_short() -> None:
     import loopwise
-    from loopwise.tools.tool import ToolArgumentsError
+    from loopwise.tools.arguments import ToolArgumentsError
 
     @loopwise.tool
     def count(n: int) -> int:

@@ -77,9 +77,10 @@ if TYPE_CHECKING:
     from loopwise.tools import calls as calls
     from loopwise.tools import gates as gates
     from loopwise.tools.allowlists import Bounds, IdPattern, InDirectory, OneOf
+    from loopwise.tools.arguments import ToolArgumentsError
     from loopwise.tools.gates import Gate, policy, policy_then_human
     from loopwise.tools.handlers import TerminalApprovals
-    from loopwise.tools.tool import Effect, Tool, ToolArgumentsError, as_tool, tool
+    from loopwise.tools.tool import Effect, Tool, as_tool, tool
     from loopwise.tools.verdicts import ApprovalRequest, Approved, Denied, Edited, Escalate
 
 # Every name loads on first use (PEP 562), so a process pays only for what it touches:
@@ -127,8 +128,8 @@ _LAZY = {
     **dict.fromkeys(["RunStream", "astream", "astream_resume"], "loopwise.running.stream"),
     "Structured": "loopwise.architectures.structured",
     **dict.fromkeys(["Bounds", "IdPattern", "InDirectory", "OneOf"], "loopwise.tools.allowlists"),
-    **dict.fromkeys(["Effect", "Tool", "ToolArgumentsError", "as_tool", "tool"],
-                    "loopwise.tools.tool"),
+    **dict.fromkeys(["Effect", "Tool", "as_tool", "tool"], "loopwise.tools.tool"),
+    "ToolArgumentsError": "loopwise.tools.arguments",
     **dict.fromkeys(["Budget", "Price", "Pricing", "Usage"], "loopwise.core.usage"),
     **dict.fromkeys(["ApprovalRequest", "Approved", "Denied", "Edited", "Escalate"],
                     "loopwise.tools.verdicts"),

@@ -24,8 +24,8 @@ from typing import Any, Protocol, TypedDict
 
 from loopwise.architectures.plans import ActionCatalog, Plan, PlanStep, dependency_graph
 from loopwise.core.events import jsonable
+from loopwise.tools.arguments import ToolArgumentsError
 from loopwise.tools.gates import changed_fields
-from loopwise.tools.tool import ToolArgumentsError
 from loopwise.tools.verdicts import Denied, Edited
 
 __all__ = ["RECHECK_SUFFIX", "AsRan", "CallOf", "as_ran", "call_of", "rechecks"]

@@ -33,9 +33,10 @@ from loopwise.architectures.digraph import Digraph
 from loopwise.core.events import jsonable
 from loopwise.core.shape import Edge, Graph, Node, describe, mermaid, name_of
 from loopwise.errors import ConfigError, ToolError
+from loopwise.tools.arguments import ToolArgumentsError
 from loopwise.tools.gates import Gate, recheck_edited, takes_ctx
 from loopwise.tools.source import ToolSource, spread
-from loopwise.tools.tool import Tool, ToolArgumentsError
+from loopwise.tools.tool import Tool
 from loopwise.tools.verdicts import Approved
 
 __all__ = [

@@ -85,9 +85,10 @@ from loopwise.integrations.mcp_schema import (
     schema_validator,
     wraps_result,
 )
+from loopwise.tools.arguments import ToolArgumentsError
 from loopwise.tools.gates import human
 from loopwise.tools.source import ToolSource
-from loopwise.tools.tool import Effect, Tool, ToolArgumentsError
+from loopwise.tools.tool import Effect, Tool
 
 if TYPE_CHECKING:
     from mcp import Client

@@ -197,8 +197,8 @@ def _check_edit(
 
     from loopwise.core.events import jsonable
     from loopwise.running.deciding import deciding_context
+    from loopwise.tools.arguments import ToolArgumentsError
     from loopwise.tools.calls import judge_edit
-    from loopwise.tools.tool import ToolArgumentsError
     from loopwise.tools.verdicts import Denied
 
     target, tool = _tool_of(store, found)

@@ -43,8 +43,9 @@ from loopwise.core.events import EventType, Status, jsonable
 from loopwise.core.journal import Journal
 from loopwise.core.result import Halt
 from loopwise.core.step import Context, concurrently
+from loopwise.tools.arguments import ToolArgumentsError, load_arguments
 from loopwise.tools.gates import Ask, authorize_all, pause, recheck_edited
-from loopwise.tools.tool import Effect, Tool, ToolArgumentsError, load_arguments, require_gate
+from loopwise.tools.tool import Effect, Tool, require_gate
 from loopwise.tools.verdicts import (
     Approved,
     Denied,

@@ -65,20 +65,17 @@ from loopwise.core.shape import ToolShape, describe, parameters_of
 from loopwise.core.step import CarriedExit, Step, carry_exits
 from loopwise.errors import DirectEffectError, ToolError
 from loopwise.tools.allowlists import field_note
-from loopwise.tools.arguments import MAX_DEPTH, ToolArgumentsError, load_arguments, validated
+from loopwise.tools.arguments import validated
 
 if TYPE_CHECKING:
     from loopwise.core.step import Context
 
 __all__ = [
-    "MAX_DEPTH",
     "AsToolOptions",
     "Effect",
     "Tool",
-    "ToolArgumentsError",
     "ToolOptions",
     "as_tool",
-    "load_arguments",
     "require_gate",
     "tool",
 ]
