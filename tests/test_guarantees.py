@@ -358,14 +358,15 @@ def test_a_store_hands_out_neither_a_finished_run_nor_one_awaiting_a_person(
     assert again.status == Status.COMPLETED and len(paid) == 1
 
 
+@pytest.mark.parametrize("timeout", [None, 60.0])  # a timeout: the tool's own thread
 def test_a_cancelled_run_waits_for_a_sync_write_already_running_and_records_it(
-    tmp_path: Path,
+    tmp_path: Path, timeout: float | None
 ) -> None:
     db = tmp_path / "runs.db"
     started, release = threading.Event(), threading.Event()
     written: list[str] = []
 
-    @loopwise.tool(effect="write")
+    @loopwise.tool(effect="write", timeout=timeout)
     def slow_write(text: str) -> str:
         """Write a line slowly."""
         started.set()

@@ -474,3 +474,74 @@ def test_a_described_path_parameter_keeps_the_allowed_directory_note(tmp_path: P
     )
     with pytest.raises(ToolArgumentsError, match="outside the allowed directory"):
         read.parse({"doc": "../x", "bare": "y", "typed": "z", "plain": "p"})
+
+
+def test_a_sync_tool_with_a_timeout_runs_in_a_named_daemon_thread_and_hands_back_its_end() -> None:
+    seen: list[threading.Thread] = []
+
+    @tool(timeout=30)
+    def lookup(order_id: str, ctx: Any) -> str:
+        """Look an order up."""
+        seen.append(threading.current_thread())
+        if order_id == "boom":
+            raise LookupError(f"no order {order_id}")
+        return f"{order_id} for {ctx.run_id}"
+
+    def respond(request: loopwise.ModelRequest) -> Any:
+        results = [str(m["content"]) for m in request.messages if m.get("role") == "tool"]
+        if len(results) == 2:
+            return reply(" | ".join(results))
+        return call("lookup", {"order_id": "boom" if results else "O-1"}, id=f"c{len(results)}")
+
+    agent = loopwise.Agent(name="desk", tools=[lookup])
+    result = loopwise.run(agent, "go", model=ScriptedModel(respond), store=None, run_id="r-7")
+    assert result.output.startswith("O-1 for r-7 | ") and "no order boom" in result.output
+    assert [t.name for t in seen] == ["loopwise-tool-lookup"] * 2
+    assert all(t.daemon for t in seen)  # a hung call holds up neither the run nor the exit
+
+
+def test_a_tool_with_a_timeout_is_given_the_context_and_perform_refuses_effects_outside() -> None:
+    @tool(timeout=30)
+    async def whoami(ctx: Any) -> str:
+        """Say which run this is."""
+        return str(ctx.run_id)
+
+    @tool(effect="write", timeout=30)
+    def save(text: str) -> str:
+        """Save a text."""
+        return text
+
+    ctx = loopwise.Context(run_id="r-9")
+    assert asyncio.run(whoami.invoke({}, ctx)) == "r-9"
+    assert asyncio.run(whoami.perform(whoami.parse({}), ctx)) == "r-9"
+    with pytest.raises(
+        loopwise.DirectEffectError, match="perform\\(\\) outside the tool-call"
+    ) as e:
+        asyncio.run(save.perform(save.parse({"text": "x"}), None))
+    assert e.value.tool == "save"
+    with pytest.raises(loopwise.DirectEffectError, match="perform\\(\\) outside"):
+        asyncio.run(save.perform(save.parse({"text": "x"}), ctx))  # not its call's context
+
+
+def test_a_read_tool_called_directly_takes_positional_arguments() -> None:
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    assert add(2, 3) == 5 and add(2, b=5) == 7
+
+
+def test_describe_shows_what_check_reads_of_a_tool() -> None:
+    @tool(untrusted_output=True)
+    def fetch(url: Annotated[str, Field(description="The page.")]) -> str:
+        """Fetch a page."""
+        return url
+
+    shape = fetch.describe()
+    assert shape.untrusted is True and shape.step is None
+    assert dict(shape.parameters) == {"url": "The page."}
+    inner = loopwise.Agent(name="helper", tools=[fetch])
+    wrapped = as_tool(inner, description="Ask the helper.").describe()
+    assert wrapped.untrusted is False and wrapped.step is not None
+    assert wrapped.step.name == "helper"
