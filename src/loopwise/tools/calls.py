@@ -8,7 +8,7 @@ this module makes them, in this order:
    tool does not run again, the log does not grow);
 2. **validate** — the tool must exist and the arguments must parse and pass the tool's
    argument model (its allow-lists). Arguments that cannot be read at all — not JSON,
-   a 5,000-digit number, nesting deeper than :data:`~loopwise.tools.tool.MAX_DEPTH` — are an
+   a 5,000-digit number, nesting deeper than :data:`~loopwise.tools.arguments.MAX_DEPTH` — are an
    ``ERROR:`` result like any invalid argument, never an exception that ends the run
    (a resumed run would replay the same turn and fail forever);
 3. **once** — where the caller bounds it (``Call.once_in``: a hybrid's run, across its
@@ -140,8 +140,6 @@ class Outcome:
     """The tool's return value (when ``done``; journaled only with ``keep_value``)."""
     pending: Pending | None = None
     """The request a person must decide (when ``pending``)."""
-    tool: Tool | None = None
-    """The tool called (``None`` when the name is unknown)."""
     edited_by: str | None = None
     """Who edited its arguments, when a person did (it ran with :attr:`ran_with`)."""
     ran_with: Any = None
@@ -295,7 +293,7 @@ def _prepare(batch: _Batch, call: Call) -> Outcome | _Ready:
     recorded = ctx.journal.recall(call.key)
     if recorded is not None:
         ctx.journal.advance(recorded.get("counters"))
-        return _replayed(call, recorded, found)
+        return _replayed(call, recorded)
     parsed: BaseModel | ToolArgumentsError | None = None
     if found is not None:
         try:
@@ -411,7 +409,7 @@ async def _finish(batch: _Batch, slot: Outcome | _Ready) -> Outcome:
         return slot
     call, tool, verdict = slot.call, slot.tool, slot.verdict
     if isinstance(verdict, Pending):
-        return Outcome(call=call, status="pending", content="", pending=verdict, tool=tool)
+        return Outcome(call=call, status="pending", content="", pending=verdict)
     if isinstance(verdict, Denied):
         return _record(batch, call, tool, "denied", denial_message(tool.name, verdict), why=verdict)
     args, edited_by = slot.args, call.edited_by
@@ -521,7 +519,7 @@ async def _run(
         extra["value"] = jsonable(value)
     _log_result(batch, call, tool, status="done", content=content, reason=None, extra=extra)
     return Outcome(
-        call=call, status="done", content=content, value=value, tool=tool,
+        call=call, status="done", content=content, value=value,
         edited_by=edited_by, ran_with=extra.get("ran_with"),
     )  # fmt: skip
 
@@ -541,7 +539,7 @@ def _record(
     reason = f"denied by {why.by}: {why.reason}" if isinstance(why, Denied) else why or message
     extra = {} if took_effect is None else {"took_effect": took_effect}
     _log_result(batch, call, tool, status=status, content=content, reason=reason, extra=extra)
-    return Outcome(call=call, status=status, content=content, reason=reason, tool=tool)
+    return Outcome(call=call, status=status, content=content, reason=reason)
 
 
 def _log_result(
@@ -593,7 +591,7 @@ def _result_event(call: Call, status: CallStatus, content: str, **more: Any) -> 
     }
 
 
-def _replayed(call: Call, recorded: dict[str, Any], tool: Tool | None) -> Outcome:
+def _replayed(call: Call, recorded: dict[str, Any]) -> Outcome:
     is_error = bool(recorded.get("is_error"))
     status: CallStatus = recorded.get("status") or ("failed" if is_error else "done")
     return Outcome(
@@ -602,7 +600,6 @@ def _replayed(call: Call, recorded: dict[str, Any], tool: Tool | None) -> Outcom
         content=str(recorded.get("content", "")),
         reason=recorded.get("reason"),
         value=recorded.get("value"),
-        tool=tool,
         edited_by=recorded.get("edited_by"),
         ran_with=recorded.get("ran_with"),
     )
@@ -622,7 +619,6 @@ def _repeated(batch: _Batch, call: Call, tool: Tool, earlier: dict[str, Any]) ->
         content=content,
         reason=reason,
         value=earlier.get("value"),
-        tool=tool,
     )
 
 
@@ -655,7 +651,7 @@ def _refuse_excess(batch: _Batch, calls: Sequence[Call]) -> list[Outcome]:
 
 def readable_args(arguments: Any) -> Any:
     """Arguments as data when they can be read safely (JSON, nesting at most
-    :data:`~loopwise.tools.tool.MAX_DEPTH`), else as their text (shortened): what the audit log
+    :data:`~loopwise.tools.arguments.MAX_DEPTH`), else as their text (shortened): what the audit log
     shows."""
     try:
         return jsonable(load_arguments(arguments, "log"))
