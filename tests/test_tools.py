@@ -545,3 +545,52 @@ def test_describe_shows_what_check_reads_of_a_tool() -> None:
     wrapped = as_tool(inner, description="Ask the helper.").describe()
     assert wrapped.untrusted is False and wrapped.step is not None
     assert wrapped.step.name == "helper"
+
+
+def _refusal(t: Tool, raw: Any) -> ToolArgumentsError:
+    with pytest.raises(ToolArgumentsError) as info:
+        t.parse(raw)
+    assert info.value.tool == t.name
+    return info.value
+
+
+def test_unreadable_arguments_are_refused_saying_why_and_naming_the_tool() -> None:
+    @tool
+    def note(text: str, n: int = 0) -> str:
+        """Take a note."""
+        return text
+
+    long_bad = "{" + "x" * 299
+    shown = str(_refusal(note, long_bad))
+    assert "are not valid JSON" in shown and shown.endswith(long_bad[:200] + "…")
+    exact = "{" + "y" * 199
+    assert str(_refusal(note, exact)).endswith(f": {exact}")
+    assert "cannot be read: Exceeds the limit" in str(_refusal(note, '{"n": ' + "9" * 5000 + "}"))
+    deep = '{"text": ' + "[" * 5000 + "]" * 5000 + "}"
+    assert "cannot be read: they nest too deeply" in str(_refusal(note, deep))
+    nested: Any = "x"
+    for _ in range(40):
+        nested = [nested]
+    for raw in ({"text": nested}, json.dumps({"text": nested})):
+        assert str(_refusal(note, raw)) == (
+            "arguments for 'note' nest deeper than 32 levels; send flatter arguments"
+        )
+    assert "is not a finite number" in str(_refusal(note, '{"text": "a", "n": NaN}'))
+    assert "n is a boolean, not a number" in str(_refusal(note, '{"text": "a", "n": true}'))
+
+
+def test_a_boolean_sent_for_an_aliased_number_is_refused_too() -> None:
+    class Args(BaseModel):
+        amount_cents: int = Field(alias="amountCents")
+        tags: list[int] = []
+
+    async def pay(args: Args, ctx: Any) -> str:
+        return "paid"
+
+    paying = Tool(pay, args_model=Args, description="Pay.")
+    assert "amountCents is a boolean" in str(_refusal(paying, {"amountCents": True}))
+    assert "tags.1 is a boolean" in str(_refusal(paying, {"amountCents": 1, "tags": [2, False]}))
+    assert paying.parse({"amountCents": "5", "tags": ["3"]}).model_dump() == {
+        "amount_cents": 5,
+        "tags": [3],
+    }

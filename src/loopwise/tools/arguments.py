@@ -34,9 +34,7 @@ class ToolArgumentsError(LoopwiseError):
         self.tool = tool
 
 
-def validated(
-    args_model: type[BaseModel], raw: Any, name: str, *, strict: bool = False
-) -> BaseModel:
+def validated(args_model: type[BaseModel], raw: Any, name: str, *, strict: bool) -> BaseModel:
     """``raw`` arguments of the tool ``name`` read (:func:`load_arguments`) and validated by
     ``args_model``; :class:`ToolArgumentsError` saying what is wrong. ``strict`` is
     pydantic's strict JSON mode (a person's edit: ``"5000"`` is no number); lenient mode
