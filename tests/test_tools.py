@@ -594,3 +594,74 @@ def test_a_boolean_sent_for_an_aliased_number_is_refused_too() -> None:
         "amount_cents": 5,
         "tags": [3],
     }
+
+
+def test_declaration_details_a_user_sees_in_the_schema_and_the_errors() -> None:
+    def refund(order_id: str) -> str:
+        """Refund an order."""
+        return order_id
+
+    with pytest.raises(ToolError, match=r"^tool 'refund': unknown option 'efect'"):
+        tool(refund, efect="write")  # type: ignore[call-overload]
+    with pytest.raises(ToolError, match=r"^@tool\(retries=\.\.\.\): unknown option"):
+        tool(retries=3)  # type: ignore[call-overload]
+
+    @tool
+    def ship(
+        ctx: Any,
+        order_id: Annotated[str, Field(description="Its own words.")],
+        carrier: str = "post",
+    ) -> str:
+        """Ship an order.
+
+        More about shipping, for people.
+
+        Args:
+            order_id: The docstring's words.
+            carrier: Who carries it.
+        """
+        return f"{order_id} by {carrier}"
+
+    function = ship.schema["function"]
+    assert function["description"] == "Ship an order."
+    props = function["parameters"]["properties"]
+    assert list(props) == ["order_id", "carrier"]  # ctx first: the rest still taken
+    assert props["order_id"]["description"] == "Its own words."
+    assert props["carrier"]["description"] == "Who carries it."
+    assert ship.parse({"order_id": "O-1"}).model_dump() == {"order_id": "O-1", "carrier": "post"}
+
+    class Other(BaseModel):
+        order_id: str
+
+    assert ship.parse(Other(order_id="O-2")).model_dump()["order_id"] == "O-2"
+
+    def spread(*names: str) -> str:
+        """Take many."""
+        return ""
+
+    with pytest.raises(ToolError, match="must be a plain or keyword parameter") as info:
+        tool(spread)
+    assert info.value.tool == "spread"
+
+
+def test_direct_calls_of_an_effect_say_how_they_were_made() -> None:
+    @tool(effect="write")
+    def save(text: str) -> str:
+        """Save a text."""
+        return text
+
+    with pytest.raises(loopwise.DirectEffectError, match=r"is write: invoke\(\) would skip"):
+        asyncio.run(save.invoke({"text": "x"}))
+    with pytest.raises(loopwise.DirectEffectError, match="is write: a direct call would skip"):
+        save("x")
+
+
+def test_an_ungated_irreversible_tool_is_refused_with_its_code() -> None:
+    @tool(effect="irreversible")
+    def wipe() -> str:
+        """Wipe everything."""
+        return "gone"
+
+    with pytest.raises(ToolError) as info:
+        loopwise.Agent(name="a", tools=[wipe])
+    assert info.value.code == "ungated-irreversible" and info.value.tool == "wipe"
