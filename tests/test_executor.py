@@ -511,6 +511,28 @@ def test_a_timed_out_untrusted_read_taints_the_run_and_its_error_is_capped() -> 
     assert result.pending[0]["tainted_by"] == "fetch (f1)"
 
 
+def test_a_timed_out_untrusted_write_taints_the_run_as_a_read_does() -> None:
+    # Its error text (and whatever it may still do) came from an untrusted source: the
+    # payment after it waits for a person, though its policy would let it through.
+    @loopwise.tool(effect="write", untrusted_output=True, timeout=0.05, gate=gates.policy(bool))
+    def post(text: str) -> str:
+        """Post to a forum and return the replies."""
+        threading.Event().wait(0.5)
+        return "replies"
+
+    paid: list[int] = []
+    agent = loopwise.Agent(
+        name="desk", tools=[post, *_pay_tools(paid, gates.policy(lambda a: True))]
+    )
+    model = _script(call("post", {"text": "hi"}, id="w1"), call("pay", {"amount": 5}, id="p1"))
+    result = loopwise.run(agent, "go", model=model)
+    said = _results(result)
+    assert said["w1"]["status"] == "failed" and said["w1"]["untrusted"] is True
+    assert said["w1"]["took_effect"] is not None  # it may still post: counted as taken
+    assert result.status == Status.AWAITING_APPROVAL and paid == []
+    assert result.pending[0]["tainted_by"] == "post (w1)"
+
+
 def test_a_result_exactly_at_the_cap_is_not_marked_truncated() -> None:
     @loopwise.tool
     def word(n: int) -> str:
