@@ -18,7 +18,9 @@ interval, the share escalated, the mean cost (at the reference price when the mo
 none, as the eval does), tokens and p95 latency. The **recommended** threshold is the
 cheapest whose accuracy is within noise of the best: the paired difference on the same
 cases (:func:`~loopwise.evidence.paired.paired_difference`) of the best threshold minus
-it has an interval that reaches 0. The judge's **calibration** on the dataset (its
+it has an interval that reaches 0. Cheapest by the runs' own cost; when the model has no
+prices, by tokens, as a plain eval's recommendation decides (the cost is then shown at
+the reference price, for scale). The judge's **calibration** on the dataset (its
 confidence against whether the sure path was right) comes with it, and a warning when
 it is poor (:mod:`loopwise.evidence.calibration`).
 """
@@ -425,8 +427,12 @@ def wilson(successes: float, n: int, z: float = 1.959964) -> tuple[float, float]
     return max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half))
 
 
-def _cost_key(p: SweepPoint) -> tuple[float, float]:
-    """Cheaper first: mean cost (unknown last), then tokens."""
+def _cost_key(p: SweepPoint, pricing: str) -> tuple[float, float]:
+    """Cheaper first: mean cost (unknown last), then tokens. Without the model's own
+    prices the cost shown (at the reference price) is for scale only: tokens decide, as
+    in a plain eval's recommendation."""
+    if pricing != "USD":
+        return (p.tokens, math.inf if p.cost is None else p.cost)
     return (math.inf if p.cost is None else p.cost, p.tokens)
 
 
@@ -437,14 +443,17 @@ def _choose(target: str, m: _Measured, points: Sequence[SweepPoint]) -> Sweep:
     best = recommended = versus = None
     reason = "no case is scored (the dataset has no expected values): nothing to choose on"
     if scored:
-        best = min(scored, key=lambda p: (-(p.accuracy or 0.0), *_cost_key(p), p.threshold))
+        best = min(
+            scored, key=lambda p: (-(p.accuracy or 0.0), *_cost_key(p, pricing), p.threshold)
+        )
         near: list[tuple[SweepPoint, PairedDifference | None]] = []
         for p in scored:
             d = None if p is best else paired_difference(list(best.runs), list(p.runs))
             if d is None or d.low <= 0:
                 near.append((p, d))
         recommended, versus = min(
-            near, key=lambda pd: (*_cost_key(pd[0]), -(pd[0].accuracy or 0.0), pd[0].threshold)
+            near,
+            key=lambda pd: (*_cost_key(pd[0], pricing), -(pd[0].accuracy or 0.0), pd[0].threshold),
         )
         reason = _reason(best, recommended, versus, pricing)
     confidences, correct, listed = _confidences(m.sure, m.records)
@@ -502,7 +511,11 @@ def _reason(
             f"escalated, {cost})"
         )
 
-    basis = "" if pricing == "USD" else f" (cost at {pricing}: the model has none)"
+    basis = (
+        ""
+        if pricing == "USD"
+        else f" (the model has no prices: chosen for fewer tokens; cost shown at {pricing})"
+    )
     if versus is None:
         return (
             f"threshold {at(chosen)}: the most accurate, and no cheaper threshold is within "
