@@ -3,7 +3,6 @@ processes; effects happen exactly once, and never after a denial."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import sqlite3
@@ -16,7 +15,7 @@ from typing import Any
 import pytest
 
 import loopwise
-from loopwise.architectures.plans import REJECTED, validate_plan
+from loopwise.architectures.plans import REJECTED
 from loopwise.cli.main import main
 from loopwise.running.targets import load_target
 from loopwise.testing import ScriptedModel, calls
@@ -132,7 +131,6 @@ def test_denied_refund_never_runs(env: dict[str, str], capsys: pytest.CaptureFix
 def test_refund_and_mail_policies_reject_bad_plans_before_anything_runs(
     env: dict[str, str],
 ) -> None:
-    desk = load_target(str(ROOT / TARGET)).step
     plan = {
         "steps": [
             {
@@ -154,10 +152,26 @@ def test_refund_and_mail_policies_reject_bad_plans_before_anything_runs(
             },
         ]
     }
-    valid, errors = asyncio.run(validate_plan(plan, desk.catalog))  # type: ignore[attr-defined]
-    assert valid is None
-    assert any("exceeds" in e and "18900" in e for e in errors), errors
-    assert any("not the customer of O-1003" in e for e in errors), errors
+    errors = _rejected(plan)
+    assert "exceeds" in errors and "18900" in errors, errors
+    assert "not the customer of O-1003" in errors, errors
+    assert _rows(env, "refunds") == [] and _rows(env, "emails") == []
+
+
+def _rejected(plan: dict[str, Any], deps: Any = None) -> str:
+    """What the planner hears when ``plan`` is judged in a run ("" when it was valid)."""
+    desk = load_target(str(ROOT / TARGET)).step
+    heard: list[str] = []
+
+    def planner(request: loopwise.ModelRequest) -> loopwise.Turn:
+        asked = str(next(m["content"] for m in request.messages if m["role"] == "user"))
+        if REJECTED not in asked:
+            return calls(("final_answer", plan, "plan-1"))
+        heard.append(asked.split(REJECTED)[1])
+        return calls(("final_answer", {"steps": [], "reason": "gave up"}, "plan-2"))
+
+    loopwise.run(desk, COMPLAINT.strip('"'), model=ScriptedModel(planner), deps=deps)
+    return "".join(heard)
 
 
 def _approved_runs(capsys: pytest.CaptureFixture[str], count: int) -> list[str]:
@@ -227,8 +241,8 @@ def test_two_approved_refunds_resumed_at_once_never_pay_more_than_the_total(
     both_read = threading.Barrier(2, timeout=60)
     reads = iter(range(2))
 
-    def read_then_wait(order_id: str, *rest: Any) -> int:
-        cents = int(real(order_id, *rest))
+    def read_then_wait(order_id: str, *rest: Any, **named: Any) -> int:
+        cents = int(real(order_id, *rest, **named))
         if next(reads, None) is not None:
             both_read.wait()
         return cents
@@ -261,23 +275,44 @@ def test_a_refund_below_the_minimum_is_rejected_before_any_gate() -> None:
 
 
 def _two_refunds(amount: int) -> dict[str, Any]:
-    refund = {"order_id": "O-1003", "amount_cents": amount, "reason": "broken lamp"}
+    def refund(why: str) -> dict[str, Any]:
+        return {"order_id": "O-1003", "amount_cents": amount, "reason": why}
+
     return {
         "steps": [
-            {"id": "s1", "action": "issue_refund", "args": refund, "reason": "first"},
-            {"id": "s2", "action": "issue_refund", "args": refund, "reason": "again"},
+            {"id": "s1", "action": "issue_refund", "args": refund("lamp"), "reason": "first"},
+            {"id": "s2", "action": "issue_refund", "args": refund("shade"), "reason": "again"},
         ]
     }
 
 
 def test_one_plan_cannot_refund_an_order_twice_over(env: dict[str, str]) -> None:
-    desk = load_target(str(ROOT / TARGET)).step
-    valid, errors = asyncio.run(validate_plan(_two_refunds(18_900), desk.catalog))  # type: ignore[attr-defined]
-    assert valid is None
-    assert len(errors) == 2, errors
-    assert all("plus 18900 in the plan's other refunds of it exceeds" in e for e in errors)
-    halves, errors = asyncio.run(validate_plan(_two_refunds(9_450), desk.catalog))  # type: ignore[attr-defined]
-    assert halves is not None and errors == []
+    errors = _rejected(_two_refunds(18_900))
+    assert errors.count("plus 18900 in the plan's other refunds of it exceeds") == 2, errors
+    assert _rejected(_two_refunds(9_450)) == ""
+
+
+def test_the_refund_policy_judges_the_runs_own_books(env: dict[str, str], tmp_path: Path) -> None:
+    # An eval's sandbox (or any --deps) holds its own refunds: the policy reads those,
+    # not the shop's, so a refund the sandbox already paid is not approved again.
+    desk = load_target(str(ROOT / TARGET)).module
+    books = tmp_path / "books.db"
+    with desk.make_eval_deps() as fresh:
+        books.write_bytes(fresh.path.read_bytes())
+    refund = {"order_id": "O-1003", "amount_cents": 18_900, "reason": "broken lamp"}
+    plan = {"steps": [{"id": "s1", "action": "issue_refund", "args": refund, "reason": "r"}]}
+    assert _rejected(plan, deps=desk.Books(books)) == ""  # nothing refunded yet
+    with sqlite3.connect(books) as db:
+        db.execute(
+            "CREATE TABLE IF NOT EXISTS refunds (idempotency_key TEXT PRIMARY KEY, "
+            "order_id TEXT, amount_cents INTEGER, reason TEXT, created_at TEXT)"
+        )
+        db.execute("INSERT INTO refunds VALUES ('k', 'O-1003', 18900, 'paid', '2026-12-01')")
+    assert "exceeds what is left to refund on O-1003 (0 of 18900" in _rejected(
+        plan, deps=desk.Books(books)
+    )
+    assert _rejected(plan) == ""  # the shop's own books have no refund of it
+    assert _rows(env, "refunds") == []
 
 
 def test_the_planner_hears_that_its_refunds_of_one_order_sum_past_the_total(

@@ -164,10 +164,13 @@ def _insert_once(
     return dict(stored)
 
 
-def _refunded_cents(order_id: str, db: sqlite3.Connection | None = None) -> int:
-    """What was refunded on ``order_id`` so far (read in ``db``'s transaction when given)."""
+def _refunded_cents(
+    order_id: str, db: sqlite3.Connection | None = None, books: Path | None = None
+) -> int:
+    """What was refunded on ``order_id`` so far: read in ``db``'s transaction when given,
+    else in ``books`` (the run's, see :func:`_books`; ``None``: the shop's own)."""
     if db is None:
-        with closing(_writable()) as own:
+        with closing(_writable(books)) as own:
             return _refunded_cents(order_id, own)
     row = db.execute(
         "SELECT COALESCE(SUM(amount_cents), 0) FROM refunds WHERE order_id = ?", (order_id,)
@@ -188,8 +191,11 @@ def _too_much(order: Any, amount_cents: int, refunded: int, planned: int = 0) ->
     )
 
 
-def refund_within_total(args: dict[str, Any], plan: PlanContext | None = None) -> Denied | Escalate:
-    """Deny a refund above the order's total minus what was already refunded.
+def refund_within_total(
+    args: dict[str, Any], plan: PlanContext | None = None, *, ctx: Context
+) -> Denied | Escalate:
+    """Deny a refund above the order's total minus what was already refunded in the
+    run's books (its deps: an eval's sandbox is judged on the sandbox's refunds).
 
     When a plan is validated (``plan`` given), the plan's other refunds of the same order
     count too: one plan cannot refund an order twice by splitting it over steps.
@@ -203,7 +209,8 @@ def refund_within_total(args: dict[str, Any], plan: PlanContext | None = None) -
         for other in (plan.others("issue_refund") if plan is not None else ())
         if other.args_dict()["order_id"] == order["id"]
     )
-    why = _too_much(order, args["amount_cents"], _refunded_cents(order["id"]), planned)
+    refunded = _refunded_cents(order["id"], books=_books(ctx))
+    why = _too_much(order, args["amount_cents"], refunded, planned)
     if why is not None:
         return Denied(why)
     return Escalate("a person approves every refund")
