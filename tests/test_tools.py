@@ -362,12 +362,21 @@ class _OwnStep:
         return "looked"
 
 
+@loopwise.step
+def _routing_step(text: str) -> str:
+    """A plain function made a step: callable, but a step's input is no tool's arguments."""
+    return text
+
+
 @pytest.mark.parametrize(
     "step",
-    [loopwise.Agent(name="helper"), loopwise.Workflow("helper"), _OwnStep()],
-    ids=["agent", "workflow", "own-step"],
+    [loopwise.Agent(name="helper"), loopwise.Workflow("helper"), _OwnStep(), _routing_step],
+    ids=["agent", "workflow", "own-step", "function-step"],
 )
 def test_a_step_given_to_tool_is_told_to_use_as_tool(step: Any) -> None:
+    # As an agent's tools= refuses it: one rule for a step, however it is offered.
+    with pytest.raises(loopwise.ToolError, match=r"is a step, not a tool.*as_tool\("):
+        loopwise.Agent(name="desk", tools=[step])
     for make in (lambda: loopwise.tool(step), lambda: loopwise.tool(effect="read")(step)):
         with pytest.raises(loopwise.ToolError, match=r"is a step.*loopwise\.as_tool\(") as caught:
             make()

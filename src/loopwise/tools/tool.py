@@ -248,7 +248,7 @@ class Tool:
     ) -> None:
         """A tool over ``fn`` with the :class:`ToolOptions` given (``args_model``: take these
         arguments as they are, for a function ``async fn(args, ctx)``, as :func:`as_tool`)."""
-        if not callable(fn):
+        if not callable(fn) or isinstance(fn, Step):  # a @step function is callable too
             raise _not_a_function(fn)
         self.fn = fn
         self.name = options.get("name") or fn.__name__
