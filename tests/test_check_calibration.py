@@ -137,6 +137,28 @@ def test_a_badly_calibrated_judge_is_warned_of_by_eval_and_by_check(
     assert "1 warning(s)" in capsys.readouterr().out
 
 
+def test_check_finds_the_sweep_however_the_target_was_spelled(
+    desk: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    module, cases = desk
+    store = tmp_path / "eval.db"
+    monkeypatch.chdir(tmp_path)
+    assert main(_sweep(store, "./desk.py:desk", Path("cases.jsonl"))) == 0
+    capsys.readouterr()
+    for spelled in (f"{module}:desk", "desk.py:desk", f"{tmp_path}/./desk.py:desk"):
+        code, doc = _check(capsys, spelled, "--store", str(store))
+        (found,) = _calibration_findings(doc)
+        assert found["code"] == "calibration-large", (spelled, found)
+        assert doc["calibration"]["target"] == spelled  # named as the user named it
+    # The next eval of the same target and dataset, spelled otherwise, compares with it.
+    main(_sweep(store, f"{module}:desk", cases, "--json"))
+    doc = json.loads(capsys.readouterr().out)
+    assert f"{module}:desk" in doc["previous"], doc["previous"]
+
+
 def test_a_cascade_inside_a_workflow_is_read_under_its_own_target(
     desk: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

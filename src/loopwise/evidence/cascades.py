@@ -21,6 +21,7 @@ from loopwise.core.events import now_iso
 from loopwise.errors import StoreError
 from loopwise.evidence.calibration import Calibration, calibration_verdict
 from loopwise.evidence.check import Finding, Level
+from loopwise.evidence.history import last_eval
 
 __all__ = ["Measured", "calibration_findings", "cascades_within", "swept"]
 
@@ -126,7 +127,7 @@ def _last_sweep(target: str, eval_store: str) -> tuple[Measured | None, str]:
         if store is None:
             return None, ""
         with store:
-            doc = store.last_eval(target, dataset=None, before=now_iso(), having="calibration")
+            doc = last_eval(store, target, dataset=None, before=now_iso(), having="calibration")
     except StoreError as e:
         return None, f" (the eval store could not be read: {e})"
     if doc is None:

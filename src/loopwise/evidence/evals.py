@@ -39,6 +39,7 @@ from loopwise.core.shape import Kind, describe, name_of
 from loopwise.core.step import Step
 from loopwise.core.usage import Budget, Pricing
 from loopwise.errors import ConfigError, StoreError
+from loopwise.evidence.history import history_key, last_eval
 from loopwise.evidence.recommend import Recommendation, recommend
 from loopwise.evidence.sandbox import EvalGates, effects_of
 from loopwise.evidence.stats import (
@@ -507,7 +508,7 @@ def save_eval(path: str | Path, report: EvalReport) -> None:
     Raises :class:`~loopwise.errors.StoreError` when the store cannot be written.
     """
     summaries = {
-        t.name: {**t.to_dict(runs=False), "model": report.models.get(t.name, "none")}
+        history_key(t.name): {**t.to_dict(runs=False), "model": report.models.get(t.name, "none")}
         for t in report.targets
     }
     for swept in (s.to_dict() for s in report.sweeps):
@@ -517,11 +518,11 @@ def save_eval(path: str | Path, report: EvalReport) -> None:
             "threshold": swept["declared"],
             "dataset": report.dataset,
         }
-        summaries.setdefault(swept["target"], {})["calibration"] = calibration
+        summaries.setdefault(history_key(swept["target"]), {})["calibration"] = calibration
     with open_store(path) as store:
         store.save_eval(
             report.eval_id,
-            dataset=report.dataset,
+            dataset=history_key(report.dataset),
             created_at=report.created_at,
             summaries=summaries,
         )
@@ -543,7 +544,7 @@ def previous_summaries(
             return {}
         with store:
             found = {
-                t: store.last_eval(t, dataset=dataset, before=before, model=m)
+                t: last_eval(store, t, dataset=dataset, before=before, model=m)
                 for t, m in models.items()
             }
     except StoreError:

@@ -1,0 +1,53 @@
+"""The eval history's names: :func:`history_key` and :func:`last_eval`.
+
+``loopwise eval`` keeps each target's summary in the eval store under the target's and
+the dataset's names, and later reads it back: the next eval compares with it, and
+``loopwise check`` reads a cascade's last sweep from it. A name a person types can be
+spelled several ways (``flow.py:triage``, ``./flow.py:triage``, an absolute path), so the
+history keys a file by its resolved path. Imports nothing heavy: ``check`` of a plain
+workflow stays light.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from loopwise.store.base import RunStore
+
+__all__ = ["history_key", "last_eval"]
+
+
+def history_key(spec: str) -> str:
+    """How the eval history names a target or a dataset: a file's path made absolute, its
+    links resolved, so ``flow.py:triage``, ``./flow.py:triage`` and
+    ``/home/me/flow.py:triage`` share one history (``loopwise check`` finds the sweep
+    ``loopwise eval`` ran, however either was spelled); a module's dotted name
+    (``pkg.flows:triage``) or a path that does not exist stays as given."""
+    whole = _file(spec)
+    if whole is not None:
+        return whole
+    path, sep, name = spec.partition(":")
+    file = _file(path) if sep and path else None
+    return spec if file is None else f"{file}:{name}"
+
+
+def _file(text: str) -> str | None:
+    """``text`` as an existing file's resolved path, or ``None`` (no such file, or no
+    path at all: a NUL, a name too long)."""
+    try:
+        path = Path(text)
+        return str(path.resolve()) if path.exists() else None
+    except (OSError, ValueError):
+        return None
+
+
+def last_eval(store: RunStore, target: str, *, dataset: str | None, **match: Any) -> Any:
+    """``store.last_eval`` of ``target`` (and ``dataset``) by their :func:`history_key`,
+    else as spelled (an eval kept before the history was keyed so)."""
+    keyed = None if dataset is None else history_key(dataset)
+    found = store.last_eval(history_key(target), dataset=keyed, **match)
+    if found is None and (history_key(target), keyed) != (target, dataset):
+        found = store.last_eval(target, dataset=dataset, **match)
+    return found
