@@ -29,7 +29,8 @@ Guardrails never raise: a budget hit or a step limit ends the run with a
     │   ├── DecisionError           decision    a decision on an approval is refused, and
     │   │                                       it stays pending; unknown-approval,
     │   │                                       not-pending, stale, not-editable,
-    │   │                                       invalid-args, policy-denied, no-target
+    │   │                                       invalid-args, policy-denied, no-target,
+    │   │                                       bad-name (``by`` holds a control character)
     │   └── GraphError              graph       a workflow graph is invalid (``.node``);
     │                               bad-name, empty, cycle, unreachable, dangling-branch,
     │                               unrouted-node, type-mismatch, unknown-branch,
@@ -188,7 +189,8 @@ class DecisionError(ConfigError):
     ``stale`` (the arguments changed since the decider looked), ``not-editable`` (a
     whole-plan approval), ``invalid-args`` (edited arguments fail the tool's schema),
     ``policy-denied`` (the policy refuses the edited arguments), ``no-target`` (the run's
-    target cannot be loaded to check an edit).
+    target cannot be loaded to check an edit), ``bad-name`` (who decides, ``by``, holds a
+    control character, line separator or bidirectional control).
     """
 
     code = "decision"

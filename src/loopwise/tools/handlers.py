@@ -19,6 +19,7 @@ from dataclasses import replace
 from typing import Any, TextIO
 
 from loopwise.core.events import json_value
+from loopwise.core.names import printable
 from loopwise.core.shape import name_of
 from loopwise.core.step import ApprovalHandler
 from loopwise.tools.audit import asked_lines, os_user
@@ -126,7 +127,8 @@ class TerminalApprovals:
 
     def _ask(self, request: ApprovalRequest) -> Verdict | None:
         out = self._out or sys.stderr
-        out.write("\n" + "\n".join(request_lines(request)) + "\n")
+        # The reasons and the note are model text: an ESC or CR must not rewrite the screen.
+        out.write("\n" + "\n".join(printable(line) for line in request_lines(request)) + "\n")
         while True:
             answer = self._line("approve? [y]es / [n]o / [e]dit: ")
             if answer is None:
