@@ -24,7 +24,7 @@ import pytest
 import loopwise
 from loopwise import gates
 from loopwise.cli.main import main
-from loopwise.errors import ConfigError, DecisionError
+from loopwise.errors import AnswerError, ConfigError, DecisionError
 from loopwise.serve.app import ServeSettings, make_server
 from loopwise.store.open import open_store
 from loopwise.testing import ScriptedModel, call, reply
@@ -245,3 +245,27 @@ def test_one_rule_says_what_a_terminal_prints_as_it_is() -> None:
     assert printable(HOSTILE_REASON) == SHOWN_REASON
     assert printable("\u2028\u2029\u200f\x00\x7f\ud800") == "\\u2028\\u2029\\u200f\\x00\\x7f\\ud800"
     assert printable("a\tb\nc", keep="\n") == "a\\tb\nc"
+
+
+def test_a_label_pick_refused_in_the_inbox_says_what_to_do_on_the_page(
+    serve: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from test_cascade import _model, _person_flow
+
+    paused = loopwise.run(_person_flow(), "It is broken, or is it?", model=_model())
+    (asked,) = paused.pending
+    assert "--args" in asked["note"] and "Edit arguments" in asked["note"]
+    client = serve(by="lead")
+    form = {"run_id": paused.run_id, "approval_id": asked["approval_id"], "decision": "approve"}
+    refused = client.decide(**form, args='{"kind": "billing"}')
+    assert refused.status == 400 and "&#x27;billing&#x27; is not one of" in refused.body
+    error = refused.body.split("class='error' role='alert'>", 1)[1].split("</p>", 1)[0]
+    assert "--args" not in error and "Edit arguments" in error and "Approve edited" in error
+    assert main(["approve", paused.run_id, "--args", '{"kind": "billing"}']) == 2
+    err = capsys.readouterr().err  # the CLI's message is the CLI's
+    assert "'billing' is not one of" in err and "(answer with --args, a JSON object" in err
+    with pytest.raises(AnswerError) as e:
+        loopwise.approve(paused.run_id, args={"kind": "spam"})
+    assert e.value.code == "invalid-args" and e.value.schema["required"] == ["kind"]
+    with open_store(None) as st:
+        assert [a.status for a in st.approvals(paused.run_id)] == ["pending"]

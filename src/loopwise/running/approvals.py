@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from loopwise.core.events import Event, EventType
 from loopwise.core.names import shown_name_problem
-from loopwise.errors import DecisionError, LoopwiseError
+from loopwise.errors import AnswerError, DecisionError, LoopwiseError
 from loopwise.store.base import EventLog, RunStore, StoredApproval, not_pending
 
 if TYPE_CHECKING:
@@ -196,11 +196,11 @@ def _check_answer(schema: dict[str, Any], answer: Any) -> None:
             f"{'.'.join(map(str, e.absolute_path)) or '(answer)'}: {e.message}"
             for e in problems[:5]
         )
-        raise DecisionError(
-            f"the answer does not match the question's schema: {said} (answer with "
-            f"--args, a JSON object matching {json.dumps(schema)[:300]})",
-            name="args",
-            code="invalid-args",
+        problem = f"the answer does not match the question's schema: {said}"
+        raise AnswerError(
+            f"{problem} (answer with --args, a JSON object matching {json.dumps(schema)[:300]})",
+            problem=problem,
+            schema=schema,
         )
 
 

@@ -52,7 +52,7 @@ from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
 from loopwise.core.events import Status
 from loopwise.core.names import shown_name_problem
-from loopwise.errors import ConfigError, LoopwiseError, TargetError
+from loopwise.errors import AnswerError, ConfigError, LoopwiseError, TargetError
 from loopwise.running import approvals, runner
 from loopwise.running.targets import load_target
 from loopwise.serve.pages import STYLESHEET, Form, inbox_page, run_page, runs_page
@@ -238,7 +238,7 @@ class Inbox:
                     csrf=self.token(cookie),
                     by=_kept_name(form.get("by")) or self.settings.by,
                     fixed_by=self._proxy_user(user),
-                    error=(run_id, approval_id, str(e)),
+                    error=(run_id, approval_id, _on_the_page(e)),
                     notice=None,
                 )
             )
@@ -331,6 +331,16 @@ class Inbox:
 
 class _Unresumable(LoopwiseError):
     """A decision refused because the run it would resume cannot be loaded."""
+
+
+def _on_the_page(e: LoopwiseError) -> str:
+    """Why a decision was refused, said for this page: an answer is given in its form."""
+    if isinstance(e, AnswerError):
+        return (
+            f'{e.problem}. Answer under "Edit arguments": a JSON object matching '
+            f'{json.dumps(e.schema)[:300]}, then "Approve edited".'
+        )
+    return str(e)
 
 
 def _kept_name(typed: str | None) -> str | None:
