@@ -269,3 +269,24 @@ def test_a_label_pick_refused_in_the_inbox_says_what_to_do_on_the_page(
     assert e.value.code == "invalid-args" and e.value.schema["required"] == ["kind"]
     with open_store(None) as st:
         assert [a.status for a in st.approvals(paused.run_id)] == ["pending"]
+
+
+def test_a_terminal_edit_the_schema_refuses_asks_again_instead_of_denying() -> None:
+    paid: list[int] = []
+
+    @loopwise.tool(effect="irreversible", gate=gates.human())
+    def pay(amount: int) -> str:
+        """Pay an amount."""
+        paid.append(amount)
+        return "paid"
+
+    model = ScriptedModel([call("pay", {"amount": 500}, id="c1"), reply("done")])
+    typed = 'e\n{"amount": "lots"}\ne\n{"amount": "7"}\ne\n{"amount": 7}\n'
+    out = io.StringIO()
+    handler = gates.TerminalApprovals(stdin=io.StringIO(typed), stdout=out, by="ann")
+    done = loopwise.run(loopwise.Agent(name="payer", tools=[pay]), "go", model=model,
+                        approvals=handler)  # fmt: skip
+    assert done.status == "completed" and paid == [7]
+    said = out.getvalue()
+    assert said.count("the edited arguments were rejected") == 2 and "try again" in said
+    assert said.count("approve? [y]es / [n]o / [e]dit: ") == 3
