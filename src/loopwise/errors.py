@@ -27,9 +27,12 @@ Guardrails never raise: a budget hit or a step limit ends the run with a
     │   ├── MissingExtra            missing-extra  an optional extra is not installed
     │   │                                       (``.extra``: what to ``pip install``)
     │   ├── DecisionError           decision    a decision on an approval is refused, and
-    │   │                                       it stays pending; unknown-approval,
-    │   │                                       not-pending, stale, not-editable,
-    │   │                                       invalid-args, policy-denied, no-target
+    │   │   │                                   it stays pending; unknown-approval,
+    │   │   │                                   not-pending, stale, not-editable,
+    │   │   │                                   invalid-args, policy-denied, no-target,
+    │   │   │                                   bad-name (``by`` holds a control character)
+    │   │   └── AnswerError         invalid-args  an answer (a label pick, an elicitation)
+    │   │                                       does not match its question's schema
     │   └── GraphError              graph       a workflow graph is invalid (``.node``);
     │                               bad-name, empty, cycle, unreachable, dangling-branch,
     │                               unrouted-node, type-mismatch, unknown-branch,
@@ -52,7 +55,10 @@ Catch by type; where a caller must tell errors of one type apart, branch on ``.c
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
+    "AnswerError",
     "ConfigError",
     "ContextLengthExceeded",
     "ConversationError",
@@ -188,10 +194,28 @@ class DecisionError(ConfigError):
     ``stale`` (the arguments changed since the decider looked), ``not-editable`` (a
     whole-plan approval), ``invalid-args`` (edited arguments fail the tool's schema),
     ``policy-denied`` (the policy refuses the edited arguments), ``no-target`` (the run's
-    target cannot be loaded to check an edit).
+    target cannot be loaded to check an edit), ``bad-name`` (who decides, ``by``, holds a
+    control character, line separator or bidirectional control).
     """
 
     code = "decision"
+
+
+class AnswerError(DecisionError):
+    """An answer to a question (a person's pick of a cascade's labels, an MCP server's
+    elicitation) does not match the question's schema; nothing is recorded.
+
+    ``problem`` says what is wrong and ``schema`` is the schema the answer must match, so
+    where the answer is given (the CLI's ``--args``, the inbox's form) can say how to
+    answer there; the message says it for the CLI and Python.
+    """
+
+    code = "invalid-args"
+
+    def __init__(self, message: str, *, problem: str, schema: dict[str, Any]) -> None:
+        super().__init__(message, name="args")
+        self.problem = problem
+        self.schema = schema
 
 
 class JudgeError(ConfigError):

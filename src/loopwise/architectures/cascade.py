@@ -215,8 +215,9 @@ class AskPerson(StepDefaults):
         said = weighed.reason if isinstance(weighed, Weighed) else "the judge was unsure"
         reason = f"{said}: pick the labels ({probabilities_line(ruling)})"
         note = (
-            f"Approve to keep the judge's answer, or approve with --args "
-            f"'{json.dumps(suggested)}' changed to pick other labels."
+            "Approve to keep the judge's answer, or approve it edited to pick other labels "
+            f"({json.dumps(suggested)} changed: `loopwise approve --args`, or the inbox's "
+            '"Edit arguments").'
         )
         ask = Ask(
             ctx=ctx,

@@ -1,7 +1,8 @@
 """The ``loopwise`` command (DESIGN §11). Nothing imports this module.
 
 Exit codes: 0 completed (or nothing wrong); 1 a run ended with another status or
-``check`` found errors; 2 a usage or configuration error, printed as one line.
+``check`` found errors; 2 a usage or configuration error, printed as one line (a
+control character in it, from a stored name or reason, shown as an escape).
 
 Each verb lives in a ``cli_*`` module that this one imports only when that verb is asked
 for: an approver's ``loopwise pending`` must not wait for the model stack (pydantic,
@@ -18,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from loopwise.cli.options import Interrupted, UsageError
+from loopwise.core.names import printable
 from loopwise.errors import ConfigError, LoopwiseError, StoreError
 
 __all__ = ["main"]
@@ -89,10 +91,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(args)
     except (UsageError, ConfigError, StoreError) as e:
         # A store that cannot be opened is a setting to fix too (--store, LOOPWISE_STORE).
-        print(f"loopwise: {e}", file=sys.stderr)
+        print(printable(f"loopwise: {e}"), file=sys.stderr)
         return 2
     except LoopwiseError as e:
-        print(f"loopwise: {type(e).__name__}: {e}", file=sys.stderr)
+        print(printable(f"loopwise: {type(e).__name__}: {e}"), file=sys.stderr)
         return 1
     except (Interrupted, KeyboardInterrupt) as e:
         print(f"loopwise: {e or 'interrupted'}", file=sys.stderr)

@@ -35,6 +35,7 @@ from loopwise.cli.options import (
 from loopwise.cli.watch import TextPrinter, add_watch_flags, watch_sinks
 from loopwise.core.events import Status
 from loopwise.core.members import step_member
+from loopwise.core.names import printable
 from loopwise.core.result import RunResult
 from loopwise.core.shape import Kind, describe, mermaid
 from loopwise.core.step import needs_model, new_run_id
@@ -59,13 +60,15 @@ def _print_result(
     if as_json:
         print(json.dumps(result.to_dict(), default=str))
         return
-    print(
-        f"run {result.run_id}: {result.status}" + (f" — {result.detail}" if result.detail else "")
-    )
+    # The detail (a tool's error, a denial's reason) and ids are model or user text.
+    detail = f" — {result.detail}" if result.detail else ""
+    print(printable(f"run {result.run_id}: {result.status}{detail}"))
     for p in result.pending:
         print(
-            f"waiting for approval {p['approval_id']}: {p['tool']}({json.dumps(p['args'])}) — "
-            f"loopwise approve {result.run_id} --approval {p['approval_id']}"
+            printable(
+                f"waiting for approval {p['approval_id']}: {p['tool']}({json.dumps(p['args'])})"
+                f" — loopwise approve {result.run_id} --approval {p['approval_id']}"
+            )
         )
     if result.output is not None and not streamed:
         lines = json.dumps(result.to_dict()["output"], indent=2, default=str).splitlines()

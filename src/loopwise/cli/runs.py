@@ -2,8 +2,13 @@
 ``pending``, ``approve``, ``deny``.
 
 Registered by :mod:`loopwise.cli.main`.
-Mistakes (an unknown run or approval, an ambiguous ``approve``) raise
-:class:`~loopwise.errors.ConfigError`: one line, exit 2.
+Mistakes (an unknown run or approval, an ambiguous ``approve``, a ``--by`` with a control
+character) raise :class:`~loopwise.errors.ConfigError`: one line, exit 2.
+
+What a run holds (reasons, details, tool output, names) is model or user text: printed
+for people, every line goes through :func:`loopwise.core.names.printable`, so an ESC, CR
+or bidirectional override shows as an escape instead of rewriting the terminal;
+``--json`` prints it exactly (JSON escapes it).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import json
 from typing import Any
 
 from loopwise.cli.options import count, given, read_json, store_help
+from loopwise.core.names import printable
 from loopwise.errors import ConfigError
 from loopwise.store.base import StoredApproval, StoredRun
 from loopwise.store.open import open_store, require_folder
@@ -74,10 +80,10 @@ def _runs_table(runs: list[StoredRun]) -> list[str]:
     its widest cell, so a long model or target name never shifts the columns after it."""
     rows = [_HEADER] + [
         (
-            r.run_id,
+            printable(r.run_id),
             r.status if r.eval_id is None else f"{r.status} (eval {r.eval_id})",
-            _cut(r.target),
-            _cut(r.model or "-"),
+            _cut(printable(r.target)),
+            _cut(printable(r.model or "-")),
             f"{(r.usage or {}).get('total_tokens', 0):,}",
             r.created_at[:19].replace("T", " "),
         )
@@ -104,10 +110,10 @@ def _cmd_runs_show(args: argparse.Namespace) -> int:
         print(json.dumps(log, default=str))
         return 0
     detail = f" — {log['detail']}" if log["detail"] else ""
-    print(f"run {log['run_id']} ({log['target']}): {log['status']}{detail}")
+    print(printable(f"run {log['run_id']} ({log['target']}): {log['status']}{detail}"))
     _print_thread(log)
     for e in log["events"]:
-        print(f"{e['seq']:>4}  {e['type']:<14} {e['step']:<28} {_summary(e)}")
+        print(printable(f"{e['seq']:>4}  {e['type']:<14} {e['step']:<28} {_summary(e)}"))
     if log["output"] is not None:
         print("output:", json.dumps(log["output"], default=str))
     return 0
@@ -118,15 +124,13 @@ def _print_thread(log: dict[str, Any]) -> None:
     thread = log.get("thread") or []
     if not thread:
         return
-    print(f"conversation {log['conversation']}: message {log['turn']} of {len(thread)}")
+    print(printable(f"conversation {log['conversation']}: message {log['turn']} of {len(thread)}"))
     for r in thread:
         mark = "→" if r["run_id"] == log["run_id"] else " "
         question = json.dumps(r["input"], default=str)
         answer = json.dumps(r["output"], default=str) if r["output"] is not None else "-"
-        print(
-            f" {mark} {r['turn']:>3}  {r['run_id']}  {r['status']:<17}  "
-            f"{_clip(question, 50)} → {_clip(answer, 50)}"
-        )
+        line = f" {mark} {r['turn']:>3}  {r['run_id']}  {r['status']:<17}  "
+        print(printable(f"{line}{_clip(question, 50)} → {_clip(answer, 50)}"))
 
 
 def _clip(text: str, size: int) -> str:
@@ -157,24 +161,8 @@ def _cmd_pending(args: argparse.Namespace) -> int:
     if not waiting:
         print("no pending approvals")
     for v in waiting:
-        print("\n".join(_printable(line) for line in _pending_lines(v)))
+        print("\n".join(printable(line) for line in _pending_lines(v)))
     return 0
-
-
-_UNPRINTABLE = {
-    code: f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-    for code in (
-        *range(0x20), *range(0x7F, 0xA0), 0x200E, 0x200F, *range(0x202A, 0x202F),
-        *range(0x2066, 0x206A), *range(0xD800, 0xE000),
-    )
-}  # fmt: skip
-"""Control characters, bidirectional overrides and lone surrogates, as escapes."""
-
-
-def _printable(line: str) -> str:
-    """``line`` with what a terminal would obey (ESC, CR, BEL...) or cannot encode shown as
-    ``\\xNN``/``\\uNNNN``: a listing's text comes from models, planners and old stores."""
-    return line.translate(_UNPRINTABLE)
 
 
 def _pending_lines(v: Any) -> list[str]:
@@ -236,6 +224,7 @@ def _edit_deps(args: argparse.Namespace) -> Any:
 def _decide(args: argparse.Namespace, decision: str) -> int:
     from loopwise.running import approvals  # loads pydantic: checks edits against the tool's schema
 
+    by = approvals.check_decider(args.by or os_user())  # before anything is read or recorded
     edited = _edited_args(args) if decision == "approved" else None
     deps = _edit_deps(args) if edited is not None else None
     with _store(args) as st:
@@ -248,19 +237,26 @@ def _decide(args: argparse.Namespace, decision: str) -> int:
                 args.run_id,
                 a.approval_id,
                 decision=decision,
-                by=args.by or os_user(),
+                by=by,
                 reason=given(args, "reason"),
                 edited_args=edited,
                 seen_hash=args.seen_hash,
                 deps=deps,
             )
+            call = f"{done.tool}({json.dumps(done.edited_args or done.args)})"
             print(
-                f"{done.status} {done.approval_id} of run {args.run_id}: "
-                f"{done.tool}({json.dumps(done.edited_args or done.args)}) by {done.decided_by}"
+                printable(
+                    f"{done.status} {done.approval_id} of run {args.run_id}: "
+                    f"{call} by {done.decided_by}"
+                )
             )
         still = len(st.pending(args.run_id))
         spec = st.get_run(args.run_id).spec
-    print(f"{still} approval(s) still pending" if still else _how_to_resume(args.run_id, spec))
+    print(
+        printable(
+            f"{still} approval(s) still pending" if still else _how_to_resume(args.run_id, spec)
+        )
+    )
     return 0
 
 

@@ -25,6 +25,7 @@ from typing import Any, TextIO
 
 from loopwise.cli.options import given
 from loopwise.core.events import Event, EventSink, EventType, TextDelta
+from loopwise.core.names import printable
 from loopwise.errors import ConfigError
 
 __all__ = ["Progress", "TextPrinter", "add_watch_flags", "watch_sinks"]
@@ -82,7 +83,7 @@ class Progress:
         """Print the line ``event`` stands for, if it stands for one."""
         line = _line(event)
         if line is not None:
-            print(f"  {event.step or run_id}: {line}", file=self.out, flush=True)
+            print(printable(f"  {event.step or run_id}: {line}"), file=self.out, flush=True)
 
 
 class TextPrinter:

@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 from loopwise.cli.options import count, store_help
+from loopwise.core.names import printable
 from loopwise.core.result import RunResult
 from loopwise.running.live import owner_id
 from loopwise.running.worker import awork
@@ -26,7 +27,8 @@ __all__ = ["add_worker_verb"]
 def _report(row: StoredRun, outcome: RunResult | Exception) -> None:
     if isinstance(outcome, Exception):
         print(f"{row.run_id} error", flush=True)
-        print(f"loopwise worker: run {row.run_id}: {outcome}", file=sys.stderr, flush=True)
+        said = printable(f"loopwise worker: run {row.run_id}: {outcome}")
+        print(said, file=sys.stderr, flush=True)
     else:
         print(f"{outcome.run_id} {outcome.status}", flush=True)
 

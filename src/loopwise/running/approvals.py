@@ -12,7 +12,9 @@ checked the same way wherever it is made, *when* it is made:
   executor makes again before the call runs); an edit that fails is refused and the
   approval stays pending;
 * a whole-plan approval is approved or denied, never edited;
-* a denial says why (the model, or the planner, reads it).
+* a denial says why (the model, or the planner, reads it);
+* who decides (``by``) is a name printed back to the people who read the run, so it
+  holds no control character (:func:`loopwise.core.names.shown_name_problem`).
 
 A refused decision raises :class:`~loopwise.errors.DecisionError` (its ``code`` says
 why) and changes nothing. :func:`view` gathers what the decider is shown: the planner's
@@ -28,7 +30,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from loopwise.core.events import Event, EventType
-from loopwise.errors import DecisionError, LoopwiseError
+from loopwise.core.names import shown_name_problem
+from loopwise.errors import AnswerError, DecisionError, LoopwiseError
 from loopwise.store.base import EventLog, RunStore, StoredApproval, not_pending
 
 if TYPE_CHECKING:
@@ -44,6 +47,7 @@ __all__ = [
     "ApprovalView",
     "PlanItem",
     "asked_again",
+    "check_decider",
     "decide",
     "plan_items",
     "view",
@@ -78,6 +82,7 @@ def decide(
     """
     if decision not in {"approved", "denied"}:
         raise DecisionError(f"a decision is approved or denied, not {decision!r}", name="decision")
+    check_decider(by)
     found = _pending(store, run_id, approval_id)
     seen_hash = _seen(found, seen_hash)
     if decision == "denied" and not (reason or "").strip():
@@ -109,6 +114,17 @@ def decide(
         reason=reason,
         edited_args=edited_args if changed else None,
         seen_hash=seen_hash,
+    )
+
+
+def check_decider(by: object) -> str:
+    """``by`` when it can name who decides; else :class:`DecisionError` (``name="by"``,
+    ``code="bad-name"``) saying which character, where (the module docstring)."""
+    problem = shown_name_problem(by)
+    if problem is None:
+        return str(by)
+    raise DecisionError(
+        f"the decider's name {by!r} {problem}; nothing was decided", name="by", code="bad-name"
     )
 
 
@@ -180,11 +196,11 @@ def _check_answer(schema: dict[str, Any], answer: Any) -> None:
             f"{'.'.join(map(str, e.absolute_path)) or '(answer)'}: {e.message}"
             for e in problems[:5]
         )
-        raise DecisionError(
-            f"the answer does not match the question's schema: {said} (answer with "
-            f"--args, a JSON object matching {json.dumps(schema)[:300]})",
-            name="args",
-            code="invalid-args",
+        problem = f"the answer does not match the question's schema: {said}"
+        raise AnswerError(
+            f"{problem} (answer with --args, a JSON object matching {json.dumps(schema)[:300]})",
+            problem=problem,
+            schema=schema,
         )
 
 

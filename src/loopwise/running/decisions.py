@@ -12,7 +12,10 @@ at the terminal does:
 * ``seen_hash=`` binds the decision to the arguments the decider saw; ``args=`` approves
   edited arguments, checked against the tool's schema and policies (a policy reading
   ``ctx.deps`` gets ``deps=``, else the target module's ``make_deps()``);
-* a denial needs a reason.
+* a denial needs a reason;
+* ``by`` (default: the OS user) names who decides: it is printed back to the people who
+  read the run, so a control character, line separator or bidirectional control in it
+  is refused (``DecisionError``, ``name="by"``, ``code="bad-name"``).
 
 Every refusal raises (:class:`~loopwise.errors.ConfigError` for an unknown run or approval
 or an ambiguous choice, :class:`~loopwise.errors.DecisionError` for a decision the checks
@@ -27,7 +30,7 @@ import os
 from typing import Any
 
 from loopwise.errors import ConfigError
-from loopwise.running.approvals import asked_again, decide
+from loopwise.running.approvals import asked_again, check_decider, decide
 from loopwise.store.base import EventLog, RunStore, StoredApproval
 from loopwise.store.open import require_folder, shared_store
 from loopwise.tools.audit import os_user
@@ -108,6 +111,7 @@ def decide_pending(
 ) -> list[StoredApproval]:
     """Record ``decision`` on the approvals :func:`choose` picks; the decided approvals
     (``deps``: what a policy judging ``edited_args`` reads, as :func:`decide`'s)."""
+    by = check_decider(by or os_user())
     chosen = choose(store, run_id, approval=approval, all_pending=all_pending, seen_hash=seen_hash)
     if edited_args is not None and len(chosen) != 1:
         raise ConfigError("edited arguments are for one approval: name it", name="args")
@@ -117,7 +121,7 @@ def decide_pending(
             run_id,
             a.approval_id,
             decision=decision,
-            by=by or os_user(),
+            by=by,
             reason=reason,
             edited_args=edited_args,
             seen_hash=seen_hash,

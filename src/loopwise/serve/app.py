@@ -23,7 +23,10 @@ Safe by default:
 It has **no login of its own**: who decides is the name the approver types (prefilled
 with ``--by``), or, with ``--trust-proxy-user HEADER``, the user an authenticating
 reverse proxy puts in that header (then the header is required on every decision, and
-the server must only be reachable through that proxy).
+the server must only be reachable through that proxy). Either name is printed back to
+the people who read the run, so one with a control character, line separator or
+bidirectional control is refused (HTTP 400, nothing decided; a ``--by`` like that is a
+usage error when the server starts): :func:`loopwise.core.names.shown_name_problem`.
 
 With ``resume=True`` a run whose last pending approval was just decided is resumed in
 a background thread of the server; without it the server only records decisions, and
@@ -48,7 +51,8 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
 from loopwise.core.events import Status
-from loopwise.errors import ConfigError, LoopwiseError, TargetError
+from loopwise.core.names import shown_name_problem
+from loopwise.errors import AnswerError, ConfigError, LoopwiseError, TargetError
 from loopwise.running import approvals, runner
 from loopwise.running.targets import load_target
 from loopwise.serve.pages import STYLESHEET, Form, inbox_page, run_page, runs_page
@@ -232,9 +236,9 @@ class Inbox:
             page = self._inbox(
                 Form(
                     csrf=self.token(cookie),
-                    by=form.get("by") or self.settings.by,
+                    by=_kept_name(form.get("by")) or self.settings.by,
                     fixed_by=self._proxy_user(user),
-                    error=(run_id, approval_id, str(e)),
+                    error=(run_id, approval_id, _on_the_page(e)),
                     notice=None,
                 )
             )
@@ -261,11 +265,19 @@ class Inbox:
                     "come through the authenticating proxy",
                     name="by",
                 )
+            header = self.settings.trust_proxy_user
+            problem = shown_name_problem(user)
+            if problem is not None:
+                raise ConfigError(
+                    f"the user in the {header} header, {user!r}, {problem}; nothing was decided",
+                    name="by",
+                    code="bad-name",
+                )
             return user
         by = form.get("by", "").strip() or (self.settings.by or "")
         if not by:
             raise ConfigError("say who decides: enter your name", name="by")
-        return by[:200]
+        return approvals.check_decider(by[:200])
 
     def _check_resumable(self, run_id: str, approval_id: str) -> None:
         """With ``resume``, the decision that would resume a run whose target cannot load
@@ -319,6 +331,21 @@ class Inbox:
 
 class _Unresumable(LoopwiseError):
     """A decision refused because the run it would resume cannot be loaded."""
+
+
+def _on_the_page(e: LoopwiseError) -> str:
+    """Why a decision was refused, said for this page: an answer is given in its form."""
+    if isinstance(e, AnswerError):
+        return (
+            f'{e.problem}. Answer under "Edit arguments": a JSON object matching '
+            f'{json.dumps(e.schema)[:300]}, then "Approve edited".'
+        )
+    return str(e)
+
+
+def _kept_name(typed: str | None) -> str | None:
+    """The name typed, to prefill the form shown again, unless it is the name refused."""
+    return typed if typed and shown_name_problem(typed.strip()) is None else None
 
 
 def _edited(raw: str | None) -> dict[str, Any] | None:
@@ -419,7 +446,15 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _proxy_header(self) -> str | None:
         header = self.server.app.settings.trust_proxy_user
-        return self.headers.get(header) if header else None
+        value = self.headers.get(header) if header else None
+        if value is None:
+            return None
+        # http.server reads header bytes as Latin-1; a proxy sends a name as UTF-8, whose
+        # bytes 0x80-0x9f would read as control characters (and the name refused).
+        try:
+            return value.encode("latin-1").decode("utf-8")
+        except UnicodeError:
+            return value
 
     def do_PUT(self) -> None:
         self._send(_Answer(405, _plain("method not allowed")))
@@ -487,8 +522,9 @@ def make_server(
 
     ``store`` is used as given, else the store ``settings.store`` names is opened.
     Raises :class:`~loopwise.errors.ConfigError` for a wildcard bind without
-    ``allowed_hosts``, :class:`~loopwise.errors.StoreError` when the store cannot be opened
-    and :class:`OSError` when the address is taken.
+    ``allowed_hosts`` or a ``by`` no decision may record (``code="bad-name"``),
+    :class:`~loopwise.errors.StoreError` when the store cannot be opened and
+    :class:`OSError` when the address is taken.
     """
     if settings.host in _WILDCARDS and not settings.allowed_hosts:
         raise ConfigError(
@@ -497,6 +533,9 @@ def make_server(
             "rebinding)",
             name="allowed_hosts",
         )
+    problem = shown_name_problem(settings.by) if settings.by is not None else None
+    if problem is not None:
+        raise ConfigError(f"--by {settings.by!r} {problem}", name="by", code="bad-name")
     app = Inbox(store if store is not None else open_store(settings.store), settings)
     server = _Server(app)
 

@@ -4,8 +4,10 @@ Rendered on the server with no script and no external resource (the stylesheet i
 :data:`STYLESHEET`, served by :mod:`loopwise.serve.app` from the same origin), so the pages
 work offline and under a strict Content-Security-Policy. Everything that came from a
 run — arguments, tool output, reasons, step ids — is model or user text and is escaped
-where it is written into the page; nested arguments are shown as nested lists, not as
-one line of JSON. Plans are drawn by :func:`loopwise.core.svg.graph_svg`, the report's drawing.
+where it is written into the page (free text such as a reason also shows a bidirectional
+override or control character as an escape, so it cannot reorder what follows); nested
+arguments are shown as nested lists, not as one line of JSON. Plans are drawn by
+:func:`loopwise.core.svg.graph_svg`, the report's drawing.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 from urllib.parse import quote
 
 from loopwise.core.events import Event, EventType
+from loopwise.core.names import printable
 from loopwise.core.shape import Edge, Graph, Node
 from loopwise.core.svg import EFFECT_COLORS, graph_svg
 from loopwise.core.svg import escape as _e
@@ -43,6 +46,13 @@ _LONG_TEXT = 1_000
 EDITABLE_CHARS = 64_000
 """Arguments whose JSON is longer are not put in the page's edit box: the form could not
 carry them back (:mod:`loopwise.serve.app` takes forms of up to 256 KiB, URL-encoded)."""
+
+
+def _t(text: object) -> str:
+    """Free text a page shows (a reason, a note, a name): escaped, and with what would
+    reorder or hide the text around it (a bidirectional override, a control character)
+    shown as an escape; line breaks and tabs stay. Not for form values: those go back."""
+    return _e(printable(str(text), keep="\n\r\t"))
 
 
 def _path(*parts: str) -> str:
@@ -124,10 +134,10 @@ def _state(state: str) -> str:
 
 def inbox_page(waiting: Sequence[ApprovalView], form: Form) -> str:
     """Every pending approval, newest first, each with what is decided and the forms."""
-    notice = f"<p class='notice' role='status'>{_e(form.notice)}</p>" if form.notice else ""
+    notice = f"<p class='notice' role='status'>{_t(form.notice)}</p>" if form.notice else ""
     shown = {(v.approval.run_id, v.approval.approval_id) for v in waiting}
     if form.error is not None and form.error[:2] not in shown:
-        notice += f"<p class='error' role='alert'>{_e(form.error[2])}</p>"
+        notice += f"<p class='error' role='alert'>{_t(form.error[2])}</p>"
     if not waiting:
         body = "<p class='empty'>Nothing waits for a decision.</p>"
     else:
@@ -139,18 +149,18 @@ def inbox_page(waiting: Sequence[ApprovalView], form: Form) -> str:
 
 def _card(v: ApprovalView, form: Form) -> str:
     a = v.approval
-    facts = [("Why a person decides", _e(a.reason or "the gate asks a person"))]
+    facts = [("Why a person decides", _t(a.reason or "the gate asks a person"))]
     if v.why:
-        facts.insert(0, ("Planner's reason", _e(v.why)))
+        facts.insert(0, ("Planner's reason", _t(v.why)))
     if a.tainted_by:
         facts.append(
-            ("Untrusted input", f"<strong class='warn'>tainted by {_e(a.tainted_by)}</strong>")
+            ("Untrusted input", f"<strong class='warn'>tainted by {_t(a.tainted_by)}</strong>")
         )
     if v.at_stake is not None:
         amount, _, said = stake_text(v.at_stake, v.at_stake_unit).partition(" (")
         facts.append(("At stake", f"{_e(amount)} <span class='meta'>({_e(said)}</span>"))
     if v.note:
-        facts.append(("Note", _e(v.note)))
+        facts.append(("Note", _t(v.note)))
     dl = "".join(f"<dt>{k}</dt><dd>{val}</dd>" for k, val in facts)
     run = _path("runs", a.run_id)
     return (
@@ -181,7 +191,7 @@ def _plan_list(v: ApprovalView) -> str:
         rows.append(
             f"<li{here}><code>{_e(p.id)}</code> {_e(p.action)} {_effect(p.effect)} "
             f"{_state(p.state)}{after if p.depends_on else ''}<br>"
-            f"<span class='meta'>{_e(p.reason)}</span></li>"
+            f"<span class='meta'>{_t(p.reason)}</span></li>"
         )
     return f"<h3>The plan around it</h3><ol class='plan'>{''.join(rows)}</ol>"
 
@@ -191,8 +201,8 @@ def _decided(decided: Sequence[StoredApproval]) -> str:
         return ""
     rows = "".join(
         f"<li><code>{_e(d.approval_id)}</code> {_e(d.tool)}: {_state(d.status)} by "
-        f"<strong>{_e(d.decided_by)}</strong>"
-        + (f" — {_e(d.decision_reason)}" if d.decision_reason else "")
+        f"<strong>{_t(d.decided_by)}</strong>"
+        + (f" — {_t(d.decision_reason)}" if d.decision_reason else "")
         + "</li>"
         for d in decided
     )
@@ -212,7 +222,7 @@ def _hidden(v: ApprovalView, form: Form) -> str:
 
 def _who(form: Form, key: str) -> str:
     if form.fixed_by is not None:
-        return f"<p class='meta'>deciding as <strong>{_e(form.fixed_by)}</strong></p>"
+        return f"<p class='meta'>deciding as <strong>{_t(form.fixed_by)}</strong></p>"
     return (
         f"<label for='by-{key}'>Your name</label>"
         f"<input id='by-{key}' name='by' required autocomplete='name' "
@@ -225,7 +235,7 @@ def _forms(v: ApprovalView, form: Form) -> str:
     key = _e(_anchor(a))
     error = ""
     if form.error is not None and form.error[:2] == (a.run_id, a.approval_id):
-        error = f"<p class='error' role='alert'>{_e(form.error[2])}</p>"
+        error = f"<p class='error' role='alert'>{_t(form.error[2])}</p>"
     decide = (
         f"<form method='post' action='/decide' class='decide'>{_hidden(v, form)}"
         f"{_who(form, key)}"
@@ -317,7 +327,7 @@ def run_page(
 
 def _detail(run: StoredRun, approvals: Sequence[StoredApproval], *, resuming: bool) -> str:
     if run.status != "awaiting_approval" or not approvals:
-        return f"<p class='detail'>{_e(run.detail)}</p>" if run.detail else ""
+        return f"<p class='detail'>{_t(run.detail)}</p>" if run.detail else ""
     pending = [a for a in approvals if a.status == "pending"]
     if pending:
         names = ", ".join(f"{a.tool} ({a.approval_id})" for a in pending)
@@ -329,7 +339,7 @@ def _detail(run: StoredRun, approvals: Sequence[StoredApproval], *, resuming: bo
             "Every approval is decided; the run waits to be resumed: a `loopwise worker` "
             f"on this store continues it, or run: loopwise resume {run.run_id}"
         )
-    return f"<p class='detail' role='status'>{_e(line)}</p>"
+    return f"<p class='detail' role='status'>{_t(line)}</p>"
 
 
 def _drawing(run: StoredRun, plan: Sequence[PlanItem], events: Sequence[Event]) -> str:
@@ -423,7 +433,7 @@ def _plan_table(plan: Sequence[PlanItem]) -> str:
             _e(p.action),
             _effect(p.effect),
             _state(p.state),
-            _e(p.reason),
+            _t(p.reason),
             readable(p.args),
         ]
         for p in plan
@@ -440,9 +450,9 @@ def _approvals_table(approvals: Sequence[StoredApproval]) -> str:
             f"<code>{_e(a.approval_id)}</code>",
             _e(a.tool),
             _state(a.status),
-            _e(a.decided_by or ""),
+            _t(a.decided_by or ""),
             _e((a.decided_at or "")[:19].replace("T", " ")),
-            _e(a.decision_reason or ""),
+            _t(a.decision_reason or ""),
         ]
         for a in approvals
     ]
@@ -461,7 +471,7 @@ def _audit(events: Sequence[Event]) -> str:
             f"<td data-label='event'>{_e(e.type)}</td>"
             f"<td data-label='step'><code>{_e(e.step)}</code></td>"
             f"<td data-label='at'>{_e(e.at[11:19])}</td><td data-label='what' class='text'>"
-            f"{_e(_clip(event_summary(str(e.type), e.data), 600))}</td></tr>"
+            f"{_t(_clip(event_summary(str(e.type), e.data), 600))}</td></tr>"
         )
 
     left_out = len(events) - _AUDIT_HEAD - _AUDIT_TAIL

@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -399,8 +400,18 @@ def effect_id(scope: str | None, tool: Tool, args: BaseModel | dict[str, Any]) -
 def _ask(ctx: Context, call: Call, tool: Tool, args: BaseModel) -> Ask:
     return Ask(
         ctx=ctx, tool=tool.name, effect=str(tool.effect), args=args, call_id=call.bind_id,
-        gate=tool.gate, recheck=call.recheck,
+        gate=tool.gate, recheck=call.recheck, edit_problem=partial(_edit_problem, tool),
     )  # fmt: skip
+
+
+def _edit_problem(tool: Tool, edited: dict[str, Any]) -> str | None:
+    """What ``tool``'s schema, read strictly as :func:`judge_edit` reads it, finds wrong
+    with ``edited`` (the policies are judged when the edit runs)."""
+    try:
+        tool.parse(edited, strict=True)
+    except ToolArgumentsError as e:
+        return str(e)
+    return None
 
 
 async def _finish(batch: _Batch, slot: Outcome | _Ready) -> Outcome:

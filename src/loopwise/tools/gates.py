@@ -248,6 +248,8 @@ class Ask:
     recheck: str | None = None
     """Why a person must decide this call (again) whatever its policy says — a plan step
     whose dependency a person edited — or ``None``. A policy may still deny."""
+    edit_problem: Callable[[dict[str, Any]], str | None] | None = None
+    """What the tool's schema finds wrong with an edit (:attr:`ApprovalRequest.edit_problem`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -385,6 +387,7 @@ def _request(a: Ask, reason: str, tainted_by: str | None) -> ApprovalRequest:
         at_stake_unit=a.at_stake_unit,
         note=a.note,
         answer_schema=a.answer_schema,
+        edit_problem=a.edit_problem,
     )
 
 

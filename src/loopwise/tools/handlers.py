@@ -19,6 +19,7 @@ from dataclasses import replace
 from typing import Any, TextIO
 
 from loopwise.core.events import json_value
+from loopwise.core.names import printable
 from loopwise.core.shape import name_of
 from loopwise.core.step import ApprovalHandler
 from loopwise.tools.audit import asked_lines, os_user
@@ -99,7 +100,8 @@ def request_lines(request: ApprovalRequest) -> list[str]:
 
 class TerminalApprovals:
     """Ask on a terminal: ``y`` approves, ``n`` denies (asks why), ``e`` edits the arguments
-    as JSON. End of input leaves the call undecided, so the run pauses durably instead."""
+    as JSON (checked against the tool's schema when typed: a bad edit says why and asks
+    again). End of input leaves the call undecided, so the run pauses durably instead."""
 
     def __init__(
         self, *, by: str | None = None, stdin: TextIO | None = None, stdout: TextIO | None = None
@@ -126,7 +128,8 @@ class TerminalApprovals:
 
     def _ask(self, request: ApprovalRequest) -> Verdict | None:
         out = self._out or sys.stderr
-        out.write("\n" + "\n".join(request_lines(request)) + "\n")
+        # The reasons and the note are model text: an ESC or CR must not rewrite the screen.
+        out.write("\n" + "\n".join(printable(line) for line in request_lines(request)) + "\n")
         while True:
             answer = self._line("approve? [y]es / [n]o / [e]dit: ")
             if answer is None:
@@ -137,11 +140,13 @@ class TerminalApprovals:
                 reason = self._line("reason: ") or "denied at the terminal"
                 return Denied(reason, by=self.by)
             if answer.lower() in {"e", "edit"}:
-                edited = self._edited()
+                edited = self._edited(request)
                 if edited is not None:
                     return edited
 
-    def _edited(self) -> Edited | None:
+    def _edited(self, request: ApprovalRequest) -> Edited | None:
+        """The edit typed, or ``None`` (asked again) when it is no JSON object or the
+        tool's schema refuses it: a bad edit must not end the run denied."""
         raw = self._line("new arguments as a JSON object: ")
         try:
             args = json_value(raw or "")
@@ -150,5 +155,10 @@ class TerminalApprovals:
             return None
         if not isinstance(args, dict):
             (self._out or sys.stderr).write("the arguments must be a JSON object\n")
+            return None
+        problem = request.edit_problem(args) if request.edit_problem is not None else None
+        if problem is not None:
+            said = printable(f"the edited arguments were rejected: {problem}")
+            (self._out or sys.stderr).write(f"{said}; try again\n")
             return None
         return Edited(args, by=self.by)

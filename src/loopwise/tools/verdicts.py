@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from loopwise.core.events import jsonable
@@ -116,6 +117,13 @@ class ApprovalRequest:
     answer_schema: dict[str, Any] | None = None
     """For a question rather than a call (an MCP server's elicitation): the JSON schema
     the person's answer — the edited arguments — must match."""
+    edit_problem: Callable[[dict[str, Any]], str | None] | None = field(
+        default=None, compare=False, repr=False
+    )
+    """What the tool's schema finds wrong with edited arguments (read strictly, as the
+    executor reads them before the call runs), or ``None`` when they fit; a handler asks
+    it to refuse a bad edit while the person is there. ``None`` when no schema is known
+    here (the executor still judges every edit). Not part of :meth:`to_dict`."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-ready dict (what ``loopwise pending --json`` lists)."""
