@@ -151,7 +151,7 @@ def test_check_finds_the_sweep_however_the_target_was_spelled(
     for spelled in (f"{module}:desk", "desk.py:desk", f"{tmp_path}/./desk.py:desk"):
         code, doc = _check(capsys, spelled, "--store", str(store))
         (found,) = _calibration_findings(doc)
-        assert found["code"] == "calibration-large", (spelled, found)
+        assert code == 0 and found["code"] == "calibration-large", (spelled, found)
         assert doc["calibration"]["target"] == spelled  # named as the user named it
     # The next eval of the same target and dataset, spelled otherwise, compares with it.
     main(_sweep(store, f"{module}:desk", cases, "--json"))

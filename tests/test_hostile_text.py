@@ -290,3 +290,21 @@ def test_a_terminal_edit_the_schema_refuses_asks_again_instead_of_denying() -> N
     said = out.getvalue()
     assert said.count("the edited arguments were rejected") == 2 and "try again" in said
     assert said.count("approve? [y]es / [n]o / [e]dit: ") == 3
+
+
+def test_a_streamed_answer_shows_escape_sequences_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The model's text may carry what a web page or a tool result put in it.
+    module = tmp_path / "talker.py"
+    module.write_text(
+        "import loopwise\n"
+        "from loopwise.testing import ScriptedModel, reply\n"
+        "talker = loopwise.Agent(name='talker')\n"
+        "offline_model = ScriptedModel([reply('one\\ttab\\ntwo \\x1b[2J\\rthree \\u202eevil')])\n"
+    )
+    assert main(["run", f"{module}:talker", "--input-text", "hi", "--model", "scripted",
+                 "--stream"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "one\ttab\ntwo \\x1b[2J\\rthree \\u202eevil\n" in out
+    assert "\x1b" not in out and "\r" not in out and "\u202e" not in out

@@ -100,7 +100,8 @@ class TextPrinter:
         """Print the new piece of text at once."""
         self._open = delta.key
         self.printed = True
-        self.out.write(delta.text)
+        # Model text: lines and tabs as they come, an ESC or CR shown, never obeyed.
+        self.out.write(printable(delta.text, keep="\n\t"))
         self.out.flush()
 
     def record(self, run_id: str, event: Event) -> None:
