@@ -175,6 +175,26 @@ def test_a_cascade_inside_a_workflow_is_read_under_its_own_target(
     assert found["code"] == "calibration-large" and found["where"] == "flow/desk"
 
 
+def test_every_cascade_a_workflow_holds_is_listed_under_calibrations(
+    desk: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    module, cases = desk
+    with module.open("a") as f:
+        f.write(
+            "\nsecond = Cascade('second', Judge('kind', ['refund', 'bug']), sure=answer,"
+            " unsure=careful, threshold=0.5)\n"
+            "both = Workflow('both', input_type=str).then(clean).then(desk).then(second)\n"
+        )
+    store = tmp_path / "eval.db"
+    for name in ("desk", "second"):
+        assert main(_sweep(store, f"{module}:{name}", cases)) == 0
+    capsys.readouterr()
+    _, doc = _check(capsys, f"{module}:both", "--store", str(store))
+    assert [c["target"] for c in doc["calibrations"]] == [f"{module}:desk", f"{module}:second"]
+    assert doc["calibration"] == doc["calibrations"][0]  # the first, as before
+    assert [f["where"] for f in _calibration_findings(doc)] == ["both/desk", "both/second"]
+
+
 def test_a_target_without_a_cascade_gets_no_calibration_finding(
     desk: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -183,7 +203,8 @@ def test_a_target_without_a_cascade_gets_no_calibration_finding(
     capsys.readouterr()
     code, doc = _check(capsys, TRIAGE, "--store", str(store))
     assert code == 0 and _calibration_findings(doc) == [] and doc["calibration"] is None
-    assert set(doc) == {"target", "ok", "findings", "calibration"}
+    assert set(doc) == {"target", "ok", "findings", "calibration", "calibrations"}
+    assert doc["calibrations"] == []
 
 
 def test_the_default_eval_store_is_the_one_eval_writes(

@@ -45,6 +45,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
             "ok": errors == 0,
             "findings": [f.to_dict() for f in findings],
             "calibration": _calibration_doc(measured),
+            "calibrations": [m.to_dict() for m in measured],
         }
         print(json.dumps(doc))
         return 1 if errors else 0
@@ -57,7 +58,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _calibration_doc(measured: list[Measured]) -> dict[str, Any] | None:
-    """The last sweep of the target's cascade (the first one's when it holds several)."""
+    """The last sweep of the target's cascade (the first one's when it holds several:
+    ``calibrations`` lists every cascade's, outermost first)."""
     return measured[0].to_dict() if measured else None
 
 
