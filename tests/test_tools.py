@@ -704,7 +704,9 @@ def test_a_boolean_in_a_set_of_numbers_is_refused_and_other_shapes_are_read_as_s
         ('{"mixed": ["1", true]}', "mixed.1"),
     ):
         assert _argument_error(tag, raw).endswith(f"{where} is a boolean, not a number"), raw
+    # Where a boolean may stand it stays one, beside a number too.
     assert tag.parse('{"flags": [true]}').model_dump()["flags"] == {True}
+    assert tag.parse('{"flags": [0, true]}').model_dump()["flags"] == {0, True}
     # An extra key a nested model ignores, and a boolean a user's validator dropped.
     assert tag.parse('{"line": {"qty": 1, "gift": true}}').model_dump()["line"] == {"qty": 1}
     assert tag.parse('{"first": [1, true]}').model_dump()["first"] == [1]
