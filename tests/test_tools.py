@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
-from pydantic import BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field
 
 import loopwise
 from loopwise import (
@@ -674,3 +674,220 @@ def test_an_ungated_irreversible_tool_is_refused_with_its_code() -> None:
     with pytest.raises(ToolError) as info:
         loopwise.Agent(name="a", tools=[wipe])
     assert info.value.code == "ungated-irreversible" and info.value.tool == "wipe"
+
+
+def test_a_boolean_in_a_set_of_numbers_is_refused_and_other_shapes_are_read_as_sent() -> None:
+    class Line(BaseModel):
+        qty: int
+
+    def first_only(ids: list[int]) -> list[int]:
+        return ids[:1]
+
+    @tool(localns=locals())
+    def tag(
+        *,
+        ids: set[int] = set(),  # noqa: B006
+        frozen: frozenset[int] = frozenset(),
+        flags: set[int | bool] = set(),  # noqa: B006
+        mixed: list[int | str] = [],  # noqa: B006
+        line: Line | None = None,
+        first: Annotated[list[int], AfterValidator(first_only)] = [],  # noqa: B006
+    ) -> str:
+        """Tag orders."""
+        return "tagged"
+
+    # A set keeps no positions: pydantic read ``true`` as 1 in it and nothing said so.
+    for raw, where in (
+        ('{"ids": [true]}', "ids.0"),
+        ('{"ids": [1, true]}', "ids.1"),
+        ('{"frozen": [false]}', "frozen.0"),
+        ('{"mixed": ["1", true]}', "mixed.1"),
+    ):
+        assert _argument_error(tag, raw).endswith(f"{where} is a boolean, not a number"), raw
+    # Where a boolean may stand it stays one, beside a number too.
+    assert tag.parse('{"flags": [true]}').model_dump()["flags"] == {True}
+    assert tag.parse('{"flags": [0, true]}').model_dump()["flags"] == {0, True}
+    # An extra key a nested model ignores, and a boolean a user's validator dropped.
+    assert tag.parse('{"line": {"qty": 1, "gift": true}}').model_dump()["line"] == {"qty": 1}
+    assert tag.parse('{"first": [1, true]}').model_dump()["first"] == [1]
+
+
+def test_a_list_of_described_paths_keeps_each_description_and_the_note(tmp_path: Path) -> None:
+    root = str(tmp_path)
+
+    @tool(localns=locals())
+    def read_all(
+        paths: list[Annotated[str, Field(description="A file."), InDirectory(root)]],
+    ) -> str:
+        """Read files."""
+        return "read"
+
+    items = read_all.schema["function"]["parameters"]["properties"]["paths"]["items"]
+    assert items["description"] == f"A file. {InDirectory.NOTE}"
+
+
+def test_refusals_name_the_tool_and_say_no_more_than_needed() -> None:
+    @tool
+    def note(text: str, n: float = 0) -> str:
+        """Take a note."""
+        return text
+
+    refused = _refusal(note, {"text": "a", "n": float("nan")})
+    assert str(refused) == "arguments for 'note': n is not a finite number"
+    assert str(_refusal(note, {"n": 1})) == (
+        "invalid arguments for 'note': text: missing required argument"
+    )
+    just_over = "{" + "z" * 200
+    assert str(_refusal(note, just_over)).endswith(f": {just_over[:200]}…")
+
+
+def test_docstring_sections_a_model_reads_as_parameter_descriptions() -> None:
+    @tool
+    def ship(order_id: str, carrier: str, speed: int = 1) -> str:
+        """
+        Args:
+            These describe the call.
+            order_id: The order
+                to ship.
+
+            carrier: Who carries it.
+            speed: How fast.
+        """
+        return order_id
+
+    assert ship.description == "" and "description" not in ship.schema["function"]
+    props = ship.schema["function"]["parameters"]["properties"]
+    assert props["order_id"]["description"] == "The order to ship."
+    assert props["carrier"]["description"] == "Who carries it."
+    assert props["speed"]["description"] == "How fast."
+
+    @tool(description="Ship it now.")
+    def ship_now(order_id: str) -> str:
+        """Ship an order (the docstring's words)."""
+        return order_id
+
+    assert ship_now.description == "Ship it now."
+    assert ship_now.schema["function"]["description"] == "Ship it now."
+
+
+def test_declaration_errors_say_what_is_wrong_and_name_the_tool() -> None:
+    def broken(x: Annotated[int]) -> None:  # type: ignore[valid-type]
+        """An annotation Python itself cannot evaluate."""
+
+    with pytest.raises(ToolError, match=r"^tool 'broken': cannot resolve its annotations") as info:
+        tool(broken)
+    assert info.value.tool == "broken"
+
+    def fine() -> None:
+        """Do nothing."""
+
+    cases: list[tuple[dict[str, Any], str, str]] = [
+        ({"name": "no spaces!"}, r"^tool name 'no spaces!' must be 1-64 letters", "no spaces!"),
+        ({"effect": "delete"}, r"^tool 'fine': effect 'delete' is not one of read", "fine"),
+        ({"timeout": 0}, r"^tool 'fine': timeout must be seconds > 0 \(or None\)", "fine"),
+    ]
+    for options, message, named in cases:
+        with pytest.raises(ToolError, match=message) as info:
+            tool(fine, **options)
+        assert info.value.tool == named, options
+    # A name given beside the unknown option names the tool, at the decorator's line too.
+    with pytest.raises(ToolError, match=r"^tool 'pay': unknown option 'efect'") as info:
+        tool(name="pay", efect="write")  # type: ignore[call-overload]
+    assert info.value.tool == "pay"
+
+
+def test_a_cancelled_run_cancels_an_async_effect_and_sees_no_thread_through() -> None:
+    # A coroutine can stop where it is; only a sync effect's thread cannot, and is seen
+    # through (test_agent.py). An async write with a timeout is not waited for.
+    seen: list[str] = []
+
+    @tool(effect="write", timeout=30)
+    async def save(text: str) -> str:
+        """Save a text."""
+        seen.append("started")
+        try:
+            await asyncio.sleep(5)
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+        seen.append("finished")
+        return "saved"
+
+    def respond(request: loopwise.ModelRequest) -> Any:
+        if any(m.get("role") == "tool" for m in request.messages):
+            return reply("saved")
+        return call("save", {"text": "x"}, id="c1")
+
+    async def main() -> None:
+        agent = loopwise.Agent(name="desk", tools=[save])
+        run = loopwise.arun(agent, "go", model=ScriptedModel(respond), store=None)
+        task = asyncio.create_task(run)
+        while not seen:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(task, 2)
+
+    asyncio.run(main())
+    assert seen == ["started", "cancelled"]
+
+
+def test_a_hung_sync_tool_that_ends_after_its_run_is_dropped_quietly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    release, threads = threading.Event(), []
+
+    @tool(timeout=0.05)
+    def hang() -> str:
+        """Hang until released."""
+        threads.append(threading.current_thread())
+        release.wait(10)
+        return "late"
+
+    with pytest.raises(TimeoutError, match="'hang' timed out"):
+        asyncio.run(hang.invoke({}))
+    errors: list[Any] = []
+    monkeypatch.setattr(threading, "excepthook", errors.append)
+    release.set()  # its loop is closed now: what it returns has nowhere to go
+    threads[0].join(10)
+    assert not threads[0].is_alive() and errors == []
+
+
+class _Refund(BaseModel):
+    order_id: str
+    amount_cents: int
+
+
+def test_a_step_taking_a_model_is_a_tool_with_that_models_arguments() -> None:
+    got: list[Any] = []
+
+    @loopwise.step
+    def refund_desk(request: _Refund) -> str:
+        got.append(request)
+        return f"refunded {request.amount_cents} on {request.order_id}"
+
+    made = as_tool(refund_desk, description="Refund an order. Call it once per order.")
+    function = made.schema["function"]
+    assert function["description"] == "Refund an order. Call it once per order."
+    assert made.description == "Refund an order. Call it once per order."
+    assert set(function["parameters"]["properties"]) == {"order_id", "amount_cents"}
+
+    def respond(request: loopwise.ModelRequest) -> Any:
+        results = [str(m["content"]) for m in request.messages if m.get("role") == "tool"]
+        if results:
+            return reply(results[-1])
+        return call("refund_desk", {"order_id": "O-1", "amount_cents": 500}, id="c1")
+
+    agent = loopwise.Agent(name="desk", tools=[made])
+    result = loopwise.run(agent, "refund O-1", model=ScriptedModel(respond), store=None)
+    assert got == [_Refund(order_id="O-1", amount_cents=500)]
+    assert "refunded 500 on O-1" in str(result.output)
+
+
+def test_a_step_taking_text_is_a_tool_of_one_described_input_and_nothing_else() -> None:
+    flow = loopwise.Workflow("echo").then(loopwise.step(lambda x: x, name="same"))
+    made = as_tool(flow, description="Echo a text.")
+    props = made.schema["function"]["parameters"]["properties"]
+    assert props["input"]["description"] == "The input of echo."
+    assert made.parse('{"input": "a"}').model_dump() == {"input": "a"}
+    assert "extra: unknown argument" in _argument_error(made, '{"input": "a", "extra": 1}')

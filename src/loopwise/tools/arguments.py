@@ -91,6 +91,8 @@ def _bool_as_number(arguments: Mapping[str, Any], parsed: BaseModel) -> str | No
             if dumped is None:  # dumped only when a boolean was sent: the usual call pays nothing
                 dumped = parsed.model_dump(by_alias=True)
             got = _at(dumped, where)
+            if isinstance(got, set | frozenset):  # no positions: look for what it became
+                got = next((v for v in got if v == value and not isinstance(v, bool)), value)
             if isinstance(got, int | float) and not isinstance(got, bool):
                 return where
         elif isinstance(value, Mapping):
@@ -101,12 +103,15 @@ def _bool_as_number(arguments: Mapping[str, Any], parsed: BaseModel) -> str | No
 
 
 def _at(doc: Any, where: str) -> Any:
-    """The value at dotted path ``where`` in dumped arguments (``None`` when it is not there)."""
+    """The value at dotted path ``where`` in dumped arguments (``None`` when it is not there;
+    the set the path enters, when it enters one: a set keeps no positions)."""
     for part in where.split("."):
         if isinstance(doc, Mapping) and part in doc:
             doc = doc[part]
         elif isinstance(doc, list | tuple) and part.isdigit() and int(part) < len(doc):
             doc = doc[int(part)]
+        elif isinstance(doc, set | frozenset):
+            return doc
         else:
             return None
     return doc
