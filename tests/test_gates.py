@@ -598,8 +598,8 @@ def test_an_approver_that_has_not_decided_pauses_the_run() -> None:
 def test_a_run_resumed_before_its_gate_is_decided_asks_again_with_the_same_request(
     tmp_path: Path,
 ) -> None:
-    # Nobody decided yet: the resumed run pauses again, showing the person what the first
-    # pause showed — why a person must decide, and the untrusted text behind it.
+    # Nobody decided yet: resuming runs nothing and the run still shows the person what
+    # the pause showed — why a person must decide, and the untrusted text behind it.
     @loopwise.tool(untrusted_output=True)
     def fetch(url: str) -> str:
         """Fetch a web page."""

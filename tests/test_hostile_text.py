@@ -289,6 +289,9 @@ def test_a_terminal_edit_the_schema_refuses_asks_again_instead_of_denying() -> N
     assert done.status == "completed" and paid == [7]
     said = out.getvalue()
     assert said.count("the edited arguments were rejected") == 2 and "try again" in said
+    # It says why, in the executor's words, naming the field and what was typed.
+    assert "rejected: invalid arguments for 'pay': amount: Input should be a valid integer" in said
+    assert "(got 'lots'); try again" in said
     assert said.count("approve? [y]es / [n]o / [e]dit: ") == 3
 
 
