@@ -239,3 +239,18 @@ def test_the_frontier_legend_lists_only_the_marks_drawn_and_names_its_unit_once(
     html = page.read_text()
     assert "cost per case (USD at gpt-4o-mini prices)</text>" in html
     assert "(USD)</text>" not in html
+
+
+def test_a_module_named_like_a_folder_beside_it_stays_a_module_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from loopwise.evidence.history import history_key
+
+    (tmp_path / "deskpkg").mkdir()
+    (tmp_path / "flow.py").write_text("")
+    monkeypatch.chdir(tmp_path)
+    assert history_key("deskpkg:desk") == "deskpkg:desk"  # a package, wherever one stands
+    assert history_key("deskpkg") == "deskpkg"
+    assert history_key("./flow.py:desk") == f"{(tmp_path / 'flow.py').resolve()}:desk"
+    assert history_key("nowhere.py:desk") == "nowhere.py:desk"
+    assert history_key("bad\x00name:desk") == "bad\x00name:desk"

@@ -624,3 +624,44 @@ def test_a_run_resumed_before_its_gate_is_decided_asks_again_with_the_same_reque
     assert again.status == Status.AWAITING_APPROVAL and effects == []
     (second,) = again.pending
     assert (second["reason"], second["tainted_by"]) == (first["reason"], first["tainted_by"])
+
+
+def test_a_terminal_edit_of_a_plan_step_is_checked_when_typed_and_asked_again(
+    tmp_path: Path,
+) -> None:
+    # The canonical refund desk: a negative refund typed at the terminal is refused there,
+    # saying why, and the person types again; the step runs once, with the good edit.
+    from loopwise.running.targets import load_target
+
+    target = load_target(str(Path(__file__).parent.parent / "workflows/refund_desk.py:refund_desk"))
+    out = io.StringIO()
+    bad = '{"order_id": "O-1003", "amount_cents": -5, "reason": "lid"}'
+    good = '{"order_id": "O-1003", "amount_cents": 500, "reason": "lid"}'
+    handler = gates.TerminalApprovals(
+        stdin=io.StringIO(f"e\n{bad}\ne\n{good}\n" + "y\n" * 4), stdout=out, by="ann"
+    )
+    complaint = "Order O-1003 arrived broken and I want my money back."
+    model = target.module.offline_model()
+    done = loopwise.run(target.step, complaint, model=model, approvals=handler, store=None)
+    said = out.getvalue()
+    assert "amount_cents: -5 is below the minimum 1 (got -5); try again" in said
+    assert done.status == Status.COMPLETED, done.detail
+    assert done.output.results["s1"].status == "done"
+    assert done.output.plan.steps[0].args_dict()["amount_cents"] == 500
+
+
+def test_end_of_input_before_an_answer_leaves_the_call_undecided() -> None:
+    request = gates.ApprovalRequest(
+        run_id="r", approval_id="c1", tool="pay", args={"amount": 5}, effect="write",
+        reason="a person approves payments",
+    )  # fmt: skip
+    for typed in ("", "e\n", "e\nnot json\n", "e\n[1]\n"):
+        verdict, _ = _terminal(request, typed, by="eve")
+        assert verdict is None, typed  # the run pauses; nobody denied it
+
+
+def test_a_terminal_approver_with_an_unprintable_name_is_refused() -> None:
+    for bad in ("ev\x1b[31mil", "   ", "\u200b"):
+        with pytest.raises(loopwise.ConfigError, match=r"TerminalApprovals\(by="):
+            gates.TerminalApprovals(by=bad)
+    assert gates.TerminalApprovals(by="team/lead").by == "team/lead"

@@ -75,7 +75,12 @@ def _statuses(run_id: str) -> dict[str, tuple[str, str | None]]:
 UNDECIDED = {"execute.s1": ("pending", None), "execute.s2": ("pending", None)}
 
 
-@pytest.mark.parametrize("by", [HOSTILE_NAME, "ann\u202eevil", "a\u2028b", "bell\x07", "x\x9b"])
+@pytest.mark.parametrize(
+    "by",
+    [HOSTILE_NAME, "ann\u202eevil", "a\u2028b", "bell\x07", "x\x9b",
+     # Names that show nobody: spaces, a zero-width space, tag characters; and too long.
+     " ", "\u00a0\u3000", "\u200b", "\U000e0041\U000e0042\u00ad", "a" * 201],
+)  # fmt: skip
 def test_the_cli_refuses_a_decider_name_with_control_characters(
     capsys: pytest.CaptureFixture[str], by: str
 ) -> None:
@@ -107,6 +112,18 @@ def test_a_decider_name_may_hold_a_slash_and_any_printable_unicode(
     }
 
 
+def test_spaces_around_a_decider_name_are_no_part_of_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run_id = _paused(capsys)
+    assert main(["approve", run_id, "--approval", "execute.s1", "--by", "  ann  "]) == 0
+    loopwise.deny(run_id, approval="execute.s2", reason="no", by="\tbo\u200db ")
+    assert _statuses(run_id) == {
+        "execute.s1": ("approved", "ann"),
+        "execute.s2": ("denied", "bo\u200db"),  # a joiner inside a name is fine
+    }
+
+
 def test_in_process_decisions_refuse_such_a_name_with_a_typed_error(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -115,7 +132,7 @@ def test_in_process_decisions_refuse_such_a_name_with_a_typed_error(
         loopwise.approve(run_id, approval="execute.s1", by=HOSTILE_NAME)
     assert (refused.value.name, refused.value.code) == ("by", "bad-name")
     with pytest.raises(DecisionError, match="decider's name") as refused:
-        loopwise.deny(run_id, approval="execute.s2", reason="no", by="x\r")
+        loopwise.deny(run_id, approval="execute.s2", reason="no", by="x\ry")
     assert refused.value.name == "by"
     with open_store(None) as st, pytest.raises(DecisionError) as refused:
         loopwise.approvals.decide(st, run_id, "execute.s1", decision="approved", by="a\x1b")

@@ -170,7 +170,10 @@ def _rejected(plan: dict[str, Any], deps: Any = None) -> str:
         heard.append(asked.split(REJECTED)[1])
         return calls(("final_answer", {"steps": [], "reason": "gave up"}, "plan-2"))
 
-    loopwise.run(desk, COMPLAINT.strip('"'), model=ScriptedModel(planner), deps=deps)
+    result = loopwise.run(desk, COMPLAINT.strip('"'), model=ScriptedModel(planner), deps=deps)
+    # Judged, either way: a valid plan waits for its person, a rejected one gave up.
+    expected = "completed" if heard else "awaiting_approval"
+    assert result.status == expected, (result.status, result.detail)
     return "".join(heard)
 
 

@@ -97,8 +97,10 @@ def test_eval_sweep_json_gives_the_frontier_and_the_recommended_threshold(
     assert found["cost_basis"] == "gpt-4o-mini prices" and "within noise" in found["reason"]
     # No prices: tokens choose, as in a plain eval; the reference price is shown for scale.
     assert found["reason"].endswith(
-        "(the model has no prices: chosen for fewer tokens; cost shown at gpt-4o-mini prices)"
+        "(the model has no prices: chosen for fewer tokens; the frontier shows cost at "
+        "gpt-4o-mini prices)"
     )
+    assert " tokens per case" in found["reason"] and "$" not in found["reason"]
     assert found["calibration"]["n"] == 49
     by_target = {t["target"]: t for t in doc["targets"]}
     assert by_target[CASCADE]["n"] == 49  # the cascade at its declared threshold, no extra runs

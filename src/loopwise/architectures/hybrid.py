@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -67,7 +68,7 @@ from loopwise.core.shape import Kind, Limits, Shape, describe, mermaid
 from loopwise.core.step import Context
 from loopwise.core.usage import Budget, Usage
 from loopwise.errors import ConfigError
-from loopwise.tools.calls import Call, CallSettings, Outcome, effect_id, execute
+from loopwise.tools.calls import Call, CallSettings, Outcome, edit_problem, effect_id, execute
 from loopwise.tools.gates import Ask, authorize_all, human, pause
 from loopwise.tools.verdicts import Denied, Edited, Pending
 
@@ -289,6 +290,7 @@ async def authorize_plan(
                 args=args,
                 call_id=f"{scope}{name}.{planned.id}",
                 gate=action.tool.gate,
+                edit_problem=partial(edit_problem, action.tool),
                 why=planned.reason,
                 **step_stake(planned, catalog),
                 note=note,

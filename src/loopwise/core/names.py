@@ -26,7 +26,14 @@ import unicodedata
 
 from loopwise.errors import ConfigError
 
-__all__ = ["check_name", "name_problem", "printable", "shown_name_problem", "unprintable"]
+__all__ = [
+    "MAX_SHOWN_NAME",
+    "check_name",
+    "name_problem",
+    "printable",
+    "shown_name_problem",
+    "unprintable",
+]
 
 # The bidirectional marks, embeddings, overrides and isolates: printed, they reorder the
 # text around them, so an approval id could read as another.
@@ -61,10 +68,25 @@ def name_problem(name: object) -> str | None:
     return _problem(name, slash=False)
 
 
+MAX_SHOWN_NAME = 200
+"""The longest name of a person who decides, in characters."""
+
+_INVISIBLE = frozenset({"Zs", "Cf", "Mn", "Me"})
+
+
 def shown_name_problem(name: object) -> str | None:
     """What is wrong with ``name`` as the name of a person who decides (printed back to
-    others; ``/`` is allowed: see the module docs), or ``None`` when nothing."""
-    return _problem(name, slash=True)
+    others; ``/`` is allowed: see the module docs), or ``None`` when nothing. Such a name
+    also shows something — not only spaces, zero-width or formatting characters (the
+    audit log would name nobody) — and holds at most :data:`MAX_SHOWN_NAME` characters."""
+    problem = _problem(name, slash=True)
+    if problem is not None or not isinstance(name, str):
+        return problem
+    if len(name) > MAX_SHOWN_NAME:
+        return f"is {len(name)} characters long; a name holds at most {MAX_SHOWN_NAME}"
+    if all(unicodedata.category(ch) in _INVISIBLE for ch in name):
+        return "shows nothing (only spaces, zero-width or formatting characters)"
+    return None
 
 
 def _problem(name: object, *, slash: bool) -> str | None:
@@ -81,7 +103,7 @@ def _problem(name: object, *, slash: bool) -> str | None:
             where = (
                 "printed to the people who read the run"
                 if slash
-                else ("stored with the run and printed in approval ids")
+                else "stored with the run and printed in approval ids"
             )
             return (
                 f"has {ch!a} at position {at}: a name is {where}, so it holds no control "

@@ -34,11 +34,12 @@ def history_key(spec: str) -> str:
 
 
 def _file(text: str) -> str | None:
-    """``text`` as an existing file's resolved path, or ``None`` (no such file, or no
+    """``text`` as an existing file's resolved path, or ``None`` (no such file — a
+    directory is none: ``pkg:flow`` names a module even beside a folder ``pkg`` — or no
     path at all: a NUL, a name too long)."""
     try:
         path = Path(text)
-        return str(path.resolve()) if path.exists() else None
+        return str(path.resolve()) if path.is_file() else None
     except (OSError, ValueError):
         return None
 

@@ -506,6 +506,8 @@ def _reason(
 ) -> str:
     def at(p: SweepPoint) -> str:
         cost = "cost unknown" if p.cost is None else f"{usd(p.cost)} per case"
+        if pricing != "USD":  # tokens chose: they lead, not a price that did not decide
+            cost = f"{p.tokens:,.0f} tokens per case"
         return (
             f"{p.threshold:g} ({p.accuracy or 0.0:.0%} correct, {p.share_escalated:.0%} "
             f"escalated, {cost})"
@@ -514,7 +516,10 @@ def _reason(
     basis = (
         ""
         if pricing == "USD"
-        else f" (the model has no prices: chosen for fewer tokens; cost shown at {pricing})"
+        else (
+            " (the model has no prices: chosen for fewer tokens; the frontier shows cost at "
+            f"{pricing})"
+        )
     )
     if versus is None:
         return (

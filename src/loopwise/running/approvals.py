@@ -82,7 +82,7 @@ def decide(
     """
     if decision not in {"approved", "denied"}:
         raise DecisionError(f"a decision is approved or denied, not {decision!r}", name="decision")
-    check_decider(by)
+    by = check_decider(by)
     found = _pending(store, run_id, approval_id)
     seen_hash = _seen(found, seen_hash)
     if decision == "denied" and not (reason or "").strip():
@@ -120,6 +120,8 @@ def decide(
 def check_decider(by: object) -> str:
     """``by`` when it can name who decides; else :class:`DecisionError` (``name="by"``,
     ``code="bad-name"``) saying which character, where (the module docstring)."""
+    # Spaces around a name are no part of it (the inbox strips its field the same way).
+    by = by.strip() if isinstance(by, str) else by
     problem = shown_name_problem(by)
     if problem is None:
         return str(by)

@@ -64,6 +64,7 @@ __all__ = [
     "CallStatus",
     "Outcome",
     "call_tools",
+    "edit_problem",
     "effect_id",
     "execute",
     "judge_edit",
@@ -400,11 +401,11 @@ def effect_id(scope: str | None, tool: Tool, args: BaseModel | dict[str, Any]) -
 def _ask(ctx: Context, call: Call, tool: Tool, args: BaseModel) -> Ask:
     return Ask(
         ctx=ctx, tool=tool.name, effect=str(tool.effect), args=args, call_id=call.bind_id,
-        gate=tool.gate, recheck=call.recheck, edit_problem=partial(_edit_problem, tool),
+        gate=tool.gate, recheck=call.recheck, edit_problem=partial(edit_problem, tool),
     )  # fmt: skip
 
 
-def _edit_problem(tool: Tool, edited: dict[str, Any]) -> str | None:
+def edit_problem(tool: Tool, edited: dict[str, Any]) -> str | None:
     """What ``tool``'s schema, read strictly as :func:`judge_edit` reads it, finds wrong
     with ``edited`` (the policies are judged when the edit runs)."""
     try:

@@ -387,8 +387,26 @@ def _request(a: Ask, reason: str, tainted_by: str | None) -> ApprovalRequest:
         at_stake_unit=a.at_stake_unit,
         note=a.note,
         answer_schema=a.answer_schema,
-        edit_problem=a.edit_problem,
+        edit_problem=a.edit_problem or _answer_check(a.answer_schema),
     )
+
+
+def _answer_check(schema: dict[str, Any] | None) -> Callable[[dict[str, Any]], str | None] | None:
+    """For a question (its answer's JSON schema), what the schema finds wrong with an answer
+    a person types, so a terminal asks again (``loopwise approve`` refuses it the same)."""
+    if schema is None:
+        return None
+
+    def problem(answer: dict[str, Any]) -> str | None:
+        from jsonschema import Draft202012Validator  # a question's answers only
+
+        found = sorted(Draft202012Validator(schema).iter_errors(answer), key=lambda e: e.path)
+        said = "; ".join(
+            f"{'.'.join(map(str, e.absolute_path)) or '(answer)'}: {e.message}" for e in found[:5]
+        )
+        return f"the answer does not match the question's schema: {said}" if found else None
+
+    return problem
 
 
 async def recheck_edited(

@@ -19,9 +19,10 @@ from dataclasses import replace
 from typing import Any, TextIO
 
 from loopwise.core.events import json_value
-from loopwise.core.names import printable
+from loopwise.core.names import printable, shown_name_problem
 from loopwise.core.shape import name_of
 from loopwise.core.step import ApprovalHandler
+from loopwise.errors import ConfigError
 from loopwise.tools.audit import asked_lines, os_user
 from loopwise.tools.verdicts import ApprovalRequest, Approved, Denied, Edited, Verdict
 
@@ -101,11 +102,15 @@ def request_lines(request: ApprovalRequest) -> list[str]:
 class TerminalApprovals:
     """Ask on a terminal: ``y`` approves, ``n`` denies (asks why), ``e`` edits the arguments
     as JSON (checked against the tool's schema when typed: a bad edit says why and asks
-    again). End of input leaves the call undecided, so the run pauses durably instead."""
+    again). End of input before an answer (or while editing) leaves the call undecided, so
+    the run pauses durably instead."""
 
     def __init__(
         self, *, by: str | None = None, stdin: TextIO | None = None, stdout: TextIO | None = None
     ) -> None:
+        problem = None if by is None else shown_name_problem(by)
+        if problem is not None:
+            raise ConfigError(f"TerminalApprovals(by={by!r}): the name {problem}", name="by")
         self.by = by or os_user()
         """Who decides, as the audit log records it (default: the OS user)."""
         self._in = stdin
@@ -137,19 +142,22 @@ class TerminalApprovals:
             if answer.lower() in {"y", "yes"}:
                 return Approved(by=self.by)
             if answer.lower() in {"n", "no"}:
+                # "no" is the answer: a reason is optional, end of input gives none.
                 reason = self._line("reason: ") or "denied at the terminal"
                 return Denied(reason, by=self.by)
             if answer.lower() in {"e", "edit"}:
-                edited = self._edited(request)
+                raw = self._line("new arguments as a JSON object: ")
+                if raw is None:
+                    return None
+                edited = self._edited(request, raw)
                 if edited is not None:
                     return edited
 
-    def _edited(self, request: ApprovalRequest) -> Edited | None:
+    def _edited(self, request: ApprovalRequest, raw: str) -> Edited | None:
         """The edit typed, or ``None`` (asked again) when it is no JSON object or the
         tool's schema refuses it: a bad edit must not end the run denied."""
-        raw = self._line("new arguments as a JSON object: ")
         try:
-            args = json_value(raw or "")
+            args = json_value(raw)
         except json.JSONDecodeError as e:
             (self._out or sys.stderr).write(f"not JSON: {e.msg}\n")
             return None
