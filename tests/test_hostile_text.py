@@ -10,6 +10,7 @@ as an escape; ``--json`` has it exactly.
 
 from __future__ import annotations
 
+import html
 import io
 import json
 import sys
@@ -311,3 +312,49 @@ def test_a_streamed_answer_shows_escape_sequences_escaped(
     out = capsys.readouterr().out
     assert "one\ttab\ntwo \\x1b[2J\\rthree \\u202eevil\n" in out
     assert "\x1b" not in out and "\r" not in out and "\u202e" not in out
+
+
+HOSTILE_ARG = "A\x1b[2J\u202eC\u2028D"
+SHOWN_ARG = "A\\x1b[2J\\u202eC\\u2028D"
+
+
+def test_the_inbox_shows_a_tool_calls_arguments_escaped_and_decides_on_them_exactly(
+    serve: Any,
+) -> None:
+    sent: list[str] = []
+
+    @loopwise.tool(effect="irreversible", gate=gates.human())
+    def refund(order: str) -> str:
+        """Refund an order."""
+        sent.append(order)
+        return "refunded"
+
+    model = ScriptedModel([call("refund", {"order": HOSTILE_ARG}, id="c1"), reply("done")])
+    paused = loopwise.run(loopwise.Agent(name="desk", tools=[refund]), "go", model=model)
+    (asked,) = paused.pending
+    client = serve(by="lead")
+    inbox = client.get("/").body
+    run = client.get(f"/runs/{paused.run_id}").body
+    for page in (inbox, run):
+        assert not any(ch in page for ch in ("\x1b", "\u202e", "\u2028")), page
+    arguments = inbox.split("<h3>Arguments</h3>", 1)[1].split("</dl>", 1)[0]
+    assert SHOWN_ARG in arguments
+    # The edit box shows JSON escapes, which read back as exactly the arguments.
+    box = inbox.split("name='args' rows='6'>", 1)[1].split("</textarea>", 1)[0]
+    assert "\\u001b[2J\\u202eC\\u2028D" in box
+    assert json.loads(html.unescape(box)) == {"order": HOSTILE_ARG}
+    form = {"run_id": paused.run_id, "approval_id": asked["approval_id"], "decision": "approve"}
+    assert client.decide(**form, args=html.unescape(box)).status == 303
+    with open_store(None) as st:
+        (decided,) = st.approvals(paused.run_id)
+    assert decided.status == "approved" and decided.args == {"order": HOSTILE_ARG}
+
+
+def test_the_run_pages_plan_table_shows_arguments_escaped() -> None:
+    from loopwise.running.approvals import PlanItem
+    from loopwise.serve.pages import _plan_table
+
+    item = PlanItem(id="s1", action="refund", args={"order": HOSTILE_ARG}, depends_on=(),
+                    reason="asked", effect="irreversible", state="pending")  # fmt: skip
+    table = _plan_table([item])
+    assert SHOWN_ARG in table and not any(ch in table for ch in ("\x1b", "\u202e", "\u2028"))
