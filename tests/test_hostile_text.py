@@ -358,3 +358,46 @@ def test_the_run_pages_plan_table_shows_arguments_escaped() -> None:
                     reason="asked", effect="irreversible", state="pending")  # fmt: skip
     table = _plan_table([item])
     assert SHOWN_ARG in table and not any(ch in table for ch in ("\x1b", "\u202e", "\u2028"))
+
+
+def test_a_proxy_users_header_that_is_not_utf8_is_refused_not_read_as_latin1(
+    serve: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_id = _paused(capsys)
+    client = serve(trust_proxy_user="X-Forwarded-User")
+
+    def post(user: str) -> Any:
+        with open_store(None) as st:
+            found = st.approval(run_id, "execute.s2")
+        assert found is not None
+        form = {"run_id": run_id, "approval_id": "execute.s2", "decision": "deny", "reason": "no",
+                "args_hash": found.args_hash, "csrf": client.token()}  # fmt: skip
+        return client.request("POST", "/decide", urlencode(form), X_Forwarded_User=user)
+
+    # http.client sends a header's text as Latin-1: these are the bytes 0xff 0xfe.
+    refused = post("\xff\xfe")
+    assert refused.status == 400 and "is not UTF-8" in refused.body
+    assert "ÿþ" not in refused.body
+    page = client.request("GET", "/", X_Forwarded_User="\xff\xfe").body
+    assert "header is not UTF-8: decisions are refused" in page and "ÿþ" not in page
+    too_long = post("z" * 201)
+    assert too_long.status == 400 and "201 characters long, over the limit of 200" in too_long.body
+    assert _statuses(run_id) == UNDECIDED
+    assert post("z" * 200).status == 303
+    assert _statuses(run_id)["execute.s2"] == ("denied", "z" * 200)
+
+
+def test_the_inbox_refuses_a_name_over_200_characters_instead_of_cutting_it(
+    serve: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_id = _paused(capsys)
+    client = serve()
+    form = {"run_id": run_id, "approval_id": "execute.s2", "decision": "deny", "reason": "no"}
+    # Cut at 200 characters, the emoji's ZWJ sequence would end in half of it.
+    typed = "x" * 199 + "👩\u200d💻"
+    refused = client.decide(**form, by=typed)
+    assert refused.status == 400 and "202 characters long, over the limit of 200" in refused.body
+    assert typed not in refused.body  # not prefilled again
+    assert _statuses(run_id) == UNDECIDED
+    assert client.decide(**form, by="x" * 200).status == 303
+    assert _statuses(run_id)["execute.s2"] == ("denied", "x" * 200)
