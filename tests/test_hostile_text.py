@@ -401,3 +401,52 @@ def test_the_inbox_refuses_a_name_over_200_characters_instead_of_cutting_it(
     assert _statuses(run_id) == UNDECIDED
     assert client.decide(**form, by="x" * 200).status == 303
     assert _statuses(run_id)["execute.s2"] == ("denied", "x" * 200)
+
+
+HOSTILE_STEPS = """
+import loopwise
+
+
+@loopwise.step
+def label(x: dict) -> dict:
+    if x["n"] == 3:
+        raise RuntimeError("bad \\x1b[2J \\u202eevil\\u2028x")
+    return {"label": "odd\\u202e\\u2028" if x["n"] == 2 else "odd"}
+
+
+@loopwise.step
+def other(x: dict) -> dict:
+    return {"label": "odd"}
+"""
+
+
+def test_eval_prints_run_details_outputs_and_case_ids_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    steps = tmp_path / "hostile_steps.py"
+    steps.write_text(HOSTILE_STEPS)
+    rows = [
+        {"id": "c\u202e1", "input": {"n": 2}, "expected": {"label": "odd"}},
+        {"id": "three", "input": {"n": 3}, "expected": {"label": "odd"}},
+    ]
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    page = tmp_path / "report.html"
+    argv = ["eval", f"{steps}:label", f"{steps}:other", "--dataset", str(cases)]
+    capsys.readouterr()
+    assert main([*argv, "--report", str(page)]) == 0
+    text = capsys.readouterr().out
+    assert not any(ch in text for ch in ("\x1b", "\u202e", "\u2028")), text
+    assert "label case three: ended error: " in text
+    assert "bad \\x1b[2J \\u202eevil\\u2028x" in text
+    assert 'label case c\\u202e1: label: expected "odd", got "odd\\u202e\\u2028"' in text
+    assert "cases the targets score differently: 2 (c\\u202e1, three)" in text
+    html_page = page.read_text()
+    assert not any(ch in html_page for ch in ("\x1b", "\u202e", "\u2028"))
+    assert "bad \\x1b[2J \\u202eevil\\u2028x" in html_page and "c\\u202e1" in html_page
+    # --json has them exactly.
+    assert main([*argv, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    runs = {r["case_id"]: r for r in doc["targets"][0]["runs"]}
+    assert "bad \x1b[2J \u202eevil\u2028x" in runs["three"]["detail"]
+    assert runs["c\u202e1"]["output"] == {"label": "odd\u202e\u2028"}
