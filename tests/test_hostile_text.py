@@ -10,6 +10,7 @@ as an escape; ``--json`` has it exactly.
 
 from __future__ import annotations
 
+import html
 import io
 import json
 import sys
@@ -328,3 +329,141 @@ def test_a_streamed_answer_shows_escape_sequences_escaped(
     out = capsys.readouterr().out
     assert "one\ttab\ntwo \\x1b[2J\\rthree \\u202eevil\n" in out
     assert "\x1b" not in out and "\r" not in out and "\u202e" not in out
+
+
+HOSTILE_ARG = "A\x1b[2J\u202eC\u2028D"
+SHOWN_ARG = "A\\x1b[2J\\u202eC\\u2028D"
+
+
+def test_the_inbox_shows_a_tool_calls_arguments_escaped_and_decides_on_them_exactly(
+    serve: Any,
+) -> None:
+    sent: list[str] = []
+
+    @loopwise.tool(effect="irreversible", gate=gates.human())
+    def refund(order: str) -> str:
+        """Refund an order."""
+        sent.append(order)
+        return "refunded"
+
+    model = ScriptedModel([call("refund", {"order": HOSTILE_ARG}, id="c1"), reply("done")])
+    paused = loopwise.run(loopwise.Agent(name="desk", tools=[refund]), "go", model=model)
+    (asked,) = paused.pending
+    client = serve(by="lead")
+    inbox = client.get("/").body
+    run = client.get(f"/runs/{paused.run_id}").body
+    for page in (inbox, run):
+        assert not any(ch in page for ch in ("\x1b", "\u202e", "\u2028")), page
+    arguments = inbox.split("<h3>Arguments</h3>", 1)[1].split("</dl>", 1)[0]
+    assert SHOWN_ARG in arguments
+    # The edit box shows JSON escapes, which read back as exactly the arguments.
+    box = inbox.split("name='args' rows='6'>", 1)[1].split("</textarea>", 1)[0]
+    assert "\\u001b[2J\\u202eC\\u2028D" in box
+    assert json.loads(html.unescape(box)) == {"order": HOSTILE_ARG}
+    form = {"run_id": paused.run_id, "approval_id": asked["approval_id"], "decision": "approve"}
+    assert client.decide(**form, args=html.unescape(box)).status == 303
+    with open_store(None) as st:
+        (decided,) = st.approvals(paused.run_id)
+    assert decided.status == "approved" and decided.args == {"order": HOSTILE_ARG}
+
+
+def test_the_run_pages_plan_table_shows_arguments_escaped() -> None:
+    from loopwise.running.approvals import PlanItem
+    from loopwise.serve.pages import _plan_table
+
+    item = PlanItem(id="s1", action="refund", args={"order": HOSTILE_ARG}, depends_on=(),
+                    reason="asked", effect="irreversible", state="pending")  # fmt: skip
+    table = _plan_table([item])
+    assert SHOWN_ARG in table and not any(ch in table for ch in ("\x1b", "\u202e", "\u2028"))
+
+
+def test_a_proxy_users_header_that_is_not_utf8_is_refused_not_read_as_latin1(
+    serve: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_id = _paused(capsys)
+    client = serve(trust_proxy_user="X-Forwarded-User")
+
+    def post(user: str) -> Any:
+        with open_store(None) as st:
+            found = st.approval(run_id, "execute.s2")
+        assert found is not None
+        form = {"run_id": run_id, "approval_id": "execute.s2", "decision": "deny", "reason": "no",
+                "args_hash": found.args_hash, "csrf": client.token()}  # fmt: skip
+        return client.request("POST", "/decide", urlencode(form), X_Forwarded_User=user)
+
+    # http.client sends a header's text as Latin-1: these are the bytes 0xff 0xfe.
+    refused = post("\xff\xfe")
+    assert refused.status == 400 and "is not UTF-8" in refused.body
+    assert "ÿþ" not in refused.body
+    page = client.request("GET", "/", X_Forwarded_User="\xff\xfe").body
+    assert "header is not UTF-8: decisions are refused" in page and "ÿþ" not in page
+    too_long = post("z" * 201)
+    assert too_long.status == 400 and "201 characters long, over the limit of 200" in too_long.body
+    assert _statuses(run_id) == UNDECIDED
+    assert post("z" * 200).status == 303
+    assert _statuses(run_id)["execute.s2"] == ("denied", "z" * 200)
+
+
+def test_the_inbox_refuses_a_name_over_200_characters_instead_of_cutting_it(
+    serve: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_id = _paused(capsys)
+    client = serve()
+    form = {"run_id": run_id, "approval_id": "execute.s2", "decision": "deny", "reason": "no"}
+    # Cut at 200 characters, the emoji's ZWJ sequence would end in half of it.
+    typed = "x" * 199 + "👩\u200d💻"
+    refused = client.decide(**form, by=typed)
+    assert refused.status == 400 and "202 characters long, over the limit of 200" in refused.body
+    assert typed not in refused.body  # not prefilled again
+    assert _statuses(run_id) == UNDECIDED
+    assert client.decide(**form, by="x" * 200).status == 303
+    assert _statuses(run_id)["execute.s2"] == ("denied", "x" * 200)
+
+
+HOSTILE_STEPS = """
+import loopwise
+
+
+@loopwise.step
+def label(x: dict) -> dict:
+    if x["n"] == 3:
+        raise RuntimeError("bad \\x1b[2J \\u202eevil\\u2028x")
+    return {"label": "odd\\u202e\\u2028" if x["n"] == 2 else "odd"}
+
+
+@loopwise.step
+def other(x: dict) -> dict:
+    return {"label": "odd"}
+"""
+
+
+def test_eval_prints_run_details_outputs_and_case_ids_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    steps = tmp_path / "hostile_steps.py"
+    steps.write_text(HOSTILE_STEPS)
+    rows = [
+        {"id": "c\u202e1", "input": {"n": 2}, "expected": {"label": "odd"}},
+        {"id": "three", "input": {"n": 3}, "expected": {"label": "odd"}},
+    ]
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    page = tmp_path / "report.html"
+    argv = ["eval", f"{steps}:label", f"{steps}:other", "--dataset", str(cases)]
+    capsys.readouterr()
+    assert main([*argv, "--report", str(page)]) == 0
+    text = capsys.readouterr().out
+    assert not any(ch in text for ch in ("\x1b", "\u202e", "\u2028")), text
+    assert "label case three: ended error: " in text
+    assert "bad \\x1b[2J \\u202eevil\\u2028x" in text
+    assert 'label case c\\u202e1: label: expected "odd", got "odd\\u202e\\u2028"' in text
+    assert "cases the targets score differently: 2 (c\\u202e1, three)" in text
+    html_page = page.read_text()
+    assert not any(ch in html_page for ch in ("\x1b", "\u202e", "\u2028"))
+    assert "bad \\x1b[2J \\u202eevil\\u2028x" in html_page and "c\\u202e1" in html_page
+    # --json has them exactly.
+    assert main([*argv, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    runs = {r["case_id"]: r for r in doc["targets"][0]["runs"]}
+    assert "bad \x1b[2J \u202eevil\u2028x" in runs["three"]["detail"]
+    assert runs["c\u202e1"]["output"] == {"label": "odd\u202e\u2028"}

@@ -12,11 +12,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from loopwise.core.svg import escape as _e
+from loopwise.core.names import printable
+from loopwise.core.svg import escape
 from loopwise.evidence.evals import EvalReport
 from loopwise.evidence.stats import CaseRun, TargetSummary
 
 __all__ = ["failing_runs", "failure_lines", "failure_table", "why_failed"]
+
+
+def _e(text: object) -> str:
+    """Text a page shows: escaped, and with what would reorder or hide the text around it
+    (a bidirectional override, a control character) shown as an escape, as the inbox does."""
+    return escape(printable(str(text), keep="\n\r\t"))
 
 
 def failing_runs(report: EvalReport) -> list[tuple[TargetSummary, CaseRun]]:
@@ -77,7 +84,9 @@ def failure_lines(report: EvalReport, limit: int = 20) -> list[str]:
         for t in report.targets
     )
     lines = ["", f"failing: {counts}"]
-    lines += [f"  {_case(t, r, repeats)}: {why_failed(r)}" for t, r in failing[:limit]]
+    # Case ids, outputs and a failed run's detail are data and model text: a terminal shows
+    # an ESC, a line break or a bidi override in them as an escape, each run on one line.
+    lines += [printable(f"  {_case(t, r, repeats)}: {why_failed(r)}") for t, r in failing[:limit]]
     if len(failing) > limit:
         lines.append(
             f"  … {len(failing) - limit} more (every one in --json's runs and --report's page)"

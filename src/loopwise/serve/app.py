@@ -114,6 +114,8 @@ _STATUSES = (
     *(s.value for s in Status if s is not Status.AWAITING_APPROVAL),
 )
 _LISTED = 200
+_MAX_NAME = 200
+"""The longest name (in characters) the inbox records as who decided."""
 """The runs list shows the newest this many (of the status chosen)."""
 
 
@@ -252,10 +254,10 @@ class Inbox:
         """Who the proxy says decides (shown instead of a name to type), when it says."""
         if not self.settings.trust_proxy_user:
             return None
-        return (
-            user
-            or f"(no user in the {self.settings.trust_proxy_user} header: decisions are refused)"
-        )
+        header = self.settings.trust_proxy_user
+        if isinstance(user, _NotUtf8):
+            return f"(the user in the {header} header is not UTF-8: decisions are refused)"
+        return user or f"(no user in the {header} header: decisions are refused)"
 
     def _who(self, form: dict[str, str], user: str | None) -> str:
         if self.settings.trust_proxy_user:
@@ -266,6 +268,21 @@ class Inbox:
                     name="by",
                 )
             header = self.settings.trust_proxy_user
+            if isinstance(user, _NotUtf8):
+                raw = user.encode("latin-1")
+                shown = repr(raw) if len(raw) <= 80 else f"{raw[:80]!r}…"
+                raise ConfigError(
+                    f"the user in the {header} header, {shown}, is not UTF-8; nothing was decided",
+                    name="by",
+                    code="bad-name",
+                )
+            long = _long_name(user)
+            if long is not None:
+                raise ConfigError(
+                    f"the user in the {header} header {long}; nothing was decided",
+                    name="by",
+                    code="bad-name",
+                )
             problem = shown_name_problem(user)
             if problem is not None:
                 raise ConfigError(
@@ -277,7 +294,13 @@ class Inbox:
         by = form.get("by", "").strip() or (self.settings.by or "")
         if not by:
             raise ConfigError("say who decides: enter your name", name="by")
-        return approvals.check_decider(by[:200])
+        problem = _long_name(by)
+        if problem is not None:
+            # Not cut: a cut name is not what was typed, and may end in half a character.
+            raise ConfigError(
+                f"the decider's name {problem}; nothing was decided", name="by", code="bad-name"
+            )
+        return approvals.check_decider(by)
 
     def _check_resumable(self, run_id: str, approval_id: str) -> None:
         """With ``resume``, the decision that would resume a run whose target cannot load
@@ -343,9 +366,24 @@ def _on_the_page(e: LoopwiseError) -> str:
     return str(e)
 
 
+def _long_name(name: str) -> str | None:
+    if len(name) <= _MAX_NAME:
+        return None
+    return f"is {len(name):,} characters long, over the limit of {_MAX_NAME}"
+
+
+class _NotUtf8(str):
+    """A proxy's user header whose bytes are not UTF-8 (the text is their Latin-1 reading):
+    shown as such, and no decision is recorded under it."""
+
+    __slots__ = ()
+
+
 def _kept_name(typed: str | None) -> str | None:
     """The name typed, to prefill the form shown again, unless it is the name refused."""
-    return typed if typed and shown_name_problem(typed.strip()) is None else None
+    if not typed or _long_name(typed.strip()) or shown_name_problem(typed.strip()):
+        return None
+    return typed
 
 
 def _edited(raw: str | None) -> dict[str, Any] | None:
@@ -453,8 +491,8 @@ class _Handler(BaseHTTPRequestHandler):
         # bytes 0x80-0x9f would read as control characters (and the name refused).
         try:
             return value.encode("latin-1").decode("utf-8")
-        except UnicodeError:
-            return value
+        except UnicodeError:  # refused when it decides, never read as Latin-1 instead
+            return _NotUtf8(value)
 
     def do_PUT(self) -> None:
         self._send(_Answer(405, _plain("method not allowed")))

@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import quote
 
 from loopwise.core.events import Event, EventType
-from loopwise.core.names import printable
+from loopwise.core.names import printable, unprintable
 from loopwise.core.shape import Edge, Graph, Node
 from loopwise.core.svg import EFFECT_COLORS, graph_svg
 from loopwise.core.svg import escape as _e
@@ -79,12 +79,12 @@ def readable(value: Any, depth: int = 0) -> str:
     """``value`` as HTML a person reads: objects as definition lists, lists as lists,
     text with its line breaks; bounded in depth and length."""
     if depth >= _MAX_DEPTH:
-        return f"<code>{_e(_clip(json.dumps(value, default=str), 200))}</code>"
+        return f"<code>{_t(_clip(json.dumps(value, default=str), 200))}</code>"
     if isinstance(value, Mapping):
         if not value:
             return "<span class='meta'>(none)</span>"
         rows = [
-            f"<dt>{_e(k)}</dt><dd>{readable(v, depth + 1)}</dd>"
+            f"<dt>{_t(k)}</dt><dd>{readable(v, depth + 1)}</dd>"
             for k, v in list(value.items())[:_MAX_ITEMS]
         ]
         return f"<dl class='args'>{''.join(rows)}</dl>"
@@ -95,10 +95,21 @@ def readable(value: Any, depth: int = 0) -> str:
         return f"<ol class='args'>{items}</ol>"
     if isinstance(value, str) and len(value) > _LONG_TEXT:
         # Scrolls in its own box, so the decision's forms stay near the top of the card.
-        return f"<div class='text long'>{_e(_clip(value, _MAX_TEXT))}</div>"
+        return f"<div class='text long'>{_t(_clip(value, _MAX_TEXT))}</div>"
     if isinstance(value, str):
-        return f"<span class='text'>{_e(value)}</span>"
-    return f"<code>{_e(json.dumps(value, default=str))}</code>"
+        return f"<span class='text'>{_t(value)}</span>"
+    return f"<code>{_t(json.dumps(value, default=str))}</code>"
+
+
+def _editable(args: Any) -> str:
+    """``args`` as the JSON an edit box shows and posts back: what would reorder or hide
+    the text (a bidirectional override, a line separator, a control character) is written
+    as a JSON escape (``\\u202e``), so the box shows it and the posted text still reads as
+    exactly these arguments."""
+    text = json.dumps(args, indent=2, ensure_ascii=False)
+    if text.isprintable():
+        return text
+    return "".join(f"\\u{ord(ch):04x}" if ch != "\n" and unprintable(ch) else ch for ch in text)
 
 
 def _clip(text: str, n: int) -> str:
@@ -165,11 +176,11 @@ def _card(v: ApprovalView, form: Form) -> str:
     run = _path("runs", a.run_id)
     return (
         f"<article class='approval' id='{_e(_anchor(a))}'>"
-        f"<h2>{_e(a.tool)} {_effect(a.effect)}</h2>"
-        f"<p class='meta'>run <a href='{run}'>{_e(a.run_id)}</a>"
+        f"<h2>{_t(a.tool)} {_effect(a.effect)}</h2>"
+        f"<p class='meta'>run <a href='{run}'>{_t(a.run_id)}</a>"
         + (f" of <strong>{_e(v.target)}</strong>" if v.target else "")
         + " · approval "
-        f"<code>{_e(a.approval_id)}</code> · step <code>{_e(a.step)}</code> · asked "
+        f"<code>{_t(a.approval_id)}</code> · step <code>{_t(a.step)}</code> · asked "
         f"{_e(a.requested_at[:19].replace('T', ' '))} UTC</p>"
         f"<dl class='facts'>{dl}</dl>"
         f"<h3>Arguments</h3>{readable(a.args)}"
@@ -187,9 +198,9 @@ def _plan_list(v: ApprovalView) -> str:
     rows = []
     for p in v.plan:
         here = " class='here'" if p.id == v.plan_step else ""
-        after = f" <span class='meta'>after {_e(', '.join(p.depends_on))}</span>"
+        after = f" <span class='meta'>after {_t(', '.join(p.depends_on))}</span>"
         rows.append(
-            f"<li{here}><code>{_e(p.id)}</code> {_e(p.action)} {_effect(p.effect)} "
+            f"<li{here}><code>{_t(p.id)}</code> {_t(p.action)} {_effect(p.effect)} "
             f"{_state(p.state)}{after if p.depends_on else ''}<br>"
             f"<span class='meta'>{_t(p.reason)}</span></li>"
         )
@@ -200,7 +211,7 @@ def _decided(decided: Sequence[StoredApproval]) -> str:
     if not decided:
         return ""
     rows = "".join(
-        f"<li><code>{_e(d.approval_id)}</code> {_e(d.tool)}: {_state(d.status)} by "
+        f"<li><code>{_t(d.approval_id)}</code> {_t(d.tool)}: {_state(d.status)} by "
         f"<strong>{_t(d.decided_by)}</strong>"
         + (f" — {_t(d.decision_reason)}" if d.decision_reason else "")
         + "</li>"
@@ -245,14 +256,14 @@ def _forms(v: ApprovalView, form: Form) -> str:
         "<button name='decision' value='approve' class='approve'>Approve</button>"
         "<button name='decision' value='deny' class='deny'>Deny</button></div></form>"
     )
-    shown = json.dumps(a.args, indent=2, ensure_ascii=False)
+    shown = _editable(a.args)
     if not v.editable:
         edit = "<p class='meta'>A whole plan is approved or denied, not edited.</p>"
     elif len(shown) > EDITABLE_CHARS:
         edit = (
             f"<p class='meta'>These arguments are too large to edit here ({len(shown):,} "
             "characters): edit them with <code>loopwise approve "
-            f"{_e(a.run_id)} --approval {_e(a.approval_id)} --args @edited.json</code>.</p>"
+            f"{_t(a.run_id)} --approval {_t(a.approval_id)} --args @edited.json</code>.</p>"
         )
     else:
         edit = (
@@ -306,7 +317,7 @@ def run_page(
 
     Drawn from the store's record alone: showing a run never loads its target's code."""
     head = (
-        f"<h1>Run <code>{_e(run.run_id)}</code> {_state(run.status)}</h1>"
+        f"<h1>Run <code>{_t(run.run_id)}</code> {_state(run.status)}</h1>"
         f"<p class='meta'>{_e(run.target)}"
         + (f" · {_e(run.spec)}" if run.spec else "")
         + f" · started {_e(run.created_at[:19].replace('T', ' '))} UTC"
@@ -429,8 +440,8 @@ def _plan_table(plan: Sequence[PlanItem]) -> str:
         return ""
     rows = [
         [
-            f"<code>{_e(p.id)}</code>",
-            _e(p.action),
+            f"<code>{_t(p.id)}</code>",
+            _t(p.action),
             _effect(p.effect),
             _state(p.state),
             _t(p.reason),
@@ -447,8 +458,8 @@ def _approvals_table(approvals: Sequence[StoredApproval]) -> str:
         return ""
     rows = [
         [
-            f"<code>{_e(a.approval_id)}</code>",
-            _e(a.tool),
+            f"<code>{_t(a.approval_id)}</code>",
+            _t(a.tool),
             _state(a.status),
             _t(a.decided_by or ""),
             _e((a.decided_at or "")[:19].replace("T", " ")),
@@ -469,7 +480,7 @@ def _audit(events: Sequence[Event]) -> str:
         return (
             f"<tr class='{_e(e.type)}'><td data-label='#'>{e.seq}</td>"
             f"<td data-label='event'>{_e(e.type)}</td>"
-            f"<td data-label='step'><code>{_e(e.step)}</code></td>"
+            f"<td data-label='step'><code>{_t(e.step)}</code></td>"
             f"<td data-label='at'>{_e(e.at[11:19])}</td><td data-label='what' class='text'>"
             f"{_t(_clip(event_summary(str(e.type), e.data), 600))}</td></tr>"
         )
@@ -502,7 +513,7 @@ def runs_page(runs: Sequence[StoredRun], statuses: Sequence[str], chosen: str | 
     ]
     rows = [
         [
-            f"<a href='{_path('runs', r.run_id)}'><code>{_e(r.run_id)}</code></a>",
+            f"<a href='{_path('runs', r.run_id)}'><code>{_t(r.run_id)}</code></a>",
             _state(r.status),
             _e(r.target),
             _e(r.created_at[:19].replace("T", " ")),
