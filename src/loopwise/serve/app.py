@@ -114,8 +114,6 @@ _STATUSES = (
     *(s.value for s in Status if s is not Status.AWAITING_APPROVAL),
 )
 _LISTED = 200
-_MAX_NAME = 200
-"""The longest name (in characters) the inbox records as who decided."""
 """The runs list shows the newest this many (of the status chosen)."""
 
 
@@ -276,13 +274,6 @@ class Inbox:
                     name="by",
                     code="bad-name",
                 )
-            long = _long_name(user)
-            if long is not None:
-                raise ConfigError(
-                    f"the user in the {header} header {long}; nothing was decided",
-                    name="by",
-                    code="bad-name",
-                )
             problem = shown_name_problem(user)
             if problem is not None:
                 raise ConfigError(
@@ -294,12 +285,7 @@ class Inbox:
         by = form.get("by", "").strip() or (self.settings.by or "")
         if not by:
             raise ConfigError("say who decides: enter your name", name="by")
-        problem = _long_name(by)
-        if problem is not None:
-            # Not cut: a cut name is not what was typed, and may end in half a character.
-            raise ConfigError(
-                f"the decider's name {problem}; nothing was decided", name="by", code="bad-name"
-            )
+        # Not cut to a length: a cut name is not what was typed (the rule refuses it).
         return approvals.check_decider(by)
 
     def _check_resumable(self, run_id: str, approval_id: str) -> None:
@@ -366,12 +352,6 @@ def _on_the_page(e: LoopwiseError) -> str:
     return str(e)
 
 
-def _long_name(name: str) -> str | None:
-    if len(name) <= _MAX_NAME:
-        return None
-    return f"is {len(name):,} characters long, over the limit of {_MAX_NAME}"
-
-
 class _NotUtf8(str):
     """A proxy's user header whose bytes are not UTF-8 (the text is their Latin-1 reading):
     shown as such, and no decision is recorded under it."""
@@ -381,7 +361,7 @@ class _NotUtf8(str):
 
 def _kept_name(typed: str | None) -> str | None:
     """The name typed, to prefill the form shown again, unless it is the name refused."""
-    if not typed or _long_name(typed.strip()) or shown_name_problem(typed.strip()):
+    if not typed or shown_name_problem(typed.strip()):
         return None
     return typed
 
