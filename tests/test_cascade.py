@@ -435,18 +435,3 @@ def test_the_cascade_draws_and_checks_like_a_workflow() -> None:
     person = _person_flow()
     assert "ask_person" in person.to_mermaid() and person.validation_errors() == []
     assert SQLiteStore  # the store the pause tests use
-
-
-def test_a_label_typed_at_the_terminal_is_checked_when_typed_and_asked_again() -> None:
-    # A typo at the terminal is not the end of the run: the labels are named, and asked again.
-    import io
-
-    out = io.StringIO()
-    typed = 'e\n{"kind": "spam"}\ne\n{"kind": "refund"}\n'
-    handler = loopwise.gates.TerminalApprovals(stdin=io.StringIO(typed), stdout=out, by="ann")
-    done = loopwise.run(_person_flow(), "It is broken, or is it?", model=_model(),
-                        approvals=handler, store=None)  # fmt: skip
-    assert (done.status, done.output) == (Status.COMPLETED, "sure:refund:person")
-    said = out.getvalue()
-    assert "the answer does not match the question's schema: kind: 'spam' is not one of" in said
-    assert said.count("approve? [y]es / [n]o / [e]dit: ") == 2

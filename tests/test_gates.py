@@ -636,15 +636,16 @@ def test_a_terminal_edit_of_a_plan_step_is_checked_when_typed_and_asked_again(
     target = load_target(str(Path(__file__).parent.parent / "workflows/refund_desk.py:refund_desk"))
     out = io.StringIO()
     bad = '{"order_id": "O-1003", "amount_cents": -5, "reason": "lid"}'
+    text = '{"order_id": "O-1003", "amount_cents": "500", "reason": "lid"}'  # strictly: no
     good = '{"order_id": "O-1003", "amount_cents": 500, "reason": "lid"}'
-    handler = gates.TerminalApprovals(
-        stdin=io.StringIO(f"e\n{bad}\ne\n{good}\n" + "y\n" * 4), stdout=out, by="ann"
-    )
+    typed = f"e\n{bad}\ne\n{text}\ne\n{good}\n" + "y\n" * 4
+    handler = gates.TerminalApprovals(stdin=io.StringIO(typed), stdout=out, by="ann")
     complaint = "Order O-1003 arrived broken and I want my money back."
     model = target.module.offline_model()
     done = loopwise.run(target.step, complaint, model=model, approvals=handler, store=None)
     said = out.getvalue()
     assert "amount_cents: -5 is below the minimum 1 (got -5); try again" in said
+    assert "amount_cents: Input should be a valid integer (got '500'); try again" in said
     assert done.status == Status.COMPLETED, done.detail
     assert done.output.results["s1"].status == "done"
     assert done.output.plan.steps[0].args_dict()["amount_cents"] == 500
@@ -662,6 +663,31 @@ def test_end_of_input_before_an_answer_leaves_the_call_undecided() -> None:
 
 def test_a_terminal_approver_with_an_unprintable_name_is_refused() -> None:
     for bad in ("ev\x1b[31mil", "   ", "\u200b"):
-        with pytest.raises(loopwise.ConfigError, match=r"TerminalApprovals\(by="):
+        with pytest.raises(loopwise.ConfigError, match=r"TerminalApprovals\(by=") as refused:
             gates.TerminalApprovals(by=bad)
+        assert refused.value.name == "by"
     assert gates.TerminalApprovals(by="team/lead").by == "team/lead"
+
+
+def test_a_label_typed_at_the_terminal_is_checked_when_typed_and_asked_again() -> None:
+    # A cascade's person gate: a typo is not the end of the run; the labels are named.
+    from loopwise import AskPerson, Cascade, Judge
+
+    @loopwise.step
+    async def answer(ruling: Any) -> str:
+        return f"{ruling.answer}:{ruling.backend}"
+
+    desk = Cascade("desk", Judge("kind", ["refund", "bug"]), sure=answer, unsure=AskPerson())
+    model = ScriptedModel(lambda r: {"kind": {"refund": 0.55, "bug": 0.45}}, name="scripted")
+    out = io.StringIO()
+    typed = 'e\n{"kind": "spam", "extra": 1}\ne\n{"kind": "bug"}\n'
+    handler = gates.TerminalApprovals(stdin=io.StringIO(typed), stdout=out, by="ann")
+    done = loopwise.run(desk, "It broke?", model=model, approvals=handler, store=None)
+    assert (done.status, done.output) == (Status.COMPLETED, "bug:person")
+    said = out.getvalue()
+    assert (
+        "rejected: the answer does not match the question's schema: (answer): Additional "
+        "properties are not allowed ('extra' was unexpected); kind: 'spam' is not one of "
+        "['refund', 'bug']; try again"
+    ) in said
+    assert said.count("approve? [y]es / [n]o / [e]dit: ") == 2
