@@ -13,7 +13,9 @@ isolate, or a lone surrogate (:func:`unprintable`). Anything else is fine — ``
 A name a person gives that is printed back to other people — who decided an approval
 (``loopwise approve --by``, the inbox's name field or its proxy's user header,
 ``decide(by=)``) — follows the same rule except that it may hold ``/`` (``team/lead``):
-it is never part of a path. :func:`shown_name_problem` checks it.
+it is never part of a path — and shows somebody: not only spaces, zero-width or formatting
+characters, and at most :data:`MAX_SHOWN_NAME` characters. :func:`shown_name_problem`
+checks it.
 
 Free text (a reason for a denial, a tool's error, a planner's reason) may hold anything,
 several lines too; wherever it is printed on a terminal it goes through :func:`printable`,
