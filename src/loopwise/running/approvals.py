@@ -190,15 +190,10 @@ def _answer_schema(store: EventLog, found: StoredApproval) -> dict[str, Any] | N
 
 def _check_answer(schema: dict[str, Any], answer: Any) -> None:
     """Refuse an answer that does not match the question's schema (nothing is recorded)."""
-    from jsonschema import Draft202012Validator
+    from loopwise.tools.gates import answer_problem  # the terminal checks it the same way
 
-    problems = sorted(Draft202012Validator(schema).iter_errors(answer), key=lambda e: e.path)
-    if problems:
-        said = "; ".join(
-            f"{'.'.join(map(str, e.absolute_path)) or '(answer)'}: {e.message}"
-            for e in problems[:5]
-        )
-        problem = f"the answer does not match the question's schema: {said}"
+    problem = answer_problem(schema, answer)
+    if problem is not None:
         raise AnswerError(
             f"{problem} (answer with --args, a JSON object matching {json.dumps(schema)[:300]})",
             problem=problem,

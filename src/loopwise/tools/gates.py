@@ -33,6 +33,7 @@ import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from loopwise.core.events import EventType, Status, jsonable
@@ -69,6 +70,7 @@ __all__ = [
     "Gate",
     "GateKind",
     "TerminalApprovals",
+    "answer_problem",
     "authorize",
     "authorize_all",
     "changed_fields",
@@ -394,19 +396,20 @@ def _request(a: Ask, reason: str, tainted_by: str | None) -> ApprovalRequest:
 def _answer_check(schema: dict[str, Any] | None) -> Callable[[dict[str, Any]], str | None] | None:
     """For a question (its answer's JSON schema), what the schema finds wrong with an answer
     a person types, so a terminal asks again (``loopwise approve`` refuses it the same)."""
-    if schema is None:
-        return None
+    return None if schema is None else partial(answer_problem, schema)
 
-    def problem(answer: dict[str, Any]) -> str | None:
-        from jsonschema import Draft202012Validator  # a question's answers only
 
-        found = sorted(Draft202012Validator(schema).iter_errors(answer), key=lambda e: e.path)
-        said = "; ".join(
-            f"{'.'.join(map(str, e.absolute_path)) or '(answer)'}: {e.message}" for e in found[:5]
-        )
-        return f"the answer does not match the question's schema: {said}" if found else None
+def answer_problem(schema: dict[str, Any], answer: Any) -> str | None:
+    """What ``schema`` (a question's, as an MCP server's elicitation or a cascade's label
+    pick declares it) finds wrong with a person's ``answer`` — its first five problems —
+    or ``None`` when it matches."""
+    from jsonschema import Draft202012Validator  # a question's answers only
 
-    return problem
+    found = sorted(Draft202012Validator(schema).iter_errors(answer), key=lambda e: e.path)
+    said = "; ".join(
+        f"{'.'.join(map(str, e.absolute_path)) or '(answer)'}: {e.message}" for e in found[:5]
+    )
+    return f"the answer does not match the question's schema: {said}" if found else None
 
 
 async def recheck_edited(
