@@ -14,6 +14,7 @@ import html
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from loopwise.core.names import printable
 from loopwise.core.shape import Graph, Node
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "KIND_FILLS",
     "STATE_FILLS",
     "escape",
+    "escape_shown",
     "graph_svg",
     "shorten",
     "svg_element",
@@ -58,6 +60,14 @@ _NODE_W, _NODE_H, _GAP_X, _GAP_Y, _ROW_MAX = 150, 40, 20, 44, 5
 def escape(text: Any) -> str:
     """``text`` as HTML/SVG text or an attribute value (quotes escaped too)."""
     return html.escape(str(text), quote=True)
+
+
+def escape_shown(text: Any) -> str:
+    """Text a page shows for people to read (a reason, a name, a case id, a model's
+    output): :func:`escape`, and with what would reorder or hide the text around it (a
+    bidirectional override, a control character) shown as an escape; line breaks and
+    tabs stay. Not for form values: those go back as they are."""
+    return escape(printable(str(text), keep="\n\r\t"))
 
 
 _e = escape

@@ -13,17 +13,11 @@ import json
 from typing import Any
 
 from loopwise.core.names import printable
-from loopwise.core.svg import escape
+from loopwise.core.svg import escape_shown as _e
 from loopwise.evidence.evals import EvalReport
 from loopwise.evidence.stats import CaseRun, TargetSummary
 
 __all__ = ["failing_runs", "failure_lines", "failure_table", "why_failed"]
-
-
-def _e(text: object) -> str:
-    """Text a page shows: escaped, and with what would reorder or hide the text around it
-    (a bidirectional override, a control character) shown as an escape, as the inbox does."""
-    return escape(printable(str(text), keep="\n\r\t"))
 
 
 def failing_runs(report: EvalReport) -> list[tuple[TargetSummary, CaseRun]]:

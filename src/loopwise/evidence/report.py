@@ -18,7 +18,8 @@ from typing import Any
 
 from loopwise.core.names import printable
 from loopwise.core.shape import Edge, Graph, Node, describe, drawing, mermaid
-from loopwise.core.svg import EFFECT_COLORS, escape, graph_svg
+from loopwise.core.svg import EFFECT_COLORS, graph_svg
+from loopwise.core.svg import escape_shown as _e
 from loopwise.core.svg import svg_element as _svg
 from loopwise.evidence.evals import EvalReport, architecture_of
 from loopwise.evidence.failures import failure_lines, failure_table
@@ -58,13 +59,6 @@ CHART_METRICS = (
     ("tokens", "tokens per case"),
     ("latency_s", "latency per case (s)"),
 )
-
-
-def _e(text: object) -> str:
-    """Text the page shows (case ids, outputs, titles): escaped, and with what would
-    reorder or hide the text around it (a bidirectional override, a control character)
-    shown as an escape, as the inbox does; line breaks and tabs stay."""
-    return escape(printable(str(text), keep="\n\r\t"))
 
 
 def write_report(report: EvalReport, path: str, graphs: dict[str, dict[str, Any]]) -> None:

@@ -19,10 +19,11 @@ from typing import Any
 from urllib.parse import quote
 
 from loopwise.core.events import Event, EventType
-from loopwise.core.names import printable, unprintable
+from loopwise.core.names import unprintable
 from loopwise.core.shape import Edge, Graph, Node
 from loopwise.core.svg import EFFECT_COLORS, graph_svg
 from loopwise.core.svg import escape as _e
+from loopwise.core.svg import escape_shown as _t
 from loopwise.running.approvals import ApprovalView, PlanItem
 from loopwise.store.base import StoredApproval, StoredRun
 from loopwise.tools.audit import event_summary, stake_text
@@ -46,13 +47,6 @@ _LONG_TEXT = 1_000
 EDITABLE_CHARS = 64_000
 """Arguments whose JSON is longer are not put in the page's edit box: the form could not
 carry them back (:mod:`loopwise.serve.app` takes forms of up to 256 KiB, URL-encoded)."""
-
-
-def _t(text: object) -> str:
-    """Free text a page shows (a reason, a note, a name): escaped, and with what would
-    reorder or hide the text around it (a bidirectional override, a control character)
-    shown as an escape; line breaks and tabs stay. Not for form values: those go back."""
-    return _e(printable(str(text), keep="\n\r\t"))
 
 
 def _path(*parts: str) -> str:
