@@ -44,8 +44,8 @@ def _store(path: str, n: int) -> None:
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
     import loopwise
-    from loopwise.evidence.graduate import mine
-    from loopwise.evidence.traces import load_runs
+    from loopwise.evidence.graduate.graduate import mine
+    from loopwise.evidence.graduate.traces import load_runs
 
     with tempfile.TemporaryDirectory() as tmp:
         os.environ.setdefault("LOOPWISE_SHOP_DB", f"{tmp}/shop.db")

@@ -14,7 +14,7 @@ of ``workflows/data/tickets.jsonl`` (``--decisions N``, spread over the dataset)
 case weighed sure (threshold 0, as the eval's sweep runs its first pass), so none reaches
 the agent: one line per ticket, then the backend that answered (the server has no
 ``/v1/decisions``: the judge steps to ``logprobs``), the accuracy, the expected
-calibration error and reliability bins (:mod:`loopwise.evidence.calibration`), each call's
+calibration error and reliability bins (:mod:`loopwise.evidence.sweeps.calibration`), each call's
 time and output tokens, the labels' share of the listed log-probability mass, and the
 first call's ``top_logprobs`` as the server sent them.
 
@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import loopwise
-from loopwise.evidence.calibration import calibration, calibration_warning
+from loopwise.evidence.sweeps.calibration import calibration, calibration_warning
 from loopwise.models.openai import OpenAIModel
 from loopwise.running.targets import load_target
 

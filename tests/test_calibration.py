@@ -9,13 +9,11 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from loopwise.errors import ConfigError
-from loopwise.evidence.calibration import (
+from loopwise.evidence.charts import FrontierDot, frontier_svg, reliability_svg
+from loopwise.evidence.sweeps.calibration import (
     Calibration,
-    FrontierDot,
     calibration,
     calibration_warning,
-    frontier_svg,
-    reliability_svg,
 )
 
 SVG = "{http://www.w3.org/2000/svg}"

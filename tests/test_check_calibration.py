@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from loopwise.cli.main import main
-from loopwise.evidence.calibration import FrontierDot, frontier_svg
+from loopwise.evidence.charts import FrontierDot, frontier_svg
 
 ROOT = Path(__file__).resolve().parent.parent
 TRIAGE = f"{ROOT}/workflows/ticket_triage.py:triage"
@@ -244,7 +244,7 @@ def test_the_frontier_legend_lists_only_the_marks_drawn_and_names_its_unit_once(
 def test_a_module_named_like_a_folder_beside_it_stays_a_module_name(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from loopwise.evidence.history import history_key
+    from loopwise.evidence.evals.history import history_key
 
     (tmp_path / "deskpkg").mkdir()
     (tmp_path / "flow.py").write_text("")

@@ -47,7 +47,8 @@ def test_root_functions_stay_functions_when_their_modules_load() -> None:
     # In a fresh interpreter, so that importing the modules first is what happens: their
     # homes are in folders, so no root module shadows a root function (no hook needed).
     code = (
-        "import loopwise.evidence.analyze, loopwise.evidence.check, loopwise.evidence.decide\n"
+        "import loopwise.evidence.graduate.analyze, loopwise.evidence.check\n"
+        "import loopwise.evidence.decide\n"
         "import loopwise.core.step\n"
         "from loopwise import analyze, check, decide\n"
         "import loopwise\n"

@@ -19,9 +19,9 @@ import loopwise
 from loopwise import Budget, ModelRequest, Workflow, analyze, check, decide
 from loopwise.cli.main import main
 from loopwise.core.shape import Kind, Limits, Shape
-from loopwise.evidence.analyze import tool_path
 from loopwise.evidence.check import Finding
-from loopwise.evidence.evals import Case, EvalTarget, evaluate, field_match, load_dataset
+from loopwise.evidence.evals.harness import Case, EvalTarget, evaluate, field_match, load_dataset
+from loopwise.evidence.graduate.analyze import tool_path
 from loopwise.testing import ScriptedModel
 from loopwise.tools.tool import tool
 

@@ -16,9 +16,9 @@ import pytest
 
 import loopwise
 from loopwise.cli.main import main
-from loopwise.evidence.evals import StderrProgress
+from loopwise.evidence.evals.harness import StderrProgress
+from loopwise.evidence.evals.stats import CaseRun
 from loopwise.evidence.scaffold import init_project
-from loopwise.evidence.stats import CaseRun
 
 
 def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ast
 import io
+import subprocess
+import sys
 import tokenize
 from pathlib import Path
 
@@ -320,3 +322,38 @@ def test_the_face_loads_each_name_from_its_home() -> None:
         if name not in _defined(ast.parse(files[module].read_text()))
     ]
     assert not wrong, wrong
+
+
+def test_the_report_imports_neither_the_sweep_runner_nor_an_architecture() -> None:
+    # The report draws numbers; running a sweep (and through it the cascade) is not its job.
+    code = (
+        "import sys, loopwise.evidence.report\n"
+        "bad = sorted(m for m in sys.modules if m.startswith('loopwise.architectures')"
+        " or m == 'loopwise.evidence.sweeps.sweep')\n"
+        "print(','.join(bad))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "", out.stdout
+
+
+EVIDENCE_FAMILIES = {"evals": 0, "sweeps": 1, "graduate": 1}
+"""``evidence/``'s family folders: the sweeps and graduation build on the evals, never the
+other way, and neither reaches into the other."""
+
+
+def test_evidence_families_build_on_the_evals_one_way() -> None:
+    graph = import_graph(typing=True)
+    wrong = []
+    for module in sorted(_own_modules(graph)):
+        parts = module.split(".")
+        if parts[1] != "evidence" or len(parts) < 4 or parts[2] not in EVIDENCE_FAMILIES:
+            continue
+        for target in graph[module]:
+            there = target.split(".")
+            if len(there) < 4 or there[1] != "evidence" or there[2] == parts[2]:
+                continue
+            if there[2] in EVIDENCE_FAMILIES and (
+                EVIDENCE_FAMILIES[there[2]] >= EVIDENCE_FAMILIES[parts[2]]
+            ):
+                wrong.append(f"{module} imports {target}")
+    assert not wrong, "\n".join(wrong)

@@ -12,9 +12,9 @@ import pytest
 import loopwise
 from loopwise import ModelRequest
 from loopwise.core.events import Status
-from loopwise.evidence.evals import Case, EvalTarget, evaluate
-from loopwise.evidence.paired import paired_difference, t_quantile
-from loopwise.evidence.stats import CaseRun
+from loopwise.evidence.evals.harness import Case, EvalTarget, evaluate
+from loopwise.evidence.evals.paired import paired_difference, t_quantile
+from loopwise.evidence.evals.stats import CaseRun
 from loopwise.testing import ScriptedModel
 
 
@@ -123,7 +123,7 @@ def test_eval_recommendation_pairs_targets_that_ran_the_same_cases() -> None:
 
 
 def _two(a_right: int, b_right: int, n: int, *, same_cases: bool = True) -> list[Any]:
-    from loopwise.evidence.stats import summarize
+    from loopwise.evidence.evals.stats import summarize
 
     a = [_run(str(i), 1.0 if i < a_right else 0.0, target="a") for i in range(n)]
     offset = 0 if same_cases else n
@@ -132,7 +132,7 @@ def _two(a_right: int, b_right: int, n: int, *, same_cases: bool = True) -> list
 
 
 def test_a_small_sample_tie_says_how_many_cases_would_decide_it() -> None:
-    from loopwise.evidence.recommend import cases_to_decide, recommend
+    from loopwise.evidence.evals.recommend import cases_to_decide, recommend
 
     # The case: 75% vs 88% on 8 cases is "equal within noise" — and now says more.
     a, b = _two(6, 7, 8)

@@ -76,10 +76,10 @@ def test_an_unknown_submodule_is_an_attribute_error() -> None:
         ("Cascade", "loopwise.architectures.cascade"),
         ("AskPerson", "loopwise.architectures.cascade"),
         ("Weighed", "loopwise.architectures.cascade"),
-        ("sweep", "loopwise.evidence.sweep"),
-        ("asweep", "loopwise.evidence.sweep"),
-        ("Sweep", "loopwise.evidence.sweep"),
-        ("SweepPoint", "loopwise.evidence.sweep"),
+        ("sweep", "loopwise.evidence.sweeps.sweep"),
+        ("asweep", "loopwise.evidence.sweeps.sweep"),
+        ("Sweep", "loopwise.evidence.sweeps.sweep"),
+        ("SweepPoint", "loopwise.evidence.sweeps.sweep"),
     ],
 )
 def test_the_cascade_and_sweep_names_come_from_their_homes(name: str, home: str) -> None:

@@ -11,7 +11,7 @@ import pytest
 import loopwise
 from loopwise import ModelRequest
 from loopwise.cli.main import main
-from loopwise.evidence.evals import Case, EvalTarget, evaluate
+from loopwise.evidence.evals.harness import Case, EvalTarget, evaluate
 from loopwise.testing import ScriptedModel
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,7 +13,7 @@ from loopwise import Agent, Budget, GraphError, Structured, ToolError, Workflow,
 from loopwise.architectures.hybrid import Hybrid
 from loopwise.cli.main import main
 from loopwise.core.shape import Kind, Limits, Shape, describe, mermaid
-from loopwise.evidence.evals import architecture_of
+from loopwise.evidence.evals.harness import architecture_of
 from loopwise.evidence.report import describe_graph
 from loopwise.running.targets import load_target
 from loopwise.tools.gates import human

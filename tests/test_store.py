@@ -151,7 +151,8 @@ def test_a_version_1_file_is_migrated(tmp_path: Path) -> None:
 def test_eval_history_made_before_it_was_the_stores_survives_the_migration(
     tmp_path: Path,
 ) -> None:
-    # Before schema version 3, loopwise.evidence.evals created eval_results in a version-2 store.
+    # Before schema version 3, loopwise.evidence.evals.harness created eval_results in a
+    # version-2 store.
     db = tmp_path / "evals.db"
     conn = sqlite3.connect(db)
     conn.executescript(_V1)

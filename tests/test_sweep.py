@@ -11,8 +11,8 @@ import pytest
 import loopwise
 from loopwise import AskPerson, Cascade, EvalTarget, Judge, Ruling, evaluate, load_dataset
 from loopwise.cli.main import main
-from loopwise.evidence.frontier import format_sweep
-from loopwise.evidence.sweep import DEFAULT_GRID, grid_of, sweep
+from loopwise.evidence.sweeps.frontier import format_sweep
+from loopwise.evidence.sweeps.sweep import DEFAULT_GRID, grid_of, sweep
 from loopwise.running.targets import load_target, model_for
 from loopwise.testing import FakeChatServer, ScriptedModel
 

@@ -48,10 +48,9 @@ if TYPE_CHECKING:
         TargetError,
         ToolError,
     )
-    from loopwise.evidence.analyze import TraceAnalysis, analyze
     from loopwise.evidence.check import Finding, check
     from loopwise.evidence.decide import Decision, decide
-    from loopwise.evidence.evals import (
+    from loopwise.evidence.evals.harness import (
         Case,
         EvalReport,
         EvalTarget,
@@ -60,8 +59,10 @@ if TYPE_CHECKING:
         field_match,
         load_dataset,
     )
-    from loopwise.evidence.graduate import Graduation, graduate
-    from loopwise.evidence.sweep import Sweep, SweepPoint, asweep, sweep
+    from loopwise.evidence.graduate.analyze import TraceAnalysis, analyze
+    from loopwise.evidence.graduate.graduate import Graduation, graduate
+    from loopwise.evidence.sweeps.points import Sweep, SweepPoint
+    from loopwise.evidence.sweeps.sweep import asweep, sweep
     from loopwise.integrations import mcp as mcp
     from loopwise.integrations import otel as otel
     from loopwise.models.openai import OpenAIModel, resolve_model
@@ -89,10 +90,11 @@ if TYPE_CHECKING:
 # deciding API (decide, check, analyze, evals).
 _LAZY = {
     **dict.fromkeys(["Agent", "LoopDetection"], "loopwise.architectures.agent"),
-    **dict.fromkeys(["TraceAnalysis", "analyze"], "loopwise.evidence.analyze"),
+    **dict.fromkeys(["TraceAnalysis", "analyze"], "loopwise.evidence.graduate.analyze"),
     **dict.fromkeys(["Finding", "check"], "loopwise.evidence.check"),
-    **dict.fromkeys(["Graduation", "graduate"], "loopwise.evidence.graduate"),
-    **dict.fromkeys(["Sweep", "SweepPoint", "asweep", "sweep"], "loopwise.evidence.sweep"),
+    **dict.fromkeys(["Graduation", "graduate"], "loopwise.evidence.graduate.graduate"),
+    **dict.fromkeys(["Sweep", "SweepPoint"], "loopwise.evidence.sweeps.points"),
+    **dict.fromkeys(["asweep", "sweep"], "loopwise.evidence.sweeps.sweep"),
     **dict.fromkeys(["Decision", "decide"], "loopwise.evidence.decide"),
     **dict.fromkeys(["ConfigError", "ConversationError", "DecisionError", "DirectEffectError",
                      "GraphError", "JudgeError",
@@ -100,7 +102,7 @@ _LAZY = {
                      "ProbabilitiesMissing", "StoreError",
                      "TargetError", "ToolError"], "loopwise.errors"),
     **dict.fromkeys(["Case", "EvalReport", "EvalTarget", "aevaluate", "evaluate",
-                     "field_match", "load_dataset"], "loopwise.evidence.evals"),
+                     "field_match", "load_dataset"], "loopwise.evidence.evals.harness"),
     **dict.fromkeys(["Event", "EventType", "Status", "TextDelta"], "loopwise.core.events"),
     **dict.fromkeys(["Gate", "policy", "policy_then_human"], "loopwise.tools.gates"),
     **dict.fromkeys(["Action", "ActionCatalog", "Plan", "PlanContext", "PlanStep", "REJECTED"],

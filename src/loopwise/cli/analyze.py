@@ -1,5 +1,5 @@
 """The ``loopwise analyze`` verb: read stored runs, print
-:func:`loopwise.evidence.analyze.analyze`."""
+:func:`loopwise.evidence.graduate.analyze.analyze`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from loopwise.cli.options import store_help
 from loopwise.core.events import Status
-from loopwise.evidence.analyze import TraceAnalysis, analyze
+from loopwise.evidence.graduate.analyze import TraceAnalysis, analyze
 from loopwise.store.open import open_existing, require_folder
 
 __all__ = ["add_analyze_verb", "stored_runs"]

@@ -1,6 +1,6 @@
 """The ``loopwise check`` verb: load a target and print :func:`loopwise.evidence.check.check`'s
 findings, and for a target that is or holds a cascade, what its last sweep says of its
-judge's calibration (:func:`loopwise.evidence.cascades.calibration_findings`, read from the
+judge's calibration (:func:`loopwise.evidence.sweeps.cascades.calibration_findings`, read from the
 eval store ``loopwise eval`` writes; ``--store`` names another).
 
 Exit 1 when an error is found, 0 otherwise; a target that cannot be found is a usage
@@ -15,8 +15,8 @@ from typing import Any
 
 from loopwise.cli.options import eval_store, eval_store_help, store_value, user_output_to_stderr
 from loopwise.errors import ConfigError, TargetError
-from loopwise.evidence.cascades import Measured, calibration_findings
 from loopwise.evidence.check import Finding, Level, check
+from loopwise.evidence.sweeps.cascades import Measured, calibration_findings
 from loopwise.running.targets import Target, load_target
 
 __all__ = ["add_check_verb", "check_target", "checked"]

@@ -1,8 +1,8 @@
 """The ``loopwise eval`` verb: run targets over a dataset, save, print and draw the report.
 
-The logic lives in :mod:`loopwise.evidence.evals` and :mod:`loopwise.evidence.report`; this module
-only
-parses, calls and prints. Usage mistakes raise :class:`~loopwise.errors.ConfigError`
+The logic lives in :mod:`loopwise.evidence.evals.harness` and
+:mod:`loopwise.evidence.report`; this module only parses, calls and prints. Usage mistakes
+raise :class:`~loopwise.errors.ConfigError`
 (one line, exit 2), before any run where they can be seen before.
 """
 
@@ -30,8 +30,7 @@ from loopwise.cli.watch import add_watch_flags, watch_sinks
 from loopwise.core.step import needs_model
 from loopwise.core.usage import Price, Pricing
 from loopwise.errors import ConfigError
-from loopwise.evidence.cascades import cascades_within, swept
-from loopwise.evidence.evals import (
+from loopwise.evidence.evals.harness import (
     EvalReport,
     EvalTarget,
     StderrProgress,
@@ -43,10 +42,11 @@ from loopwise.evidence.evals import (
     previous_summaries,
     save_eval,
 )
-from loopwise.evidence.frontier import format_sweep
+from loopwise.evidence.evals.sandbox import GATE_RULES, eval_deps
 from loopwise.evidence.report import describe_graph, format_text, write_report
-from loopwise.evidence.sandbox import GATE_RULES, eval_deps
-from loopwise.evidence.sweep import DEFAULT_GRID, parse_sweep, sweep
+from loopwise.evidence.sweeps.cascades import cascades_within, swept
+from loopwise.evidence.sweeps.frontier import format_sweep
+from loopwise.evidence.sweeps.sweep import DEFAULT_GRID, parse_sweep, sweep
 from loopwise.models.port import model_name
 from loopwise.running.targets import Target, model_for, schema_filler_note
 from loopwise.store.open import store_location

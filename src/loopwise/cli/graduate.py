@@ -1,5 +1,5 @@
 """The ``loopwise graduate`` verb: mine an agent's stored runs, write a workflow module,
-evaluate it against the agent, recommend (:mod:`loopwise.evidence.graduate`).
+evaluate it against the agent, recommend (:mod:`loopwise.evidence.graduate.graduate`).
 
 Exit codes: 0 when the recommendation is to graduate, 1 when it is to keep the agent (the
 steps are not known, or the workflow did not hold up), 2 for a usage mistake.
@@ -14,10 +14,8 @@ from typing import Any
 
 from loopwise.cli.options import count, store_help, user_output_to_stderr
 from loopwise.errors import ConfigError
-from loopwise.evidence.evals import load_dataset
-from loopwise.evidence.graduate import Graduation, graduate
-from loopwise.evidence.report import describe_graph, write_report
-from loopwise.evidence.stats import (
+from loopwise.evidence.evals.harness import load_dataset
+from loopwise.evidence.evals.stats import (
     REFERENCE_MODEL,
     TargetSummary,
     metric_text,
@@ -25,6 +23,8 @@ from loopwise.evidence.stats import (
     reference_cost,
     usd,
 )
+from loopwise.evidence.graduate.graduate import Graduation, graduate
+from loopwise.evidence.report import describe_graph, write_report
 from loopwise.running.targets import load_target
 from loopwise.store.open import store_location
 

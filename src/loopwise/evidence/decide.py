@@ -3,7 +3,7 @@
 Two questions (can the steps be written down in advance? what does a wrong step cost?)
 plus volume and latency budget → ``workflow``, ``agent`` or ``hybrid``, with the reasons
 and the example to start from. The static review of a built step is :mod:`loopwise.evidence.check`;
-the evidence from stored runs is :mod:`loopwise.evidence.analyze`.
+the evidence from stored runs is :mod:`loopwise.evidence.graduate.analyze`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The eval report: :func:`format_text` for a terminal, and one self-contained HTML page
 (inline CSS and SVG, no script, no CDN).
 
-:func:`render_html` draws, for an :class:`~loopwise.evidence.evals.EvalReport`: the
+:func:`render_html` draws, for an :class:`~loopwise.evidence.evals.harness.EvalReport`: the
 recommendation; the side-by-side table; how runs ended (a stacked bar per target); a box
 plot per metric (cost, steps, model calls, tokens, latency — whiskers min–max, box
 p25–p75, a line at p50, a tick at p95) with the targets on one scale; histograms of cost
@@ -12,46 +12,30 @@ Mermaid text; and every run in a collapsible table. It opens offline in any brow
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from loopwise.core.names import printable
 from loopwise.core.shape import Edge, Graph, Node, describe, drawing, mermaid
 from loopwise.core.svg import EFFECT_COLORS, graph_svg
 from loopwise.core.svg import escape_shown as _e
-from loopwise.core.svg import svg_element as _svg
-from loopwise.evidence.evals import EvalReport, architecture_of
-from loopwise.evidence.failures import failure_lines, failure_table
-from loopwise.evidence.frontier import sweeps_html
-from loopwise.evidence.stats import (
+from loopwise.evidence.charts import box_plot, histograms, status_bars
+from loopwise.evidence.evals.failures import failure_lines, failure_table
+from loopwise.evidence.evals.harness import EvalReport, architecture_of
+from loopwise.evidence.evals.stats import (
     REFERENCE_MODEL,
     Distribution,
     TargetSummary,
     metric_text,
     pct,
-    percentile,
     reference_cost,
-    reference_costs,
     usd,
 )
+from loopwise.evidence.sweeps.frontier import sweeps_html
 
 __all__ = ["describe_graph", "draw_graph", "format_text", "render_html", "write_report"]
 
 PALETTE = ("#2563eb", "#ea580c", "#16a34a", "#9333ea", "#0891b2", "#be123c")
-STATUS_COLORS = {
-    "completed": "#16a34a",
-    "step_limit": "#f59e0b",
-    "budget_exceeded": "#ea580c",
-    "stuck": "#dc2626",
-    "tool_failed": "#b91c1c",
-    "invalid_output": "#a855f7",
-    "refused": "#6b7280",
-    "awaiting_approval": "#0ea5e9",
-    "denied": "#374151",
-    "error": "#7f1d1d",
-    "cancelled": "#9ca3af",
-}
 CHART_METRICS = (
     ("cost_usd", "cost per case (USD)"),
     ("steps", "steps per case"),
@@ -76,14 +60,14 @@ def render_html(report: EvalReport, graphs: dict[str, dict[str, Any]] | None = N
         _recommendation(report),
         _section("Thresholds", sweeps_html(report.sweeps, report.targets)) if report.sweeps else "",
         _section("Side by side", _summary_table(report, colors) + _history(report)),
-        _section("How runs ended", _status_bars(report.targets)),
+        _section("How runs ended", status_bars(report.targets)),
         _section("Where they differ", _disagreement_table(report)),
         _section("Failing cases", failure_table(report)),
         _section(
             "Distributions",
-            "".join(_box_plot(report.targets, m, title, colors) for m, title in CHART_METRICS),
+            "".join(box_plot(report.targets, m, title, colors) for m, title in CHART_METRICS),
         ),
-        _section("Histograms", _histograms(report.targets, colors)),
+        _section("Histograms", histograms(report.targets, colors)),
         _section("Shapes", "".join(_shape(t, graphs.get(t.name), colors) for t in report.targets)),
         _section("Every run", "".join(_runs_table(t) for t in report.targets)),
     ]
@@ -229,193 +213,6 @@ def _summary_table(report: EvalReport, colors: dict[str, str]) -> str:
         for label, cells in rows
     )
     return f"<table><tr><th></th>{head}</tr>{body}</table>"
-
-
-def _status_bars(targets: Sequence[TargetSummary]) -> str:
-    width, left, row = 960, 180, 30
-    parts = []
-    for i, t in enumerate(targets):
-        y, x = 10 + i * row, float(left)
-        parts.append(f"<text x='0' y='{y + 15}'>{_e(_short(t.title, 28))}</text>")
-        for status, count in t.status_counts.items():
-            w = (width - left - 10) * count / max(t.n, 1)
-            color = STATUS_COLORS.get(status, "#9ca3af")
-            parts.append(
-                f"<rect x='{x:.1f}' y='{y}' width='{w:.1f}' height='20' fill='{color}'>"
-                f"<title>{_e(status)}: {count}</title></rect>"
-            )
-            if w > 60:
-                parts.append(
-                    f"<text x='{x + 4:.1f}' y='{y + 14}' fill='#fff'>{_e(status)} {count}</text>"
-                )
-            x += w
-    legend_y = 20 + len(targets) * row
-    statuses = sorted({s for t in targets for s in t.status_counts})
-    for j, status in enumerate(statuses):
-        lx = left + j * 120
-        parts.append(
-            f"<rect x='{lx}' y='{legend_y - 9}' width='10' height='10' "
-            f"fill='{STATUS_COLORS.get(status, '#9ca3af')}'/>"
-            f"<text x='{lx + 14}' y='{legend_y}'>{_e(status)}</text>"
-        )
-    return _svg(width, legend_y + 10, "".join(parts), "how runs ended per target")
-
-
-def _short(text: str, n: int) -> str:
-    return text if len(text) <= n else "…" + text[-(n - 1) :]
-
-
-def _priceless(targets: Sequence[TargetSummary]) -> bool:
-    """No target has a real, non-zero cost (the scripted model, or unpriced models)."""
-    return all(not any(t.metrics["cost_usd"].values) for t in targets)
-
-
-def _dist(t: TargetSummary, metric: str, targets: Sequence[TargetSummary]) -> Distribution:
-    """The distribution charted for ``metric``: costs at a reference price when none is real."""
-    if metric == "cost_usd" and _priceless(targets):
-        return reference_costs(t)
-    return t.metrics[metric]
-
-
-def _nice_max(value: float) -> float:
-    if value <= 0:
-        return 1.0
-    exp = 10.0 ** math.floor(math.log10(value))
-    for m in (1, 2, 2.5, 5, 10):
-        if value <= m * exp:
-            return float(m * exp)
-    return 10.0 * exp
-
-
-def _box_plot(
-    targets: Sequence[TargetSummary], metric: str, title: str, colors: dict[str, str]
-) -> str:
-    dists = [_dist(t, metric, targets) for t in targets]
-    if metric == "cost_usd" and _priceless(targets):
-        title = (
-            f"cost per case at {REFERENCE_MODEL} prices (the model used costs $0 or is unpriced)"
-        )
-    top = _nice_max(max((d.stat("max") or 0.0) for d in dists))
-    width, left, right, row = 960, 180, 120, 34
-    scale = (width - left - right) / top
-    height = 30 + row * len(targets)
-    parts = _axis(left, scale, top, height - 18, metric)
-    for i, (t, d) in enumerate(zip(targets, dists, strict=True)):
-        y = 8 + i * row
-        parts.append(f"<text x='0' y='{y + 14}'>{_e(_short(t.title, 28))}</text>")
-        parts.append(_box(d, left, scale, y=y, color=colors[t.name], metric=metric))
-    caption = f"{title} — whiskers min–max, box p25–p75, | p50, ◆ p95"
-    svg = _svg(width, height, "".join(parts), title)
-    return f"<figure><figcaption>{_e(caption)}</figcaption>{svg}</figure>"
-
-
-def _axis(left: int, scale: float, top: float, y: int, metric: str) -> list[str]:
-    parts = [
-        f"<line x1='{left}' y1='{y}' x2='{left + top * scale:.1f}' y2='{y}' stroke='#9ca3af'/>"
-    ]
-    for k in range(5):
-        value = top * k / 4
-        x = left + value * scale
-        parts.append(
-            f"<line x1='{x:.1f}' y1='{y}' x2='{x:.1f}' y2='{y + 4}' stroke='#9ca3af'/>"
-            f"<text x='{x:.1f}' y='{y + 15}' text-anchor='middle' fill='#6b7280'>"
-            f"{_e(_fmt(value, metric))}</text>"
-        )
-    return parts
-
-
-def _box(d: Distribution, left: int, scale: float, *, y: int, color: str, metric: str) -> str:
-    if d.n == 0:
-        return f"<text x='{left}' y='{y + 14}' fill='#6b7280'>unknown</text>"
-    lo, q1, med, q3, p95, hi = (
-        min(d.values),
-        percentile(d.values, 25),
-        percentile(d.values, 50),
-        percentile(d.values, 75),
-        percentile(d.values, 95),
-        max(d.values),
-    )
-
-    def x(v: float) -> float:
-        return left + v * scale
-
-    tip = " · ".join(
-        f"{name} {_fmt(v, metric)}"
-        for name, v in (("min", lo), ("p50", med), ("p95", p95), ("max", hi))
-    )
-    return (
-        f"<g><title>{_e(tip)}</title>"
-        f"<line x1='{x(lo):.1f}' y1='{y + 10}' x2='{x(hi):.1f}' y2='{y + 10}' stroke='{color}'/>"
-        f"<line x1='{x(lo):.1f}' y1='{y + 4}' x2='{x(lo):.1f}' y2='{y + 16}' stroke='{color}'/>"
-        f"<line x1='{x(hi):.1f}' y1='{y + 4}' x2='{x(hi):.1f}' y2='{y + 16}' stroke='{color}'/>"
-        f"<rect x='{x(q1):.1f}' y='{y + 2}' width='{max(x(q3) - x(q1), 1.5):.1f}' height='16' "
-        f"fill='{color}' fill-opacity='0.25' stroke='{color}'/>"
-        f"<line x1='{x(med):.1f}' y1='{y + 1}' x2='{x(med):.1f}' y2='{y + 19}' stroke='{color}' "
-        "stroke-width='3'/>"
-        f"<path d='M{x(p95):.1f},{y + 4} l5,6 l-5,6 l-5,-6 z' fill='{color}'/>"
-        f"<text x='{x(hi) + 8:.1f}' y='{y + 14}' fill='#374151'>p95 {_e(_fmt(p95, metric))}</text>"
-        "</g>"
-    )
-
-
-def _histograms(targets: Sequence[TargetSummary], colors: dict[str, str]) -> str:
-    figures = []
-    cost = f"cost per case at {REFERENCE_MODEL} prices" if _priceless(targets) else "cost per case"
-    for metric, title in (
-        ("cost_usd", cost),
-        ("steps", "steps per case"),
-        ("tokens", "tokens per case"),
-    ):
-        top = max((_dist(t, metric, targets).stat("max") or 0.0) for t in targets)
-        for t in targets:
-            svg = _histogram(_dist(t, metric, targets), top, colors[t.name], metric)
-            figures.append(
-                f"<figure><figcaption>{_e(t.title)}: {_e(title)}</figcaption>{svg}</figure>"
-            )
-    return f"<div class='charts'>{''.join(figures)}</div>"
-
-
-def _bins(values: Sequence[float], top: float, metric: str) -> list[tuple[float, float, int]]:
-    """``(low, high, count)`` bins over ``0..top``: one per integer when counts are small."""
-    if metric in {"steps", "model_calls", "tool_calls"} and top <= 20:
-        edges = [float(k) for k in range(int(top) + 2)]
-    else:
-        width = (top or 1.0) / 10
-        edges = [k * width for k in range(11)]
-    bins = []
-    for i in range(len(edges) - 1):
-        lo, hi = edges[i], edges[i + 1]
-        last = i == len(edges) - 2
-        count = sum(lo <= v < hi or (last and v == hi) for v in values)
-        bins.append((lo, hi, count))
-    return bins
-
-
-def _histogram(d: Distribution, top: float, color: str, metric: str) -> str:
-    width, height, pad = 320, 130, 24
-    if d.n == 0:
-        return _svg(width, 40, "<text x='4' y='20' fill='#6b7280'>unknown</text>", "no data")
-    bins = _bins(d.values, top, metric)
-    tallest = max(c for _, _, c in bins) or 1
-    bar_w = (width - 2 * pad) / len(bins)
-    parts = []
-    for i, (lo, hi, count) in enumerate(bins):
-        h = (height - 2 * pad) * count / tallest
-        x = pad + i * bar_w
-        parts.append(
-            f"<rect x='{x:.1f}' y='{height - pad - h:.1f}' width='{max(bar_w - 2, 1):.1f}' "
-            f"height='{h:.1f}' fill='{color}'><title>{_e(_fmt(lo, metric))}–"
-            f"{_e(_fmt(hi, metric))}: {count} runs</title></rect>"
-        )
-    parts.append(
-        f"<line x1='{pad}' y1='{height - pad}' x2='{width - pad}' y2='{height - pad}' "
-        "stroke='#9ca3af'/>"
-        f"<text x='{pad}' y='{height - 8}' fill='#6b7280'>{_e(_fmt(bins[0][0], metric))}</text>"
-        f"<text x='{width - pad}' y='{height - 8}' text-anchor='end' fill='#6b7280'>"
-        f"{_e(_fmt(bins[-1][1], metric))}</text>"
-        f"<text x='{pad}' y='14' fill='#6b7280'>max {tallest} runs/bin</text>"
-    )
-    return _svg(width, height, "".join(parts), f"histogram of {metric}")
 
 
 def _runs_table(t: TargetSummary) -> str:

@@ -183,7 +183,7 @@ DEPS_FACTORY = "make_deps"
 the command line starts or resumes (and per run of an eval), when ``--deps`` is not given."""
 EVAL_DEPS_FACTORY = "make_eval_deps"
 """The sandbox an eval's runs get instead when its tools take effect
-(:mod:`loopwise.evidence.sandbox`), and an eval's run when it is resumed."""
+(:mod:`loopwise.evidence.evals.sandbox`), and an eval's run when it is resumed."""
 
 
 def deps_factory(target: Target | None, spec: str | None = None) -> Callable[[], Any] | None:

@@ -89,7 +89,7 @@ _SQLITE_MIGRATIONS: list[str] = [
     # Which process runs a run, so that two resumes of one run cannot both go on.
     "ALTER TABLE runs ADD COLUMN owner TEXT;",
     # Eval history: one summary per target and eval (the eval's runs are rows of `runs`).
-    # IF NOT EXISTS: before this version, loopwise.evidence.evals created the table itself.
+    # IF NOT EXISTS: before this version, loopwise.evidence.evals.harness created the table itself.
     """
     CREATE TABLE IF NOT EXISTS eval_results (
         eval_id TEXT NOT NULL,

@@ -3,9 +3,9 @@
 An agent is path-dependent and sampled, so one demo proves little; this module runs every
 target over the same cases (each repeated ``repeat`` times to see sampling spread),
 concurrently under a limit, and reports each target as a *distribution*
-(:mod:`loopwise.evidence.stats`); with several targets, a recommendation that cites the numbers
-(:mod:`loopwise.evidence.recommend`). :mod:`loopwise.evidence.report` writes the report for a
-terminal or
+(:mod:`loopwise.evidence.evals.stats`); with several targets, a recommendation that
+cites the numbers (:mod:`loopwise.evidence.evals.recommend`).
+:mod:`loopwise.evidence.report` writes the report for a terminal or
 as an HTML page; the store keeps the eval history.
 
 * :func:`load_dataset` reads JSONL cases ``{"input": ..., "expected": ..., "id"?: ...}``.
@@ -39,10 +39,10 @@ from loopwise.core.shape import Kind, describe, name_of
 from loopwise.core.step import Step
 from loopwise.core.usage import Budget, Pricing
 from loopwise.errors import ConfigError, StoreError
-from loopwise.evidence.history import history_key, last_eval
-from loopwise.evidence.recommend import Recommendation, recommend
-from loopwise.evidence.sandbox import EvalGates, effects_of
-from loopwise.evidence.stats import (
+from loopwise.evidence.evals.history import history_key, last_eval
+from loopwise.evidence.evals.recommend import Recommendation, recommend
+from loopwise.evidence.evals.sandbox import EvalGates, effects_of
+from loopwise.evidence.evals.stats import (
     CaseRun,
     TargetSummary,
     summarize,
@@ -167,7 +167,7 @@ class EvalTarget:
     says so: ``discarded``). Wrap shared deps in ``contextlib.nullcontext`` to keep them."""
     gates: str | None = None
     """How its runs' gates are answered: ``deny`` or ``approve``
-    (:mod:`loopwise.evidence.sandbox`), never by a person; ``None``: as any run's are."""
+    (:mod:`loopwise.evidence.evals.sandbox`), never by a person; ``None``: as any run's are."""
     deps_from: str | None = None
     """Where its deps come from, as the report says it (``None``: the default)."""
 
@@ -217,7 +217,7 @@ class EvalReport:
     a throwaway sandbox per run, left when the run ended), and how its gates were
     answered."""
     sweeps: list[Any] = field(default_factory=list)
-    """The :class:`~loopwise.evidence.sweep.Sweep` of each cascade swept (``--sweep``)."""
+    """The :class:`~loopwise.evidence.sweeps.sweep.Sweep` of each cascade swept (``--sweep``)."""
 
     def to_dict(self, *, runs: bool = True) -> dict[str, Any]:
         """The JSON document ``loopwise eval --json`` prints."""

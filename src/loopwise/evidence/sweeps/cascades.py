@@ -6,7 +6,7 @@ A cascade routes each case on its judge's confidence, so its threshold means som
 as far as that confidence is calibrated. ``loopwise eval TARGET --sweep`` measures it and
 keeps it in the eval store's summary of the target; :func:`calibration_findings` reads the
 newest such summary and judges it by
-:func:`~loopwise.evidence.calibration.calibration_verdict`. It never runs anything, and it
+:func:`~loopwise.evidence.sweeps.calibration.calibration_verdict`. It never runs anything, and it
 opens the eval store only for a target that holds a cascade.
 """
 
@@ -19,9 +19,9 @@ from loopwise.architectures.cascade import Cascade
 from loopwise.architectures.workflow import Workflow
 from loopwise.core.events import now_iso
 from loopwise.errors import StoreError
-from loopwise.evidence.calibration import Calibration, calibration_verdict
 from loopwise.evidence.check import Finding, Level
-from loopwise.evidence.history import last_eval
+from loopwise.evidence.evals.history import last_eval
+from loopwise.evidence.sweeps.calibration import Calibration, calibration_verdict
 
 __all__ = ["Measured", "calibration_findings", "cascades_within", "swept"]
 

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from loopwise.core.svg import escape as _e
-from loopwise.evidence.calibration import FrontierDot, frontier_svg, reliability_svg
-from loopwise.evidence.stats import TargetSummary, reference_cost, secs, usd
-from loopwise.evidence.sweep import Sweep, SweepPoint, wilson
+from loopwise.evidence.charts import FrontierDot, frontier_svg, reliability_svg
+from loopwise.evidence.evals.stats import TargetSummary, reference_cost, secs, usd, wilson
+from loopwise.evidence.sweeps.points import Sweep, SweepPoint
 
 __all__ = ["format_sweep", "frontier_dots", "sweeps_html"]
 

@@ -17,19 +17,19 @@ per case. Each threshold reports (:class:`SweepPoint`) accuracy with a 95% Wilso
 interval, the share escalated, the mean cost (at the reference price when the model has
 none, as the eval does), tokens and p95 latency. The **recommended** threshold is the
 cheapest whose accuracy is within noise of the best: the paired difference on the same
-cases (:func:`~loopwise.evidence.paired.paired_difference`) of the best threshold minus
+cases (:func:`~loopwise.evidence.evals.paired.paired_difference`) of the best threshold minus
 it has an interval that reaches 0. Cheapest by the runs' own cost; when the model has no
 prices, by tokens, as a plain eval's recommendation decides (the cost is then shown at
 the reference price, for scale). The judge's **calibration** on the dataset (its
 confidence against whether the sure path was right) comes with it, and a warning when
-it is poor (:mod:`loopwise.evidence.calibration`).
+it is poor (:mod:`loopwise.evidence.sweeps.calibration`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from loopwise.architectures.cascade import THRESHOLD_NODE, Cascade
@@ -37,21 +37,19 @@ from loopwise.core.events import Event, EventType
 from loopwise.core.loops import blocking
 from loopwise.core.usage import Pricing
 from loopwise.errors import ConfigError
-from loopwise.evidence.calibration import Calibration, calibration, calibration_warning
-from loopwise.evidence.cascades import swept
-from loopwise.evidence.evals import Case, EvalTarget, aevaluate
-from loopwise.evidence.paired import PairedDifference, paired_difference
-from loopwise.evidence.stats import REFERENCE_MODEL, CaseRun, percentile, usd
+from loopwise.evidence.evals.harness import Case, EvalTarget, aevaluate
+from loopwise.evidence.evals.paired import PairedDifference, paired_difference
+from loopwise.evidence.evals.stats import REFERENCE_MODEL, CaseRun, percentile, usd, wilson
+from loopwise.evidence.sweeps.calibration import calibration, calibration_warning
+from loopwise.evidence.sweeps.cascades import swept
+from loopwise.evidence.sweeps.points import Sweep, SweepPoint
 
 __all__ = [
     "DEFAULT_GRID",
-    "Sweep",
-    "SweepPoint",
     "asweep",
     "grid_of",
     "parse_sweep",
     "sweep",
-    "wilson",
 ]
 
 MAX_POINTS = 1001
@@ -95,116 +93,6 @@ def parse_sweep(spec: str) -> tuple[str, tuple[float, ...]]:
     return name.strip(), grid_of(low, high, step)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class SweepPoint:
-    """One threshold of a sweep, over every case."""
-
-    threshold: float
-    """The threshold (a case is sure when its confidence is above it)."""
-    accuracy: float | None
-    """The mean score of the scored cases (``None`` when none is scored)."""
-    low: float
-    """The accuracy's 95% Wilson interval, lower bound."""
-    high: float
-    """Its upper bound."""
-    cases: int
-    """Runs counted (cases × repeats)."""
-    escalated: int
-    """How many went to the unsure side."""
-    cost: float | None
-    """Mean USD per case (``None``: some run's cost is unknown)."""
-    tokens: float
-    """Mean tokens per case."""
-    latency: float
-    """p95 wall seconds per case."""
-    model_calls: float
-    """Mean model calls per case."""
-    runs: tuple[CaseRun, ...] = field(default=(), repr=False, compare=False)
-    """Each case's outcome at this threshold (for paired comparisons; costs as run)."""
-
-    @property
-    def share_escalated(self) -> float:
-        """The share of cases sent to the unsure side."""
-        return self.escalated / self.cases if self.cases else 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        """``{"threshold", "accuracy", "accuracy_low", "accuracy_high", "share_escalated",
-        "escalated", "cases", "cost", "tokens", "latency", "model_calls"}``; latency is the
-        p95 in seconds."""
-        return {
-            "threshold": self.threshold,
-            "accuracy": _r(self.accuracy),
-            "accuracy_low": _r(self.low),
-            "accuracy_high": _r(self.high),
-            "share_escalated": _r(self.share_escalated),
-            "escalated": self.escalated,
-            "cases": self.cases,
-            "cost": None if self.cost is None else round(self.cost, 9),
-            "tokens": round(self.tokens, 2),
-            "latency": round(self.latency, 6),
-            "model_calls": round(self.model_calls, 4),
-        }
-
-
-def _r(value: float | None) -> float | None:
-    return None if value is None else round(value, 4)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Sweep:
-    """What a sweep found for one cascade: the frontier, the choice, the calibration."""
-
-    target: str
-    """The cascade's target name."""
-    name: str
-    """The threshold swept (``threshold``)."""
-    declared: float
-    """The threshold the cascade declares."""
-    points: list[SweepPoint]
-    """One per threshold of the grid, in grid order."""
-    best: SweepPoint | None
-    """The most accurate (the cheapest of those tied)."""
-    recommended: SweepPoint | None
-    """The cheapest whose accuracy is within noise of :attr:`best`."""
-    versus_best: PairedDifference | None
-    """``best`` minus ``recommended``, paired on the same cases."""
-    reason: str
-    """Why the recommendation, citing the numbers."""
-    cost_basis: str
-    """``USD`` (the runs' own prices) or ``gpt-4o-mini prices`` (the model had none)."""
-    calibration: Calibration
-    """The judge's confidence against whether its side was right, over the cases."""
-    warning: str | None
-    """:func:`~loopwise.evidence.calibration.calibration_warning` of it."""
-    unknown: str
-    """How the cascade counts an unknown confidence (``sure`` or ``unsure``)."""
-    confidences: list[dict[str, Any]] = field(default_factory=list)
-    """Per run ``{"case_id", "repeat", "confidence", "sure_correct"}``."""
-    effects: dict[str, Any] = field(default_factory=dict)
-    """The effects the sweep's runs took (the eval's ``effects`` entry for the target)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON ``loopwise eval --sweep --json`` prints under ``sweeps``."""
-        return {
-            "target": self.target,
-            "threshold": self.name,
-            "declared": self.declared,
-            "unknown_counts_as": self.unknown,
-            "cost_basis": self.cost_basis,
-            "frontier": [p.to_dict() for p in self.points],
-            "best": None if self.best is None else self.best.to_dict(),
-            "recommended": None if self.recommended is None else self.recommended.to_dict(),
-            "recommended_threshold": None
-            if self.recommended is None
-            else self.recommended.threshold,
-            "versus_best": None if self.versus_best is None else self.versus_best.to_dict(),
-            "reason": self.reason,
-            "calibration": self.calibration.to_dict(),
-            "calibration_warning": self.warning,
-            "confidences": self.confidences,
-        }
-
-
 class _Records:
     """An event sink keeping, per run, what the sweep reads: the weighing and the judge's
     usage (nothing is stored twice: a sink of this eval only)."""
@@ -231,7 +119,7 @@ async def asweep(
     **options: Any,
 ) -> tuple[Sweep, list[CaseRun]]:
     """Sweep ``target`` (a cascade) over ``grid`` on ``cases``; ``options`` are
-    :func:`~loopwise.evidence.evals.aevaluate`'s. Returns the :class:`Sweep` and each
+    :func:`~loopwise.evidence.evals.harness.aevaluate`'s. Returns the :class:`Sweep` and each
     case's outcome at the cascade's declared threshold (the target's eval runs).
     Raises :class:`ConfigError` when the target is not a cascade or the grid is empty
     or outside [0, 1]."""
@@ -414,17 +302,6 @@ def _point(threshold: float, outcomes: Sequence[Outcome], pricing: str) -> Sweep
         model_calls=sum(r.model_calls for r in runs) / n,
         runs=tuple(runs),
     )
-
-
-def wilson(successes: float, n: int, z: float = 1.959964) -> tuple[float, float]:
-    """The 95% Wilson score interval of ``successes`` of ``n`` (``(0, 1)`` with none); it
-    always holds the proportion itself."""
-    if n == 0:
-        return 0.0, 1.0
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(max(0.0, p * (1 - p)) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half))
 
 
 def _cost_key(p: SweepPoint, pricing: str) -> tuple[float, float]:

@@ -1,7 +1,7 @@
 """A stored agent run as data to learn from: its input, its output and its tool calls,
 turn by turn, with the values the tools returned (:func:`trace_of`, :func:`load_runs`).
 
-The turns are the ones :func:`loopwise.evidence.analyze.tool_path` counts: the calls
+The turns are the ones :func:`loopwise.evidence.graduate.analyze.tool_path` counts: the calls
 between two model calls form one turn, consecutive turns of the same tools collapse into
 one (their calls together), the answer call and invented tool names are left out. Calls
 whose result was an error are left out too: a workflow makes the call that worked.
@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from loopwise.evidence.analyze import ANSWER_TOOLS, event_parts
+from loopwise.evidence.graduate.analyze import ANSWER_TOOLS, event_parts
 from loopwise.store.open import open_existing
 
 __all__ = ["Call", "Trace", "load_runs", "statuses_of", "trace_of"]
@@ -50,7 +50,8 @@ class Trace:
 
     @property
     def path(self) -> tuple[tuple[str, ...], ...]:
-        """The turns as sorted tool names (as :func:`~loopwise.evidence.analyze.tool_path`)."""
+        """The turns as sorted tool names (as
+        :func:`~loopwise.evidence.graduate.analyze.tool_path`)."""
         return tuple(tuple(sorted({c.tool for c in turn})) for turn in self.turns)
 
 

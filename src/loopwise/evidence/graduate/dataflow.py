@@ -27,7 +27,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from loopwise.evidence.traces import Call, Trace
+from loopwise.evidence.graduate.traces import Call, Trace
 
 __all__ = ["END", "FanOut", "Plan", "Rule", "Source", "Split", "StepPlan", "TurnPlan", "learn"]
 

@@ -32,6 +32,7 @@ __all__ = [
     "secs",
     "summarize",
     "usd",
+    "wilson",
 ]
 
 
@@ -89,7 +90,7 @@ class CaseRun:
     """The case's ``expected`` (JSON form; ``None``: not scored)."""
     diff: list[dict[str, Any]] = field(default_factory=list)
     """Where a completed run's output differs from ``expected``:
-    ``[{"field", "expected", "actual"}]`` (see :func:`loopwise.evidence.evals.field_diff`);
+    ``[{"field", "expected", "actual"}]`` (see :func:`loopwise.evidence.evals.harness.field_diff`);
     empty when a custom scorer judged it (``scorer``)."""
     scorer: str | None = None
     """The custom scorer that judged the run, by name (``None``: the default field match,
@@ -331,3 +332,14 @@ def metric_text(value: float, metric: str) -> str:
     if metric == "latency_s":
         return secs(value)
     return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def wilson(successes: float, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """The 95% Wilson score interval of ``successes`` of ``n`` (``(0, 1)`` with none); it
+    always holds the proportion itself."""
+    if n == 0:
+        return 0.0, 1.0
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(max(0.0, p * (1 - p)) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half))

@@ -8,13 +8,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from loopwise.evidence.paired import (
+from loopwise.evidence.evals.paired import (
     PairedDifference,
     paired_difference,
     run_quality,
     t_quantile,
 )
-from loopwise.evidence.stats import (
+from loopwise.evidence.evals.stats import (
     REFERENCE_MODEL,
     CaseRun,
     TargetSummary,
@@ -54,7 +54,7 @@ def recommend(summaries: Sequence[TargetSummary]) -> Recommendation:
     Targets within noise of the best (the larger of 5 points and the half-width of a 95%
     interval for the difference) count as equally accurate: a paired interval over the
     per-case differences when the two ran the same cases (see
-    :func:`loopwise.evidence.paired.paired_difference`), else a two-proportion one;
+    :func:`loopwise.evidence.evals.paired.paired_difference`), else a two-proportion one;
     among those, the one that stays within budget more often wins, then the cheaper (mean
     USD per case, then mean tokens), then fewer model calls, then the lower p95 latency,
     and last the simpler architecture (workflow before hybrid before agent). A target none

@@ -3,7 +3,7 @@ it gave, and which fields differ — as terminal lines (:func:`failure_lines`) a
 HTML table (:func:`failure_table`) for :mod:`loopwise.evidence.report`.
 
 A run *fails* when it was scored and is not fully right (:attr:`CaseRun.failed`): a
-completed run with a wrong answer (its :attr:`~loopwise.evidence.stats.CaseRun.diff` names the
+completed run with a wrong answer (its :attr:`~loopwise.evidence.evals.stats.CaseRun.diff` names the
 fields) or a run that did not complete (its status and detail say why).
 """
 
@@ -14,8 +14,8 @@ from typing import Any
 
 from loopwise.core.names import printable
 from loopwise.core.svg import escape_shown as _e
-from loopwise.evidence.evals import EvalReport
-from loopwise.evidence.stats import CaseRun, TargetSummary
+from loopwise.evidence.evals.harness import EvalReport
+from loopwise.evidence.evals.stats import CaseRun, TargetSummary
 
 __all__ = ["failing_runs", "failure_lines", "failure_table", "why_failed"]
 

@@ -3,13 +3,13 @@
 1. **Mine** the agent's completed stored runs (the others are left out, counted) with the
    path analysis; hold out every k-th of them for the evaluation. If the verdict is not
    ``steps_known`` stop: graduating an agent whose steps are not known is wrong advice.
-2. **Generate** the workflow module (:mod:`loopwise.evidence.dataflow` learns the
-   bindings and conditions, :mod:`loopwise.evidence.codegen` writes them) and review it
+2. **Generate** the workflow module (:mod:`loopwise.evidence.graduate.dataflow` learns the
+   bindings and conditions, :mod:`loopwise.evidence.graduate.codegen` writes them) and review it
    with ``check``.
 3. **Evaluate** it against the agent on the same cases with the eval harness: the
    held-out runs' inputs, with the agent's own stored answers as references (not labels),
    or a labelled dataset.
-4. **Recommend** from the paired comparison (:mod:`loopwise.evidence.paired`): graduate
+4. **Recommend** from the paired comparison (:mod:`loopwise.evidence.evals.paired`): graduate
    when the workflow is not worse beyond the noise margin and makes fewer model calls.
 """
 
@@ -26,21 +26,27 @@ from typing import Any
 from loopwise.core.events import Event, Status
 from loopwise.core.shape import Kind, describe
 from loopwise.errors import ConfigError
-from loopwise.evidence.analyze import COVERAGE, TOP_PATHS, PathStats, TraceAnalysis, analyze
 from loopwise.evidence.check import Finding, check
-from loopwise.evidence.codegen import (
+from loopwise.evidence.evals.harness import Case, EvalReport, EvalTarget, evaluate
+from loopwise.evidence.evals.paired import PairedDifference, paired_difference, run_quality
+from loopwise.evidence.evals.sandbox import eval_deps
+from loopwise.evidence.evals.stats import TargetSummary, reference_cost
+from loopwise.evidence.graduate.analyze import (
+    COVERAGE,
+    TOP_PATHS,
+    PathStats,
+    TraceAnalysis,
+    analyze,
+)
+from loopwise.evidence.graduate.codegen import (
     AgentRef,
     Header,
     relative_folder,
     workflow_name,
     workflow_source,
 )
-from loopwise.evidence.dataflow import learn
-from loopwise.evidence.evals import Case, EvalReport, EvalTarget, evaluate
-from loopwise.evidence.paired import PairedDifference, paired_difference, run_quality
-from loopwise.evidence.sandbox import eval_deps
-from loopwise.evidence.stats import TargetSummary, reference_cost
-from loopwise.evidence.traces import Trace, load_runs, statuses_of, trace_of
+from loopwise.evidence.graduate.dataflow import learn
+from loopwise.evidence.graduate.traces import Trace, load_runs, statuses_of, trace_of
 from loopwise.running.targets import Target, load_target, model_for
 
 __all__ = ["MARGIN", "Graduation", "graduate", "mine"]
@@ -417,7 +423,7 @@ def _evaluated(
 
 
 def _outside(agent: TargetSummary, sink: _Paths, paths: set[Any]) -> float | None:
-    from loopwise.evidence.analyze import tool_path
+    from loopwise.evidence.graduate.analyze import tool_path
 
     cases: dict[str, bool] = {}
     for r in agent.runs:

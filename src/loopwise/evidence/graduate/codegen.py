@@ -1,5 +1,5 @@
 """The Python source of a graduated workflow: :func:`workflow_source` writes a
-:class:`~loopwise.evidence.dataflow.Plan` as a module a person reads, edits and commits.
+:class:`~loopwise.evidence.graduate.dataflow.Plan` as a module a person reads, edits and commits.
 
 The module imports only public paths (``loopwise``, ``loopwise.calls``,
 ``loopwise.testing``) and the agent's own module, from which it takes the agent's tools
@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from loopwise.evidence.dataflow import Plan, Rule, Source, Split, StepPlan, TurnPlan
+from loopwise.evidence.graduate.dataflow import Plan, Rule, Source, Split, StepPlan, TurnPlan
 
 __all__ = ["AgentRef", "Header", "workflow_source"]
 

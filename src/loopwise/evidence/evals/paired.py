@@ -21,7 +21,7 @@ from functools import lru_cache
 from typing import Any
 
 from loopwise.core.events import Status
-from loopwise.evidence.stats import CaseRun
+from loopwise.evidence.evals.stats import CaseRun
 
 __all__ = ["PairedDifference", "paired_difference", "run_quality", "t_quantile"]
 

@@ -1,274 +1,58 @@
-"""Is a decision's confidence worth a threshold? :func:`calibration` measures it on a
-dataset, and two drawings show it: :func:`reliability_svg` (accuracy per confidence bin
-against the diagonal) and :func:`frontier_svg` (accuracy against cost, one dot per
-threshold beside the pure workflow and the pure agent).
-
-Pure functions of numbers: no model calls, no store. A confidence is the probability the
-decision gave its own answer; ``correct`` says whether that answer was right. The
-confidences are cut into ``bins`` equal bins over [0, 1] (the last one closed), and the
-**expected calibration error** is
-
-    ECE = Σ over bins of count / n × |accuracy − mean confidence|
-
-over the ``n`` cases whose confidence is known. A case whose confidence is ``None``
-(a structured call with no probabilities) is counted in ``unknown`` and never binned:
-an unknown confidence is not a guess of 0 or 1.
-
-A confidence of 0.9 means "right nine times in ten"; an ECE of 0.1 means the confidence
-is off by ten points on average, which moves a threshold's meaning by as much. Few cases
-cannot tell: :func:`calibration_warning` says so rather than trusting a small sample.
-
-Every text in the drawings is escaped (labels are user text), and the labels of the
-frontier never overlap: one that would is left out of the drawing (its dot keeps a
-tooltip), the chosen threshold and the two endpoints first.
-"""
+"""Every chart a report draws, as inline SVG: the reliability diagram of a judge's
+confidence (:func:`reliability_svg`), a sweep's accuracy/cost frontier
+(:func:`frontier_svg`), and an eval's box plots and histograms."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from loopwise.core.svg import escape as _e
+from loopwise.core.svg import escape_shown as _shown
 from loopwise.core.svg import shorten as _short
 from loopwise.core.svg import svg_element
+from loopwise.core.svg import svg_element as _svg
 from loopwise.errors import ConfigError
-from loopwise.evidence.stats import usd
+from loopwise.evidence.evals.stats import (
+    REFERENCE_MODEL,
+    Distribution,
+    TargetSummary,
+    metric_text,
+    percentile,
+    reference_costs,
+    usd,
+)
+
+if TYPE_CHECKING:
+    from loopwise.evidence.sweeps.calibration import Calibration
 
 __all__ = [
-    "ECE_LIMIT",
-    "MAX_BINS",
     "MAX_COST",
-    "MIN_CASES",
-    "Calibration",
-    "CalibrationBin",
     "FrontierDot",
-    "calibration",
-    "calibration_verdict",
-    "calibration_warning",
+    "box_plot",
     "frontier_svg",
+    "histograms",
     "reliability_svg",
+    "status_bars",
 ]
 
-MIN_CASES = 20
-"""Fewer cases with a known confidence than this are too few to judge calibration by."""
-
-ECE_LIMIT = 0.1
-"""An expected calibration error above this is large: the confidence is off by more than
-ten points on average, which moves a threshold's meaning by as much. ``loopwise eval
---sweep`` and ``loopwise check`` judge by it (:func:`calibration_verdict`)."""
-
-MAX_BINS = 1_000
-"""The most bins :func:`calibration` cuts [0, 1] into: finer than a thousandth says nothing
-a confidence can mean, and each bin costs memory and a drawing's width."""
-
+STATUS_COLORS = {
+    "completed": "#16a34a",
+    "step_limit": "#f59e0b",
+    "budget_exceeded": "#ea580c",
+    "stuck": "#dc2626",
+    "tool_failed": "#b91c1c",
+    "invalid_output": "#a855f7",
+    "refused": "#6b7280",
+    "awaiting_approval": "#0ea5e9",
+    "denied": "#374151",
+    "error": "#7f1d1d",
+    "cancelled": "#9ca3af",
+}
 MAX_COST = 1e12
 """The largest cost per case (in USD, either sign) :func:`frontier_svg` draws."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class CalibrationBin:
-    """One bin of a reliability diagram: the cases whose confidence fell in [low, high)."""
-
-    low: float
-    """The bin's lower edge (included)."""
-    high: float
-    """The bin's upper edge (excluded, except 1.0 in the last bin)."""
-    count: int
-    """Cases in the bin."""
-    mean_confidence: float | None
-    """Their mean confidence (``None`` for an empty bin)."""
-    accuracy: float | None
-    """The share of them that were right (``None`` for an empty bin)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "low": _round(self.low),
-            "high": _round(self.high),
-            "count": self.count,
-            "mean_confidence": _round(self.mean_confidence),
-            "accuracy": _round(self.accuracy),
-        }
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Calibration:
-    """How well a decision's confidence matched its accuracy on a dataset."""
-
-    n: int
-    """Cases with a known confidence (the ones binned)."""
-    unknown: int
-    """Cases whose confidence was unknown (``None``): counted, not binned."""
-    ece: float | None
-    """The expected calibration error over the ``n`` cases (``None`` when ``n`` is 0)."""
-    bins: list[CalibrationBin]
-    """Every bin in order, the empty ones included."""
-
-    @property
-    def mean_confidence(self) -> float | None:
-        """The mean confidence over the ``n`` cases (``None`` when there are none)."""
-        return _weighted(self.bins, "mean_confidence", self.n)
-
-    @property
-    def accuracy(self) -> float | None:
-        """The share of the ``n`` cases that were right (``None`` when there are none)."""
-        return _weighted(self.bins, "accuracy", self.n)
-
-    @classmethod
-    def from_dict(cls, doc: dict[str, Any]) -> Calibration:
-        """The calibration :meth:`to_dict` wrote (as an eval stores it); other keys ignored."""
-        bins = [
-            CalibrationBin(
-                low=b["low"],
-                high=b["high"],
-                count=b["count"],
-                mean_confidence=b["mean_confidence"],
-                accuracy=b["accuracy"],
-            )
-            for b in doc["bins"]
-        ]
-        return cls(n=doc["n"], unknown=doc["unknown"], ece=doc["ece"], bins=bins)
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "n": self.n,
-            "unknown": self.unknown,
-            "ece": _round(self.ece),
-            "mean_confidence": _round(self.mean_confidence),
-            "accuracy": _round(self.accuracy),
-            "bins": [b.to_dict() for b in self.bins],
-        }
-
-
-def _weighted(bins: Sequence[CalibrationBin], field: str, n: int) -> float | None:
-    if n == 0:
-        return None
-    # getattr: one of a bin's own fields, named by the caller (the two weighted means).
-    return sum(b.count * (getattr(b, field) or 0.0) for b in bins) / n
-
-
-def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 6)
-
-
-def calibration(
-    confidences: Sequence[float | None], correct: Sequence[bool], bins: int = 10
-) -> Calibration:
-    """The reliability bins and the expected calibration error of ``confidences`` (each
-    case's confidence in its own answer, ``None`` when unknown) against ``correct``
-    (whether that answer was right).
-
-    Raises :class:`~loopwise.errors.ConfigError` naming the argument (``.name``) when the
-    two differ in length, a confidence is outside [0, 1] or not a number, a ``correct``
-    value is not a bool, or ``bins`` is below 1.
-    """
-    if isinstance(bins, bool) or not isinstance(bins, int) or not 1 <= bins <= MAX_BINS:
-        raise ConfigError(
-            f"calibration: bins must be a whole number from 1 to {MAX_BINS:,}, not {bins!r}",
-            name="bins",
-        )
-    if len(confidences) != len(correct):
-        raise ConfigError(
-            f"calibration: {len(confidences)} confidences but {len(correct)} correct values; "
-            "give one of each per case",
-            name="correct",
-        )
-    counts = [0] * bins
-    sums = [0.0] * bins
-    rights = [0] * bins
-    unknown = 0
-    for i, (conf, right) in enumerate(zip(confidences, correct, strict=True)):
-        if not isinstance(right, bool):
-            raise ConfigError(
-                f"calibration: correct[{i}] is {right!r}; each must be True or False",
-                name="correct",
-            )
-        if conf is None:
-            unknown += 1
-            continue
-        k = _bin_of(_checked(conf, i), bins)
-        counts[k] += 1
-        sums[k] += float(conf)
-        rights[k] += right
-    n = sum(counts)
-    out = [
-        CalibrationBin(
-            low=k / bins,
-            high=(k + 1) / bins,
-            count=counts[k],
-            mean_confidence=sums[k] / counts[k] if counts[k] else None,
-            accuracy=rights[k] / counts[k] if counts[k] else None,
-        )
-        for k in range(bins)
-    ]
-    ece = (
-        sum(abs(rights[k] - sums[k]) for k in range(bins)) / n  # Σ count/n × |acc − conf|
-        if n
-        else None
-    )
-    return Calibration(n=n, unknown=unknown, ece=ece, bins=out)
-
-
-def _checked(conf: object, index: int) -> float:
-    if isinstance(conf, bool) or not isinstance(conf, int | float) or not 0.0 <= conf <= 1.0:
-        raise ConfigError(
-            f"calibration: confidences[{index}] is {conf!r}; a confidence is a number in [0, 1] "
-            "(or None when unknown)",
-            name="confidences",
-        )
-    return float(conf)
-
-
-def _bin_of(conf: float, bins: int) -> int:
-    return min(int(conf * bins), bins - 1)
-
-
-Verdict = Literal["unknown", "uncertain", "large"]
-"""Why a calibration gives a threshold little meaning (:func:`calibration_verdict`)."""
-
-
-def calibration_verdict(
-    cal: Calibration, limit: float = ECE_LIMIT, *, min_cases: int = MIN_CASES
-) -> tuple[Verdict, str] | None:
-    """Why ``cal`` gives a threshold on the confidence little meaning, and the line saying
-    so: ``unknown`` (no case had a known confidence), ``uncertain`` (fewer than
-    ``min_cases`` had) or ``large`` (its ECE is above ``limit``, :data:`ECE_LIMIT` unless
-    told). ``None`` when the calibration looks sound."""
-    if not 0.0 <= limit <= 1.0 or math.isnan(limit):
-        raise ConfigError(
-            f"calibration_warning: limit must be in [0, 1], not {limit!r}", name="limit"
-        )
-    unknown = f"; {cal.unknown} unknown confidence(s) not counted" if cal.unknown else ""
-    if cal.ece is None:
-        return "unknown", (
-            f"calibration unknown: none of {cal.unknown} case(s) has a known confidence, "
-            "so a threshold on it cannot be judged"
-        )
-    if cal.n < min_cases:
-        return "uncertain", (
-            f"calibration uncertain: ECE {cal.ece:.3f} from only {cal.n} case(s) with a "
-            f"confidence, too few to say (need {min_cases}){unknown}"
-        )
-    if cal.ece > limit:
-        side = "over" if (cal.mean_confidence or 0.0) > (cal.accuracy or 0.0) else "under"
-        return "large", (
-            f"calibration error is large: ECE {cal.ece:.3f} > {limit:g} on {cal.n} cases "
-            f"({side}confident: mean confidence {cal.mean_confidence:.0%}, accuracy "
-            f"{cal.accuracy:.0%}), so a confidence threshold means less than it says{unknown}"
-        )
-    return None
-
-
-def calibration_warning(
-    cal: Calibration, limit: float = ECE_LIMIT, *, min_cases: int = MIN_CASES
-) -> str | None:
-    """One line when ``cal`` gives a threshold on the confidence little meaning (the text
-    of :func:`calibration_verdict`); ``None`` when the calibration looks sound."""
-    verdict = calibration_verdict(cal, limit, min_cases=min_cases)
-    return None if verdict is None else verdict[1]
 
 
 _GRID = "#e5e7eb"
@@ -623,3 +407,197 @@ _SPOTS = ((1, 0), (-1, 0), (0, -1), (0, 1), (1, -1), (-1, -1), (1, 1), (-1, 1))
 
 def _overlaps(a: Box, b: Box) -> bool:
     return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def status_bars(targets: Sequence[TargetSummary]) -> str:
+    width, left, row = 960, 180, 30
+    parts = []
+    for i, t in enumerate(targets):
+        y, x = 10 + i * row, float(left)
+        parts.append(f"<text x='0' y='{y + 15}'>{_shown(_tail(t.title, 28))}</text>")
+        for status, count in t.status_counts.items():
+            w = (width - left - 10) * count / max(t.n, 1)
+            color = STATUS_COLORS.get(status, "#9ca3af")
+            parts.append(
+                f"<rect x='{x:.1f}' y='{y}' width='{w:.1f}' height='20' fill='{color}'>"
+                f"<title>{_shown(status)}: {count}</title></rect>"
+            )
+            if w > 60:
+                parts.append(
+                    f"<text x='{x + 4:.1f}' y='{y + 14}' fill='#fff'>"
+                    f"{_shown(status)} {count}</text>"
+                )
+            x += w
+    legend_y = 20 + len(targets) * row
+    statuses = sorted({s for t in targets for s in t.status_counts})
+    for j, status in enumerate(statuses):
+        lx = left + j * 120
+        parts.append(
+            f"<rect x='{lx}' y='{legend_y - 9}' width='10' height='10' "
+            f"fill='{STATUS_COLORS.get(status, '#9ca3af')}'/>"
+            f"<text x='{lx + 14}' y='{legend_y}'>{_shown(status)}</text>"
+        )
+    return _svg(width, legend_y + 10, "".join(parts), "how runs ended per target")
+
+
+def _tail(text: str, n: int) -> str:
+    return text if len(text) <= n else "…" + text[-(n - 1) :]
+
+
+def _priceless(targets: Sequence[TargetSummary]) -> bool:
+    """No target has a real, non-zero cost (the scripted model, or unpriced models)."""
+    return all(not any(t.metrics["cost_usd"].values) for t in targets)
+
+
+def _dist(t: TargetSummary, metric: str, targets: Sequence[TargetSummary]) -> Distribution:
+    """The distribution charted for ``metric``: costs at a reference price when none is real."""
+    if metric == "cost_usd" and _priceless(targets):
+        return reference_costs(t)
+    return t.metrics[metric]
+
+
+def _nice_max(value: float) -> float:
+    if value <= 0:
+        return 1.0
+    exp = 10.0 ** math.floor(math.log10(value))
+    for m in (1, 2, 2.5, 5, 10):
+        if value <= m * exp:
+            return float(m * exp)
+    return 10.0 * exp
+
+
+def box_plot(
+    targets: Sequence[TargetSummary], metric: str, title: str, colors: dict[str, str]
+) -> str:
+    dists = [_dist(t, metric, targets) for t in targets]
+    if metric == "cost_usd" and _priceless(targets):
+        title = (
+            f"cost per case at {REFERENCE_MODEL} prices (the model used costs $0 or is unpriced)"
+        )
+    top = _nice_max(max((d.stat("max") or 0.0) for d in dists))
+    width, left, right, row = 960, 180, 120, 34
+    scale = (width - left - right) / top
+    height = 30 + row * len(targets)
+    parts = _axis(left, scale, top, height - 18, metric)
+    for i, (t, d) in enumerate(zip(targets, dists, strict=True)):
+        y = 8 + i * row
+        parts.append(f"<text x='0' y='{y + 14}'>{_shown(_tail(t.title, 28))}</text>")
+        parts.append(_box(d, left, scale, y=y, color=colors[t.name], metric=metric))
+    caption = f"{title} — whiskers min–max, box p25–p75, | p50, ◆ p95"
+    svg = _svg(width, height, "".join(parts), title)
+    return f"<figure><figcaption>{_shown(caption)}</figcaption>{svg}</figure>"
+
+
+def _axis(left: int, scale: float, top: float, y: int, metric: str) -> list[str]:
+    parts = [
+        f"<line x1='{left}' y1='{y}' x2='{left + top * scale:.1f}' y2='{y}' stroke='#9ca3af'/>"
+    ]
+    for k in range(5):
+        value = top * k / 4
+        x = left + value * scale
+        parts.append(
+            f"<line x1='{x:.1f}' y1='{y}' x2='{x:.1f}' y2='{y + 4}' stroke='#9ca3af'/>"
+            f"<text x='{x:.1f}' y='{y + 15}' text-anchor='middle' fill='#6b7280'>"
+            f"{_shown(_metric(value, metric))}</text>"
+        )
+    return parts
+
+
+def _box(d: Distribution, left: int, scale: float, *, y: int, color: str, metric: str) -> str:
+    if d.n == 0:
+        return f"<text x='{left}' y='{y + 14}' fill='#6b7280'>unknown</text>"
+    lo, q1, med, q3, p95, hi = (
+        min(d.values),
+        percentile(d.values, 25),
+        percentile(d.values, 50),
+        percentile(d.values, 75),
+        percentile(d.values, 95),
+        max(d.values),
+    )
+
+    def x(v: float) -> float:
+        return left + v * scale
+
+    tip = " · ".join(
+        f"{name} {_metric(v, metric)}"
+        for name, v in (("min", lo), ("p50", med), ("p95", p95), ("max", hi))
+    )
+    return (
+        f"<g><title>{_shown(tip)}</title>"
+        f"<line x1='{x(lo):.1f}' y1='{y + 10}' x2='{x(hi):.1f}' y2='{y + 10}' stroke='{color}'/>"
+        f"<line x1='{x(lo):.1f}' y1='{y + 4}' x2='{x(lo):.1f}' y2='{y + 16}' stroke='{color}'/>"
+        f"<line x1='{x(hi):.1f}' y1='{y + 4}' x2='{x(hi):.1f}' y2='{y + 16}' stroke='{color}'/>"
+        f"<rect x='{x(q1):.1f}' y='{y + 2}' width='{max(x(q3) - x(q1), 1.5):.1f}' height='16' "
+        f"fill='{color}' fill-opacity='0.25' stroke='{color}'/>"
+        f"<line x1='{x(med):.1f}' y1='{y + 1}' x2='{x(med):.1f}' y2='{y + 19}' stroke='{color}' "
+        "stroke-width='3'/>"
+        f"<path d='M{x(p95):.1f},{y + 4} l5,6 l-5,6 l-5,-6 z' fill='{color}'/>"
+        f"<text x='{x(hi) + 8:.1f}' y='{y + 14}' fill='#374151'>"
+        f"p95 {_shown(_metric(p95, metric))}</text>"
+        "</g>"
+    )
+
+
+def histograms(targets: Sequence[TargetSummary], colors: dict[str, str]) -> str:
+    figures = []
+    cost = f"cost per case at {REFERENCE_MODEL} prices" if _priceless(targets) else "cost per case"
+    for metric, title in (
+        ("cost_usd", cost),
+        ("steps", "steps per case"),
+        ("tokens", "tokens per case"),
+    ):
+        top = max((_dist(t, metric, targets).stat("max") or 0.0) for t in targets)
+        for t in targets:
+            svg = _histogram(_dist(t, metric, targets), top, colors[t.name], metric)
+            figures.append(
+                f"<figure><figcaption>{_shown(t.title)}: {_shown(title)}</figcaption>{svg}</figure>"
+            )
+    return f"<div class='charts'>{''.join(figures)}</div>"
+
+
+def _bins(values: Sequence[float], top: float, metric: str) -> list[tuple[float, float, int]]:
+    """``(low, high, count)`` bins over ``0..top``: one per integer when counts are small."""
+    if metric in {"steps", "model_calls", "tool_calls"} and top <= 20:
+        edges = [float(k) for k in range(int(top) + 2)]
+    else:
+        width = (top or 1.0) / 10
+        edges = [k * width for k in range(11)]
+    bins = []
+    for i in range(len(edges) - 1):
+        lo, hi = edges[i], edges[i + 1]
+        last = i == len(edges) - 2
+        count = sum(lo <= v < hi or (last and v == hi) for v in values)
+        bins.append((lo, hi, count))
+    return bins
+
+
+def _histogram(d: Distribution, top: float, color: str, metric: str) -> str:
+    width, height, pad = 320, 130, 24
+    if d.n == 0:
+        return _svg(width, 40, "<text x='4' y='20' fill='#6b7280'>unknown</text>", "no data")
+    bins = _bins(d.values, top, metric)
+    tallest = max(c for _, _, c in bins) or 1
+    bar_w = (width - 2 * pad) / len(bins)
+    parts = []
+    for i, (lo, hi, count) in enumerate(bins):
+        h = (height - 2 * pad) * count / tallest
+        x = pad + i * bar_w
+        parts.append(
+            f"<rect x='{x:.1f}' y='{height - pad - h:.1f}' width='{max(bar_w - 2, 1):.1f}' "
+            f"height='{h:.1f}' fill='{color}'><title>{_shown(_metric(lo, metric))}–"
+            f"{_shown(_metric(hi, metric))}: {count} runs</title></rect>"
+        )
+    parts.append(
+        f"<line x1='{pad}' y1='{height - pad}' x2='{width - pad}' y2='{height - pad}' "
+        "stroke='#9ca3af'/>"
+        f"<text x='{pad}' y='{height - 8}' fill='#6b7280'>"
+        f"{_shown(_metric(bins[0][0], metric))}</text>"
+        f"<text x='{width - pad}' y='{height - 8}' text-anchor='end' fill='#6b7280'>"
+        f"{_shown(_metric(bins[-1][1], metric))}</text>"
+        f"<text x='{pad}' y='14' fill='#6b7280'>max {tallest} runs/bin</text>"
+    )
+    return _svg(width, height, "".join(parts), f"histogram of {metric}")
+
+
+def _metric(value: float | None, metric: str) -> str:
+    return "unknown" if value is None else metric_text(value, metric)
