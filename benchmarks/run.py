@@ -24,6 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import conversation_side
+import fleet
 import growth
 import lw_side
 import mcp_side
@@ -414,6 +415,21 @@ def bench_sequential_runs() -> Row:
     )
 
 
+def bench_worker_cpu(url: str) -> Row:
+    """CPU per run of one ``loopwise worker`` (3-step agent, OpenAI model, fake server)."""
+    per_run, warm = fleet.worker_cpu(url, 30 if QUICK else 100)
+    return Row(
+        "worker: CPU per run (3-step agent over the fake server, SQLite)",
+        _ms(per_run),
+        "",
+        None,
+        "<= 20 ms",
+        per_run <= 0.020,
+        f"after 3 warm-up runs (start-up and those: {warm:.2f} s CPU); "
+        "60 ms before one HTTP client per process",
+    )
+
+
 def bench_workers(pg: str | None) -> list[Row]:
     """Queued runs executed by 1, 2 and 4 worker processes on one PostgreSQL (50 ms model)."""
     if pg is None:
@@ -698,6 +714,7 @@ async def _all() -> list[Row]:
             rows += await _section("store", bench_store(fast.base_url, pg))
             rows += await _section("sequential runs", asyncio.to_thread(bench_sequential_runs))
             rows += await _section("workers", asyncio.to_thread(bench_workers, pg))
+        rows += await _section("worker CPU", asyncio.to_thread(bench_worker_cpu, fast.base_url))
     rows += await _section("own time", bench_own_time())
     rows += await _section("context policy", bench_context_policy())
     rows += await _section("conversation", bench_conversation())

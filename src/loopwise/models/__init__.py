@@ -1,5 +1,6 @@
 """The model port's contract (``port``), the OpenAI-compatible model behind it (``openai``)
-and the scripted model (``scripted``). Imports ``core`` only; never the test fakes.
+the scripted model (``scripted``) and the HTTP clients a process's models share (``clients``).
+Imports ``core`` only; never the test fakes.
 
 Its paths are internal: users import from ``loopwise`` and ``loopwise.testing``.
 """

@@ -30,6 +30,7 @@ from loopwise.errors import (
     ModelNotConfigured,
     ResponseFormatRejected,
 )
+from loopwise.models.clients import pooled
 from loopwise.models.port import (
     APIS,
     DECISION_BACKENDS,
@@ -138,10 +139,12 @@ class OpenAIModel(ModelDefaults):
                 "max_retries": max_retries,
                 **(client_options or {}),
             }
-            client = openai.AsyncOpenAI(**self._settings)
         else:
             self._settings = {}
-        self._client = client
+        self._injected = client
+        # Built on first use (see `client`), once per process inside `shared_clients()`.
+        self._client: openai.AsyncOpenAI | None = None
+        self._pooled = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._endpoint: tuple[str, str] | None = None
         self._retry_split: (
@@ -154,30 +157,37 @@ class OpenAIModel(ModelDefaults):
 
     @property
     def client(self) -> openai.AsyncOpenAI:
-        """The SDK client for the running event loop.
+        """The SDK client for the running event loop, built on first use.
 
         A connection pool belongs to the loop that opened it and ``asyncio.run`` closes
         its loop, so a client this model built itself is rebuilt (same settings) when
-        used from a new loop; an injected client is the caller's to manage.
+        used from a new loop; an injected client is the caller's to manage. Inside
+        :func:`~loopwise.models.clients.shared_clients` (a worker), every model with these
+        settings uses one client, built once.
         """
-        if self._settings:
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:
-                return self._client
-            if self._loop is None:
-                self._loop = loop
-            elif self._loop is not loop:
-                self._client = openai.AsyncOpenAI(**self._settings)
-                self._loop = loop
+        if self._injected is not None:
+            return self._injected
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if self._client is None or (loop is not None and self._loop not in (None, loop)):
+            key = json.dumps(self._settings, sort_keys=True, default=repr)
+            self._client, self._pooled = pooled(key, self._build)
+            self._loop = loop
+        elif self._loop is None:
+            self._loop = loop
         return self._client
+
+    def _build(self) -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(**self._settings)
 
     @property
     def endpoint(self) -> tuple[str, str]:
         """``(base_url, model)``: the key under which structured modes are remembered."""
         # base_url and name never change for a model, and str() of an httpx URL is not free.
         if self._endpoint is None:
-            url = str(self._client.base_url)
+            url = str(self.client.base_url)
             # The two APIs of one server may accept different rungs: each is remembered.
             where = url.rstrip("/") + "/responses" if self.api == "responses" else url
             self._endpoint = (where, self.name)
@@ -185,12 +195,18 @@ class OpenAIModel(ModelDefaults):
 
     async def aclose(self) -> None:
         """Close the client's pooled connections; call it in the event loop that used them
-        (a connection pool belongs to one loop, and ``asyncio.run`` closes its loop)."""
-        await self._client.close()
-        if self._settings:
-            # Closed for good: the next use (in any loop) gets a fresh pool.
-            self._loop = None
-            self._client = openai.AsyncOpenAI(**self._settings)
+        (a connection pool belongs to one loop, and ``asyncio.run`` closes its loop).
+
+        Builds nothing: a model used again after it gets a new client on first use. A
+        client shared through :func:`~loopwise.models.clients.shared_clients` stays open
+        for the block's other runs (the block closes it)."""
+        if self._injected is not None:
+            await self._injected.close()
+            return
+        client, pooled_here = self._client, self._pooled
+        self._client, self._pooled, self._loop = None, False, None
+        if client is not None and not pooled_here:
+            await client.close()
 
     async def complete(self, request: ModelRequest) -> Turn:
         """One Chat Completions call; SDK errors become :class:`ModelAPIError`.

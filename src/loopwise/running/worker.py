@@ -7,7 +7,9 @@ order, runs that are ``queued`` (``loopwise run ... --queue``,
 executes up to ``concurrency`` of them at once. A claim is atomic (``FOR UPDATE SKIP
 LOCKED`` on PostgreSQL, the write lock on SQLite), so workers on many machines never
 execute one run twice. A decided approval or a queued run wakes the waiting workers at
-once on PostgreSQL (LISTEN/NOTIFY); on SQLite they poll every ``poll_seconds``.
+once on PostgreSQL (LISTEN/NOTIFY); on SQLite they poll every ``poll_seconds``. The runs
+of one worker share one HTTP client per model setting
+(:func:`~loopwise.models.clients.shared_clients`), closed when the worker returns.
 
 Stopping (SIGTERM or SIGINT to the CLI, ``stop.set()`` in Python) ends the claiming and
 lets the runs in hand finish or pause before the worker returns; a worker killed
@@ -23,6 +25,7 @@ from collections.abc import Callable
 
 from loopwise.core.result import RunResult
 from loopwise.errors import ConfigError, StoreError
+from loopwise.models.clients import shared_clients
 from loopwise.running.live import owner_id
 from loopwise.running.runner import execute_claimed
 from loopwise.store.base import RunStore, StoredRun
@@ -53,7 +56,28 @@ async def awork(
     """
     if concurrency < 1:
         raise ConfigError(f"concurrency must be at least 1, not {concurrency}", name="concurrency")
-    stop = stop or asyncio.Event()
+    # One HTTP client (one SSL context) per model setting for the worker's whole life,
+    # not one per run: building one costs more CPU than the run it serves.
+    async with shared_clients():
+        return await _work(
+            store,
+            concurrency=concurrency,
+            poll_seconds=poll_seconds,
+            stop=stop or asyncio.Event(),
+            on_finished=on_finished,
+            on_trouble=on_trouble,
+        )
+
+
+async def _work(
+    store: RunStore,
+    *,
+    concurrency: int,
+    poll_seconds: float,
+    stop: asyncio.Event,
+    on_finished: Finished | None,
+    on_trouble: Trouble | None,
+) -> int:
     owner, done = owner_id(), 0
     running: set[asyncio.Task[None]] = set()
     # Listen before the first claim, so nothing decided in between goes unheard.

@@ -1,0 +1,124 @@
+"""Workers as a fleet: a worker's CPU per run, its start-up, and 1 vs 8 workers on PostgreSQL.
+
+* :func:`worker_cpu` — one ``loopwise worker`` process (SQLite store) executes ``n`` queued
+  runs of a 3-step agent (two tool turns and an answer) over an OpenAI model speaking to the
+  benchmark server; its CPU (from ``/proc``) per run after three warm-up runs. Run as a
+  script it prints that: ``python benchmarks/fleet.py cpu``.
+* :func:`scale_out` — ``1`` and ``8`` worker processes at ``--concurrency 1`` on one
+  PostgreSQL, a 50 ms model, the same queued runs; throughput ratio, and every run completed
+  exactly once. ``python benchmarks/fleet.py scale [RUNS]`` (PostgreSQL from
+  ``LOOPWISE_BENCH_PG``/``LOOPWISE_TEST_PG`` or a throwaway ``.ci/postgres``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import loopwise
+from loopwise import open_store
+
+HERE = Path(__file__).resolve().parent
+LOOPWISE = str(Path(sys.executable).with_name("loopwise"))
+
+# Speaks to the benchmark server (bench_script.respond): `turns=2` asks for two tool turns.
+CPU_TARGET = '''
+import loopwise
+
+
+@loopwise.tool
+def lookup_order(order_id: str) -> str:
+    """Look an order up by its id."""
+    return f"{order_id}: declined"
+
+
+agent = loopwise.Agent(name="bench_cpu_agent", tools=[lookup_order])
+'''
+
+
+def _worker(store: str, env: dict[str, str], concurrency: int = 1) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [LOOPWISE, "worker", "--store", store, "--concurrency", str(concurrency), "--poll", "0.05"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert proc.stderr is not None
+    proc.stderr.readline()  # its banner: imported, store open
+    return proc
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+    assert proc.stderr is not None
+    proc.stderr.close()
+
+
+def _cpu(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` used so far (Linux: /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _until_done(store: Any, ids: list[str], timeout: float = 600.0) -> None:
+    deadline = time.monotonic() + timeout
+    wanted = set(ids)
+    while True:
+        statuses = {r.run_id: r.status for r in store.list_runs(limit=len(ids) + 10)}
+        if all(statuses.get(i) == "completed" for i in wanted):
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"runs not completed in {timeout:.0f} s")
+        time.sleep(0.05)
+
+
+def worker_cpu(base_url: str, n: int) -> tuple[float, float]:
+    """``(CPU seconds per run, CPU seconds of start-up and the first runs)`` of one
+    ``loopwise worker`` executing ``n`` queued 3-step agent runs over ``base_url``.
+
+    Per run is counted after three warm-up runs (which load the target and the SDK)."""
+    here = Path(tempfile.mkdtemp(prefix="loopwise-bench-cpu-"))
+    (here / "target.py").write_text(CPU_TARGET)
+    spec, store = f"{here / 'target.py'}:agent", str(here / "runs.db")
+    env = {**os.environ, "OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "bench"}
+
+    def queue(k: int) -> list[str]:
+        question = "Why did order A-1 fail? turns=2"
+        return [loopwise.enqueue(spec, question, model="bench-model", store=st) for _ in range(k)]
+
+    with open_store(store) as st:  # the schema made before the worker opens it
+        proc = _worker(store, env)
+        try:
+            _until_done(st, queue(3))
+            warm = _cpu(proc.pid)
+            _until_done(st, queue(n))
+            busy = _cpu(proc.pid)
+        finally:
+            _stop(proc)
+    return (busy - warm) / n, warm
+
+
+def _main(argv: list[str]) -> int:
+    sys.path.insert(0, str(HERE))
+    from server import Server
+
+    what = argv[0] if argv else "cpu"
+    if what == "cpu":
+        with Server(latency=0.0) as server:
+            per_run, warm = worker_cpu(server.base_url, int(argv[1]) if len(argv) > 1 else 100)
+        print(f"worker CPU per run: {per_run * 1000:.1f} ms (start-up and 3 runs: {warm:.2f} s)")
+        return 0
+    print(f"unknown benchmark {what!r}: cpu or scale", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))
