@@ -1,4 +1,5 @@
-"""A stream whose run is cancelled while an effect runs: the effect is recorded once.
+"""A stream whose run is cancelled while an effect runs: the effect is recorded once; a
+consumer that leaves sees no effect start after it.
 
 On SQLite and PostgreSQL: cancelling a run while a sync write tool with a timeout runs
 waits for the effect and journals it, so a resume never makes it again.
@@ -146,7 +147,7 @@ def test_a_consumer_that_leaves_cancels_its_run_and_resume_pays_each_once(
         at_leaving = len(paid)
         await asyncio.wait_for(end.ended.wait(), 10)  # the run ends now, not at shutdown
         await asyncio.sleep(0.05)
-        assert len(paid) <= at_leaving + 1  # at most the effect already in flight
+        assert len(paid) == at_leaving  # no effect started after the consumer left
         return at_leaving
 
     asyncio.run(main())
@@ -261,3 +262,34 @@ def test_a_slow_consumer_holds_a_bounded_queue_and_misses_no_event(tmp_path: Any
 def _run(st: Any) -> str:
     (row,) = st.list_runs()
     return str(row.run_id)
+
+
+@pytest.mark.parametrize("how", ["break", "raise", "await, then break"])
+def test_no_effect_starts_once_the_consumer_has_left_inline(store_at: str, how: str) -> None:
+    paid: list[int] = []
+    agent = loopwise.Agent(name="desk", tools=[_quick_payer(paid)], max_steps=10)
+    model = _pays(6)
+    end = _End()
+
+    async def main() -> None:
+        stream = loopwise.astream(
+            agent, "go", model=model, store=store_at, run_id="s5", sinks=(end,)
+        )
+        with contextlib.suppress(_Left):
+            async for event in stream:
+                if event.type == "tool_result":
+                    assert paid == [1]
+                    if how.startswith("await"):
+                        await asyncio.sleep(0.05)  # the consumer's own work, then it leaves
+                    if how.endswith("break"):
+                        break
+                    raise _Left
+        await asyncio.wait_for(end.ended.wait(), 10)
+
+    asyncio.run(main())
+    assert paid == [1]  # exactly the effect before the consumer left, none after
+    assert _status(store_at, "s5") == Status.CANCELLED
+    resumed = loopwise.resume("s5", step=agent, model=model, store=store_at)
+    assert resumed.status == Status.COMPLETED
+    assert paid == [1, 2, 3, 4, 5, 6]  # the rest once each
+    assert _results(store_at, "s5") == [f"paid {n}" for n in range(1, 7)]

@@ -115,7 +115,9 @@ class EventSink(Protocol):
     A sink may also have ``text(run_id, delta)``: it then receives each
     :class:`TextDelta` of a streamed run (``stream=True``) as well; and ``async pace()``,
     which the run awaits before each step and model call: a sink that cannot keep up
-    (``loopwise.astream``'s slow consumer) holds the run there until it can.
+    (``loopwise.astream``'s slow consumer) holds the run there until it can; and
+    ``async before_effect()``, awaited before each ``write``/``irreversible`` tool starts:
+    a stream holds the run there until its consumer has dealt with every event before it.
     """
 
     def record(self, run_id: str, event: Event) -> None:

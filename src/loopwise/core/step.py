@@ -171,6 +171,8 @@ class Context(Generic[DepsT]):
     """The steps taken inside each enclosing step (what a replay of it counts again)."""
     _pacers: tuple[Callable[[], Awaitable[None]], ...] = ()
     """The sinks' ``pace`` methods: awaited before each step and model call (back-pressure)."""
+    _watchers: tuple[Callable[[], Awaitable[None]], ...] = ()
+    """The sinks' ``before_effect`` methods: awaited before each effect (a stream's consumer)."""
 
     @property
     def deps(self) -> DepsT:
@@ -194,6 +196,16 @@ class Context(Generic[DepsT]):
     def step_path(self) -> str:
         """The current path as ``a/b/c``."""
         return "/".join(self.path)
+
+    async def before_effect(self) -> None:
+        """Before the executor starts a ``write``/``irreversible`` tool: wait for the sinks
+        that watch the run (``loopwise.astream``'s consumer deals with every event before
+        the effect, or leaves), then end a cancelled run. Once its watcher has left, a run
+        starts no new effect, even within a step."""
+        _stop_if_cancelled()
+        for watch in self._watchers:
+            await watch()
+        _stop_if_cancelled()
 
     def child(self, name: str) -> Context:
         """A context for a nested step: same run, budget, usage and events; longer path."""
@@ -486,8 +498,9 @@ def new_context(target: Step, opts: RunOptions) -> Context:
         max_steps=opts.max_steps,
         approvals=opts.approvals,
         sinks=opts.sinks,
-        # getattr: a sink may pace the run too (EventSink's optional async pace()).
+        # getattr: a sink may pace the run too (EventSink's optional pace() and before_effect()).
         _pacers=tuple(p for s in opts.sinks if callable(p := getattr(s, "pace", None))),
+        _watchers=tuple(w for s in opts.sinks if callable(w := getattr(s, "before_effect", None))),
         journal=Journal(opts.replay),
         clock=opts.clock,
         stream=opts.stream,

@@ -13,8 +13,10 @@ A stream's consumer that leaves cancels its run, safely: leaving the ``async for
 (``break``, or an exception out of its body, the stream still referenced or not), dropping
 the stream (garbage-collected), cancelling the task that iterates, ``aclose()`` and the
 end of ``async with astream(...)`` all cancel it; ``aclose()`` also waits until it is
-recorded ``cancelled``. A sync effect in flight is seen through and recorded first
-(:mod:`loopwise.tools.tool`), so a resume never makes it twice; an async tool is
+recorded ``cancelled``. No effect starts after the consumer left: before each
+``write``/``irreversible`` tool the run waits until its consumer has dealt with every event
+before it (asks for the next one) or left. A sync effect in flight is seen through and
+recorded first (:mod:`loopwise.tools.tool`), so a resume never makes it twice; an async tool is
 cancelled at its current ``await`` as asyncio does, nothing of it is recorded, and the
 resume calls it again with the same ``ctx.idempotency_key``. Started with
 ``detached=True``, the run goes on to its end instead when its consumer leaves (as long
@@ -67,6 +69,8 @@ class _Feed:
         self._loop = loop
         self._thread = threading.get_ident()
         self._room: asyncio.Future[None] | None = None
+        self._asking = False  # the consumer waits for an item, every earlier one dealt with
+        self._caught_up: list[asyncio.Future[None]] = []
 
     def record(self, run_id: str, event: Event) -> None:
         """Queue ``event`` for the consumer (safely from a step's worker thread too)."""
@@ -93,6 +97,31 @@ class _Feed:
         finally:
             self._room = None
 
+    async def before_effect(self) -> None:
+        """Before an effect starts: wait until the consumer has dealt with every event
+        before it (it asks for the next one) or has left; leaving cancels the run here,
+        so the effect never starts."""
+        if not self.watching or (self._asking and self.queue.empty()):
+            return
+        if asyncio.get_running_loop() is not self._loop:
+            return  # a run driven from another loop cannot wait on this one
+        caught_up = self._loop.create_future()
+        self._caught_up.append(caught_up)
+        await caught_up
+
+    def asking(self, waiting: bool) -> None:
+        """The consumer asks for the next item (``True``) or has one (``False``); asking
+        with none queued, it has dealt with every event so far: effects may start."""
+        self._asking = waiting
+        if waiting and self.queue.empty():
+            self._catch_up()
+
+    def _catch_up(self) -> None:
+        waiting, self._caught_up = self._caught_up, []
+        for caught_up in waiting:
+            if not caught_up.done():
+                caught_up.set_result(None)
+
     def read(self) -> None:
         """The consumer took an item: let a held-back run go on once half are read."""
         room = self._room
@@ -107,6 +136,7 @@ class _Feed:
         room = self._room
         if room is not None and not room.done():
             room.set_result(None)
+        self._catch_up()
 
     def _put(self, item: Event | TextDelta) -> None:
         if not self.watching:
@@ -151,12 +181,14 @@ class RunStream:
         task = self._task or self._begin()
         feed = self._feed
         assert feed is not None
+        feed.asking(True)
         try:
             item = await feed.queue.get()
         except asyncio.CancelledError:
             # The consumer is being cancelled: the run it watches goes with it.
             await self._leave(task)
             raise
+        feed.asking(False)
         feed.read()
         if item is None:
             self._ended = True

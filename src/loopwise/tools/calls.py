@@ -500,6 +500,7 @@ async def _run(
     child = ctx.child(tool.name)
     child.performing = tool  # what lets Tool.perform take its effect (here, and only here)
     if tool.effect is not Effect.READ:
+        await ctx.before_effect()  # a run whose watcher has left starts no new effect
         # Lets an effect interrupted between doing and recording be made safe on resume.
         child.idempotency_key = Journal.idempotency_key(ctx.run_id, call.bind_id)
     try:
