@@ -18,22 +18,19 @@ arguments it ran with, and the planner's proposal beside it (``HybridOutput.prop
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any, Protocol, TypedDict
 
 from loopwise.architectures.plans import ActionCatalog, Plan, PlanStep, dependency_graph
 from loopwise.core.events import jsonable
 from loopwise.tools.arguments import ToolArgumentsError
-from loopwise.tools.gates import changed_fields
+from loopwise.tools.audit import changed_fields, changes_text
 from loopwise.tools.verdicts import Denied, Edited
 
 __all__ = ["RECHECK_SUFFIX", "AsRan", "CallOf", "as_ran", "call_of", "rechecks"]
 
 RECHECK_SUFFIX = ".recheck"
 """Added to a plan step's approval id when a person must decide it again."""
-
-_CLIP = 60
 
 
 def rechecks(plan: Plan, catalog: ActionCatalog, verdicts: Mapping[str, Any]) -> dict[str, str]:
@@ -122,13 +119,6 @@ def _edits(plan: Plan, catalog: ActionCatalog, verdicts: Mapping[str, Any]) -> d
             edited = jsonable(verdict.args)  # refused when it runs; its dependants still ask
         changed = changed_fields(planned, edited)
         if changed:
-            what = ", ".join(
-                f"{k}: {_clip(v['from'])} → {_clip(v['to'])}" for k, v in changed.items()
-            )
+            what = changes_text(changed)
             found[s.id] = f"step {s.id} ({s.action}) was edited by {verdict.by} ({what})"
     return found
-
-
-def _clip(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= _CLIP else text[: _CLIP - 1] + "…"

@@ -302,9 +302,14 @@ class PlanItem:
     ``denied``, ``skipped`` or ``failed``."""
     approval_id: str | None = None
     """The approval that gates it, when one was asked."""
+    ran_with: Any = None
+    """The arguments it ran with when a person's edit replaced :attr:`args` (the
+    planner's proposal); ``None`` when it ran as planned or has not run."""
+    edited_by: str | None = None
+    """Who edited the arguments it ran with, when somebody did."""
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
+        """A JSON-ready dict (``ran_with`` and ``edited_by`` when a person's edit ran)."""
         return {
             "id": self.id,
             "action": self.action,
@@ -314,6 +319,7 @@ class PlanItem:
             "effect": self.effect,
             "state": self.state,
             "approval_id": self.approval_id,
+            **({"ran_with": self.ran_with, "edited_by": self.edited_by} if self.ran_with else {}),
         }
 
 
@@ -515,6 +521,8 @@ def _item(
     mine = [a for a in approvals if a.step == path]
     asked = next((a for a in mine if a.status == "pending"), mine[-1] if mine else None)
     # A plan records each step's effect (older runs' logs may not: then from its ask or call).
+    ran = _finished(path, events)
+    edit = ran if isinstance(ran.get("ran_with"), Mapping) else {}
     return PlanItem(
         id=str(s.get("id")),
         action=str(s.get("action")),
@@ -522,8 +530,10 @@ def _item(
         depends_on=tuple(str(d) for d in s.get("depends_on") or ()),
         reason=str(s.get("reason") or ""),
         effect=str(effect) if effect else _effect(path, events, asked),
-        state=_state(path, events, asked),
+        state=_state(ran, path, events, asked),
         approval_id=asked.approval_id if asked else None,
+        ran_with=edit.get("ran_with"),
+        edited_by=str(edit["edited_by"]) if edit.get("edited_by") else None,
     )
 
 
@@ -539,13 +549,22 @@ def _effect(path: str, events: Sequence[Event], asked: StoredApproval | None) ->
 _FINAL = {"done", "denied", "skipped", "failed"}
 
 
-def _state(path: str, events: Sequence[Event], asked: StoredApproval | None) -> str:
+def _finished(path: str, events: Sequence[Event]) -> Mapping[str, Any]:
+    """The plan step's result as its last ``step_finished`` recorded it (its ``status``,
+    and ``ran_with``/``edited_by`` when an edit ran); empty before it finished."""
     for e in reversed(events):
         if e.step == path and e.type is EventType.STEP_FINISHED:
             output = e.data.get("output")
-            status = output.get("status") if isinstance(output, Mapping) else None
-            if status in _FINAL:
-                return str(status)
+            if isinstance(output, Mapping) and output.get("status") in _FINAL:
+                return output
+    return {}
+
+
+def _state(
+    ran: Mapping[str, Any], path: str, events: Sequence[Event], asked: StoredApproval | None
+) -> str:
+    if ran:
+        return str(ran["status"])
     if asked is not None:
         return {"edited": "approved"}.get(asked.status, asked.status)
     for e in reversed(events):

@@ -26,7 +26,7 @@ from loopwise.core.svg import escape as _e
 from loopwise.core.svg import escape_shown as _t
 from loopwise.running.approvals import ApprovalView, PlanItem
 from loopwise.store.base import StoredApproval, StoredRun
-from loopwise.tools.audit import event_summary, stake_text
+from loopwise.tools.audit import changed_fields, changes_text, event_summary, stake_text
 
 __all__ = [
     "EDITABLE_CHARS",
@@ -195,10 +195,21 @@ def _plan_list(v: ApprovalView) -> str:
         after = f" <span class='meta'>after {_t(', '.join(p.depends_on))}</span>"
         rows.append(
             f"<li{here}><code>{_t(p.id)}</code> {_t(p.action)} {_effect(p.effect)} "
-            f"{_state(p.state)}{after if p.depends_on else ''}<br>"
+            f"{_state(p.state)}{_edited_by(p)}{after if p.depends_on else ''}<br>"
             f"<span class='meta'>{_t(p.reason)}</span></li>"
         )
     return f"<h3>The plan around it</h3><ol class='plan'>{''.join(rows)}</ol>"
+
+
+def _edited_by(p: PlanItem) -> str:
+    return f" <span class='meta'>edited by {_t(p.edited_by)}</span>" if p.edited_by else ""
+
+
+def _change(a: StoredApproval) -> str:
+    """What an edited decision changed (``amount_cents: 25000 → 4000``); empty else."""
+    if a.status != "edited":
+        return ""
+    return changes_text(changed_fields(a.args, a.edited_args))
 
 
 def _decided(decided: Sequence[StoredApproval]) -> str:
@@ -207,6 +218,7 @@ def _decided(decided: Sequence[StoredApproval]) -> str:
     rows = "".join(
         f"<li><code>{_t(d.approval_id)}</code> {_t(d.tool)}: {_state(d.status)} by "
         f"<strong>{_t(d.decided_by)}</strong>"
+        + (f" ({_t(_change(d))})" if _change(d) else "")
         + (f" — {_t(d.decision_reason)}" if d.decision_reason else "")
         + "</li>"
         for d in decided
@@ -426,10 +438,12 @@ def _td_class(head: str) -> str:
     return " class='wide'" if head in _WIDE else ""
 
 
-_WIDE = frozenset({"planner's reason", "arguments", "what", "why"})
+_WIDE = frozenset({"planner's reason", "arguments", "what", "why", "what changed"})
 
 
 def _plan_table(plan: Sequence[PlanItem]) -> str:
+    """Each step with its state and arguments: a step that ran with a person's edit shows
+    the arguments it ran with, and the planner's proposal beside them."""
     if not plan:
         return ""
     rows = [
@@ -437,14 +451,23 @@ def _plan_table(plan: Sequence[PlanItem]) -> str:
             f"<code>{_t(p.id)}</code>",
             _t(p.action),
             _effect(p.effect),
-            _state(p.state),
+            _state(p.state) + _edited_by(p),
             _t(p.reason),
-            readable(p.args),
+            _ran_and_proposed(p) if p.ran_with is not None else readable(p.args),
         ]
         for p in plan
     ]
     heads = ("step", "action", "effect", "state", "planner's reason", "arguments")
     return _table(heads, rows, "plan")
+
+
+def _ran_and_proposed(p: PlanItem) -> str:
+    return (
+        "<div class='ran'><div><p class='meta'>ran with (edited by "
+        f"<strong>{_t(p.edited_by or 'a person')}</strong>)</p>{readable(p.ran_with)}</div>"
+        "<div class='proposed'><p class='meta'>the planner proposed</p>"
+        f"{readable(p.args)}</div></div>"
+    )
 
 
 def _approvals_table(approvals: Sequence[StoredApproval]) -> str:
@@ -457,11 +480,12 @@ def _approvals_table(approvals: Sequence[StoredApproval]) -> str:
             _state(a.status),
             _t(a.decided_by or ""),
             _e((a.decided_at or "")[:19].replace("T", " ")),
+            _t(_change(a)),
             _t(a.decision_reason or ""),
         ]
         for a in approvals
     ]
-    heads = ("approval", "action", "decision", "by", "when (UTC)", "why")
+    heads = ("approval", "action", "decision", "by", "when (UTC)", "what changed", "why")
     return "<h2>Approvals</h2>" + _table(heads, rows, "approvals")
 
 
@@ -556,6 +580,8 @@ border-radius:10px;border:1px solid #9ca3af;color:#374151;font-weight:600;vertic
 .state.denied,.state.failed,.state.error{background:#fee2e2}
 .state.skipped,.state.planned{background:#f3f4f6}
 ol.plan{padding-left:1.4em}ol.plan li{margin:3px 0}
+.ran{display:grid;grid-template-columns:repeat(2,minmax(0,1fr));gap:4px 12px}
+.ran p{margin:0}.proposed{color:#6b7280;border-left:2px solid #e5e7eb;padding-left:8px}
 ol.plan li.here{background:#fef9c3;border-radius:4px;padding:2px 4px}
 .warn{color:#b91c1c}
 .decision{border-top:1px solid #e5e7eb;margin-top:12px;padding-top:10px}
@@ -582,7 +608,7 @@ th,table code{white-space:nowrap}td.wide{min-width:14em}
 th,td{border-bottom:1px solid #e5e7eb;padding:5px 8px;text-align:left;vertical-align:top}
 table.audit td.text{max-width:520px;min-width:16em}
 nav.filters a{margin-right:10px}nav.filters a[aria-current]{font-weight:700}
-@media (max-width:600px){main{padding:10px}dl.facts,dl.args{grid-template-columns:1fr}
+@media (max-width:600px){main{padding:10px}dl.facts,dl.args,.ran{grid-template-columns:1fr}
 dl.facts dd{margin-bottom:6px}h1{font-size:1.2rem}
 table.stack,table.stack tbody,table.stack tr,table.stack td{display:block;width:100%}
 table.stack thead{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0)}

@@ -2,8 +2,9 @@
 
 Light on purpose: ``loopwise runs show`` and the approvals inbox both print events with
 :func:`event_summary`, the terminal prompt and ``loopwise pending`` both show what an
-approval is about with :func:`asked_lines`, and the CLI's decisions name the person with
-:func:`os_user`, without loading pydantic or the model port.
+approval is about with :func:`asked_lines`, an edit's change is said one way everywhere
+(:func:`changed_fields`, :func:`changes_text`), and the CLI's decisions name the person
+with :func:`os_user`, without loading pydantic or the model port.
 """
 
 from __future__ import annotations
@@ -13,7 +14,16 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["asked_lines", "event_summary", "os_user", "stake_text"]
+__all__ = [
+    "asked_lines",
+    "changed_fields",
+    "changes_text",
+    "event_summary",
+    "os_user",
+    "stake_text",
+]
+
+_CLIP = 60
 
 
 def event_summary(kind: str, d: Mapping[str, Any]) -> str:
@@ -33,6 +43,34 @@ def event_summary(kind: str, d: Mapping[str, Any]) -> str:
     if kind in {"run_finished", "run_paused"}:
         return str(d.get("status"))
     return ""
+
+
+def changed_fields(before: Any, after: Any) -> dict[str, Any]:
+    """What an edit changed, field by field: ``{name: {"from": old, "to": new}}`` (a
+    field the edit left out is ``"to": null``)."""
+    old = before if isinstance(before, dict) else {}
+    new = after if isinstance(after, dict) else {}
+    return {
+        k: {"from": old.get(k), "to": new.get(k)}
+        for k in sorted({*old, *new})
+        if old.get(k) != new.get(k)
+    }
+
+
+def changes_text(changed: Mapping[str, Any]) -> str:
+    """:func:`changed_fields`'s answer as one line a person reads:
+    ``amount_cents: 25000 → 4000, reason: "late" → "broken"`` (each value as JSON,
+    shortened)."""
+    return ", ".join(
+        f"{k}: {_clip(v.get('from'))} → {_clip(v.get('to'))}"
+        for k, v in changed.items()
+        if isinstance(v, Mapping)
+    )
+
+
+def _clip(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= _CLIP else text[: _CLIP - 1] + "…"
 
 
 def stake_text(at_stake: float, unit: str | None) -> str:

@@ -41,6 +41,7 @@ from loopwise.core.journal import Journal
 from loopwise.core.result import Halt
 from loopwise.core.step import running_context
 from loopwise.errors import ConfigError
+from loopwise.tools.audit import changed_fields
 from loopwise.tools.handlers import TerminalApprovals, ask
 from loopwise.tools.verdicts import (
     ApprovalRequest,
@@ -496,18 +497,6 @@ def _decision_data(a: Ask, verdict: Verdict) -> dict[str, Any]:
         data["edited_hash"] = args_hash(a.tool, verdict.args)
         data["changed"] = changed_fields(jsonable(a.args), data["args"])
     return data
-
-
-def changed_fields(before: Any, after: Any) -> dict[str, Any]:
-    """What an edit changed, field by field: ``{name: {"from": old, "to": new}}`` (a
-    field the edit left out is ``"to": null``)."""
-    old = before if isinstance(before, dict) else {}
-    new = after if isinstance(after, dict) else {}
-    return {
-        k: {"from": old.get(k), "to": new.get(k)}
-        for k in sorted({*old, *new})
-        if old.get(k) != new.get(k)
-    }
 
 
 def _decision_name(verdict: Verdict) -> str:
