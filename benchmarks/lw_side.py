@@ -70,9 +70,10 @@ async def watch(step: Any, input: Any, model: Any, **options: Any) -> loopwise.R
 def otel_sink() -> Any:
     """An OTel sink on an SDK provider whose exporter drops every span (the SDK's span
     work is measured, no export)."""
-    from loopwise.otel import OTelSink
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+
+    from loopwise.integrations.otel import OTelSink
 
     class Drop(SpanExporter):
         def export(self, spans: Any) -> SpanExportResult:

@@ -130,7 +130,7 @@ def test_an_agent_whose_steps_scatter_is_not_graduated(
 GATED = '''
 from pathlib import Path
 from loopwise import Agent, tool
-from loopwise.gates import human
+from loopwise import gates
 from loopwise.testing import ScriptedModel, calls, reply
 
 LEDGER = Path(__file__).with_name("refunds.txt")
@@ -140,7 +140,7 @@ def lookup_order(order_id: str) -> dict:
     """Look up an order by id. Call it first."""
     return {"id": order_id, "total": 10 + int(order_id[-1])}
 
-@tool(effect="irreversible", gate=human())
+@tool(effect="irreversible", gate=gates.human())
 def refund(order_id: str, amount: int) -> str:
     """Refund an order. Call it after looking the order up."""
     with LEDGER.open("a") as f:

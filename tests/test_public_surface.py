@@ -1,15 +1,18 @@
 """The names users import, pinned: a move inside the package never breaks a user.
 
-Users import from ``loopwise`` (the lazy face), ``loopwise.testing`` and the documented
-submodules (``loopwise.gates``, ``loopwise.mcp``...), which stay importable by their flat
-names wherever their modules live; each is the very module that defines its names.
+Users import from ``loopwise`` (the lazy face) and ``loopwise.testing``. The documented
+submodules (``loopwise.gates``, ``loopwise.mcp``...) are attributes of the face — each the
+very module that defines its names — not import paths of their own: no import hook, so a
+type checker sees exactly what runs.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -41,26 +44,35 @@ def test_the_testing_face_is_exactly_its_list() -> None:
 @pytest.mark.parametrize("public", sorted(DOCUMENTED))
 def test_a_documented_submodule_is_its_home_module(public: str) -> None:
     home, names = DOCUMENTED[public]
-    module = importlib.import_module(public)
+    attribute = public.rpartition(".")[2]
+    module = getattr(loopwise, attribute)
     assert module is importlib.import_module(home)
-    assert module.__name__ == home and module.__spec__ is not None
-    assert module.__spec__.name == home
     assert names <= set(dir(module))
-    assert getattr(loopwise, public.rpartition(".")[2]) is module
+    assert attribute in loopwise.__all__
 
 
-def test_old_flat_imports_still_work_in_a_fresh_process() -> None:
+def test_the_face_plays_no_import_trick_in_a_fresh_process() -> None:
     code = (
-        "from loopwise.gates import policy, policy_then_human\n"
-        "from loopwise.hybrid import REJECTED, PlanContext\n"
-        "from loopwise import gates, calls, approvals\n"
-        "import loopwise, loopwise.gates\n"
-        "assert loopwise.gates is gates and callable(loopwise.check) and callable(loopwise.step)\n"
-        "assert sorted(dir(loopwise))[:3] == ['Action', 'ActionCatalog', 'ActionResult']\n"
-        "print('ok')\n"
+        "import sys\n"
+        "before = list(sys.meta_path)\n"
+        "import loopwise\n"
+        "from loopwise import gates, calls, approvals, hybrid, call_tools\n"
+        "assert sys.meta_path == before, 'loopwise changed sys.meta_path'\n"
+        "assert loopwise.gates is gates and calls.call_tools is call_tools\n"
+        "assert callable(gates.policy) and callable(loopwise.check) and hybrid.REJECTED\n"
+        "try:\n"
+        "    import loopwise.gates\n"
+        "except ModuleNotFoundError:\n"
+        "    print('ok')\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert (done.returncode, done.stdout.strip()) == (0, "ok"), done.stderr
+
+
+def test_the_package_root_never_touches_meta_path() -> None:
+    source = importlib.util.find_spec("loopwise").origin  # type: ignore[union-attr]
+    assert source is not None
+    assert "meta_path" not in Path(source).read_text(encoding="utf-8")
 
 
 def test_an_unknown_submodule_is_an_attribute_error() -> None:
@@ -78,8 +90,8 @@ def test_an_unknown_submodule_is_an_attribute_error() -> None:
         ("Weighed", "loopwise.architectures.cascade"),
         ("sweep", "loopwise.evidence.sweeps.sweep"),
         ("asweep", "loopwise.evidence.sweeps.sweep"),
-        ("Sweep", "loopwise.evidence.sweeps.sweep"),
-        ("SweepPoint", "loopwise.evidence.sweeps.sweep"),
+        ("Sweep", "loopwise.evidence.sweeps.points"),
+        ("SweepPoint", "loopwise.evidence.sweeps.points"),
     ],
 )
 def test_the_cascade_and_sweep_names_come_from_their_homes(name: str, home: str) -> None:

@@ -3,9 +3,6 @@ where a wrong step is expensive — one step interface, one budget, one store, o
 """
 
 import importlib
-import importlib.abc
-import importlib.machinery
-import sys
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -79,6 +76,7 @@ if TYPE_CHECKING:
     from loopwise.tools import gates as gates
     from loopwise.tools.allowlists import Bounds, IdPattern, InDirectory, OneOf
     from loopwise.tools.arguments import ToolArgumentsError
+    from loopwise.tools.calls import call_tools
     from loopwise.tools.gates import Gate, policy, policy_then_human
     from loopwise.tools.handlers import TerminalApprovals
     from loopwise.tools.tool import Effect, Tool, as_tool, tool
@@ -136,12 +134,14 @@ _LAZY = {
     **dict.fromkeys(["ApprovalRequest", "Approved", "Denied", "Edited", "Escalate"],
                     "loopwise.tools.verdicts"),
     "Workflow": "loopwise.architectures.workflow",
+    "call_tools": "loopwise.tools.calls",
 }  # fmt: skip
 
 
-# The documented submodules users import by their old flat names (``from loopwise.gates
-# import policy``, ``loopwise.mcp.stdio(...)``): each is an alias of the module that
-# defines it, loaded on first import like every other name here.
+# The documented submodules, reached as attributes of the package (``from loopwise import
+# gates``, ``loopwise.mcp.stdio(...)``): each is the module that defines its names, loaded
+# on first access like every other name here. They are not import paths of their own
+# (``import loopwise.gates`` fails): a type checker sees them through the imports above.
 _PUBLIC_MODULES = {
     "approvals": "loopwise.running.approvals",
     "calls": "loopwise.tools.calls",
@@ -152,41 +152,13 @@ _PUBLIC_MODULES = {
 }
 
 
-class _AliasLoader(importlib.abc.Loader):
-    """Loads ``loopwise.<alias>`` as the module it names: one module object, two names."""
-
-    def __init__(self, target: str) -> None:
-        self._target = target
-        self._own: tuple[Any, Any] = (None, None)
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
-        module = importlib.import_module(self._target)
-        self._own = (module.__spec__, module.__loader__)
-        return module
-
-    def exec_module(self, module: types.ModuleType) -> None:
-        """Nothing to run (the target ran when imported); give it back its own spec."""
-        module.__spec__, module.__loader__ = self._own
-
-
-class _AliasFinder(importlib.abc.MetaPathFinder):
-    """Finds the documented public submodules of :data:`_PUBLIC_MODULES`."""
-
-    def find_spec(
-        self, fullname: str, path: object = None, target: object = None
-    ) -> importlib.machinery.ModuleSpec | None:
-        prefix, _, name = fullname.rpartition(".")
-        if prefix != __name__ or name not in _PUBLIC_MODULES:
-            return None
-        return importlib.machinery.ModuleSpec(fullname, _AliasLoader(_PUBLIC_MODULES[name]))
-
-
-if not any(isinstance(finder, _AliasFinder) for finder in sys.meta_path):
-    sys.meta_path.append(_AliasFinder())
-
-
 def __getattr__(name: str) -> Any:
     """Load an exported name, or a documented submodule (``loopwise.gates``), on first access."""
+    home = _PUBLIC_MODULES.get(name)
+    if home is not None:
+        value: Any = importlib.import_module(home)
+        globals()[name] = value
+        return value
     module = _LAZY.get(name)
     if module is None:
         return _submodule(name)
@@ -296,6 +268,7 @@ __all__ = [
     "Workflow",
     "aevaluate",
     "analyze",
+    "approvals",
     "approve",
     "aresume",
     "arun",
@@ -303,15 +276,21 @@ __all__ = [
     "astream",
     "astream_resume",
     "asweep",
+    "call_tools",
+    "calls",
     "check",
     "decide",
     "deny",
     "enqueue",
     "evaluate",
     "field_match",
+    "gates",
     "graduate",
+    "hybrid",
     "load_dataset",
+    "mcp",
     "open_store",
+    "otel",
     "policy",
     "policy_then_human",
     "resolve_model",

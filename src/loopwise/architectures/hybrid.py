@@ -72,8 +72,8 @@ from loopwise.tools.calls import Call, CallSettings, Outcome, edit_problem, effe
 from loopwise.tools.gates import Ask, authorize_all, human, pause
 from loopwise.tools.verdicts import Denied, Edited, Pending
 
-# The plan vocabulary users write beside a hybrid (`from loopwise.hybrid import
-# REJECTED, PlanContext`), kept on this documented module for them; the package
+# The plan vocabulary users write beside a hybrid (`from loopwise import
+# hybrid`, then `hybrid.PlanContext`), kept on this documented module for them; the package
 # imports these from loopwise.architectures.plans.
 __all__ = [
     "REJECTED",

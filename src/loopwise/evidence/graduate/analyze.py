@@ -308,7 +308,7 @@ def workflow_skeleton(
         "",
         "import loopwise",
         "from loopwise import Workflow",
-        "from loopwise.calls import call_tools",
+        "from loopwise import call_tools",
         *_tool_imports(name, tools),
         "",
     ]

@@ -1,10 +1,10 @@
 """The Python source of a graduated workflow: :func:`workflow_source` writes a
 :class:`~loopwise.evidence.graduate.dataflow.Plan` as a module a person reads, edits and commits.
 
-The module imports only public paths (``loopwise``, ``loopwise.calls``,
-``loopwise.testing``) and the agent's own module, from which it takes the agent's tools
+The module imports only public names (``loopwise``, ``loopwise.testing``) and the agent's own
+module, from which it takes the agent's tools
 unchanged — their effects, gates, allow-lists and ``untrusted_output`` — and calls them
-through :func:`loopwise.calls.call_tools`, the executor the agent's own calls take. Its
+through :func:`loopwise.call_tools`, the executor the agent's own calls take. Its
 state is one dict, ``{"input": ..., "calls": [[{"tool", "args", "result"}, ...], ...]}``
 (the turns so far), which is also what each of its structured calls is shown, as JSON
 with a ``task`` (``arguments``, ``route``, ``answer``): the protocol
@@ -401,7 +401,7 @@ def _prelude(agent: AgentRef, *, routes: bool) -> list[str]:
         "import pydantic",
         "",
         "import loopwise",
-        "from loopwise.calls import call_tools",
+        "from loopwise import call_tools",
         "",
     ]
     if agent.folder is not None:
