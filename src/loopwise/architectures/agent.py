@@ -525,7 +525,7 @@ def _final_answer_tool(model: type[BaseModel]) -> Tool:
     async def final_answer(args: BaseModel, ctx: Context | None) -> BaseModel:
         return args
 
-    return Tool(
+    answer = Tool(
         final_answer,
         name=FINAL_ANSWER,
         description=(
@@ -534,6 +534,8 @@ def _final_answer_tool(model: type[BaseModel]) -> Tool:
         ),
         args_model=model,
     )
+    answer.in_process = True
+    return answer
 
 
 def _schema_of(model: type[BaseModel] | None) -> dict[str, Any] | None:

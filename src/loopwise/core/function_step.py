@@ -60,11 +60,15 @@ class FunctionStep(StepDefaults):
         functools.update_wrapper(self, fn)
 
     async def run(self, input: Any, ctx: Context) -> Any:
-        """Call the function (in a worker thread when it is sync)."""
+        """Call the function (in a worker thread when it is sync; in place under an engine,
+        whose workflow code has no threads and does its outside-world work elsewhere)."""
         args = (input, ctx) if self._takes_ctx else (input,)
         if self._is_async:
             return await self.fn(*args)
-        result = await asyncio.to_thread(self.fn, *args)
+        if ctx.offload is not None:
+            result = self.fn(*args)
+        else:
+            result = await asyncio.to_thread(self.fn, *args)
         if inspect.isawaitable(result):  # a sync wrapper that returns a coroutine
             return await result
         return result

@@ -39,6 +39,7 @@ from loopwise.core.events import Event, EventSink, EventType, Status, TextDelta,
 from loopwise.core.journal import Journal
 from loopwise.core.members import step_member
 from loopwise.core.names import check_name
+from loopwise.core.offload import Offload
 from loopwise.core.options import RunOptions, check_options
 from loopwise.core.replay import entered, recall, record
 from loopwise.core.result import Halt, RunResult
@@ -146,6 +147,9 @@ class Context(Generic[DepsT]):
     performing: Any = None
     """The tool the tool-call executor runs in this context (set by the executor alone):
     a ``write``/``irreversible`` tool performs only in the context made for its call."""
+    offload: Offload | None = None
+    """The engine's hook for the run's outside-world work (:mod:`loopwise.core.offload`):
+    ``None`` does it in place; a durable-execution engine sets it (inherited)."""
     refuse_effects: str | None = None
     """Why ``write``/``irreversible`` calls are refused here (a hybrid's planner; inherited)."""
     clock: Callable[[], float] = time.monotonic

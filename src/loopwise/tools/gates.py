@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from loopwise.core.events import EventType, Status, jsonable
 from loopwise.core.journal import Journal
+from loopwise.core.offload import Work
 from loopwise.core.result import Halt
 from loopwise.core.step import running_context
 from loopwise.errors import ConfigError
@@ -134,13 +135,34 @@ class Gate:
         return self.kind != "policy"
 
     async def run_policy(
-        self, args: Any, *, effect: str = "write", ctx: Context | None = None
+        self,
+        args: Any,
+        *,
+        effect: str = "write",
+        ctx: Context | None = None,
+        tool: str | None = None,
     ) -> Approved | Denied | Escalate:
         """The policy's verdict on ``args`` of a call with ``effect`` (``Escalate`` for a
         plain human gate). A policy with a ``ctx`` parameter gets ``ctx`` or, without one,
-        the running run's context (its ``deps``); with neither it denies, saying so."""
+        the running run's context (its ``deps``); with neither it denies, saying so.
+
+        In a run whose engine takes its outside-world work (:mod:`loopwise.core.offload`),
+        the judgement is handed to it (``tool`` names the tool judged)."""
         if self.check is None:
             return Escalate("this tool is gated by a human")
+        run = ctx or running_context()
+        if run is None or run.offload is None:
+            return await self._judge(args, effect, ctx)
+        work = Work(
+            kind="judgement", tool=tool or "", args=args, effect=effect, key=None,
+            step=run.step_path, do=partial(self._judge, args, effect),
+        )  # fmt: skip
+        verdict: Approved | Denied | Escalate = await run.offload(work)
+        return verdict
+
+    async def _judge(
+        self, args: Any, effect: str, ctx: Context | None
+    ) -> Approved | Denied | Escalate:
         check: Any = self.check
         wants_ctx = takes_ctx(check)
         ctx = (ctx or running_context()) if wants_ctx else None
@@ -301,7 +323,9 @@ async def authorize_all(asks: Sequence[Ask]) -> list[Verdict | Pending]:
             continue
         answer = await ask(a.ctx.approvals, j.request)
         if j.judge_after is not None and not isinstance(answer, Edited):
-            again = await j.judge_after.run_policy(_as_dict(a.args), effect=str(a.effect))
+            again = await j.judge_after.run_policy(
+                _as_dict(a.args), effect=str(a.effect), tool=a.tool
+            )
             answer = again if isinstance(again, Denied) else answer
         if answer is None:
             verdicts.append(Pending(j.request))
@@ -344,7 +368,9 @@ async def _judge(a: Ask) -> _Judged:
         # judges the edited ones (a denial of the replaced ones must not deny it).
         request = _request(a, str(asked["reason"]), asked.get("tainted_by"))
         return _Judged(request=request, asked=True, judge_after=gate)
-    first = await gate.run_policy(_as_dict(a.args), effect=effect) if gate else Escalate()
+    first = (
+        await gate.run_policy(_as_dict(a.args), effect=effect, tool=a.tool) if gate else Escalate()
+    )
     person = tainted_by is not None or a.recheck is not None
     verdict = _without_human(first, gate, person)
     if verdict is None:
@@ -425,7 +451,7 @@ async def recheck_edited(
     checked = _as_gate(gate, tool)
     if checked is None or checked.check is None:
         return None
-    verdict = await checked.run_policy(_as_dict(args), ctx=ctx)
+    verdict = await checked.run_policy(_as_dict(args), ctx=ctx, tool=tool)
     return verdict if isinstance(verdict, Denied) else None
 
 

@@ -44,6 +44,7 @@ import re
 import threading
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import (
     TYPE_CHECKING,
     Annotated,
@@ -60,7 +61,9 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.fields import FieldInfo
 
+from loopwise.core.events import jsonable
 from loopwise.core.members import step_member
+from loopwise.core.offload import Work
 from loopwise.core.shape import ToolShape, describe, parameters_of
 from loopwise.core.step import CarriedExit, Step, carry_exits
 from loopwise.errors import DirectEffectError, ToolError
@@ -238,6 +241,9 @@ class Tool:
 
     step: Step | None = None
     """The step this tool runs, for a step given as a tool (:func:`as_tool`)."""
+    in_process: bool = False
+    """Whether it is loopwise's own work inside the run (an agent's ``final_answer``, a
+    step given as a tool), which an engine never offloads (:mod:`loopwise.core.offload`)."""
 
     def __init__(
         self,
@@ -331,9 +337,23 @@ class Tool:
         context but its call's) raises :class:`~loopwise.errors.DirectEffectError` naming
         the tool, and nothing runs: its effect would skip its gate, journal and
         idempotency key.
+
+        In a run whose engine takes its outside-world work (:mod:`loopwise.core.offload`),
+        the call is handed to it with its idempotency key, unless the tool is
+        :attr:`in_process`.
         """
         if self.effect is not Effect.READ and (ctx is None or ctx.performing is not self):
             self._refuse_direct("perform() outside the tool-call executor")
+        if ctx is not None and ctx.offload is not None and not self.in_process:
+            work = Work(
+                kind="effect", tool=self.name, args=jsonable(args), effect=str(self.effect),
+                key=ctx.idempotency_key, step=ctx.step_path, do=partial(self._perform, args),
+            )  # fmt: skip
+            return await ctx.offload(work)
+        return await self._perform(args, ctx)
+
+    async def _perform(self, args: BaseModel, ctx: Context | None) -> Any:
+        """Run the tool here, with its timeout (an engine's :class:`Work` does this)."""
         if self.timeout is None:
             return await self._call(args, ctx)
         # Both ways below await the call in a task of its own (asyncio.wait_for does on 3.11).
@@ -580,4 +600,5 @@ def as_tool(step: Any, *, description: str, **options: Unpack[AsToolOptions]) ->
     wrapped = Tool(run_step, args_model=args_model, description=description, **options)
     # Kept so the step's own description (its tools, its limits) reaches `check`.
     wrapped.step = step
+    wrapped.in_process = True  # its own model calls and tools are offloaded one by one
     return wrapped
