@@ -12,7 +12,14 @@ from loopwise.store.postgres import PostgresStore
 from loopwise.store.sqlite import SQLiteStore
 from loopwise.tools.verdicts import ApprovalRequest, Denied
 
-ROLES = (base.EventLog, base.RunLeases, base.RunQueries, base.ApprovalBook, base.EvalHistory)
+ROLES = (
+    base.EventLog,
+    base.RunLeases,
+    base.RunQueries,
+    base.ApprovalBook,
+    base.EvalHistory,
+    base.LiveEvidence,
+)
 
 
 def _members(protocol: type) -> set[str]:
@@ -26,7 +33,7 @@ def test_the_roles_do_not_overlap_and_the_store_is_their_union() -> None:
         assert not seen & _members(role), role
         seen |= _members(role)
     assert _members(base.RunStore) == {"close"}
-    assert base.RunStore.__mro__[1:6] == ROLES
+    assert base.RunStore.__mro__[1:7] == ROLES
 
 
 def test_both_stores_implement_every_role() -> None:

@@ -1,9 +1,10 @@
 """The run store: runs, their ordered events and their approvals, behind one interface.
 
-:class:`RunStore` is the interface, the union of five roles a consumer asks for one by one:
+:class:`RunStore` is the interface, the union of six roles a consumer asks for one by one:
 :class:`EventLog` (a run's events), :class:`RunLeases` (registering, queueing and leasing
 runs), :class:`RunQueries` (reading runs), :class:`ApprovalBook` (gate requests and
-decisions) and :class:`EvalHistory` (eval summaries). :class:`SQLiteStore` (one file, the
+decisions), :class:`EvalHistory` (eval summaries) and :class:`LiveEvidence` (the live
+cases shadow runs and people's decisions leave). :class:`SQLiteStore` (one file, the
 embedded default) and :class:`~loopwise.postgres.PostgresStore` (many workers on many
 machines) implement it on :class:`~loopwise.store.sql.SQLStore`, which holds every statement
 both run, so the two keep one semantics. :func:`loopwise.store.open.open_store` picks one
@@ -21,7 +22,7 @@ from __future__ import annotations
 import os
 import re
 import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -37,6 +38,8 @@ __all__ = [
     "ApprovalBook",
     "EvalHistory",
     "EventLog",
+    "LiveCase",
+    "LiveEvidence",
     "RunLeases",
     "RunQueries",
     "RunStore",
@@ -360,7 +363,63 @@ class EvalHistory(Protocol):
         ...
 
 
-class RunStore(EventLog, RunLeases, RunQueries, ApprovalBook, EvalHistory, Protocol):
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LiveCase:
+    """One case of live traffic kept as evidence: a shadowed run's pair of outputs, or a
+    person's decision (a pick, an edit) that labels a case."""
+
+    run_id: str
+    """The run it happened in."""
+    key: str
+    """Its journal key in that run (a run keeps each case once, however often resumed)."""
+    target: str
+    """The run's target as recorded (its spec, else its step's name)."""
+    kind: str
+    """``shadow`` (a shadow's pair) or ``person`` (a person's decision as the label)."""
+    step: str
+    """The step that kept it (the ``Shadow``'s path, the gate's step)."""
+    input: Any
+    """The case's input (JSON)."""
+    output: Any
+    """What the run answered: the primary's output, or what the step proposed."""
+    reference: Any
+    """What it is judged against: the shadow's output, or what the person chose."""
+    agree: bool | None
+    """Whether ``output`` agrees with ``reference``; ``None`` when there is nothing to
+    compare (the shadow did not complete)."""
+    status: str
+    """How the shadow's run ended (a :class:`~loopwise.core.events.Status` value), or the
+    person's decision (``picked``, ``edited``, ``approved``, ``denied``)."""
+    detail: str | None
+    """Why, when it says (a failed shadow's error)."""
+    created_at: str
+    """ISO-8601 UTC."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return asdict(self)
+
+
+class LiveEvidence(Protocol):
+    """The role that reads live cases back (``loopwise check``'s ``live``, a sweep over
+    people's decisions). They are written as a side effect of the events that carry them
+    (a ``step_finished`` with ``live`` data), so a resumed run or a second worker keeps
+    each case once."""
+
+    def live_targets(self) -> list[str]:
+        """Every target that has live cases (as recorded)."""
+        ...
+
+    def live_cases(
+        self, targets: Sequence[str], *, since: str | None = None, kind: str | None = None
+    ) -> list[LiveCase]:
+        """The live cases of any of ``targets`` (spellings of one target), oldest first:
+        those recorded at or after ``since`` (ISO-8601) when given, of one ``kind`` when
+        given; never those of an eval's runs (they measured, they were not traffic)."""
+        ...
+
+
+class RunStore(EventLog, RunLeases, RunQueries, ApprovalBook, EvalHistory, LiveEvidence, Protocol):
     """What loopwise needs from a run store: every role (:class:`~loopwise.store.sql.SQLStore`
     implements it twice). A consumer that needs one role asks for that role, so a third
     backend or a test fake implements what that consumer uses, not every method."""

@@ -42,7 +42,7 @@ CHANNEL = "loopwise_runs"
 _LOCK_KEY = 0x6C6F6F70_77697365 & 0x7FFF_FFFF_FFFF_FFFF
 """The advisory lock migrations run under ("loopwise" in ASCII, as a bigint)."""
 
-_OWN_TABLES = frozenset({"runs", "events", "approvals", "eval_results"})
+_OWN_TABLES = frozenset({"runs", "events", "approvals", "eval_results", "live_cases"})
 
 _MIGRATIONS: list[str] = [
     """
@@ -110,6 +110,26 @@ _MIGRATIONS: list[str] = [
     ALTER TABLE runs ADD COLUMN conversation TEXT;
     ALTER TABLE runs ADD COLUMN turn INTEGER;
     CREATE UNIQUE INDEX runs_conversation ON runs(conversation, turn);
+    """,
+    # Live evidence (store/live.py): a shadow's pairs and people's decisions, one row per
+    # run and journal key, written with the event that carries it.
+    """
+    CREATE TABLE live_cases (
+        run_id TEXT NOT NULL,
+        key TEXT NOT NULL,
+        target TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        step TEXT NOT NULL,
+        input TEXT,
+        output TEXT,
+        reference TEXT,
+        agree INTEGER,
+        status TEXT NOT NULL,
+        detail TEXT,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (run_id, key)
+    );
+    CREATE INDEX live_cases_target ON live_cases(target, created_at);
     """,
 ]
 """The schema, one script per version; ``loopwise_schema.version`` says how many ran."""

@@ -1,5 +1,5 @@
 """How runs, events and approvals become SQL rows and back: the statements an event
-adds (:func:`event_row`, :func:`side_effects`) and the typed rows a read returns
+adds (:func:`event_row`, :func:`side_effects`, :func:`live_row`) and the typed rows a read returns
 (:func:`run_row`, :func:`approval_row`), shared by both stores through
 :class:`~loopwise.store.sql.SQLStore`.
 """
@@ -17,12 +17,14 @@ from loopwise.core.events import Event, EventType, jsonable
 from loopwise.store.base import StoredApproval, StoredRun
 
 __all__ = [
+    "LIVE",
     "Statement",
     "approval_row",
     "collector_paused",
     "decision_row",
     "event_row",
     "from_json",
+    "live_row",
     "request_row",
     "run_row",
     "side_effects",
@@ -110,7 +112,46 @@ def side_effects(run_id: str, event: Event) -> list[Statement]:
         return [request_row(run_id, event)]
     if event.type is EventType.GATE_DECIDED and data.get("approval_id") is not None:
         return [decision_row(run_id, data, event.at)]
+    if event.type is EventType.STEP_FINISHED and LIVE in data:
+        return live_row(run_id, event)
     return []
+
+
+LIVE = "live"
+"""The key of a ``step_finished`` event's data that makes it a live case
+(:class:`~loopwise.store.base.LiveCase`, the ``live_cases`` table)."""
+
+_LIVE_COLUMNS = "run_id, key, target, kind, step, input, output, reference, agree, status, detail"
+
+
+def live_row(run_id: str, event: Event) -> list[Statement]:
+    """The statement keeping the live case a ``step_finished`` carries (none without a
+    journal key): one row per ``(run_id, key)``, the target read from the run's row."""
+    case, key = event.data.get(LIVE), event.data.get("key")
+    if not isinstance(case, Mapping) or key is None:
+        return []
+    agree = case.get("agree")
+    return [
+        (
+            f"INSERT INTO live_cases ({_LIVE_COLUMNS}, created_at) "
+            "SELECT ?, ?, COALESCE(spec, target), ?, ?, ?, ?, ?, ?, ?, ?, ? FROM runs "
+            "WHERE id = ? ON CONFLICT DO NOTHING",
+            (
+                run_id,
+                str(key),
+                str(case.get("kind", "shadow")),
+                event.step,
+                to_json(case.get("input")),
+                to_json(case.get("output")),
+                to_json(case.get("reference")),
+                None if agree is None else int(bool(agree)),
+                str(case.get("status", "")),
+                case.get("detail"),
+                event.at,
+                run_id,
+            ),
+        )
+    ]
 
 
 _FINISHED = {EventType.RUN_FINISHED, EventType.RUN_PAUSED}

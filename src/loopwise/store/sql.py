@@ -49,6 +49,7 @@ from loopwise.store.base import (
     not_pending,
 )
 from loopwise.store.conversations import busy, next_turn, refuse_superseded
+from loopwise.store.live import LiveBook
 from loopwise.store.retries import retrying
 from loopwise.store.rows import (
     Statement,
@@ -91,7 +92,7 @@ def _runs_of(batch: list[Statement]) -> Iterator[tuple[str, list[tuple[Any, ...]
         i = j
 
 
-class SQLStore:
+class SQLStore(LiveBook):
     """The statements and rules both stores share; a subclass supplies the connection.
 
     Subclasses implement :meth:`_transaction` (one write transaction), :meth:`_reading`,

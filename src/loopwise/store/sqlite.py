@@ -112,6 +112,26 @@ _SQLITE_MIGRATIONS: list[str] = [
     ALTER TABLE runs ADD COLUMN turn INTEGER;
     CREATE UNIQUE INDEX runs_conversation ON runs(conversation, turn);
     """,
+    # Live evidence (store/live.py): a shadow's pairs and people's decisions, one row per
+    # run and journal key, written with the event that carries it.
+    """
+    CREATE TABLE live_cases (
+        run_id TEXT NOT NULL,
+        key TEXT NOT NULL,
+        target TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        step TEXT NOT NULL,
+        input TEXT,
+        output TEXT,
+        reference TEXT,
+        agree INTEGER,
+        status TEXT NOT NULL,
+        detail TEXT,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (run_id, key)
+    );
+    CREATE INDEX live_cases_target ON live_cases(target, created_at);
+    """,
 ]
 """The schema, one script per version; ``PRAGMA user_version`` says how many ran."""
 
@@ -233,7 +253,7 @@ _BUSY = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
 """The result codes of "database is locked" and "table is locked" (an extended code, such
 as ``SQLITE_BUSY_RECOVERY``, carries its primary one in its low byte)."""
 
-_OWN_TABLES = frozenset({"runs", "events", "approvals", "eval_results"})
+_OWN_TABLES = frozenset({"runs", "events", "approvals", "eval_results", "live_cases"})
 
 
 def _refuse_foreign(conn: sqlite3.Connection, path: Path) -> None:
