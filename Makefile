@@ -46,12 +46,12 @@ bench: $(STAMP)
 
 # Mutation testing of the safety code (slow; not part of `make test` or CI). MUTANTS
 # narrows it, e.g. `make mutation MUTANTS='loopwise.tools.allowlists.x_Bounds*'`; the store is
-# mutated in its approval and claim code only (sqlstore, sqlrows, store).
+# mutated in its approval and claim code only (sqlleases, sqlapprovals, rows, base).
 MUTANTS ?= loopwise.core.journal.* loopwise.tools.calls.* loopwise.tools.gates.* loopwise.tools.verdicts.* \
 	loopwise.tools.handlers.* loopwise.tools.tool.* \
 	loopwise.tools.allowlists.* \
-	loopwise.store.sql.*claim* loopwise.store.sql.*approv* loopwise.store.sql.*decide* \
-	loopwise.store.sql.*pending* loopwise.store.base.*pending* loopwise.store.rows.*approv*
+	loopwise.store.sqlleases.*claim* loopwise.store.sqlapprovals.* \
+	loopwise.store.base.*pending* loopwise.store.rows.*approv*
 mutation: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[dev,mutation]'
 	nice -n 19 $(BIN)/mutmut run --max-children 2 $(foreach m,$(MUTANTS),'$(m)')

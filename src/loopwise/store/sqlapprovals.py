@@ -1,0 +1,101 @@
+"""The approval book of the SQL run stores (:class:`~loopwise.store.base.ApprovalBook`):
+undecided gates listed, decisions recorded once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loopwise.errors import ConfigError, DecisionError
+from loopwise.store.base import StoredApproval, not_pending
+from loopwise.store.rows import approval_row, to_json, utc_now
+from loopwise.store.sqlbase import SQLBase
+
+__all__ = ["SQLApprovals"]
+
+
+class SQLApprovals(SQLBase):
+    """Pending approvals and their decisions."""
+
+    def pending(self, run_id: str | None = None) -> list[StoredApproval]:
+        """Undecided approvals, oldest first: of ``run_id``, or of every run but an eval's."""
+        evals = f"run_id NOT IN (SELECT id FROM runs WHERE {self._eval_mark} IS NOT NULL)"
+        which, params = (evals, ()) if run_id is None else ("run_id = ?", (run_id,))
+        sql = f"SELECT * FROM approvals WHERE status = 'pending' AND {which} ORDER BY requested_at"
+        return [approval_row(r) for r in self._read(sql, params)]
+
+    def approvals(self, run_id: str) -> list[StoredApproval]:
+        """Every approval of ``run_id``, in the order they were requested."""
+        rows = self._read(
+            "SELECT * FROM approvals WHERE run_id = ? ORDER BY requested_at", (run_id,)
+        )
+        return [approval_row(r) for r in rows]
+
+    def approval(self, run_id: str, approval_id: str) -> StoredApproval | None:
+        """One approval of ``run_id``, or ``None`` when there is no such request."""
+        rows = self._read(
+            "SELECT * FROM approvals WHERE run_id = ? AND approval_id = ?",
+            (run_id, approval_id),
+        )
+        return approval_row(rows[0]) if rows else None
+
+    def decide(
+        self,
+        run_id: str,
+        approval_id: str,
+        *,
+        decision: str,
+        by: str,
+        reason: str | None = None,
+        edited_args: dict[str, Any] | None = None,
+        seen_hash: str | None = None,
+    ) -> StoredApproval:
+        """Record ``decision`` (``approved``/``denied``/``edited``) on a pending approval.
+
+        Wakes the waiting workers. Raises :class:`ConfigError` for an unknown run, and
+        :class:`DecisionError` for an unknown approval, one already decided (here or by
+        another process) or, with ``seen_hash``, one whose arguments hash otherwise
+        (``stale``), checked in the same transaction as the write. Checks of the decision
+        itself (edited arguments) are :func:`loopwise.running.approvals.decide`'s.
+        """
+        if decision not in {"approved", "denied", "edited"}:
+            raise ConfigError(f"unknown decision {decision!r}", name="decision")
+        self._run(run_id)  # an unknown run is a ConfigError
+        with self._lock, self._transaction() as tx:
+            rows = tx.rows(
+                f"SELECT * FROM approvals WHERE run_id = ? AND approval_id = ?{self._locking}",
+                (run_id, approval_id),
+            )
+            if not rows:
+                raise DecisionError(
+                    f"run {run_id!r} has no approval {approval_id!r}",
+                    name=approval_id,
+                    code="unknown-approval",
+                )
+            if rows[0]["status"] != "pending":
+                raise not_pending(run_id, approval_id, rows[0]["status"])
+            if seen_hash is not None and rows[0]["args_hash"] != seen_hash:
+                raise DecisionError(
+                    f"approval {approval_id!r} of run {run_id!r} now asks about other "
+                    "arguments than the ones shown when deciding; nothing was decided",
+                    name=approval_id,
+                    code="stale",
+                )
+            tx.run(
+                "UPDATE approvals SET status = ?, decided_by = ?, decided_at = ?, "
+                "decision_reason = ?, edited_args = ? WHERE run_id = ? AND approval_id = ?",
+                (
+                    decision,
+                    by,
+                    utc_now(),
+                    reason,
+                    None if edited_args is None else to_json(edited_args),
+                    run_id,
+                    approval_id,
+                ),
+            )
+            self._notify(tx, run_id)
+            rows = tx.rows(
+                "SELECT * FROM approvals WHERE run_id = ? AND approval_id = ?",
+                (run_id, approval_id),
+            )
+        return approval_row(rows[0])
