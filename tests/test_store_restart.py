@@ -4,7 +4,8 @@ The tests start a throwaway server of their own (``.ci/postgres start``) and res
 (``.ci/postgres restart``, same port and data) while a run writes: once from inside a
 tool, so every pooled connection is dead when the run goes on, and once in the
 background with the server down for two seconds while the run commits its effects, and
-under a ``loopwise worker`` process whose run waits in a tool meanwhile. Each run ends
+under a ``loopwise worker`` process whose run waits in a tool meanwhile; and a store a
+process keeps answers every call after a restart. Each run ends
 ``completed``, each effect taken once, and its stored log is the whole log, gap-free (a
 server away past the retries: nothing dropped, the run resumes). Without the binaries the
 tests skip, except under ``CI=true``.
@@ -229,3 +230,58 @@ def test_a_worker_goes_on_across_a_server_restart(
     finally:
         worker.terminate()
         worker.communicate(timeout=30)
+
+
+def _gated_payer(paid: list[int]) -> loopwise.Agent:
+    @loopwise.tool(effect="irreversible", gate=loopwise.gates.human())
+    def pay(n: int) -> str:
+        """Pay, once a person approves."""
+        paid.append(n)
+        return f"paid {n}"
+
+    return loopwise.Agent(name="payer", tools=[pay], max_steps=6)
+
+
+def _end_sessions(url: str, where: str, how: str) -> None:
+    """Kill every session of the server as a restart does, or end them on a running server."""
+    if how == "restart":
+        subprocess.run([str(POSTGRES), "restart", where, "0"], check=True)
+        return
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as admin:
+        # With a timeout, each call returns once its session has ended.
+        admin.execute(
+            "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity "
+            "WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'"
+        )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["restart", "sessions ended"])
+def test_a_kept_store_answers_every_call_after_its_server_restarts(
+    own_server: tuple[str, str], how: str
+) -> None:
+    """A long-lived process keeps its store (``store=url`` is kept per process, and one
+    opened once): after a restart every call succeeds, the writes the store does not try
+    again (a claim, a decision, a new run) too, and each takes effect once."""
+    url, where = own_server
+    paid: list[int] = []
+    agent = _gated_payer(paid)
+    model = _pays(1)
+    tag = how.replace(" ", "-")
+    paused = f"paused-{tag}"
+    with open_store(url) as kept:
+        first = loopwise.run(agent, "go", model=model, store=url, run_id=paused)
+        assert first.status == Status.AWAITING_APPROVAL
+        assert kept.claim_next("worker-1") is None  # every connection used before the end
+        _end_sessions(url, where, how)
+        assert kept.claim_next("worker-1") is None  # a claim: a write never tried again
+        assert [a.status for a in loopwise.approve(paused, store=url, by="ann")] == ["approved"]
+        fresh = loopwise.run(agent, "go", model=_pays(0), store=url, run_id=f"fresh-{tag}")
+        assert fresh.status == Status.COMPLETED
+        resumed = loopwise.resume(paused, step=agent, model=model, store=url)
+        assert resumed.status == Status.COMPLETED, resumed.detail
+        assert {paused, f"fresh-{tag}"} <= {r.run_id for r in kept.list_runs()}
+        assert kept.pending(paused) == []
+    assert paid == [1]  # approved once, paid once

@@ -6,6 +6,8 @@ The semantics are SQLite's (:class:`~loopwise.store.sql.SQLStore` holds the stat
 run); what differs is here: a connection pool, row locks for claims (``FOR UPDATE``, and
 ``SKIP LOCKED`` so workers never wait on one another's claim), the database's clock for
 leases, and LISTEN/NOTIFY so that a decided approval or a queued run wakes the workers.
+A pooled connection the server closed (a restart) is replaced before it is used, so a
+process that keeps its store fails no call after a restart (:class:`_Idle`).
 
 The schema is versioned in a ``loopwise_schema`` table and migrated under a transaction
 advisory lock, so processes starting together migrate once. A database whose current
@@ -17,6 +19,8 @@ own), and so is a schema newer than this loopwise knows.
 from __future__ import annotations
 
 import functools
+import select
+import sys
 import time
 import weakref
 from collections.abc import Iterator, Mapping
@@ -270,11 +274,22 @@ class PostgresStore(SQLStore):
 
 
 class _Idle:
-    """The pool's check of a connection before handing it out: one idle for
-    :data:`_CHECK_AFTER` seconds or more is asked an empty query first, so a server restart
-    (which leaves every pooled connection dead) costs no failed transaction; one just
-    returned is handed out as is (no extra round trip on a busy store; if it died in
-    between, the transaction fails ``unreachable`` and is tried again)."""
+    """The pool's check of a connection before handing it out, so that a dead one is
+    replaced before use and never fails a transaction.
+
+    A server that restarts, shuts down or ends a session (``pg_terminate_backend``) says so
+    and closes the socket: an idle connection with something to read is dead, or about to
+    be, and is asked an empty query (which fails: the pool drops it and hands out another
+    or a new one). Looking costs no round trip, so every connection is looked at, however
+    recently it was returned. One idle for :data:`_CHECK_AFTER` seconds or more is asked
+    in any case (a server that vanished without closing: a failover, a cut network).
+
+    Why not try a failed transaction again instead: reads and the grouped event writes are
+    (:mod:`loopwise.store.retries`: a transaction that failed before its commit left
+    nothing), but a claim, a decision or a new run's row is not tried again by the store,
+    and a commit whose answer was lost may have taken effect: trying it again could claim
+    or decide twice. A connection checked before use keeps those from failing at all.
+    """
 
     def __init__(self) -> None:
         self._returned: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = (
@@ -285,8 +300,19 @@ class _Idle:
         self._returned[conn] = time.monotonic()
 
     def check(self, conn: psycopg.Connection[Any]) -> None:
-        if time.monotonic() - self._returned.get(conn, 0.0) >= _CHECK_AFTER:
+        idle = time.monotonic() - self._returned.get(conn, 0.0)
+        if idle >= _CHECK_AFTER or _readable(conn):
             ConnectionPool.check_connection(conn)
+
+
+def _readable(conn: psycopg.Connection[Any]) -> bool:
+    """Whether an idle connection has something to read (it never listens, so only a
+    server ending the session sends anything): a look, not a round trip."""
+    if sys.platform == "win32":
+        return bool(select.select([conn.fileno()], [], [], 0)[0])
+    poll = select.poll()  # unlike select(), any descriptor number: a server keeps many
+    poll.register(conn.fileno(), select.POLLIN)
+    return bool(poll.poll(0))
 
 
 _CHECK_AFTER = 1.0
