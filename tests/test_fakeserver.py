@@ -279,8 +279,13 @@ def test_missing_or_repeated_call_ids_from_a_server_become_unique(
         result = loopwise.run(agent, "q", model=server.model(), store=None)
         sent = server.requests[1]["messages"]
     assert result.status is Status.COMPLETED
+    bound = [e.data["call_id"] for e in result.events if e.type == "tool_result"]
+    assert len(set(bound)) == 2 and all(bound)
     call_ids = [c["id"] for m in sent if m["role"] == "assistant" for c in m["tool_calls"]]
     answered = [m["tool_call_id"] for m in sent if m["role"] == "tool"]
-    assert len(set(call_ids)) == 2 and all(call_ids) and answered == call_ids
+    assert all(call_ids) and answered == call_ids
     if ids[0]:
-        assert call_ids[0] == ids[0]  # a given id is kept
+        # The server is sent back its own ids, repeated as it gave them, never a renamed one.
+        assert call_ids == list(ids) and bound[0] == ids[0]
+    else:
+        assert call_ids == bound  # it gave none: loopwise's are the only ones

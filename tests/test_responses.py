@@ -432,7 +432,8 @@ def test_store_true_chains_each_call_to_the_last_turn() -> None:
     assert server.requests[-1]["previous_response_id"] == "resp_fake_4"
     assert server.requests[-1]["input"] == [{"role": "user", "content": "And about the last one?"}]
     first, second = server.requests[0], server.requests[1]
-    assert first["store"] is True and "include" not in first
+    # The reasoning comes back encrypted even so: a chain the server forgets is sent whole.
+    assert first["store"] is True and first["include"] == ["reasoning.encrypted_content"]
     assert "previous_response_id" not in first
     # The second call sends only the tool results; the server holds the rest.
     assert second["previous_response_id"] == "resp_fake_1"

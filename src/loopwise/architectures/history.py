@@ -332,7 +332,9 @@ def own_ids(turn: Turn, seen: set[str], turns: int, invocation: int) -> Turn:
     log — renames alike. An id that is not 1-64 letters, digits, ``_`` or ``-`` (a NUL,
     a lone surrogate, ``/``, ``:``, CR/LF, 10,000 characters: anything a server sent) is
     replaced before it keys anything, by ``call_T_I`` (the turn's number, the call's place
-    in it), so no id a server chose can break a store, a terminal or a header.
+    in it), so no id a server chose can break a store, a terminal or a header. The
+    server's id is kept as :attr:`~loopwise.models.port.ToolCall.server_id`: requests
+    send it back, as the server knows no other.
     """
     if not turn.tool_calls:
         return turn
@@ -347,7 +349,10 @@ def own_ids(turn: Turn, seen: set[str], turns: int, invocation: int) -> Turn:
             chosen = f"{own}{suffix}~{turns}" + ("" if n == 2 else f".{n}")
         seen.add(chosen)
         renamed = renamed or chosen != c.id
-        calls.append(c if chosen == c.id else dataclasses.replace(c, id=chosen))
+        # The server's id stays beside loopwise's: requests name the call by it.
+        calls.append(
+            c if chosen == c.id else dataclasses.replace(c, id=chosen, server_id=c.wire_id)
+        )
     # A copy: a scripted model may hand out the same Turn object again.
     return dataclasses.replace(turn, tool_calls=calls) if renamed else turn
 

@@ -36,23 +36,20 @@ from loopwise.models.port import (
     DECISION_BACKENDS,
     STRUCTURED_MODES,
     DecisionBackend,
-    Message,
     Model,
     ModelDefaults,
     ModelRequest,
     StructuredMode,
-    ToolCall,
     Turn,
-    unique_call_ids,
+    server_calls,
+    wire_messages,
 )
 from loopwise.models.responses import (
-    ENCRYPTED_REASONING,
     ResponseEvents,
-    as_input_items,
-    as_text_format,
-    as_tool_choice,
     as_tools,
+    chain_refused,
     response_turn,
+    responses_body,
     sdk_field,
 )
 from loopwise.models.scripted import ScriptedModel
@@ -220,7 +217,7 @@ class OpenAIModel(ModelDefaults):
         if request.decision is not None:
             return await _decide(self.client, self.name, request)
         if self.api == "responses":
-            return await self._send(self.responses_params(request), request, _create_response)
+            return await self._respond(request)
         turn = await self._send(self._chat_params(request), request, _create)
         limit = request.max_output_tokens
         if limit is not None and turn.output_tokens > limit:
@@ -232,7 +229,7 @@ class OpenAIModel(ModelDefaults):
 
     def _chat_params(self, request: ModelRequest) -> dict[str, Any]:
         # In the order chat.completions.create() sends them: the same bytes on the wire.
-        params: dict[str, Any] = {"model": self.name, "messages": request.messages}
+        params: dict[str, Any] = {"model": self.name, "messages": wire_messages(request.messages)}
         if request.top_logprobs is not None:
             params["logprobs"] = True
         if request.max_output_tokens is not None:
@@ -254,32 +251,43 @@ class OpenAIModel(ModelDefaults):
             params["top_logprobs"] = request.top_logprobs
         return params
 
-    def responses_params(self, request: ModelRequest) -> dict[str, Any]:
+    def responses_params(self, request: ModelRequest, *, chained: bool = True) -> dict[str, Any]:
         """``request`` as the body ``client.responses.create(**body)`` sends, keys in the
-        order it sends them (the same bytes on the wire)."""
-        messages, previous = request.messages, None
-        if self.store:
-            messages, previous = _after_last_response(messages)
-        params: dict[str, Any] = {"model": self.name}
-        if not self.store:
-            params["include"] = [ENCRYPTED_REASONING]
-        params["input"] = as_input_items(messages)
-        if request.max_output_tokens is not None:
-            params["max_output_tokens"] = request.max_output_tokens
-        if previous is not None:
-            params["previous_response_id"] = previous
-        params["store"] = self.store
-        if request.temperature is not None:
-            params["temperature"] = request.temperature
-        if request.response_format is not None:
-            params["text"] = {"format": as_text_format(request.response_format)}
-        if request.tool_choice is not None:
-            params["tool_choice"] = as_tool_choice(request.tool_choice)
-        elif request.tools:
-            params["tool_choice"] = "auto"  # as on Chat Completions (see _chat_params)
-        if request.tools:
-            params["tools"] = self._tools_as_responses(request.tools)
-        return params
+        order it sends them (the same bytes on the wire).
+
+        With ``store=True`` it chains to the last turn the server stored and sends only
+        what came after it; ``chained=False`` (or no stored turn) sends the whole
+        transcript, reasoning items included.
+        """
+        return self._responses_body(request, chained=chained)[0]
+
+    def _responses_body(
+        self, request: ModelRequest, *, chained: bool = True
+    ) -> tuple[dict[str, Any], str | None]:
+        tools = self._tools_as_responses(request.tools) if request.tools else None
+        return responses_body(request, self.name, self.store, tools, chained=chained)
+
+    async def _respond(self, request: ModelRequest) -> Turn:
+        """One Responses call; a chain the server refused is sent again whole.
+
+        A stored response expires, is deleted, or lives in another project or region: the
+        server answers ``previous_response_id`` with a 404 (or a 400 naming it). loopwise
+        holds the whole transcript (reasoning included, encrypted), so it sends that
+        instead of failing, and says so in :attr:`Turn.resent`.
+        """
+        params, whole = self._responses_body(request)
+        try:
+            turn = await self._send(params, request, _create_response)
+        except ModelAPIError as e:
+            previous = params.get("previous_response_id")
+            if previous is None or not chain_refused(e):
+                raise
+            params, _ = self._responses_body(request, chained=False)
+            turn = await self._send(params, request, _create_response)
+            whole = f"the server refused previous_response_id {previous!r} (HTTP {e.status_code})"
+        turn.stored = self.store if turn.stored is None else turn.stored
+        turn.resent = whole
+        return turn
 
     def _tools_as_responses(self, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """``tools`` in Responses form; an agent sends one list every turn, converted once."""
@@ -314,16 +322,6 @@ class OpenAIModel(ModelDefaults):
 
 
 _Create = Callable[[openai.AsyncOpenAI, dict[str, Any], ModelRequest, str], Awaitable[Turn]]
-
-
-def _after_last_response(messages: list[Message]) -> tuple[list[Message], str | None]:
-    """The messages after the last turn the server stored, and that turn's response id
-    (all of them and ``None`` when no turn was stored: the chain starts here)."""
-    for i in range(len(messages) - 1, -1, -1):
-        response_id = messages[i].get("response_id")
-        if messages[i].get("role") == "assistant" and response_id:
-            return messages[i + 1 :], str(response_id)
-    return messages, None
 
 
 async def _create(
@@ -435,11 +433,9 @@ def _to_turn(completion: Any, fallback_model: str) -> Turn:
     choice = completion.choices[0]
     message = choice.message
     raw = [c for c in (message.tool_calls or []) if sdk_field(c, "function") is not None]
-    ids = unique_call_ids([c.id for c in raw])
-    calls = [
-        ToolCall(id=i, name=c.function.name, arguments=_arguments_text(c.function.arguments))
-        for i, c in zip(ids, raw, strict=True)
-    ]
+    calls = server_calls(
+        [(c.id, c.function.name, _arguments_text(c.function.arguments)) for c in raw]
+    )
     usage = completion.usage
     return Turn(
         text=message.content,

@@ -33,7 +33,9 @@ __all__ = [
     "message_chars",
     "model_member",
     "model_name",
-    "unique_call_ids",
+    "server_calls",
+    "server_ids",
+    "wire_messages",
 ]
 
 Message = dict[str, Any]
@@ -74,6 +76,15 @@ class ToolCall:
     """The tool name as the model wrote it (it may not exist)."""
     arguments: str
     """The raw argument string (it may not be JSON)."""
+    server_id: str | None = None
+    """The id the server gave this call when ``id`` is loopwise's own (the server's
+    repeated, was missing its place in a turn, or could not key a journal): requests
+    send this one back, as the server knows no other. ``None``: ``id`` is the server's."""
+
+    @property
+    def wire_id(self) -> str:
+        """The id a request names this call by: the server's."""
+        return self.server_id or self.id
 
 
 @dataclass(kw_only=True, slots=True)
@@ -100,6 +111,13 @@ class Turn:
     output on every later call, so the model keeps its reasoning across turns."""
     response_id: str | None = None
     """The Responses API's id of this turn (what ``previous_response_id`` chains to)."""
+    stored: bool | None = None
+    """Whether the server keeps this turn (it was sent with ``store=True``), so a later call
+    may chain to it; ``None``: unknown (a turn journaled before loopwise recorded it)."""
+    resent: str | None = None
+    """Why this call sent the whole transcript where it would have chained to a stored
+    response (the server refused it, or never stored the earlier turns); ``None`` when it
+    did not have to. Journaled with the turn (``model_call.data.turn.resent``)."""
     reasoning_tokens: int = 0
     """Of ``output_tokens``, those the model spent reasoning."""
     cached_tokens: int = 0
@@ -117,19 +135,13 @@ class Turn:
         # llama-cpp-python's chat templates fail on a missing or null content (HTTP 500).
         message: Message = {"role": "assistant", "content": self.text or ""}
         if self.tool_calls:
-            message["tool_calls"] = [
-                {
-                    "id": call.id,
-                    "type": "function",
-                    "function": {"name": call.name, "arguments": call.arguments},
-                }
-                for call in self.tool_calls
-            ]
+            message["tool_calls"] = [_call_message(call) for call in self.tool_calls]
         if self.refusal:
             message["refusal"] = self.refusal
         if self.reasoning:
             message["reasoning_items"] = self.reasoning
-        if self.response_id:
+        if self.response_id and self.stored is not False:
+            # Only a turn the server keeps can be chained to (see ``stored``).
             message["response_id"] = self.response_id
         return message
 
@@ -138,7 +150,9 @@ class Turn:
         return {
             "text": self.text,
             "tool_calls": [
-                {"id": c.id, "name": c.name, "arguments": c.arguments} for c in self.tool_calls
+                {"id": c.id, "name": c.name, "arguments": c.arguments}
+                | ({"server_id": c.server_id} if c.server_id else {})
+                for c in self.tool_calls
             ],
             "refusal": self.refusal,
             "finish_reason": self.finish_reason,
@@ -148,6 +162,8 @@ class Turn:
             # Only what a Responses turn has: a Chat Completions journal stays as it was.
             **({"reasoning": self.reasoning} if self.reasoning else {}),
             **({"response_id": self.response_id} if self.response_id else {}),
+            **({"stored": self.stored} if self.response_id and self.stored is not None else {}),
+            **({"resent": self.resent} if self.resent else {}),
             **({"reasoning_tokens": self.reasoning_tokens} if self.reasoning_tokens else {}),
             **({"cached_tokens": self.cached_tokens} if self.cached_tokens else {}),
             **({"decision": self.decision} if self.decision is not None else {}),
@@ -167,11 +183,55 @@ class Turn:
             model=data.get("model", ""),
             reasoning=list(data.get("reasoning") or []),
             response_id=data.get("response_id"),
+            stored=data.get("stored"),
+            resent=data.get("resent"),
             reasoning_tokens=int(data.get("reasoning_tokens", 0)),
             cached_tokens=int(data.get("cached_tokens", 0)),
             decision=data.get("decision"),
             logprobs=data.get("logprobs"),
         )
+
+
+def _call_message(call: ToolCall) -> dict[str, Any]:
+    """A tool call as a transcript holds it: loopwise's id, and the server's beside it
+    when they differ (see :func:`wire_messages`)."""
+    said: dict[str, Any] = {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": call.arguments},
+    }
+    if call.server_id:
+        said["server_id"] = call.server_id
+    return said
+
+
+def server_ids(message: Message) -> dict[str, str]:
+    """An assistant message's calls renamed by loopwise: loopwise's id → the server's."""
+    return {c["id"]: c["server_id"] for c in message.get("tool_calls") or () if c.get("server_id")}
+
+
+def wire_messages(messages: list[Message]) -> list[Message]:
+    """``messages`` as a server must read them: every call and every tool result under the
+    id the server gave the call (kept as ``server_id`` where loopwise renamed it), never a
+    renamed one. The same list when nothing was renamed (the common case costs a scan)."""
+    if not any("server_id" in c for m in messages for c in m.get("tool_calls") or ()):
+        return messages
+    wired: list[Message] = []
+    renamed: dict[str, str] = {}
+    for message in messages:
+        if message.get("tool_calls"):
+            renamed = server_ids(message)
+            calls = [
+                {k: v for k, v in c.items() if k != "server_id"}
+                | ({"id": c["server_id"]} if c.get("server_id") else {})
+                for c in message["tool_calls"]
+            ]
+            wired.append({**message, "tool_calls": calls})
+        elif message.get("role") == "tool" and message.get("tool_call_id") in renamed:
+            wired.append({**message, "tool_call_id": renamed[message["tool_call_id"]]})
+        else:
+            wired.append(message)
+    return wired
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -309,20 +369,23 @@ class ModelRequest:
         return size
 
 
-def unique_call_ids(ids: list[str | None]) -> list[str]:
-    """Call ids as sent, except a missing or repeated one gets a fresh id.
+def server_calls(raw: list[tuple[str | None, str, str]]) -> list[ToolCall]:
+    """A turn's calls from the server's ``(id, name, arguments)``, each id as sent except
+    a missing or repeated one, which gets a fresh id (the server's kept as
+    :attr:`ToolCall.server_id`).
 
     Some compatible servers send no ids or the same one for every call of a turn; results
     are bound to calls (and journaled, and gated) by id, so each must be unique. The turn
     is journaled with these ids, so a resumed run sees the same ones.
     """
     seen: set[str] = set()
-    unique = []
-    for given in ids:
+    calls = []
+    for given, name, arguments in raw:
         chosen = given if given and given not in seen else f"call_{uuid.uuid4().hex[:16]}"
         seen.add(chosen)
-        unique.append(chosen)
-    return unique
+        server = given if given and given != chosen else None
+        calls.append(ToolCall(id=chosen, name=name, arguments=arguments, server_id=server))
+    return calls
 
 
 def message_chars(message: Message) -> int:

@@ -24,16 +24,19 @@ import json
 from typing import Any
 
 from loopwise.errors import ModelAPIError
-from loopwise.models.port import Message, ToolCall, Turn, unique_call_ids
+from loopwise.models.port import Message, ModelRequest, Turn, server_calls, server_ids
 
 __all__ = [
     "ENCRYPTED_REASONING",
     "ResponseEvents",
+    "after_last_stored",
     "as_input_items",
     "as_text_format",
     "as_tool_choice",
     "as_tools",
+    "chain_refused",
     "response_turn",
+    "responses_body",
     "sdk_field",
 ]
 
@@ -51,21 +54,32 @@ ENCRYPTED_REASONING = "reasoning.encrypted_content"
 """What ``include`` asks for so a stateless call (``store=False``) gets its reasoning back."""
 
 
-def as_input_items(messages: list[Message]) -> list[dict[str, Any]]:
-    """``messages`` (Chat Completions form) as Responses input items, in order."""
+def as_input_items(
+    messages: list[Message], renamed: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """``messages`` (Chat Completions form) as Responses input items, in order.
+
+    Every call and call output goes under the id the server gave the call, never one
+    loopwise renamed it to (:attr:`~loopwise.models.port.ToolCall.server_id`); ``renamed``
+    is the map of the assistant turn just before ``messages`` when they start after it
+    (a chained call sends only the results of the turn the server stored).
+    """
     items: list[dict[str, Any]] = []
+    renamed = renamed or {}
     for message in messages:
         role = message.get("role")
         if role == "tool":
+            call_id = message.get("tool_call_id")
             items.append(
                 {
                     "type": "function_call_output",
-                    "call_id": message.get("tool_call_id"),
+                    "call_id": renamed.get(call_id, call_id) if call_id else call_id,
                     "output": _output(message.get("content")),
                 }
             )
         elif role == "assistant":
             items += _assistant_items(message)
+            renamed = server_ids(message) if message.get("tool_calls") else renamed
         else:
             items.append({"role": role, "content": _content(message.get("content"), "input")})
     return items
@@ -74,21 +88,100 @@ def as_input_items(messages: list[Message]) -> list[dict[str, Any]]:
 def _assistant_items(message: Message) -> list[dict[str, Any]]:
     """One assistant turn: its reasoning first (it preceded the output), then its text,
     then its calls, as the Responses API gave them."""
-    items: list[dict[str, Any]] = list(message.get("reasoning_items") or ())
     text = message.get("content") or message.get("refusal")
+    calls = message.get("tool_calls") or ()
+    # A reasoning item goes back only before the output it came with: one with nothing
+    # after it (a turn cut off mid-reasoning) is refused by the server.
+    reasoning = message.get("reasoning_items") if text or calls else None
+    items: list[dict[str, Any]] = list(reasoning or ())
     if text:
         items.append({"role": "assistant", "content": _content(text, "output")})
-    for call in message.get("tool_calls") or ():
+    for call in calls:
         function = call.get("function") or {}
         items.append(
             {
                 "type": "function_call",
-                "call_id": call.get("id"),
+                "call_id": call.get("server_id") or call.get("id"),
                 "name": function.get("name"),
                 "arguments": function.get("arguments") or "",
             }
         )
     return items
+
+
+def responses_body(
+    request: ModelRequest,
+    model: str,
+    store: bool,
+    tools: list[dict[str, Any]] | None,
+    *,
+    chained: bool = True,
+) -> tuple[dict[str, Any], str | None]:
+    """``request`` as the body ``client.responses.create(**body)`` sends (keys in its
+    order: the same bytes on the wire), ``tools`` already in Responses form; and why it
+    sends the whole transcript where it could have chained (``None`` when it chains, or
+    stores nothing).
+
+    With ``store`` it chains to the last turn the server stored and sends only what came
+    after it; ``chained=False`` (or no stored turn) sends the whole transcript.
+    """
+    messages, previous, renamed, whole = request.messages, None, None, None
+    if store and chained:
+        messages, previous, renamed = after_last_stored(messages)
+        if previous is None and any(m.get("role") == "assistant" for m in messages):
+            whole = "no earlier turn is stored on the server (store was off)"
+    params: dict[str, Any] = {"model": model}
+    # Asked for with store=True too: loopwise then holds every turn's reasoning, so a
+    # chain the server forgot can be sent whole.
+    params["include"] = [ENCRYPTED_REASONING]
+    params["input"] = as_input_items(messages, renamed)
+    if request.max_output_tokens is not None:
+        params["max_output_tokens"] = request.max_output_tokens
+    if previous is not None:
+        params["previous_response_id"] = previous
+    params["store"] = store
+    if request.temperature is not None:
+        params["temperature"] = request.temperature
+    if request.response_format is not None:
+        params["text"] = {"format": as_text_format(request.response_format)}
+    if request.tool_choice is not None:
+        params["tool_choice"] = as_tool_choice(request.tool_choice)
+    elif tools:
+        params["tool_choice"] = "auto"  # as on Chat Completions (tools shown for sure)
+    if tools:
+        params["tools"] = tools
+    return params, whole
+
+
+def after_last_stored(
+    messages: list[Message],
+) -> tuple[list[Message], str | None, dict[str, str] | None]:
+    """The messages after the last turn the server stored, that turn's response id and
+    its renamed calls (all of them, ``None`` and ``None`` when no turn was stored: the
+    chain starts here)."""
+    for i in range(len(messages) - 1, -1, -1):
+        response_id = messages[i].get("response_id")
+        if messages[i].get("role") == "assistant" and response_id:
+            return messages[i + 1 :], str(response_id), server_ids(messages[i])
+    return messages, None, None
+
+
+def chain_refused(error: ModelAPIError) -> bool:
+    """Whether the server refused the stored response a call chained to: a 404 (OpenAI's
+    answer to an unknown, expired or deleted ``previous_response_id``), or an error whose
+    code or parameter names it (a 400 from servers that answer so)."""
+    try:
+        detail = json.loads(error.body or "").get("error") or {}
+    except (ValueError, AttributeError):
+        detail = {}
+    if not isinstance(detail, dict):
+        detail = {}
+    if error.status_code == 404 and detail.get("code") != "model_not_found":
+        return True
+    return (
+        detail.get("code") == "previous_response_not_found"
+        or detail.get("param") == "previous_response_id"
+    )
 
 
 _PART_TYPES = {
@@ -183,11 +276,7 @@ def response_turn(response: Any, fallback_model: str) -> Turn:
         error = sdk_field(response, "error")
         raise ModelAPIError(f"the model's response failed: {_error_text(error)}")
     texts, refusals, raw, reasoning = _read_output(response.output or [])
-    ids = unique_call_ids([c.call_id for c in raw])
-    calls = [
-        ToolCall(id=i, name=c.name, arguments=_arguments_text(c.arguments))
-        for i, c in zip(ids, raw, strict=True)
-    ]
+    calls = server_calls([(c.call_id, c.name, _arguments_text(c.arguments)) for c in raw])
     if status == "incomplete":
         details = sdk_field(response, "incomplete_details")
         reason = sdk_field(details, "reason") or "max_output_tokens"
@@ -207,6 +296,7 @@ def response_turn(response: Any, fallback_model: str) -> Turn:
         model=response.model or fallback_model,
         reasoning=reasoning,
         response_id=response.id or None,
+        stored=_stored(response),
         reasoning_tokens=_detail(usage, "output_tokens_details", "reasoning_tokens"),
         cached_tokens=_detail(usage, "input_tokens_details", "cached_tokens"),
     )
@@ -233,6 +323,12 @@ def _read_output(output: list[Any]) -> tuple[list[str], list[str], list[Any], li
             # content is the model's reasoning when nothing is stored server-side).
             reasoning.append(item.to_dict())
     return texts, refusals, raw, reasoning
+
+
+def _stored(response: Any) -> bool | None:
+    """Whether the server says it keeps the response (``None`` when it does not say)."""
+    store = sdk_field(response, "store")
+    return store if isinstance(store, bool) else None
 
 
 def _detail(usage: Any, group: str, name: str) -> int:

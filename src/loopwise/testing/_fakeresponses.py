@@ -12,7 +12,15 @@ server checks that it does: a request that sends an earlier turn's output (its t
 or text) without that turn's reasoning item is refused with a 400 naming both, and
 recorded in :attr:`FakeResponses.missing`; the items it got back are in
 :attr:`FakeResponses.received`. With ``store: true`` it keeps each response, so
-``previous_response_id`` continues from it (and the reasoning is the server's own).
+``previous_response_id`` continues from it (and the reasoning is the server's own);
+:meth:`FakeResponses.forget` drops stored responses, as expiry or another project would.
+
+It refuses what OpenAI refuses, with OpenAI's status and error body: an unknown
+``previous_response_id`` (404, ``previous_response_not_found``), a
+``function_call_output`` whose call is not in the conversation (400), a reasoning item
+it never issued, whose encrypted content is not the one it sealed, or that is not
+followed by the output it came with (400). Call ids a request names that the server
+never issued (a client renamed them) are recorded in :attr:`IssuedCallIds.foreign`.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ import hashlib
 import itertools
 import json
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from typing import Any, Protocol
 
 from loopwise.models.port import Message, ModelRequest, Turn
@@ -30,7 +38,7 @@ from loopwise.models.responses import ENCRYPTED_REASONING
 from loopwise.models.scripted import Fault, as_turn, auto_respond, pieces, priced, schema_of
 from loopwise.testing._serverprofiles import features_of
 
-__all__ = ["FakeResponses"]
+__all__ = ["FakeResponses", "IssuedCallIds"]
 
 _KEEP = 256
 """Reasoning items remembered per output key (the oldest are forgotten first)."""
@@ -39,11 +47,35 @@ Reply = Callable[..., bytes]
 """The server's HTTP writer: ``(status, body, headers=None, *, media=...) -> bytes``."""
 
 
+class IssuedCallIds:
+    """The call ids a fake server gave out (bounded: the most recent ones), and the ids
+    requests named that it never gave (:attr:`foreign`): what a renaming client sends."""
+
+    def __init__(self, keep: int = 1 << 16) -> None:
+        self.keep = keep
+        self.foreign: list[str] = []
+        """Call ids requests named that this server never issued, in arrival order."""
+        self._issued: dict[str, None] = {}
+
+    def issue(self, call_id: str) -> None:
+        self._issued.pop(call_id, None)
+        self._issued[call_id] = None
+        if len(self._issued) > self.keep:
+            del self._issued[next(iter(self._issued))]
+
+    def check(self, named: Iterable[Any]) -> None:
+        """Record the ids of ``named`` this server never issued."""
+        for call_id in named:
+            if call_id not in self._issued and call_id not in self.foreign:
+                self.foreign.append(str(call_id))
+
+
 class _Host(Protocol):
     """What the endpoint uses of the server it is part of."""
 
     requests: list[dict[str, Any]]
     errors: list[str]
+    call_ids: IssuedCallIds
 
     def script_entry(self, request: ModelRequest) -> Any: ...
 
@@ -70,6 +102,8 @@ class FakeResponses:
         # script may give many runs the same call ids or text, each run its own reasoning.
         self._issued: dict[str, dict[str, str | None]] = {}
         self._stored: dict[str, list[dict[str, Any]]] = {}  # response id -> its conversation
+        # Reasoning id -> (its encrypted content, the keys of the outputs it came with).
+        self._reasonings: dict[str, tuple[str | None, set[str]]] = {}
 
     async def answer(self, body: bytes, host: _Host, reply: Reply) -> bytes | None:
         """The HTTP response to one ``POST /v1/responses`` body."""
@@ -78,12 +112,15 @@ class FakeResponses:
         except ValueError:
             return _error(reply, 400, "the request body is not JSON")
         host.requests.append(payload)
+        host.call_ids.check(_named_calls(payload.get("input")))
         items = self._conversation(payload)
         if items is None:
-            return _error(reply, 404, "previous_response_id: no such response", "input")
+            previous = payload.get("previous_response_id")
+            why = f"Previous response with id {previous!r} not found."
+            return _error(reply, 404, why, "previous_response_id", "previous_response_not_found")
         refusal = self._refusal(payload, items)
         if refusal is not None:
-            return _error(reply, 400, refusal[0], refusal[1])
+            return _error(reply, 400, refusal[0], refusal[1], refusal[2])
         request = to_request(payload, items)
         try:
             entry = host.script_entry(request)
@@ -92,7 +129,8 @@ class FakeResponses:
             return _error(reply, 500, f"FakeChatServer script failed: {type(e).__name__}: {e}")
         if isinstance(entry, Fault):
             return await self._fault(entry, request, (payload, items), host, reply)
-        return reply(200, self._response(entry, request, payload, items), media=_media(payload))
+        doc = self._response(entry, request, payload, items, host.call_ids)
+        return reply(200, doc, media=_media(payload))
 
     def _conversation(self, payload: dict[str, Any]) -> list[dict[str, Any]] | None:
         """The whole input: a stored response's conversation first when one is chained."""
@@ -105,16 +143,52 @@ class FakeResponses:
             return None
         return [*self._stored[previous], *items]
 
+    def forget(self, *response_ids: str) -> None:
+        """Drop these stored responses (every one when none is named), as a server does
+        when a response expires or the request goes to another project or region."""
+        for rid in response_ids or list(self._stored):
+            self._stored.pop(rid, None)
+
     def _refusal(
         self, payload: dict[str, Any], items: list[dict[str, Any]]
-    ) -> tuple[str, str] | None:
-        """Why the request is refused (message, param), or ``None``."""
+    ) -> tuple[str, str, str | None] | None:
+        """Why the request is refused (message, param, code), or ``None``."""
         refused = sorted(features_of(_chat_form(payload)) & self.reject)
         if refused:
-            return _plain_refusal(refused[0])
+            return (*_plain_refusal(refused[0]), None)
+        given = payload.get("input")
+        wrong = _orphan_output(items) or self._foreign_reasoning(
+            given if isinstance(given, list) else []
+        )
+        if wrong is not None:
+            return wrong
         if payload.get("store") or not self.require_reasoning:
             return None
-        return self._reasoning_left_out(items)
+        left_out = self._reasoning_left_out(items)
+        return None if left_out is None else (*left_out, None)
+
+    def _foreign_reasoning(self, items: list[dict[str, Any]]) -> tuple[str, str, str | None] | None:
+        """A reasoning item this server did not issue, whose sealed content is not its
+        own, or that is not followed by an output it came with (what OpenAI refuses)."""
+        for n, item in enumerate(items):
+            if item.get("type") != "reasoning":
+                continue
+            rid = str(item.get("id"))
+            known = self._reasonings.get(rid)
+            if known is None:
+                return f"Item with id {rid!r} not found.", "input", None
+            sealed, follows = known
+            if item.get("encrypted_content") not in (None, sealed):
+                why = f"The encrypted content for item {rid} could not be verified."
+                return why, "input", "invalid_encrypted_content"
+            after = items[n + 1] if n + 1 < len(items) else {}
+            if _output_key(after) not in follows:
+                why = (
+                    f"Item {rid!r} of type 'reasoning' was provided without its required "
+                    "following item."
+                )
+                return why, "input", None
+        return None
 
     def _reasoning_left_out(self, items: list[dict[str, Any]]) -> tuple[str, str] | None:
         sent = {
@@ -161,6 +235,7 @@ class FakeResponses:
         request: ModelRequest,
         payload: dict[str, Any],
         items: list[dict[str, Any]],
+        host_ids: IssuedCallIds,
         *,
         empty: bool = False,
     ) -> bytes:
@@ -171,6 +246,12 @@ class FakeResponses:
         if not empty:
             for item in output[1:]:
                 self._issue(_output_key(item), reasoning)
+            follows = {_output_key(item) for item in output[1:]}
+            self._reasonings[reasoning["id"]] = (reasoning["encrypted_content"], follows)
+            if len(self._reasonings) > _KEEP * 64:
+                del self._reasonings[next(iter(self._reasonings))]
+            for call in turn.tool_calls:
+                host_ids.issue(call.id)
         if payload.get("store"):
             self._stored[rid] = [*items, *output]
         doc = _document(turn, rid, payload, output)
@@ -218,10 +299,34 @@ class FakeResponses:
         if fault.status >= 400:
             return _error(reply, fault.status, f"FakeChatServer fault: HTTP {fault.status}")
         answer = fault.answer if fault.answer is not None else auto_respond(request)
-        doc = self._response(answer, request, payload, items, empty=fault.empty_choices)
+        doc = self._response(
+            answer, request, payload, items, host.call_ids, empty=fault.empty_choices
+        )
         if fault.truncated_json:
             doc = doc[: len(doc) // 2]
         return reply(fault.status, doc, fault.headers, media=_media(payload))
+
+
+def _named_calls(given: Any) -> list[Any]:
+    """The call ids an input's calls and call outputs name."""
+    if not isinstance(given, list):
+        return []
+    kinds = ("function_call", "function_call_output")
+    return [i.get("call_id") for i in given if isinstance(i, dict) and i.get("type") in kinds]
+
+
+def _orphan_output(items: list[dict[str, Any]]) -> tuple[str, str, str | None] | None:
+    """A ``function_call_output`` whose call is not earlier in the conversation (OpenAI's
+    400): with ``previous_response_id``, the stored turns count as earlier."""
+    called: set[Any] = set()
+    for item in items:
+        kind = item.get("type")
+        if kind == "function_call":
+            called.add(item.get("call_id"))
+        elif kind == "function_call_output" and item.get("call_id") not in called:
+            why = f"No tool call found for function call output with call_id {item.get('call_id')}."
+            return why, "input", None
+    return None
 
 
 def _output_key(item: dict[str, Any]) -> str:
@@ -442,8 +547,10 @@ def _media(payload: dict[str, Any]) -> str:
     return "text/event-stream" if payload.get("stream") else "application/json"
 
 
-def _error(reply: Reply, status: int, message: str, param: str | None = None) -> bytes:
+def _error(
+    reply: Reply, status: int, message: str, param: str | None = None, code: str | None = None
+) -> bytes:
     kind = "server_error" if status >= 500 else "invalid_request_error"
-    error = {"message": message, "type": kind, "param": param, "code": None}
+    error = {"message": message, "type": kind, "param": param, "code": code}
     body: bytes = reply(status, json.dumps({"error": error}).encode())
     return body

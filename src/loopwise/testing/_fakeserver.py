@@ -43,7 +43,7 @@ from loopwise.models.scripted import (
     priced,
     schema_of,
 )
-from loopwise.testing._fakeresponses import FakeResponses
+from loopwise.testing._fakeresponses import FakeResponses, IssuedCallIds
 from loopwise.testing._serverprofiles import (
     FEATURES,
     PROFILES,
@@ -101,6 +101,9 @@ class FakeChatServer:
         self.logprobs = logprobs
         """Whether a completion asked for ``logprobs`` carries the turn's."""
         self._gathered = asyncio.Event()
+        self.call_ids = IssuedCallIds()
+        """The call ids this server gave out, and those requests named that it never did
+        (``call_ids.foreign``: a client renamed them)."""
         self.requests: list[dict[str, Any]] = []
         """Every chat request body received, parsed, in arrival order."""
         self.request_bytes: list[int] = []
@@ -283,6 +286,7 @@ class FakeChatServer:
             return _error(400, "the request body is not JSON")
         self.requests.append(payload)
         self.request_bytes.append(len(body))
+        self.call_ids.check(_named_calls(payload.get("messages")))
         refusal = self.profile.rejection(payload)
         if refusal is not None:
             return _http(refusal.status, json.dumps(refusal.body).encode())
@@ -300,6 +304,8 @@ class FakeChatServer:
         self, entry: Any, request: ModelRequest, payload: dict[str, Any], *, empty: bool = False
     ) -> bytes:
         turn: Turn = priced(as_turn(entry), request, "")
+        for call in turn.tool_calls:
+            self.call_ids.issue(call.id)
         # A response message always carries `content` and `refusal`, null when absent.
         message = {**turn.to_message(), "content": turn.text, "refusal": turn.refusal}
         choice = {"index": 0, "message": message, "finish_reason": turn.finish_reason}
@@ -391,6 +397,7 @@ class _Host:
     def __init__(self, server: FakeChatServer) -> None:
         self.requests = server.requests
         self.errors = server.errors
+        self.call_ids = server.call_ids
         self.script_entry = server.scripted.script_entry
         self.crash = server._crash
 
@@ -437,6 +444,18 @@ def _plain_rejection(feature: str) -> Rejection:
         param = "response_format"
     error = {"message": message, "type": "invalid_request_error", "param": param, "code": None}
     return Rejection(status=400, body={"error": error})
+
+
+def _named_calls(messages: Any) -> list[Any]:
+    """The call ids a Chat Completions transcript names (its calls and tool results)."""
+    named: list[Any] = []
+    for m in messages if isinstance(messages, list) else ():
+        if not isinstance(m, dict):
+            continue
+        named += [c.get("id") for c in m.get("tool_calls") or () if isinstance(c, dict)]
+        if m.get("role") == "tool":
+            named.append(m.get("tool_call_id"))
+    return named
 
 
 def _to_request(payload: dict[str, Any]) -> ModelRequest:

@@ -1,0 +1,219 @@
+"""OpenAI's APIs, durably: the server's call ids go back to it, a chain it forgot heals.
+
+Every run goes through the real ``openai`` client to the fake server, which refuses what
+OpenAI refuses (an unknown ``previous_response_id``, an output for a call not in the
+chain, reasoning it did not issue or out of order) and records every call id a request
+named that it never gave out (``server.call_ids.foreign``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import openai
+import pytest
+
+import loopwise
+from loopwise import Status
+from loopwise.testing import FakeChatServer, Fault, call, calls, reply
+
+SETTINGS = [("chat", False), ("responses", False), ("responses", True)]
+"""Each API with each store setting it has (Chat Completions stores nothing)."""
+
+DOTTED = "functions.lookup:0"
+LONG = "call_" + "x" * 70
+CASES = {
+    # A server that numbers its calls per turn gives every turn the same id.
+    "across turns": [[("lookup", {"q": "a"}, "call_0")], [("lookup", {"q": "b"}, "call_0")]],
+    "within a turn": [[("lookup", {"q": "a"}, "call_0"), ("lookup", {"q": "b"}, "call_0")]],
+    "dots and colons": [[("lookup", {"q": "a"}, DOTTED)]],
+    "over 64 characters": [[("lookup", {"q": "a"}, LONG)]],
+}
+
+
+@loopwise.tool
+def lookup(q: str) -> str:
+    """Look something up."""
+    return f"found {q}"
+
+
+def _script(turns: list[list[tuple[str, dict[str, Any], str]]]) -> Any:
+    """The case's tool turns, one per model call, then an answer."""
+
+    def answer(request: loopwise.ModelRequest) -> Any:
+        done = sum(1 for m in request.messages if m["role"] == "assistant")
+        return calls(*turns[done]) if done < len(turns) else reply("done")
+
+    return answer
+
+
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize(("api", "store"), SETTINGS)
+def test_a_renamed_call_goes_back_under_the_servers_id(api: str, store: bool, case: str) -> None:
+    turns = CASES[case]
+    agent = loopwise.Agent(name="clerk", tools=[lookup])
+    with FakeChatServer(_script(turns)) as server:
+        result = loopwise.run(agent, "look", model=server.model(api=api, store=store))
+    assert result.status is Status.COMPLETED, result.detail
+    assert result.output == "done"
+    # loopwise keys its journal by its own ids: unique, 1-64 plain characters...
+    bound = [e.data["call_id"] for e in result.events if e.type == "tool_call"]
+    assert len(bound) == sum(map(len, turns)) == len(set(bound))
+    assert all(len(i) <= 64 and "." not in i and ":" not in i for i in bound)
+    # ...while every request names each call as the server did, and no other way.
+    assert server.call_ids.foreign == []
+    given = {c[2] for turn in turns for c in turn}
+    if api == "chat":
+        named = {
+            c["id"] for b in server.requests for m in b["messages"] for c in m.get("tool_calls", ())
+        }
+    else:
+        named = {
+            i["call_id"]
+            for b in server.requests
+            for i in b["input"]
+            if i.get("type", "")[:8] == "function"
+        }
+    assert named == given
+
+
+def _post(server: FakeChatServer, **body: Any) -> Any:
+    """One ``responses.create`` straight through the SDK (no loopwise in between)."""
+
+    async def once() -> Any:
+        async with openai.AsyncOpenAI(
+            api_key="k", base_url=server.base_url, max_retries=0
+        ) as client:
+            return await client.responses.create(model="m", **body)
+
+    return asyncio.run(once())
+
+
+def test_the_fake_refuses_what_openai_refuses() -> None:
+    include = ["reasoning.encrypted_content"]
+    with FakeChatServer([call("lookup", {"q": "a"}, id="c1")] + [reply("ok")] * 9) as server:
+        first = _post(server, input="look", store=True, include=include)
+        rs, fc = first.output[0].to_dict(), first.output[1].to_dict()
+        assert rs["type"] == "reasoning" and fc["call_id"] == "c1"
+        output = {"type": "function_call_output", "call_id": "c1", "output": "found a"}
+        with pytest.raises(openai.NotFoundError) as unknown:
+            _post(server, input=[output], previous_response_id="resp_nobody", store=True)
+        assert unknown.value.code == "previous_response_not_found"
+        assert unknown.value.param == "previous_response_id"
+        orphan = {**output, "call_id": "c9"}
+        with pytest.raises(openai.BadRequestError, match=r"No tool call found .* c9"):
+            _post(server, input=[orphan], previous_response_id=first.id, store=True)
+        with pytest.raises(openai.BadRequestError, match=r"No tool call found .* c1"):
+            _post(server, input=[output], store=True)  # the chain is not named
+        user = {"role": "user", "content": "look"}
+        forged = {**rs, "id": "rs_forged"}
+        with pytest.raises(openai.BadRequestError, match="'rs_forged' not found"):
+            _post(server, input=[user, forged, fc, output], store=False, include=include)
+        resealed = {**rs, "encrypted_content": "gAAAA-other"}
+        with pytest.raises(openai.BadRequestError, match="could not be verified") as sealed:
+            _post(server, input=[user, resealed, fc, output], store=False, include=include)
+        assert sealed.value.code == "invalid_encrypted_content"
+        with pytest.raises(openai.BadRequestError, match="without its required following item"):
+            _post(server, input=[user, fc, rs, output], store=False, include=include)
+        # The same items, whole and in order, are accepted; so is the chain, once.
+        assert _post(server, input=[user, rs, fc, output], store=False, include=include).id
+        assert _post(server, input=[output], previous_response_id=first.id, store=True).id
+        server.responses.forget(first.id)
+        with pytest.raises(openai.NotFoundError):
+            _post(server, input=[output], previous_response_id=first.id, store=True)
+    assert server.call_ids.foreign == ["c9"]
+
+
+REFUNDS: list[str] = []
+
+
+@loopwise.tool
+def look_up_order(order_id: str) -> str:
+    """Look an order up."""
+    return f"{order_id}: 80.00, delivered broken"
+
+
+@loopwise.tool(effect="irreversible", gate=loopwise.gates.human())
+def refund(order_id: str, amount: float) -> str:
+    """Refund an order."""
+    REFUNDS.append(order_id)
+    return f"refunded {amount} on {order_id}"
+
+
+def _desk(request: loopwise.ModelRequest) -> Any:
+    done = [m["content"] for m in request.messages if m["role"] == "tool"]
+    if not done:
+        return call("look_up_order", {"order_id": "O-1"}, id="call_look")
+    if len(done) == 1:
+        return call("refund", {"order_id": "O-1", "amount": 80.0}, id="call_refund")
+    return reply("done: " + done[-1])
+
+
+def test_a_paused_run_whose_stored_response_expired_completes_with_its_effect_once() -> None:
+    REFUNDS.clear()
+    agent = loopwise.Agent(name="desk", tools=[look_up_order, refund])
+    with FakeChatServer(_desk) as server:
+        model = server.model(api="responses", store=True)
+        paused = loopwise.run(agent, "refund O-1", model=model)
+        assert paused.status is Status.AWAITING_APPROVAL, paused.detail
+        server.responses.forget()  # retention ran out while the run waited
+        loopwise.approve(paused.run_id, all_pending=True, by="alice")
+        done = loopwise.resume(paused.run_id, step=agent, model=model)
+        again = loopwise.resume(paused.run_id, step=agent, model=model)
+    assert done.status is again.status is Status.COMPLETED, done.detail
+    assert done.output == "done: refunded 80.0 on O-1" and REFUNDS == ["O-1"]
+    refused, whole = server.requests[-2:]
+    assert refused["previous_response_id"] == "resp_fake_2"
+    # Sent again whole: every turn, its reasoning (sealed) before its call, every result.
+    assert "previous_response_id" not in whole and whole["store"] is True
+    kinds = [i.get("type", "message") for i in whole["input"]]
+    assert kinds == [
+        *("message", "reasoning", "function_call", "function_call_output"),
+        *("reasoning", "function_call", "function_call_output"),
+    ]
+    last = [e for e in done.events if e.type == "model_call"][-1].data["turn"]
+    assert "refused previous_response_id 'resp_fake_2' (HTTP 404)" in last["resent"]
+
+
+def test_a_chain_refused_with_a_400_naming_it_is_sent_whole() -> None:
+    """Some servers answer an unknown stored response with a 400 and OpenAI's code."""
+    gone = {
+        "error": {
+            "message": "Previous response with id 'resp_fake_1' not found.",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "previous_response_not_found",
+        }
+    }
+    script = [call("lookup", {"q": "a"}, id="c1"), Fault(status=400, body=gone), reply("done")]
+    agent = loopwise.Agent(name="clerk", tools=[lookup])
+    with FakeChatServer(script) as server:
+        result = loopwise.run(agent, "look", model=server.model(api="responses", store=True))
+    assert result.status is Status.COMPLETED and result.output == "done"
+    assert [b.get("previous_response_id") for b in server.requests] == [None, "resp_fake_1", None]
+
+
+def test_another_refusal_of_a_chained_call_is_not_retried() -> None:
+    script = [call("lookup", {"q": "a"}, id="c1"), Fault(status=400), reply("done")]
+    agent = loopwise.Agent(name="clerk", tools=[lookup])
+    with FakeChatServer(script) as server:
+        result = loopwise.run(agent, "look", model=server.model(api="responses", store=True))
+    assert result.status is Status.ERROR and "HTTP 400" in (result.detail or "")
+    assert len(server.requests) == 2
+
+
+def test_a_conversation_that_turns_storage_on_sends_what_was_not_stored() -> None:
+    agent = loopwise.Agent(name="clerk", tools=[lookup])
+    script = _script(CASES["across turns"])
+    with FakeChatServer(script) as server:
+        first = loopwise.run(agent, "look", model=server.model(api="responses"), conversation="c")
+        asked = len(server.requests)
+        stored = server.model(api="responses", store=True)
+        follow = loopwise.run(agent, "and then?", model=stored, conversation="c")
+    assert first.status is follow.status is Status.COMPLETED, follow.detail
+    sent = server.requests[asked]
+    assert "previous_response_id" not in sent and sent["store"] is True
+    assert sum(1 for i in sent["input"] if i.get("type") == "reasoning") == 3
+    turn = next(e for e in follow.events if e.type == "model_call").data["turn"]
+    assert "no earlier turn is stored" in turn["resent"]
