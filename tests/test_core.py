@@ -31,6 +31,8 @@ EXPECTED_ALL = {
     "Usage", "Workflow", "aevaluate", "analyze", "approve", "aresume", "arun", "as_tool", "astream",
     "astream_resume", "check", "decide", "deny", "enqueue", "evaluate", "field_match",
     "graduate", "load_dataset", "open_store", "resolve_model", "resume", "run", "step", "tool",
+    "approvals", "call_tools", "calls", "gates", "hybrid", "mcp", "otel",
+    "DEFAULT", "ApprovalHandler", "ModelLike", "ResumeOverrides", "RunOverrides", "StoreLike",
 }  # fmt: skip
 
 

@@ -26,7 +26,13 @@ if TYPE_CHECKING:
     from loopwise.architectures.workflow import Workflow
     from loopwise.core.events import Event, EventType, Status, TextDelta
     from loopwise.core.function_step import step
-    from loopwise.core.options import RunOptions
+    from loopwise.core.options import (
+        ApprovalHandler,
+        ModelLike,
+        ResumeOverrides,
+        RunOptions,
+        RunOverrides,
+    )
     from loopwise.core.result import Halt, RunResult
     from loopwise.core.step import Context, Step
     from loopwise.core.usage import Budget, Price, Pricing, Usage
@@ -69,7 +75,7 @@ if TYPE_CHECKING:
     from loopwise.running.runner import aresume, arun, enqueue, resume, run
     from loopwise.running.stream import RunStream, astream, astream_resume
     from loopwise.store.base import RunStore, StoredApproval, StoredRun
-    from loopwise.store.open import open_store
+    from loopwise.store.open import DEFAULT, StoreLike, open_store
     from loopwise.store.postgres import PostgresStore
     from loopwise.store.sqlite import SQLiteStore
     from loopwise.tools import calls as calls
@@ -135,6 +141,9 @@ _LAZY = {
                     "loopwise.tools.verdicts"),
     "Workflow": "loopwise.architectures.workflow",
     "call_tools": "loopwise.tools.calls",
+    **dict.fromkeys(["ApprovalHandler", "ModelLike", "ResumeOverrides", "RunOverrides"],
+                    "loopwise.core.options"),
+    **dict.fromkeys(["DEFAULT", "StoreLike"], "loopwise.store.open"),
 }  # fmt: skip
 
 
@@ -185,11 +194,13 @@ def _submodule(name: str) -> types.ModuleType:
 
 
 __all__ = [
+    "DEFAULT",
     "REJECTED",
     "Action",
     "ActionCatalog",
     "ActionResult",
     "Agent",
+    "ApprovalHandler",
     "ApprovalRequest",
     "Approved",
     "AskPerson",
@@ -227,6 +238,7 @@ __all__ = [
     "LoopwiseError",
     "Model",
     "ModelAPIError",
+    "ModelLike",
     "ModelNotConfigured",
     "ModelRequest",
     "OneOf",
@@ -238,8 +250,10 @@ __all__ = [
     "Price",
     "Pricing",
     "ProbabilitiesMissing",
+    "ResumeOverrides",
     "Ruling",
     "RunOptions",
+    "RunOverrides",
     "RunResult",
     "RunStore",
     "RunStream",
@@ -247,6 +261,7 @@ __all__ = [
     "Status",
     "Step",
     "StoreError",
+    "StoreLike",
     "StoredApproval",
     "StoredRun",
     "Structured",

@@ -41,7 +41,7 @@ from loopwise.core.shape import Kind, describe, mermaid
 from loopwise.core.step import needs_model, new_run_id
 from loopwise.running import runner
 from loopwise.running.targets import Target, deps_factory, load_target, model_for
-from loopwise.store.open import new_store_folder, require_folder
+from loopwise.store.open import DEFAULT, new_store_folder, require_folder
 from loopwise.tools.handlers import TerminalApprovals
 
 __all__ = ["add_graph_verb", "add_resume_verb", "add_run_verb", "exit_code"]
@@ -142,7 +142,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             else None,
             budget=budget_of(args),
             max_steps=args.max_steps,
-            store=args.store or runner.DEFAULT,
+            store=args.store or DEFAULT,
             spec=args.target,
             approvals=TerminalApprovals() if interactive(args) else None,
             sinks=sinks,
@@ -174,7 +174,7 @@ def _enqueue(args: argparse.Namespace, target: Target, payload: Any, wants_model
         model=model_for(target, args.model).name if wants_model else None,
         budget=budget_of(args),
         max_steps=args.max_steps,
-        store=args.store or runner.DEFAULT,
+        store=args.store or DEFAULT,
         conversation=args.conversation,
     )
 
@@ -207,7 +207,7 @@ def _cmd_resume(args: argparse.Namespace) -> int:
             model=args.model,
             structured_mode=args.structured_mode,
             api=args.api,
-            store=args.store or runner.DEFAULT,
+            store=args.store or DEFAULT,
             approvals=TerminalApprovals() if interactive(args) else None,
             force=args.force,
             sinks=sinks,

@@ -4,15 +4,47 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import Any, Protocol, TypeAlias, TypedDict
 
 from loopwise.core.events import EventSink
 from loopwise.core.usage import Budget, Pricing
 from loopwise.errors import ConfigError
+from loopwise.models.port import Model
 
-__all__ = ["RunOptions", "check_options", "check_run_id", "merge_options"]
+__all__ = [
+    "ApprovalDecider",
+    "ApprovalHandler",
+    "ModelLike",
+    "ResumeOverrides",
+    "RunOptions",
+    "RunOverrides",
+    "check_options",
+    "check_run_id",
+    "merge_options",
+]
+
+
+class ApprovalDecider(Protocol):
+    """An approval handler object: ``decide(request)`` (sync or async) returns a verdict
+    (``Approved``/``Denied``/``Edited``), ``True``/``False``/a reason, or ``None``
+    (undecided) for an :class:`~loopwise.tools.verdicts.ApprovalRequest`."""
+
+    def decide(self, request: Any, /) -> object: ...
+
+
+ApprovalHandler: TypeAlias = ApprovalDecider | Callable[[Any], object] | None
+"""An approval handler: an object with ``decide(request)``, or a function of the
+:class:`~loopwise.tools.verdicts.ApprovalRequest` (sync or async) returning what
+:class:`ApprovalDecider` returns. Declared in the kernel so a context names what it carries
+without importing the tools layer (the request is typed there); :mod:`loopwise.tools.handlers`
+asks it."""
+
+ModelLike: TypeAlias = Model | str | None
+"""A model: a :class:`~loopwise.models.port.Model` (the OpenAI-compatible model, the scripted
+one, your own), or a name ``resolve_model`` turns into one (``"gpt-4o-mini"``,
+``"scripted"``); ``None`` for the configured default."""
 
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
@@ -26,7 +58,7 @@ class RunOptions:
     which win over the object's.
     """
 
-    model: Any = None
+    model: ModelLike = None
     """A :class:`~loopwise.models.openai.Model`, or a model name resolved by ``resolve_model``."""
     budget: Budget | None = None
     """Overrides the step's own ``budget`` limit by limit."""
@@ -38,7 +70,7 @@ class RunOptions:
     """The price table."""
     sinks: tuple[EventSink, ...] = ()
     """Extra event sinks (the store adds its own)."""
-    approvals: Any = None
+    approvals: ApprovalHandler = None
     """The approval handler for gates."""
     replay: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Journaled results to replay (set by resume)."""
@@ -59,11 +91,36 @@ class RunOptions:
     what is recorded is the same as without streaming."""
 
 
+class ResumeOverrides(TypedDict, total=False):
+    """:class:`RunOptions`'s fields but ``run_id``, as keyword arguments of ``resume``,
+    ``aresume`` and ``astream_resume`` (the run already has its id). Each has
+    :class:`RunOptions`'s meaning."""
+
+    model: ModelLike
+    budget: Budget | None
+    max_steps: int | None
+    pricing: Pricing
+    sinks: tuple[EventSink, ...]
+    approvals: ApprovalHandler
+    replay: dict[str, dict[str, Any]]
+    clock: Callable[[], float]
+    conversation: str | None
+    deps: Any
+    stream: bool
+
+
+class RunOverrides(ResumeOverrides, total=False):
+    """:class:`RunOptions`'s fields as keyword arguments (``loopwise.run(step, x, model=...)``)
+    of ``run``, ``arun`` and ``astream``, beside their own keywords."""
+
+    run_id: str | None
+
+
 _OPTION_NAMES = frozenset(f.name for f in fields(RunOptions))
 
 
 def merge_options(
-    options: RunOptions | None, overrides: dict[str, Any], *, also: str = ""
+    options: RunOptions | None, overrides: Mapping[str, Any], *, also: str = ""
 ) -> RunOptions:
     """``options`` with ``overrides`` applied; an unknown name raises :class:`ConfigError`
     listing the known ones (plus ``also``, the caller's own keyword arguments)."""
@@ -72,7 +129,7 @@ def merge_options(
         known = ", ".join(sorted(_OPTION_NAMES)) + (f", {also}" if also else "")
         raise ConfigError(f"unknown run option {unknown[0]!r}; known: {known}", name=unknown[0])
     if options is None:
-        return RunOptions(**overrides)
+        return RunOptions(**dict(overrides))
     return replace(options, **overrides) if overrides else options
 
 

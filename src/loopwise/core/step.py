@@ -40,7 +40,7 @@ from loopwise.core.journal import Journal
 from loopwise.core.members import step_member
 from loopwise.core.names import check_name
 from loopwise.core.offload import Offload
-from loopwise.core.options import RunOptions, check_options
+from loopwise.core.options import ApprovalHandler, RunOptions, check_options
 from loopwise.core.replay import entered, recall, record
 from loopwise.core.result import Halt, RunResult
 from loopwise.core.shape import kind_of, name_of
@@ -62,12 +62,6 @@ __all__ = [
 
 T = TypeVar("T")
 DepsT = typing_extensions.TypeVar("DepsT", default=Any)
-
-ApprovalHandler = Callable[[Any], Any] | Any
-"""An approval handler: an object with ``async decide(request)``, or a function of the
-:class:`~loopwise.tools.verdicts.ApprovalRequest` (sync or async) returning a verdict,
-``True``/``False``, or ``None`` (undecided). Declared here so the kernel names what a
-context carries without importing the tools layer; :mod:`loopwise.tools.handlers` asks it."""
 """The type of a run's dependencies: ``Context[MyDeps]`` types ``ctx.deps``."""
 
 NO_DEPS = (

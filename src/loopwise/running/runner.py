@@ -34,10 +34,10 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import AsyncExitStack, contextmanager
 from dataclasses import replace
-from typing import Any
+from typing import Any, Unpack
 
 from pydantic import BaseModel
 
@@ -45,7 +45,13 @@ from loopwise.architectures.history import History, PriorRun, check_conversation
 from loopwise.core.events import Event, EventType, Status, jsonable
 from loopwise.core.loops import blocking, closing_model
 from loopwise.core.members import step_member
-from loopwise.core.options import RunOptions, check_run_id, merge_options
+from loopwise.core.options import (
+    ResumeOverrides,
+    RunOptions,
+    RunOverrides,
+    check_run_id,
+    merge_options,
+)
 from loopwise.core.result import RunResult
 from loopwise.core.shape import Kind, kind_of
 from loopwise.core.step import Context, Step, check_step, execute, new_context, new_run_id
@@ -66,22 +72,21 @@ from loopwise.store.base import (
     StoredApproval,
     StoredRun,
 )
-from loopwise.store.open import shared_store
+from loopwise.store.open import DEFAULT, StoreLike, shared_store
 from loopwise.tools.verdicts import ApprovalRequest
 
-__all__ = ["DEFAULT", "aresume", "arun", "enqueue", "execute_claimed", "resume", "run"]
+__all__ = [
+    "ResumeKeywords",
+    "aresume",
+    "arun",
+    "enqueue",
+    "execute_claimed",
+    "resume",
+    "run",
+]
 
 
-class _Default:
-    def __repr__(self) -> str:
-        return "DEFAULT"
-
-
-DEFAULT: Any = _Default()
-"""``store=DEFAULT``: the store at ``$LOOPWISE_STORE`` or ``.loopwise/runs.db``."""
-
-
-def _store_of(store: Any) -> RunStore | None:
+def _store_of(store: StoreLike) -> RunStore | None:
     """The store to use: an object as given (``None``: no store), else this process's
     store for ``DEFAULT``/a path/a URL (opened once, kept open across runs)."""
     if store is DEFAULT:
@@ -111,10 +116,10 @@ async def arun(
     input: Any = None,
     options: RunOptions | None = None,
     *,
-    store: Any = DEFAULT,
+    store: StoreLike = DEFAULT,
     spec: str | None = None,
     eval_id: str | None = None,
-    **overrides: Any,
+    **overrides: Unpack[RunOverrides],
 ) -> RunResult:
     """Run ``target`` on ``input`` and record it in ``store`` (see the module docs).
 
@@ -235,7 +240,7 @@ def enqueue(
     input: Any = None,
     *,
     model: str | None = None,
-    store: Any = DEFAULT,
+    store: StoreLike = DEFAULT,
     budget: Budget | None = None,
     max_steps: int | None = None,
     run_id: str | None = None,
@@ -333,11 +338,11 @@ async def aresume(
     options: RunOptions | None = None,
     *,
     step: Step | None = None,
-    store: Any = DEFAULT,
+    store: StoreLike = DEFAULT,
     force: bool = False,
     structured_mode: str | None = None,
     api: str | None = None,
-    **overrides: Any,
+    **overrides: Unpack[ResumeOverrides],
 ) -> RunResult:
     """Continue a paused or interrupted run (see the module docs).
 
@@ -395,7 +400,7 @@ async def _continue(st: RunStore, row: StoredRun, target: Step, opts: RunOptions
 
 
 def _resume_options(
-    run_id: str, options: RunOptions | None, overrides: dict[str, Any]
+    run_id: str, options: RunOptions | None, overrides: Mapping[str, Any]
 ) -> RunOptions:
     """The options of a resume; the ones that would start another run raise."""
     opts = merge_options(options, overrides, also="step, store, force, structured_mode, api")
@@ -521,9 +526,9 @@ def run(
     input: Any = None,
     options: RunOptions | None = None,
     *,
-    store: Any = DEFAULT,
+    store: StoreLike = DEFAULT,
     spec: str | None = None,
-    **overrides: Any,
+    **overrides: Unpack[RunOverrides],
 ) -> RunResult:
     """The sync wrapper of :func:`arun` (use ``arun`` inside an event loop).
 
@@ -539,7 +544,19 @@ def run(
     )
 
 
-def resume(run_id: str, options: RunOptions | None = None, **keywords: Any) -> RunResult:
+class ResumeKeywords(ResumeOverrides, total=False):
+    """The keyword arguments of :func:`resume`: :func:`aresume`'s own and the run options."""
+
+    step: Step | None
+    store: StoreLike
+    force: bool
+    structured_mode: str | None
+    api: str | None
+
+
+def resume(
+    run_id: str, options: RunOptions | None = None, **keywords: Unpack[ResumeKeywords]
+) -> RunResult:
     """The sync wrapper of :func:`aresume`, with its arguments (``step=``, ``store=``,
     ``force=``, ``structured_mode=``, ``api=`` and the run options).
 

@@ -38,13 +38,14 @@ import threading
 from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from types import TracebackType
-from typing import Any
+from typing import Any, Unpack
 
 from loopwise.core.events import Event, EventSink, TextDelta
-from loopwise.core.options import RunOptions, merge_options
+from loopwise.core.options import ResumeOverrides, RunOptions, RunOverrides, merge_options
 from loopwise.core.result import RunResult
 from loopwise.core.step import Step
-from loopwise.running.runner import DEFAULT, aresume, arun
+from loopwise.running.runner import aresume, arun
+from loopwise.store.open import DEFAULT, StoreLike
 
 __all__ = ["UNREAD", "RunStream", "astream", "astream_resume"]
 
@@ -295,10 +296,10 @@ def astream(
     input: Any = None,
     options: RunOptions | None = None,
     *,
-    store: Any = DEFAULT,
+    store: StoreLike = DEFAULT,
     spec: str | None = None,
     detached: bool = False,
-    **overrides: Any,
+    **overrides: Unpack[RunOverrides],
 ) -> RunStream:
     """Run ``target`` on ``input`` as :func:`loopwise.arun` does (same options), yielding
     its events as they happen: ``async for event in loopwise.astream(step, x): ...``.
@@ -321,10 +322,10 @@ def astream_resume(
     options: RunOptions | None = None,
     *,
     step: Step | None = None,
-    store: Any = DEFAULT,
+    store: StoreLike = DEFAULT,
     force: bool = False,
     detached: bool = False,
-    **overrides: Any,
+    **overrides: Unpack[ResumeOverrides],
 ) -> RunStream:
     """Resume ``run_id`` as :func:`loopwise.aresume` does (same options), yielding its new
     events (``run_resumed`` onwards) as they happen. A run that does not continue (it

@@ -216,11 +216,13 @@ def deps_factory(target: Target | None, spec: str | None = None) -> Callable[[],
     return make
 
 
-def schema_filler_note(target: Target, model: Model | None) -> str | None:
+def schema_filler_note(target: Target, model: Model | str | None) -> str | None:
     """A warning when ``model`` is the generic scripted model standing in for a target
     with no ``offline_model``: its answers are schema filler (valid shapes, made-up
     values), so an eval's correct rate measures nothing."""
-    if model is None or model.name != "scripted" or hasattr(target.module, "offline_model"):
+    if isinstance(model, str) or model is None or model.name != "scripted":
+        return None
+    if hasattr(target.module, "offline_model"):
         return None
     return (
         f"{target.spec}: its module defines no offline_model, so --model scripted answers "

@@ -19,17 +19,20 @@ they are closed at exit. A forked child forgets its parent's stores and opens it
 from __future__ import annotations
 
 import atexit
+import enum
 import os
 import re
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, Literal, TypeAlias
 
 from loopwise.errors import StoreError
-from loopwise.store.base import default_store_path, redact
+from loopwise.store.base import RunStore, default_store_path, redact
 from loopwise.store.sql import SQLStore
 
 __all__ = [
+    "DEFAULT",
+    "StoreLike",
     "close_shared_stores",
     "new_store_folder",
     "open_existing",
@@ -38,6 +41,23 @@ __all__ = [
     "shared_store",
     "store_location",
 ]
+
+
+class _Default(enum.Enum):
+    DEFAULT = "DEFAULT"
+
+    def __repr__(self) -> str:
+        return "DEFAULT"
+
+
+DEFAULT: Final = _Default.DEFAULT
+"""``store=DEFAULT``: the store at ``$LOOPWISE_STORE`` or ``.loopwise/runs.db``."""
+
+StoreLike: TypeAlias = RunStore | str | os.PathLike[str] | Literal[_Default.DEFAULT] | None
+"""Where a run is recorded: a store object (``open_store(...)``, ``SQLiteStore(...)``), a
+path or URL (``sqlite:///...``, ``postgresql://...``) opened once per process,
+:data:`DEFAULT` (``$LOOPWISE_STORE`` or ``.loopwise/runs.db``), or ``None`` (nothing
+recorded)."""
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):")
 _POSTGRES = ("postgresql", "postgres")

@@ -20,8 +20,8 @@ from typing import Any, TextIO
 
 from loopwise.core.events import json_value
 from loopwise.core.names import printable, shown_name_problem
+from loopwise.core.options import ApprovalHandler
 from loopwise.core.shape import name_of
-from loopwise.core.step import ApprovalHandler
 from loopwise.errors import ConfigError
 from loopwise.tools.audit import asked_lines, os_user
 from loopwise.tools.verdicts import ApprovalRequest, Approved, Denied, Edited, Verdict
@@ -30,7 +30,7 @@ __all__ = ["Handler", "TerminalApprovals", "ask", "handler_name", "request_lines
 
 
 Handler = ApprovalHandler
-"""An approval handler (:data:`loopwise.core.step.ApprovalHandler`)."""
+"""An approval handler (:data:`loopwise.core.options.ApprovalHandler`)."""
 
 
 async def ask(handler: Handler, request: ApprovalRequest) -> Verdict | None:
@@ -44,7 +44,17 @@ async def ask(handler: Handler, request: ApprovalRequest) -> Verdict | None:
         return None
     # getattr: a handler is an object with decide(), or a function (ApprovalHandler)
     decide = getattr(handler, "decide", None)
-    fn: Callable[[ApprovalRequest], Any] = decide if callable(decide) else handler
+    fn: Callable[[ApprovalRequest], object]
+    if callable(decide):
+        fn = decide
+    elif callable(handler):
+        fn = handler
+    else:
+        raise ConfigError(
+            f"approvals handler {handler!r} is neither a function of the request nor an "
+            "object with decide(request)",
+            name="approvals",
+        )
     result = fn(request)
     if inspect.isawaitable(result):
         result = await result

@@ -565,7 +565,7 @@ def tool(
     return lambda f: Tool(f, **options)
 
 
-def as_tool(step: Any, *, description: str, **options: Unpack[AsToolOptions]) -> Tool:
+def as_tool(step: Step, *, description: str, **options: Unpack[AsToolOptions]) -> Tool:
     """Any step (a workflow, a structured step, an agent) as a tool, run via ``ctx.run_step``.
 
     A step whose ``input_type`` is a pydantic model takes that model as its arguments;

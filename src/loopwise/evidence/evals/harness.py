@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import (
@@ -34,6 +35,7 @@ from typing import Any
 
 from loopwise.core.events import EventSink, Status, jsonable
 from loopwise.core.loops import blocking
+from loopwise.core.options import ModelLike
 from loopwise.core.result import RunResult
 from loopwise.core.shape import Kind, describe, name_of
 from loopwise.core.step import Step
@@ -50,6 +52,7 @@ from loopwise.evidence.evals.stats import (
 from loopwise.models.port import model_name
 from loopwise.running.conventions import entered
 from loopwise.running.targets import defined, import_module_of
+from loopwise.store.base import RunStore
 from loopwise.store.open import open_existing, open_store
 
 __all__ = [
@@ -156,7 +159,7 @@ class EvalTarget:
     """How the report names it (the CLI uses the target spec)."""
     step: Step
     """The step."""
-    model: Any = None
+    model: ModelLike = None
     """A :class:`~loopwise.models.port.Model` (shared by its runs), or ``None`` for
     model-free steps."""
     make_deps: Callable[[], Any] | None = None
@@ -272,7 +275,7 @@ async def aevaluate(
     budget: Budget | None = None,
     max_steps: int | None = None,
     dataset: str = "",
-    store: Any = None,
+    store: RunStore | str | os.PathLike[str] | None = None,
     deps: Any = None,
     pricing: Pricing | None = None,
 ) -> EvalReport:

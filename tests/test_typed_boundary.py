@@ -1,0 +1,103 @@
+"""Named shapes at the boundary (issue 46): no callable in ``loopwise.__all__`` takes a bare
+``Any`` outside a short list of parameters that are any value by nature, and none takes
+``**kwargs: Any``. What a user passes is named: ``StoreLike``, ``ModelLike``,
+``ApprovalHandler``, ``RunOverrides``."""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Callable
+from typing import Any
+
+import pydantic
+
+import loopwise
+from loopwise.core.options import ResumeOverrides, RunOptions, RunOverrides
+from loopwise.running.runner import ResumeKeywords, aresume
+
+BY_NATURE = {"input", "output", "expected", "deps"}
+"""Parameters that take any value of the user's: a step's input and output, a case's
+expected answer, a run's dependencies."""
+
+KNOWN = {
+    ("Agent", "output_type"): "a type form (a class, list[str], a Literal): typing has no name",
+    ("Agent", "input_type"): "likewise",
+    ("Cascade", "input_type"): "likewise",
+    ("Hybrid", "input_type"): "likewise",
+    ("Workflow", "input_type"): "likewise",
+    ("Hybrid", "planner"): "a step or a structured call's settings: to be named next",
+    ("Judge", "answer"): "the answer type or step: to be named next",
+    ("Context", "performing"): "internal run state a step never sets",
+    ("Context", "history"): "internal run state a step never sets",
+    ("Context", "_deps"): "internal: ctx.deps is typed by Context[DepsT]",
+    ("StoredApproval", "args"): "a tool's JSON arguments, as stored",
+    ("StoredApproval", "edited_args"): "likewise",
+    ("graduate", "runs"): "to be named with graduate's options",
+    ("graduate", "store"): "to be named with graduate's options",
+    ("asweep", "options"): "aevaluate's keyword arguments: to be a TypedDict",
+    ("sweep", "options"): "likewise",
+    ("evaluate", "options"): "likewise",
+    ("open_store", "options"): "the store class's own keyword arguments",
+}
+"""The remaining bare ``Any`` parameters, each with why; the list only shrinks."""
+
+
+def _signatures() -> list[tuple[str, inspect.Signature]]:
+    found = []
+    for name in loopwise.__all__:
+        obj = getattr(loopwise, name)
+        if inspect.ismodule(obj) or not callable(obj):
+            continue
+        if inspect.isclass(obj) and issubclass(obj, pydantic.BaseModel):
+            continue  # pydantic's own __init__(**data): the fields are the shape
+        fn: Callable[..., object] = obj.__init__ if inspect.isclass(obj) else obj
+        try:
+            found.append((name, inspect.signature(fn)))
+        except (TypeError, ValueError):
+            continue
+    return found
+
+
+def _bare_any(annotation: object) -> bool:
+    if annotation is Any:
+        return True
+    if isinstance(annotation, str):
+        return annotation.strip() == "Any" or annotation.strip().startswith(("Any |", "Any|"))
+    return False
+
+
+def test_no_public_callable_takes_a_bare_any_outside_the_known_list() -> None:
+    bare = set()
+    for name, sig in _signatures():
+        for p in sig.parameters.values():
+            if p.name in BY_NATURE or p.name == "self":
+                continue
+            if _bare_any(p.annotation):
+                bare.add((name, p.name))
+    assert not bare - set(KNOWN), sorted(bare - set(KNOWN))
+    assert not set(KNOWN) - bare, f"fixed, drop from KNOWN: {sorted(set(KNOWN) - bare)}"
+
+
+def test_run_overrides_are_exactly_the_run_options() -> None:
+    options = {f for f in RunOptions.__dataclass_fields__}
+    assert set(RunOverrides.__annotations__) | set(RunOverrides.__optional_keys__) >= options
+    assert set(RunOverrides.__optional_keys__) == options
+    assert set(ResumeOverrides.__optional_keys__) == options - {"run_id"}
+
+
+def test_resume_keywords_are_aresumes_own_and_the_run_options() -> None:
+    own = {
+        p.name
+        for p in inspect.signature(aresume).parameters.values()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY
+    }
+    assert set(ResumeKeywords.__optional_keys__) == own | set(ResumeOverrides.__optional_keys__)
+
+
+def test_the_shapes_are_real_values_a_user_can_use() -> None:
+    # The aliases are runtime unions, not strings: an IDE and get_args() can read them.
+    assert str in typing.get_args(loopwise.StoreLike)
+    assert loopwise.RunStore in typing.get_args(loopwise.StoreLike)
+    assert loopwise.DEFAULT is loopwise.DEFAULT and repr(loopwise.DEFAULT) == "DEFAULT"
+    assert type(None) in typing.get_args(loopwise.ModelLike)
