@@ -27,7 +27,7 @@ EXPECTED_ALL = {
     "StoredApproval", "StoredRun", "Structured", "TargetError", "TerminalApprovals", "TextDelta",
     "Tool", "ToolArgumentsError", "ToolCall", "ToolError", "ToolResult", "TraceAnalysis", "Turn",
     "Judge", "JudgeError", "ProbabilitiesMissing", "Ruling", "AskPerson", "Cascade", "Weighed",
-    "Sweep", "SweepPoint", "asweep", "sweep",
+    "Sweep", "SweepPoint", "asweep", "sweep", "Shadow",
     "Usage", "Workflow", "aevaluate", "analyze", "approve", "aresume", "arun", "as_tool", "astream",
     "astream_resume", "check", "decide", "deny", "enqueue", "evaluate", "field_match",
     "graduate", "load_dataset", "open_store", "resolve_model", "resume", "run", "step", "tool",

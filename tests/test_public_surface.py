@@ -92,6 +92,7 @@ def test_an_unknown_submodule_is_an_attribute_error() -> None:
         ("asweep", "loopwise.evidence.sweeps.sweep"),
         ("Sweep", "loopwise.evidence.sweeps.points"),
         ("SweepPoint", "loopwise.evidence.sweeps.points"),
+        ("Shadow", "loopwise.evidence.live.shadow"),
     ],
 )
 def test_the_cascade_and_sweep_names_come_from_their_homes(name: str, home: str) -> None:

@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     )
     from loopwise.evidence.graduate.analyze import TraceAnalysis, analyze
     from loopwise.evidence.graduate.graduate import Graduation, graduate
+    from loopwise.evidence.live.shadow import Shadow
     from loopwise.evidence.sweeps.points import Sweep, SweepPoint
     from loopwise.evidence.sweeps.sweep import asweep, sweep
     from loopwise.integrations import mcp as mcp
@@ -116,6 +117,7 @@ _LAZY = {
     **dict.fromkeys(["ActionResult", "Hybrid", "HybridOutput"], "loopwise.architectures.hybrid"),
     **dict.fromkeys(["Judge", "Ruling"], "loopwise.architectures.judge"),
     **dict.fromkeys(["AskPerson", "Cascade", "Weighed"], "loopwise.architectures.cascade"),
+    "Shadow": "loopwise.evidence.live.shadow",
     # The openai SDK loads when a model is made.
     **dict.fromkeys(["OpenAIModel", "resolve_model"], "loopwise.models.openai"),
     **dict.fromkeys(["Model", "ModelRequest", "ToolCall", "ToolResult", "Turn"],
@@ -258,6 +260,7 @@ __all__ = [
     "RunStore",
     "RunStream",
     "SQLiteStore",
+    "Shadow",
     "Status",
     "Step",
     "StoreError",

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar, NoReturn, Protocol
 
 __all__ = [
+    "LIVE",
     "Event",
     "EventSink",
     "EventType",
@@ -63,6 +64,12 @@ class EventType(enum.StrEnum):
     RUN_PAUSED = "run_paused"
     RUN_RESUMED = "run_resumed"
     RUN_FINISHED = "run_finished"
+
+
+LIVE = "live"
+"""The key of a ``step_finished`` event's data that makes it a live case: a shadow's pair
+of outputs or a person's decision as a label, kept by the run store
+(:class:`~loopwise.store.base.LiveCase`) once per run and journal key."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -111,6 +111,10 @@ class Usage:
     """Of ``output_tokens``, those models spent reasoning (as their servers report)."""
     cached_tokens: int = 0
     """Of ``input_tokens``, those servers read from their prompt cache."""
+    shadow: Usage | None = None
+    """What shadow runs (:class:`~loopwise.evidence.live.shadow.Shadow`) used besides:
+    never counted in this usage's tokens, calls or cost, nor against the run's budget
+    (they have their own); ``None`` when no shadow ran."""
 
     @property
     def total_tokens(self) -> int:
@@ -145,6 +149,15 @@ class Usage:
         self.cached_tokens += other.cached_tokens
         if self.cost_usd is not None:
             self.cost_usd = None if other.cost_usd is None else self.cost_usd + other.cost_usd
+        if other.shadow is not None:
+            self.add_shadow(other.shadow)
+
+    def add_shadow(self, used: Usage) -> None:
+        """Count what a shadow run used, apart (:attr:`shadow`), its wall time included."""
+        if self.shadow is None:
+            self.shadow = Usage()
+        self.shadow.add(used)
+        self.shadow.wall_seconds += used.wall_seconds
 
     def since(self, earlier: Usage) -> Usage:
         """What was used after ``earlier`` (a copy of this usage taken before)."""
@@ -172,12 +185,13 @@ class Usage:
             # Only when a server reported them: a Chat Completions run's usage is unchanged.
             **({"reasoning_tokens": self.reasoning_tokens} if self.reasoning_tokens else {}),
             **({"cached_tokens": self.cached_tokens} if self.cached_tokens else {}),
+            **({"shadow": self.shadow.to_dict()} if self.shadow is not None else {}),
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, object]) -> Usage:
         """The inverse of :meth:`to_dict`."""
-        cost = data.get("cost_usd")
+        cost, shadow = data.get("cost_usd"), data.get("shadow")
         return cls(
             input_tokens=int(data.get("input_tokens", 0)),  # type: ignore[call-overload]
             output_tokens=int(data.get("output_tokens", 0)),  # type: ignore[call-overload]
@@ -187,6 +201,7 @@ class Usage:
             wall_seconds=float(data.get("wall_seconds", 0.0)),  # type: ignore[arg-type]
             reasoning_tokens=int(data.get("reasoning_tokens", 0)),  # type: ignore[call-overload]
             cached_tokens=int(data.get("cached_tokens", 0)),  # type: ignore[call-overload]
+            shadow=Usage.from_dict(shadow) if isinstance(shadow, Mapping) else None,
         )
 
 

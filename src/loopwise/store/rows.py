@@ -13,11 +13,10 @@ from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from loopwise.core.events import Event, EventType, jsonable
+from loopwise.core.events import LIVE, Event, EventType, jsonable
 from loopwise.store.base import StoredApproval, StoredRun
 
 __all__ = [
-    "LIVE",
     "Statement",
     "approval_row",
     "collector_paused",
@@ -116,10 +115,6 @@ def side_effects(run_id: str, event: Event) -> list[Statement]:
         return live_row(run_id, event)
     return []
 
-
-LIVE = "live"
-"""The key of a ``step_finished`` event's data that makes it a live case
-(:class:`~loopwise.store.base.LiveCase`, the ``live_cases`` table)."""
 
 _LIVE_COLUMNS = "run_id, key, target, kind, step, input, output, reference, agree, status, detail"
 
