@@ -357,3 +357,16 @@ def test_evidence_families_build_on_the_evals_one_way() -> None:
             ):
                 wrong.append(f"{module} imports {target}")
     assert not wrong, "\n".join(wrong)
+
+
+def test_the_kernel_imports_no_model_adapter() -> None:
+    # core/ knows the model port; a model *name* is resolved by the runner, not the kernel.
+    graph = import_graph(typing=True)
+    reach = sorted(
+        f"{m} imports {t}"
+        for m in graph
+        if m.startswith("loopwise.core.")
+        for t in graph[m]
+        if t.startswith("loopwise.models.") and t != "loopwise.models.port"
+    )
+    assert not reach, reach

@@ -15,22 +15,26 @@ import enum
 import json
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, ClassVar, NoReturn, Protocol
+from typing import Any, ClassVar, Literal, NoReturn, Protocol
 
 __all__ = [
     "LIVE",
     "Event",
     "EventSink",
     "EventType",
+    "SinkDefaults",
+    "SinkMember",
     "Status",
     "TextDelta",
     "json_value",
     "jsonable",
     "nests_deeper_than",
     "now_iso",
+    "sink_member",
+    "sink_methods",
 ]
 
 
@@ -130,6 +134,46 @@ class EventSink(Protocol):
     def record(self, run_id: str, event: Event) -> None:
         """Persist or forward ``event``; raise only when the event is lost."""
         ...
+
+
+class SinkDefaults:
+    """The optional members of :class:`EventSink`, declared with their defaults (``None``:
+    the sink does not take part). A base class, not part of the protocol: the library's
+    sinks inherit it and override what they do; a user's sink with ``record()`` alone is
+    still a sink, and :func:`sink_member` gives it these defaults.
+
+    - ``record_many(run_id, events)``: a batch of events written at once (else ``record``
+      per event);
+    - ``text(run_id, delta)``: each :class:`TextDelta` of a streamed run;
+    - ``async pace()``: awaited before each step and model call (back-pressure);
+    - ``async before_effect()``: awaited before each ``write``/``irreversible`` tool starts.
+    """
+
+    __slots__ = ()
+
+    record_many: Callable[[str, list[Event]], None] | None = None
+    text: Callable[[str, TextDelta], None] | None = None
+    pace: Callable[[], Awaitable[None]] | None = None
+    before_effect: Callable[[], Awaitable[None]] | None = None
+
+
+SinkMember = Literal["record_many", "text", "pace", "before_effect"]
+"""The optional members of an event sink (what :func:`sink_member` reads)."""
+
+
+def sink_member(sink: object, name: SinkMember) -> Callable[..., Any] | None:
+    """``sink``'s optional member ``name`` when it has one that can be called, else ``None``
+    (:class:`SinkDefaults`): the one place the library looks up a member a sink may lack."""
+    # getattr: a sink is the user's own object; these members are optional (SinkDefaults).
+    member = getattr(sink, name, None)
+    return member if callable(member) else None
+
+
+def sink_methods(
+    sinks: Sequence[EventSink], name: Literal["pace", "before_effect"]
+) -> tuple[Callable[[], Awaitable[None]], ...]:
+    """The sinks' ``name`` methods, for those that have one (:func:`sink_member`)."""
+    return tuple(m for s in sinks if (m := sink_member(s, name)) is not None)
 
 
 _STAMP: list[tuple[int, str]] = [(-1, "")]

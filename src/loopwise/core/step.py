@@ -35,7 +35,16 @@ from typing import (
 
 import typing_extensions
 
-from loopwise.core.events import Event, EventSink, EventType, Status, TextDelta, jsonable, now_iso
+from loopwise.core.events import (
+    Event,
+    EventSink,
+    EventType,
+    Status,
+    TextDelta,
+    jsonable,
+    now_iso,
+    sink_member,
+)
 from loopwise.core.journal import Journal
 from loopwise.core.members import step_member
 from loopwise.core.names import check_name
@@ -262,9 +271,7 @@ class Context(Generic[DepsT]):
         for event in events:
             self.journal.note(event.type, event.data)
         for sink in self.sinks:
-            # getattr: a sink's batch method is optional, and a sink is the user's own
-            # object (EventSink is record() alone).
-            many = getattr(sink, "record_many", None)
+            many = sink_member(sink, "record_many")
             if many is not None:
                 many(self.run_id, events)
             else:
@@ -358,8 +365,7 @@ class Context(Generic[DepsT]):
 
     def _streaming(self, request: ModelRequest, key: str) -> ModelRequest:
         """``request`` asking the model to stream, its text going to the sinks that take it."""
-        # getattr: a sink may take text deltas too (EventSink's optional text()).
-        hooks = [hook for sink in self.sinks if callable(hook := getattr(sink, "text", None))]
+        hooks = [hook for sink in self.sinks if (hook := sink_member(sink, "text")) is not None]
         run_id, step = self.run_id, self.step_path
 
         def on_text(piece: str) -> None:
@@ -476,9 +482,12 @@ def new_context(target: Step, opts: RunOptions) -> Context:
     check_options(opts)
     model = opts.model
     if isinstance(model, str):
-        from loopwise.models.openai import resolve_model
-
-        model = resolve_model(model)
+        # The kernel knows the model port, not the adapters that names resolve to.
+        raise ConfigError(
+            f"model {model!r} is a name: the runner resolves names "
+            "(loopwise.resolve_model) before a context is made",
+            name="model",
+        )
     own_budget = step_member(target, "budget")
     if own_budget is not None and not isinstance(own_budget, Budget):
         # A budget the run would silently ignore is worse than no run.
@@ -496,9 +505,10 @@ def new_context(target: Step, opts: RunOptions) -> Context:
         max_steps=opts.max_steps,
         approvals=opts.approvals,
         sinks=opts.sinks,
-        # getattr: a sink may pace the run too (EventSink's optional pace() and before_effect()).
-        _pacers=tuple(p for s in opts.sinks if callable(p := getattr(s, "pace", None))),
-        _watchers=tuple(w for s in opts.sinks if callable(w := getattr(s, "before_effect", None))),
+        _pacers=tuple(p for s in opts.sinks if (p := sink_member(s, "pace")) is not None),
+        _watchers=tuple(
+            w for s in opts.sinks if (w := sink_member(s, "before_effect")) is not None
+        ),
         journal=Journal(opts.replay),
         clock=opts.clock,
         stream=opts.stream,

@@ -97,6 +97,16 @@ def _store_of(store: StoreLike) -> RunStore | None:
     return opened
 
 
+def _new_context(target: Step, opts: RunOptions) -> Context:
+    """The run's context, a model given by name resolved here (``"gpt-4o-mini"``,
+    ``"scripted"``): the kernel takes models, not names."""
+    if isinstance(opts.model, str):
+        from loopwise.models.openai import resolve_model  # the SDK loads only when named
+
+        opts = replace(opts, model=resolve_model(opts.model))
+    return new_context(target, opts)
+
+
 def _limits(budget: Budget, max_steps: int | None) -> dict[str, Any]:
     return {
         "budget": {
@@ -141,7 +151,7 @@ async def arun(
     conversation = _conversation(opts.conversation, step, st)
     if st is not None:
         opts = replace(opts, sinks=(*opts.sinks, st), approvals=StoreApprovals(st, opts.approvals))
-    ctx = new_context(step, opts)
+    ctx = _new_context(step, opts)
     if st is not None:
         st.create_run(
             ctx.run_id,
@@ -318,7 +328,7 @@ async def _execute_claimed_in(st: RunStore, row: StoredRun, scope: AsyncExitStac
         if row.status != QUEUED:
             return await _continue(st, row, target, options)
         limits = row.options
-        ctx = new_context(
+        ctx = _new_context(
             target,
             replace(
                 options,
@@ -440,7 +450,7 @@ def _resumed_context(st: RunStore, row: StoredRun, target: Step, overrides: RunO
         run_id=run_id,
         replay=st.journal(run_id),
     )
-    ctx = new_context(target, opts)
+    ctx = _new_context(target, opts)
     _join(st, ctx, row)  # before the run's own log: an earlier run's taint came first
     events = st.events(run_id)
     ctx.restore(events)
