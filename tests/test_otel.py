@@ -375,3 +375,24 @@ def test_spans_use_the_installed_conventions_names_and_a_hybrid_plans_in_a_plan_
     for secret in ("where is O-1", "shipped to Alice", "alice_card", '"see"'):
         assert secret not in said, secret
     assert "execute/plan_step" in said and "call_" not in said
+
+
+def test_a_shadows_span_carries_its_agreement() -> None:
+    @loopwise.step
+    def rule(text: str) -> dict[str, str]:
+        return {"category": "billing"}
+
+    @loopwise.step
+    def other(text: str) -> dict[str, str]:
+        return {"category": "shipping"}
+
+    provider, exporter = _tracing()
+    for shadow, agrees in ((rule, True), (other, False)):
+        named = loopwise.step(name=f"shadow_{agrees}")(shadow.fn)
+        live = loopwise.Shadow("live", rule, named, share=1.0)
+        result = loopwise.run(live, "my bill", store=None, sinks=(OTelSink(provider),))
+        assert result.output == {"category": "billing"}
+        (span,) = [s for s in exporter.get_finished_spans() if s.name == f"shadow_{agrees}"]
+        attributes = span.attributes or {}
+        assert attributes["loopwise.shadow.agree"] is agrees
+        assert attributes["loopwise.shadow.status"] == "completed"

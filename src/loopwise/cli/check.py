@@ -13,11 +13,19 @@ import argparse
 import json
 from typing import Any
 
-from loopwise.cli.options import eval_store, eval_store_help, store_value, user_output_to_stderr
+from loopwise.cli.options import (
+    eval_store,
+    eval_store_help,
+    store_help,
+    store_value,
+    user_output_to_stderr,
+)
 from loopwise.errors import ConfigError, TargetError
 from loopwise.evidence.check import Finding, Level, check
+from loopwise.evidence.live.verdict import DEFAULT_WINDOW, LiveReport, drift_finding, live_report
 from loopwise.evidence.sweeps.cascades import Measured, calibration_findings
 from loopwise.running.targets import Target, load_target
+from loopwise.store.open import open_existing
 
 __all__ = ["add_check_verb", "check_target", "checked"]
 
@@ -31,13 +39,44 @@ def add_check_verb(sub: Any) -> None:
         type=store_value,
         help="the eval store to read a cascade's last sweep from: " + eval_store_help,
     )
+    p.add_argument(
+        "--live-window",
+        default=DEFAULT_WINDOW,
+        help="the live cases a Shadow kept to judge: a span back from now (30m, 24h, 7d, "
+        f"2w), an ISO date, or all (default {DEFAULT_WINDOW})",
+    )
+    p.add_argument(
+        "--max-error",
+        type=_rate,
+        help="the live disagreement allowed when the target has no certificate (0-1)",
+    )
+    p.add_argument(
+        "--live-store",
+        type=store_value,
+        help="the run store the shadowed runs are recorded in: " + store_help,
+    )
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(handler=_cmd_check)
+
+
+def _rate(raw: str) -> float:
+    """A ``--max-error`` value: a number strictly between 0 and 1."""
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a rate between 0 and 1")
+    return value
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
     with user_output_to_stderr(args.json):
         findings, measured = checked(args.target, args.store or eval_store())
+        live = live_of(args.target, args)
+    drift = None if live is None else drift_finding(live, args.target, _rerun(args, live))
+    if drift is not None:
+        findings = sorted([*findings, drift], key=lambda f: f.level is not Level.ERROR)
     errors = sum(f.level is Level.ERROR for f in findings)
     if args.json:
         doc = {
@@ -46,6 +85,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
             "findings": [f.to_dict() for f in findings],
             "calibration": _calibration_doc(measured),
             "calibrations": [m.to_dict() for m in measured],
+            "live": None if live is None else live.to_dict(),
         }
         print(json.dumps(doc))
         return 1 if errors else 0
@@ -54,7 +94,63 @@ def _cmd_check(args: argparse.Namespace) -> int:
     print(f"check {args.target}: {verdict} ({errors} error(s), {warnings} warning(s))")
     for f in findings:
         print(f"{f.level:<8} {f.code}  {f.where}\n         {f.message}\n         fix: {f.fix}")
+    if live is not None:
+        print(_live_line(live))
     return 1 if errors else 0
+
+
+def live_of(spec: str, args: argparse.Namespace) -> LiveReport | None:
+    """The live report of ``spec`` (``None`` when its run store keeps no live case of it):
+    live cases from ``--live-store`` (the run store), certificates from the eval store."""
+    live = open_existing(args.live_store)
+    if live is None:
+        return None
+    with live:
+        history = open_existing(args.store or eval_store())
+        try:
+            return live_report(
+                live,
+                history,
+                spec,
+                also=_primaries(spec),
+                window=args.live_window,
+                max_error=args.max_error,
+            )
+        finally:
+            if history is not None:
+                history.close()
+
+
+def _primaries(spec: str) -> tuple[str, ...]:
+    """The specs of the steps the target shadows (their certificates judge it too)."""
+    # Here, not at the top: the Shadow's module loads the eval harness, which a check of a
+    # target with no live cases never needs.
+    from loopwise.evidence.live.shadow import Shadow
+
+    target = load_target(spec)
+    if not isinstance(target.step, Shadow):
+        return ()
+    module_part = spec.partition(":")[0]
+    primary = target.step.primary
+    return tuple(f"{module_part}:{k}" for k, v in vars(target.module).items() if v is primary)
+
+
+def _rerun(args: argparse.Namespace, live: LiveReport) -> str:
+    """The command that re-runs the decision on live cases."""
+    primaries = _primaries(args.target)
+    target = primaries[0] if primaries else args.target
+    bound = f" --max-error {live.bound:g}" if live.bound is not None else ""
+    return f"loopwise eval {target} --from-store --sweep{bound}"
+
+
+def _live_line(live: LiveReport) -> str:
+    rate = "no case" if live.rate is None else f"{live.disagreements} of {live.cases} disagree"
+    bound = "" if live.bound is None else f", judged against {live.bound:g} ({live.bound_from})"
+    window = f"since {live.since}" if live.since else "all cases"
+    return (
+        f"live     {live.verdict}: {rate} {window}, at most {live.upper_bound:.1%} at "
+        f"{1 - live.delta:.0%}{bound}"
+    )
 
 
 def _calibration_doc(measured: list[Measured]) -> dict[str, Any] | None:

@@ -272,6 +272,7 @@ class OTelSink:
         if self.capture_content:
             span.set_attribute("loopwise.output", _text(event.data.get("output")))
         _usage_attributes(span, event.data.get("usage") or {})
+        _shadow_attributes(span, event.data.get("shadow"))
         span.end()
 
     def _model_call(self, run_id: str, event: Event) -> None:
@@ -444,6 +445,17 @@ def _usage_attributes(span: Span, usage: dict[str, Any]) -> None:
     span.set_attribute(gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS, int(usage.get("output_tokens") or 0))
     if usage.get("cost_usd") is not None:
         span.set_attribute("loopwise.cost_usd", float(usage["cost_usd"]))
+
+
+def _shadow_attributes(span: Span, shadow: Any) -> None:
+    """A shadow's span (:class:`~loopwise.evidence.live.shadow.Shadow`): how it ended,
+    what it used and whether it agreed with the primary, for a team's alerting to watch."""
+    if not isinstance(shadow, dict):
+        return
+    span.set_attribute("loopwise.shadow.status", str(shadow.get("status")))
+    if shadow.get("agree") is not None:
+        span.set_attribute("loopwise.shadow.agree", bool(shadow["agree"]))
+    _usage_attributes(span, shadow.get("usage") or {})
 
 
 def _text(value: Any) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from loopwise.store.base import RunStore
+    from loopwise.store.base import EvalHistory
 
 __all__ = ["history_key", "last_eval"]
 
@@ -44,7 +44,7 @@ def _file(text: str) -> str | None:
         return None
 
 
-def last_eval(store: RunStore, target: str, *, dataset: str | None, **match: Any) -> Any:
+def last_eval(store: EvalHistory, target: str, *, dataset: str | None, **match: Any) -> Any:
     """``store.last_eval`` of ``target`` (and ``dataset``) by their :func:`history_key`,
     else as spelled (an eval kept before the history was keyed so)."""
     keyed = None if dataset is None else history_key(dataset)

@@ -1,0 +1,212 @@
+"""What live traffic says of a decision: :func:`live_report` (``loopwise check``'s ``live``)
+and :func:`drift_finding` (its warning).
+
+A :class:`~loopwise.evidence.live.shadow.Shadow` keeps one pair per shadowed run in the run
+store (:class:`~loopwise.store.base.LiveCase`); a pair whose shadow completed is a case,
+and a case whose outputs do not agree a disagreement. Over a window (``--live-window``,
+default the last 7 days) the disagreements ``k`` of ``n`` cases bound the live
+disagreement rate exactly (one-sided Clopper–Pearson at ``1 − delta``, as the certified
+sweep bounds its error: :mod:`loopwise.evidence.evals.bounds`). It is judged against a
+bound: the ``alpha`` of the target's last certificate (the sweep's ``certified``, in the
+eval store under the target's name or its primary's), else ``--max-error``:
+
+* ``drift`` — the lower bound is above it: the evidence says live traffic disagrees more
+  than the decision allowed (a warning naming the numbers, the window and the command that
+  re-runs the decision);
+* ``ok`` — the upper bound is at or below it;
+* ``uncertain`` — neither: too few cases to say (or no bound to judge against).
+
+The claim is agreement between the two steps on sampled live traffic, not correctness: a
+shadow is a reference, not a label (people's decisions are: ``kind == "person"``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+from loopwise.errors import ConfigError
+from loopwise.evidence.check import Finding, Level
+from loopwise.evidence.evals.bounds import (
+    cases_to_bound,
+    clopper_pearson_lower,
+    clopper_pearson_upper,
+)
+from loopwise.evidence.evals.history import history_key, last_eval
+from loopwise.store.base import EvalHistory, LiveCase, LiveEvidence
+
+__all__ = ["DEFAULT_WINDOW", "LiveReport", "drift_finding", "live_report", "window_start"]
+
+DEFAULT_WINDOW = "7d"
+"""The window ``check`` reads live cases over without ``--live-window``."""
+
+Verdict = Literal["ok", "uncertain", "drift"]
+
+_SPAN = re.compile(r"(\d+)([mhdw])")
+_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def window_start(window: str, *, now: datetime | None = None) -> str | None:
+    """The first instant of ``window`` (ISO-8601 UTC): ``30m``, ``24h``, ``7d``, ``2w`` back
+    from ``now``, an ISO date or time as given, or ``None`` for ``all``. Anything else
+    raises :class:`ConfigError` (``name="live-window"``)."""
+    text = window.strip()
+    if text == "all":
+        return None
+    span = _SPAN.fullmatch(text)
+    if span is not None:
+        back = timedelta(**{_UNITS[span[2]]: int(span[1])})
+        return ((now or datetime.now(UTC)) - back).isoformat()
+    try:
+        start = datetime.fromisoformat(text)
+    except ValueError:
+        raise ConfigError(
+            f"--live-window {window!r}: give a span back from now (30m, 24h, 7d, 2w), an ISO "
+            "date or time (2026-12-01), or all",
+            name="live-window",
+        ) from None
+    return (start if start.tzinfo else start.replace(tzinfo=UTC)).astimezone(UTC).isoformat()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LiveReport:
+    """The live disagreement of a target over a window, and its verdict."""
+
+    cases: int
+    """Shadowed runs whose shadow completed (each a pair that agrees or not)."""
+    disagreements: int
+    """Of those, pairs that did not agree."""
+    rate: float | None
+    """``disagreements / cases`` (``None`` with no case)."""
+    upper_bound: float
+    """The disagreement rate is at most this at ``1 - delta`` (exact, Clopper–Pearson)."""
+    lower_bound: float
+    """... and at least this."""
+    verdict: Verdict
+    """``ok``, ``uncertain`` or ``drift`` (see the module docs)."""
+    since: str | None
+    """Where the window starts (ISO-8601 UTC; ``None``: all cases kept)."""
+    bound: float | None
+    """What the rate is judged against (``None``: nothing to judge against)."""
+    bound_from: str | None
+    """Where the bound comes from (the certificate's target and eval, or ``--max-error``)."""
+    delta: float
+    """The bounds hold with probability ``1 - delta``."""
+    failed: int
+    """Shadows that did not complete (refused, raised, looped, over budget): no case."""
+    needed: int | None
+    """Agreeing cases that would bound the rate under ``bound`` (``uncertain`` only)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """``check --json``'s ``live``: ``{"cases", "disagreements", "rate", "upper_bound",
+        "verdict", "since", ...}``."""
+        return asdict(self)
+
+
+def live_report(
+    live: LiveEvidence,
+    history: EvalHistory | None,
+    spec: str,
+    *,
+    also: tuple[str, ...] = (),
+    window: str = DEFAULT_WINDOW,
+    max_error: float | None = None,
+    delta: float = 0.1,
+) -> LiveReport | None:
+    """The live report of the target ``spec`` from the live cases in ``live`` (``None``
+    when it has none ever), judged against the newest certificate of ``spec`` or of a step
+    it shadows (``also``: their specs) in ``history``, else ``max_error``."""
+    spellings = _spellings(live, spec)
+    if not spellings:
+        return None
+    since = window_start(window)
+    kept = [c for c in live.live_cases(spellings, since=since, kind="shadow")]
+    judged = [c for c in kept if c.agree is not None]
+    n, k = len(judged), sum(c.agree is False for c in judged)
+    bound, source = _bound(history, (spec, *also), max_error)
+    lower = clopper_pearson_lower(k, n, 1 - delta)
+    upper = clopper_pearson_upper(k, n, 1 - delta)
+    verdict = _verdict(lower, upper, bound)
+    return LiveReport(
+        cases=n,
+        disagreements=k,
+        rate=None if n == 0 else k / n,
+        upper_bound=upper,
+        lower_bound=lower,
+        verdict=verdict,
+        since=since if since is not None else _oldest(kept),
+        bound=bound,
+        bound_from=source,
+        delta=delta,
+        failed=len(kept) - n,
+        needed=cases_to_bound(bound, delta) if verdict == "uncertain" and bound else None,
+    )
+
+
+def _spellings(live: LiveEvidence, spec: str) -> list[str]:
+    """How the store may have recorded ``spec``: as given, by its history key, or as any
+    recorded target that names the same file."""
+    key = history_key(spec)
+    return [t for t in live.live_targets() if t in (spec, key) or history_key(t) == key]
+
+
+def _bound(
+    history: EvalHistory | None, specs: tuple[str, ...], max_error: float | None
+) -> tuple[float | None, str | None]:
+    """The newest certificate's ``alpha`` among ``specs`` (and where it is from), else
+    ``max_error``."""
+    found: list[dict[str, Any]] = []
+    for spec in specs:
+        if history is None:
+            break
+        last = last_eval(
+            history,
+            spec,
+            dataset=None,
+            before=datetime.now(UTC).isoformat(),
+            having="certified",
+        )
+        if last is not None and isinstance(last.get("certified"), dict):
+            found.append({"spec": spec, **last})
+    if found:
+        newest = max(found, key=lambda s: str(s.get("created_at")))
+        alpha = float(newest["certified"]["alpha"])
+        return alpha, f"the certificate of {newest['spec']} (eval {newest.get('eval_id')})"
+    if max_error is not None:
+        return max_error, "--max-error"
+    return None, None
+
+
+def _verdict(lower: float, upper: float, bound: float | None) -> Verdict:
+    if bound is None:
+        return "uncertain"
+    if lower > bound:
+        return "drift"
+    return "ok" if upper <= bound else "uncertain"
+
+
+def _oldest(cases: list[LiveCase]) -> str | None:
+    return min((c.created_at for c in cases), default=None)
+
+
+def drift_finding(report: LiveReport, spec: str, rerun: str) -> Finding | None:
+    """The warning of a ``drift`` verdict (``None`` otherwise): the numbers, the window and
+    ``rerun``, the command that re-runs the decision."""
+    if report.verdict != "drift" or report.bound is None:
+        return None
+    window = f"since {report.since}" if report.since else "over every case kept"
+    confidence = f"{1 - report.delta:.0%}"
+    return Finding(
+        level=Level.WARNING,
+        code="live-drift",
+        where=spec,
+        message=(
+            f"live traffic disagrees more than the decision allowed: {report.disagreements} of "
+            f"{report.cases} shadowed cases {window} disagree ({report.rate:.1%}; at least "
+            f"{report.lower_bound:.1%} at {confidence}), above the {report.bound:.1%} of "
+            f"{report.bound_from}"
+        ),
+        fix=f"re-run the decision on live cases: {rerun}",
+    )
