@@ -146,7 +146,7 @@ def test_human_output_without_json(
     serve([reply(GOOD)])
     code = main(["run", target, "--input", TICKET, "--model", "fake-model"])
     out = capsys.readouterr().out
-    assert code == 0 and ": completed" in out and '"urgency": 4' in out and "1 model calls" in out
+    assert code == 0 and ": completed" in out and '"urgency": 4' in out and "usage: 1 model call, 0 tool calls," in out
 
 
 def _usage_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
@@ -389,3 +389,16 @@ def test_input_json_too_deep_or_with_a_too_long_number_exits_2_in_one_line(
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     code, doc, _ = _run(capsys, target, "--input", hundred, "--model", "scripted")
     assert code == 0 and doc["status"] == "completed"  # 100 levels are read and recorded
+
+
+def test_counts_read_as_english(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # "1 model calls, 1 tool calls" read as a machine wrote it (issue 47).
+    from loopwise.core.names import counted
+
+    assert [counted(n, "model call") for n in (0, 1, 2)] == [
+        "0 model calls",
+        "1 model call",
+        "2 model calls",
+    ]
+    assert counted(1, "policy", "policies") == "1 policy"
+    assert counted(3, "policy", "policies") == "3 policies"

@@ -280,4 +280,4 @@ def test_analyze_counts_completed_runs_unless_told_and_filters_by_model(
     assert main(["analyze", spec, "--status", "finished"]) == 2
     assert "--status" in capsys.readouterr().err
     assert main(["analyze", spec]) == 0
-    assert "3 agent run(s) of" in capsys.readouterr().out
+    assert "3 agent runs of" in capsys.readouterr().out

@@ -471,7 +471,7 @@ def test_analyze_lists_the_paths_of_stored_investigation_runs(
     assert sum(p["runs"] for p in doc["paths"]) == 3
     assert all(p["path"].startswith("lookup_customer") for p in doc["paths"])
     assert main(["analyze", "investigate"]) == 0
-    assert "agent run(s) of investigate" in capsys.readouterr().out
+    assert "3 agent runs of investigate" in capsys.readouterr().out
 
 
 def _run(run_id: str, *turns: list[str]) -> dict[str, Any]:

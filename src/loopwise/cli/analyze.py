@@ -9,6 +9,7 @@ from typing import Any
 
 from loopwise.cli.options import store_help
 from loopwise.core.events import Status
+from loopwise.core.names import counted
 from loopwise.evidence.graduate.analyze import TraceAnalysis, analyze
 from loopwise.store.open import open_existing, require_folder
 
@@ -62,12 +63,13 @@ def _analysis_text(a: TraceAnalysis) -> str:
     which = "every" if a.statuses is None else "/".join(a.statuses)
     model = f" with {a.model}" if a.model else ""
     lines = [
-        f"{a.runs} agent run(s) of {a.target or 'every target'} ({which} runs{model}); "
+        f"{counted(a.runs, 'agent run')} of {a.target or 'every target'} ({which} runs{model}); "
         f"{len(a.paths)} path(s)"
     ]
     for p in a.paths[:10]:
         statuses = ", ".join(f"{k} {v}" for k, v in p.statuses.items())
-        lines.append(f"  {p.share:>4.0%}  {p.runs:>4} run(s)  {p.text}   [{statuses}]")
+        runs = "run " if p.runs == 1 else "runs"
+        lines.append(f"  {p.share:>4.0%}  {p.runs:>4} {runs}  {p.text}   [{statuses}]")
     if len(a.paths) > 10:
         lines.append(f"  … {len(a.paths) - 10} more")
     lines += ["", f"verdict: {a.verdict} — {a.message}"]

@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loopwise.core.names import counted
+
 __all__ = ["main", "model_choice"]
 
 DEFAULT_REAL_MODEL = "gpt-4o-mini"
@@ -152,7 +154,8 @@ def _usage_line(result: dict[str, Any]) -> str:
     cost = u.get("cost_usd")
     price = "cost unknown" if cost is None else f"${cost:.6f}"
     return (
-        f"usage: {u.get('model_calls', 0)} model calls, {u.get('tool_calls', 0)} tool calls, "
+        f"usage: {counted(u.get('model_calls', 0), 'model call')}, "
+        f"{counted(u.get('tool_calls', 0), 'tool call')}, "
         f"{u.get('total_tokens', 0)} tokens, {price}, {u.get('wall_seconds', 0):.2f}s"
     )
 
@@ -245,7 +248,7 @@ def follow_up(demo: Demo, first: dict[str, Any]) -> None:
     if cited:
         print(
             f"     used the earlier findings: cites {', '.join(cited)} from the first answer, "
-            f"with {tools} new tool call(s)"
+            f"with {counted(tools, 'new tool call')}"
         )
     elif demo.scripted:
         demo.failures.append("follow-up question: the answer cites no order of the first")

@@ -35,7 +35,7 @@ from loopwise.cli.options import (
 from loopwise.cli.watch import TextPrinter, add_watch_flags, watch_sinks
 from loopwise.core.events import Status
 from loopwise.core.members import step_member
-from loopwise.core.names import printable
+from loopwise.core.names import counted, printable
 from loopwise.core.result import RunResult
 from loopwise.core.shape import Kind, describe, mermaid
 from loopwise.core.step import needs_model, new_run_id
@@ -79,7 +79,7 @@ def _print_result(
     u = result.usage
     cost = "unknown" if u.cost_usd is None else f"${u.cost_usd:.6f}"
     print(
-        f"usage: {u.model_calls} model calls, {u.tool_calls} tool calls, "
+        f"usage: {counted(u.model_calls, 'model call')}, {counted(u.tool_calls, 'tool call')}, "
         f"{u.total_tokens} tokens, cost {cost}, {u.wall_seconds:.2f}s"
     )
 

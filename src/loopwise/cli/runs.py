@@ -18,7 +18,7 @@ import json
 from typing import Any
 
 from loopwise.cli.options import count, given, read_json, store_help
-from loopwise.core.names import printable
+from loopwise.core.names import counted, printable
 from loopwise.errors import ConfigError
 from loopwise.store.base import StoredApproval, StoredRun
 from loopwise.store.open import open_store, require_folder
@@ -254,7 +254,9 @@ def _decide(args: argparse.Namespace, decision: str) -> int:
         spec = st.get_run(args.run_id).spec
     print(
         printable(
-            f"{still} approval(s) still pending" if still else _how_to_resume(args.run_id, spec)
+            f"{counted(still, 'approval')} still pending"
+            if still
+            else _how_to_resume(args.run_id, spec)
         )
     )
     return 0

@@ -25,7 +25,7 @@ from typing import Any, TextIO
 
 from loopwise.cli.options import given
 from loopwise.core.events import Event, EventSink, EventType, TextDelta
-from loopwise.core.names import printable
+from loopwise.core.names import counted, printable
 from loopwise.errors import ConfigError
 
 __all__ = ["Progress", "TextPrinter", "add_watch_flags", "watch_sinks"]
@@ -115,7 +115,7 @@ def _line(event: Event) -> str | None:
     data = event.data
     if event.type is EventType.MODEL_CALL:
         calls = len((data.get("turn") or {}).get("tool_calls") or [])
-        answer = f"{calls} tool call(s)" if calls else str(data.get("finish_reason"))
+        answer = counted(calls, "tool call") if calls else str(data.get("finish_reason"))
         return (
             f"model {data.get('model')} → {answer} "
             f"({data.get('input_tokens')}+{data.get('output_tokens')} tokens, "

@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from loopwise.cli.options import count, store_help
-from loopwise.core.names import printable
+from loopwise.core.names import counted, printable
 from loopwise.core.result import RunResult
 from loopwise.running.live import owner_id
 from loopwise.running.worker import awork
@@ -56,7 +56,8 @@ async def _serve(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stopping, sig)
     print(
-        f"loopwise worker {owner_id()} on {store.name}: up to {args.concurrency} run(s) at once",
+        f"loopwise worker {owner_id()} on {store.name}: "
+        f"up to {counted(args.concurrency, 'run')} at once",
         file=sys.stderr,
         flush=True,
     )

@@ -31,6 +31,7 @@ from loopwise.errors import ConfigError
 __all__ = [
     "MAX_SHOWN_NAME",
     "check_name",
+    "counted",
     "name_problem",
     "printable",
     "shown_name_problem",
@@ -122,3 +123,9 @@ def check_name(name: object, *, what: str) -> str:
     if problem is None:
         return str(name)
     raise ConfigError(f"{what} name {name!r} {problem}", name="name", code="bad-name")
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``n`` and ``noun``, the noun in the plural unless ``n`` is 1 (``1 model call``,
+    ``2 model calls``, ``0 runs``); ``plural`` when adding an ``s`` is wrong."""
+    return f"{n} {noun if n == 1 else (plural or noun + 's')}"
