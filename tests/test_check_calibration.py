@@ -203,8 +203,8 @@ def test_a_target_without_a_cascade_gets_no_calibration_finding(
     capsys.readouterr()
     code, doc = _check(capsys, TRIAGE, "--store", str(store))
     assert code == 0 and _calibration_findings(doc) == [] and doc["calibration"] is None
-    assert set(doc) == {"target", "ok", "findings", "calibration", "calibrations"}
-    assert doc["calibrations"] == []
+    assert set(doc) == {"target", "ok", "findings", "calibration", "calibrations", "live"}
+    assert doc["calibrations"] == [] and doc["live"] is None
 
 
 def test_the_default_eval_store_is_the_one_eval_writes(
