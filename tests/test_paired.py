@@ -12,6 +12,7 @@ import pytest
 import loopwise
 from loopwise import ModelRequest
 from loopwise.core.events import Status
+from loopwise.evidence.evals.bounds import newcombe_paired
 from loopwise.evidence.evals.harness import Case, EvalTarget, evaluate
 from loopwise.evidence.evals.paired import paired_difference, t_quantile
 from loopwise.evidence.evals.stats import CaseRun
@@ -45,21 +46,39 @@ def test_t_quantiles_match_the_table() -> None:
 
 
 def test_paired_interval_by_hand_and_narrower_than_the_unpaired_one() -> None:
+    # Scores of 0 or ½: not right/wrong, so Student's t on the per-case differences.
     # a fails cases 0-1, b fails cases 0-3: the cases hard for a are hard for b too.
+    a = [_run(str(i), 0.0 if i < 2 else 0.5) for i in range(8)]
+    b = [_run(str(i), 0.0 if i < 4 else 0.5) for i in range(8)]
+    d = paired_difference(a, b)
+    # differences: 0 0 ½ ½ 0 0 0 0 → mean 0.125, sd = sqrt((2·0.140625 + 6·0.015625)/7)
+    sd = math.sqrt((2 * 0.140625 + 6 * 0.015625) / 7)
+    half = 2.3646 * sd / math.sqrt(8)  # t(0.975, 7) = 2.3646
+    assert d.cases == 8 and d.mean == pytest.approx(0.125) and d.method == "t"
+    assert (d.a_mean, d.b_mean) == (pytest.approx(0.375), pytest.approx(0.25))
+    assert d.low == pytest.approx(0.125 - half, abs=1e-4)
+    assert d.high == pytest.approx(0.125 + half, abs=1e-4)
+    assert d.half_width == pytest.approx(0.1935, abs=1e-3)
+    # as two independent samples of 8 (0/½ scores: half the 0/1 spread)
+    unpaired = 1.96 * math.sqrt(0.75 * 0.25 / 8 + 0.5 * 0.5 / 8) / 2
+    assert d.half_width < unpaired
+
+
+def test_right_or_wrong_cases_get_newcombes_score_interval_never_a_point() -> None:
     a = [_run(str(i), 0.0 if i < 2 else 1.0) for i in range(8)]
     b = [_run(str(i), 0.0 if i < 4 else 1.0) for i in range(8)]
     d = paired_difference(a, b)
-    # differences: 0 0 1 1 0 0 0 0 → mean 0.25, sd = sqrt((2·0.5625 + 6·0.0625)/7)
-    sd = math.sqrt((2 * 0.5625 + 6 * 0.0625) / 7)
-    half = 2.3646 * sd / math.sqrt(8)  # t(0.975, 7) = 2.3646
-    assert d.cases == 8 and d.mean == pytest.approx(0.25)
-    assert (d.a_mean, d.b_mean) == (pytest.approx(0.75), pytest.approx(0.5))
-    assert d.low == pytest.approx(0.25 - half, abs=1e-4)
-    assert d.high == pytest.approx(0.25 + half, abs=1e-4)
-    assert d.half_width == pytest.approx(0.387, abs=1e-3)
-    # as two independent samples of 8: 1.96 · sqrt(.75·.25/8 + .5·.5/8) = 0.458
-    unpaired = 1.96 * math.sqrt(0.75 * 0.25 / 8 + 0.5 * 0.5 / 8)
-    assert unpaired == pytest.approx(0.458, abs=1e-3) and d.half_width < unpaired
+    # both right 4, only a 2, only b 0, neither 2
+    assert d.method == "newcombe" and d.mean == pytest.approx(0.25)
+    assert (d.low, d.high) == newcombe_paired(4, 2, 0, 2)
+    # 3 cases both got right: not "+0 to +0" (a zero-variance t-interval) but ±56 points
+    same = [_run(str(i), 1.0) for i in range(3)]
+    d = paired_difference(same, same)
+    assert d.mean == 0 and d.low == pytest.approx(-0.5615, abs=1e-4) and d.high > 0.56
+    # Non-binary differences that do not vary: no interval, not a degenerate one
+    halves = [_run(str(i), 0.5) for i in range(3)]
+    d = paired_difference(same, halves)
+    assert d.method == "none" and math.isinf(d.half_width)
 
 
 def test_repeats_are_one_cluster_per_case() -> None:
@@ -81,9 +100,11 @@ def test_any_metric_and_the_edges() -> None:
     b = [_run("1", None, cost_usd=0.1), _run("2", None, cost_usd=0.1)]
     d = paired_difference(a, b, value=lambda r: r.cost_usd)
     assert d.mean == pytest.approx(0.2) and d.cases == 2
-    one = paired_difference(a[:1], b[:1])
+    one = paired_difference(a[:1], b[:1], value=lambda r: r.cost_usd)
     assert one.cases == 1 and math.isinf(one.half_width)
-    assert one.to_dict()["low"] is None
+    assert one.to_dict()["low"] is None and one.method == "none"
+    right = paired_difference(a[:1], b[:1])  # one completed case each: a score interval
+    assert right.method == "newcombe" and -1 < right.low < 0 < right.high < 1
     with pytest.raises(ValueError, match="no case in common"):
         paired_difference(a[:1], b[1:])
 
@@ -106,7 +127,7 @@ async def cheap(x: dict[str, Any], ctx: loopwise.Context) -> dict[str, Any]:
 def test_eval_recommendation_pairs_targets_that_ran_the_same_cases() -> None:
     # 70% vs 50% correct over 20 cases. As independent samples the difference is within
     # noise (1.96·sqrt(.7·.3/20 + .5·.5/20) = 0.30), so the cheaper target would win; paired,
-    # the 4 discordant cases give an interval of ±0.19, and the accurate one wins.
+    # the 4 discordant cases give Newcombe's interval of -0 to +37, and the accurate one wins.
     cases = [Case(id=str(i), input={"n": i}, expected={"ok": True}) for i in range(20)]
     model = ScriptedModel(lambda request: "ok")
     report = evaluate(
@@ -119,7 +140,7 @@ def test_eval_recommendation_pairs_targets_that_ran_the_same_cases() -> None:
     rec = report.recommendation
     assert rec.choice == "careful", rec.text
     assert "more accurate (70% vs 50% correct)" in rec.text
-    assert "paired difference +20 points (95% CI +1 to +39, 20 cases)" in rec.text
+    assert "paired difference +20 points (95% CI 0 to +37, 20 cases)" in rec.text
 
 
 def _two(a_right: int, b_right: int, n: int, *, same_cases: bool = True) -> list[Any]:

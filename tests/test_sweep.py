@@ -94,7 +94,9 @@ def test_eval_sweep_json_gives_the_frontier_and_the_recommended_threshold(
     }  # fmt: skip
     assert point["accuracy_low"] <= point["accuracy"] <= point["accuracy_high"]
     assert found["recommended_threshold"] in [p["threshold"] for p in found["frontier"]]
-    assert found["cost_basis"] == "gpt-4o-mini prices" and "within noise" in found["reason"]
+    assert found["cost_basis"] == "gpt-4o-mini prices"
+    assert "the most accurate on 49 cases" in found["reason"]
+    assert "no cheaper threshold is shown within 5 points" in found["reason"]
     # No prices: tokens choose, as in a plain eval; the reference price is shown for scale.
     assert found["reason"].endswith(
         "(the model has no prices: chosen for fewer tokens; the frontier shows cost at "

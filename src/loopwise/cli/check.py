@@ -94,6 +94,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
     print(f"check {args.target}: {verdict} ({errors} error(s), {warnings} warning(s))")
     for f in findings:
         print(f"{f.level:<8} {f.code}  {f.where}\n         {f.message}\n         fix: {f.fix}")
+    for m in measured:
+        print(_measured_line(m))
     if live is not None:
         print(_live_line(live))
     return 1 if errors else 0
@@ -151,6 +153,22 @@ def _live_line(live: LiveReport) -> str:
         f"live     {live.verdict}: {rate} {window}, at most {live.upper_bound:.1%} at "
         f"{1 - live.delta:.0%}{bound}"
     )
+
+
+def _measured_line(m: Measured) -> str:
+    """A cascade's last sweep in one line: the calibration and the certificate beside it."""
+    ece = "unknown" if m.calibration.ece is None else f"ECE {m.calibration.ece:.3f}"
+    line = f"sweep of {m.target} (eval {m.eval_id} on {m.dataset}): calibration {ece}"
+    c = m.certified
+    if c is not None:
+        return (
+            f"{line}; certified threshold {c['threshold']:g}: accepted answers wrong at most "
+            f"{c['alpha']:.0%} with probability >= {1 - c['delta']:.0%} ({c['errors']} of "
+            f"{c['accepted']}, bound {c['error_bound']:.1%}, {c['coverage']:.0%} of the traffic)"
+        )
+    if m.certified_reason is not None:
+        return f"{line}; no threshold certified: escalate every case ({m.certified_reason})"
+    return line
 
 
 def _calibration_doc(measured: list[Measured]) -> dict[str, Any] | None:

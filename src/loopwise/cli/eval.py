@@ -45,6 +45,7 @@ from loopwise.evidence.evals.harness import (
 from loopwise.evidence.evals.sandbox import GATE_RULES, eval_deps
 from loopwise.evidence.report import describe_graph, format_text, write_report
 from loopwise.evidence.sweeps.cascades import cascades_within, swept
+from loopwise.evidence.sweeps.certify import check_levels
 from loopwise.evidence.sweeps.frontier import format_sweep
 from loopwise.evidence.sweeps.sweep import DEFAULT_GRID, parse_sweep, sweep
 from loopwise.models.port import model_name
@@ -92,6 +93,26 @@ def add_eval_verb(sub: Any) -> None:
         metavar="NAME=LO:HI:STEP",
         help="for a cascade target: run each case's decision and each escalated case's unsure "
         "path once, then report every threshold (bare: 0 to 1 by 0.05) and recommend one",
+    )
+    p.add_argument(
+        "--max-error",
+        type=float,
+        metavar="ALPHA",
+        help="with --sweep: certify the lowest threshold whose accepted answers are wrong at "
+        "most ALPHA of the time (e.g. 0.05), with probability 1-DELTA over the dataset",
+    )
+    p.add_argument(
+        "--delta",
+        type=float,
+        default=0.1,
+        help="with --max-error: the chance the certified bound is wrong (default 0.1)",
+    )
+    p.add_argument(
+        "--references",
+        choices=("labels", "agent"),
+        default="labels",
+        help="what the dataset's expected values are: labels (default) or the agent's own "
+        "answers (a certificate then bounds disagreement with the agent)",
     )
     p.add_argument("--report", help="write a self-contained HTML report here")
     p.add_argument(
@@ -160,6 +181,9 @@ def _eval_and_save(args: argparse.Namespace) -> EvalReport:
     """Load, run and store the eval (and write its page); the report for printing."""
     report_path = _report_path(args.report)
     grids = _grids(args.sweep)
+    if args.max_error is not None and grids is None:
+        raise ConfigError("--max-error certifies a swept threshold: add --sweep", name="max_error")
+    check_levels(args.max_error, args.delta)
     cases = load_dataset(args.dataset)
     scorer = load_scorer(args.scorer) if args.scorer else field_match
     loaded = [load_checked(spec) for spec in args.targets]
@@ -242,7 +266,15 @@ def _evaluate(
     found = []
     for t in targets:
         if swept(t.step) is not None:
-            result, runs = sweep(t, cases, grids.get("threshold", DEFAULT_GRID), **options)
+            result, runs = sweep(
+                t,
+                cases,
+                grids.get("threshold", DEFAULT_GRID),
+                max_error=args.max_error,
+                delta=args.delta,
+                references=args.references,
+                **options,
+            )
             found.append(result)
             records += runs
             effects[t.name] = result.effects

@@ -60,6 +60,7 @@ _AXIS = "#9ca3af"
 _MUTED = "#6b7280"
 _BLUE = "#2563eb"
 _CHOSEN = "#16a34a"
+_CERTIFIED = "#ca8a04"
 
 
 def reliability_svg(cal: Calibration) -> str:
@@ -224,10 +225,12 @@ def frontier_svg(
     chosen: str | None = None,
     *,
     cost_label: str = "cost per case (USD)",
+    certified: str | None = None,
 ) -> str:
     """An accuracy/cost frontier: each point at (cost, accuracy) with its interval as a
     bar, the thresholds joined in order of cost, the workflow (■) and agent (◆) endpoints
-    marked, and the point labelled ``chosen`` ringed in green; the legend lists the marks
+    marked, the point labelled ``chosen`` ringed in green and the one labelled ``certified``
+    (a threshold with a certified error bound) squared in gold; the legend lists the marks
     drawn. Costs are drawn as USD; ``cost_label`` is the cost axis's title, unit included.
 
     Raises :class:`~loopwise.errors.ConfigError` naming ``points`` (a kind outside
@@ -264,7 +267,10 @@ def frontier_svg(
         f"<text x='12' y='{top + ph / 2:.1f}' text-anchor='middle' fill='{_MUTED}' "
         f"transform='rotate(-90 12 {top + ph / 2:.1f})'>accuracy</text>"
     )
-    parts.append(f"<text x='{left}' y='14' fill='#374151'>{_legend(points, chosen)}</text>")
+    legend = _legend(points, chosen) + (
+        f"  <tspan fill='{_CERTIFIED}'>□</tspan> certified" if certified is not None else ""
+    )
+    parts.append(f"<text x='{left}' y='14' fill='#374151'>{legend}</text>")
     line = sorted((p for p in points if p.kind == "threshold"), key=lambda p: (p.cost, p.accuracy))
     if len(line) > 1:
         path = " ".join(f"{x(p.cost):.1f},{y(p.accuracy):.1f}" for p in line)
@@ -276,6 +282,13 @@ def frontier_svg(
         parts.append(
             _dot(p, (x(p.cost), y(p.accuracy), y(p.low), y(p.high)), chosen=p.label == chosen)
         )
+    for p in points:
+        if p.label == certified:
+            parts.append(
+                f"<rect class='certified' x='{x(p.cost) - 7:.1f}' y='{y(p.accuracy) - 7:.1f}' "
+                f"width='14' height='14' fill='none' stroke='{_CERTIFIED}' stroke-width='2'>"
+                f"<title>{_e(p.label)}: certified threshold</title></rect>"
+            )
     parts.extend(_labels(points, chosen, x, y, (left, top, left + pw, top + ph)))
     title = "accuracy against cost" + (f", chosen {chosen}" if chosen is not None else "")
     return svg_element(width, height, "".join(parts), title)

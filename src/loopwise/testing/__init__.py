@@ -20,6 +20,9 @@
   reproduce real servers' quirks: ``FakeChatServer(profile="llama-cpp-python")``.
 * :func:`graduated_model` (in :mod:`loopwise.testing._graduated`) answers the calls of a
   workflow ``loopwise graduate`` wrote as the agent's own scripted model would have.
+* :func:`scripted_judge` (in :mod:`loopwise.testing._judging`) scripts a judge's
+  probabilities per input; :class:`SplitModel` sends a judge's requests to one model and
+  everything else to another (what a cascade needs offline).
 * :class:`Cassette` (in :mod:`loopwise.testing._cassette`) records a real model's answers to a
   JSON file once and replays whole runs from it in regression tests.
 
@@ -51,6 +54,7 @@ if TYPE_CHECKING:
     from loopwise.testing._cassette import Cassette, CassetteMismatch
     from loopwise.testing._fakeserver import FakeChatServer
     from loopwise.testing._graduated import graduated_model
+    from loopwise.testing._judging import SplitModel, judge_input, scripted_judge
     from loopwise.testing._scripted_agent import ScriptedAgent
     from loopwise.testing._serverprofiles import PROFILES, Rejection, ServerProfile
 
@@ -71,6 +75,7 @@ _LAZY = {
     **dict.fromkeys(["Cassette", "CassetteMismatch"], "loopwise.testing._cassette"),
     "FakeChatServer": "loopwise.testing._fakeserver",
     "graduated_model": "loopwise.testing._graduated",
+    **dict.fromkeys(["SplitModel", "judge_input", "scripted_judge"], "loopwise.testing._judging"),
     "logprob_turn": "loopwise.models.decided",
     "ScriptedAgent": "loopwise.testing._scripted_agent",
     **dict.fromkeys(["PROFILES", "Rejection", "ServerProfile"], "loopwise.testing._serverprofiles"),
@@ -103,11 +108,14 @@ __all__ = [
     "ScriptedAgent",
     "ScriptedModel",
     "ServerProfile",
+    "SplitModel",
     "call",
     "calls",
     "example_from_schema",
     "graduated_model",
+    "judge_input",
     "logprob_turn",
     "refuse",
     "reply",
+    "scripted_judge",
 ]

@@ -504,7 +504,8 @@ def load_scorer(spec: str) -> Scorer:
 def save_eval(path: str | Path, report: EvalReport) -> None:
     """Keep ``report``'s per-target summaries (not every run) in the run store at ``path``;
     a swept cascade's summary also keeps its judge's ``calibration`` (with the threshold the
-    cascade declared and the dataset), which ``loopwise check`` reads.
+    cascade declared, the dataset and, when the sweep certified, its ``certified`` threshold
+    or ``certified_reason``), which ``loopwise check`` reads.
 
     The store's eval history sits beside the runs the eval made (the report's runs name
     their ``run_id``), so evals can be compared over time (:func:`previous_summaries`).
@@ -521,6 +522,9 @@ def save_eval(path: str | Path, report: EvalReport) -> None:
             "threshold": swept["declared"],
             "dataset": report.dataset,
         }
+        if "certified" in swept:  # the certificate (or why none), for `check` beside it
+            calibration["certified"] = swept["certified"]
+            calibration["certified_reason"] = swept["certified_reason"]
         summaries.setdefault(history_key(swept["target"]), {})["calibration"] = calibration
     with open_store(path) as store:
         store.save_eval(

@@ -7,20 +7,26 @@ noise, so the paired interval is usually narrower when the targets agree on whic
 hard (and wider when they disagree). Repeats of a case are one cluster: a case's repeats
 are averaged first, so ten repeats of one case weigh as one case, not ten.
 
-The interval is Student's t on the per-case differences (``n - 1`` degrees of freedom),
-the textbook paired interval; for 0/1 scores on few cases it is an approximation, and with
-fewer than two paired cases there is none (the bounds are infinite).
+The interval: when every case's value is 0 or 1 on both sides (right or wrong), Newcombe's
+hybrid score interval for paired proportions
+(:func:`~loopwise.evidence.evals.bounds.newcombe_paired`), which never collapses to a point
+— 3 cases both got right give about −56 to +56 points, not "+0 to +0". Otherwise Student's t
+on the per-case differences (``n - 1`` degrees of freedom); with fewer than two paired
+cases, or differences that do not vary (a zero-variance t-interval is degenerate, not
+certain), there is none (the bounds are infinite).
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from loopwise.core.events import Status
+from loopwise.evidence.evals.bounds import newcombe_paired
 from loopwise.evidence.evals.stats import CaseRun
 
 __all__ = ["PairedDifference", "paired_difference", "run_quality", "t_quantile"]
@@ -46,6 +52,11 @@ class PairedDifference:
     """The interval's confidence."""
     unpaired: int = 0
     """Cases only one of the two targets ran (left out of the comparison)."""
+    sd: float = math.nan
+    """The per-case differences' standard deviation (``n - 1``; NaN with one case)."""
+    method: str = "t"
+    """How the interval was got: ``newcombe`` (0/1 values), ``t`` (Student's t) or
+    ``none`` (no interval: too few cases, or differences that do not vary)."""
 
     @property
     def half_width(self) -> float:
@@ -63,6 +74,7 @@ class PairedDifference:
             "high": _round(self.high),
             "confidence": self.confidence,
             "unpaired": self.unpaired,
+            "method": self.method,
         }
 
 
@@ -100,11 +112,21 @@ def paired_difference(
     mean = sum(diffs) / n
     a_mean = sum(means_a[c] for c in shared) / n
     b_mean = sum(means_b[c] for c in shared) / n
-    low, high = -math.inf, math.inf
-    if n >= 2:
-        sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1))
+    low, high, method = -math.inf, math.inf, "none"
+    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1)) if n >= 2 else math.nan
+    if all(means_a[c] in (0.0, 1.0) and means_b[c] in (0.0, 1.0) for c in shared):
+        counts = Counter((means_a[c], means_b[c]) for c in shared)
+        low, high = newcombe_paired(
+            counts[(1.0, 1.0)],
+            counts[(1.0, 0.0)],
+            counts[(0.0, 1.0)],
+            counts[(0.0, 0.0)],
+            confidence,
+        )
+        method = "newcombe"
+    elif n >= 2 and sd > 0:
         half = t_quantile(confidence, n - 1) * sd / math.sqrt(n)
-        low, high = mean - half, mean + half
+        low, high, method = mean - half, mean + half, "t"
     return PairedDifference(
         cases=n,
         a_mean=a_mean,
@@ -114,6 +136,8 @@ def paired_difference(
         high=high,
         confidence=confidence,
         unpaired=len(set(means_a) ^ set(means_b)),
+        sd=sd,
+        method=method,
     )
 
 

@@ -233,8 +233,7 @@ def cases_to_decide(a: TargetSummary, b: TargetSummary) -> str | None:
     if diff <= _FLOOR:
         return f"{gap} counts as equal at any number of cases (within {_FLOOR:.0%})"
     if paired is not None:
-        sd = paired.half_width * math.sqrt(n) / t_quantile(paired.confidence, n - 1)
-        var = sd * sd  # the per-case differences' variance
+        var = paired.sd**2  # the per-case differences' variance
     else:
         pa, pb = _quality(a), _quality(b)
         var = pa * (1 - pa) + pb * (1 - pb)  # two independent samples of N cases each
@@ -261,7 +260,8 @@ def paired_text(d: PairedDifference) -> str:
 
 
 def _points(x: float) -> str:
-    return f"{x * 100:+.0f}"
+    shown = round(x * 100)
+    return "0" if shown == 0 else f"{shown:+d}"
 
 
 def _stops(s: TargetSummary) -> str:

@@ -60,13 +60,20 @@ class Measured:
     """When the eval was made (ISO 8601)."""
     calibration: Calibration
     """The judge's confidence against whether its side was right."""
+    certified: dict[str, Any] | None = None
+    """The sweep's certificate (:meth:`~loopwise.evidence.sweeps.certify.Certificate.to_dict`),
+    ``None`` when it certified none or was not asked to."""
+    certified_reason: str | None = None
+    """Why it certified none (``None``: it certified one, or was not asked to)."""
 
     def to_dict(self) -> dict[str, Any]:
-        """``{"target", "ece", "n", "unknown", "verdict", "eval_id", "dataset", "at"}``
-        (``verdict``: ``ok``, ``unknown``, ``uncertain`` or ``large``): what ``loopwise
-        check --json`` prints under ``calibration``."""
+        """``{"target", "ece", "n", "unknown", "verdict", "certified", "certified_reason",
+        "eval_id", "dataset", "at"}`` (``verdict``: ``ok``, ``unknown``, ``uncertain`` or
+        ``large``): what ``loopwise check --json`` prints under ``calibration``."""
         verdict = calibration_verdict(self.calibration)
         return {
+            "certified": self.certified,
+            "certified_reason": self.certified_reason,
             "target": self.target,
             "ece": self.calibration.ece,
             "n": self.calibration.n,
@@ -93,16 +100,17 @@ def calibration_findings(
     that holds no sweep (the finding says why).
     """
     own = swept(step)
-    found: list[tuple[str, str | None]] = [] if own is None else [(own.name, spec)]
-    found += [(path, (specs or {}).get(id(c))) for path, c in cascades_within(step)]
+    found: list[tuple[str, str | None, Cascade]] = [] if own is None else [(own.name, spec, own)]
+    found += [(path, (specs or {}).get(id(c)), c) for path, c in cascades_within(step)]
     findings: list[Finding] = []
     measured: list[Measured] = []
-    for where, target in found:
+    for where, target, cascade in found:
         last, problem = (None, "") if target is None else _last_sweep(target, eval_store)
         if last is None:
             findings.append(_not_measured(where, target, problem))
             continue
         measured.append(last)
+        findings += _below_certified(where, cascade, last)
         verdict = calibration_verdict(last.calibration)
         if verdict is not None:
             kind, text = verdict
@@ -117,6 +125,28 @@ def calibration_findings(
                 )
             )
     return findings, measured
+
+
+def _below_certified(where: str, cascade: Cascade, last: Measured) -> list[Finding]:
+    """A warning when the cascade accepts answers below the threshold its last sweep
+    certified: the cases between the two carry no bound."""
+    certified = last.certified
+    if certified is None or cascade.threshold >= certified["threshold"]:
+        return []
+    return [
+        Finding(
+            level=Level.WARNING,
+            code="threshold-below-certified",
+            where=where,
+            message=f"the declared threshold {cascade.threshold:g} is below the certified "
+            f"{certified['threshold']:g} (error at most {certified['alpha']:.0%} at "
+            f"{1 - certified['delta']:.0%} confidence, eval {last.eval_id} on "
+            f"{last.dataset}): the answers it accepts between the two carry no bound",
+            fix=f"declare threshold={certified['threshold']:g}, or sweep again with "
+            f"--max-error: loopwise eval {last.target} --dataset {last.dataset} --sweep "
+            f"--max-error {certified['alpha']:g}",
+        )
+    ]
 
 
 def _last_sweep(target: str, eval_store: str) -> tuple[Measured | None, str]:
@@ -138,6 +168,8 @@ def _last_sweep(target: str, eval_store: str) -> tuple[Measured | None, str]:
         dataset=doc["calibration"]["dataset"],
         at=doc["created_at"],
         calibration=Calibration.from_dict(doc["calibration"]),
+        certified=doc["calibration"].get("certified"),
+        certified_reason=doc["calibration"].get("certified_reason"),
     ), ""
 
 

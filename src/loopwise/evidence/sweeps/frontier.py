@@ -31,15 +31,20 @@ def format_sweep(s: Sweep) -> str:
         f"  {'threshold':>9}  {'accuracy [95% CI]':<20} {'escalated':>9}  {'cost/case':>11}  "
         f"{'tokens':>7}  {'p95':>9}",
     ]
+    certified = _certified(s)
     for p in s.points:
         mark = " *" if p is s.recommended else (" ^" if p is s.best else "")
+        if certified is not None and p.threshold == certified:
+            mark += " c"
         accuracy = "-" if p.accuracy is None else f"{p.accuracy:.0%} [{p.low:.0%}-{p.high:.0%}]"
         lines.append(
             f"  {_label(p.threshold):>9}  {accuracy:<20} {p.share_escalated:>9.0%}  "
             f"{_cost(p):>11}  {p.tokens:>7,.0f}  {secs(p.latency):>9}{mark}"
         )
-    lines.append("  (* recommended, ^ most accurate)")
+    lines.append("  (* recommended, ^ most accurate" + (", c certified)" if certified else ")"))
     lines.append(f"Recommended threshold: {s.reason}")
+    if s.certification is not None:
+        lines.append(f"Certified: {s.certification.claim}")
     cal = s.calibration
     if cal.ece is not None:
         unknown = f", {cal.unknown} unknown" if cal.unknown else ""
@@ -50,6 +55,12 @@ def format_sweep(s: Sweep) -> str:
     if s.warning:
         lines.append(f"warning: {s.warning}")
     return "\n".join(lines)
+
+
+def _certified(s: Sweep) -> float | None:
+    """The certified threshold, if the sweep certified one."""
+    c = s.certification
+    return None if c is None or c.certificate is None else c.certificate.threshold
 
 
 def frontier_dots(s: Sweep, targets: Sequence[TargetSummary]) -> list[FrontierDot]:
@@ -94,7 +105,17 @@ def _one(s: Sweep, targets: Sequence[TargetSummary]) -> str:
     if chosen is not None and not any(d.label == chosen for d in dots):
         chosen = None
     basis = "USD" if s.cost_basis == "USD" else f"USD at {s.cost_basis}"
-    frontier = frontier_svg(dots, chosen, cost_label=f"cost per case ({basis})")
+    certified = None if _certified(s) is None else _label(_certified(s) or 0.0)
+    if certified is not None and not any(d.label == certified for d in dots):
+        certified = None
+    frontier = frontier_svg(
+        dots, chosen, cost_label=f"cost per case ({basis})", certified=certified
+    )
+    claim = (
+        ""
+        if s.certification is None
+        else f"<p class='certified'><b>Certified:</b> {_e(s.certification.claim)}</p>"
+    )
     cal = s.calibration
     ece = "unknown" if cal.ece is None else f"{cal.ece:.3f} on {cal.n} cases"
     warning = f"<p class='warn'>⚠ {_e(s.warning)}</p>" if s.warning else ""
@@ -107,7 +128,7 @@ def _one(s: Sweep, targets: Sequence[TargetSummary]) -> str:
     )
     return (
         f"<h3>{_e(s.target)}: thresholds</h3>"
-        f"<p><b>Recommended threshold:</b> {_e(s.reason)}</p>"
+        f"<p><b>Recommended threshold:</b> {_e(s.reason)}</p>{claim}"
         f"<div class='frontier'>{frontier}</div>"
         f"<h4>Calibration of the judge (ECE {_e(ece)})</h4>{warning}"
         f"<div class='reliability'>{reliability_svg(cal)}</div>"

@@ -10,6 +10,7 @@ from typing import Any
 from loopwise.evidence.evals.paired import PairedDifference
 from loopwise.evidence.evals.stats import CaseRun
 from loopwise.evidence.sweeps.calibration import Calibration
+from loopwise.evidence.sweeps.certify import Certification
 
 __all__ = ["Sweep", "SweepPoint"]
 
@@ -101,6 +102,8 @@ class Sweep:
     """Per run ``{"case_id", "repeat", "confidence", "sure_correct"}``."""
     effects: dict[str, Any] = field(default_factory=dict)
     """The effects the sweep's runs took (the eval's ``effects`` entry for the target)."""
+    certification: Certification | None = None
+    """The certified threshold or why there is none (``None``: no ``max_error`` asked)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON ``loopwise eval --sweep --json`` prints under ``sweeps``."""
@@ -121,4 +124,5 @@ class Sweep:
             "calibration": self.calibration.to_dict(),
             "calibration_warning": self.warning,
             "confidences": self.confidences,
+            **({} if self.certification is None else self.certification.to_dict()),
         }

@@ -16,11 +16,13 @@ So a sweep over 50 thresholds makes the model calls of one sure path and one uns
 per case. Each threshold reports (:class:`SweepPoint`) accuracy with a 95% Wilson
 interval, the share escalated, the mean cost (at the reference price when the model has
 none, as the eval does), tokens and p95 latency. The **recommended** threshold is the
-cheapest whose accuracy is within noise of the best: the paired difference on the same
-cases (:func:`~loopwise.evidence.evals.paired.paired_difference`) of the best threshold minus
-it has an interval that reaches 0. Cheapest by the runs' own cost; when the model has no
+cheapest *shown* to be within 5 points (or ``max_error``) of the most accurate, on the same
+cases (:mod:`loopwise.evidence.sweeps.choice`); when the evidence shows none, the most
+accurate, and the reason says which cheaper threshold it could not decide and about how
+many cases would. Cheapest by the runs' own cost; when the model has no
 prices, by tokens, as a plain eval's recommendation decides (the cost is then shown at
-the reference price, for scale). The judge's **calibration** on the dataset (its
+the reference price, for scale). With ``max_error`` the sweep also **certifies** a
+threshold (:mod:`loopwise.evidence.sweeps.certify`). The judge's **calibration** on the dataset (its
 confidence against whether the sure path was right) comes with it, and a warning when
 it is poor (:mod:`loopwise.evidence.sweeps.calibration`).
 """
@@ -38,10 +40,11 @@ from loopwise.core.loops import blocking
 from loopwise.core.usage import Pricing
 from loopwise.errors import ConfigError
 from loopwise.evidence.evals.harness import Case, EvalTarget, aevaluate
-from loopwise.evidence.evals.paired import PairedDifference, paired_difference
-from loopwise.evidence.evals.stats import REFERENCE_MODEL, CaseRun, percentile, usd, wilson
+from loopwise.evidence.evals.stats import REFERENCE_MODEL, CaseRun, percentile, wilson
 from loopwise.evidence.sweeps.calibration import calibration, calibration_warning
 from loopwise.evidence.sweeps.cascades import swept
+from loopwise.evidence.sweeps.certify import Judged, References, certify, check_levels
+from loopwise.evidence.sweeps.choice import MARGIN, choose
 from loopwise.evidence.sweeps.points import Sweep, SweepPoint
 
 __all__ = [
@@ -116,13 +119,21 @@ async def asweep(
     target: EvalTarget,
     cases: Sequence[Case],
     grid: Sequence[float] = DEFAULT_GRID,
+    *,
+    max_error: float | None = None,
+    delta: float = 0.1,
+    references: References = "labels",
     **options: Any,
 ) -> tuple[Sweep, list[CaseRun]]:
     """Sweep ``target`` (a cascade) over ``grid`` on ``cases``; ``options`` are
-    :func:`~loopwise.evidence.evals.harness.aevaluate`'s. Returns the :class:`Sweep` and each
-    case's outcome at the cascade's declared threshold (the target's eval runs).
-    Raises :class:`ConfigError` when the target is not a cascade or the grid is empty
-    or outside [0, 1]."""
+    :func:`~loopwise.evidence.evals.harness.aevaluate`'s. With ``max_error`` (α), the sweep
+    also certifies the lowest threshold whose accepted answers are wrong at most α of the
+    time with probability ``1 - delta`` (:func:`~loopwise.evidence.sweeps.certify.certify`;
+    ``references="agent"`` when the dataset's expected values are the agent's own
+    answers). Returns the :class:`Sweep` and each case's outcome at the cascade's declared
+    threshold (the target's eval runs). Raises :class:`ConfigError` when the target is not
+    a cascade, there is no case, the grid is empty or outside [0, 1], or ``max_error`` or
+    ``delta`` is outside (0, 1)."""
     cascade = swept(target.step)
     if cascade is None:
         raise ConfigError(
@@ -132,6 +143,11 @@ async def asweep(
     thresholds = sorted({*(float(t) for t in grid), cascade.threshold})
     if not grid or not all(0.0 <= t <= 1.0 for t in thresholds):
         raise ConfigError("--sweep: the grid needs thresholds in [0, 1]", name="sweep")
+    if not cases:
+        raise ConfigError(
+            f"--sweep: no case to sweep {target.name} on (the dataset is empty)", name="cases"
+        )
+    check_levels(max_error, delta)
     records = _Records(cascade)
     sinks = (*options.pop("sinks", ()), records)
     first = replace(target, step=cascade.with_threshold(0.0, unknown="sure"))
@@ -160,7 +176,18 @@ async def asweep(
     points = [
         _point(t, outcomes[t], measured.pricing) for t in thresholds if t in set(map(float, grid))
     ]
-    result = replace(_choose(target.name, measured, points), effects=_merged(effects))
+    margin = MARGIN if max_error is None else max_error
+    result = replace(_choose(target.name, measured, points, margin), effects=_merged(effects))
+    if max_error is not None:
+        certified = certify(
+            [p.threshold for p in points],
+            _judged(measured),
+            alpha=max_error,
+            delta=delta,
+            references=references,
+            accepted_unknown=_accepted_unknown(measured),
+        )
+        result = replace(result, certification=certified)
     return result, [run for run, _ in outcomes[cascade.threshold]]
 
 
@@ -179,10 +206,55 @@ def _merged(entries: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def sweep(
-    target: EvalTarget, cases: Sequence[Case], grid: Sequence[float] = DEFAULT_GRID, **options: Any
+    target: EvalTarget,
+    cases: Sequence[Case],
+    grid: Sequence[float] = DEFAULT_GRID,
+    *,
+    max_error: float | None = None,
+    delta: float = 0.1,
+    references: References = "labels",
+    **options: Any,
 ) -> tuple[Sweep, list[CaseRun]]:
     """The sync wrapper of :func:`asweep` (the target's model released when it ends)."""
-    return blocking(asweep(target, cases, grid, **options), release=[target.model])
+    return blocking(
+        asweep(
+            target,
+            cases,
+            grid,
+            max_error=max_error,
+            delta=delta,
+            references=references,
+            **options,
+        ),
+        release=[target.model],
+    )
+
+
+def _judged(m: _Measured) -> list[Judged]:
+    """Each scored sure-path run's confidence (``None`` unless the judge's side took it
+    with a known one) and whether the sure side's outcome was not correct."""
+    out: list[Judged] = []
+    for run in m.sure:
+        if run.score is None:
+            continue
+        weighed = m.records.weighed.get(run.run_id) or {}
+        confidence = weighed.get("confidence") if weighed.get("side") == "sure" else None
+        out.append((None if confidence is None else float(confidence), run.score < 1.0))
+    return out
+
+
+def _accepted_unknown(m: _Measured) -> int:
+    """Scored runs the cascade would accept with no confidence (``unknown="sure"``)."""
+    if m.cascade.unknown != "sure":
+        return 0
+    return sum(
+        1
+        for run in m.sure
+        if run.score is not None
+        and (weighed := m.records.weighed.get(run.run_id)) is not None
+        and weighed.get("side") == "sure"
+        and weighed.get("confidence") is None
+    )
 
 
 def _key(run: CaseRun) -> str:
@@ -304,35 +376,10 @@ def _point(threshold: float, outcomes: Sequence[Outcome], pricing: str) -> Sweep
     )
 
 
-def _cost_key(p: SweepPoint, pricing: str) -> tuple[float, float]:
-    """Cheaper first: mean cost (unknown last), then tokens. Without the model's own
-    prices the cost shown (at the reference price) is for scale only: tokens decide, as
-    in a plain eval's recommendation."""
-    if pricing != "USD":
-        return (p.tokens, math.inf if p.cost is None else p.cost)
-    return (math.inf if p.cost is None else p.cost, p.tokens)
-
-
-def _choose(target: str, m: _Measured, points: Sequence[SweepPoint]) -> Sweep:
-    """The best point, the cheapest within noise of it, and the judge's calibration."""
+def _choose(target: str, m: _Measured, points: Sequence[SweepPoint], margin: float) -> Sweep:
+    """The best point, the cheapest shown within ``margin`` of it, and the calibration."""
     cascade, pricing = m.cascade, m.pricing
-    scored = [p for p in points if p.accuracy is not None]
-    best = recommended = versus = None
-    reason = "no case is scored (the dataset has no expected values): nothing to choose on"
-    if scored:
-        best = min(
-            scored, key=lambda p: (-(p.accuracy or 0.0), *_cost_key(p, pricing), p.threshold)
-        )
-        near: list[tuple[SweepPoint, PairedDifference | None]] = []
-        for p in scored:
-            d = None if p is best else paired_difference(list(best.runs), list(p.runs))
-            if d is None or d.low <= 0:
-                near.append((p, d))
-        recommended, versus = min(
-            near,
-            key=lambda pd: (*_cost_key(pd[0], pricing), -(pd[0].accuracy or 0.0), pd[0].threshold),
-        )
-        reason = _reason(best, recommended, versus, pricing)
+    chosen = choose(points, pricing, margin)
     confidences, correct, listed = _confidences(m.sure, m.records)
     cal = calibration(confidences, correct)
     return Sweep(
@@ -340,10 +387,10 @@ def _choose(target: str, m: _Measured, points: Sequence[SweepPoint]) -> Sweep:
         name="threshold",
         declared=cascade.threshold,
         points=list(points),
-        best=best,
-        recommended=recommended,
-        versus_best=versus,
-        reason=reason,
+        best=chosen.best,
+        recommended=chosen.recommended,
+        versus_best=chosen.versus,
+        reason=chosen.reason,
         cost_basis=pricing,
         calibration=cal,
         warning=calibration_warning(cal),
@@ -376,42 +423,3 @@ def _confidences(
             }
         )
     return confidences, correct, listed
-
-
-def _reason(
-    best: SweepPoint, chosen: SweepPoint, versus: PairedDifference | None, pricing: str
-) -> str:
-    def at(p: SweepPoint) -> str:
-        cost = "cost unknown" if p.cost is None else f"{usd(p.cost)} per case"
-        if pricing != "USD":  # tokens chose: they lead, not a price that did not decide
-            cost = f"{p.tokens:,.0f} tokens per case"
-        return (
-            f"{p.threshold:g} ({p.accuracy or 0.0:.0%} correct, {p.share_escalated:.0%} "
-            f"escalated, {cost})"
-        )
-
-    basis = (
-        ""
-        if pricing == "USD"
-        else (
-            " (the model has no prices: chosen for fewer tokens; the frontier shows cost at "
-            f"{pricing})"
-        )
-    )
-    if versus is None:
-        return (
-            f"threshold {at(chosen)}: the most accurate, and no cheaper threshold is within "
-            f"noise of it{basis}"
-        )
-    diff = (
-        f"paired difference {versus.mean * 100:+.0f} points (95% CI "
-        f"{_bound(versus.low)} to {_bound(versus.high)}, {versus.cases} cases)"
-    )
-    return (
-        f"threshold {at(chosen)}: the cheapest within noise of the best, {at(best)}; best "
-        f"minus it: {diff}{basis}"
-    )
-
-
-def _bound(value: float) -> str:
-    return f"{value * 100:+.0f}" if math.isfinite(value) else ("-inf" if value < 0 else "+inf")
