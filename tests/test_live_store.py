@@ -63,10 +63,12 @@ def test_a_live_case_is_kept_once_per_run_and_key_and_read_by_target(store_at: s
 
 
 def test_a_store_of_the_version_before_gains_the_live_table(tmp_path: Path) -> None:
+    from loopwise.store.sqlite import _SQLITE_MIGRATIONS  # the schema as version 5 had it
+
     db = tmp_path / "old.db"
-    SQLiteStore(db).connect().close()
     conn = sqlite3.connect(db)
-    conn.execute("DROP TABLE live_cases")  # as a store written by the version before
+    for script in _SQLITE_MIGRATIONS[:5]:  # as a store written by the version before
+        conn.executescript(script)
     conn.execute("PRAGMA user_version = 5")
     conn.close()
     with SQLiteStore(db) as store:

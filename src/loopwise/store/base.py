@@ -33,9 +33,11 @@ from loopwise.errors import DecisionError
 __all__ = [
     "DEFAULT_LEASE_SECONDS",
     "DEFAULT_STORE_PATH",
+    "PAGE",
     "QUEUED",
     "RESUMABLE",
     "ApprovalBook",
+    "ApprovalPage",
     "EvalHistory",
     "EventLog",
     "LiveCase",
@@ -303,11 +305,32 @@ class RunQueries(Protocol):
         ...
 
 
+PAGE = 50
+"""How many undecided approvals a page lists unless asked for another number."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ApprovalPage:
+    """One page of the undecided approvals of real runs (an eval's left out), newest first."""
+
+    approvals: list[StoredApproval]
+    """This page's approvals, newest first."""
+    total: int
+    """How many approvals are undecided in all, on every page."""
+    next: str | None
+    """The cursor of the next (older) page, for ``after=``; ``None`` on the last page."""
+
+
 class ApprovalBook(Protocol):
     """The role that keeps the gate requests of runs and the decisions people make."""
 
     def pending(self, run_id: str | None = None) -> list[StoredApproval]:
-        """Undecided approvals (of one run, or of all)."""
+        """Undecided approvals (of one run, or of all), oldest first."""
+        ...
+
+    def pending_page(self, *, limit: int = PAGE, after: str | None = None) -> ApprovalPage:
+        """One page of the undecided approvals of real runs, newest first: the first, or
+        the one after the page whose :attr:`ApprovalPage.next` is ``after``."""
         ...
 
     def approvals(self, run_id: str) -> list[StoredApproval]:

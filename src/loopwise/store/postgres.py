@@ -135,6 +135,19 @@ _MIGRATIONS: list[str] = [
     );
     CREATE INDEX live_cases_target ON live_cases(target, created_at);
     """,
+    # Listings bounded and indexed (SQLite's version 7, issue 43): the eval mark in a
+    # column, real runs' undecided approvals from a partial index, the claim's check for a
+    # run's pending approvals by the primary key.
+    """
+    ALTER TABLE runs ADD COLUMN eval_id TEXT;
+    ALTER TABLE approvals ADD COLUMN eval_id TEXT;
+    UPDATE runs SET eval_id = options::jsonb ->> 'eval' WHERE options LIKE '%"eval"%';
+    UPDATE approvals SET eval_id = runs.eval_id FROM runs
+        WHERE runs.id = approvals.run_id AND runs.eval_id IS NOT NULL;
+    DROP INDEX IF EXISTS approvals_status;
+    CREATE INDEX approvals_waiting ON approvals(requested_at, run_id, approval_id)
+        WHERE status = 'pending' AND eval_id IS NULL;
+    """,
 ]
 """The schema, one script per version; ``loopwise_schema.version`` says how many ran."""
 
@@ -178,7 +191,6 @@ class PostgresStore(SQLStore):
     _locking = " FOR UPDATE"
     _skip_locked = " FOR UPDATE OF runs SKIP LOCKED"
     _insertion_order = "n"
-    _eval_mark = "(options::jsonb ->> 'eval')"
 
     def __init__(
         self,

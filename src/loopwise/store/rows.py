@@ -174,8 +174,10 @@ def request_row(run_id: str, event: Event) -> Statement:
     d = event.data
     return (
         "INSERT INTO approvals (run_id, approval_id, step, tool, call_id, args, "
-        "effect, reason, tainted_by, args_hash, requested_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        "effect, reason, tainted_by, args_hash, requested_at, eval_id) "
+        # The run's eval mark rides along, so listing real runs' approvals reads no run.
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, (SELECT eval_id FROM runs WHERE id = ?)) "
+        "ON CONFLICT DO NOTHING",
         (
             run_id,
             str(d["approval_id"]),
@@ -188,6 +190,7 @@ def request_row(run_id: str, event: Event) -> Statement:
             d.get("tainted_by"),
             str(d["args_hash"]),
             event.at,
+            run_id,
         ),
     )
 

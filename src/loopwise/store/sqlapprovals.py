@@ -3,25 +3,76 @@ undecided gates listed, decisions recorded once."""
 
 from __future__ import annotations
 
+import base64
+import json
 from typing import Any
 
 from loopwise.errors import ConfigError, DecisionError
-from loopwise.store.base import StoredApproval, not_pending
+from loopwise.store.base import PAGE, ApprovalPage, StoredApproval, not_pending
 from loopwise.store.rows import approval_row, to_json, utc_now
 from loopwise.store.sqlbase import SQLBase
 
 __all__ = ["SQLApprovals"]
+
+_REAL = "status = 'pending' AND eval_id IS NULL"
+"""The undecided approvals of real runs: the very condition of the ``approvals_waiting``
+index (a query must say it in these words for the planner to use that index)."""
+
+
+def _cursor(last: StoredApproval) -> str:
+    """The opaque mark of the page after ``last``: its sort key, as JSON in base64."""
+    key = json.dumps([last.requested_at, last.run_id, last.approval_id])
+    return base64.urlsafe_b64encode(key.encode()).decode().rstrip("=")
+
+
+def _place(after: str) -> tuple[str, str, str]:
+    """The sort key a page cursor marks; :class:`ConfigError` naming it when it is none."""
+    try:
+        key = json.loads(base64.urlsafe_b64decode(after + "=" * (-len(after) % 4)))
+    except ValueError:
+        key = None
+    if not (isinstance(key, list) and len(key) == 3 and all(isinstance(k, str) for k in key)):
+        raise ConfigError(
+            f"after: {after[:40]!r} is not a page cursor (use the next page's, as listed)",
+            name="after",
+        )
+    return key[0], key[1], key[2]
 
 
 class SQLApprovals(SQLBase):
     """Pending approvals and their decisions."""
 
     def pending(self, run_id: str | None = None) -> list[StoredApproval]:
-        """Undecided approvals, oldest first: of ``run_id``, or of every run but an eval's."""
-        evals = f"run_id NOT IN (SELECT id FROM runs WHERE {self._eval_mark} IS NOT NULL)"
-        which, params = (evals, ()) if run_id is None else ("run_id = ?", (run_id,))
-        sql = f"SELECT * FROM approvals WHERE status = 'pending' AND {which} ORDER BY requested_at"
+        """Undecided approvals, oldest first: of ``run_id``, or of every run but an eval's
+        (all of them: :meth:`pending_page` lists them a page at a time)."""
+        mine = "run_id = ? AND status = 'pending'"
+        which, params = (_REAL, ()) if run_id is None else (mine, (run_id,))
+        sql = f"SELECT * FROM approvals WHERE {which} ORDER BY requested_at"
         return [approval_row(r) for r in self._read(sql, params)]
+
+    def pending_page(self, *, limit: int = PAGE, after: str | None = None) -> ApprovalPage:
+        """One page of the undecided approvals of real runs, newest first (see
+        :class:`~loopwise.store.base.ApprovalPage`); each query is served by the partial
+        index on exactly these approvals, so a page costs the same at any store size.
+
+        Raises :class:`ConfigError` for a ``limit`` below 1 and for an ``after`` that is
+        not a page's :attr:`~loopwise.store.base.ApprovalPage.next`."""
+        if limit < 1:
+            raise ConfigError(f"a page lists at least 1 approval, not {limit}", name="limit")
+        where = _REAL
+        params: tuple[str, ...] = ()
+        if after is not None:
+            where += " AND (requested_at, run_id, approval_id) < (?, ?, ?)"
+            params = _place(after)
+        rows = self._read(
+            f"SELECT * FROM approvals WHERE {where} ORDER BY requested_at DESC, "
+            "run_id DESC, approval_id DESC LIMIT ?",
+            (*params, limit + 1),
+        )
+        total = self._read(f"SELECT count(*) AS n FROM approvals WHERE {_REAL}")[0]["n"]
+        shown = [approval_row(r) for r in rows[:limit]]
+        more = _cursor(shown[-1]) if len(rows) > limit else None
+        return ApprovalPage(approvals=shown, total=int(total), next=more)
 
     def approvals(self, run_id: str) -> list[StoredApproval]:
         """Every approval of ``run_id``, in the order they were requested."""

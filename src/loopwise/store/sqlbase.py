@@ -51,10 +51,15 @@ class SQLBase:
     """What makes a claim's SELECT lock the rows it reads (SQLite locks the file)."""
     _skip_locked = ""
     """What makes a worker's SELECT skip runs another worker is claiming."""
+    _by_status = ""
+    """What makes the workers' claim read ``runs`` by its status index, whatever the
+    planner's statistics say (after ``ANALYZE`` SQLite preferred reading every run in
+    creation order: the whole table when nothing is claimable)."""
     _insertion_order = "rowid"
     """The column that orders rows created at the same instant."""
-    _eval_mark = "json_extract(options, '$.eval')"
-    """SQL for a run's eval mark (:attr:`StoredRun.eval_id`), NULL for a real run."""
+    _eval_mark = "eval_id"
+    """SQL for a run's eval mark (:attr:`StoredRun.eval_id`), NULL for a real run: a column,
+    written by :meth:`create_run` from ``options["eval"]``."""
 
     def __init__(self, *, lease_seconds: float = DEFAULT_LEASE_SECONDS) -> None:
         if not lease_seconds > 0:

@@ -132,6 +132,20 @@ _SQLITE_MIGRATIONS: list[str] = [
     );
     CREATE INDEX live_cases_target ON live_cases(target, created_at);
     """,
+    # Listings bounded and indexed (issue 43): the eval mark in a column (runs, and each
+    # approval as it is asked) instead of the options JSON; real runs' undecided approvals
+    # listed newest first from a partial index; the claim's check for a run's pending
+    # approvals takes the primary key (led by the status index, it read every pending one).
+    """
+    ALTER TABLE runs ADD COLUMN eval_id TEXT;
+    ALTER TABLE approvals ADD COLUMN eval_id TEXT;
+    UPDATE runs SET eval_id = json_extract(options, '$.eval') WHERE options LIKE '%"eval"%';
+    UPDATE approvals SET eval_id = (SELECT eval_id FROM runs WHERE runs.id = approvals.run_id)
+        WHERE run_id IN (SELECT id FROM runs WHERE eval_id IS NOT NULL);
+    DROP INDEX IF EXISTS approvals_status;
+    CREATE INDEX approvals_waiting ON approvals(requested_at, run_id, approval_id)
+        WHERE status = 'pending' AND eval_id IS NULL;
+    """,
 ]
 """The schema, one script per version; ``PRAGMA user_version`` says how many ran."""
 
@@ -145,6 +159,7 @@ class SQLiteStore(SQLStore):
     """
 
     _clock = "((julianday('now') - 2440587.5) * 86400.0)"
+    _by_status = " INDEXED BY runs_status"
 
     def __init__(
         self,

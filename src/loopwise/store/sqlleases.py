@@ -60,8 +60,8 @@ class SQLLeases(SQLBase):
             # ON CONFLICT + the row count tell a reused id apart from a store failure.
             added = tx.run(
                 "INSERT INTO runs (id, target, spec, status, input, model, options, owner, "
-                "lease_until, created_at, updated_at, conversation, turn) VALUES (?, ?, ?, ?, "
-                f"?, ?, ?, ?, {self._clock} + ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                "lease_until, created_at, updated_at, conversation, turn, eval_id) VALUES (?, ?, "
+                f"?, ?, ?, ?, ?, ?, {self._clock} + ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 (
                     run_id,
                     target,
@@ -76,6 +76,7 @@ class SQLLeases(SQLBase):
                     now,
                     conversation,
                     turn,
+                    None if options.get("eval") is None else str(options["eval"]),
                 ),
             )
             if added and queued:
@@ -148,7 +149,8 @@ class SQLLeases(SQLBase):
         with self._lock, self._transaction() as tx:
             rows = tx.rows(
                 # An eval's run is the eval's to run: never a worker's (nor its deps').
-                f"SELECT * FROM runs WHERE spec IS NOT NULL AND {self._eval_mark} IS NULL AND "
+                f"SELECT * FROM runs{self._by_status} WHERE spec IS NOT NULL AND "
+                f"{self._eval_mark} IS NULL AND "
                 "(status = ? OR "
                 # A process never takes over its own run: its lease lapsing (a slow import
                 # under load) must not start the run a second time beside itself.
