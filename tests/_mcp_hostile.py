@@ -1,7 +1,7 @@
 """A misbehaving MCP server for tests/test_mcp_limits.py: JSON-RPC over stdio written by
 hand, so it can list what a well-behaved SDK server would refuse to send.
 
-    python tests/_mcp_hostile.py TOOLS.json    # lists the tools in TOOLS.json, as given
+    python tests/_mcp_hostile.py TOOLS.json    # lists the tools in TOOLS.json, as spelled
     python tests/_mcp_hostile.py hang          # never answers tools/list
 
 Every listed tool answers a call with the arguments it got, as JSON text; ``grow`` also
@@ -31,11 +31,8 @@ def _answer(request: dict[str, Any]) -> dict[str, Any] | None:
             "capabilities": {"tools": {"listChanged": True}},
             "serverInfo": {"name": "hostile", "version": "0"},
         }
-    if method == "tools/list":
-        if MODE == "hang":
-            time.sleep(3600)
-        with open(MODE, encoding="utf-8") as f:
-            return {"tools": json.load(f)}
+    if method == "tools/list":  # MODE == "hang": the others are _send_listing's
+        time.sleep(3600)
     if method == "tools/call" and params.get("name") == "grow":
         # A tool that adds a tool, and says so: the client should list the tools again.
         with open(MODE, encoding="utf-8") as f:
@@ -50,11 +47,24 @@ def _answer(request: dict[str, Any]) -> dict[str, Any] | None:
     return {}
 
 
+def _send_listing(request_id: Any) -> None:
+    """The tools as the file spells them, never read here: nesting too deep for any JSON
+    reader reaches the client as written."""
+    with open(MODE, encoding="utf-8") as f:
+        tools = f.read().strip()
+    head = json.dumps({"jsonrpc": "2.0", "id": request_id})[:-1]
+    sys.stdout.write(f'{head}, "result": {{"tools": {tools}}}}}\n')
+    sys.stdout.flush()
+
+
 def main() -> None:
     for line in sys.stdin:
         request = json.loads(line)
         if "id" not in request:
             continue  # a notification
+        if request.get("method") == "tools/list" and MODE != "hang":
+            _send_listing(request["id"])
+            continue
         _send({"jsonrpc": "2.0", "id": request["id"], "result": _answer(request)})
 
 

@@ -24,7 +24,9 @@ EXTRA_MODULES = {
     "integrations/mcp_connection.py": "mcp",
     "integrations/mcp_elicit.py": "mcp",
     "integrations/mcp_listing.py": "mcp",
+    "integrations/mcp_mapping.py": "mcp",
     "integrations/mcp_schema.py": "mcp",
+    "integrations/mcp_wire.py": "mcp",
     "store/postgres.py": "postgres",
     "testing/pytest_plugin.py": "test",
 }

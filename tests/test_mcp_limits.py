@@ -1,5 +1,6 @@
-"""MCP servers that misbehave: a listing that never comes, schemas past the limits,
-patterns that would freeze argument checks, tools named to break or shadow things.
+"""MCP servers that misbehave: a listing that never comes, schemas past the limits or too
+deep to read (that tool left out, the others kept), patterns that would freeze argument
+checks, tools named to break or shadow things.
 
 The server (tests/_mcp_hostile.py) speaks JSON-RPC over stdio by hand and lists exactly
 the tools a test writes to a file, as written.
@@ -8,6 +9,7 @@ the tools a test writes to a file, as written.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ pytest.importorskip("mcp")
 
 import loopwise
 from loopwise import Agent, mcp
+from loopwise.cli.main import main
 from loopwise.errors import MCPServerError
 from loopwise.testing import ScriptedModel, call, reply
 
@@ -25,9 +28,11 @@ HOSTILE = str(Path(__file__).resolve().with_name("_mcp_hostile.py"))
 OBJECT = {"type": "object", "properties": {"q": {"type": "string"}}}
 
 
-def _listing(tmp_path: Path, *tools: dict[str, Any], **options: Any) -> mcp.MCPTools:
+def _listing(tmp_path: Path, *tools: dict[str, Any] | str, **options: Any) -> mcp.MCPTools:
+    """The hostile server listing ``tools`` (a tool as JSON text: as spelled)."""
     listed = tmp_path / "tools.json"
-    listed.write_text(json.dumps(list(tools)))
+    spelled = [t if isinstance(t, str) else json.dumps(t) for t in tools]
+    listed.write_text(f"[{', '.join(spelled)}]")
     options.setdefault("connect_timeout", 20)
     return mcp.stdio(sys.executable, HOSTILE, str(listed), name="hostile", **options)
 
@@ -37,6 +42,14 @@ def _deep(levels: int) -> dict[str, Any]:
     for _ in range(levels):
         schema = {"type": "object", "properties": {"x": schema}}
     return schema
+
+
+def _deep_text(levels: int) -> str:
+    """A tool named ``deep`` whose schema nests ``levels`` objects, as JSON text (deeper
+    than Python's own JSON reader and writer go)."""
+    nested = '{"type": "object", "properties": {"x": ' * levels
+    schema = nested + '{"type": "string"}' + "}}" * levels
+    return f'{{"name": "deep", "inputSchema": {schema}}}'
 
 
 def _fanning_refs(levels: int) -> dict[str, Any]:
@@ -51,14 +64,6 @@ def _fanning_refs(levels: int) -> dict[str, Any]:
 def test_a_server_that_never_lists_its_tools_is_refused_in_bounded_time() -> None:
     with pytest.raises(MCPServerError, match=r"'hang-server' did not list its tools within 2"):
         mcp.stdio(sys.executable, HOSTILE, "hang", name="hang-server", connect_timeout=2)
-
-
-def test_a_listing_too_deep_for_the_sdk_to_read_is_refused_in_bounded_time(
-    tmp_path: Path,
-) -> None:
-    # 150 levels: past the JSON reader's own nesting limit, so the SDK drops the answer.
-    with pytest.raises(MCPServerError, match="did not list its tools within 3"):
-        _listing(tmp_path, {"name": "deep", "inputSchema": _deep(150)}, connect_timeout=3)
 
 
 @pytest.mark.parametrize(
@@ -77,12 +82,71 @@ def test_a_listing_too_deep_for_the_sdk_to_read_is_refused_in_bounded_time(
     ],
     ids=["60-deep", "50k-properties", "fanning-refs", "backreference"],
 )
-def test_a_schema_past_the_limits_refuses_the_server_naming_the_tool(
+def test_a_schema_past_the_limits_leaves_that_tool_out_and_keeps_the_others(
     tmp_path: Path, schema: dict[str, Any], why: str
 ) -> None:
     tools = [{"name": "fine", "inputSchema": OBJECT}, {"name": "greedy", "inputSchema": schema}]
-    with pytest.raises(MCPServerError, match=f"tool 'greedy' is past loopwise's limits.*{why}"):
-        _listing(tmp_path, *tools)
+    listed = _listing(tmp_path, *tools)
+    assert re.search(f"past loopwise's limits.*{why}", listed.skipped["greedy"])
+    _fine_still_answers(listed)
+
+
+def _fine_still_answers(tools: mcp.MCPTools) -> None:
+    """The server's usable tool is kept, and a run calls it."""
+    assert [t.name for t in tools] == ["fine"]
+    model = ScriptedModel([call("fine", {"q": "still here"}, id="c1"), reply("done")])
+    agent = Agent(name="clerk", tools=[tools], max_steps=3)
+    done = loopwise.run(agent, "go", model=model, store=None, approvals=lambda r: True)
+    assert done.status == "completed", done
+    (result,) = [e.data for e in done.events if e.type == "tool_result"]
+    assert not result["is_error"] and '"q": "still here"' in result["content"]
+
+
+@pytest.mark.parametrize("levels", [150, 300, 50_000])
+def test_a_tool_too_deep_for_the_sdks_reader_is_left_out_and_the_others_kept(
+    tmp_path: Path, levels: int
+) -> None:
+    # Past the JSON reader's own nesting limit (about 200 levels of JSON): the SDK could
+    # not read the listing at all, which then timed out with every tool of the server.
+    fine = {"name": "fine", "description": 'says "[{" and \\ in text', "inputSchema": OBJECT}
+    listed = _listing(tmp_path, fine, _deep_text(levels))
+    assert "nests deeper than 32 levels" in listed.skipped["deep"]
+    assert listed.get("fine").description == 'says "[{" and \\ in text'  # brackets in text
+    _fine_still_answers(listed)
+
+
+_TARGET = """
+import sys
+from loopwise import Agent, mcp
+
+SERVER = mcp.stdio(sys.executable, {hostile!r}, {listed!r}, name="hostile")
+clerk = Agent(name="clerk", tools=[SERVER], max_steps=3)
+"""
+
+
+def test_check_names_the_tool_left_out_and_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    listed = tmp_path / "tools.json"
+    wide = {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(6_000)}}
+    tools = [
+        json.dumps({"name": n, "inputSchema": s}) for n, s in [("fine", OBJECT), ("wide", wide)]
+    ]
+    listed.write_text(f"[{', '.join([*tools, _deep_text(300)])}]")
+    target = tmp_path / "desk.py"
+    target.write_text(_TARGET.format(hostile=HOSTILE, listed=str(listed)))
+    capsys.readouterr()
+    code = main(["check", f"{target}:clerk", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0
+    left = sorted(f["message"] for f in doc["findings"] if f["code"] == "tool-left-out")
+    assert len(left) == 2
+    assert "lists 'deep', left out: it is past loopwise's limits: " in left[0]
+    assert "nests deeper than 32 levels" in left[0]
+    assert "lists 'wide', left out: it is past loopwise's limits: " in left[1]
+    assert "more than 5,000 parts" in left[1]
+    origins = [f["where"] for f in doc["findings"] if f["code"] == "tool-origin"]
+    assert origins == ["clerk/tools/fine"]
 
 
 def test_a_server_listing_too_many_tools_is_refused(tmp_path: Path) -> None:

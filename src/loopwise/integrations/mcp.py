@@ -45,10 +45,12 @@ idempotency key of a ``write``/``irreversible`` call travels in the request's ``
 under :data:`IDEMPOTENCY_KEY`, so a server can make a repeated effect safe.
 
 **Failures.** A server that cannot be started or listed when declared (within
-``connect_timeout``), or one of whose tools has a schema past the limits of
-:func:`~loopwise.integrations.mcp_schema.check_limits`, raises
-:class:`~loopwise.errors.MCPServerError` naming it (and the tool). A tool listed badly is
-left out with why (:func:`~loopwise.integrations.mcp_listing.checked`), never the server.
+``connect_timeout``) raises :class:`~loopwise.errors.MCPServerError` naming it. A tool
+listed badly — a name or listing loopwise cannot use
+(:func:`~loopwise.integrations.mcp_listing.checked`), a schema past the limits of
+:func:`~loopwise.integrations.mcp_schema.check_limits` (nesting, parts, patterns), even
+one nested too deeply for the SDK to read (:mod:`~loopwise.integrations.mcp_wire`) — is
+left out with why (``loopwise check`` says so), never the server's other tools.
 In a run, a tool that reports an error or a protocol error becomes an ``ERROR:`` result;
 a call that times out too; a server that will not start, or that dies mid-run, ends the run
 with status ``error`` and a detail that names the server (and what it printed on stderr,
@@ -64,7 +66,7 @@ import contextlib
 import dataclasses
 import json
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack, overload
 
 from pydantic import BaseModel
@@ -76,6 +78,7 @@ from loopwise.errors import ConfigError, MCPServerError, ToolError
 from loopwise.integrations.mcp_connection import Connection, NotStarted, Opener, blocking, reason
 from loopwise.integrations.mcp_elicit import AskedCall, answers, push_declined
 from loopwise.integrations.mcp_listing import checked, tools_page
+from loopwise.integrations.mcp_mapping import Override, ToolMapping, map_annotations, tool_mapping
 from loopwise.integrations.mcp_schema import (
     OverLimits,
     Unusable,
@@ -85,6 +88,7 @@ from loopwise.integrations.mcp_schema import (
     schema_validator,
     wraps_result,
 )
+from loopwise.integrations.mcp_wire import rereading
 from loopwise.tools.arguments import ToolArgumentsError
 from loopwise.tools.gates import human
 from loopwise.tools.source import ToolSource
@@ -119,80 +123,6 @@ _ROUNDS = 8
 """Rounds of questions one call may ask before it fails."""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Override:
-    """What the user says about one tool, over whatever its annotations say.
-
-    Unset fields (``None``) keep the mapped value. An ``irreversible`` tool always has a
-    gate: a person's unless ``gate`` names another.
-    """
-
-    effect: Effect | str | None = None
-    """The tool's effect (``read``, ``write``, ``irreversible``)."""
-    gate: Any = None
-    """The gate in front of the tool (see :mod:`loopwise.tools.gates`)."""
-    untrusted_output: bool | None = None
-    """Whether the tool's output is untrusted (taints later effects)."""
-    validators: dict[str, Any] = field(default_factory=dict)
-    """Allow-list validators by top-level argument: ``{"order_id": IdPattern(r"O-\\d{4}")}``."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ToolMapping:
-    """How one MCP tool's annotations became a loopwise effect, gate and taint."""
-
-    server: str
-    """The server's name."""
-    tool: str
-    """The tool's name."""
-    hints: dict[str, bool]
-    """The annotation hints the server sent (``readOnlyHint``...), as sent."""
-    trusted: bool
-    """Whether the hints were trusted (``trust_annotations``)."""
-    effect: Effect
-    """The effect applied."""
-    gated: bool
-    """Whether the tool has a gate."""
-    untrusted_output: bool
-    """Whether its output taints later effects."""
-    overridden: tuple[str, ...] = ()
-    """Which of effect, gate, untrusted_output and validators the user overrode."""
-
-    def describe(self) -> str:
-        """One line: the hints, then what they were mapped to and why."""
-        hints = ", ".join(f"{k}={str(v).lower()}" for k, v in self.hints.items()) or "no hints"
-        if not self.trusted:
-            hints += " (server not trusted: hints ignored)"
-        applied = [str(self.effect)]
-        applied += ["gated"] if self.gated else []
-        applied += ["untrusted output"] if self.untrusted_output else []
-        overridden = f" [overridden: {', '.join(self.overridden)}]" if self.overridden else ""
-        return f"{self.tool}: {hints} -> {', '.join(applied)}{overridden}"
-
-
-_HINTS = {
-    "read_only_hint": "readOnlyHint",
-    "destructive_hint": "destructiveHint",
-    "idempotent_hint": "idempotentHint",
-    "open_world_hint": "openWorldHint",
-}
-
-
-def map_annotations(hints: dict[str, bool], *, trusted: bool) -> tuple[Effect, bool]:
-    """The effect and output taint MCP hints (``readOnlyHint``...) map to; see the module docs.
-
-    A server that is not trusted gets the most careful answer whatever it hints.
-    """
-    if not trusted:
-        return Effect.IRREVERSIBLE, True
-    untrusted = hints.get("openWorldHint") is not False
-    if hints.get("readOnlyHint") is True:
-        return Effect.READ, untrusted
-    if hints.get("destructiveHint") is False:
-        return Effect.WRITE, untrusted
-    return Effect.IRREVERSIBLE, untrusted
-
-
 class MCPTool(Tool):
     """A tool of an MCP server, called over the run's connection to it."""
 
@@ -205,7 +135,7 @@ class MCPTool(Tool):
         schema = dict(listed.input_schema)
         validator = schema_validator(schema)
         apply_hints(schema, override.validators, listed.name)
-        mapping = _mapping(source.server, listed, override, trusted=source.trusted)
+        mapping = tool_mapping(source.server, listed, override, trusted=source.trusted)
         gate = override.gate
         if gate is None and mapping.effect is Effect.IRREVERSIBLE:
             gate = human()
@@ -270,41 +200,6 @@ class MCPTool(Tool):
                 f"invalid arguments for {self.name!r}: " + "; ".join(problems[:5]), tool=self.name
             )
         return args
-
-
-def _mapping(server: str, listed: ListedTool, override: Override, *, trusted: bool) -> ToolMapping:
-    given = listed.annotations.model_dump() if listed.annotations is not None else {}
-    hints = {wire: given[name] for name, wire in _HINTS.items() if given.get(name) is not None}
-    effect, untrusted = map_annotations(hints, trusted=trusted)
-    declared = {
-        "effect": override.effect,
-        "gate": override.gate,
-        "untrusted_output": override.untrusted_output,
-    }
-    overridden = [name for name, value in declared.items() if value is not None] + (
-        ["validators"] if override.validators else []
-    )
-    if override.effect is not None:
-        try:
-            effect = Effect(override.effect)
-        except ValueError as e:
-            raise ConfigError(
-                f"MCP server {server!r}: override of {listed.name!r} has effect "
-                f"{override.effect!r}; use read, write or irreversible",
-                name=listed.name,
-            ) from e
-    if override.untrusted_output is not None:
-        untrusted = override.untrusted_output
-    return ToolMapping(
-        server=server,
-        tool=listed.name,
-        hints=hints,
-        trusted=trusted,
-        effect=effect,
-        gated=override.gate is not None or effect is Effect.IRREVERSIBLE,
-        untrusted_output=untrusted,
-        overridden=tuple(overridden),
-    )
 
 
 def _value(result: CallToolResult, tool: str, unwrap: bool) -> Any:
@@ -409,22 +304,20 @@ class MCPTools(ToolSource, Sequence[MCPTool]):
         self, listed: ListedTool, overrides: dict[str, Override], timeout: float
     ) -> MCPTool | None:
         """The tool made from one listing; ``None`` (and why, in :attr:`skipped`) when it
-        cannot be used. A schema past the limits refuses the server, naming the tool."""
+        cannot be used: a schema past the limits or one pydantic cannot model leaves that
+        tool out, not the server's others. The limits are checked first, so no tool's
+        schema costs more than :data:`~loopwise.integrations.mcp_schema.MAX_NODES` parts
+        of work."""
         try:
             check_limits(listed.input_schema)
             return MCPTool(self, listed, overrides.get(listed.name, Override()), timeout=timeout)
         except ConfigError:
             raise  # the user's own override is wrong: say so, do not skip
-        except OverLimits as e:
-            raise MCPServerError(
-                f"MCP server {self.server!r}: tool {listed.name!r} is past loopwise's limits "
-                f"({e}); nothing of this server is used",
-                server=self.server,
-            ) from e
         except Exception as e:
-            # A broken listing (a schema pydantic cannot model) leaves that tool out, not
-            # the server's others.
-            why = str(e) if isinstance(e, Unusable) else f"{type(e).__name__}: {e}"
+            if isinstance(e, OverLimits):
+                why = f"it is past loopwise's limits: {e}"
+            else:
+                why = str(e) if isinstance(e, Unusable) else f"{type(e).__name__}: {e}"
             self.skipped[listed.name] = why[:300]
             return None
 
@@ -662,7 +555,7 @@ def stdio(
 
     async def opener(stack: contextlib.AsyncExitStack, errlog: Any, on_message: Any) -> Client:
         client = Client(
-            stdio_client(params, errlog=errlog),
+            rereading(stdio_client(params, errlog=errlog)),
             cache=None,
             message_handler=on_message,
             elicitation_callback=push_declined,  # also says: this client answers questions
