@@ -217,7 +217,7 @@ def compile_plan(
     """The plan as a :class:`~loopwise.architectures.workflow.Workflow`: one node per step,
     edges from ``depends_on``, all results joined in a final ``results`` node.
 
-    Independent steps land in one topological generation and run concurrently. Every
+    Each step starts as soon as the steps it depends on are done. Every
     action is made by the tool-call executor (:mod:`loopwise.tools.calls`), so it passes its
     gate there: the verdicts :func:`authorize_plan` journaled are recalled, a step
     without one is asked then. ``verdicts`` (by step id) can only add denials, and their

@@ -40,10 +40,13 @@ annotations and pydantic models; ``Any`` matches anything) and routes on a
 (``add``, ``add_route``, ``connect``) allows forward references, so its graphs are checked
 by ``validate()`` — which every run does before its first node (once per graph version).
 
-**Running**: nodes run by topological generation, the nodes of one generation
-concurrently; only the chosen branch of a route runs (skipped nodes neither run nor
-emit). Every node runs through ``ctx.run_step`` (``step_started``/``step_finished`` with
-its usage, path ``workflow/node``) and counts one step; the run's budget covers every
+**Running**: a node starts as soon as every node before it is done or skipped
+(:mod:`loopwise.architectures.schedule`), so independent nodes run concurrently and an
+urgent one never waits for an unrelated slow one; only the chosen branch of a route runs
+(skipped nodes neither run nor emit). A node that waits for a person holds back only what
+depends on it; once nothing else can run, every waiting node is listed in one pause.
+Every node runs through ``ctx.run_step`` (``step_started``/``step_finished`` with its
+usage, path ``workflow/node``) and counts one step; the run's budget covers every
 node. A node that raises ends the run with ``Halt(Status.ERROR, "node X: ...")`` (its
 running siblings are cancelled); a ``Halt`` from a node (budget, refusal...) ends it as is.
 Node names are unique and stable, so journal keys of a resumed run are deterministic.
@@ -68,6 +71,7 @@ from loopwise.architectures.nodes import (
     passed_on,
     paused_together,
 )
+from loopwise.architectures.schedule import run_as_ready
 from loopwise.architectures.wiring import (
     coerce_input,
     domain_of,
@@ -83,7 +87,7 @@ from loopwise.core.members import StepDefaults, step_member
 from loopwise.core.names import check_name, name_problem
 from loopwise.core.result import Halt
 from loopwise.core.shape import Edge, Graph, Kind, Limits, Problem, Shape, mermaid, name_of
-from loopwise.core.step import Context, Step, concurrently, needs_model
+from loopwise.core.step import Context, Step, needs_model
 from loopwise.core.usage import Budget
 from loopwise.errors import ConfigError, GraphError
 from loopwise.tools.tool import Tool
@@ -110,7 +114,7 @@ class _RunState:
     input: Any
     outputs: dict[str, Any] = field(default_factory=dict)
     paused: list[Halt] = field(default_factory=list)
-    """Nodes of the current generation that wait for people (all are listed together)."""
+    """Nodes that wait for people (all are listed together when nothing else can run)."""
 
 
 class Workflow(StepDefaults):
@@ -338,13 +342,20 @@ class Workflow(StepDefaults):
         """Run the graph on ``input`` (validated first); return the end node's output."""
         plan = self._compiled()
         state = _RunState(input=coerce_input(input, self.input_type, f"workflow {self.name}"))
-        for generation in plan.generations:
-            ready = [n for n in generation if self._active(n, plan, state)]
-            if ready:
-                ctx.check_budget()
-                await concurrently([self._run_node(n, plan, state, ctx) for n in ready])
-            if state.paused:
-                raise paused_together(state.paused)
+
+        async def run_node(node: str) -> bool:
+            await self._run_node(node, plan, state, ctx)
+            return node in state.outputs
+
+        await run_as_ready(
+            [n for generation in plan.generations for n in generation],
+            self._dag.predecessors,
+            lambda node: self._active(node, plan, state),
+            run_node,
+            ctx.check_budget,
+        )
+        if state.paused:
+            raise paused_together(state.paused)
         ran = [n for n in plan.ends if n in state.outputs]
         outputs = {n: passed_on(state.outputs[n]) for n in ran}
         return outputs[ran[0]] if len(ran) == 1 else outputs
@@ -484,7 +495,8 @@ class Workflow(StepDefaults):
         except Halt as halt:
             if halt.status is not Status.AWAITING_APPROVAL:
                 raise
-            # Its siblings go on: every gate of the generation is asked before the pause.
+            # What does not depend on it goes on: every gate that can be asked is, before
+            # the run pauses once.
             state.paused.append(halt)
         except ConfigError:
             raise
