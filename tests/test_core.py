@@ -21,7 +21,7 @@ EXPECTED_ALL = {
     "GraphError", "Graduation", "Halt", "Hybrid", "HybridOutput", "IdPattern", "InDirectory",
     "LoopDetection",
     "LoopwiseError", "Model", "ModelAPIError", "ModelNotConfigured", "ModelRequest", "OneOf",
-    "OpenAIModel", "Plan", "PlanContext", "PlanStep",
+    "OpenAIModel", "OpenAIOptions", "Plan", "PlanContext", "PlanStep",
     "REJECTED", "policy", "policy_then_human", "PostgresStore", "Price", "Pricing", "RunOptions",
     "RunResult", "RunStore", "RunStream", "SQLiteStore", "Status", "Step", "StoreError",
     "StoredApproval", "StoredRun", "Structured", "TargetError", "TerminalApprovals", "TextDelta",

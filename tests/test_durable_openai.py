@@ -217,3 +217,119 @@ def test_a_conversation_that_turns_storage_on_sends_what_was_not_stored() -> Non
     assert sum(1 for i in sent["input"] if i.get("type") == "reasoning") == 3
     turn = next(e for e in follow.events if e.type == "model_call").data["turn"]
     assert "no earlier turn is stored" in turn["resent"]
+
+
+CUT = "The refund of 5,000 was iss"
+APIS = ["chat", "responses"]
+
+
+def _limit(body: dict[str, Any]) -> Any:
+    return body.get("max_output_tokens") or body.get("max_completion_tokens")
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_cut_off_answer_is_no_answer(api: str) -> None:
+    cut = loopwise.Turn(text=CUT, finish_reason="length", output_tokens=16)
+    agent = loopwise.Agent(name="clerk", tools=[lookup])
+    with FakeChatServer([cut]) as server:
+        result = loopwise.run(agent, "refund?", model=server.model(api=api))
+    assert result.status is Status.INVALID_OUTPUT and result.output != CUT
+    assert "the answer was cut off at the output-token limit (16 tokens allowed" in (
+        result.detail or ""
+    )
+    if api == "responses":
+        assert server.requests[0]["include"] == ["reasoning.encrypted_content"]
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_cut_off_tool_call_does_not_run(api: str) -> None:
+    half = loopwise.ToolCall(id="c1", name="refund", arguments='{"order_id": "O-1", "amo')
+    cut = loopwise.Turn(tool_calls=[half], finish_reason="length", output_tokens=12)
+    REFUNDS.clear()
+    agent = loopwise.Agent(name="desk", tools=[look_up_order, refund])
+    with FakeChatServer([cut]) as server:
+        result = loopwise.run(agent, "refund O-1", model=server.model(api=api))
+    assert result.status is Status.INVALID_OUTPUT and not result.pending
+    assert "a tool call was cut off" in (result.detail or "") and REFUNDS == []
+    assert not [e for e in result.events if e.type == "tool_call"]
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_cut_off_answer_is_asked_once_more_with_more_room(api: str) -> None:
+    def script(request: loopwise.ModelRequest) -> Any:
+        if request.max_output_tokens == 16:
+            return loopwise.Turn(text=CUT, finish_reason="length", output_tokens=16)
+        return loopwise.Turn(text=CUT + "ued.", finish_reason="stop", output_tokens=20)
+
+    options = loopwise.OpenAIOptions(max_output_tokens=16, retry_cut_off=64)
+    agent = loopwise.Agent(name="clerk", tools=[lookup])
+    with FakeChatServer(script) as server:
+        model = server.model(api=api, options=options)
+        result = loopwise.run(agent, "refund?", model=model)
+        small = loopwise.OpenAIOptions(max_output_tokens=16, retry_cut_off=17)
+        script_cut = FakeChatServer([loopwise.Turn(text=CUT, finish_reason="length")] * 2)
+    assert result.status is Status.COMPLETED and result.output == CUT + "ued."
+    assert [_limit(b) for b in server.requests] == [16, 64]
+    # Both calls were made and billed: the run counts both.
+    assert result.usage.model_calls == 1 and result.usage.output_tokens == 36
+    with script_cut as again:
+        still = loopwise.run(agent, "refund?", model=again.model(api=api, options=small))
+    assert still.status is Status.INVALID_OUTPUT and len(again.requests) == 2
+
+
+def test_a_request_with_its_own_limit_is_not_asked_again() -> None:
+    """A judge asks for one token on purpose: its length stop is its answer."""
+    options = loopwise.OpenAIOptions(max_output_tokens=16, retry_cut_off=64)
+    with FakeChatServer([loopwise.Turn(text="A", finish_reason="length")]) as server:
+        model = server.model(options=options)
+
+        async def ask() -> loopwise.Turn:
+            request = loopwise.ModelRequest(messages=[{"role": "user", "content": "x"}])
+            request.max_output_tokens = 1
+            try:
+                return await model.complete(request)
+            finally:
+                await model.aclose()
+
+        turn = asyncio.run(ask())
+    assert turn.finish_reason == "length" and len(server.requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("given", "named"),
+    [
+        ({"max_output_tokens": 0}, "max_output_tokens"),
+        ({"max_output_tokens": True}, "max_output_tokens"),
+        ({"retry_cut_off": 64}, "retry_cut_off"),
+        ({"max_output_tokens": 64, "retry_cut_off": 64}, "retry_cut_off"),
+        ({"service_tier": "cheap"}, "service_tier"),
+        ({"prompt_cache_key": "k" * 65}, "prompt_cache_key"),
+    ],
+)
+def test_openai_options_are_checked_when_built(given: dict[str, Any], named: str) -> None:
+    with pytest.raises(loopwise.ConfigError) as error:
+        loopwise.OpenAIOptions(**given)
+    assert error.value.name == named
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_the_prompt_cache_key_is_one_per_step_and_overridable(api: str) -> None:
+    clerk = loopwise.Agent(name="clerk", instructions="You look things up.", tools=[lookup])
+    other = loopwise.Agent(name="other", instructions="You file things.", tools=[lookup])
+    script = _script(CASES["dots and colons"])
+    per_step = loopwise.OpenAIOptions(prompt_cache_key="per-step", service_tier="flex")
+    with FakeChatServer(script) as server:
+        model = server.model(api=api, options=per_step)
+        for agent in (clerk, clerk, other):
+            assert loopwise.run(agent, "look", model=model).status is Status.COMPLETED
+        keys = [b["prompt_cache_key"] for b in server.requests]
+        assert {b["service_tier"] for b in server.requests} == {"flex"}
+        mine = server.model(api=api, options=loopwise.OpenAIOptions(prompt_cache_key="desk-1"))
+        loopwise.run(clerk, "look", model=mine)
+        plain = server.model(api=api)  # not OpenAI's API: nothing is sent unasked
+        loopwise.run(clerk, "look", model=plain)
+    # The same step's calls share one key, across runs; another step has its own.
+    assert keys[:4] == [keys[0]] * 4 and keys[4:] == [keys[4]] * 2 and keys[0] != keys[4]
+    assert keys[0].startswith("lw-") and len(keys[0]) == 27
+    assert [b["prompt_cache_key"] for b in server.requests[6:8]] == ["desk-1", "desk-1"]
+    assert not any("prompt_cache_key" in b or "service_tier" in b for b in server.requests[8:])

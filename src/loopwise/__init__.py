@@ -70,6 +70,7 @@ if TYPE_CHECKING:
     from loopwise.integrations import mcp as mcp
     from loopwise.integrations import otel as otel
     from loopwise.models.openai import OpenAIModel, resolve_model
+    from loopwise.models.options import OpenAIOptions
     from loopwise.models.port import Model, ModelRequest, ToolCall, ToolResult, Turn
     from loopwise.running import approvals as approvals
     from loopwise.running.decisions import approve, deny
@@ -120,6 +121,7 @@ _LAZY = {
     "Shadow": "loopwise.evidence.live.shadow",
     # The openai SDK loads when a model is made.
     **dict.fromkeys(["OpenAIModel", "resolve_model"], "loopwise.models.openai"),
+    "OpenAIOptions": "loopwise.models.options",
     **dict.fromkeys(["Model", "ModelRequest", "ToolCall", "ToolResult", "Turn"],
                     "loopwise.models.port"),
     **dict.fromkeys(["approve", "deny"], "loopwise.running.decisions"),
@@ -245,6 +247,7 @@ __all__ = [
     "ModelRequest",
     "OneOf",
     "OpenAIModel",
+    "OpenAIOptions",
     "Plan",
     "PlanContext",
     "PlanStep",

@@ -378,9 +378,14 @@ class Agent(StepDefaults):
         return turn
 
     def _interpret(self, turn: Turn, state: _Transcript) -> Decision:
-        """Decide what the turn means: a refusal, tool calls (unless looping), or an answer."""
+        """Decide what the turn means: a refusal, a cut-off, tool calls (unless looping), or
+        an answer."""
         if turn.refusal or turn.finish_reason == "content_filter":
             return Stop(Status.REFUSED, turn.refusal or "the answer was filtered by the server")
+        cut_off = turn.cut_off
+        if cut_off is not None:
+            # Half an answer is not an answer, and a half-written call must not run.
+            return Stop(Status.INVALID_OUTPUT, cut_off)
         if turn.tool_calls and all(c.name == FINAL_ANSWER for c in turn.tool_calls):
             # Answer attempts are bounded by failure_cap: the same invalid answer given
             # again ends `invalid_output` (what went wrong), not `stuck`.

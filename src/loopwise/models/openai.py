@@ -14,6 +14,7 @@ import asyncio
 import json
 import os
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import openai
@@ -30,7 +31,9 @@ from loopwise.errors import (
     ModelNotConfigured,
     ResponseFormatRejected,
 )
+from loopwise.models.chat import chat_body, chat_turn
 from loopwise.models.clients import pooled
+from loopwise.models.options import PER_STEP, OpenAIOptions, cache_key_for
 from loopwise.models.port import (
     APIS,
     DECISION_BACKENDS,
@@ -41,8 +44,6 @@ from loopwise.models.port import (
     ModelRequest,
     StructuredMode,
     Turn,
-    server_calls,
-    wire_messages,
 )
 from loopwise.models.responses import (
     ResponseEvents,
@@ -87,6 +88,11 @@ class OpenAIModel(ModelDefaults):
     tried in order (default: the Decisions API, then Chat Completions log-probabilities;
     add ``"structured"`` to accept answers of unknown confidence from a server that has
     neither).
+
+    ``options`` (:class:`~loopwise.models.options.OpenAIOptions`) are sent with every
+    call: a default output-token limit and one retry with more room for an answer cut
+    off at it, the prompt-cache key (by default one per step, from its instructions and
+    tools), the service tier.
     """
 
     def __init__(
@@ -103,6 +109,7 @@ class OpenAIModel(ModelDefaults):
         api: str | None = None,
         store: bool = False,
         decision_backends: tuple[DecisionBackend, ...] = ("decisions", "logprobs"),
+        options: OpenAIOptions | None = None,
     ) -> None:
         if not name:
             raise ConfigError("model name is empty", name="model")
@@ -118,6 +125,9 @@ class OpenAIModel(ModelDefaults):
         """How a judge may ask this model for probabilities, best first."""
         self.api = api_of(api)
         self.store = store
+        self.options = options or OpenAIOptions()
+        """What every call sends besides its request (see :class:`OpenAIOptions`)."""
+        self._cache_key: tuple[object, object, str] | None = None
         self._tool_forms: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = None
         self.structured_mode: StructuredMode | None = structured_mode_of(structured_mode)
         if client is None:
@@ -216,6 +226,18 @@ class OpenAIModel(ModelDefaults):
         """
         if request.decision is not None:
             return await _decide(self.client, self.name, request)
+        own_limit = request.max_output_tokens is None and self.options.max_output_tokens
+        if own_limit:
+            request = replace(request, max_output_tokens=own_limit)
+        turn = await self._once(request)
+        more = self.options.retry_cut_off
+        if own_limit and more is not None and turn.finish_reason == "length":
+            # Cut off at the limit set here: the same call once more, with more room.
+            again = await self._once(replace(request, max_output_tokens=more))
+            return _spent_too(again, turn)
+        return turn
+
+    async def _once(self, request: ModelRequest) -> Turn:
         if self.api == "responses":
             return await self._respond(request)
         turn = await self._send(self._chat_params(request), request, _create)
@@ -227,29 +249,37 @@ class OpenAIModel(ModelDefaults):
             self.token_limits[self.endpoint] = "max_tokens"
         return turn
 
+    def _sent_options(self, request: ModelRequest) -> dict[str, Any]:
+        """The options a call sends, in the order both APIs' ``create`` sends them."""
+        sent: dict[str, Any] = {}
+        if self.options.service_tier is not None:
+            sent["service_tier"] = self.options.service_tier
+        key = self.options.prompt_cache_key
+        if key is None:
+            # By default only OpenAI's own API is sent the key: some compatible servers
+            # refuse a parameter they do not know (PER_STEP asks for it anywhere).
+            key = PER_STEP if self.endpoint[0].startswith(_OPENAI_API) else ""
+        if key == PER_STEP:
+            key = self._default_cache_key(request) if request.messages else ""
+        if key:
+            sent["prompt_cache_key"] = key
+        if request.safety_identifier is not None:
+            sent["safety_identifier"] = request.safety_identifier
+        return sent
+
+    def _default_cache_key(self, request: ModelRequest) -> str:
+        """One key per step: its first message and tools (remembered while the same
+        objects come back, as a run's do every turn)."""
+        first, tools = request.messages[0], request.tools
+        known = self._cache_key
+        if known is None or known[0] is not first or known[1] is not tools:
+            key = cache_key_for(str(first.get("content")), tools)
+            known = self._cache_key = (first, tools, key)
+        return known[2]
+
     def _chat_params(self, request: ModelRequest) -> dict[str, Any]:
-        # In the order chat.completions.create() sends them: the same bytes on the wire.
-        params: dict[str, Any] = {"model": self.name, "messages": wire_messages(request.messages)}
-        if request.top_logprobs is not None:
-            params["logprobs"] = True
-        if request.max_output_tokens is not None:
-            limit = self.token_limits.get(self.endpoint, "max_completion_tokens")
-            params[limit] = request.max_output_tokens
-        if request.response_format is not None:
-            params["response_format"] = request.response_format
-        if request.temperature is not None:
-            params["temperature"] = request.temperature
-        if request.tool_choice is not None:
-            params["tool_choice"] = request.tool_choice
-        elif request.tools:
-            # OpenAI's default with tools, said out loud: llama-cpp-python's function-calling
-            # handler reads a missing choice as "no tools" and never shows them to the model.
-            params["tool_choice"] = "auto"
-        if request.tools:
-            params["tools"] = request.tools
-        if request.top_logprobs is not None:
-            params["top_logprobs"] = request.top_logprobs
-        return params
+        limit = self.token_limits.get(self.endpoint, "max_completion_tokens")
+        return chat_body(request, self.name, self._sent_options(request), limit)
 
     def responses_params(self, request: ModelRequest, *, chained: bool = True) -> dict[str, Any]:
         """``request`` as the body ``client.responses.create(**body)`` sends, keys in the
@@ -265,7 +295,8 @@ class OpenAIModel(ModelDefaults):
         self, request: ModelRequest, *, chained: bool = True
     ) -> tuple[dict[str, Any], str | None]:
         tools = self._tools_as_responses(request.tools) if request.tools else None
-        return responses_body(request, self.name, self.store, tools, chained=chained)
+        sent = self._sent_options(request)
+        return responses_body(request, self.name, self.store, tools, sent, chained=chained)
 
     async def _respond(self, request: ModelRequest) -> Turn:
         """One Responses call; a chain the server refused is sent again whole.
@@ -321,6 +352,18 @@ class OpenAIModel(ModelDefaults):
         return self._retry_split[1], self._retry_split[2]
 
 
+_OPENAI_API = "https://api.openai.com/"
+
+
+def _spent_too(turn: Turn, earlier: Turn) -> Turn:
+    """``turn`` counting the tokens of the ``earlier`` call it replaced (both were billed)."""
+    turn.input_tokens += earlier.input_tokens
+    turn.output_tokens += earlier.output_tokens
+    turn.reasoning_tokens += earlier.reasoning_tokens
+    turn.cached_tokens += earlier.cached_tokens
+    return turn
+
+
 _Create = Callable[[openai.AsyncOpenAI, dict[str, Any], ModelRequest, str], Awaitable[Turn]]
 
 
@@ -336,7 +379,7 @@ async def _create(
         raise _map_error(e, request) from e
     except json.JSONDecodeError as e:  # a 2xx body that is not JSON: the SDK lets it through
         raise ModelAPIError(f"model API returned malformed JSON: {e}") from e
-    return _to_turn(completion, name)
+    return chat_turn(completion, name)
 
 
 async def _create_response(
@@ -427,42 +470,6 @@ async def _chunks(stream: AsyncIterable[Any]) -> AsyncIterator[Any]:
         yield chunk
 
 
-def _to_turn(completion: Any, fallback_model: str) -> Turn:
-    if not completion.choices:
-        raise ModelAPIError("the model returned no choices")
-    choice = completion.choices[0]
-    message = choice.message
-    raw = [c for c in (message.tool_calls or []) if sdk_field(c, "function") is not None]
-    calls = server_calls(
-        [(c.id, c.function.name, _arguments_text(c.function.arguments)) for c in raw]
-    )
-    usage = completion.usage
-    return Turn(
-        text=message.content,
-        tool_calls=calls,
-        refusal=sdk_field(message, "refusal"),
-        finish_reason=choice.finish_reason or "stop",
-        input_tokens=usage.prompt_tokens if usage else 0,
-        output_tokens=usage.completion_tokens if usage else 0,
-        model=completion.model or fallback_model,
-        logprobs=_logprobs(choice),
-    )
-
-
-def _logprobs(choice: Any) -> list[dict[str, float]] | None:
-    """Per output token, ``{alternative token: logprob}`` (the token itself included),
-    or ``None`` when the server sent none."""
-    content = sdk_field(sdk_field(choice, "logprobs"), "content")
-    if not content:
-        return None
-    tokens = []
-    for item in content:
-        alternatives = {top.token: float(top.logprob) for top in item.top_logprobs or ()}
-        alternatives.setdefault(item.token, float(item.logprob))
-        tokens.append(alternatives)
-    return tokens
-
-
 async def _decide(client: openai.AsyncOpenAI, name: str, request: ModelRequest) -> Turn:
     """One Decisions API call (what ``client.decisions.create`` sends); a server without the route
     raises :class:`DecisionsUnsupported`, other failures as every call does."""
@@ -492,13 +499,6 @@ async def _decide(client: openai.AsyncOpenAI, name: str, request: ModelRequest) 
         output_tokens=usage.output_tokens if usage else 0,
         model=decided.model or name,
     )
-
-
-def _arguments_text(arguments: Any) -> str:
-    """Tool arguments as the raw string the port promises; some servers send a JSON object."""
-    if arguments is None:
-        return ""
-    return arguments if isinstance(arguments, str) else json.dumps(arguments)
 
 
 def _asks_structured(request: ModelRequest) -> bool:

@@ -29,6 +29,7 @@ __all__ = [
     "ToolCall",
     "ToolResult",
     "Turn",
+    "arguments_text",
     "decision_backends",
     "message_chars",
     "model_member",
@@ -127,6 +128,22 @@ class Turn:
     logprobs: list[dict[str, float]] | None = None
     """Per output token (in order), the log-probability of each top alternative, when
     the request asked for them (``top_logprobs``) and the server sent them."""
+
+    @property
+    def cut_off(self) -> str | None:
+        """What went wrong when the server stopped this turn at its output-token limit
+        (Chat Completions' ``finish_reason="length"``, a Responses answer ``incomplete``
+        for ``max_output_tokens``): its text or call is cut short, so it is no answer.
+        ``None`` for any other stop."""
+        if self.finish_reason != "length":
+            return None
+        # At a length stop the tokens written are the tokens allowed.
+        allowed = f"{self.output_tokens:,} tokens" if self.output_tokens else "the server's limit"
+        what = "a tool call" if self.tool_calls else "the answer"
+        return (
+            f"{what} was cut off at the output-token limit ({allowed} allowed, reasoning "
+            "included) and is not taken: allow the model more output tokens"
+        )
 
     def to_message(self) -> Message:
         """This turn as the assistant message to append to a transcript."""
@@ -306,6 +323,10 @@ class ModelRequest:
     known_chars: int | None = None
     """The messages' size (:func:`message_chars` summed) when the sender keeps it up to
     date already (an agent under a context policy does); ``None``: measured here."""
+    safety_identifier: str | None = None
+    """The run's end user, as the caller named them (``loopwise.run(...,
+    safety_identifier=...)``): sent as OpenAI's ``safety_identifier``, never derived from
+    the content."""
     deps: Any = None
     """The run's dependencies (``ctx.deps``), for in-process models such as an offline
     ``ScriptedModel`` responder; in a run without deps, reading from them ends the run
@@ -367,6 +388,13 @@ class ModelRequest:
         if self.tools:
             size += _SIZES.tools(self.tools)
         return size
+
+
+def arguments_text(arguments: Any) -> str:
+    """Tool arguments as the raw string the port promises; some servers send a JSON object."""
+    if arguments is None:
+        return ""
+    return arguments if isinstance(arguments, str) else json.dumps(arguments)
 
 
 def server_calls(raw: list[tuple[str | None, str, str]]) -> list[ToolCall]:

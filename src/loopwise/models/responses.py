@@ -24,7 +24,14 @@ import json
 from typing import Any
 
 from loopwise.errors import ModelAPIError
-from loopwise.models.port import Message, ModelRequest, Turn, server_calls, server_ids
+from loopwise.models.port import (
+    Message,
+    ModelRequest,
+    Turn,
+    arguments_text,
+    server_calls,
+    server_ids,
+)
 
 __all__ = [
     "ENCRYPTED_REASONING",
@@ -114,23 +121,23 @@ def responses_body(
     model: str,
     store: bool,
     tools: list[dict[str, Any]] | None,
+    sent: dict[str, Any],
     *,
     chained: bool = True,
 ) -> tuple[dict[str, Any], str | None]:
     """``request`` as the body ``client.responses.create(**body)`` sends (keys in its
-    order: the same bytes on the wire), ``tools`` already in Responses form; and why it
+    order: the same bytes on the wire), ``tools`` already in Responses form, ``sent`` the
+    model's options (``service_tier``, ``prompt_cache_key``, ``safety_identifier``); and why it
     sends the whole transcript where it could have chained (``None`` when it chains, or
     stores nothing).
 
     With ``store`` it chains to the last turn the server stored and sends only what came
     after it; ``chained=False`` (or no stored turn) sends the whole transcript.
     """
-    messages, previous, renamed, whole = request.messages, None, None, None
-    if store and chained:
-        messages, previous, renamed = after_last_stored(messages)
-        if previous is None and any(m.get("role") == "assistant" for m in messages):
-            whole = "no earlier turn is stored on the server (store was off)"
+    messages, previous, renamed, whole = _chain(request.messages, store and chained)
     params: dict[str, Any] = {"model": model}
+    if "service_tier" in sent:
+        params["service_tier"] = sent["service_tier"]
     # Asked for with store=True too: loopwise then holds every turn's reasoning, so a
     # chain the server forgot can be sent whole.
     params["include"] = [ENCRYPTED_REASONING]
@@ -139,6 +146,9 @@ def responses_body(
         params["max_output_tokens"] = request.max_output_tokens
     if previous is not None:
         params["previous_response_id"] = previous
+    for name in ("prompt_cache_key", "safety_identifier"):
+        if name in sent:
+            params[name] = sent[name]
     params["store"] = store
     if request.temperature is not None:
         params["temperature"] = request.temperature
@@ -151,6 +161,20 @@ def responses_body(
     if tools:
         params["tools"] = tools
     return params, whole
+
+
+def _chain(
+    messages: list[Message], chained: bool
+) -> tuple[list[Message], str | None, dict[str, str] | None, str | None]:
+    """What a call sends: the messages, the stored turn it chains to and that turn's
+    renamed calls, and why it sends all messages where it could have chained."""
+    if not chained:
+        return messages, None, None, None
+    after, previous, renamed = after_last_stored(messages)
+    whole = None
+    if previous is None and any(m.get("role") == "assistant" for m in messages):
+        whole = "no earlier turn is stored on the server (store was off)"
+    return after, previous, renamed, whole
 
 
 def after_last_stored(
@@ -276,7 +300,7 @@ def response_turn(response: Any, fallback_model: str) -> Turn:
         error = sdk_field(response, "error")
         raise ModelAPIError(f"the model's response failed: {_error_text(error)}")
     texts, refusals, raw, reasoning = _read_output(response.output or [])
-    calls = server_calls([(c.call_id, c.name, _arguments_text(c.arguments)) for c in raw])
+    calls = server_calls([(c.call_id, c.name, arguments_text(c.arguments)) for c in raw])
     if status == "incomplete":
         details = sdk_field(response, "incomplete_details")
         reason = sdk_field(details, "reason") or "max_output_tokens"
@@ -335,12 +359,6 @@ def _detail(usage: Any, group: str, name: str) -> int:
     details = sdk_field(usage, group) if usage is not None else None
     value = sdk_field(details, name) if details is not None else None
     return value if isinstance(value, int) else 0
-
-
-def _arguments_text(arguments: Any) -> str:
-    if arguments is None:
-        return ""
-    return arguments if isinstance(arguments, str) else json.dumps(arguments)
 
 
 def _error_text(error: Any) -> str:

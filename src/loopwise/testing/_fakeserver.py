@@ -33,6 +33,7 @@ from typing import Any
 from loopwise.errors import ConfigError
 from loopwise.models.decided import decision_turn
 from loopwise.models.openai import OpenAIModel
+from loopwise.models.options import OpenAIOptions
 from loopwise.models.port import ModelRequest, Turn
 from loopwise.models.scripted import (
     Fault,
@@ -139,13 +140,15 @@ class FakeChatServer:
         timeout: float = 30.0,
         api: str | None = None,
         store: bool = False,
+        options: OpenAIOptions | None = None,
         **client_options: Any,
     ) -> OpenAIModel:
         """An :class:`~loopwise.models.openai.OpenAIModel` pointed at this server (no SDK retries by
         default, so failure tests stay fast). ``client_options`` go to
         ``openai.AsyncOpenAI`` (headers, ...). The model builds its own client, so it
-        survives several ``loopwise.run`` calls (each its own event loop). ``api`` and
-        ``store`` are the model's (``api="responses"`` speaks to ``/v1/responses``)."""
+        survives several ``loopwise.run`` calls (each its own event loop). ``api``,
+        ``store`` and ``options`` are the model's (``api="responses"`` speaks to
+        ``/v1/responses``)."""
         return OpenAIModel(
             name,
             api_key="fake-key",
@@ -155,6 +158,7 @@ class FakeChatServer:
             client_options=client_options,
             api=api,
             store=store,
+            options=options,
         )
 
     def start(self) -> FakeChatServer:

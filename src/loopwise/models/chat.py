@@ -1,0 +1,93 @@
+"""The Chat Completions side of the model port: a :class:`ModelRequest` as a
+``/chat/completions`` body, a ``ChatCompletion`` as a :class:`Turn`.
+
+The port's currency is Chat Completions' already (messages, tool schemas, response
+formats), so the body is the request nearly as it is: every call named by the server's
+own id (:func:`~loopwise.models.port.wire_messages`), the model's options in place.
+:class:`~loopwise.models.openai.OpenAIModel` sends what this builds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loopwise.errors import ModelAPIError
+from loopwise.models.port import ModelRequest, Turn, arguments_text, server_calls, wire_messages
+from loopwise.models.responses import sdk_field
+
+__all__ = ["chat_body", "chat_turn"]
+
+
+def chat_body(
+    request: ModelRequest, model: str, sent: dict[str, Any], limit: str
+) -> dict[str, Any]:
+    """``request`` as the body ``chat.completions.create(**body)`` sends, keys in its order
+    (the same bytes on the wire); ``sent`` the model's options (``service_tier``,
+    ``prompt_cache_key``, ``safety_identifier``), ``limit`` the parameter an output-token
+    limit goes out as (``max_completion_tokens``, or ``max_tokens`` for a server that
+    reads only that)."""
+    params: dict[str, Any] = {"model": model}
+    if "service_tier" in sent:
+        params["service_tier"] = sent["service_tier"]
+    params["messages"] = wire_messages(request.messages)
+    if request.top_logprobs is not None:
+        params["logprobs"] = True
+    if request.max_output_tokens is not None:
+        params[limit] = request.max_output_tokens
+    if "prompt_cache_key" in sent:
+        params["prompt_cache_key"] = sent["prompt_cache_key"]
+    if request.response_format is not None:
+        params["response_format"] = request.response_format
+    if "safety_identifier" in sent:
+        params["safety_identifier"] = sent["safety_identifier"]
+    if request.temperature is not None:
+        params["temperature"] = request.temperature
+    if request.tool_choice is not None:
+        params["tool_choice"] = request.tool_choice
+    elif request.tools:
+        # OpenAI's default with tools, said out loud: llama-cpp-python's function-calling
+        # handler reads a missing choice as "no tools" and never shows them to the model.
+        params["tool_choice"] = "auto"
+    if request.tools:
+        params["tools"] = request.tools
+    if request.top_logprobs is not None:
+        params["top_logprobs"] = request.top_logprobs
+    return params
+
+
+def chat_turn(completion: Any, fallback_model: str) -> Turn:
+    """The turn a ``ChatCompletion`` holds (its first choice); none raises
+    :class:`~loopwise.errors.ModelAPIError`."""
+    if not completion.choices:
+        raise ModelAPIError("the model returned no choices")
+    choice = completion.choices[0]
+    message = choice.message
+    raw = [c for c in (message.tool_calls or []) if sdk_field(c, "function") is not None]
+    calls = server_calls(
+        [(c.id, c.function.name, arguments_text(c.function.arguments)) for c in raw]
+    )
+    usage = completion.usage
+    return Turn(
+        text=message.content,
+        tool_calls=calls,
+        refusal=sdk_field(message, "refusal"),
+        finish_reason=choice.finish_reason or "stop",
+        input_tokens=usage.prompt_tokens if usage else 0,
+        output_tokens=usage.completion_tokens if usage else 0,
+        model=completion.model or fallback_model,
+        logprobs=_logprobs(choice),
+    )
+
+
+def _logprobs(choice: Any) -> list[dict[str, float]] | None:
+    """Per output token, ``{alternative token: logprob}`` (the token itself included),
+    or ``None`` when the server sent none."""
+    content = sdk_field(sdk_field(choice, "logprobs"), "content")
+    if not content:
+        return None
+    tokens = []
+    for item in content:
+        alternatives = {top.token: float(top.logprob) for top in item.top_logprobs or ()}
+        alternatives.setdefault(item.token, float(item.logprob))
+        tokens.append(alternatives)
+    return tokens
