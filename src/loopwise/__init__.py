@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from loopwise.architectures import hybrid as hybrid
     from loopwise.architectures.agent import Agent, LoopDetection
     from loopwise.architectures.cascade import AskPerson, Cascade, Weighed
+    from loopwise.architectures.graduated import Graduated
     from loopwise.architectures.history import ContextPolicy, SummarizingPolicy
     from loopwise.architectures.hybrid import ActionResult, Hybrid, HybridOutput
     from loopwise.architectures.judge import Judge, Ruling
@@ -99,6 +100,7 @@ _LAZY = {
     **dict.fromkeys(["TraceAnalysis", "analyze"], "loopwise.evidence.graduate.analyze"),
     **dict.fromkeys(["Finding", "check"], "loopwise.evidence.check"),
     **dict.fromkeys(["Graduation", "graduate"], "loopwise.evidence.graduate.graduate"),
+    "Graduated": "loopwise.architectures.graduated",
     **dict.fromkeys(["Sweep", "SweepPoint"], "loopwise.evidence.sweeps.points"),
     **dict.fromkeys(["asweep", "sweep"], "loopwise.evidence.sweeps.sweep"),
     **dict.fromkeys(["Decision", "decide"], "loopwise.evidence.decide"),
@@ -229,6 +231,7 @@ __all__ = [
     "EventType",
     "Finding",
     "Gate",
+    "Graduated",
     "Graduation",
     "GraphError",
     "Halt",

@@ -48,6 +48,13 @@ def add_graduate_verb(sub: Any) -> None:
     p.add_argument("--model", help="model name, or `scripted` for the offline model")
     p.add_argument("--repeat", type=count(1), default=1, help="runs per case and target")
     p.add_argument("--concurrency", type=count(1), default=4, help="runs in flight at most")
+    p.add_argument(
+        "--deps",
+        metavar="MODULE:FUNCTION",
+        help="make each evaluation run's deps with this function of no arguments (default: "
+        "the agent module's make_eval_deps() sandbox when its tools take effect, else "
+        "make_deps())",
+    )
     p.add_argument("--report", help="write a self-contained HTML report here")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(handler=_cmd_graduate)
@@ -71,6 +78,7 @@ def _cmd_graduate(args: argparse.Namespace) -> int:
             limit=args.runs,
             since=args.since,
             concurrency=args.concurrency,
+            deps=args.deps,
         )
     if args.report and result.report is not None and result.workflow is not None:
         graphs = {
@@ -95,12 +103,22 @@ def _text(g: Graduation, report: str | None) -> str:
             else ""
         ),
     ]
+    if g.calls:
+        kinds = ", ".join(f"{v} with a call {_KINDS.get(k, k)}" for k, v in g.calls.items())
+        lines.append(f"runs mined with calls not plain: {kinds}")
     if g.out is None:
         lines += [f"verdict: {g.verdict} — {g.message}", "nothing was written. " + g.reason]
         return "\n".join(lines)
     covered = sum(share for share, _ in g.paths)
-    lines.append(f"the steps are known: {len(g.paths)} path(s) cover {pct(covered)} of them")
+    lines.append(
+        f"the steps are known: {len(g.paths)} path(s) cover {pct(covered)} of them; "
+        f"{g.outside_written} mined run(s) took other paths, which the workflow does not take"
+    )
     lines += [f"  {pct(share):>4}  {text}" for share, text in g.paths]
+    if g.unlearned:
+        lines.append(
+            f"{g.unlearned} run(s) on these paths not learned from (a denied or failed call)"
+        )
     errors = sum(f.level.value == "error" for f in g.findings)
     lines.append(
         f"wrote {g.out} (target {g.workflow}); loopwise check: {errors} error(s), "
@@ -123,6 +141,15 @@ def _text(g: Graduation, report: str | None) -> str:
     if report:
         lines.append(f"report: {report}")
     return "\n".join(lines)
+
+
+_KINDS = {
+    "edited": "a person edited (what they changed is filled, never learned)",
+    "approved": "a person approved (its gate asks again)",
+    "waiting": "waiting for a person",
+    "denied": "denied",
+    "failed": "that failed",
+}
 
 
 def _pts(x: float) -> str:

@@ -83,7 +83,7 @@ __all__ = [
     "tool",
 ]
 
-_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_NAME_RE = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
 
 class Effect(enum.StrEnum):
@@ -259,9 +259,12 @@ class Tool:
         self.fn = fn
         self.name = options.get("name") or fn.__name__
         _check_options(options, self.name)
-        if not _NAME_RE.match(self.name):
+        if not isinstance(self.name, str) or not _NAME_RE.fullmatch(self.name):
+            # fullmatch: `$` would let a trailing newline through
             raise ToolError(
-                f"tool name {self.name!r} must be 1-64 letters, digits, '_' or '-'", tool=self.name
+                f"tool name {self.name!r} must be 1-64 letters, digits, '_' or '-' (no "
+                "whitespace or control character)",
+                tool=str(self.name),
             )
         effect = options.get("effect", Effect.READ)
         try:

@@ -1,27 +1,33 @@
 """The Python source of a graduated workflow: :func:`workflow_source` writes a
 :class:`~loopwise.evidence.graduate.dataflow.Plan` as a module a person reads, edits and commits.
 
-The module imports only public names (``loopwise``, ``loopwise.testing``) and the agent's own
-module, from which it takes the agent's tools
-unchanged — their effects, gates, allow-lists and ``untrusted_output`` — and calls them
-through :func:`loopwise.call_tools`, the executor the agent's own calls take. Its
-state is one dict, ``{"input": ..., "calls": [[{"tool", "args", "result"}, ...], ...]}``
-(the turns so far), which is also what each of its structured calls is shown, as JSON
-with a ``task`` (``arguments``, ``route``, ``answer``): the protocol
-:func:`loopwise.testing.graduated_model` answers offline.
+The module imports only ``loopwise`` (and ``loopwise.testing`` for its offline model) and
+the agent's own module, by name. Its nodes call :class:`loopwise.Graduated` — the agent as
+the workflow uses it: each tool looked up by its exact name, so its effect, gate,
+allow-lists, timeout and ``untrusted_output`` are the agent's, called through the executor
+the agent's own calls take — and hold only what was learned. It re-exports the agent
+module's ``make_deps`` and ``make_eval_deps``, so ``loopwise run``/``eval`` give it the
+agent's deps. Every identifier it defines comes from one registry (:class:`_Names`):
+unique per tool and per node, never a keyword, a builtin or a name of the module's own;
+every value it writes is a finite JSON-like literal (:func:`literal`), and every text from
+the runs reaches it escaped.
 """
 
 from __future__ import annotations
 
-import os
+import builtins
+import keyword
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import Any
 
+from loopwise.core.names import printable
+from loopwise.errors import ConfigError
 from loopwise.evidence.graduate.dataflow import Plan, Rule, Source, Split, StepPlan, TurnPlan
 
-__all__ = ["AgentRef", "Header", "workflow_source"]
+__all__ = ["AgentRef", "Header", "literal", "workflow_name", "workflow_source"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -31,15 +37,17 @@ class AgentRef:
     spec: str
     """The agent's target spec as given."""
     module: str
-    """The module to import (``order_investigation``, ``pkg.agents``)."""
+    """The module to import it from, by name (``order_investigation``, ``pkg.agents``)."""
     name: str
-    """The agent's name in it."""
-    folder: str | None = None
-    """The agent file's folder relative to the generated file (``None``: a package)."""
+    """The agent's name in it (a module attribute)."""
     offline: bool = False
     """Whether the agent's module has an ``offline_model``."""
     structured_output: bool = False
     """Whether the agent answers with a pydantic model (else text)."""
+    deps: tuple[str, ...] = ()
+    """The deps factories its module defines (``make_deps``, ``make_eval_deps``): re-exported."""
+    gates: dict[str, str] = field(default_factory=dict)
+    """Tool → its gate's kind (``human``, ``policy``, ``policy_then_human``; absent: none)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -58,29 +66,65 @@ class Header:
     """Runs held out of the mining for the evaluation."""
 
 
+_OWN = frozenset(
+    {"AGENT", "Any", "Literal", "annotations", "loopwise", "begin", "answer", "_ANSWER", "_W"}
+    | {"_agent", "offline_model", "make_deps", "make_eval_deps", "agent_model"}
+    | {"graduated_model", "state", "ctx", "args", "calls", "items", "item", "value", "branch"}
+)
+"""The names the module (and its functions) define or import besides the generated ones."""
+
+
+class _Names:
+    """Every identifier the module defines: ASCII, never a keyword, a builtin or one of
+    :data:`_OWN`, and unique (case-sensitively) — ``pay-out`` and ``pay_out`` become
+    ``call_pay_out`` and ``call_pay_out_2``."""
+
+    def __init__(self, *taken: str) -> None:
+        self.used: set[str] = set(_OWN) | set(dir(builtins)) | set(taken)
+
+    def unique(self, base: str) -> str:
+        stem = identifier(base)
+        name, n = stem, 2
+        while name in self.used:
+            name, n = f"{stem}_{n}", n + 1
+        self.used.add(name)
+        return name
+
+
+def identifier(text: str) -> str:
+    """``text`` as an ASCII Python identifier that is no keyword (``1lookup`` →
+    ``_1lookup``, ``pay-out`` → ``pay_out``, ``lambda`` → ``lambda_``)."""
+    ident = re.sub(r"[^0-9A-Za-z_]", "_", text) or "step"
+    if ident[0].isdigit():
+        ident = f"_{ident}"
+    return f"{ident}_" if keyword.iskeyword(ident) or keyword.issoftkeyword(ident) else ident
+
+
 def workflow_source(plan: Plan, agent: AgentRef, header: Header) -> str:
-    """The module's source."""
-    writer = _Writer(agent)
+    """The module's source. Raises :class:`~loopwise.errors.ConfigError` naming the culprit
+    when a learned value is no finite literal or an argument name cannot be written."""
+    writer = _Writer(agent=agent, names=_Names(workflow_name(agent)))
     writer.wire(plan.first, ["begin"])
     edges = [*writer.edges, _edge("answer", writer.answer_after, join=True)]
-    tools = [f"{_ident(t)} = _TOOLS[{t!r}]" for t in sorted(writer.tools)]
-    return "\n".join(
+    source = "\n".join(
         [
-            *_docstring(agent, header, writer.learned, writer.filled),
-            *_prelude(agent, routes=writer.routes),
-            *tools,
-            _HELPERS,
+            *_docstring(agent, header, writer),
+            *_prelude(agent, sorted(writer.tools), routes=writer.routes),
+            *_begin(),
             *writer.definitions,
             *_answer(agent),
             *_wiring(agent, edges),
             *_offline(agent),
         ]
     )
+    # Two blank lines between definitions at most (no text from the runs holds a raw
+    # newline: every one reaches the module escaped).
+    return re.sub(r"\n{4,}", "\n\n\n", source)
 
 
 def workflow_name(agent: AgentRef) -> str:
     """The module-level name of the workflow: ``<agent>_workflow``."""
-    return f"{_ident(agent.name)}_workflow"
+    return f"{identifier(agent.name)}_workflow"
 
 
 @dataclass
@@ -88,21 +132,15 @@ class _Writer:
     """Walks the plan, writing one definition per node and collecting the edges."""
 
     agent: AgentRef
+    names: _Names
     definitions: list[str] = field(default_factory=list)
     edges: list[str] = field(default_factory=list)
     learned: list[str] = field(default_factory=list)
     filled: list[str] = field(default_factory=list)
-    names: set[str] = field(default_factory=lambda: {"begin", "answer"})
+    decided: list[str] = field(default_factory=list)
     answer_after: list[str] = field(default_factory=list)
     tools: set[str] = field(default_factory=set)
     routes: bool = False
-
-    def unique(self, base: str) -> str:
-        name, n = _ident(base), 2
-        while name in self.names:
-            name, n = f"{_ident(base)}_{n}", n + 1
-        self.names.add(name)
-        return name
 
     def wire(self, node: TurnPlan | Split | None, after: list[str]) -> None:
         """Write ``node`` and what follows it, after the nodes ``after``; end at answer."""
@@ -117,7 +155,7 @@ class _Writer:
         """The turn's nodes (one per tool, concurrent); returns them."""
         made = []
         for step in turn.tools:
-            node = self.unique("call_" + step.tool)
+            node = self.names.unique("call_" + step.tool)
             self.definitions += self.tool_node(node, step)
             self.edges.append(_edge(node, after, join=len(after) > 1))
             made.append(node)
@@ -126,11 +164,11 @@ class _Writer:
     def split(self, split: Split, after: list[str]) -> None:
         where = "_and_".join(a.removeprefix("call_") for a in after)
         if len(after) > 1:  # a route reads one state: join the concurrent calls first
-            joined = self.unique(f"after_{where}")
+            joined = self.names.unique(f"after_{where}")
             self.definitions += _pass_node(joined, f"after {', '.join(after)}")
             self.edges.append(_edge(joined, after, join=True))
             after = [joined]
-        route = self.unique(f"route_after_{where}")
+        route = self.names.unique(f"route_after_{where}")
         self.routes = True
         self.definitions += self.route_fn(route, split, where)
         targets: dict[str, str] = {}
@@ -142,7 +180,7 @@ class _Writer:
                 made = self.turn(first, [])
                 targets[label] = made[0]
             else:
-                entry = self.unique(f"branch_{label.replace('+', '_and_')}")
+                entry = self.names.unique(f"branch_{label.replace('+', '_and_')}")
                 self.definitions += _pass_node(entry, f"the branch {label!r} starts here")
                 self.edges.append(_edge(entry, []))
                 targets[label] = entry
@@ -152,147 +190,256 @@ class _Writer:
 
     def route_fn(self, route: str, split: Split, where: str) -> list[str]:
         labels = list(split.branches)
-        literal = "Literal[" + ", ".join(repr(k) for k in labels) + "]"
+        kind = "Literal[" + ", ".join(literal(k, f"a branch after {where}") for k in labels) + "]"
         counts = ", ".join(f"{k} {split.runs[k]}" for k in labels)
         if split.rule is not None:
             self.learned.append(f"after {where}: {_rule_text(split.rule)}")
             return [
                 "",
                 "",
-                f"async def {route}(state: dict[str, Any]) -> {literal}:",
-                f'    """Learned from the runs ({counts}): {_doc(_rule_text(split.rule))}."""',
-                *_rule_body(split.rule),
+                f"async def {route}(state: dict[str, Any]) -> {kind}:",
+                *_node_doc(f"Learned from the runs ({counts}): {_rule_text(split.rule)}."),
+                *_rule_body(split.rule, where),
                 "",
             ]
         self.filled.append(f"after {where}: which branch ({counts}; no rule separates them)")
-        model = f"_{route.title().replace('_', '')}"
+        router = self.names.unique(f"_{route.upper()}")
         branches = {
             k: [] if v is None else [s.tool for s in v.tools] for k, v in split.branches.items()
         }
+        shown = literal(branches, f"the branches after {where}")
         return [
             "",
             "",
-            f"class {model}(pydantic.BaseModel):",
-            f'    """Which way after {_doc(where)}."""',
-            "",
-            f"    branch: {literal}",
-            "",
-            "",
-            f"_{route.upper()} = loopwise.Structured(",
-            f"    {route!r},",
-            f"    {model},",
-            "    INSTRUCTIONS + _ROUTE_NOTE,",
+            f"{router} = AGENT.router(",
+            f"    {literal(route, route)},",
+            f"    {literal(labels, route)},",
             ")",
             "",
             "",
-            f"async def {route}(state: dict[str, Any], ctx: loopwise.Context) -> {literal}:",
+            f"async def {route}(state: dict[str, Any], ctx: loopwise.Context) -> {kind}:",
             f'    """No rule on earlier results separates these paths ({_doc(counts)}): one',
             '    structured routing call decides."""',
-            f'    choice = await ctx.run_step(_{route.upper()}, _ask(state, "route", '
-            f"branches={branches!r}))",
-            "    return choice.branch",
+            f"    branch: {kind} = await AGENT.route(ctx, {router}, state, {shown})",
+            "    return branch",
             "",
         ]
 
     def tool_node(self, node: str, step: StepPlan) -> list[str]:
-        tool = _ident(step.tool)
         self.tools.add(step.tool)
+        name = literal(step.tool, "a tool name")
         lines = [
             "",
             "",
             "@loopwise.step",
             f"async def {node}(state: dict[str, Any], ctx: loopwise.Context) -> dict[str, Any]:",
         ]
+        person = self.person_note(step)
         if step.fanout is not None:
-            return [*lines, *self.fanout_body(step, tool)]
+            return [*lines, *self.fanout_body(step, name, person)]
         if step.many:
             self.filled.append(f"{step.tool}: every call's arguments (no list proves which)")
-            fill = f"_FILL_{tool.upper()}_{node.upper()}"
-            self.definitions += _fill_step(fill, step.tool, many=True)
+            fill = self.names.unique(f"_FILL_{node.upper()}")
+            self.definitions += [
+                "",
+                "",
+                f"{fill} = AGENT.many_filler({literal('fill_' + step.tool, step.tool)}, {name})",
+            ]
             return [
                 *lines,
-                f'    """{step.tool}: a structured call gives every call\'s arguments."""',
-                f'    filled = await ctx.run_step({fill}, _ask(state, "arguments", '
-                f"tool={step.tool!r}, many=True))",
-                "    calls = [c.model_dump() for c in filled.calls]",
-                f"    results = await _call_each(ctx, {tool}, calls)",
-                f"    return _with(state, {step.tool!r}, calls, results)",
+                f'    """{_doc(step.tool)}: a structured call gives every call\'s arguments."""',
+                *person,
+                f"    calls = await AGENT.fill_many(ctx, {fill}, state, {name})",
+                f"    return await AGENT.call(ctx, state, {name}, calls)",
                 "",
             ]
         args, notes = self.single_args(step)
-        doc = f'    """{step.tool}: ' + _doc("; ".join(notes) or "no arguments") + '."""'
-        body = [doc]
+        body = [*_node_doc(f"{step.tool}: {'; '.join(notes) or 'no arguments'}."), *person]
         if step.filled:
-            fill = f"_FILL_{node.upper()}"
-            self.definitions += _fill_step(fill, step.tool, names=step.filled)
-            body.append(
-                f'    filled = await ctx.run_step({fill}, _ask(state, "arguments", '
-                f"tool={step.tool!r}))"
-            )
-            args.insert(0, "        **filled.model_dump(),")
+            fill = self.names.unique(f"_FILL_{node.upper()}")
+            wanted = literal(list(step.filled), f"the arguments of {step.tool}")
+            self.definitions += [
+                "",
+                "",
+                f"{fill} = AGENT.filler(",
+                f"    {literal('fill_' + step.tool, step.tool)},",
+                f"    {name},",
+                f"    {wanted},",
+                ")",
+            ]
+            args.insert(0, f"        **await AGENT.fill(ctx, {fill}, state, {name}),")
         return [
             *lines,
             *body,
-            "    args = {",
+            "    args: dict[str, Any] = {",
             *args,
             "    }",
-            f"    results = await call_tools(ctx, [({tool}, args)])",
-            f"    return _with(state, {step.tool!r}, [args], results)",
+            f"    return await AGENT.call(ctx, state, {name}, [args])",
             "",
         ]
+
+    def person_note(self, step: StepPlan) -> list[str]:
+        """Comment lines on calls a person decided: why nothing of theirs was learned."""
+        if not step.persons and not step.edited:
+            return []
+        how = ", ".join(f"{k} {v}" for k, v in sorted(step.persons.items()))
+        gate = self.agent.gates.get(step.tool)
+        edited = ", ".join(step.edited)
+        self.decided.append(
+            f"{step.tool}: a person decided calls ({how})"
+            + (f"; edited {edited}: filled, never learned" if edited else "")
+        )
+        text = (
+            f"A person decided {step.tool} calls in the mined runs ({how}). What a person "
+            "decided is not learned: "
+            + (
+                f"{edited} (edited by a person) is filled by a structured call, and "
+                if edited
+                else ""
+            )
+            + f"the tool's own gate ({gate or 'none'}) judges every call as it judged the "
+            "agent's, so a person is asked again wherever the agent would have asked one."
+        )
+        return [f"    # {line}" for line in _wrap(_comment(text), 84)]
 
     def single_args(self, step: StepPlan) -> tuple[list[str], list[str]]:
         lines, notes = [], []
         for name, source in sorted(step.bound.items()):
-            lines.append(f"        {name!r}: {_read(source)},")
+            key = _arg(name, step.tool)
+            lines.append(f"        {key}: {_read(source)},")
             notes.append(f"{name} = {source.text}")
             self.learned.append(f"{step.tool}.{name} = {source.text} (in all {step.runs} runs)")
         for name, value in sorted(step.constants.items()):
-            lines.append(f"        {name!r}: {value!r},")
+            key = _arg(name, step.tool)
+            lines.append(f"        {key}: {literal(value, f'{step.tool}.{name}')},")
             notes.append(f"{name} = {value!r} in every run")
             self.learned.append(
                 f"{step.tool}.{name} = {value!r} (the same in all {step.runs} runs)"
             )
         for name in step.filled:
+            _arg(name, step.tool)
             notes.append(f"{name} filled by a structured call")
             self.filled.append(f"{step.tool}.{name}")
         return lines, notes
 
-    def fanout_body(self, step: StepPlan, tool: str) -> list[str]:
+    def fanout_body(self, step: StepPlan, name: str, person: list[str]) -> list[str]:
         fan = step.fanout
         assert fan is not None
-        pairs = [f"{n!r}: item.get({f!r})" for n, f in sorted(fan.fields.items())]
-        pairs += [f"{n!r}: {v!r}" for n, v in sorted(step.constants.items())]
+        what = f"{step.tool}'s fan-out"
+        pairs = [
+            f"{_arg(n, step.tool)}: item.get({literal(f, what)})"
+            for n, f in sorted(fan.fields.items())
+        ]
+        pairs += [
+            f"{_arg(n, step.tool)}: {literal(v, f'{step.tool}.{n}')}"
+            for n, v in sorted(step.constants.items())
+        ]
         which = "item"
         condition = ""
         if fan.when is not None:
             key, values = fan.when
             which = f"item whose {key} is one of {values!r}"
-            condition = f" if item.get({key!r}) in {values!r}"
+            condition = f" if item.get({literal(key, what)}) in {literal(values, what)}"
         taken = ", ".join(f"{n} = item[{f!r}]" for n, f in sorted(fan.fields.items()))
         self.learned.append(
             f"{step.tool}: one call per {which} of {fan.over.text}; {taken} "
             f"(in all {step.runs} runs)"
         )
         return [
-            f'    """{step.tool} for {_doc(f"{which} of {fan.over.text} ({taken})")}."""',
+            *_node_doc(f"{step.tool} for {which} of {fan.over.text} ({taken})."),
+            *person,
             f"    items = {_read(fan.over)} or []",
-            f"    calls = [{{{', '.join(pairs)}}} for item in items{condition}]",
-            f"    results = await _call_each(ctx, {tool}, calls)",
-            f"    return _with(state, {step.tool!r}, calls, results)",
+            "    calls = [",
+            f"        {{{', '.join(pairs)}}}",
+            "        for item in items",
+            *([f"       {condition}"] if condition else []),
+            "    ]",
+            f"    return await AGENT.call(ctx, state, {name}, calls)",
             "",
         ]
 
 
+def literal(value: Any, what: str) -> str:
+    """``value`` as a Python literal; :class:`ConfigError` naming ``what`` when it is not
+    plain JSON-like data with finite numbers (a NaN or an infinity would be written as a
+    name no module defines, and no condition could compare with it)."""
+    _check_literal(value, what)
+    return repr(value)
+
+
+def _check_literal(value: Any, what: str) -> None:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(
+            f"graduate: the value learned for {printable(what)} is {value!r}, not a finite "
+            "number: a workflow cannot be written from it (fix the runs' data, or write that "
+            "part by hand)",
+            name=printable(what),
+        )
+    if isinstance(value, list | tuple):
+        for item in value:
+            _check_literal(item, what)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_literal(key, what)
+            _check_literal(item, what)
+    elif value is not None and not isinstance(value, str | int | float | bool):
+        raise ConfigError(
+            f"graduate: the value learned for {printable(what)} is a {type(value).__name__}, "
+            "not JSON data",
+            name=printable(what),
+        )
+
+
+def _arg(name: str, tool: str) -> str:
+    """An argument name as a dict key of the module; :class:`ConfigError` for one no tool
+    can take (a control character, a NUL: the module could not load)."""
+    if not isinstance(name, str) or not name.isprintable() or not name:
+        raise ConfigError(
+            f"graduate: the runs call {printable(tool)} with an argument named {name!r}, "
+            "which no tool takes (a control character or an empty name)",
+            name=printable(str(name)),
+        )
+    return repr(name)
+
+
+def _comment(text: str) -> str:
+    """``text`` safe in a ``#`` comment: one line, every unprintable character escaped."""
+    return printable(text)
+
+
+def _node_doc(text: str) -> list[str]:
+    """A function's docstring of ``text`` (escaped), wrapped at 92 characters."""
+    lines = _wrap(_doc(text), 84)
+    if len(lines) == 1:
+        return [f'    """{lines[0]}"""']
+    return [f'    """{lines[0]}', *(f"    {line}" for line in lines[1:-1]), f'    {lines[-1]}"""']
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    lines: list[str] = []
+    for word in text.split(" "):
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return lines
+
+
 def _doc(text: str) -> str:
     """``text`` safe inside a generated docstring: values come from stored tool results,
-    and a result holding three quotes must not end the docstring and become code."""
-    return text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+    and a result holding three quotes must not end the docstring and become code, nor a
+    control character (a NUL) keep the module from loading."""
+    return printable(text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"'))
 
 
 def _read(source: Source) -> str:
-    base = "state['input']" if not source.tool else f"_result(state, {source.tool!r})"
-    return base + "".join(f"[{k!r}]" for k in source.path)
+    what = source.text
+    base = (
+        "state['input']"
+        if not source.tool
+        else f"AGENT.result(state, {literal(source.tool, what)})"
+    )
+    return base + "".join(f"[{literal(k, what)}]" for k in source.path)
 
 
 def _rule_text(rule: Rule) -> str:
@@ -310,34 +457,25 @@ def _rule_text(rule: Rule) -> str:
     return "; ".join(parts) + f"; else {rule.default}"
 
 
-def _rule_body(rule: Rule) -> list[str]:
+def _rule_body(rule: Rule, where: str) -> list[str]:
+    what = f"the condition after {where}"
     if rule.item_field is not None:
         ((label, values),) = rule.branches.items()
         return [
             f"    items = {_read(rule.source)} or []",
-            f"    if any(item.get({rule.item_field!r}) in {values!r} for item in items):",
-            f"        return {label!r}",
-            f"    return {rule.default!r}",
+            f"    if any(item.get({literal(rule.item_field, what)}) in {literal(values, what)} "
+            "for item in items):",
+            f"        return {literal(label, what)}",
+            f"    return {literal(rule.default, what)}",
         ]
     lines = [f"    value = {_read(rule.source)}"]
     for label, values in rule.branches.items():
         if label != rule.default:
-            lines += [f"    if value in {values!r}:", f"        return {label!r}"]
-    return [*lines, f"    return {rule.default!r}  # and any value no run showed"]
-
-
-def _fill_step(name: str, tool: str, *, names: Sequence[str] = (), many: bool = False) -> list[str]:
-    ident = _ident(tool)
-    shape = f"_calls_of({ident})" if many else f"_arguments_of({ident}, {list(names)!r})"
-    return [
-        "",
-        "",
-        f"{name} = loopwise.Structured(",
-        f"    {('fill_' + tool)!r},",
-        f"    {shape},",
-        f"    INSTRUCTIONS + _fill_note({ident}),",
-        ")",
-    ]
+            lines += [
+                f"    if value in {literal(values, what)}:",
+                f"        return {literal(label, what)}",
+            ]
+    return [*lines, f"    return {literal(rule.default, what)}  # and any value no run showed"]
 
 
 def _pass_node(name: str, doc: str) -> list[str]:
@@ -355,202 +493,136 @@ def _pass_node(name: str, doc: str) -> list[str]:
 def _edge(node: str, after: list[str], *, join: bool = False) -> str:
     if not after:  # a route's branch: the route leads here
         return f"_W.add({node!r}, {node})"
-    joined = ", join=_join" if join else ""
+    joined = ", join=AGENT.join" if join else ""
     return f"_W.add({node!r}, {node}, after={after!r}{joined})"
 
 
 def _route_edge(route: str, targets: dict[str, str], after: list[str]) -> str:
-    return f"_W.add_route({route!r}, {route}, {targets!r}, after={after!r})"
+    return "\n".join(
+        [
+            "_W.add_route(",
+            f"    {route!r},",
+            f"    {route},",
+            f"    {literal(targets, route)},",
+            f"    after={after!r},",
+            ")",
+        ]
+    )
 
 
-def _docstring(agent: AgentRef, header: Header, learned: list[str], filled: list[str]) -> list[str]:
+def _docstring(agent: AgentRef, header: Header, writer: _Writer) -> list[str]:
     name = workflow_name(agent)
+    outside = 1 - header.coverage
+    decided = writer.decided or ["no call"]
     return [
-        f'"""{name}: the agent {_doc(agent.spec)} graduated into a workflow.',
+        f'"""{name}: an agent graduated into a workflow, the agent',
+        f"{_doc(agent.spec)}.",
         "",
         f"Generated by `loopwise graduate` on {header.date} from {header.runs} completed runs",
         f"of the agent ({header.held_out} more held out to evaluate it); the paths written",
-        f"down cover {header.coverage:.0%} of the mined runs:",
+        f"down cover {header.coverage:.0%} of the mined runs, and {outside:.0%} of them took",
+        "other paths, which this workflow does not take:",
         *(f"    {share:>4.0%}  {_doc(text)}" for share, text in header.paths),
         "",
         "Learned from the runs (code, no model call):",
-        *(f"    {_doc(line)}" for line in learned or ["nothing"]),
+        *_listed(writer.learned or ["nothing"]),
         "Filled by a structured call (shown the input and the results so far):",
-        *(f"    {_doc(line)}" for line in [*filled, "the answer"]),
+        *_listed([*writer.filled, "the answer"]),
+        "Decided by a person in the runs (never learned; the tool's own gate asks again):",
+        *_listed(decided),
         "",
-        "The agent's own tools run unchanged (effects, gates, allow-lists, untrusted output)",
-        "through loopwise.calls.call_tools. This is a starting point to review, not a",
-        "deployment: it does only what the stored runs showed, and a case they never",
-        "showed (a branch no run took, a value no condition saw) goes the default way.",
+        "The agent's own tools run unchanged (effects, gates, allow-lists, timeouts,",
+        "untrusted output) through loopwise.Graduated, the executor the agent's calls take.",
+        "This is a starting point to review, not a deployment: it does only what the stored",
+        "runs showed, and a case they never showed (a branch no run took, a value no",
+        "condition saw) goes the default way.",
         '"""',
         "",
     ]
 
 
-def _prelude(agent: AgentRef, *, routes: bool) -> list[str]:
+def _listed(lines: list[str]) -> list[str]:
+    """Docstring lines, each item wrapped at 88 characters and indented."""
+    out: list[str] = []
+    for line in lines:
+        wrapped = _wrap(_doc(line), 80)
+        out += [f"    {wrapped[0]}", *(f"        {more}" for more in wrapped[1:])]
+    return out
+
+
+def _prelude(agent: AgentRef, tools: list[str], *, routes: bool) -> list[str]:
     lines = [
         "from __future__ import annotations",
         "",
-        "import json",
-    ]
-    if agent.folder is not None:
-        lines += ["import sys", "from pathlib import Path"]
-    lines += [
         "from typing import Any, Literal" if routes else "from typing import Any",
         "",
-        "import pydantic",
-        "",
         "import loopwise",
-        "from loopwise import call_tools",
         "",
+        f"from {agent.module} import {agent.name} as _agent",
     ]
-    if agent.folder is not None:
-        lines += [
-            "# The agent's folder, so its module (and the modules beside it) import by name.",
-            f"_FOLDER = str((Path(__file__).resolve().parent / {agent.folder!r}).resolve())",
-            "if _FOLDER not in sys.path:",
-            "    sys.path.insert(0, _FOLDER)",
-            "",
-        ]
-    noqa = "  # noqa: E402" if agent.folder is not None else ""
-    lines += [
-        f"from {agent.module} import {agent.name} as _agent{noqa}",
+    lines += [f"from {agent.module} import {d}" for d in agent.deps]
+    exported = [workflow_name(agent), *agent.deps, *(["offline_model"] if agent.offline else [])]
+    shown = literal(tools, "the tool names")
+    return [
+        *lines,
         "",
-        "# The agent's own tools, unchanged: effects, gates, allow-lists, untrusted output.",
-        "_TOOLS = _agent.tool_map",
-        "INSTRUCTIONS = _agent.instructions",
+        "# The agent module's deps factories (re-exported: `loopwise run` and `eval` give",
+        "# the workflow the agent's deps), the workflow and its offline model.",
+        f"__all__ = {sorted(exported)!r}",
+        "",
+        "# The agent's own tools, each looked up by its exact name: effects, gates,",
+        "# allow-lists, timeouts and untrusted output are the agent's.",
+        "AGENT = loopwise.Graduated(",
+        "    _agent,",
+        f"    tools={shown},",
+        ")",
     ]
-    return lines
 
 
-_HELPERS = '''
-_ROUTE_NOTE = (
-    "\\n\\nYou are one step of a fixed workflow. From the input and the tool results "
-    "so far (JSON below), choose which branch comes next."
-)
-
-
-def _fill_note(tool: loopwise.Tool) -> str:
-    return (
-        f"\\n\\nYou are one step of a fixed workflow. From the input and the tool results so "
-        f"far (JSON below), give the arguments of the `{tool.name}` call: {tool.description}"
-    )
-
-
-def _arguments_of(tool: loopwise.Tool, names: list[str]) -> type[pydantic.BaseModel]:
-    """The tool's own argument fields (with their allow-lists) that a model fills."""
-    fields = tool.args_model.model_fields
-    chosen: dict[str, Any] = {n: (fields[n].annotation, fields[n]) for n in names}
-    return pydantic.create_model(f"{tool.name}_arguments", **chosen)
-
-
-def _calls_of(tool: loopwise.Tool) -> type[pydantic.BaseModel]:
-    """Every call's arguments, for a tool called a number of times the model decides."""
-    one = _arguments_of(tool, list(tool.args_model.model_fields))
-    return pydantic.create_model(f"{tool.name}_calls", calls=(list[one], ...))
-
-
-def _ask(state: dict[str, Any], task: str, **more: Any) -> str:
-    """What a structured call is shown: the input and the calls so far, as JSON."""
-    shown = {"task": task, **more, "input": state["input"], "calls": state["calls"]}
-    return json.dumps(shown, default=str)
-
-
-async def _call_each(
-    ctx: loopwise.Context, tool: loopwise.Tool, calls: list[dict[str, Any]]
-) -> list[Any]:
-    """One call of ``tool`` per arguments, as one batch (concurrent) through the executor;
-    no more calls than the agent allowed in one turn."""
-    if len(calls) > _agent.max_tool_calls:
-        raise loopwise.Halt(
-            loopwise.Status.ERROR,
-            f"{tool.name}: {len(calls)} calls in one turn, more than the agent's "
-            f"max_tool_calls ({_agent.max_tool_calls})",
-        )
-    return await call_tools(ctx, [(tool, args) for args in calls]) if calls else []
-
-
-def _result(state: dict[str, Any], tool: str) -> Any:
-    """The latest result of ``tool`` in this run."""
-    for turn in reversed(state["calls"]):
-        for call in reversed(turn):
-            if call["tool"] == tool:
-                return call["result"]
-    raise LookupError(f"no result of {tool} yet")
-
-
-def _with(
-    state: dict[str, Any], tool: str, calls: list[dict[str, Any]], results: list[Any]
-) -> dict[str, Any]:
-    """The state with one more turn: these calls and their results."""
-    done = [{"tool": tool, "args": a, "result": r} for a, r in zip(calls, results, strict=True)]
-    return {**state, "calls": [*state["calls"], done]}
-
-
-def _join(parts: dict[str, Any]) -> dict[str, Any]:
-    """After concurrent nodes: the calls each made, as one turn."""
-    states = list(parts.values())
-    if len(states) == 1:
-        return states[0]
-    turn = [call for s in states for call in s["calls"][-1]]
-    return {**states[0], "calls": [*states[0]["calls"][:-1], turn]}
-
-
-@loopwise.step
-def begin(question: Any) -> dict[str, Any]:
-    """The run's state: its input and the turns of calls made so far."""
-    return {"input": question, "calls": []}
-'''
+def _begin() -> list[str]:
+    return [
+        "",
+        "",
+        "@loopwise.step",
+        "def begin(question: Any) -> dict[str, Any]:",
+        '    """The run\'s state: its input and the turns of calls made so far."""',
+        "    return AGENT.start(question)",
+    ]
 
 
 def _answer(agent: AgentRef) -> list[str]:
     if agent.structured_output:
-        model, ret, take = "_agent.output_type", "Any", "written"
-        pre: list[str] = []
+        kind, body = "Any", ["    return await AGENT.answer(ctx, _ANSWER, state)"]
     else:
-        model, ret, take = "_Answer", "str", "written.answer"
-        pre = [
-            "",
-            "",
-            "class _Answer(pydantic.BaseModel):",
-            '    """The final answer."""',
-            "",
-            "    answer: str",
-        ]
+        kind = "str"
+        body = ["    text: str = await AGENT.answer(ctx, _ANSWER, state)", "    return text"]
     return [
-        *pre,
         "",
         "",
-        "_ANSWER = loopwise.Structured(",
-        '    "write_answer",',
-        f"    {model},",
-        '    INSTRUCTIONS + "\\n\\nYou are the last step of a fixed workflow: write the final "',
-        '    "answer from the input and the tool results (JSON below).",',
-        ")",
+        "_ANSWER = AGENT.answerer()",
         "",
         "",
         "@loopwise.step",
-        f"async def answer(state: dict[str, Any], ctx: loopwise.Context) -> {ret}:",
+        f"async def answer(state: dict[str, Any], ctx: loopwise.Context) -> {kind}:",
         '    """The final answer, as the agent gives it, by one structured call."""',
-        '    written = await ctx.run_step(_ANSWER, _ask(state, "answer"))',
-        f"    return {take}",
+        *body,
         "",
     ]
 
 
 def _wiring(agent: AgentRef, edges: list[str]) -> list[str]:
     name = workflow_name(agent)
-    body = [e for e in edges if e]
+    described = literal(f"The agent {agent.name} graduated: its mined paths, as code.", name)
     return [
         "",
         f"{name} = _W = loopwise.Workflow(",
         f"    {name!r},",
         "    input_type=_agent.input_type,",
-        f'    description="The agent {agent.name} graduated: its mined paths, as code.",',
+        f"    description={described},",
         "    budget=_agent.budget,",
         ")",
         '_W.add("begin", begin)',
-        *body,
+        *[e for e in edges if e],
         "",
     ]
 
@@ -563,19 +635,10 @@ def _offline(agent: AgentRef) -> list[str]:
         "def offline_model() -> loopwise.Model:",
         '    """`--model scripted`: the agent\'s own offline model answers this workflow\'s',
         '    calls (asked, at each one, what the agent would do there)."""',
-        f"    from {agent.module} import offline_model as agent_model",
         "    from loopwise.testing import graduated_model",
+        "",
+        f"    from {agent.module} import offline_model as agent_model",
         "",
         "    return graduated_model(agent_model)",
         "",
     ]
-
-
-def _ident(text: str) -> str:
-    ident = re.sub(r"\W", "_", text) or "step"
-    return ident if not ident[0].isdigit() else f"_{ident}"
-
-
-def relative_folder(agent_file: Path, out: Path) -> str:
-    """The agent file's folder relative to the folder of ``out``."""
-    return os.path.relpath(agent_file.resolve().parent, out.resolve().parent)

@@ -16,7 +16,9 @@
   took; else ``None`` (a structured routing call decides).
 
 A rule or filter must not memorize: a field whose every value is seen once (an id) cannot
-be one. Nothing here can learn what no stored run shows.
+be one. Nothing here can learn what no stored run shows, and nothing a person decided is
+learned: an argument a person edited in any run is never a binding or a constant (a
+structured call fills it, and the tool's own gate judges it as it judged the agent's).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from loopwise.evidence.graduate.traces import Call, Trace
@@ -85,6 +87,10 @@ class StepPlan:
     gives every call's arguments."""
     runs: int = 0
     """The runs this was learned from."""
+    edited: tuple[str, ...] = ()
+    """Arguments a person edited in some run: never learned, always filled."""
+    persons: dict[str, int] = field(default_factory=dict)
+    """Calls a person decided, by how (``approved``, ``edited``)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -173,27 +179,41 @@ def _calls(trace: Trace, depth: int, tool: str) -> list[Call]:
 def _step(tool: str, pairs: list[_Pair], depth: int) -> StepPlan:
     per_run = [_calls(t, depth, tool) for t, _ in pairs]
     sources = [ix.at(depth) for _, ix in pairs]
+    every = [c for calls in per_run for c in calls]
+    edited = {n for c in every for n in c.edited}
+    if "*" in edited:  # the person's edit replaced the arguments whole
+        edited = {n for c in every for n in c.args}
+    persons = dict(Counter(c.person for c in every if c.person is not None))
+    found = _learned(tool, per_run, sources, frozenset(edited))
+    return replace(found, runs=len(pairs), edited=tuple(sorted(edited)), persons=persons)
+
+
+def _learned(
+    tool: str, per_run: list[list[Call]], sources: list[_AtDepth], edited: frozenset[str]
+) -> StepPlan:
     single = None
     if all(len(calls) == 1 for calls in per_run):
-        single = _single(tool, [c[0] for c in per_run], sources)
+        single = _single(tool, [c[0] for c in per_run], sources, edited)
         if not single.filled:
             return single
     # Called once per item of a list (a run that called it once had one such item)?
-    fanout = _fanout(per_run, sources)
+    fanout = _fanout(per_run, sources) if not edited else None
     if fanout is None:
-        return single or StepPlan(tool=tool, many=True, runs=len(pairs))
+        return single or StepPlan(tool=tool, many=True)
     fan, constants = fanout
-    return StepPlan(tool=tool, fanout=fan, constants=constants, runs=len(pairs))
+    return StepPlan(tool=tool, fanout=fan, constants=constants)
 
 
-def _single(tool: str, calls: list[Call], sources: list[_AtDepth]) -> StepPlan:
-    names = sorted({name for c in calls for name in c.args})
+def _single(
+    tool: str, calls: list[Call], sources: list[_AtDepth], edited: frozenset[str]
+) -> StepPlan:
+    names = sorted({name for c in calls for name in c.args} | edited)
     bound: dict[str, Source] = {}
     constants: dict[str, Any] = {}
     filled: list[str] = []
     for name in names:
-        if not all(name in c.args for c in calls):
-            filled.append(name)  # passed in some runs only: the model decides
+        if name in edited or not all(name in c.args for c in calls):
+            filled.append(name)  # a person's value, or passed in some runs only
             continue
         values = [_canon(c.args[name]) for c in calls]
         if len(set(values)) == 1 and len(calls) > 1:
@@ -206,9 +226,7 @@ def _single(tool: str, calls: list[Call], sources: list[_AtDepth]) -> StepPlan:
             bound[name] = min(common, key=_preference)
         else:
             filled.append(name)
-    return StepPlan(
-        tool=tool, bound=bound, constants=constants, filled=tuple(filled), runs=len(calls)
-    )
+    return StepPlan(tool=tool, bound=bound, constants=constants, filled=tuple(filled))
 
 
 def _preference(source: Source) -> tuple[Any, ...]:

@@ -15,15 +15,13 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from loopwise.core.events import Event, Status
+from loopwise.core.events import Event
 from loopwise.core.shape import Kind, describe
 from loopwise.errors import ConfigError
 from loopwise.evidence.check import Finding, check
@@ -31,48 +29,14 @@ from loopwise.evidence.evals.harness import Case, EvalReport, EvalTarget, evalua
 from loopwise.evidence.evals.paired import PairedDifference, paired_difference, run_quality
 from loopwise.evidence.evals.sandbox import eval_deps
 from loopwise.evidence.evals.stats import TargetSummary, reference_cost
-from loopwise.evidence.graduate.analyze import (
-    COVERAGE,
-    TOP_PATHS,
-    PathStats,
-    TraceAnalysis,
-    analyze,
-)
-from loopwise.evidence.graduate.codegen import (
-    AgentRef,
-    Header,
-    relative_folder,
-    workflow_name,
-    workflow_source,
-)
-from loopwise.evidence.graduate.dataflow import learn
-from loopwise.evidence.graduate.traces import Trace, load_runs, statuses_of, trace_of
+from loopwise.evidence.graduate.mining import Mined, load_runs, mine
+from loopwise.evidence.graduate.writing import out_path, write_workflow
 from loopwise.running.targets import Target, load_target, model_for
 
-__all__ = ["MARGIN", "Graduation", "graduate", "mine"]
+__all__ = ["MARGIN", "Graduation", "graduate"]
 
 #: The workflow may be at most this much less accurate (the paired interval's lower bound).
 MARGIN = 0.05
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Mined:
-    """What mining found."""
-
-    analysis: TraceAnalysis
-    """The path analysis of the mined runs."""
-    traces: list[Trace]
-    """The mined runs on the paths written down."""
-    paths: list[PathStats]
-    """The paths written down."""
-    held_out: list[dict[str, Any]]
-    """The completed runs kept out of the mining, for the evaluation."""
-    left_out: dict[str, int]
-    """Runs that did not complete, by status."""
-    mined: int
-    """Completed runs mined."""
-    every: int = 0
-    """About one completed run in this many was held out (0: none)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -93,6 +57,13 @@ class Graduation:
     """Runs left out, by status (they did not complete: no path to write down)."""
     paths: list[tuple[float, str]] = field(default_factory=list)
     """The paths written down: (share of the mined runs, path)."""
+    outside_written: int = 0
+    """Mined runs on other paths than those written down (the workflow does not take them)."""
+    calls: dict[str, int] = field(default_factory=dict)
+    """Mined runs by what happened to some call of theirs (``edited``/``approved`` by a
+    person, ``denied``, ``failed``): mined, but what a person decided is not learned."""
+    unlearned: int = 0
+    """Mined runs on a written path not learned from (a denied or failed call)."""
     out: str | None = None
     """The module written."""
     workflow: str | None = None
@@ -126,6 +97,9 @@ class Graduation:
             "held_out": self.held_out,
             "left_out": self.left_out,
             "paths": [{"share": round(share, 4), "path": text} for share, text in self.paths],
+            "outside_written_paths": self.outside_written,
+            "calls": self.calls,
+            "unlearned": self.unlearned,
             "out": self.out,
             "workflow": self.workflow,
             "check": [f.to_dict() for f in self.findings],
@@ -156,51 +130,6 @@ def _numbers(t: TargetSummary) -> dict[str, Any]:
     }
 
 
-def mine(runs: Sequence[Mapping[str, Any]], *, target: str, holdout: float = 0.25) -> Mined:
-    """Split ``runs`` (oldest first) into mined and held-out completed runs and analyse
-    the mined ones; about one completed run in ``round(1 / holdout)`` is held out."""
-    if not 0 <= holdout < 1:
-        raise ConfigError(f"holdout must be at least 0 and below 1, not {holdout}", name="holdout")
-    completed = [r for r in runs if str(r.get("status")) == Status.COMPLETED.value]
-    left_out = statuses_of(r for r in runs if str(r.get("status")) != Status.COMPLETED.value)
-    every = round(1 / holdout) if holdout else 0
-    held = [dict(r) for r in completed if _held(r, every)]
-    mined = [r for r in completed if not _held(r, every)]
-    analysis = analyze(mined, target=target)
-    paths = _covering(analysis.paths)
-    wanted = {p.path for p in paths}
-    traces = [t for t in map(trace_of, mined) if t.path in wanted]
-    return Mined(
-        analysis=analysis,
-        traces=traces,
-        paths=paths,
-        held_out=held,
-        left_out=left_out,
-        mined=len(mined),
-        every=every,
-    )
-
-
-def _held(run: Mapping[str, Any], every: int) -> bool:
-    """Held out: about one run in ``every``, chosen by a hash of its input — not by its
-    place in time (runs made in a cycle split evenly), and every run of one input falls on
-    the same side (a held-out case is an input the mining never saw)."""
-    if not every:
-        return False
-    text = json.dumps(run.get("input"), sort_keys=True, default=str)
-    digest = hashlib.sha256(text.encode()).digest()
-    return int.from_bytes(digest[:4], "big") % every == 0
-
-
-def _covering(stats: list[PathStats]) -> list[PathStats]:
-    chosen: list[PathStats] = []
-    for p in stats[:TOP_PATHS]:
-        chosen.append(p)
-        if sum(c.share for c in chosen) >= COVERAGE:
-            break
-    return chosen
-
-
 def graduate(
     agent: str,
     *,
@@ -215,6 +144,7 @@ def graduate(
     limit: int = 1000,
     since: str | None = None,
     concurrency: int = 4,
+    deps: str | None = None,
 ) -> Graduation:
     """Mine ``agent``'s stored runs, write a workflow module, evaluate it against the agent
     and recommend.
@@ -227,12 +157,16 @@ def graduate(
     agent; an existing file is kept unless ``force``. ``dataset`` (labelled cases) replaces
     the held-out runs as the evaluation's cases. ``store`` records the evaluation's runs
     (by default they are not recorded: the agent's would be mined the next time).
-    Returns a :class:`Graduation`: when the verdict is not ``steps_known`` nothing is
+    ``deps`` (``module:function``, as ``eval --deps``) makes the evaluation's runs' deps,
+    else the agent module's sandbox or ``make_deps`` (which the module re-exports).
+    Only the agent's own runs are mined: the runs whose spec names its module and name,
+    not an eval's (see :mod:`loopwise.evidence.graduate.mining`). Returns a
+    :class:`Graduation`: when the verdict is not ``steps_known`` nothing is
     written or run. Raises :class:`ConfigError` for a target that is not an agent, an
     ``out`` that exists, or no model.
     """
     loaded = _agent(agent)
-    stored = load_runs(runs, agent, limit=limit) if not isinstance(runs, list) else runs
+    stored = load_runs(runs, loaded, limit=limit) if not isinstance(runs, list) else runs
     if since is not None:
         stored = [r for r in stored if str(r.get("created_at") or "") >= since]
     mined = mine(stored, target=agent, holdout=0 if dataset is not None else holdout)
@@ -243,13 +177,15 @@ def graduate(
         mined=mined.mined,
         held_out=len(mined.held_out),
         left_out=mined.left_out,
+        outside_written=mined.outside,
+        calls=mined.calls,
+        unlearned=mined.unlearned,
     )
     if mined.analysis.verdict != "steps_known":
         reason = f"keep the agent: {mined.analysis.message}"
         return _replace(base, reason=reason)
-    path = _out_path(loaded, out, force)
-    spec = write_workflow(loaded, mined, path)
-    workflow = load_target(spec)
+    path = out_path(loaded, out, force)
+    spec, workflow = write_workflow(loaded, mined, path)
     findings = check(workflow.step)
     paths = [(p.share, p.text) for p in mined.paths]
     base = _replace(base, out=str(path), workflow=spec, findings=findings, paths=paths)
@@ -263,6 +199,7 @@ def graduate(
         repeat=repeat,
         store=store,
         concurrency=concurrency,
+        deps=deps,
     )
     return _evaluated(base, loaded, workflow, mined, how)
 
@@ -280,63 +217,6 @@ def _agent(spec: str) -> Target:
             f"graduate {spec}: not an agent (graduate turns an agent into a workflow)"
         )
     return loaded
-
-
-def _out_path(agent: Target, out: str | Path | None, force: bool) -> Path:
-    if out is None:
-        module_file = getattr(agent.module, "__file__", None)  # getattr: it may have none
-        if module_file is None:
-            raise ConfigError(f"graduate {agent.spec}: its module has no file; give --out")
-        source = Path(module_file)
-        path = source.with_name(f"{source.stem}_workflow.py")
-    else:
-        path = Path(out)
-    if path.exists() and not force:
-        raise ConfigError(f"--out {path}: exists; pass --force to overwrite it", name="out")
-    if path.suffix != ".py":
-        raise ConfigError(f"--out {path}: must be a .py file", name="out")
-    return path
-
-
-def write_workflow(agent: Target, mined: Mined, path: Path) -> str:
-    """Learn, write the module to ``path``; the workflow's target spec (``path:name``)."""
-    plan = learn(mined.traces)
-    ref = _ref(agent, path)
-    header = Header(
-        date=datetime.now(UTC).date().isoformat(),
-        runs=mined.mined,
-        coverage=sum(p.share for p in mined.paths),
-        paths=[(p.share, p.text) for p in mined.paths],
-        held_out=len(mined.held_out),
-    )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(workflow_source(plan, ref, header), encoding="utf-8")
-    return f"{path}:{workflow_name(ref)}"
-
-
-def _ref(agent: Target, path: Path) -> AgentRef:
-    module_part, _, name = agent.spec.partition(":")
-    step: Any = agent.step
-    name = name or step.name
-    offline = hasattr(agent.module, "offline_model")
-    structured = step.output_type is not None and step.output_type is not str
-    if module_part.endswith(".py") or "/" in module_part:
-        source = Path(module_part)
-        return AgentRef(
-            spec=agent.spec,
-            module=source.stem,
-            name=name,
-            folder=relative_folder(source, path),
-            offline=offline,
-            structured_output=structured,
-        )
-    return AgentRef(
-        spec=agent.spec,
-        module=module_part,
-        name=name,
-        offline=offline,
-        structured_output=structured,
-    )
 
 
 def _cases(mined: Mined, dataset: Sequence[Case] | None) -> tuple[list[Case], str]:
@@ -378,6 +258,7 @@ class _Eval:
     repeat: int
     store: Any
     concurrency: int
+    deps: str | None = None
 
 
 def _evaluated(
@@ -386,7 +267,7 @@ def _evaluated(
     sink = _Paths()
     # The workflow makes the agent's calls: both run against the agent module's sandbox
     # when those take effect (refused without one), with every gate answered "deny".
-    deps, where = eval_deps(agent, None, "deny")
+    deps, where = eval_deps(agent, how.deps, "deny")
     targets = [
         EvalTarget(
             name=t.spec,

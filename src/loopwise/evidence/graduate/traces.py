@@ -1,24 +1,29 @@
 """A stored agent run as data to learn from: its input, its output and its tool calls,
-turn by turn, with the values the tools returned (:func:`trace_of`, :func:`load_runs`).
+turn by turn, with the values the tools returned (:func:`trace_of`),
+and what a person decided about each call.
 
 The turns are the ones :func:`loopwise.evidence.graduate.analyze.tool_path` counts: the calls
 between two model calls form one turn, consecutive turns of the same tools collapse into
 one (their calls together), the answer call and invented tool names are left out. Calls
-whose result was an error are left out too: a workflow makes the call that worked.
+whose result was an error (failed, denied, refused) are left out too, and counted in
+:attr:`Trace.kinds`: a workflow makes the call that worked.
+
+A call a person decided is marked: :attr:`Call.person` says how (``approved``, ``edited``)
+and :attr:`Call.edited` names the arguments a person changed, so what a person decided is
+never learned as if the agent had chosen it.
 """
 
 from __future__ import annotations
 
 import json
-import os
+from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from loopwise.evidence.graduate.analyze import ANSWER_TOOLS, event_parts
-from loopwise.store.open import open_existing
 
-__all__ = ["Call", "Trace", "load_runs", "statuses_of", "trace_of"]
+__all__ = ["Call", "Trace", "statuses_of", "trace_of"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -31,6 +36,10 @@ class Call:
     """The arguments it was called with."""
     value: Any
     """What it returned (its recorded content read as JSON, else the text)."""
+    person: str | None = None
+    """How a person decided it when one was asked (``approved``, ``edited``), else ``None``."""
+    edited: frozenset[str] = frozenset()
+    """The arguments a person changed (their values are the person's, not the agent's)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -47,6 +56,9 @@ class Trace:
     """The run's output (JSON form)."""
     turns: tuple[tuple[Call, ...], ...]
     """The collapsed turns, each its successful calls in the order they were asked."""
+    kinds: dict[str, int] = field(default_factory=dict)
+    """Calls by what happened to them, when not plain: ``edited``, ``approved`` (by a
+    person), ``denied``, ``failed`` (any other error result), ``waiting`` (undecided)."""
 
     @property
     def path(self) -> tuple[tuple[str, ...], ...]:
@@ -57,32 +69,87 @@ class Trace:
 
 def trace_of(run: Mapping[str, Any]) -> Trace:
     """The trace of one run ``{"run_id", "status", "input", "output", "events"}``."""
-    asked: dict[str, tuple[str, Any]] = {}
+    seen = _Seen()
     turns: list[list[Call]] = []
     current: list[Call] = []
     order: list[str] = []
     for event in run.get("events") or ():
         kind, data = event_parts(event)
+        call_id = str(data.get("call_id"))
         if kind == "model_call":
-            _close(turns, current, order, asked)
+            _close(turns, current, order, seen.asked)
             current, order = [], []
         elif kind == "tool_call" and _a_step(data):
-            call_id = str(data.get("call_id"))
-            asked[call_id] = (str(data.get("tool")), data.get("args"))
-            order.append(call_id)
-        elif kind == "tool_result" and not data.get("is_error"):
-            call_id = str(data.get("call_id"))
-            if call_id in asked:
-                tool, args = asked.pop(call_id)
-                current.append(Call(tool=tool, args=_dict(args), value=_value(data)))
-    _close(turns, current, order, asked)
+            if seen.call(call_id, data):
+                order.append(call_id)
+        elif kind == "gate_requested":
+            seen.persons.setdefault(call_id, "waiting")
+        elif kind == "gate_decided" and call_id in seen.persons:
+            seen.persons[call_id] = str(data.get("decision") or "decided")
+        elif kind == "tool_result" and call_id in seen.asked:
+            found = seen.result(call_id, data)
+            if found is not None:
+                current.append(found)
+    _close(turns, current, order, seen.asked)
+    waiting = sum(1 for d in seen.persons.values() if d == "waiting")
+    if waiting:
+        seen.kinds["waiting"] = waiting
     return Trace(
         run_id=str(run.get("run_id")),
         status=str(run.get("status")),
         input=run.get("input"),
         output=run.get("output"),
         turns=tuple(tuple(t) for t in turns),
+        kinds=dict(seen.kinds),
     )
+
+
+class _Seen:
+    """The calls of one run so far: asked, edited, decided by a person."""
+
+    def __init__(self) -> None:
+        self.asked: dict[str, tuple[str, Any]] = {}
+        self.edited: dict[str, frozenset[str]] = {}
+        self.persons: dict[str, str] = {}
+        self.kinds: Counter[str] = Counter()
+
+    def call(self, call_id: str, data: Mapping[str, Any]) -> bool:
+        """Note a ``tool_call`` event; whether it is a new call (not the edit of one)."""
+        tool, args = str(data.get("tool")), data.get("args")
+        if "edited_by" in data:
+            self.edited[call_id] = _changed(data.get("edited_from"), args)
+        new = call_id not in self.asked
+        self.asked[call_id] = (tool, args)
+        return new
+
+    def result(self, call_id: str, data: Mapping[str, Any]) -> Call | None:
+        tool, args = self.asked.pop(call_id)
+        person = self.persons.pop(call_id, None)
+        if person == "waiting":
+            person = None  # answered after all: the result says how
+        edited = self.edited.pop(call_id, frozenset())
+        if edited:
+            person = "edited"
+        if data.get("is_error"):
+            status = str(data.get("status") or "failed")
+            self.kinds["denied" if status == "denied" else "failed"] += 1
+            return None
+        if person is not None:
+            self.kinds[person] += 1
+        return Call(tool=tool, args=_dict(args), value=_value(data), person=person, edited=edited)
+
+
+def _changed(before: Any, after: Any) -> frozenset[str]:
+    """The arguments an edit changed, added or removed (``*``, every one, when the sides
+    are not argument dicts to compare)."""
+    if not isinstance(before, Mapping) or not isinstance(after, Mapping):
+        return frozenset({"*"})
+    keys = set(before) | set(after)
+    return frozenset(str(k) for k in keys if _json(before.get(k)) != _json(after.get(k)))
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
 
 
 def _close(
@@ -119,36 +186,6 @@ def _value(data: Mapping[str, Any]) -> Any:
         return json.loads(content)
     except ValueError:
         return content
-
-
-def load_runs(where: Any, target: str, *, limit: int = 1000) -> list[dict[str, Any]]:
-    """The newest ``limit`` runs of ``target`` (its spec or step name) in the store at
-    ``where`` (a path, URL or store; ``None``: the default), oldest first, with input,
-    output and events. No store yet: no runs."""
-    if where is not None and not isinstance(where, str | os.PathLike):  # a store itself
-        return _runs_in(where, target, limit)
-    store = open_existing(where)
-    if store is None:
-        return []
-    with store:
-        return _runs_in(store, target, limit)
-
-
-def _runs_in(store: Any, target: str, limit: int) -> list[dict[str, Any]]:
-    names = {target, target.rsplit(":", 1)[-1]}
-    rows = [r for r in store.list_runs(limit=limit) if r.spec in names or r.target in names]
-    return [
-        {
-            "run_id": r.run_id,
-            "status": r.status,
-            "model": r.model,
-            "input": r.input,
-            "output": r.output,
-            "created_at": r.created_at,
-            "events": store.events(r.run_id),
-        }
-        for r in reversed(rows)
-    ]
 
 
 def statuses_of(runs: Iterable[Mapping[str, Any]]) -> dict[str, int]:
