@@ -164,7 +164,11 @@ def test_the_primarys_certificate_is_the_bound(
             "ev1",
             dataset="d.jsonl",
             created_at="2026-01-01T00:00:00+00:00",
-            summaries={str(Path("flow.py").resolve()) + ":classify": {"certified": certified}},
+            summaries={
+                str(Path("flow.py").resolve()) + ":classify": {
+                    "calibration": {"ece": 0.01, "n": 60, "certified": certified}
+                }
+            },
         )
     _, doc = _check(capsys, "--max-error", "0.5")  # the certificate wins over --max-error
     assert doc["live"]["bound"] == 0.1 and "flow.py:classify" in doc["live"]["bound_from"]

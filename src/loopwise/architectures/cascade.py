@@ -37,14 +37,14 @@ import pydantic
 from loopwise.architectures.judge import Judge, Ruling, label_text
 from loopwise.architectures.wiring import coerce_input, type_name, types_compatible
 from loopwise.architectures.workflow import Workflow
-from loopwise.core.events import Status, jsonable
+from loopwise.core.events import LIVE, EventType, Status, jsonable
 from loopwise.core.members import StepDefaults, step_member
 from loopwise.core.names import check_name
 from loopwise.core.replay import Restorer
 from loopwise.core.result import Halt
 from loopwise.core.shape import Kind, Shape, describe
 from loopwise.core.step import Context, Step, check_step, needs_model
-from loopwise.core.usage import Budget
+from loopwise.core.usage import Budget, Usage
 from loopwise.errors import GraphError, JudgeError
 from loopwise.tools.gates import Ask, authorize_all, pause, policy_then_human
 from loopwise.tools.verdicts import Denied, Edited, Escalate, Pending
@@ -235,7 +235,10 @@ class AskPerson(StepDefaults):
         if isinstance(verdict, Denied):
             raise Halt(Status.DENIED, f"{self.name}: {verdict.reason}")
         picked = dict(verdict.args) if isinstance(verdict, Edited) else suggested
-        return judge.ruling(_as_texts(judge, picked, self.name), "person", ruling.input)
+        answer = judge.ruling(_as_texts(judge, picked, self.name), "person", ruling.input)
+        how = "edited" if isinstance(verdict, Edited) else "approved"
+        _keep_label(ctx, ruling.input, suggested, picked, how)
+        return answer
 
     def _judge(self) -> Judge[Any]:
         if self.judge is None:
@@ -246,6 +249,31 @@ class AskPerson(StepDefaults):
                 code="no-labels",
             )
         return self.judge
+
+
+def _keep_label(
+    ctx: Context, input: Any, suggested: dict[str, Any], picked: dict[str, Any], how: str
+) -> None:
+    """Keep a person's pick as a labelled live case of the run's target (``kind="person"``:
+    the cascade's input, the judge's answer, the labels the person chose), once per run: a
+    ``step_started``/``step_finished`` pair at ``<ask_person>/label`` whose ``live`` data
+    the run store keeps (``loopwise eval --from-store`` re-certifies on them)."""
+    key = ctx.next_key(LIVE)
+    if key in ctx.journal:  # kept before a later pause: the resumed run keeps it once
+        return
+    at = ctx.child("label")
+    at.emit(EventType.STEP_STARTED, {"input": jsonable(input), "kind": str(Kind.FUNCTION)})
+    case = {
+        "kind": "person",
+        "input": jsonable(input),
+        "output": suggested,
+        "reference": picked,
+        "agree": picked == suggested,
+        "status": how,
+        "detail": None,
+    }
+    done = {"key": key, "output": picked, "usage": Usage().to_dict(), LIVE: case}
+    at.emit(EventType.STEP_FINISHED, done)
 
 
 def _suggested(judge: Judge[Any], ruling: Ruling[Any]) -> dict[str, Any]:

@@ -24,6 +24,8 @@ from loopwise.cli.options import (
     eval_store_help,
     load_checked,
     price_per_mtok,
+    store_help,
+    store_value,
     user_output_to_stderr,
 )
 from loopwise.cli.watch import add_watch_flags, watch_sinks
@@ -31,6 +33,7 @@ from loopwise.core.step import needs_model
 from loopwise.core.usage import Price, Pricing
 from loopwise.errors import ConfigError
 from loopwise.evidence.evals.harness import (
+    Case,
     EvalReport,
     EvalTarget,
     StderrProgress,
@@ -50,7 +53,7 @@ from loopwise.evidence.sweeps.frontier import format_sweep
 from loopwise.evidence.sweeps.sweep import DEFAULT_GRID, parse_sweep, sweep
 from loopwise.models.port import model_name
 from loopwise.running.targets import Target, model_for, schema_filler_note
-from loopwise.store.open import store_location
+from loopwise.store.open import open_existing, store_location
 
 __all__ = ["add_eval_verb"]
 
@@ -59,7 +62,19 @@ def add_eval_verb(sub: Any) -> None:
     """Register ``eval`` on the CLI's subparsers ``sub``."""
     p = sub.add_parser("eval", help="run targets over a dataset and compare their distributions")
     p.add_argument("targets", nargs="+", metavar="TARGET", help="steps to compare")
-    p.add_argument("--dataset", required=True, help="JSONL file of {input, expected} cases")
+    p.add_argument("--dataset", help="JSONL file of {input, expected} cases")
+    p.add_argument(
+        "--from-store",
+        nargs="?",
+        const="",
+        metavar="TARGET",
+        help="instead of --dataset: the labelled live cases the run store keeps of TARGET "
+        "(default: of the targets): people's picks (a cascade's AskPerson) and Shadow pairs "
+        "(the shadow's answer as the reference)",
+    )
+    p.add_argument(
+        "--live-store", type=store_value, help="the run store --from-store reads: " + store_help
+    )
     p.add_argument("--model", help="model name, or `scripted` for the offline model")
     add_api_flag(p)
     add_structured_mode_flag(p)
@@ -184,7 +199,7 @@ def _eval_and_save(args: argparse.Namespace) -> EvalReport:
     if args.max_error is not None and grids is None:
         raise ConfigError("--max-error certifies a swept threshold: add --sweep", name="max_error")
     check_levels(args.max_error, args.delta)
-    cases = load_dataset(args.dataset)
+    cases = _dataset(args)
     scorer = load_scorer(args.scorer) if args.scorer else field_match
     loaded = [load_checked(spec) for spec in args.targets]
     if len({t.spec for t in loaded}) != len(loaded):
@@ -224,6 +239,29 @@ def _eval_and_save(args: argparse.Namespace) -> EvalReport:
     if report_path is not None:
         _write_report(report, report_path, targets)
     return report
+
+
+def _dataset(args: argparse.Namespace) -> list[Case]:
+    """The eval's cases: ``--dataset``'s, or the live cases ``--from-store`` names (then
+    ``args.dataset`` becomes ``live:TARGET``, the name the history keeps them under)."""
+    if (args.dataset is None) == (args.from_store is None):
+        raise ConfigError(
+            "eval: give the cases with --dataset FILE.jsonl or --from-store [TARGET], one of them",
+            name="dataset",
+        )
+    if args.dataset is not None:
+        return load_dataset(args.dataset)
+    from loopwise.evidence.live.cases import live_dataset  # only --from-store reads them
+
+    named = [args.from_store] if args.from_store else list(args.targets)
+    store = open_existing(args.live_store)
+    if store is None:
+        where = store_location(args.live_store)[1]
+        raise ConfigError(f"--from-store: no run store at {where}", name="from-store")
+    with store:
+        cases = live_dataset(store, named)
+    args.dataset = "live:" + ",".join(named)
+    return cases
 
 
 def _pricing(price: Price | None, targets: list[EvalTarget]) -> Pricing | None:

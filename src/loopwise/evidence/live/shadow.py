@@ -182,6 +182,8 @@ class Shadow(StepDefaults):
             {
                 "key": key,
                 "output": jsonable(result.output),
+                # Of the run's own usage nothing: what the shadow used is apart.
+                "usage": Usage(shadow=result.usage).to_dict(),
                 "shadow": {
                     "status": status,
                     "detail": detail,

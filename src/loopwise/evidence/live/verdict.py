@@ -7,8 +7,9 @@ and a case whose outputs do not agree a disagreement. Over a window (``--live-wi
 default the last 7 days) the disagreements ``k`` of ``n`` cases bound the live
 disagreement rate exactly (one-sided Clopper–Pearson at ``1 − delta``, as the certified
 sweep bounds its error: :mod:`loopwise.evidence.evals.bounds`). It is judged against a
-bound: the ``alpha`` of the target's last certificate (the sweep's ``certified``, in the
-eval store under the target's name or its primary's), else ``--max-error``:
+bound: the ``alpha`` of the last certificate (the newest sweep's ``certified``, in the eval
+store under the target's name or the name of the step it shadows; a newest sweep that
+certified nothing leaves none), else ``--max-error``:
 
 * ``drift`` — the lower bound is above it: the evidence says live traffic disagrees more
   than the decision allowed (a warning naming the numbers, the window and the command that
@@ -27,6 +28,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
+from loopwise.core.events import now_iso
 from loopwise.errors import ConfigError
 from loopwise.evidence.check import Finding, Level
 from loopwise.evidence.evals.bounds import (
@@ -37,7 +39,14 @@ from loopwise.evidence.evals.bounds import (
 from loopwise.evidence.evals.history import history_key, last_eval
 from loopwise.store.base import EvalHistory, LiveCase, LiveEvidence
 
-__all__ = ["DEFAULT_WINDOW", "LiveReport", "drift_finding", "live_report", "window_start"]
+__all__ = [
+    "DEFAULT_WINDOW",
+    "LiveReport",
+    "drift_finding",
+    "live_report",
+    "spellings",
+    "window_start",
+]
 
 DEFAULT_WINDOW = "7d"
 """The window ``check`` reads live cases over without ``--live-window``."""
@@ -118,11 +127,11 @@ def live_report(
     """The live report of the target ``spec`` from the live cases in ``live`` (``None``
     when it has none ever), judged against the newest certificate of ``spec`` or of a step
     it shadows (``also``: their specs) in ``history``, else ``max_error``."""
-    spellings = _spellings(live, spec)
-    if not spellings:
+    names = spellings(live, spec)
+    if not names:
         return None
     since = window_start(window)
-    kept = [c for c in live.live_cases(spellings, since=since, kind="shadow")]
+    kept = live.live_cases(names, since=since, kind="shadow")
     judged = [c for c in kept if c.agree is not None]
     n, k = len(judged), sum(c.agree is False for c in judged)
     bound, source = _bound(history, (spec, *also), max_error)
@@ -145,9 +154,9 @@ def live_report(
     )
 
 
-def _spellings(live: LiveEvidence, spec: str) -> list[str]:
-    """How the store may have recorded ``spec``: as given, by its history key, or as any
-    recorded target that names the same file."""
+def spellings(live: LiveEvidence, spec: str) -> list[str]:
+    """How the store may have recorded the target ``spec``: as given, by its history key,
+    or as any recorded target naming the same file (a run started as ``./flow.py:x``)."""
     key = history_key(spec)
     return [t for t in live.live_targets() if t in (spec, key) or history_key(t) == key]
 
@@ -155,25 +164,20 @@ def _spellings(live: LiveEvidence, spec: str) -> list[str]:
 def _bound(
     history: EvalHistory | None, specs: tuple[str, ...], max_error: float | None
 ) -> tuple[float | None, str | None]:
-    """The newest certificate's ``alpha`` among ``specs`` (and where it is from), else
+    """The ``alpha`` of the newest certificate among ``specs``' last sweeps (a swept
+    cascade's summary keeps it in its ``calibration``) and where it is from, else
     ``max_error``."""
-    found: list[dict[str, Any]] = []
+    found: list[tuple[str, str, dict[str, Any]]] = []
     for spec in specs:
         if history is None:
             break
-        last = last_eval(
-            history,
-            spec,
-            dataset=None,
-            before=datetime.now(UTC).isoformat(),
-            having="certified",
-        )
-        if last is not None and isinstance(last.get("certified"), dict):
-            found.append({"spec": spec, **last})
+        last = last_eval(history, spec, dataset=None, before=now_iso(), having="calibration")
+        certified = (last or {}).get("calibration", {}).get("certified")
+        if isinstance(certified, dict) and last is not None:
+            found.append((str(last["created_at"]), f"{spec} (eval {last['eval_id']})", certified))
     if found:
-        newest = max(found, key=lambda s: str(s.get("created_at")))
-        alpha = float(newest["certified"]["alpha"])
-        return alpha, f"the certificate of {newest['spec']} (eval {newest.get('eval_id')})"
+        _, where, certified = max(found, key=lambda f: f[0])
+        return float(certified["alpha"]), f"the certificate of {where}"
     if max_error is not None:
         return max_error, "--max-error"
     return None, None
