@@ -518,3 +518,17 @@ def test_a_sync_write_already_running_when_the_run_ends_is_seen_through_and_reco
     assert effects == ["written"]
     kinds = [(e.type, e.data.get("tool")) for e in result.events]
     assert kinds.index(("tool_result", "slow_sync_write")) < kinds.index(("run_finished", None))
+
+
+def test_a_mistyped_tool_name_is_answered_with_the_closest_tool() -> None:
+    @loopwise.tool
+    def lookup_order(order_id: str) -> str:
+        """Look an order up by its id."""
+        return "shipped"
+
+    agent = loopwise.Agent(name="clerk", instructions="Help.", tools=[lookup_order])
+    model = ScriptedModel([call("lookup_ordr", {"order_id": "O-1"}), reply("done")])
+    result = loopwise.run(agent, "Where is O-1?", model=model, store=None)
+    assert result.status is loopwise.Status.COMPLETED
+    told = json.dumps(model.requests[1].messages)
+    assert "there is no tool named 'lookup_ordr'; did you mean 'lookup_order'?" in told

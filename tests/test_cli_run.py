@@ -403,3 +403,42 @@ def test_counts_read_as_english(capsys: pytest.CaptureFixture[str], tmp_path: Pa
     ]
     assert counted(1, "policy", "policies") == "1 policy"
     assert counted(3, "policy", "policies") == "3 policies"
+
+
+STR_STEP = """
+import loopwise
+
+@loopwise.step
+def shout(text: str) -> str:
+    return text.upper()
+"""
+
+
+def test_a_str_input_is_checked_like_a_typed_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "shout.py").write_text(STR_STEP)
+    target = str(tmp_path / "shout.py")
+    assert main(["run", target, "--input", '{"a": 1}', "--store", str(tmp_path / "r.db")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("loopwise: --input does not match str of") and "\n" not in err
+    assert "--input-text TEXT" in err
+    assert main(["run", target, "--input-text", "hi", "--store", str(tmp_path / "r.db")]) == 0
+    assert '"HI"' in capsys.readouterr().out
+
+
+def test_input_text_for_a_typed_input_names_input_text(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = "workflows/ticket_triage.py:triage"
+    code = main(["run", target, "--input-text", "hello", "--model", "scripted", "--store",
+                 str(tmp_path / "r.db")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("loopwise: --input-text does not match")
+    assert "pass JSON with --input" in err
+
+
+def test_a_mistyped_target_gets_a_did_you_mean(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "workflows/ticket_triage.py:triag"]) == 2
+    err = capsys.readouterr().err
+    assert "has no attribute 'triag'; did you mean 'triage'?" in err

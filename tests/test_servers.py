@@ -304,6 +304,8 @@ def test_a_server_that_dies_mid_run_ends_with_server_unreachable() -> None:
         (result,) = _runs(AGENT, server.model(max_retries=2))
     assert server.dead and result.status == "error"
     assert "server unreachable" in (result.detail or "")
+    # the error names where it looked, so a wrong OPENAI_BASE_URL is seen at once
+    assert f"at {server.base_url.rstrip('/')}/chat/completions" in (result.detail or "")
     assert result.usage.model_calls == 1 and len(server.requests) == 2
 
 

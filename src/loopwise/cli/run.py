@@ -27,6 +27,7 @@ from loopwise.cli.options import (
     add_structured_mode_flag,
     add_unused_store_flag,
     budget_of,
+    given,
     interactive,
     load_checked,
     store_help,
@@ -93,28 +94,43 @@ def exit_code(status: Status) -> int:
     return 0 if status is Status.COMPLETED else 1
 
 
-def _checked_input(target: Target, payload: Any) -> Any:
-    """Reject input that cannot match the target's declared pydantic input, before any run."""
+def _checked_input(target: Target, payload: Any, flag: str) -> Any:
+    """Reject input that cannot match the target's declared input type (a pydantic model,
+    ``str``, ``int``, ``list[str]``...), before any run, naming the flag it came from."""
     declared = step_member(target.step, "input_type")
-    if not (isinstance(declared, type) and issubclass(declared, pydantic.BaseModel)):
+    if payload is None or declared is Any or declared is object:
         return payload
     try:
-        declared.model_validate(payload)
+        adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(declared)
+    except (pydantic.PydanticSchemaGenerationError, TypeError):
+        return payload  # a type pydantic cannot check: the step checks its own input
+    try:
+        adapter.validate_python(payload)
     except pydantic.ValidationError as e:
         first = e.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "input"
+        name = getattr(declared, "__name__", None) or repr(declared)  # getattr: any type form
         raise UsageError(
-            f"--input does not match {declared.__name__} of {target.spec}: "
-            f"{where}: {first['msg']} ({e.error_count()} error(s))"
+            f"{flag} does not match {name} of {target.spec}: {where}: {first['msg']} "
+            f"({counted(e.error_count(), 'error')}){_input_hint(declared, flag)}"
         ) from e
     return payload
+
+
+def _input_hint(declared: Any, flag: str) -> str:
+    if declared is str and flag == "--input":
+        return "; pass text with --input-text TEXT, or --input as a JSON string ('\"...\"')"
+    if declared is not str and flag == "--input-text":
+        return "; --input-text passes plain text: pass JSON with --input"
+    return ""
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
     payload = input_of(args)
     with user_output_to_stderr(args.json):
         target = load_checked(args.target)
-        payload = _checked_input(target, payload)
+        flag = "--input-text" if given(args, "input_text") is not None else "--input"
+        payload = _checked_input(target, payload, flag)
         wants_model = needs_model(target.step) or args.model
         if args.queue and args.deps:
             raise UsageError(

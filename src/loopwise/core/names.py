@@ -24,7 +24,9 @@ which shows each unprintable character as an escape (``\\x1b``, ``\\n``, ``\\u20
 
 from __future__ import annotations
 
+import difflib
 import unicodedata
+from collections.abc import Iterable
 
 from loopwise.errors import ConfigError
 
@@ -32,6 +34,7 @@ __all__ = [
     "MAX_SHOWN_NAME",
     "check_name",
     "counted",
+    "did_you_mean",
     "name_problem",
     "printable",
     "shown_name_problem",
@@ -129,3 +132,10 @@ def counted(n: int, noun: str, plural: str | None = None) -> str:
     """``n`` and ``noun``, the noun in the plural unless ``n`` is 1 (``1 model call``,
     ``2 model calls``, ``0 runs``); ``plural`` when adding an ``s`` is wrong."""
     return f"{n} {noun if n == 1 else (plural or noun + 's')}"
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """``"; did you mean 'x'?"`` for the choice closest to a mistyped ``name`` (standard
+    library :func:`difflib.get_close_matches`), or ``""`` when none is close."""
+    close = difflib.get_close_matches(name, sorted(set(choices)), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""

@@ -519,13 +519,23 @@ _NOT_ABOUT_FEATURES = frozenset({401, 402, 403, 407, 408, 409, 429})
 """Statuses that say nothing about the request's features (auth, payment, rate, conflict)."""
 
 
+def _at(error: openai.OpenAIError) -> str:
+    """`` at URL`` of the request that failed (scheme, host, port and path: never a key,
+    a user or a query), or ``""`` when the error has none."""
+    url = sdk_field(sdk_field(error, "request"), "url")
+    if url is None or not url.host:
+        return ""
+    port = f":{url.port}" if url.port else ""
+    return f" at {url.scheme}://{url.host}{port}{url.path}"
+
+
 def _map_error(error: openai.OpenAIError, request: ModelRequest) -> ModelAPIError:
     """The one place SDK errors become loopwise errors."""
     if isinstance(error, openai.APITimeoutError):
-        return ModelAPIError(f"model API timed out after retries: {error}")
+        return ModelAPIError(f"model API timed out after retries{_at(error)}: {error}")
     if isinstance(error, openai.APIConnectionError):
         return ModelAPIError(
-            f"server unreachable: no answer from the model API after retries ({error})"
+            f"server unreachable: no answer from the model API{_at(error)} after retries ({error})"
         )
     if not isinstance(error, openai.APIStatusError):
         return ModelAPIError(f"model API error: {error}")

@@ -23,6 +23,7 @@ from types import ModuleType
 from typing import Any
 
 from loopwise.core.function_step import FunctionStep
+from loopwise.core.names import did_you_mean
 from loopwise.core.step import Step
 from loopwise.errors import ConfigError, TargetError
 from loopwise.models.port import Model
@@ -62,7 +63,9 @@ def load_target(spec: str) -> Target:
     if name:
         obj = defined(module, name, _UNDEFINED)
         if obj is _UNDEFINED:
-            raise TargetError(f"target {spec!r}: module has no attribute {name!r}", name=spec)
+            steps = [n for n, v in vars(module).items() if isinstance(v, Step)]
+            hint = did_you_mean(name, steps)
+            raise TargetError(f"target {spec!r}: module has no attribute {name!r}{hint}", name=spec)
         if not isinstance(obj, Step):
             raise TargetError(f"target {spec!r}: {name!r} is not a step", name=spec)
         return Target(spec=spec, step=obj, module=module)

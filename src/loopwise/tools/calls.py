@@ -42,6 +42,7 @@ from pydantic import BaseModel
 
 from loopwise.core.events import EventType, Status, jsonable
 from loopwise.core.journal import Journal
+from loopwise.core.names import did_you_mean
 from loopwise.core.result import Halt
 from loopwise.core.step import Context, concurrently
 from loopwise.tools.arguments import ToolArgumentsError, load_arguments
@@ -307,7 +308,8 @@ def _prepare(batch: _Batch, call: Call) -> Outcome | _Ready:
         _log_call(ctx, call, found, parsed)
     if found is None:
         names = ", ".join(sorted(batch.tools)) or "(none)"
-        message = f"there is no tool named {call.name!r}; the tools are: {names}"
+        hint = did_you_mean(call.name, batch.tools)
+        message = f"there is no tool named {call.name!r}{hint}; the tools are: {names}"
         return _record(batch, call, None, "unknown", message)
     if isinstance(parsed, ToolArgumentsError):
         return _record(batch, call, found, "invalid", str(parsed))
