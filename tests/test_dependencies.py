@@ -23,6 +23,7 @@ EXTRA_MODULES = {
     "integrations/mcp.py": "mcp",
     "integrations/mcp_connection.py": "mcp",
     "integrations/mcp_elicit.py": "mcp",
+    "integrations/mcp_http.py": "mcp",
     "integrations/mcp_listing.py": "mcp",
     "integrations/mcp_mapping.py": "mcp",
     "integrations/mcp_schema.py": "mcp",

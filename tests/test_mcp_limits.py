@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import re
+import socket
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -113,6 +115,38 @@ def test_a_tool_too_deep_for_the_sdks_reader_is_left_out_and_the_others_kept(
     assert "nests deeper than 32 levels" in listed.skipped["deep"]
     assert listed.get("fine").description == 'says "[{" and \\ in text'  # brackets in text
     _fine_still_answers(listed)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.mark.parametrize("body", ["json", "sse"])
+def test_over_http_a_tool_too_deep_for_the_sdks_reader_is_left_out_and_the_others_kept(
+    tmp_path: Path, body: str
+) -> None:
+    # Over HTTP the SDK answered the listing with a parse error: the whole server refused.
+    listed = tmp_path / "tools.json"
+    listed.write_text(f"[{json.dumps({'name': 'fine', 'inputSchema': OBJECT})}, {_deep_text(300)}]")
+    port = _free_port()
+    server = subprocess.Popen(
+        [sys.executable, HOSTILE, str(listed), "http", str(port), body],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stderr is not None and "listening" in server.stderr.readline()
+        tools = mcp.http(f"http://127.0.0.1:{port}/mcp", name="hostile", connect_timeout=20)
+        assert "nests deeper than 32 levels" in tools.skipped["deep"]
+        _fine_still_answers(tools)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        if server.stderr is not None:
+            server.stderr.close()
 
 
 _TARGET = """

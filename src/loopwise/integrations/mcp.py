@@ -49,7 +49,8 @@ under :data:`IDEMPOTENCY_KEY`, so a server can make a repeated effect safe.
 listed badly — a name or listing loopwise cannot use
 (:func:`~loopwise.integrations.mcp_listing.checked`), a schema past the limits of
 :func:`~loopwise.integrations.mcp_schema.check_limits` (nesting, parts, patterns), even
-one nested too deeply for the SDK to read (:mod:`~loopwise.integrations.mcp_wire`) — is
+one nested too deeply for the SDK to read (:mod:`~loopwise.integrations.mcp_wire`,
+over stdio and HTTP) — is
 left out with why (``loopwise check`` says so), never the server's other tools.
 In a run, a tool that reports an error or a protocol error becomes an ``ERROR:`` result;
 a call that times out too; a server that will not start, or that dies mid-run, ends the run
@@ -580,9 +581,14 @@ def http(
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
+    from loopwise.integrations.mcp_http import shallow_answers
+
     async def opener(stack: contextlib.AsyncExitStack, errlog: Any, on_message: Any) -> Client:
         del errlog  # a remote server's stderr is its own
-        http_client = await stack.enter_async_context(httpx2.AsyncClient(headers=headers))
+        hooks = {"response": [shallow_answers]}  # too deep for the SDK: see mcp_http
+        http_client = await stack.enter_async_context(
+            httpx2.AsyncClient(headers=headers, event_hooks=hooks)
+        )
         transport = streamable_http_client(url, http_client=http_client)
         client = Client(
             transport, cache=None, message_handler=on_message, elicitation_callback=push_declined

@@ -10,9 +10,10 @@ nests past its limit), and the server's other tools are kept. A tool's result th
 arrives with its too-deep parts so replaced, instead of never.
 
 :func:`rereading` wraps a transport whose reader hands on what it could not read as the
-error, holding the message (stdio's). Over Streamable HTTP the SDK answers such a
-request with a parse error at once instead: the listing fails then, not after a timeout.
-The work is linear in the message's length (one scan of its strings and brackets), so a
+error, holding the message (stdio's); over Streamable HTTP, where the SDK answers such a
+message with a parse error instead, :mod:`loopwise.integrations.mcp_http` makes each
+answer shallow before the SDK reads it. The work is linear in the message's length (one
+scan of its strings and brackets, none with too few brackets to nest that deep), so a
 hostile message costs no more than reading it.
 """
 
@@ -42,6 +43,8 @@ def shallow(text: str) -> str:
     """``text`` (JSON) with each value nested deeper than :data:`MAX_NESTING` levels
     replaced by :data:`TOO_DEEP`; ``text`` itself when none is (malformed JSON stays
     malformed)."""
+    if text.count("[") + text.count("{") <= MAX_NESTING:
+        return text  # too few brackets to nest that deep (most messages: no scan)
     parts: list[str] = []
     depth, kept, cut = 0, 0, -1
     for token in _TOKENS.finditer(text):
