@@ -402,11 +402,12 @@ def test_the_audit_log_says_who_decided_when_and_why(
     code, paused = cli("run", f"{target}:agent", "--model", "scripted", "--input", '"go"', "--json")
     run_id = paused["run_id"]
     code, waiting = cli("pending", "--json")
-    # DESIGN §11's fields, and what the decider is shown besides (issue 14).
+    # DESIGN §11's fields, what the decider is shown besides (issue 14), and where the
+    # page after this row starts (issue 43).
     assert code == 0 and [sorted(w) for w in waiting] == [
         sorted(["run_id", "approval_id", "tool", "args", "effect", "reason", "tainted_by",
                 "why", "at_stake", "at_stake_unit", "note", "plan_step", "plan", "editable",
-                "decided", "args_hash", "step"])
+                "decided", "args_hash", "step", "cursor"])
     ]  # fmt: skip
     assert main(["approve", run_id, "--by", "alice", "--reason", "customer is right"]) == 0
     assert main(["deny", run_id, "--reason", "changed my mind"]) == 2  # decided already

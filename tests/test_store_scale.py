@@ -10,6 +10,7 @@ partial index on exactly them. The runs are written by the store itself (``creat
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator
 from contextlib import closing
@@ -274,3 +275,118 @@ def test_a_postgresql_store_from_before_the_eval_column_is_migrated(pg_url: str)
         indexes = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes")}
     assert marks == [("measured", "e1"), ("real", None)]
     assert "approvals_waiting" in indexes and "approvals_status" not in indexes
+
+
+def test_loopwise_pending_lists_a_page_and_says_how_to_ask_for_the_next(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from loopwise.cli.main import main
+
+    at = str(tmp_path / "runs.db")
+    with SQLiteStore(at) as store:
+        kinds = _fill(store, 40)  # 5 paused runs: 10 undecided approvals of real runs
+        newest = sorted(store.pending(), key=_place, reverse=True)
+    capsys.readouterr()
+    shown: list[tuple[str, ...]] = []
+    argv = ["pending", "--store", at, "--limit", "4"]
+    while True:
+        assert main(argv) == 0
+        out = capsys.readouterr().out.splitlines()
+        shown += [tuple(line.split()[:2]) for line in out if line.split()[1] in {"c1", "c2"}]
+        if "of 10 pending approvals shown, newest first" not in out[-1]:
+            break
+        assert out[-1].startswith("4 of 10")
+        argv = ["pending", "--store", at, "--limit", "4", "--after", out[-1].split()[-1]]
+    assert shown == [(a.run_id, a.approval_id) for a in newest]
+    assert {run for run, _ in shown} == set(kinds["paused"]) and len(shown) == 10
+
+
+def _place(a: Any) -> tuple[str, str, str]:
+    return a.requested_at, a.run_id, a.approval_id
+
+
+def test_pending_json_stays_a_list_with_a_cursor_per_row(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from loopwise.cli.main import main
+
+    at = str(tmp_path / "runs.db")
+    with SQLiteStore(at) as store:
+        _fill(store, 40)
+    capsys.readouterr()
+    assert main(["pending", "--store", at, "--json", "--limit", "3"]) == 0
+    said = capsys.readouterr()
+    first = json.loads(said.out)
+    assert isinstance(first, list) and len(first) == 3
+    assert said.err.startswith("3 of 10 pending approvals shown, newest first")
+    assert main(["pending", "--store", at, "--json", "--after", first[-1]["cursor"]]) == 0
+    said = capsys.readouterr()
+    rest = json.loads(said.out)
+    assert len(rest) == 7 and said.err == ""  # the last page says nothing more
+    keys = [(a["run_id"], a["approval_id"]) for a in first + rest]
+    assert len(set(keys)) == 10
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--limit", "0"], "--limit: '0' is not a whole number of at least 1"),
+        (["--after", "garbage"], "is not a page cursor"),
+        (["r000003", "--limit", "2"], "--limit and --after page every run's approvals"),
+    ],
+)
+def test_pending_paging_mistakes_exit_2_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], says: str
+) -> None:
+    from loopwise.cli.main import main
+
+    at = str(tmp_path / "runs.db")
+    with SQLiteStore(at) as store:
+        _fill(store, 5)
+    capsys.readouterr()
+    assert main(["pending", "--store", at, *argv]) == 2
+    err = capsys.readouterr().err
+    assert says in err and err.count("\n") == 1 and "Traceback" not in err, err
+
+
+def test_the_inbox_shows_a_page_the_total_and_a_link_to_older_ones(tmp_path: Path) -> None:
+    import http.client
+    import re
+    import threading
+
+    from loopwise.serve.app import ServeSettings, make_server
+
+    at = str(tmp_path / "inbox.db")
+    with SQLiteStore(at) as store:
+        kinds = _fill(store, 300)  # 31 paused runs: 62 approvals, more than a page (50)
+    server, _ = make_server(ServeSettings(port=0, store=at))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+
+    def get(path: str) -> tuple[int, str]:
+        conn = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=30)
+        conn.request("GET", path)
+        answer = conn.getresponse()
+        body = answer.read().decode()
+        conn.close()
+        return answer.status, body
+
+    try:
+        status, first = get("/")
+        cards = re.findall(r"<article class='approval' id='a-(\w+)-(\w+)'", first)
+        assert status == 200 and len(cards) == 50
+        assert "62 pending approvals · 50 shown" in first and "← Newest" not in first
+        older = re.search(r"<a href='(/\?after=[^']+)' rel='next'>Older approvals", first)
+        assert older is not None
+        status, second = get(older.group(1))
+        cards += re.findall(r"<article class='approval' id='a-(\w+)-(\w+)'", second)
+        assert status == 200 and len(cards) == 62 == len(set(cards))
+        assert "rel='next'" not in second and "<a href='/'>← Newest</a>" in second
+        assert {run for run, _ in cards} == set(kinds["paused"])
+        status, refused = get("/?after=nope")
+        assert status == 400 and "not a page cursor" in refused
+    finally:
+        server.shutdown()
+        thread.join()
+        server.server_close()
+        server.app.store.close()

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from loopwise.cli.options import count, given, read_json, store_help
 from loopwise.core.names import counted, printable
 from loopwise.errors import ConfigError
-from loopwise.store.base import StoredApproval, StoredRun
+from loopwise.store.base import PAGE, StoredApproval, StoredRun, cursor_after
 from loopwise.store.open import open_store, require_folder
 from loopwise.store.sql import SQLStore
 from loopwise.tools.audit import asked_lines, event_summary, os_user
@@ -149,19 +150,34 @@ def _summary(event: dict[str, Any]) -> str:
 def _cmd_pending(args: argparse.Namespace) -> int:
     from loopwise.running import approvals  # loads pydantic: only for pending and decisions
 
+    if args.run_id is not None and (args.limit is not None or args.after is not None):
+        raise ConfigError("--limit and --after page every run's approvals: drop them or RUN_ID")
+    page = None
     with _store(args) as st:
         if args.run_id is not None:
             st.get_run(args.run_id)  # an unknown run is a usage error, not "nothing pending"
-        waiting = approvals.views(st, st.pending(args.run_id))
+            asked = st.pending(args.run_id)
+        else:
+            page = st.pending_page(limit=args.limit or PAGE, after=args.after)
+            asked = page.approvals
+        waiting = approvals.views(st, asked)
     if args.json:
         rows = [v.to_dict() for v in waiting]
         shown = [{k: a[k] for k in _PUBLIC + _CONTEXT if k in a} for a in rows]
+        if page is not None:  # where the next page starts, after any row
+            for row, a in zip(shown, asked, strict=True):
+                row["cursor"] = cursor_after(a)
         print(json.dumps(shown, default=str))
-        return 0
-    if not waiting:
-        print("no pending approvals")
-    for v in waiting:
-        print("\n".join(printable(line) for line in _pending_lines(v)))
+    else:
+        if not waiting:
+            print("no pending approvals" if args.after is None else "no older pending approvals")
+        for v in waiting:
+            print("\n".join(printable(line) for line in _pending_lines(v)))
+    if page is not None and page.next is not None:
+        # On stderr with --json, so stdout stays the list and a script still hears of it.
+        said = f"{len(asked)} of {page.total} pending approvals shown, newest first; "
+        said += f"the next {args.limit or PAGE}: loopwise pending --after {page.next}"
+        print(said, file=sys.stderr if args.json else sys.stdout)
     return 0
 
 
@@ -327,7 +343,18 @@ def add_runs_verbs(sub: Any) -> None:
     """Register ``runs``, ``pending``, ``approve`` and ``deny`` on the CLI's subparsers."""
     _add_runs(sub)
     p = sub.add_parser("pending", help="list undecided approvals")
-    p.add_argument("run_id", nargs="?", help="only this run's")
+    p.add_argument("run_id", nargs="?", help="only this run's (all of them)")
+    p.add_argument(
+        "--limit",
+        type=count(1),
+        help=f"approvals per page, newest first (default {PAGE}); the page's last line "
+        "(on stderr with --json) says how to ask for the next one",
+    )
+    p.add_argument(
+        "--after",
+        metavar="CURSOR",
+        help="the page after this cursor (the last page's, or a JSON row's \"cursor\")",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.add_argument("--store", help=store_help)
     p.set_defaults(handler=_cmd_pending)

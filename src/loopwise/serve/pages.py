@@ -137,8 +137,17 @@ def _state(state: str) -> str:
     return f"<span class='state {_e(state)}'>{_e(state)}</span>"
 
 
-def inbox_page(waiting: Sequence[ApprovalView], form: Form) -> str:
-    """Every pending approval, newest first, each with what is decided and the forms."""
+def inbox_page(
+    waiting: Sequence[ApprovalView],
+    form: Form,
+    *,
+    total: int | None = None,
+    older: str | None = None,
+    paged: bool = False,
+) -> str:
+    """A page of pending approvals, newest first, each with what is decided and the forms:
+    ``total`` pending in all, ``older`` the cursor of the next page (a link), ``paged`` when
+    this is not the first page (a link back to the newest)."""
     notice = f"<p class='notice' role='status'>{_t(form.notice)}</p>" if form.notice else ""
     shown = {(v.approval.run_id, v.approval.approval_id) for v in waiting}
     if form.error is not None and form.error[:2] not in shown:
@@ -148,8 +157,16 @@ def inbox_page(waiting: Sequence[ApprovalView], form: Form) -> str:
     else:
         ordered = sorted(waiting, key=lambda v: v.approval.requested_at, reverse=True)
         body = "".join(_card(v, form) for v in ordered)
-    count = f"{len(waiting)} pending approval{'' if len(waiting) == 1 else 's'}"
-    return _page("Inbox", f"<h1>Inbox <span class='meta'>{count}</span></h1>{notice}{body}")
+    every = len(waiting) if total is None else total
+    count = f"{every:,} pending approval{'' if every == 1 else 's'}"
+    if every > len(waiting):
+        count += f" · {len(waiting):,} shown"
+    pages = [f"<a href='/?after={quote(older)}' rel='next'>Older approvals →</a>"] if older else []
+    if paged:
+        pages.insert(0, "<a href='/'>← Newest</a>")
+    nav = f"<nav class='pages'>{' '.join(pages)}</nav>" if pages else ""
+    heading = f"<h1>Inbox <span class='meta'>{count}</span></h1>"
+    return _page("Inbox", f"{heading}{notice}{body}{nav}")
 
 
 def _card(v: ApprovalView, form: Form) -> str:
@@ -608,6 +625,7 @@ th,table code{white-space:nowrap}td.wide{min-width:14em}
 th,td{border-bottom:1px solid #e5e7eb;padding:5px 8px;text-align:left;vertical-align:top}
 table.audit td.text{max-width:520px;min-width:16em}
 nav.filters a{margin-right:10px}nav.filters a[aria-current]{font-weight:700}
+nav.pages{margin:18px 0}nav.pages a{margin-right:16px}
 @media (max-width:600px){main{padding:10px}dl.facts,dl.args,.ran{grid-template-columns:1fr}
 dl.facts dd{margin-bottom:6px}h1{font-size:1.2rem}
 table.stack,table.stack tbody,table.stack tr,table.stack td{display:block;width:100%}

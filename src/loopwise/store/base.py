@@ -19,6 +19,8 @@ How the SQL stores keep events durable, lease runs and share a database is
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import re
 import urllib.parse
@@ -28,7 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from loopwise.core.events import Event, Status
-from loopwise.errors import DecisionError
+from loopwise.errors import ConfigError, DecisionError
 
 __all__ = [
     "DEFAULT_LEASE_SECONDS",
@@ -48,8 +50,10 @@ __all__ = [
     "StoredApproval",
     "StoredRun",
     "Tx",
+    "cursor_after",
     "default_store_path",
     "not_pending",
+    "place_of",
     "redact",
 ]
 
@@ -319,6 +323,28 @@ class ApprovalPage:
     """How many approvals are undecided in all, on every page."""
     next: str | None
     """The cursor of the next (older) page, for ``after=``; ``None`` on the last page."""
+
+
+def cursor_after(last: StoredApproval) -> str:
+    """The cursor of the page after ``last`` (``pending_page(after=...)``): its place in the
+    newest-first order, as JSON in base64 — opaque to whoever passes it back."""
+    key = json.dumps([last.requested_at, last.run_id, last.approval_id])
+    return base64.urlsafe_b64encode(key.encode()).decode().rstrip("=")
+
+
+def place_of(after: str) -> tuple[str, str, str]:
+    """The place a page cursor marks (``requested_at, run_id, approval_id``);
+    :class:`ConfigError` naming ``after`` when it is no cursor."""
+    try:
+        key = json.loads(base64.urlsafe_b64decode(after + "=" * (-len(after) % 4)))
+    except ValueError:
+        key = None
+    if not (isinstance(key, list) and len(key) == 3 and all(isinstance(k, str) for k in key)):
+        raise ConfigError(
+            f"after: {after[:40]!r} is not a page cursor (use the next page's, as listed)",
+            name="after",
+        )
+    return key[0], key[1], key[2]
 
 
 class ApprovalBook(Protocol):

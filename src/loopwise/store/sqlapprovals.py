@@ -3,12 +3,17 @@ undecided gates listed, decisions recorded once."""
 
 from __future__ import annotations
 
-import base64
-import json
 from typing import Any
 
 from loopwise.errors import ConfigError, DecisionError
-from loopwise.store.base import PAGE, ApprovalPage, StoredApproval, not_pending
+from loopwise.store.base import (
+    PAGE,
+    ApprovalPage,
+    StoredApproval,
+    cursor_after,
+    not_pending,
+    place_of,
+)
 from loopwise.store.rows import approval_row, to_json, utc_now
 from loopwise.store.sqlbase import SQLBase
 
@@ -17,26 +22,6 @@ __all__ = ["SQLApprovals"]
 _REAL = "status = 'pending' AND eval_id IS NULL"
 """The undecided approvals of real runs: the very condition of the ``approvals_waiting``
 index (a query must say it in these words for the planner to use that index)."""
-
-
-def _cursor(last: StoredApproval) -> str:
-    """The opaque mark of the page after ``last``: its sort key, as JSON in base64."""
-    key = json.dumps([last.requested_at, last.run_id, last.approval_id])
-    return base64.urlsafe_b64encode(key.encode()).decode().rstrip("=")
-
-
-def _place(after: str) -> tuple[str, str, str]:
-    """The sort key a page cursor marks; :class:`ConfigError` naming it when it is none."""
-    try:
-        key = json.loads(base64.urlsafe_b64decode(after + "=" * (-len(after) % 4)))
-    except ValueError:
-        key = None
-    if not (isinstance(key, list) and len(key) == 3 and all(isinstance(k, str) for k in key)):
-        raise ConfigError(
-            f"after: {after[:40]!r} is not a page cursor (use the next page's, as listed)",
-            name="after",
-        )
-    return key[0], key[1], key[2]
 
 
 class SQLApprovals(SQLBase):
@@ -63,7 +48,7 @@ class SQLApprovals(SQLBase):
         params: tuple[str, ...] = ()
         if after is not None:
             where += " AND (requested_at, run_id, approval_id) < (?, ?, ?)"
-            params = _place(after)
+            params = place_of(after)
         rows = self._read(
             f"SELECT * FROM approvals WHERE {where} ORDER BY requested_at DESC, "
             "run_id DESC, approval_id DESC LIMIT ?",
@@ -71,7 +56,7 @@ class SQLApprovals(SQLBase):
         )
         total = self._read(f"SELECT count(*) AS n FROM approvals WHERE {_REAL}")[0]["n"]
         shown = [approval_row(r) for r in rows[:limit]]
-        more = _cursor(shown[-1]) if len(rows) > limit else None
+        more = cursor_after(shown[-1]) if len(rows) > limit else None
         return ApprovalPage(approvals=shown, total=int(total), next=more)
 
     def approvals(self, run_id: str) -> list[StoredApproval]:
