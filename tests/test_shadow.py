@@ -318,3 +318,60 @@ def test_the_sandbox_comes_from_the_declaring_modules_make_eval_deps(tmp_path: P
     assert declared.SANDBOXES == [["my bill", "left"]]
     (done,) = [e for e in result.events if e.step == "live/agent" and e.type == "step_finished"]
     assert "make_eval_deps" in done.data["shadow"]["sandbox"]
+
+
+def test_a_sigkill_during_the_shadow_leaves_no_effect_and_the_primary_exactly_once(
+    tmp_path: Path,
+) -> None:
+    from _crash import fork, wait
+
+    marker = tmp_path / "killed"
+
+    def paid(where: Path, order: str, key: str | None) -> None:
+        with where.open("a") as f:
+            f.write(f"{order} {key}\n")
+
+    @loopwise.tool(effect="write")
+    def pay(order: str, ctx: loopwise.Context) -> str:
+        """Pay an order (once per idempotency key).
+
+        order: the order id
+        """
+        where: Path = ctx.deps["file"]
+        seen = where.read_text().splitlines() if where.exists() else []
+        if f"{order} {ctx.idempotency_key}" not in seen:
+            paid(where, order, ctx.idempotency_key)
+        if where.name.startswith("sandbox") and not marker.exists():
+            marker.touch()
+            os.kill(os.getpid(), 9)  # killed in the middle of the shadow, after its effect
+        return "paid"
+
+    def respond(request: loopwise.ModelRequest) -> Any:
+        if not request.tool_results():
+            return call("pay", {"order": "A1"})
+        return reply("paid")
+
+    sandboxes: list[Path] = []
+
+    def sandbox() -> dict[str, Path]:
+        sandboxes.append(tmp_path / f"sandbox-{os.getpid()}-{len(sandboxes)}.txt")
+        return {"file": sandboxes[-1]}
+
+    desk = loopwise.Agent(name="desk", tools=[pay], max_steps=4)
+    rival = loopwise.Agent(name="rival", tools=[pay], max_steps=4)
+    live = Shadow("live", desk, rival, share=1.0, sandbox=sandbox)
+    store, ledger = str(tmp_path / "runs.db"), tmp_path / "ledger.txt"
+    options = {"model": ScriptedModel(respond), "store": store, "deps": {"file": ledger}}
+    pid = fork(lambda: _run(live, "pay A1", run_id="k1", **options) and None)
+    status = wait(pid)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == 9
+    assert marker.exists() and ledger.read_text().count("A1") == 1
+    done = loopwise.resume("k1", step=live, **options)
+    assert (done.status, done.output) == (Status.COMPLETED, "paid")
+    assert ledger.read_text().count("A1") == 1  # the primary's effect, exactly once
+    # the killed shadow paid into its sandbox only; the resumed run's shadow into a new one
+    made = sorted(tmp_path.glob("sandbox-*.txt"))
+    assert len(made) == 2 and [p.read_text().count("A1") for p in made] == [1, 1]
+    with loopwise.open_store(store) as st:
+        (case,) = st.live_cases([SPEC])
+    assert case.status == "completed" and case.agree is True
