@@ -35,6 +35,8 @@ import store_side
 from openai._constants import DEFAULT_CONNECTION_LIMITS
 from server import Server
 
+import loopwise
+
 MODEL = "bench-model"
 QUICK = os.environ.get("BENCH_QUICK") == "1"
 QUESTION = "Why did order A-1000 fail? turns=5"
@@ -524,6 +526,61 @@ async def bench_own_time() -> list[Row]:
     return rows
 
 
+async def bench_shadow() -> list[Row]:
+    """``loopwise.Shadow`` over the triage step with a second triage in shadow: at share 0
+    against the primary alone (time per run, interleaved), and at share 1 the model calls
+    a run makes (the primary's, plus the shadow's apart) against the two run alone."""
+    model = lw_side.InstantModel()
+    triage = lw_side.make_triage()
+    rival = lw_side.make_triage()
+    rival.name = "bench_triage_v2"
+    never = loopwise.Shadow("live", triage, rival, share=0.0)
+    always = loopwise.Shadow("live", triage, rival, share=1.0)
+    rounds, n = (3, 50) if QUICK else (25, 200)
+
+    async def alone() -> None:
+        _check(await lw_side.run(triage, TICKET, model))
+
+    async def shadowed_never() -> None:
+        _check(await lw_side.run(never, TICKET, model))
+
+    timing = await _interleaved(alone, shadowed_never, n, rounds)
+    zero = Row(
+        "Shadow at share 0: time per run over its primary",
+        _ms(timing.lw / n),
+        _ms(timing.raw / n),
+        timing.ratio,
+        "<= 1.05x",
+        timing.ratio <= 1.05,
+        f"{(timing.lw - timing.raw) / n * 1e6:+.0f} us/run; middle half {timing.spread}; "
+        "in-process instant model, store off",
+    )
+    one = await lw_side.run(always, TICKET, model)
+    primary, shadow = (
+        await lw_side.run(triage, TICKET, model),
+        await lw_side.run(rival, TICKET, model),
+    )
+    _check(one)
+    spent = one.usage.shadow.model_calls if one.usage.shadow is not None else 0
+    calls = (one.usage.model_calls, spent)
+    expected = (primary.usage.model_calls, shadow.usage.model_calls)
+    full = Row(
+        "Shadow at share 1: model calls per run (run + shadow apart)",
+        f"{calls[0]} + {calls[1]}",
+        f"{expected[0]} + {expected[1]}",
+        None,
+        "= primary + one shadow run",
+        calls == expected,
+        "baseline: the primary alone + the shadow alone",
+    )
+    return [zero, full]
+
+
+def shadow_rows() -> None:
+    """Only the Shadow rows: ``cd benchmarks; python -c 'import run; run.shadow_rows()'``."""
+    _print(asyncio.run(bench_shadow()))
+
+
 async def bench_mcp() -> list[Row]:
     """An MCP tool call (stdio subprocess) against the same function as a local @tool."""
     n, rounds = (20, 5) if QUICK else (100, 15)
@@ -716,6 +773,7 @@ async def _all() -> list[Row]:
             rows += await _section("workers", asyncio.to_thread(bench_workers, pg))
         rows += await _section("worker CPU", asyncio.to_thread(bench_worker_cpu, fast.base_url))
     rows += await _section("own time", bench_own_time())
+    rows += await _section("shadow", bench_shadow())
     rows += await _section("context policy", bench_context_policy())
     rows += await _section("conversation", bench_conversation())
     rows += await _section("CLI verbs", asyncio.to_thread(bench_cli))

@@ -258,7 +258,16 @@ def test_a_paused_primary_shadows_once_across_resume(tmp_path: Path) -> None:
         assert len(st.live_cases([SPEC])) == 1
 
 
-def test_a_resume_that_replays_a_shadowed_step_does_not_shadow_again(tmp_path: Path) -> None:
+@loopwise.step
+def untyped(text: str):  # type: ignore[no-untyped-def]
+    """A primary whose output is never restored (no return type): a resume enters it again."""
+    return {"category": "billing"}
+
+
+@pytest.mark.parametrize("primary", [classify, untyped], ids=["restored", "entered-again"])
+def test_a_resume_after_a_shadowed_step_does_not_shadow_again(
+    tmp_path: Path, primary: Any
+) -> None:
     ran: list[str] = []
 
     @loopwise.step
@@ -266,7 +275,7 @@ def test_a_resume_that_replays_a_shadowed_step_does_not_shadow_again(tmp_path: P
         ran.append(text)
         return {"category": "billing"}
 
-    live = Shadow("live", classify, counted, share=1.0)
+    live = Shadow("live", primary, counted, share=1.0)
     flow = loopwise.Workflow("flow").then(live).then(_halt_once(tmp_path / "once"))
     store = str(tmp_path / "runs.db")
     first = loopwise.run(flow, "my bill", store=store, spec=SPEC)

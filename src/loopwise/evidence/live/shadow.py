@@ -19,13 +19,18 @@ take effect under that rule runs only against a sandbox — ``sandbox=`` (a deps
 per shadow run and left after it) — and with neither the shadow is refused, as the eval
 refuses, and recorded so. A shadow with no such tools reads the run's own deps. Its events
 stay out of the run's log but for one ``step_started``/``step_finished`` pair at
-``<name>/<shadow name>`` (a span of its own in tracing), whose data says how it ended, what
-it used and which (sandboxed) effects it performed.
+``<name>/<shadow name>`` (a span of its own in tracing, with ``loopwise.shadow.agree``),
+whose data says how it ended, what it used and which (sandboxed) effects it performed.
 
 **Apart.** Its model calls count against ``shadow_budget`` (default: the shadow step's own
 budget), never the run's, and are reported apart (``usage["shadow"]``); a shadow that
 raises, loops, times out or runs over its budget is recorded with its status and the
 primary's result stands. It runs the run's model unless ``model=`` gives it another.
+
+**Its primary is its body.** The primary runs as the Shadow's own body, not as a step nested
+in it: its events, journal keys and approvals sit at the Shadow's path, a resumed run
+restores the Shadow's output when the primary's would be restored, and a Shadow at
+``share=0`` costs nothing measurable over its primary (``benchmarks/run.py``).
 
 **Once.** Whether a run is shadowed is decided from the run id and the step's journal key,
 so a resumed run decides as before; the shadow runs after the primary returned (a primary
@@ -55,6 +60,7 @@ from loopwise.core.events import LIVE, EventType, Status, jsonable
 from loopwise.core.members import StepDefaults, step_member
 from loopwise.core.names import check_name
 from loopwise.core.options import RunOptions
+from loopwise.core.replay import RERUN, replays
 from loopwise.core.result import RunResult
 from loopwise.core.shape import Kind, Shape, describe, kind_of, name_of
 from loopwise.core.step import Context, Step, check_step, execute, needs_model, new_context
@@ -149,7 +155,9 @@ class Shadow(StepDefaults):
         )
 
     async def run(self, input: Any, ctx: Context) -> Any:
-        output = await ctx.run_step(self.primary, input)
+        # The primary is this step's body, not a step nested in it: its events, journal keys
+        # and approvals sit at the Shadow's path, and a Shadow at share 0 costs nothing over it.
+        output = await self.primary.run(input, ctx)
         if self.share == 0.0:
             return output
         key = ctx.next_key(LIVE)
@@ -161,6 +169,17 @@ class Shadow(StepDefaults):
             return output
         await self._shadowed(input, output, ctx, key)
         return output
+
+    def restorable(self, output: Any, recorded: Any) -> bool:
+        """Whether a resumed run may take this step's output from its record: when the
+        primary's may (the shadow, if sampled, was recorded before the step finished)."""
+        primary = replays(self.primary)
+        return primary is not None and primary.restorable(output, recorded)
+
+    def restore(self, input: Any, recorded: Any) -> Any:
+        """The primary's output restored from its record (:data:`RERUN` when it cannot be)."""
+        primary = replays(self.primary)
+        return RERUN if primary is None else primary.restore(input, recorded)
 
     async def _shadowed(self, input: Any, output: Any, ctx: Context, key: str) -> None:
         """Run the shadow on ``input`` and record its pair with the primary's ``output``."""
