@@ -53,7 +53,8 @@ def test_graduate_the_order_investigation_agent(
     code, doc = _json(
         capsys, [*argv, "--model", "scripted", "--json", "--report", str(tmp_path / "g.html")]
     )
-    assert code == 0, doc["reason"]
+    # ~9 held-out inputs agree with the agent: too few to bound disagreement under 5%
+    assert code == 3, doc["reason"]
     assert doc["verdict"] == "steps_known" and doc["mined"] + doc["held_out"] == 36
     assert doc["held_out"] >= 5 and "references are the agent's own stored answers" in doc["cases"]
     agent, flow = doc["targets"]["agent"], doc["targets"]["workflow"]
@@ -61,7 +62,8 @@ def test_graduate_the_order_investigation_agent(
     assert flow["model_calls_mean"] < agent["model_calls_mean"]
     paired = doc["paired"]
     assert paired["cases"] == doc["held_out"] and paired["low"] is not None
-    assert doc["recommendation"] == "graduate" and "CI" in doc["reason"]
+    assert doc["recommendation"] == "not_enough_evidence"
+    assert "about 45 agreeing cases would bound it under 5%" in doc["reason"]
     assert doc["outside_mined_paths"] == 0.0 and doc["check"] == []
     source = out.read_text()
     # a binding learned from data flow, and a branch condition learned from results
@@ -302,7 +304,7 @@ def test_the_guides_walk_runs_as_printed_after_init_agent(tmp_path: Path) -> Non
         text=True,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "graduate: as accurate within noise" in done.stdout
+    assert "graduate: 0 disagreements in " in done.stdout
     assert "ok (0 error(s)" in done.stdout and "run " in done.stdout
     assert '"O-2008"' in done.stdout and "do_not_honor" in done.stdout
     assert (tmp_path / "graduate.html").exists()

@@ -171,7 +171,13 @@ def test_a_small_sample_tie_says_how_many_cases_would_decide_it() -> None:
     # As independent samples (different cases), the two-proportion spread is used.
     unpaired = cases_to_decide(*_two(6, 7, 8, same_cases=False))
     assert unpaired is not None and "on 8 cases; about" in unpaired
-    # Within the 5-point floor no number of cases decides it; equal rates need no line.
+    # Within the 5-point floor: shown within it only when the interval is; else how many
+    # cases would show it (equal rates on few cases are not evidence of equality either).
     close = cases_to_decide(*_two(97, 100, 100))
-    assert close == "a 3-point difference counts as equal at any number of cases (within 5%)"
-    assert cases_to_decide(*_two(6, 6, 8)) is None
+    assert close is not None and close.startswith("a 3-point difference on 100 cases, not shown")
+    assert cases_to_decide(*_two(99, 100, 400)) == (
+        "a 0-point difference, shown within 5% on 400 cases (95% CI -1 to +1)"
+    )
+    same = cases_to_decide(*_two(6, 6, 8))
+    assert same is not None and "on 8 cases, not shown within 5%" in same
+    assert "cases would show whether it is" in same

@@ -2,7 +2,8 @@
 evaluate it against the agent, recommend (:mod:`loopwise.evidence.graduate.graduate`).
 
 Exit codes: 0 when the recommendation is to graduate, 1 when it is to keep the agent (the
-steps are not known, or the workflow did not hold up), 2 for a usage mistake.
+steps are not known, or the workflow did not hold up), 2 for a usage mistake, 3 when there
+is not enough evidence to decide (too few held-out cases: the output says how many would).
 """
 
 from __future__ import annotations
@@ -28,7 +29,10 @@ from loopwise.evidence.report import describe_graph, write_report
 from loopwise.running.targets import load_target
 from loopwise.store.open import store_location
 
-__all__ = ["add_graduate_verb"]
+__all__ = ["NOT_ENOUGH_EVIDENCE", "add_graduate_verb"]
+
+NOT_ENOUGH_EVIDENCE = 3
+"""``graduate``'s exit code when the cases cannot carry a decision either way."""
 
 
 def add_graduate_verb(sub: Any) -> None:
@@ -90,7 +94,7 @@ def _cmd_graduate(args: argparse.Namespace) -> int:
         print(json.dumps({**result.to_dict(), "report": args.report}, default=str))
     else:
         print(_text(result, args.report))
-    return 0 if result.graduate else 1
+    return {"graduate": 0, "not_enough_evidence": NOT_ENOUGH_EVIDENCE}.get(result.decision, 1)
 
 
 def _text(g: Graduation, report: str | None) -> str:

@@ -219,19 +219,18 @@ _MOST_CASES = 100_000
 
 
 def cases_to_decide(a: TargetSummary, b: TargetSummary) -> str | None:
-    """For two targets tied within noise whose quality differs: about how many cases
-    (at the spread seen, paired when they ran the same cases) would tell the observed
-    difference from noise, or that none would because it is within the 5-point floor.
-    ``None`` when the two do not differ at all."""
+    """For two targets tied within noise: what the cases show and, when they are too few,
+    about how many would decide. A difference above the 5-point floor: how many cases (at
+    the spread seen, paired when they ran the same cases) would tell it from noise. One
+    within the floor (equal rates included): whether the 95% interval shows it within 5
+    points, else how many cases would. ``None`` when there is nothing to say (one case)."""
     diff = abs(_quality(a) - _quality(b))
-    if diff == 0:
-        return None
     paired = _paired(a, b)
     n = paired.cases if paired is not None else min(a.scored or a.n, b.scored or b.n)
     shown = abs(int(pct(_quality(a))[:-1]) - int(pct(_quality(b))[:-1]))  # as printed
     gap = f"a {shown}-point difference"
     if diff <= _FLOOR:
-        return f"{gap} counts as equal at any number of cases (within {_FLOOR:.0%})"
+        return _within_floor(a, b, paired, n=n, gap=gap, diff=diff)
     if paired is not None:
         var = paired.sd**2  # the per-case differences' variance
     else:
@@ -243,6 +242,40 @@ def cases_to_decide(a: TargetSummary, b: TargetSummary) -> str | None:
     if needed > _MOST_CASES:
         return f"more than {_MOST_CASES:,} cases would be needed to tell {gap} from noise"
     return f"on {n} cases; about {needed} cases would tell {gap} from noise"
+
+
+def _within_floor(
+    a: TargetSummary,
+    b: TargetSummary,
+    paired: PairedDifference | None,
+    *,
+    n: int,
+    gap: str,
+    diff: float,
+) -> str | None:
+    """Whether the interval shows the two within the 5-point floor, and if not, about how
+    many cases would (half-widths shrinking as one over the square root of the cases)."""
+    if paired is not None and math.isfinite(paired.half_width):
+        half = max(paired.mean - paired.low, paired.high - paired.mean)
+        ci = f"95% CI {_points(paired.low)} to {_points(paired.high)}"
+        if paired.low >= -_FLOOR and paired.high <= _FLOOR:
+            return f"{gap}, shown within {_FLOOR:.0%} on {n} cases ({ci})"
+    elif paired is None and n > 0:
+        pa, pb = _quality(a), _quality(b)
+        half = 1.96 * math.sqrt((pa * (1 - pa) + pb * (1 - pb)) / n)
+        ci = "two independent samples"
+        if half + diff <= _FLOOR:
+            return f"{gap}, shown within {_FLOOR:.0%} on {n} cases ({ci})"
+    else:
+        return None
+    room = _FLOOR - diff
+    needed = math.ceil(n * (half / room) ** 2) if room > 0 else None
+    if needed is None or needed > _MOST_CASES:
+        return f"{gap} on {n} cases ({ci}): no practical number of cases would show it within 5%"
+    return (
+        f"{gap} on {n} cases, not shown within {_FLOOR:.0%} ({ci}): about "
+        f"{max(needed, n + 1)} cases would show whether it is"
+    )
 
 
 def _half(n: int, var: float, paired: bool) -> float:

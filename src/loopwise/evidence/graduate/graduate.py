@@ -9,8 +9,11 @@
 3. **Evaluate** it against the agent on the same cases with the eval harness: the
    held-out runs' inputs, with the agent's own stored answers as references (not labels),
    or a labelled dataset.
-4. **Recommend** from the paired comparison (:mod:`loopwise.evidence.evals.paired`): graduate
-   when the workflow is not worse beyond the noise margin and makes fewer model calls.
+4. **Recommend** only as far as the evidence carries it
+   (:mod:`loopwise.evidence.graduate.verdict`): graduate when the cases where the workflow
+   did worse than the agent are bounded under 5% at 90% and it makes fewer model calls;
+   *not enough evidence* (with how many cases would decide) when they are not bounded either
+   way.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from loopwise.core.events import Event
 from loopwise.core.shape import Kind, describe
@@ -30,13 +33,11 @@ from loopwise.evidence.evals.paired import PairedDifference, paired_difference, 
 from loopwise.evidence.evals.sandbox import eval_deps
 from loopwise.evidence.evals.stats import TargetSummary, reference_cost
 from loopwise.evidence.graduate.mining import Mined, load_runs, mine
+from loopwise.evidence.graduate.verdict import Decision, Evidence, evidence, verdict
 from loopwise.evidence.graduate.writing import out_path, write_workflow
 from loopwise.running.targets import Target, load_target, model_for
 
-__all__ = ["MARGIN", "Graduation", "graduate"]
-
-#: The workflow may be at most this much less accurate (the paired interval's lower bound).
-MARGIN = 0.05
+__all__ = ["Graduation", "graduate"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -79,7 +80,13 @@ class Graduation:
     outside: float | None = None
     """Share of cases whose agent run took a path outside the mined ones."""
     graduate: bool = False
-    """The recommendation: ``True`` to graduate, ``False`` to keep the agent."""
+    """The recommendation: ``True`` to graduate, ``False`` otherwise (:attr:`decision`)."""
+    decision: Decision = "keep_agent"
+    """``graduate``, ``keep_agent`` or ``not_enough_evidence`` (too few cases to decide:
+    :attr:`evidence` says how many would)."""
+    evidence: Evidence | None = None
+    """What the decision rests on: the cases where the workflow did worse, and their bound
+    (:mod:`loopwise.evidence.graduate.verdict`)."""
     reason: str = ""
     """The recommendation in one line, and why."""
 
@@ -107,7 +114,8 @@ class Graduation:
             "targets": summaries,
             "paired": None if self.paired is None else self.paired.to_dict(),
             "outside_mined_paths": None if self.outside is None else round(self.outside, 4),
-            "recommendation": "graduate" if self.graduate else "keep_agent",
+            "recommendation": self.decision,
+            "evidence": None if self.evidence is None else self.evidence.to_dict(),
             "reason": self.reason,
         }
 
@@ -195,6 +203,7 @@ def graduate(
     how = _Eval(
         cases=cases,
         what=what,
+        references="labels" if dataset is not None else "agent",
         model=model,
         repeat=repeat,
         store=store,
@@ -254,6 +263,7 @@ class _Eval:
 
     cases: list[Case]
     what: str
+    references: Literal["agent", "labels"]
     model: str | None
     repeat: int
     store: Any
@@ -291,14 +301,17 @@ def _evaluated(
     agent_runs, flow_runs = report.targets
     paired = paired_difference(flow_runs.runs, agent_runs.runs, value=run_quality)
     outside = _outside(agent_runs, sink, {p.path for p in mined.paths})
-    go, reason = _recommend(agent_runs, flow_runs, paired, outside)
+    found = evidence(agent_runs.runs, flow_runs.runs, references=how.references)
+    decision, reason = verdict(agent_runs, flow_runs, found, outside)
     return _replace(
         base,
         cases=how.what,
         report=report,
         paired=paired,
         outside=outside,
-        graduate=go,
+        graduate=decision == "graduate",
+        decision=decision,
+        evidence=found,
         reason=reason,
     )
 
@@ -311,26 +324,3 @@ def _outside(agent: TargetSummary, sink: _Paths, paths: set[Any]) -> float | Non
         path, _ = tool_path(sink.events.get(r.run_id, []))
         cases[r.case_id] = cases.get(r.case_id, False) or path not in paths
     return sum(cases.values()) / len(cases) if cases else None
-
-
-def _recommend(
-    agent: TargetSummary, flow: TargetSummary, d: PairedDifference, outside: float | None
-) -> tuple[bool, str]:
-    calls_a = agent.metrics["model_calls"].stat("mean") or 0.0
-    calls_w = flow.metrics["model_calls"].stat("mean") or 0.0
-    interval = (
-        f"paired difference {d.mean * 100:+.0f} points, {d.confidence:.0%} CI "
-        f"{d.low * 100:+.0f} to {d.high * 100:+.0f} over {d.cases} cases"
-        if d.cases > 1
-        else f"one case only ({d.mean * 100:+.0f} points): no interval"
-    )
-    calls = f"{calls_w:.3g} model calls per run vs {calls_a:.3g}"
-    if d.cases < 2 or d.low < -MARGIN:
-        return False, (
-            f"keep the agent: the workflow may be less accurate ({interval}; the lower bound "
-            f"must stay above {-MARGIN * 100:.0f} points)"
-        )
-    if calls_w >= calls_a:
-        return False, f"keep the agent: the workflow saves no model calls ({calls})"
-    share = "" if outside is None else f"; {outside:.0%} of cases fell outside the mined paths"
-    return True, f"graduate: as accurate within noise ({interval}) with {calls}{share}"
