@@ -297,7 +297,7 @@ def test_the_guides_walk_runs_as_printed_after_init_agent(tmp_path: Path) -> Non
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LOOPWISE_", "OPENAI_"))}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
     done = subprocess.run(  # an empty folder, the starter, then the guide's block as printed
-        ["bash", "-c", "set -e\nloopwise init agent > /dev/null\nset +e\n" + block],
+        ["bash", "-e", "-c", "loopwise init agent > /dev/null\n" + block],
         check=False,
         cwd=tmp_path,
         env=env,
