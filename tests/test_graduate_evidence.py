@@ -61,8 +61,14 @@ def _store(tmp_path: Path, held: int) -> Path:
     [(3, 3, "not_enough_evidence"), (11, 3, "not_enough_evidence"), (60, 0, "graduate")],
 )
 def test_graduate_decides_only_on_enough_held_out_cases(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], held: int, code: int, decision: str
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    held: int,
+    code: int,
+    decision: str,
 ) -> None:
+    monkeypatch.syspath_prepend(str(ROOT / "agents"))  # the module imports the agent by name
     store = _store(tmp_path, held)
     argv = ["graduate", INVESTIGATE, "--store", str(store), "--model", "scripted"]
     out = ["--out", str(tmp_path / "flow.py")]
