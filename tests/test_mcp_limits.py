@@ -282,3 +282,17 @@ def test_a_server_that_says_its_list_changed_is_listed_again_for_the_next_run(
     (result,) = [e.data for e in second.events if e.type == "tool_result"]
     assert not result["is_error"] and '"tool": "grown"' in result["content"]
     assert [t.name for t in source] == ["grow", "grown"]
+
+
+def test_only_a_message_too_deep_for_the_sdk_is_cut_and_then_it_reads() -> None:
+    from loopwise.integrations.mcp_wire import MAX_NESTING, SDK_NESTING, TOO_DEEP, shallow
+
+    readable = "[" * SDK_NESTING + "]" * SDK_NESTING
+    assert shallow(readable) is readable  # the SDK reads it: passed on as sent
+    text = '{"say": "[[{{ \\" ]]", "deep": ' + "[" * 300 + "1" + "]" * 300 + "}"
+    cut = json.loads(shallow(text))
+    assert cut["say"] == '[[{{ " ]]'  # brackets inside strings do not count
+    inner = cut["deep"]
+    for _ in range(MAX_NESTING - 1):  # the object is the first level
+        (inner,) = inner
+    assert inner == TOO_DEEP

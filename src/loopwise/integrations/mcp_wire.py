@@ -4,10 +4,11 @@ The SDK reads each message with pydantic-core's JSON reader, which refuses nesti
 about 200 levels: a listing with one tool whose schema nests that deeply (300 levels)
 was dropped whole, so the listing waited out its timeout and every tool of the server was
 lost. Here such a message is read again with every value nested deeper than
-:data:`MAX_NESTING` levels replaced by :data:`TOO_DEEP` (a string): the listing arrives,
-the deep tool is left out by :func:`~loopwise.integrations.mcp_schema.check_limits` (it
-nests past its limit), and the server's other tools are kept. A tool's result that deep
-arrives with its too-deep parts so replaced, instead of never.
+:data:`MAX_NESTING` levels replaced by :data:`TOO_DEEP` (a string; a message the SDK can
+read is never changed): the listing arrives, the deep tool is left out by
+:func:`~loopwise.integrations.mcp_schema.check_limits` (it nests past its limit), and the
+server's other tools are kept. A tool's result that deep arrives with its too-deep parts
+so replaced, instead of never.
 
 :func:`rereading` wraps a transport whose reader hands on what it could not read as the
 error, holding the message (stdio's); over Streamable HTTP, where the SDK answers such a
@@ -27,10 +28,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from mcp.client._transport import Transport, TransportStreams
 
-__all__ = ["MAX_NESTING", "TOO_DEEP", "rereading", "shallow"]
+__all__ = ["MAX_NESTING", "SDK_NESTING", "TOO_DEEP", "rereading", "shallow"]
 
 MAX_NESTING = 100
-"""JSON levels of a message kept as sent; deeper values become :data:`TOO_DEEP`."""
+"""JSON levels of a message too deep for the SDK kept as sent; deeper values become
+:data:`TOO_DEEP`."""
+SDK_NESTING = 200
+"""The JSON levels the SDK's reader takes (pydantic-core's limit): a message nesting no
+deeper is passed on as sent, whatever the transport."""
 TOO_DEEP = f"(nested deeper than {MAX_NESTING} levels: left out by loopwise)"
 """What stands in for a value nested deeper than :data:`MAX_NESTING` levels."""
 
@@ -39,18 +44,19 @@ _TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
 _STAND_IN = '"' + TOO_DEEP + '"'
 
 
-def shallow(text: str) -> str:
-    """``text`` (JSON) with each value nested deeper than :data:`MAX_NESTING` levels
-    replaced by :data:`TOO_DEEP`; ``text`` itself when none is (malformed JSON stays
-    malformed)."""
-    if text.count("[") + text.count("{") <= MAX_NESTING:
+def shallow(text: str, *, past: int = SDK_NESTING) -> str:
+    """``text`` (JSON), when it nests deeper than ``past`` levels (by default, deeper than
+    the SDK reads), with each value nested deeper than :data:`MAX_NESTING` levels replaced
+    by :data:`TOO_DEEP`; else ``text`` itself (malformed JSON stays malformed)."""
+    if text.count("[") + text.count("{") <= past:
         return text  # too few brackets to nest that deep (most messages: no scan)
     parts: list[str] = []
-    depth, kept, cut = 0, 0, -1
+    depth, deepest, kept, cut = 0, 0, 0, -1
     for token in _TOKENS.finditer(text):
         mark = token.group()[0]
         if mark in "[{":
             depth += 1
+            deepest = max(deepest, depth)
             if depth == MAX_NESTING + 1:
                 cut = token.start()
         elif mark in "]}":
@@ -58,7 +64,7 @@ def shallow(text: str) -> str:
                 parts += [text[kept:cut], _STAND_IN]
                 kept, cut = token.end(), -1
             depth -= 1
-    if not parts:
+    if deepest <= past or not parts:
         return text
     parts.append(text[kept:])
     return "".join(parts)
@@ -78,7 +84,8 @@ def _reread(item: Any) -> Any:
         return item
     errors = item.errors()
     line = errors[0].get("input") if errors and errors[0]["type"] == "json_invalid" else None
-    if not isinstance(line, str) or (pruned := shallow(line)) is line:
+    # The SDK could not read it: cut it whatever its depth (its limit may be another).
+    if not isinstance(line, str) or (pruned := shallow(line, past=MAX_NESTING)) is line:
         return item
     try:
         return SessionMessage(jsonrpc_message_adapter.validate_json(pruned, by_name=False))
