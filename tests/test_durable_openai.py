@@ -9,6 +9,9 @@ named that it never gave out (``server.call_ids.foreign``).
 from __future__ import annotations
 
 import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import openai
@@ -333,3 +336,106 @@ def test_the_prompt_cache_key_is_one_per_step_and_overridable(api: str) -> None:
     assert keys[0].startswith("lw-") and len(keys[0]) == 27
     assert [b["prompt_cache_key"] for b in server.requests[6:8]] == ["desk-1", "desk-1"]
     assert not any("prompt_cache_key" in b or "service_tier" in b for b in server.requests[8:])
+
+
+DESK_MODULE = '''
+import loopwise
+from loopwise import gates
+
+
+@loopwise.tool
+def look_up_order(order_id: str) -> str:
+    """Look an order up."""
+    return f"{order_id}: 80.00, delivered broken"
+
+
+@loopwise.tool(effect="irreversible", gate=gates.human())
+def refund(order_id: str, amount: float) -> str:
+    """Refund an order."""
+    return f"refunded {amount} on {order_id}"
+
+
+desk = loopwise.Agent(name="desk", tools=[look_up_order, refund])
+'''
+
+
+@pytest.fixture
+def desk_cli(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> Iterator[tuple[Any, FakeChatServer, str]]:
+    """The ``loopwise`` command in-process, in ``tmp_path``, against a fake server."""
+    from loopwise.cli.main import main
+
+    (tmp_path / "desk.py").write_text(DESK_MODULE)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("LOOPWISE_API", raising=False)
+
+    def cli(*args: str) -> tuple[int, Any, str]:
+        code = main(list(args))
+        out, err = capsys.readouterr()
+        return code, json.loads(out) if "--json" in args and out else out, err
+
+    with FakeChatServer(_desk) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "fake-key")
+        yield cli, server, str(tmp_path / "desk.py") + ":desk"
+
+
+def test_a_plain_resume_speaks_the_api_the_run_began_with(desk_cli: Any) -> None:
+    cli, server, spec = desk_cli
+    start = ("run", spec, "--input", '"refund O-1"', "--model", "m", "--api", "responses")
+    code, paused, _ = cli(*start, "--json")
+    assert code == 1 and paused["status"] == "awaiting_approval"
+    assert cli("approve", paused["run_id"], "--by", "alice")[0] == 0
+    code, _, err = cli("resume", paused["run_id"], "--api", "chat", "--json")
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert "began on the 'responses' API" in err and "--api responses" in err
+    code, done, _ = cli("resume", paused["run_id"], "--json")
+    assert code == 0 and done["status"] == "completed", done
+    assert len(server.requests) == 3 and all("input" in b for b in server.requests)
+    sent = [i["id"] for i in server.requests[-1]["input"] if i.get("type") == "reasoning"]
+    assert sent == ["rs_resp_fake_1", "rs_resp_fake_2"]
+
+
+def test_a_queued_run_keeps_its_api_for_the_worker(desk_cli: Any) -> None:
+    from loopwise.running.worker import awork
+
+    cli, server, spec = desk_cli
+    queue = ("run", spec, "--input", '"refund O-1"', "--model", "m", "--api", "responses")
+    code, queued, _ = cli(*queue, "--queue", "--store", "runs.db", "--json")
+    assert code == 0 and queued["status"] == "queued"
+    with loopwise.open_store("runs.db") as st:
+
+        async def work() -> None:
+            stop = asyncio.Event()
+            worker = asyncio.create_task(awork(st, poll_seconds=0.02, stop=stop))
+            while st.get_run(queued["run_id"]).status == "queued":
+                await asyncio.sleep(0.02)
+            while st.get_run(queued["run_id"]).status == "running":
+                await asyncio.sleep(0.02)
+            stop.set()
+            await worker
+
+        asyncio.run(work())
+        assert st.get_run(queued["run_id"]).status == "awaiting_approval"
+    assert len(server.requests) == 2 and all("input" in b for b in server.requests)
+
+
+def test_a_resume_by_model_name_keeps_the_store_setting(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    agent = loopwise.Agent(name="desk", tools=[look_up_order, refund])
+    store = str(tmp_path / "runs.db")
+    with FakeChatServer(_desk) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "fake-key")
+        model = loopwise.OpenAIModel("m", api="responses", store=True)
+        paused = loopwise.run(agent, "refund O-1", model=model, store=store)
+        loopwise.approve(paused.run_id, all_pending=True, by="alice", store=store)
+        with pytest.raises(loopwise.ConfigError, match="began on the 'responses' API"):
+            loopwise.resume(paused.run_id, step=agent, model=server.model(), store=store)
+        done = loopwise.resume(paused.run_id, step=agent, store=store)
+    assert done.status is Status.COMPLETED, done.detail
+    # Resumed by its recorded name, API and store setting: the call chains to the last turn.
+    assert server.requests[-1]["previous_response_id"] == "resp_fake_2"
+    assert server.requests[-1]["store"] is True

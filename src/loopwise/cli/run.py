@@ -40,6 +40,7 @@ from loopwise.core.names import counted, printable
 from loopwise.core.result import RunResult
 from loopwise.core.shape import Kind, describe, mermaid
 from loopwise.core.step import needs_model, new_run_id
+from loopwise.models.port import model_member
 from loopwise.running import runner
 from loopwise.running.targets import Target, deps_factory, load_target, model_for
 from loopwise.store.open import DEFAULT, new_store_folder, require_folder
@@ -137,11 +138,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 "--deps is not stored with a queued run: a worker makes deps with the target "
                 "module's make_deps()"
             )
-        if args.queue and args.api:
-            raise UsageError(
-                "--api is not stored with a queued run: start the worker with LOOPWISE_API "
-                "set to the API its runs' models speak"
-            )
         make_deps = deps_factory(target, args.deps)
         if args.queue:
             queued = _enqueue(args, target, payload, wants_model)
@@ -184,10 +180,12 @@ def _say_new_folder(where: str | None) -> None:
 
 def _enqueue(args: argparse.Namespace, target: Target, payload: Any, wants_model: Any) -> str:
     """``run --queue``: record the run ``queued`` for a worker; its id."""
+    model = model_for(target, args.model, api=args.api) if wants_model else None
     return runner.enqueue(
         args.target,
         payload,
-        model=model_for(target, args.model).name if wants_model else None,
+        model=model.name if model is not None else None,
+        speaks=model_member(model, "speaks") if model is not None else None,
         budget=budget_of(args),
         max_steps=args.max_steps,
         store=args.store or DEFAULT,

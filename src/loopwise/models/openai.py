@@ -200,6 +200,11 @@ class OpenAIModel(ModelDefaults):
             self._endpoint = (where, self.name)
         return self._endpoint
 
+    @property
+    def speaks(self) -> dict[str, Any]:
+        """The API and store setting a run records (and its resume speaks again)."""
+        return {"api": self.api, "api_store": self.store}
+
     async def aclose(self) -> None:
         """Close the client's pooled connections; call it in the event loop that used them
         (a connection pool belongs to one loop, and ``asyncio.run`` closes its loop).
@@ -664,11 +669,13 @@ def resolve_model(
     api_key: str | None = None,
     structured_mode: str | None = None,
     api: str | None = None,
+    store: bool = False,
 ) -> Model:
     """The model named by ``name`` or ``LOOPWISE_MODEL``; ``"scripted"`` is the offline one.
 
-    ``structured_mode`` pins an OpenAI model's structured-output rung and ``api`` picks
-    its API (see :class:`OpenAIModel`); both are checked even for the scripted model, so
+    ``structured_mode`` pins an OpenAI model's structured-output rung, ``api`` picks its
+    API and ``store`` its Responses store setting (see :class:`OpenAIModel`); the first two
+    are checked even for the scripted model, so
     a mistyped setting fails offline too. Raises :class:`ModelNotConfigured` when neither
     names a model: nothing falls back silently to a fake.
     """
@@ -679,5 +686,10 @@ def resolve_model(
         api_of(api)
         return ScriptedModel()
     return OpenAIModel(
-        chosen, api_key=api_key, base_url=base_url, structured_mode=structured_mode, api=api
+        chosen,
+        api_key=api_key,
+        base_url=base_url,
+        structured_mode=structured_mode,
+        api=api,
+        store=store,
     )

@@ -498,7 +498,7 @@ class Model(Protocol):
 
 
 ModelMember = Literal[
-    "endpoint", "structured_mode", "structured_modes", "decision_backends", "aclose"
+    "endpoint", "structured_mode", "structured_modes", "decision_backends", "aclose", "speaks"
 ]
 """The optional members of a model (what :func:`model_member` reads)."""
 
@@ -524,6 +524,12 @@ class ModelDefaults:
     def endpoint(self) -> tuple[str, str] | None:
         """``(base URL, model name)``, the key of what is remembered per server (``None``:
         the model's name alone)."""
+        return None
+
+    @property
+    def speaks(self) -> dict[str, Any] | None:
+        """What a run records of how this model talks to its server, so a resume talks the
+        same way: ``{"api": "responses", "api_store": True}`` (``None``: one way only)."""
         return None
 
     async def aclose(self) -> None:
@@ -554,6 +560,8 @@ def model_member(
 ) -> tuple[DecisionBackend, ...]: ...
 @overload
 def model_member(model: object, name: Literal["aclose"]) -> Callable[[], Awaitable[None]]: ...
+@overload
+def model_member(model: object, name: Literal["speaks"]) -> dict[str, Any] | None: ...
 def model_member(model: object, name: ModelMember) -> Any:
     """``model``'s optional member ``name``, or its declared default (:class:`ModelDefaults`)
     when the model does not have it (a user's own model)."""

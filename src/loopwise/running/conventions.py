@@ -40,7 +40,9 @@ def target_and_model(
     api: str | None = None,
 ) -> tuple[Step, Model | None]:
     """The step to run and the model: the one given, else the one the run started with
-    (a model made here by name takes the structured-output ``mode`` and the ``api``)."""
+    (a model made here by name takes the structured-output ``mode``, and the API and store
+    setting the run recorded, ``api`` when it recorded none). A given ``api`` or model that
+    speaks another API than the run recorded raises :class:`ConfigError`."""
     loaded = None
     if step is None:
         if not row.spec:
@@ -60,21 +62,38 @@ def target_and_model(
                 name=row.spec,
             )
     if model is not None and not isinstance(model, str):
+        speaks = model_member(model, "speaks")
+        _same_api(row, api or (speaks or {}).get("api"))
         return step, model
     name = model or row.model
     if name is None:
         return step, None
+    _same_api(row, api)
+    api = api or row.options.get("api")
+    store = bool(row.options.get("api_store", False))
     if loaded is None:
         from loopwise.models.openai import resolve_model  # the SDK loads only when a model is made
 
-        return step, resolve_model(name, structured_mode=mode, api=api)
+        return step, resolve_model(name, structured_mode=mode, api=api, store=store)
     offline = defined(loaded.module, "offline_model")
     if offline is not None and model is None:
         # The run used the target's own offline model (possibly under its own name).
         candidate = model_for(loaded, "scripted")
         if candidate.name == name:
             return step, candidate
-    return step, model_for(loaded, name, structured_mode=mode, api=api)
+    return step, model_for(loaded, name, structured_mode=mode, api=api, store=store)
+
+
+def _same_api(row: StoredRun, asked: str | None) -> None:
+    """Refuse a resume that asks for another API than the run began with (its journal
+    holds that API's turns: reasoning items and response ids, or neither)."""
+    began = row.options.get("api")
+    if asked is not None and began is not None and asked != began:
+        raise ConfigError(
+            f"run {row.run_id!r} began on the {began!r} API and its journal holds that "
+            f"API's turns: resume it with --api {began} (api={began!r}), not {asked!r}",
+            name="api",
+        )
 
 
 async def entered(scope: AsyncExitStack, made: Any) -> Any:

@@ -57,7 +57,7 @@ from loopwise.core.shape import Kind, kind_of
 from loopwise.core.step import Context, Step, check_step, execute, new_context, new_run_id
 from loopwise.core.usage import Budget, Usage
 from loopwise.errors import ConfigError, ConversationError
-from loopwise.models.port import Model, Turn, model_name
+from loopwise.models.port import Model, Turn, model_member, model_name
 from loopwise.models.scripted import ScriptedModel
 from loopwise.running.conventions import close_model, module_deps, target_and_model
 from loopwise.running.live import owner_alive, owner_id, running_here
@@ -159,7 +159,11 @@ async def arun(
             spec=spec or spec_of(step, callers=calling_modules()),
             input=jsonable(input),
             model=model_name(ctx.model),
-            options={**_limits(ctx.budget, ctx.max_steps), **_marked(eval_id)},
+            options={
+                **_limits(ctx.budget, ctx.max_steps),
+                **_marked(eval_id),
+                **(model_member(ctx.model, "speaks") or {}),  # what a resume speaks
+            },
             owner=owner_id(),
             conversation=conversation,
         )
@@ -255,12 +259,14 @@ def enqueue(
     max_steps: int | None = None,
     run_id: str | None = None,
     conversation: str | None = None,
+    speaks: dict[str, Any] | None = None,
 ) -> str:
     """Record a run of the target at ``spec`` (``path.py:name``) as ``queued``; its run id.
 
     Nothing runs here: a ``loopwise worker`` on the same store starts queued runs in
-    arrival order, with ``model`` (a name the worker resolves) and these limits; a run
-    of a ``conversation`` continues its history there. Raises
+    arrival order, with ``model`` (a name the worker resolves), the API and store setting
+    ``speaks`` records (a model's ``speaks``: ``{"api": "responses", "api_store": True}``)
+    and these limits; a run of a ``conversation`` continues its history there. Raises
     :class:`~loopwise.errors.TargetError` when ``spec`` cannot be loaded here, and
     :class:`~loopwise.errors.ConversationError` when the conversation cannot take it.
     """
@@ -278,11 +284,20 @@ def enqueue(
         spec=spec,
         input=jsonable(input),
         model=model,
-        options=_limits(budget or Budget(), max_steps),
+        options={**_limits(budget or Budget(), max_steps), **_spoken(speaks)},
         queued=True,
         conversation=conversation,
     )
     return run_id
+
+
+def _spoken(speaks: dict[str, Any] | None) -> dict[str, Any]:
+    """What a queued run records of its model's API (checked: a worker makes the model)."""
+    if not speaks:
+        return {}
+    from loopwise.models.openai import api_of  # the SDK loads only when an API is named
+
+    return {"api": api_of(str(speaks.get("api"))), "api_store": bool(speaks.get("api_store"))}
 
 
 async def execute_claimed(st: RunStore, row: StoredRun) -> RunResult:

@@ -164,14 +164,20 @@ def _import_file_once(path: Path, spec: str, what: str) -> ModuleType:
 
 
 def model_for(
-    target: Target, name: str | None, *, structured_mode: str | None = None, api: str | None = None
+    target: Target,
+    name: str | None,
+    *,
+    structured_mode: str | None = None,
+    api: str | None = None,
+    store: bool = False,
 ) -> Model:
     """The model a run of ``target`` uses: ``name``/``LOOPWISE_MODEL``, with the target's
     own ``offline_model`` standing in for ``scripted``; ``structured_mode`` pins an
-    OpenAI model's structured-output rung and ``api`` its API (``chat``, ``responses``)."""
+    OpenAI model's structured-output rung, ``api`` its API (``chat``, ``responses``) and
+    ``store`` its Responses store setting."""
     from loopwise.models.openai import resolve_model  # the SDK loads only when a model is made
 
-    model = resolve_model(name, structured_mode=structured_mode, api=api)
+    model = resolve_model(name, structured_mode=structured_mode, api=api, store=store)
     if model.name == "scripted" and hasattr(target.module, "offline_model"):
         offline: Any = target.module.offline_model
         candidate = offline() if callable(offline) and not isinstance(offline, Model) else offline
