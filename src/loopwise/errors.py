@@ -47,7 +47,8 @@ Guardrails never raise: a budget hit or a step limit ends the run with a
     │                                       where a judge needs them
     └── StoreError                  store       the run store cannot be opened, read or
                                     written; bad-url, unreachable,
-                                    foreign, newer-schema, lease-lost, missing
+                                    foreign, newer-schema, lease-lost, missing,
+                                    temporal (a verb that does not run on Temporal)
 
 Catch by type; where a caller must tell errors of one type apart, branch on ``.code``
 (a stable identifier, never the message text, which may be reworded).

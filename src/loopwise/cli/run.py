@@ -17,6 +17,7 @@ from typing import Any
 
 import pydantic
 
+from loopwise.cli import temporal
 from loopwise.cli.input import add_input_flags, input_of
 from loopwise.cli.options import (
     Interrupted,
@@ -133,6 +134,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
         flag = "--input-text" if given(args, "input_text") is not None else "--input"
         payload = _checked_input(target, payload, flag)
         wants_model = needs_model(target.step) or args.model
+        if temporal.on_temporal(args.store):
+            began = temporal.run(args, target, payload, bool(wants_model))
+    if temporal.on_temporal(args.store):
+        if isinstance(began, str):
+            return _print_queued(began, args.json)
+        _print_result(began, args.json, verbose=args.verbose)
+        return exit_code(began.status)
+    with user_output_to_stderr(args.json):
         if args.queue and args.deps:
             raise UsageError(
                 "--deps is not stored with a queued run: a worker makes deps with the target "
@@ -215,6 +224,11 @@ def _interrupted(run_id: str) -> Iterator[None]:
 
 def _cmd_resume(args: argparse.Namespace) -> int:
     require_folder(args.store)
+    if temporal.on_temporal(args.store):
+        raise UsageError(
+            "a run on Temporal resumes by itself once decided: start `loopwise worker --store "
+            f"{args.store or '$LOOPWISE_STORE'}` if none is running"
+        )
     with _interrupted(args.run_id), user_output_to_stderr(args.json), watch_sinks(args) as sinks:
         result = runner.resume(
             args.run_id,

@@ -16,8 +16,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from loopwise.cli import temporal
 from loopwise.cli.options import count, given, read_json, store_help
 from loopwise.core.names import counted, printable
 from loopwise.errors import ConfigError
@@ -25,6 +26,9 @@ from loopwise.store.base import PAGE, StoredApproval, StoredRun, cursor_after
 from loopwise.store.open import open_store, require_folder
 from loopwise.store.sql import SQLStore
 from loopwise.tools.audit import asked_lines, event_summary, os_user
+
+if TYPE_CHECKING:
+    from loopwise.integrations.temporal.store import TemporalStore
 
 __all__ = ["add_runs_verbs"]
 
@@ -47,8 +51,10 @@ stake and its unit, the request's note, the plan around the step, and who decide
 approvals; for a question (an MCP server's elicitation) the schema its answer must match."""
 
 
-def _store(args: argparse.Namespace) -> SQLStore:
+def _store(args: argparse.Namespace) -> SQLStore | TemporalStore:
     require_folder(args.store)  # a mistyped path is an error, never an empty store
+    if temporal.on_temporal(args.store):
+        return temporal.open_runs(args.store)
     return open_store(args.store)
 
 
@@ -204,7 +210,7 @@ def _pending_lines(v: Any) -> list[str]:
     return lines
 
 
-def _chosen(st: SQLStore, args: argparse.Namespace) -> list[StoredApproval]:
+def _chosen(st: SQLStore | TemporalStore, args: argparse.Namespace) -> list[StoredApproval]:
     """The approvals a decision applies to (:func:`loopwise.running.decisions.choose`)."""
     from loopwise.running.decisions import choose
 
@@ -268,6 +274,10 @@ def _decide(args: argparse.Namespace, decision: str) -> int:
             )
         still = len(st.pending(args.run_id))
         spec = st.get_run(args.run_id).spec
+    if not still and temporal.on_temporal(args.store):
+        print(f"every gate of run {args.run_id} is decided: a `loopwise worker` on this store "
+              "continues it (now, or when one starts)")  # fmt: skip
+        return 0
     print(
         printable(
             f"{counted(still, 'approval')} still pending"

@@ -13,6 +13,7 @@ import signal
 import sys
 from typing import Any
 
+from loopwise.cli import temporal
 from loopwise.cli.options import count, store_help
 from loopwise.core.names import counted, printable
 from loopwise.core.result import RunResult
@@ -76,6 +77,8 @@ async def _serve(args: argparse.Namespace) -> int:
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:
+    if temporal.on_temporal(args.store):
+        return temporal.serve(args)
     return asyncio.run(_serve(args))
 
 

@@ -50,6 +50,7 @@ __all__ = [
     "check_decider",
     "decide",
     "plan_items",
+    "tools_in",
     "view",
     "views",
 ]
@@ -257,7 +258,7 @@ def _tool_of(store: RunStore, found: StoredApproval) -> tuple[Target, ToolShape]
             name=run.spec,
             code="no-target",
         ) from e
-    shapes = _tools_in(describe(target.step))
+    shapes = tools_in(describe(target.step))
     tools = {id(t.tool): t for t in shapes if t.name == found.tool and t.tool}
     if len(tools) != 1:
         raise DecisionError(
@@ -269,16 +270,17 @@ def _tool_of(store: RunStore, found: StoredApproval) -> tuple[Target, ToolShape]
     return target, next(iter(tools.values()))
 
 
-def _tools_in(shape: Shape) -> Iterator[ToolShape]:
+def tools_in(shape: Shape) -> Iterator[ToolShape]:
+    """Every tool a step's description holds: its own, its actions', its children's."""
     if shape.repeated:
         return
     yield from shape.tools
     yield from shape.actions
     for _, child in shape.children():
-        yield from _tools_in(child)
+        yield from tools_in(child)
     for action in shape.actions:
         if action.step is not None:
-            yield from _tools_in(action.step)
+            yield from tools_in(action.step)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

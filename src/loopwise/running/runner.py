@@ -83,6 +83,9 @@ __all__ = [
     "execute_claimed",
     "resume",
     "run",
+    "run_limits",
+    "stored_result",
+    "typed_input",
 ]
 
 
@@ -107,7 +110,8 @@ def _new_context(target: Step, opts: RunOptions) -> Context:
     return new_context(target, opts)
 
 
-def _limits(budget: Budget, max_steps: int | None) -> dict[str, Any]:
+def run_limits(budget: Budget, max_steps: int | None) -> dict[str, Any]:
+    """The limits a run records to start or resume with (a stored run's ``options``)."""
     return {
         "budget": {
             "max_tokens": budget.max_tokens,
@@ -160,7 +164,7 @@ async def arun(
             input=jsonable(input),
             model=model_name(ctx.model),
             options={
-                **_limits(ctx.budget, ctx.max_steps),
+                **run_limits(ctx.budget, ctx.max_steps),
                 **_marked(eval_id),
                 **(model_member(ctx.model, "speaks") or {}),  # what a resume speaks
             },
@@ -284,7 +288,7 @@ def enqueue(
         spec=spec,
         input=jsonable(input),
         model=model,
-        options={**_limits(budget or Budget(), max_steps), **_spoken(speaks)},
+        options={**run_limits(budget or Budget(), max_steps), **_spoken(speaks)},
         queued=True,
         conversation=conversation,
     )
@@ -322,7 +326,7 @@ async def execute_claimed(st: RunStore, row: StoredRun) -> RunResult:
             detail = f"{type(e).__name__}: {e}"
             if st.get_run(row.run_id).status == "running":
                 st.mark_failed(row.run_id, detail)
-            return _stored_result(st, st.get_run(row.run_id))
+            return stored_result(st, st.get_run(row.run_id))
 
 
 async def _execute_claimed(st: RunStore, row: StoredRun) -> RunResult:
@@ -353,7 +357,7 @@ async def _execute_claimed_in(st: RunStore, row: StoredRun, scope: AsyncExitStac
             ),
         )
         _join(st, ctx, row)
-        return await _execute(st, target, _typed_input(target, row.input), ctx)
+        return await _execute(st, target, typed_input(target, row.input), ctx)
     finally:
         await close_model(chosen)
 
@@ -395,7 +399,7 @@ async def aresume(
     if waiting and row.status == "running":
         row = _settle_paused(st, row, len(waiting), force=force)
     if row.status not in RESUMABLE or waiting:
-        return _stored_result(st, row, pending=waiting)
+        return stored_result(st, row, pending=waiting)
     given = opts.model
     target, chosen = target_and_model(row, step, given, structured_mode, api)
     async with AsyncExitStack() as scope:  # an eval's sandbox, left when the run ends
@@ -405,7 +409,7 @@ async def aresume(
             alive = (lambda owner: False) if force else owner_alive(run_id)
             if not st.claim(run_id, owner_id(), alive=alive):
                 # Another process took it (or decided it) between our read and our claim.
-                return _stored_result(st, st.get_run(run_id), pending=st.pending(run_id))
+                return stored_result(st, st.get_run(run_id), pending=st.pending(run_id))
             opts = replace(
                 opts,
                 model=chosen,
@@ -421,7 +425,7 @@ async def aresume(
 async def _continue(st: RunStore, row: StoredRun, target: Step, opts: RunOptions) -> RunResult:
     """Go on with a claimed run after its last recorded event."""
     ctx = _resumed_context(st, row, target, opts)
-    return await _execute(st, target, _typed_input(target, row.input), ctx)
+    return await _execute(st, target, typed_input(target, row.input), ctx)
 
 
 def _resume_options(
@@ -497,7 +501,7 @@ def _resumed_context(st: RunStore, row: StoredRun, target: Step, overrides: RunO
     return ctx
 
 
-def _typed_input(target: Step, stored: Any) -> Any:
+def typed_input(target: Step, stored: Any) -> Any:
     """The stored (JSON) input as the type the target declares, when it is a pydantic model."""
     kind = step_member(target, "input_type")
     if isinstance(kind, type) and issubclass(kind, BaseModel) and isinstance(stored, dict):
@@ -505,10 +509,11 @@ def _typed_input(target: Step, stored: Any) -> Any:
     return stored
 
 
-def _stored_result(
+def stored_result(
     st: EventLog, row: StoredRun, *, pending: list[StoredApproval] | None = None
 ) -> RunResult:
-    """A run as the store has it (resuming a finished or still-waiting run changes nothing)."""
+    """A run as the store has it (resuming a finished or still-waiting run changes nothing;
+    a run on Temporal, read from its workflow)."""
     try:
         status = Status(row.status)
     except ValueError:  # `running`: killed after asking a person, before pausing

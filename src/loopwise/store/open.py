@@ -5,7 +5,12 @@
 * a path (``runs.db``, ``/var/loopwise/runs.db``) or ``sqlite:///path`` (``sqlite:////abs``
   for an absolute one) → :class:`~loopwise.store.sqlite.SQLiteStore`;
 * ``postgresql://…`` or ``postgres://…`` → :class:`~loopwise.store.postgres.PostgresStore`
-  (the ``loopwise[postgres]`` extra).
+  (the ``loopwise[postgres]`` extra);
+* ``temporal://HOST:PORT/NAMESPACE`` → runs on a Temporal server (the ``loopwise[temporal]``
+  extra): not a store this module opens; the verbs that work with it (``run``, ``worker``,
+  ``pending``, ``approve``, ``deny``, ``runs``) open it themselves
+  (:mod:`loopwise.integrations.temporal`), and :func:`open_store` refuses it in one line
+  for every other reader.
 
 Anything else that looks like a URL (``scheme:…``) is refused with
 :class:`~loopwise.errors.StoreError` (``code="bad-url"``) rather than taken as a file name,
@@ -32,6 +37,7 @@ from loopwise.store.sql import SQLStore
 
 __all__ = [
     "DEFAULT",
+    "TEMPORAL_VERBS",
     "StoreLike",
     "close_shared_stores",
     "new_store_folder",
@@ -61,10 +67,13 @@ recorded)."""
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):")
 _POSTGRES = ("postgresql", "postgres")
+_TEMPORAL = re.compile(r"^temporal://[^/:?#\s]+:\d+/[^/?#\s]+/?(\?[^#\s]*)?$")
+TEMPORAL_VERBS = "run, worker, pending, approve, deny, runs list, runs show"
+"""The verbs that work with a ``temporal://`` store."""
 
 
 def store_location(where: str | os.PathLike[str] | None = None) -> tuple[str, str]:
-    """``("sqlite", absolute path)`` or ``("postgresql", url)`` for a path or URL.
+    """``("sqlite", absolute path)``, ``("postgresql", url)`` or ``("temporal", url)``.
 
     ``None`` means ``$LOOPWISE_STORE``, else ``.loopwise/runs.db``. Raises
     :class:`StoreError` (``code="bad-url"``) for an unknown scheme or a malformed URL.
@@ -94,9 +103,18 @@ def store_location(where: str | os.PathLike[str] | None = None) -> tuple[str, st
                 code="bad-url",
             )
         return "postgresql", where
+    if scheme == "temporal":
+        if not _TEMPORAL.match(where):
+            raise StoreError(
+                f"bad store URL {redact(where)!r}: write temporal://HOST:PORT/NAMESPACE "
+                "(e.g. temporal://127.0.0.1:7233/default)",
+                code="bad-url",
+            )
+        return "temporal", where
     raise StoreError(
         f"unknown store scheme {scheme!r} in {where[: match.end()]}…: use a file path, "
-        "sqlite:///path.db or postgresql://user@host/database",
+        "sqlite:///path.db, postgresql://user@host/database or "
+        "temporal://host:port/namespace",
         code="bad-url",
     )
 
@@ -108,6 +126,12 @@ def open_store(where: str | os.PathLike[str] | None = None, **options: Any) -> S
     ``newer-schema``; :class:`~loopwise.errors.MissingExtra` without ``loopwise[postgres]``.
     """
     kind, location = store_location(where)
+    if kind == "temporal":
+        raise StoreError(
+            f"{location} runs on Temporal: only {TEMPORAL_VERBS} work with it (a worker "
+            "continues a decided run by itself)",
+            code="temporal",
+        )
     if kind == "postgresql":
         from loopwise.store.postgres import PostgresStore  # the optional extra
 

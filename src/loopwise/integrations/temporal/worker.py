@@ -1,0 +1,83 @@
+"""Workers for runs on Temporal, and what ``loopwise run``/``worker`` do with a
+``temporal://`` store.
+
+A worker serves the one workflow type (:class:`~.workflow.LoopwiseRun`) and its
+activities (:class:`~.activities.Activities`) on the address's task queue. The workflow
+runs in Temporal's sandbox with loopwise's modules passed through (they are imported once
+per process, not per run; loopwise's own code is the same on replay), and a target's
+module is loaded passed through too (:mod:`.workflow`).
+
+:func:`run` serves a run started with :meth:`~.store.TemporalStore.start` in this process
+until it pauses for a person or ends, as a local ``loopwise run`` does; a paused run goes
+on in any ``loopwise worker`` of the same address once it is decided (or when one starts:
+decisions sent while no worker runs wait in Temporal). :func:`serve` is ``loopwise worker``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from loopwise.core.result import RunResult
+from loopwise.errors import missing_extra
+from loopwise.integrations.temporal.activities import Activities
+from loopwise.integrations.temporal.address import TemporalAddress
+from loopwise.integrations.temporal.store import TemporalStore, connect
+from loopwise.running.runner import stored_result
+
+try:
+    from temporalio.client import Client
+    from temporalio.worker import Worker
+    from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+except ImportError as e:
+    raise missing_extra("temporal", e, needed_by="a temporal:// store") from None
+
+from loopwise.integrations.temporal.workflow import LoopwiseRun
+
+__all__ = ["new_worker", "run", "serve"]
+
+SETTLED = frozenset({"queued", "running"})
+"""Statuses of a run still on its way (anything else: paused or ended)."""
+
+
+def new_worker(client: Client, address: TemporalAddress, *, cached: bool = True) -> Worker:
+    """A worker of ``address``'s task queue (``cached=False``: it keeps no run in memory,
+    for a worker that serves one run and stops)."""
+    # What loopwise imports lazily, imported now: not first inside workflow code, where
+    # a slow import would hold up a workflow task past its deadlock timeout.
+    import loopwise.models.openai  # noqa: F401
+
+    restrictions = SandboxRestrictions.default.with_passthrough_modules("loopwise")
+    return Worker(
+        client,
+        task_queue=address.task_queue,
+        workflows=[LoopwiseRun],
+        activities=Activities().all(),
+        workflow_runner=SandboxedWorkflowRunner(restrictions=restrictions),
+        max_cached_workflows=1000 if cached else 0,
+        # A worker killed with runs in memory: another takes them over this soon.
+        sticky_queue_schedule_to_start_timeout=timedelta(seconds=2),
+    )
+
+
+def run(store: TemporalStore, run_id: str, *, poll_seconds: float = 0.05) -> RunResult:
+    """Serve the run ``run_id`` in this process until it pauses or ends; the result."""
+
+    client = store.client
+
+    async def served() -> None:
+        async with new_worker(client, store.address, cached=False):
+            while await store.astatus(run_id) in SETTLED:
+                await asyncio.sleep(poll_seconds)
+
+    store.call(served())
+    row = store.get_run(run_id)
+    return stored_result(store, row, pending=store.pending(run_id))
+
+
+async def serve(url: str, stop: asyncio.Event) -> None:
+    """``loopwise worker`` on a ``temporal://`` store: serve runs until ``stop`` is set."""
+    address = TemporalAddress.parse(url)
+    client = await connect(address)
+    async with new_worker(client, address):
+        await stop.wait()

