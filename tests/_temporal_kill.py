@@ -30,4 +30,3 @@ def refund(order_id: str, amount_cents: int, ctx: Context) -> str:
 
 
 pay = Workflow("pay").then(refund)
-

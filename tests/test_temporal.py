@@ -157,6 +157,7 @@ def test_the_refund_desk_pauses_is_edited_while_no_worker_runs_and_refunds_the_e
     assert started["status"] == "awaiting_approval"
     run_id = started["run_id"]
     asked = _json(capsys, "pending", "--store", store)
+    asked.sort(key=lambda a: a["approval_id"])
     assert [(a["run_id"], a["approval_id"]) for a in asked] == [
         (run_id, "execute.s1"),
         (run_id, "execute.s2"),
