@@ -111,9 +111,11 @@ def test_a_refused_question_ends_the_run_refused() -> None:
 
 
 def test_without_the_decisions_api_log_probabilities_renormalised_over_the_labels() -> None:
-    # A stray token ("The") takes a quarter of the mass: the labels share the rest, and
+    # A stray token ("The") takes 3% of the mass: the labels share the rest, and
     # "other", not listed, counts as likely as the least listed token (its upper bound).
-    first = Turn(text="B", logprobs=[{"B": math.log(0.6), "A": math.log(0.15), "The": -1.386}])
+    first = Turn(
+        text="B", logprobs=[{"B": math.log(0.6), "A": math.log(0.37), "The": math.log(0.03)}]
+    )
     judge = Judge("category", Literal["billing", "technical", "other"])
     with FakeChatServer([first, first], decisions=False) as server:
         model = server.model()
@@ -123,12 +125,25 @@ def test_without_the_decisions_api_log_probabilities_renormalised_over_the_label
     ruling = result.output
     assert ruling.backend == "logprobs" and ruling.answer == "technical"
     assert sum(ruling.probabilities["category"].values()) == pytest.approx(1.0, abs=1e-5)
-    assert ruling.probabilities["category"]["other"] == pytest.approx(0.15 / 0.9, abs=1e-4)
-    assert ruling.confidence == pytest.approx(0.6 / 0.9, abs=1e-4)
+    # "other" gets the least listed mass (0.03): 0.6 + 0.37 + 0.03 = 1, nothing undeclared
+    assert ruling.probabilities["category"]["other"] == pytest.approx(0.03, abs=1e-4)
+    assert ruling.confidence == pytest.approx(0.6, abs=1e-4)
+    assert ruling.unknown_reason is None
     sent = server.requests[0]
     assert (sent["logprobs"], sent["top_logprobs"], sent["max_completion_tokens"]) == (True, 20, 1)
     assert "A: billing" in sent["messages"][0]["content"]
     assert again.status is Status.COMPLETED and len(server.requests) == 2
+
+
+def test_a_stray_token_holding_a_quarter_of_the_mass_is_not_renormalised_away() -> None:
+    # "The" (no label's token) takes 25%: renormalising it away would inflate "technical"
+    turn = Turn(text="B", logprobs=[{"B": math.log(0.6), "A": math.log(0.15), "The": -1.386}])
+    judge = Judge("category", Literal["billing", "technical", "other"], backends=["logprobs"])
+    ruling = loopwise.run(judge, "x", model=ScriptedModel([turn])).output
+    assert ruling.answer == "technical" and ruling.confidence is None
+    assert "10% of the probability of 'category' is on labels it did not declare" in (
+        ruling.unknown_reason or ""
+    )
 
 
 def test_a_server_without_log_probabilities_is_an_error_never_a_sure_answer() -> None:

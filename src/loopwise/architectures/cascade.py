@@ -110,7 +110,8 @@ class _Threshold(StepDefaults):
         confidence = ruling.confidence
         if confidence is None:
             side: Side = self.unknown
-            reason = f"confidence unknown ({ruling.backend} backend): counted {self.unknown}" + (
+            why = ruling.unknown_reason or f"{ruling.backend} backend"
+            reason = f"confidence unknown ({why}): counted {self.unknown}" + (
                 " (unknown='sure')" if self.unknown == "sure" else ""
             )
         else:

@@ -32,7 +32,11 @@ tried in order; a ``Judge(backends=...)`` overrides):
     (unknown), which a cascade treats as unsure.
 
 ``confidence`` is the probability that the whole answer is right: the chosen label's
-probability, multiplied over the questions (taken as independent). A refusal ends the
+probability, multiplied over the questions (taken as independent). A judge answers only
+its labels: when more than 5% of a question's probability lies on labels it did not
+declare (:data:`UNDECLARED_LIMIT`), that mass is never renormalised into a confident
+declared answer — the confidence is unknown (a cascade counts it unsure) and
+``Ruling.unknown_reason`` says why. A refusal ends the
 run ``refused``. Declaration mistakes raise :class:`~loopwise.errors.JudgeError`.
 """
 
@@ -67,7 +71,7 @@ from loopwise.models.port import (
     model_name,
 )
 
-__all__ = ["Judge", "Question", "Ruling"]
+__all__ = ["UNDECLARED_LIMIT", "Judge", "Question", "Ruling"]
 
 A = TypeVar("A")
 
@@ -96,6 +100,10 @@ class Ruling(pydantic.BaseModel, Generic[A]):
     ``person`` when a person picked the answer."""
     input: Any = None
     """What was judged (JSON), for a step that takes over when the judge is unsure."""
+    unknown_reason: str | None = None
+    """Why :attr:`confidence` is unknown although probabilities came back (more than
+    :data:`UNDECLARED_LIMIT` of a question's probability on labels the judge did not
+    declare); ``None`` otherwise."""
 
     def sure(self, threshold: float, *, unknown: bool = False) -> bool:
         """Whether the answer is sure at ``threshold``: its confidence is above it (an
@@ -246,6 +254,7 @@ class Judge(StepDefaults, Generic[A]):
         chosen: dict[str, Any] = {}
         probs: dict[str, dict[str, float]] = {}
         confidence: float | None = 1.0
+        why: list[str] = []
         for q in self.questions:
             given = probabilities[q.name]
             if isinstance(given, str):
@@ -257,6 +266,13 @@ class Judge(StepDefaults, Generic[A]):
             best = max(q.texts, key=lambda t: spread[t])  # ties: the first declared
             chosen[q.name] = q.labels[q.texts.index(best)]
             probs[q.name] = spread
+            undeclared = 1.0 - _declared_mass(q, given)
+            if undeclared > UNDECLARED_LIMIT:  # never renormalised into a confident answer
+                why.append(
+                    f"judge {self.name!r}: {undeclared:.0%} of the probability of {q.name!r} "
+                    f"is on labels it did not declare, so the confidence of {best!r} is unknown"
+                )
+                confidence = None
             confidence = None if confidence is None else confidence * spread[best]
         answer = self._typed(chosen)
         return self._ruling(  # type: ignore[no-any-return]
@@ -265,6 +281,7 @@ class Judge(StepDefaults, Generic[A]):
             confidence=None if confidence is None else round(confidence, 6),
             backend=backend,
             input=jsonable(input),
+            unknown_reason="; ".join(why) or None,
         )
 
     def _typed(self, chosen: dict[str, Any]) -> Any:
@@ -416,6 +433,18 @@ def _normalised(q: Question, given: Mapping[str, float]) -> dict[str, float]:
 
 _SLACK = 1e-3
 """How far above 1 a server's rounded probabilities may sum."""
+
+UNDECLARED_LIMIT = 0.05
+"""The most of a question's probability that may lie outside its declared labels before
+the answer's confidence counts as unknown: renormalising 98% on an undeclared label and 2%
+on a declared one would make a 100%-sure answer of what the model barely considered."""
+
+
+def _declared_mass(q: Question, given: Mapping[str, float]) -> float:
+    """The probability ``given`` puts on ``q``'s declared labels (as given, before any
+    renormalising)."""
+    by_text = {str(k).lower(): float(v) for k, v in given.items()}
+    return sum(by_text.get(t.lower(), 0.0) for t in q.texts)
 
 
 def _probability(judge: str, q: Question, value: Any) -> float:

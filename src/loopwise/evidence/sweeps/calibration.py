@@ -242,7 +242,7 @@ def calibration_verdict(
             f"calibration uncertain: ECE {cal.ece:.3f} from only {cal.n} case(s) with a "
             f"confidence, too few to say (need {min_cases}){unknown}"
         )
-    if cal.ece > limit:
+    if round(cal.ece, 6) > limit:  # as shown and stored: an ECE at the limit is not above it
         side = "over" if (cal.mean_confidence or 0.0) > (cal.accuracy or 0.0) else "under"
         return "large", (
             f"calibration error is large: ECE {cal.ece:.3f} > {limit:g} on {cal.n} cases "
