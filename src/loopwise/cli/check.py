@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from loopwise.cli.options import (
@@ -23,7 +24,7 @@ from loopwise.cli.options import (
 from loopwise.errors import ConfigError, TargetError
 from loopwise.evidence.check import Finding, Level, check
 from loopwise.evidence.live.verdict import DEFAULT_WINDOW, LiveReport, drift_finding, live_report
-from loopwise.evidence.sweeps.cascades import Measured, calibration_findings
+from loopwise.evidence.sweeps.cascades import Measured, calibration_findings, swept
 from loopwise.running.targets import Target, load_target
 from loopwise.store.open import open_existing
 
@@ -124,25 +125,43 @@ def live_of(spec: str, args: argparse.Namespace) -> LiveReport | None:
 
 
 def _primaries(spec: str) -> tuple[str, ...]:
-    """The specs of the steps the target shadows (their certificates judge it too)."""
+    """The specs of the step the target shadows, whose certificates judge it too: its
+    names in the target's module, then in any other module loaded from a file (a cascade
+    the target imports was swept under its own module's name)."""
+    primary = _shadowed(spec)
+    if primary is None:
+        return ()
+    module_part = spec.partition(":")[0]
+    own = vars(load_target(spec).module).items()
+    found = [f"{module_part}:{k}" for k, v in own if v is primary and k[:1] != "_"]
+    for module in list(sys.modules.values()):
+        where = vars(module).get("__file__")
+        if isinstance(where, str) and where.endswith(".py"):
+            named = list(vars(module).items())
+            found += [f"{where}:{k}" for k, v in named if v is primary and k[:1] != "_"]
+    return tuple(dict.fromkeys(found))
+
+
+def _shadowed(spec: str) -> Any:
+    """The primary of the target when it is a Shadow, else ``None``."""
     # Here, not at the top: the Shadow's module loads the eval harness, which a check of a
     # target with no live cases never needs.
     from loopwise.evidence.live.shadow import Shadow
 
-    target = load_target(spec)
-    if not isinstance(target.step, Shadow):
-        return ()
-    module_part = spec.partition(":")[0]
-    primary = target.step.primary
-    return tuple(f"{module_part}:{k}" for k, v in vars(target.module).items() if v is primary)
+    step = load_target(spec).step
+    return step.primary if isinstance(step, Shadow) else None
 
 
 def _rerun(args: argparse.Namespace, live: LiveReport) -> str:
-    """The command that re-runs the decision on live cases."""
+    """The command that re-runs the decision on the target's live cases: a sweep that
+    certifies the shadowed cascade again, else an eval of the primary on them."""
     primaries = _primaries(args.target)
-    target = primaries[0] if primaries else args.target
+    primary = primaries[0] if primaries else args.target
+    command = f"loopwise eval {primary} --from-store {args.target} --references agent"
+    if swept(_shadowed(args.target)) is None:
+        return command.replace(" --references agent", "")
     bound = f" --max-error {live.bound:g}" if live.bound is not None else ""
-    return f"loopwise eval {target} --from-store --sweep{bound}"
+    return f"{command} --sweep{bound}"
 
 
 def _live_line(live: LiveReport) -> str:

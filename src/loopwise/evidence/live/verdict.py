@@ -33,6 +33,7 @@ from loopwise.errors import ConfigError
 from loopwise.evidence.check import Finding, Level
 from loopwise.evidence.evals.bounds import (
     cases_to_bound,
+    cases_to_bound_rate,
     clopper_pearson_lower,
     clopper_pearson_upper,
 )
@@ -106,7 +107,8 @@ class LiveReport:
     failed: int
     """Shadows that did not complete (refused, raised, looped, over budget): no case."""
     needed: int | None
-    """Agreeing cases that would bound the rate under ``bound`` (``uncertain`` only)."""
+    """About how many cases, at the rate seen, would bound it under ``bound``
+    (``uncertain`` only; ``None`` when none would: the rate is at or above it)."""
 
     def to_dict(self) -> dict[str, Any]:
         """``check --json``'s ``live``: ``{"cases", "disagreements", "rate", "upper_bound",
@@ -150,7 +152,7 @@ def live_report(
         bound_from=source,
         delta=delta,
         failed=len(kept) - n,
-        needed=cases_to_bound(bound, delta) if verdict == "uncertain" and bound else None,
+        needed=_needed(k, n, bound, delta) if verdict == "uncertain" else None,
     )
 
 
@@ -189,6 +191,14 @@ def _verdict(lower: float, upper: float, bound: float | None) -> Verdict:
     if lower > bound:
         return "drift"
     return "ok" if upper <= bound else "uncertain"
+
+
+def _needed(k: int, n: int, bound: float | None, delta: float) -> int | None:
+    """About how many cases, at the rate seen, would bound it under ``bound`` (``None``: no
+    bound, or a rate at or above it, which more cases would show as drift instead)."""
+    if bound is None:
+        return None
+    return cases_to_bound_rate(k / n, bound, delta) if n else cases_to_bound(bound, delta)
 
 
 def _oldest(cases: list[LiveCase]) -> str | None:
