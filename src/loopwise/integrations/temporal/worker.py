@@ -40,9 +40,10 @@ SETTLED = frozenset({"queued", "running"})
 """Statuses of a run still on its way (anything else: paused or ended)."""
 
 
-def new_worker(client: Client, address: TemporalAddress, *, cached: bool = True) -> Worker:
-    """A worker of ``address``'s task queue (``cached=False``: it keeps no run in memory,
-    for a worker that serves one run and stops)."""
+def new_worker(client: Client, address: TemporalAddress) -> Worker:
+    """A worker of ``address``'s task queue. It keeps the runs it served in memory (a run
+    not kept would replay its whole history at every step); when it stops, another worker
+    takes its runs over within seconds (the sticky queue's timeout)."""
     # What loopwise imports lazily, imported now: not first inside workflow code, where
     # a slow import would hold up a workflow task past its deadlock timeout.
     import loopwise.models.openai  # noqa: F401
@@ -54,7 +55,6 @@ def new_worker(client: Client, address: TemporalAddress, *, cached: bool = True)
         workflows=[LoopwiseRun],
         activities=Activities().all(),
         workflow_runner=SandboxedWorkflowRunner(restrictions=restrictions),
-        max_cached_workflows=1000 if cached else 0,
         # A worker killed with runs in memory: another takes them over this soon.
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=2),
     )
@@ -66,7 +66,7 @@ def run(store: TemporalStore, run_id: str, *, poll_seconds: float = 0.05) -> Run
     client = store.client
 
     async def served() -> None:
-        async with new_worker(client, store.address, cached=False):
+        async with new_worker(client, store.address):
             while await store.astatus(run_id) in SETTLED:
                 await asyncio.sleep(poll_seconds)
 
