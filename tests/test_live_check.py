@@ -192,3 +192,22 @@ def test_a_target_without_live_cases_has_live_null(
     flow: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert _check(capsys)[1]["live"] is None
+
+
+def test_a_shadow_that_would_always_be_refused_is_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    without = FLOW.split("@contextlib.contextmanager")[0]  # no make_eval_deps
+    (tmp_path / "flow.py").write_text(without)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LOOPWISE_STORE", str(tmp_path / "runs.db"))
+    code, doc = _check(capsys)
+    (found,) = [f for f in doc["findings"] if f["code"] == "shadow-refused"]
+    assert code == 0 and found["level"] == "warning"
+    assert "note" in found["message"] and "make_eval_deps" in found["fix"]
+
+
+def test_a_shadow_with_its_sandbox_gets_no_refusal_warning(
+    flow: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert not [f for f in _check(capsys)[1]["findings"] if f["code"] == "shadow-refused"]

@@ -115,3 +115,37 @@ def test_from_store_needs_labelled_cases_and_excludes_a_dataset(
     assert main([*argv, "--from-store", "--dataset", "d.jsonl"]) == 2
     assert "--dataset FILE.jsonl or --from-store" in capsys.readouterr().err
     assert main(argv) == 2
+
+
+def test_a_pick_made_in_the_inbox_is_a_labelled_case(desk: Any) -> None:
+    import threading
+
+    from loopwise.serve.app import ServeSettings, make_server
+    from test_serve import Client
+
+    spec = str(Path("desk.py").resolve()) + ":desk"
+    paused = loopwise.run(desk.desk, "ticket 0", model=desk.offline_model(), spec=spec)
+    (pending,) = paused.pending
+    server, _ = make_server(ServeSettings(port=0, by="maria"))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        client = Client(port=server.server_address[1])
+        answer = client.decide(
+            run_id=paused.run_id,
+            approval_id=pending["approval_id"],
+            decision="approve",
+            args=json.dumps({"kind": "refund"}),
+        )
+        assert answer.status == 303, answer.body
+    finally:
+        server.shutdown()
+        thread.join()
+        server.app.wait_for_resumes()
+        server.server_close()
+        server.app.store.close()
+    done = loopwise.resume(paused.run_id, step=desk.desk, model=desk.offline_model())
+    assert done.output == {"kind": "refund"}
+    with loopwise.open_store(Path("runs.db")) as store:
+        (case,) = store.live_cases([spec], kind="person")
+    assert (case.input, case.reference, case.status) == ("ticket 0", {"kind": "refund"}, "edited")

@@ -265,9 +265,7 @@ def untyped(text: str):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("primary", [classify, untyped], ids=["restored", "entered-again"])
-def test_a_resume_after_a_shadowed_step_does_not_shadow_again(
-    tmp_path: Path, primary: Any
-) -> None:
+def test_a_resume_after_a_shadowed_step_does_not_shadow_again(tmp_path: Path, primary: Any) -> None:
     ran: list[str] = []
 
     @loopwise.step
@@ -384,3 +382,13 @@ def test_a_sigkill_during_the_shadow_leaves_no_effect_and_the_primary_exactly_on
     with loopwise.open_store(store) as st:
         (case,) = st.live_cases([SPEC])
     assert case.status == "completed" and case.agree is True
+
+
+def test_pairs_are_kept_in_either_store(store_at: str) -> None:
+    live = Shadow("live", classify, _agent(), share=1.0, sandbox=list)
+    model = _model(disagree=frozenset({"ticket b"}))
+    for text in ("ticket a", "ticket b"):
+        assert _run(live, text, model=model, store=store_at).status == Status.COMPLETED
+    with loopwise.open_store(store_at) as st:
+        cases = st.live_cases([SPEC])
+    assert [(c.input, c.agree) for c in cases] == [("ticket a", True), ("ticket b", False)]

@@ -76,8 +76,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
         findings, measured = checked(args.target, args.store or eval_store())
         live = live_of(args.target, args)
     drift = None if live is None else drift_finding(live, args.target, _rerun(args, live))
-    if drift is not None:
-        findings = sorted([*findings, drift], key=lambda f: f.level is not Level.ERROR)
+    extra = [f for f in (drift, _refused(args.target)) if f is not None]
+    if extra:
+        findings = sorted([*findings, *extra], key=lambda f: f.level is not Level.ERROR)
     errors = sum(f.level is Level.ERROR for f in findings)
     if args.json:
         doc = {
@@ -150,6 +151,27 @@ def _shadowed(spec: str) -> Any:
 
     step = load_target(spec).step
     return step.primary if isinstance(step, Shadow) else None
+
+
+def _refused(spec: str) -> Finding | None:
+    """A warning when the target is a Shadow whose every shadow run would be refused."""
+    from loopwise.evidence.live.shadow import Shadow  # (see _shadowed)
+
+    try:
+        step = load_target(spec).step
+    except TargetError:
+        return None
+    problem = step.refusal() if isinstance(step, Shadow) else None
+    if problem is None:
+        return None
+    return Finding(
+        level=Level.WARNING,
+        code="shadow-refused",
+        where=spec,
+        message=f"every shadow run would be refused, so no live case is kept: {problem}",
+        fix="give the Shadow sandbox= (a function making throwaway deps), or define "
+        "make_eval_deps() in its module, as loopwise eval needs",
+    )
 
 
 def _rerun(args: argparse.Namespace, live: LiveReport) -> str:

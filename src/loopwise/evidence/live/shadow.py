@@ -254,11 +254,29 @@ class Shadow(StepDefaults):
     async def _deps(self, ctx: Context, scope: AsyncExitStack) -> tuple[Any, str | None]:
         """The shadow's deps and how its record names them: the run's own when none of its
         tools could take effect, else a sandbox (refused, as an eval refuses, without one)."""
-        risky = risky_tools(self.shadow, self.gates)
-        if not risky:
+        if not risky_tools(self.shadow, self.gates):
             return (ctx.deps if ctx.has_deps else None), None
         if self.sandbox is not None:
             return await entered(scope, self.sandbox()), f"sandbox= {name_of(self.sandbox)}"
+        factory, where = self._module_sandbox()
+        return await entered(scope, factory()), where
+
+    def refusal(self) -> str | None:
+        """Why every shadow run would be refused (tools that take effect and no sandbox),
+        or ``None``: what ``loopwise check`` warns about before any traffic."""
+        if self.sandbox is not None or not risky_tools(self.shadow, self.gates):
+            return None
+        try:
+            self._module_sandbox()
+        except ConfigError as e:
+            return str(e)
+        return None
+
+    def _module_sandbox(self) -> tuple[Callable[[], Any], str | None]:
+        """``make_eval_deps`` of the declaring module, found as ``loopwise eval`` finds a
+        target's (:func:`~loopwise.evidence.evals.sandbox.eval_deps`); else
+        :class:`ConfigError` naming the tools and the fix."""
+        risky = risky_tools(self.shadow, self.gates)
         try:
             if self._home is None:
                 raise ConfigError("no module declares it", name=self.name)
@@ -274,7 +292,7 @@ class Shadow(StepDefaults):
             ) from e
         if factory is None:  # pragma: no cover - eval_deps gives a risky target a factory
             raise ConfigError(f"shadow {self.name!r}: no sandbox", name=self.name)
-        return await entered(scope, factory()), where
+        return factory, where
 
     def _judged(self, output: Any, result: RunResult) -> tuple[bool | None, str | None]:
         """Whether the primary's ``output`` agrees with the shadow's (``None``: the shadow
