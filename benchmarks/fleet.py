@@ -18,6 +18,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,9 +44,9 @@ agent = loopwise.Agent(name="bench_cpu_agent", tools=[lookup_order])
 '''
 
 
-def _worker(store: str, env: dict[str, str], concurrency: int = 1) -> subprocess.Popen[str]:
+def _worker(store: str, env: dict[str, str], poll: float = 0.05) -> subprocess.Popen[str]:
     proc = subprocess.Popen(
-        [LOOPWISE, "worker", "--store", store, "--concurrency", str(concurrency), "--poll", "0.05"],
+        [LOOPWISE, "worker", "--store", store, "--concurrency", "1", "--poll", str(poll)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -106,6 +108,93 @@ def worker_cpu(base_url: str, n: int) -> tuple[float, float]:
     return (busy - warm) / n, warm
 
 
+# Each run writes its idempotency key once per attempt to the ledger: a run executed twice
+# (or an effect repeated) shows as a key written twice.
+SCALE_TARGET = '''
+from pathlib import Path
+
+import loopwise
+
+LEDGER = Path(__file__).with_name("ledger.txt")
+
+
+@loopwise.tool(effect="write")
+def lookup_order(order_id: str, ctx) -> str:
+    """Look an order up (and note that it was looked at, once)."""
+    with LEDGER.open("a") as f:
+        f.write(ctx.idempotency_key + "\\n")
+    return f"{order_id}: declined"
+
+
+agent = loopwise.Agent(name="bench_scale_agent", tools=[lookup_order])
+'''
+
+
+@dataclass
+class Fleet:
+    """One measurement of ``workers`` worker processes draining ``runs`` queued runs."""
+
+    workers: int
+    runs: int
+    seconds: float
+    """From the first run queued to the last completed."""
+    cpu: float
+    """CPU seconds the workers and the model server used meanwhile."""
+    twice: int
+    """Effects recorded more than once (must be 0)."""
+
+    @property
+    def rate(self) -> float:
+        return self.runs / self.seconds
+
+
+def scale_out(pg: str, server: Any, workers: int, runs: int) -> Fleet:
+    """``workers`` workers at ``--concurrency 1`` on a fresh PostgreSQL database draining
+    ``runs`` runs of a 3-step agent (2 tool turns and an answer) over ``server``."""
+    from store_side import fresh_database
+
+    here = Path(tempfile.mkdtemp(prefix="loopwise-bench-fleet-"))
+    (here / "target.py").write_text(SCALE_TARGET)
+    spec = f"{here / 'target.py'}:agent"
+    env = {**os.environ, "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "bench"}
+    with fresh_database(pg) as url, open_store(url) as st:
+        # PostgreSQL wakes workers by NOTIFY: the default poll is only a fallback.
+        procs = [_worker(url, env, poll=1.0) for _ in range(workers)]
+        assert server.proc is not None
+        pids = [p.pid for p in procs] + [server.proc.pid]
+        try:
+            cpu0, started = sum(_cpu(p) for p in pids), time.perf_counter()
+            question = "Why did order A-1 fail? turns=2"
+            ids = [
+                loopwise.enqueue(spec, question, model="bench-model", store=st) for _ in range(runs)
+            ]
+            _until_done(st, ids)
+            seconds = time.perf_counter() - started
+            cpu = sum(_cpu(p) for p in pids) - cpu0
+        finally:
+            for p in procs:
+                _stop(p)
+    keys = (here / "ledger.txt").read_text().split()
+    twice = sum(n - 1 for n in Counter(keys).values()) + (2 * runs - len(set(keys)))
+    return Fleet(workers=workers, runs=runs, seconds=seconds, cpu=cpu, twice=twice)
+
+
+def scale_report(one: Fleet, many: Fleet, cores: int) -> list[str]:
+    """The ratio of ``many`` workers to one, and to what the machine's CPU allows."""
+    per_run = many.cpu / many.runs
+    ceiling = cores / per_run
+    ideal = one.rate * many.workers
+    return [
+        f"1 worker:  {one.rate:.1f} runs/s ({one.runs} runs in {one.seconds:.1f} s)",
+        f"{many.workers} workers: {many.rate:.1f} runs/s ({many.runs} runs in "
+        f"{many.seconds:.1f} s): {many.rate / one.rate:.2f}x one worker (goal >= 6x)",
+        f"CPU per run (workers + model server): {per_run * 1000:.1f} ms, so {cores} cores "
+        f"allow at most {ceiling:.0f} runs/s; {many.workers} workers reached "
+        f"{many.rate / min(ceiling, ideal):.0%} of min({many.workers} x one worker, that)",
+        f"effects recorded twice or missing: {one.twice + many.twice} (must be 0)",
+    ]
+
+
 def _main(argv: list[str]) -> int:
     sys.path.insert(0, str(HERE))
     from server import Server
@@ -115,6 +204,18 @@ def _main(argv: list[str]) -> int:
         with Server(latency=0.0) as server:
             per_run, warm = worker_cpu(server.base_url, int(argv[1]) if len(argv) > 1 else 100)
         print(f"worker CPU per run: {per_run * 1000:.1f} ms (start-up and 3 runs: {warm:.2f} s)")
+        return 0
+    if what == "scale":
+        from store_side import postgres
+
+        runs = int(argv[1]) if len(argv) > 1 else 40
+        with postgres() as pg, Server(latency=0.05) as server:
+            if pg is None:
+                print("no PostgreSQL: set LOOPWISE_BENCH_PG", file=sys.stderr)
+                return 2
+            one = scale_out(pg, server, 1, runs)
+            many = scale_out(pg, server, 8, runs * 8)
+        print("\n".join(scale_report(one, many, os.cpu_count() or 1)))
         return 0
     print(f"unknown benchmark {what!r}: cpu or scale", file=sys.stderr)
     return 2

@@ -126,7 +126,7 @@ def test_schema_is_versioned(tmp_path: Path) -> None:
     with SQLiteStore(db) as store:
         assert store.list_runs() == []
     conn = sqlite3.connect(db)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 7
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 8
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     conn.execute("PRAGMA user_version = 99")
     conn.close()
@@ -145,7 +145,7 @@ def test_a_version_1_file_is_migrated(tmp_path: Path) -> None:
     conn.close()
     with SQLiteStore(db) as store:
         assert store.get_run("r0").owner is None
-    assert sqlite3.connect(db).execute("PRAGMA user_version").fetchone()[0] == 7
+    assert sqlite3.connect(db).execute("PRAGMA user_version").fetchone()[0] == 8
 
 
 def test_eval_history_made_before_it_was_the_stores_survives_the_migration(
@@ -369,7 +369,7 @@ def test_a_store_that_cannot_be_used_exits_2_with_one_line(
         conn.commit()
     cases = [
         (corrupt, "file is not a database"),
-        (newer, "schema version 99; this loopwise knows 7 (upgrade loopwise)"),
+        (newer, "schema version 99; this loopwise knows 8 (upgrade loopwise)"),
         (tmp_path, "unable to open database file"),  # a directory
         (foreign, "is not a loopwise run store (it holds other tables: customers)"),
     ]

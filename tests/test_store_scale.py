@@ -138,7 +138,7 @@ def _claim(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, tuple[Any,
     return select
 
 
-def test_the_claim_asks_the_primary_key_whether_a_paused_run_still_waits(
+def test_the_claim_reads_runs_by_index_and_asks_the_primary_key_about_approvals(
     filled: tuple[Path, dict[str, list[str]]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path, _ = filled
@@ -147,9 +147,14 @@ def test_the_claim_asks_the_primary_key_whether_a_paused_run_still_waits(
             with closing(sqlite3.connect(path)) as conn:
                 conn.execute("ANALYZE")
         plan = _plan(path, *_claim(path, monkeypatch))
-        waits = [line for line in plan if line.startswith(("SEARCH a ", "SCAN a"))]
-        assert waits == ["SEARCH a USING INDEX sqlite_autoindex_approvals_1 (run_id=?)"], plan
-        assert not [line for line in plan if line.startswith("SCAN")], plan
+        waits = [line for line in plan if line.startswith(("SEARCH a ", "SCAN a "))]
+        assert set(waits) == {"SEARCH a USING INDEX sqlite_autoindex_approvals_1 (run_id=?)"}
+        reads = [line for line in plan if " runs " in line]
+        # Only the paused runs nobody waits for any more are read whole: a small index.
+        scans = [line for line in reads if line.startswith("SCAN")]
+        assert scans == ["SCAN runs USING INDEX runs_answered"], plan
+        assert "SEARCH runs USING INDEX sqlite_autoindex_runs_1 (id=?)" in reads, plan
+        assert reads.count("SEARCH runs USING INDEX runs_status (status=?)") == 2, plan
 
 
 def test_pending_pages_list_real_runs_newest_first_each_approval_once(
@@ -230,9 +235,20 @@ def test_a_store_from_before_the_eval_column_is_migrated(tmp_path: Path) -> None
                 "requested_at) VALUES (?, 'c1', 't', 'pay', '{}', 'h', ?)",
                 (run_id, f"2026-01-01T00:00:0{len(run_id)}"),
             )
+        conn.execute(  # paused, and its one approval decided: a worker's to resume
+            "INSERT INTO runs (id, target, spec, status, options, created_at, updated_at) "
+            "VALUES ('ready', 't', 'm.py:t', 'awaiting_approval', '{}', 'a', 'a')"
+        )
+        conn.execute(
+            "INSERT INTO approvals (run_id, approval_id, step, tool, args, args_hash, "
+            "requested_at, status) VALUES ('ready', 'c1', 't', 'pay', '{}', 'h', 'a', 'approved')"
+        )
         conn.execute("PRAGMA user_version = 6")
         conn.commit()
     with SQLiteStore(path) as store:
+        taken = store.claim_next("w:1")
+        assert taken is not None and taken.run_id == "ready"
+        assert store.claim_next("w:1") is None
         page = store.pending_page()
         assert [(a.run_id, page.total) for a in page.approvals] == [("real", 1)]
         assert store.get_run("measured").eval_id == "e1"
@@ -240,20 +256,21 @@ def test_a_store_from_before_the_eval_column_is_migrated(tmp_path: Path) -> None
     with closing(sqlite3.connect(path)) as conn:
         marks = conn.execute("SELECT id, eval_id FROM runs ORDER BY id").fetchall()
         indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}
-    assert marks == [("measured", "e1"), ("real", None)]
+    assert marks == [("measured", "e1"), ("ready", None), ("real", None)]
     assert "approvals_waiting" in indexes and "approvals_status" not in indexes
 
 
 def test_a_postgresql_store_from_before_the_eval_column_is_migrated(pg_url: str) -> None:
     import psycopg
 
-    from loopwise.store.postgres import _MIGRATIONS  # the schema one version back
+    from loopwise.store.postgres import _MIGRATIONS  # the schema before the eval column
 
+    before = next(i for i, script in enumerate(_MIGRATIONS) if "ADD COLUMN eval_id" in script)
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        for script in _MIGRATIONS[:-1]:
+        for script in _MIGRATIONS[:before]:
             conn.execute(script.encode())
         conn.execute("CREATE TABLE loopwise_schema (version INTEGER NOT NULL)")
-        conn.execute("INSERT INTO loopwise_schema VALUES (%s)", (len(_MIGRATIONS) - 1,))
+        conn.execute("INSERT INTO loopwise_schema VALUES (%s)", (before,))
         for run_id, options in (("real", "{}"), ("measured", '{"eval": "e1"}')):
             conn.execute(
                 "INSERT INTO runs (id, target, spec, status, options, created_at, updated_at) "

@@ -148,6 +148,16 @@ _MIGRATIONS: list[str] = [
     CREATE INDEX approvals_waiting ON approvals(requested_at, run_id, approval_id)
         WHERE status = 'pending' AND eval_id IS NULL;
     """,
+    # Paused runs nobody waits for any more (issue 43): `answered_at`, kept by every
+    # decision and pause, lets a worker's claim find them from a small partial index
+    # instead of asking the approvals of every paused run.
+    """
+    ALTER TABLE runs ADD COLUMN answered_at TEXT;
+    UPDATE runs SET answered_at = updated_at WHERE status = 'awaiting_approval' AND NOT EXISTS
+        (SELECT 1 FROM approvals a WHERE a.run_id = runs.id AND a.status = 'pending');
+    CREATE INDEX runs_answered ON runs(created_at)
+        WHERE status = 'awaiting_approval' AND answered_at IS NOT NULL;
+    """,
 ]
 """The schema, one script per version; ``loopwise_schema.version`` says how many ran."""
 

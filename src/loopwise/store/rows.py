@@ -18,6 +18,7 @@ from loopwise.store.base import StoredApproval, StoredRun
 
 __all__ = [
     "Statement",
+    "answered_row",
     "approval_row",
     "collector_paused",
     "decision_row",
@@ -105,12 +106,13 @@ def side_effects(run_id: str, event: Event) -> list[Statement]:
                     utc_now(),
                     run_id,
                 ),
-            )
+            ),
+            answered_row(run_id, event.at),
         ]
     if event.type is EventType.GATE_REQUESTED:
         return [request_row(run_id, event)]
     if event.type is EventType.GATE_DECIDED and data.get("approval_id") is not None:
-        return [decision_row(run_id, data, event.at)]
+        return [decision_row(run_id, data, event.at), answered_row(run_id, event.at)]
     if event.type is EventType.STEP_FINISHED and LIVE in data:
         return live_row(run_id, event)
     return []
@@ -150,6 +152,17 @@ def live_row(run_id: str, event: Event) -> list[Statement]:
 
 
 _FINISHED = {EventType.RUN_FINISHED, EventType.RUN_PAUSED}
+
+
+def answered_row(run_id: str, at: str) -> Statement:
+    """After a decision or a pause: when the run's last undecided approval was decided
+    (``at``), or ``NULL`` while one waits. A worker's claim finds the paused runs nobody
+    waits for by it (the ``runs_answered`` index), then checks the approvals themselves."""
+    return (
+        "UPDATE runs SET answered_at = CASE WHEN EXISTS (SELECT 1 FROM approvals a WHERE "
+        "a.run_id = runs.id AND a.status = 'pending') THEN NULL ELSE ? END WHERE id = ?",
+        (at, run_id),
+    )
 
 
 def decision_row(run_id: str, d: dict[str, Any], at: str) -> Statement:

@@ -14,7 +14,7 @@ from loopwise.store.base import (
     not_pending,
     place_of,
 )
-from loopwise.store.rows import approval_row, to_json, utc_now
+from loopwise.store.rows import answered_row, approval_row, to_json, utc_now
 from loopwise.store.sqlbase import SQLBase
 
 __all__ = ["SQLApprovals"]
@@ -129,6 +129,7 @@ class SQLApprovals(SQLBase):
                     approval_id,
                 ),
             )
+            tx.run(*answered_row(run_id, utc_now()))
             self._notify(tx, run_id)
             rows = tx.rows(
                 "SELECT * FROM approvals WHERE run_id = ? AND approval_id = ?",

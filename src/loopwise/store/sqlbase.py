@@ -55,6 +55,8 @@ class SQLBase:
     """What makes the workers' claim read ``runs`` by its status index, whatever the
     planner's statistics say (after ``ANALYZE`` SQLite preferred reading every run in
     creation order: the whole table when nothing is claimable)."""
+    _by_answered = ""
+    """The same for the paused runs nobody waits for any more (``runs_answered``)."""
     _insertion_order = "rowid"
     """The column that orders rows created at the same instant."""
     _eval_mark = "eval_id"

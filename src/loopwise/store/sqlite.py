@@ -146,6 +146,16 @@ _SQLITE_MIGRATIONS: list[str] = [
     CREATE INDEX approvals_waiting ON approvals(requested_at, run_id, approval_id)
         WHERE status = 'pending' AND eval_id IS NULL;
     """,
+    # Paused runs nobody waits for any more (issue 43): `answered_at`, kept by every
+    # decision and pause, lets a worker's claim find them from a small partial index
+    # instead of asking the approvals of every paused run.
+    """
+    ALTER TABLE runs ADD COLUMN answered_at TEXT;
+    UPDATE runs SET answered_at = updated_at WHERE status = 'awaiting_approval' AND NOT EXISTS
+        (SELECT 1 FROM approvals a WHERE a.run_id = runs.id AND a.status = 'pending');
+    CREATE INDEX runs_answered ON runs(created_at)
+        WHERE status = 'awaiting_approval' AND answered_at IS NOT NULL;
+    """,
 ]
 """The schema, one script per version; ``PRAGMA user_version`` says how many ran."""
 
@@ -160,6 +170,7 @@ class SQLiteStore(SQLStore):
 
     _clock = "((julianday('now') - 2440587.5) * 86400.0)"
     _by_status = " INDEXED BY runs_status"
+    _by_answered = " INDEXED BY runs_answered"
 
     def __init__(
         self,

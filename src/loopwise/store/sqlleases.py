@@ -12,10 +12,14 @@ from loopwise.core.events import Status
 from loopwise.errors import ConfigError, StoreError
 from loopwise.store.base import QUEUED, RESUMABLE, StoredRun, Tx
 from loopwise.store.conversations import busy, next_turn, refuse_superseded
-from loopwise.store.rows import run_row, to_json, utc_now
+from loopwise.store.rows import answered_row, run_row, to_json, utc_now
 from loopwise.store.sqlbase import SQLBase
 
 __all__ = ["SQLLeases"]
+
+_LOOK = 32
+"""Claimable runs of each kind a claim looks at: more than the workers that may be holding
+some at once (PostgreSQL's SKIP LOCKED passes over those)."""
 
 
 class SQLLeases(SQLBase):
@@ -134,7 +138,7 @@ class SQLLeases(SQLBase):
     def _take(self, tx: Tx, run_id: str, owner: str) -> None:
         tx.run(
             f"UPDATE runs SET status = 'running', owner = ?, lease_until = {self._clock} + ?, "
-            "updated_at = ? WHERE id = ?",
+            "updated_at = ?, answered_at = NULL WHERE id = ?",
             (owner, self.lease_seconds, utc_now(), run_id),
         )
 
@@ -146,20 +150,37 @@ class SQLLeases(SQLBase):
         with a target spec a worker can load, never an eval's. Returns the run as it was
         before the claim (its status says whether to start or resume it), or ``None``.
         """
+        # Each kind of claimable run is looked up by its own index, oldest first (a few, in
+        # case other workers hold some), and the oldest of those is taken: one OR over the
+        # table let the planner read every run in creation order when none was claimable.
+        order = f"ORDER BY created_at, {self._insertion_order}"
+        real = f"spec IS NOT NULL AND {self._eval_mark} IS NULL"
+        # A process never takes over its own run: its lease lapsing (a slow import under
+        # load) must not start the run a second time beside itself.
+        lapsed = f"lease_until < {self._clock} AND COALESCE(owner, '') <> ?"
+        answered = "answered_at IS NOT NULL AND NOT EXISTS (SELECT 1 FROM approvals a " + (
+            "WHERE a.run_id = runs.id AND a.status = 'pending')"
+        )
+        kinds = " UNION ALL ".join(
+            f"SELECT id FROM (SELECT id FROM runs{index} WHERE status = '{status}' AND "
+            f"{real}{also} {order} LIMIT {_LOOK}) AS {status}"
+            for index, status, also in (
+                (self._by_status, QUEUED, ""),
+                (self._by_status, "running", f" AND {lapsed}"),
+                (self._by_answered, Status.AWAITING_APPROVAL.value, f" AND {answered}"),
+            )
+        )
         with self._lock, self._transaction() as tx:
             rows = tx.rows(
                 # An eval's run is the eval's to run: never a worker's (nor its deps').
-                f"SELECT * FROM runs{self._by_status} WHERE spec IS NOT NULL AND "
-                f"{self._eval_mark} IS NULL AND "
-                "(status = ? OR "
-                # A process never takes over its own run: its lease lapsing (a slow import
-                # under load) must not start the run a second time beside itself.
-                f"(status = 'running' AND lease_until < {self._clock} "
-                "AND COALESCE(owner, '') <> ?) OR "
-                "(status = ? AND NOT EXISTS (SELECT 1 FROM approvals a "
-                "WHERE a.run_id = runs.id AND a.status = 'pending'))) "
-                f"ORDER BY created_at, {self._insertion_order} LIMIT 1{self._skip_locked}",
-                (QUEUED, owner, Status.AWAITING_APPROVAL.value),
+                # The conditions again outside: PostgreSQL checks them again on a row
+                # another worker changed while this one waited for it. A CASE, not an OR:
+                # an OR of statuses would lead SQLite to its status index again.
+                f"SELECT * FROM runs WHERE id IN ({kinds}) AND {real} AND CASE status "
+                f"WHEN '{QUEUED}' THEN TRUE WHEN 'running' THEN {lapsed} "
+                f"WHEN '{Status.AWAITING_APPROVAL.value}' THEN {answered} ELSE FALSE END "
+                f"{order} LIMIT 1{self._skip_locked}",
+                (owner, owner),
             )
             if not rows:
                 return None
@@ -212,7 +233,8 @@ class SQLLeases(SQLBase):
                     "UPDATE runs SET status = 'awaiting_approval', detail = ?, updated_at = ? "
                     "WHERE id = ? AND status = 'running'",
                     (detail, utc_now(), run_id),
-                )
+                ),
+                answered_row(run_id, utc_now()),
             ]
         )
 

@@ -1,0 +1,190 @@
+"""Every store verb at 10k, 100k and 1M runs, on SQLite and PostgreSQL, with fitted exponents.
+
+For each size a store is filled by :mod:`storegen` (rows as the store writes them), then
+timed, each the median of ``repeats``:
+
+* the CLI verbs as fresh processes (what a person waits for): ``loopwise pending``,
+  ``runs list``, ``runs show RUN``, ``approve RUN --approval c1`` (a different paused run
+  each time);
+* the inbox's ``/`` and ``/runs/RUN`` over HTTP from one ``loopwise serve``;
+* a worker's claim with nothing to claim (what an idle worker pays per poll), in process.
+
+The exponent k of time ~ size^k is fitted between consecutive sizes (the CLI verbs carry
+~0.1 s of interpreter start-up at every size, so theirs stay near 0 while they are flat).
+
+``python benchmarks/store_scale.py [--sizes 10000,100000,1000000] [--repeats 5]
+[--sqlite-only]``: PostgreSQL from ``LOOPWISE_BENCH_PG``/``LOOPWISE_TEST_PG`` or a
+throwaway ``.ci/postgres``. ``make bench`` runs 10k only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import storegen
+
+from loopwise.store.open import close_shared_stores, open_store
+
+LOOPWISE = str(Path(sys.executable).with_name("loopwise"))
+VERBS = ("pending", "runs list", "runs show", "approve", "inbox /", "inbox /runs/ID", "claim")
+GOAL = {"claim": 0.05}
+"""Seconds each verb may take at 1M runs (0.25 s unless named here)."""
+
+
+def _median(work: Callable[[int], object], repeats: int) -> float:
+    times = []
+    for k in range(repeats):
+        started = time.perf_counter()
+        work(k)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def _cli(*argv: str) -> None:
+    done = subprocess.run([LOOPWISE, *argv], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"loopwise {' '.join(argv)}: {done.stderr.strip()}")
+
+
+@contextmanager
+def _inbox(store: str) -> Iterator[int]:
+    proc = subprocess.Popen(
+        [LOOPWISE, "serve", "--store", store, "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdout is not None
+    first = proc.stdout.readline()  # serving http://127.0.0.1:PORT
+    try:
+        yield int(first.rsplit(":", 1)[1])
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        proc.stdout.close()
+
+
+def _get(port: int, path: str) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    conn.request("GET", path)
+    answer = conn.getresponse()
+    answer.read()
+    conn.close()
+    if answer.status != 200:
+        raise RuntimeError(f"GET {path}: HTTP {answer.status}")
+
+
+def time_verbs(store: str, size: int, repeats: int) -> dict[str, float]:
+    """Median seconds of each verb on a filled store of ``size`` runs."""
+    paused = [storegen.run_id(i) for i in range(size) if storegen.kind_of(i) == storegen.PAUSED]
+    middle = storegen.run_id(size // 2 + (1 if storegen.kind_of(size // 2) == "looked" else 0))
+    at = ["--store", store]
+    out = {
+        "pending": _median(lambda k: _cli("pending", *at), repeats),
+        "runs list": _median(lambda k: _cli("runs", "list", *at), repeats),
+        "runs show": _median(lambda k: _cli("runs", "show", middle, *at), repeats),
+        "approve": _median(
+            lambda k: _cli("approve", paused[-1 - k], "--approval", "c1", "--by", "bench", *at),
+            repeats,
+        ),
+    }
+    with _inbox(store) as port:
+        _get(port, "/")  # warm: the first request opens the store
+        out["inbox /"] = _median(lambda k: _get(port, "/"), repeats)
+        out["inbox /runs/ID"] = _median(lambda k: _get(port, f"/runs/{paused[k]}"), repeats)
+    with open_store(store) as st:
+        st.claim_next("bench:0")  # warm: the connection
+        out["claim"] = _median(lambda k: st.claim_next(f"bench:{k}"), repeats)
+    close_shared_stores()
+    return out
+
+
+def exponents(sizes: list[int], seconds: list[float]) -> list[float]:
+    """The exponent k of seconds ~ size^k between each pair of consecutive sizes."""
+    return [
+        math.log(seconds[i + 1] / seconds[i]) / math.log(sizes[i + 1] / sizes[i])
+        for i in range(len(sizes) - 1)
+    ]
+
+
+@contextmanager
+def locations(pg: str | None) -> Iterator[Callable[[str, int], Iterator[str]]]:
+    """``where(kind, size)``: a context manager giving a fresh store of that kind."""
+
+    @contextmanager
+    def where(kind: str, size: int) -> Iterator[str]:
+        if kind == "sqlite":
+            yield str(Path(tempfile.mkdtemp(prefix=f"loopwise-scale-{size}-")) / "runs.db")
+            return
+        from store_side import fresh_database
+
+        assert pg is not None
+        with fresh_database(pg) as url:
+            yield url
+
+    yield where  # type: ignore[misc]
+
+
+def measure(
+    sizes: list[int], kinds: list[str], pg: str | None, repeats: int, say: Callable[[str], None]
+) -> dict[str, dict[int, dict[str, float]]]:
+    """``{kind: {size: {verb: seconds}}}``, each store filled then timed."""
+    results: dict[str, dict[int, dict[str, float]]] = {k: {} for k in kinds}
+    with locations(pg) as where:
+        for kind in kinds:
+            for size in sizes:
+                with where(kind, size) as store:  # type: ignore[operator]
+                    filled = storegen.fill(store, size)
+                    say(f"{kind} {size:,} runs: filled in {filled:.0f} s; timing...")
+                    results[kind][size] = time_verbs(store, size, repeats)
+    return results
+
+
+def table(results: dict[str, dict[int, dict[str, float]]]) -> list[str]:
+    """The results as lines: a row per store kind and verb, a column per size, then k."""
+    lines = []
+    for kind, by_size in results.items():
+        sizes = sorted(by_size)
+        head = " ".join(f"{s:>9,}" for s in sizes)
+        lines.append(f"{kind:<10} {'verb':<16} {head}   k (each decade)   goal")
+        for verb in VERBS:
+            secs = [by_size[s][verb] for s in sizes]
+            ks = " ".join(f"{k:+.2f}" for k in exponents(sizes, secs)) or "-"
+            goal = GOAL.get(verb, 0.25)
+            ok = "ok" if secs[-1] <= goal else "MISSED"
+            cells = " ".join(f"{t * 1000:>7.0f}ms" for t in secs)
+            lines.append(f"{'':<10} {verb:<16} {cells}   {ks:<17} <= {goal * 1000:.0f} ms {ok}")
+    return lines
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10000,100000,1000000")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--sqlite-only", action="store_true")
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    from store_side import postgres
+
+    with postgres() as pg:
+        kinds = ["sqlite"] if args.sqlite_only or pg is None else ["sqlite", "postgresql"]
+        results = measure(sizes, kinds, pg, args.repeats, lambda s: print(s, file=sys.stderr))
+    print("\n".join(table(results)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    os.environ.setdefault("LOOPWISE_MODEL", "scripted")
+    sys.exit(main(sys.argv[1:]))
