@@ -49,6 +49,7 @@ FLOW = textwrap.dedent(
 
     agent = loopwise.Agent(name="agent", tools=[note], output_type=Label, max_steps=4)
     live = loopwise.Shadow("live", classify, agent, share=1.0)
+    default_target = "live"
 
 
     def make_deps():
@@ -211,3 +212,13 @@ def test_a_shadow_with_its_sandbox_gets_no_refusal_warning(
     flow: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert not [f for f in _check(capsys)[1]["findings"] if f["code"] == "shadow-refused"]
+
+
+def test_runs_recorded_under_another_spelling_of_the_target_count(
+    flow: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _traffic(flow, 2, disagree=0)
+    loopwise.run(flow.live, "my bill", model=_model(set()), spec="flow.py", deps=[])
+    assert _check(capsys)[1]["live"]["cases"] == 3  # flow.py:live and flow.py alone
+    assert main(["check", "flow.py", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["live"]["cases"] == 3

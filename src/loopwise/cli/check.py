@@ -23,7 +23,13 @@ from loopwise.cli.options import (
 )
 from loopwise.errors import ConfigError, TargetError
 from loopwise.evidence.check import Finding, Level, check
-from loopwise.evidence.live.verdict import DEFAULT_WINDOW, LiveReport, drift_finding, live_report
+from loopwise.evidence.live.verdict import (
+    DEFAULT_WINDOW,
+    LiveReport,
+    aliases,
+    drift_finding,
+    live_report,
+)
 from loopwise.evidence.sweeps.cascades import Measured, calibration_findings, swept
 from loopwise.running.targets import Target, load_target
 from loopwise.store.open import open_existing
@@ -116,6 +122,7 @@ def live_of(spec: str, args: argparse.Namespace) -> LiveReport | None:
                 live,
                 history,
                 spec,
+                aliases=aliases(spec),
                 also=_primaries(spec),
                 window=args.live_window,
                 max_error=args.max_error,

@@ -251,16 +251,19 @@ def _dataset(args: argparse.Namespace) -> list[Case]:
         )
     if args.dataset is not None:
         return load_dataset(args.dataset)
-    from loopwise.evidence.live.cases import live_dataset  # only --from-store reads them
+    # Only --from-store reads them.
+    from loopwise.evidence.live.cases import live_dataset
+    from loopwise.evidence.live.verdict import aliases
 
-    named = [args.from_store] if args.from_store else list(args.targets)
+    given = [args.from_store] if args.from_store else list(args.targets)
+    named = [n for spec in given for n in (spec, *aliases(spec))]
     store = open_existing(args.live_store)
     if store is None:
         where = store_location(args.live_store)[1]
         raise ConfigError(f"--from-store: no run store at {where}", name="from-store")
     with store:
         cases = live_dataset(store, named)
-    args.dataset = "live:" + ",".join(named)
+    args.dataset = "live:" + ",".join(given)
     return cases
 
 

@@ -29,7 +29,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from loopwise.core.events import now_iso
-from loopwise.errors import ConfigError
+from loopwise.errors import ConfigError, TargetError
 from loopwise.evidence.check import Finding, Level
 from loopwise.evidence.evals.bounds import (
     cases_to_bound,
@@ -38,11 +38,13 @@ from loopwise.evidence.evals.bounds import (
     clopper_pearson_upper,
 )
 from loopwise.evidence.evals.history import history_key, last_eval
+from loopwise.running.targets import load_target
 from loopwise.store.base import EvalHistory, LiveCase, LiveEvidence
 
 __all__ = [
     "DEFAULT_WINDOW",
     "LiveReport",
+    "aliases",
     "drift_finding",
     "live_report",
     "spellings",
@@ -121,15 +123,17 @@ def live_report(
     history: EvalHistory | None,
     spec: str,
     *,
+    aliases: tuple[str, ...] = (),
     also: tuple[str, ...] = (),
     window: str = DEFAULT_WINDOW,
     max_error: float | None = None,
     delta: float = 0.1,
 ) -> LiveReport | None:
-    """The live report of the target ``spec`` from the live cases in ``live`` (``None``
-    when it has none ever), judged against the newest certificate of ``spec`` or of a step
-    it shadows (``also``: their specs) in ``history``, else ``max_error``."""
-    names = spellings(live, spec)
+    """The live report of the target ``spec`` (or its ``aliases``: :func:`aliases`) from the
+    live cases in ``live`` (``None`` when it has none ever), judged against the newest
+    certificate of ``spec`` or of a step it shadows (``also``: their specs) in ``history``,
+    else ``max_error``."""
+    names = list(dict.fromkeys(n for s in (spec, *aliases) for n in spellings(live, s)))
     if not names:
         return None
     since = window_start(window)
@@ -161,6 +165,23 @@ def spellings(live: LiveEvidence, spec: str) -> list[str]:
     or as any recorded target naming the same file (a run started as ``./flow.py:x``)."""
     key = history_key(spec)
     return [t for t in live.live_targets() if t in (spec, key) or history_key(t) == key]
+
+
+def aliases(spec: str) -> tuple[str, ...]:
+    """The other spellings of the target ``spec`` names, as a run may have recorded it:
+    ``module:name`` for each name its module gives the step, and the module alone when
+    that means the same step."""
+    try:
+        target = load_target(spec)
+    except TargetError:  # nothing loads by that name: it is only spelled as given
+        return ()
+    module_part = spec.partition(":")[0]
+    found = [f"{module_part}:{k}" for k, v in vars(target.module).items() if v is target.step]
+    try:
+        alone = load_target(module_part).step is target.step
+    except TargetError:  # the module exposes several steps: alone it names none
+        alone = False
+    return tuple(n for n in dict.fromkeys([*found, *([module_part] if alone else [])]) if n != spec)
 
 
 def _bound(
