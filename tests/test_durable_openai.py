@@ -439,3 +439,52 @@ def test_a_resume_by_model_name_keeps_the_store_setting(
     # Resumed by its recorded name, API and store setting: the call chains to the last turn.
     assert server.requests[-1]["previous_response_id"] == "resp_fake_2"
     assert server.requests[-1]["store"] is True
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_the_safety_identifier_is_the_callers_for_every_call_and_resume(
+    api: str, tmp_path: Path
+) -> None:
+    agent = loopwise.Agent(name="desk", tools=[look_up_order, refund])
+    store = str(tmp_path / "runs.db")
+    with FakeChatServer(_desk) as server:
+        model = server.model(api=api)
+        paused = loopwise.run(
+            agent, "refund O-1", model=model, store=store, safety_identifier="user-7f3a"
+        )
+        loopwise.approve(paused.run_id, all_pending=True, by="alice", store=store)
+        done = loopwise.resume(paused.run_id, step=agent, model=model, store=store)
+        other = loopwise.run(agent, "refund O-1", model=model, store=None)
+    assert done.status is Status.COMPLETED, done.detail
+    sent = [b.get("safety_identifier") for b in server.requests]
+    # Both calls before the pause and the one after the resume; never one unasked.
+    assert sent[:3] == ["user-7f3a"] * 3 and set(sent[3:]) == {None}
+    assert other.status is Status.AWAITING_APPROVAL
+    for wrong in ("", " ", "u" * 65, 7):
+        with pytest.raises(loopwise.ConfigError, match="safety_identifier"):
+            loopwise.run(agent, "x", model=model, store=None, safety_identifier=wrong)
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_flex_call_is_priced_as_flex(api: str) -> None:
+    from loopwise import Price, Pricing
+
+    answer = loopwise.Turn(text="ok", input_tokens=1000, output_tokens=100, cached_tokens=600)
+    prices = Pricing(extra={"fake-model": Price(input=1.0, output=2.0, cached_input=0.1, flex=0.5)})
+    flex = loopwise.OpenAIOptions(service_tier="flex")
+    with FakeChatServer([answer, answer]) as server:
+        slow = loopwise.run(
+            loopwise.Agent(name="a"),
+            "hi",
+            model=server.model(api=api, options=flex),
+            pricing=prices,
+        )
+        fast = loopwise.run(
+            loopwise.Agent(name="a"), "hi", model=server.model(api=api), pricing=prices
+        )
+    full = (400 * 1.0 + 600 * 0.1 + 100 * 2.0) / 1e6
+    assert fast.usage.cost_usd == pytest.approx(full) and fast.usage.cached_tokens == 600
+    assert slow.usage.cost_usd == pytest.approx(full / 2)
+    assert [b.get("service_tier") for b in server.requests] == ["flex", None]
+    turn = next(e for e in slow.events if e.type == "model_call").data["turn"]
+    assert turn["service_tier"] == "flex"

@@ -345,7 +345,8 @@ def test_a_streamed_responses_call_gives_text_deltas_and_the_same_turns() -> Non
     assert first["reasoning"][0]["encrypted_content"].startswith("gAAAA-fake-")
 
 
-def test_reasoning_and_cached_tokens_reach_the_usage_and_the_cost() -> None:
+@pytest.mark.parametrize("api", APIS)
+def test_reasoning_and_cached_tokens_reach_the_usage_and_the_cost(api: str) -> None:
     from loopwise import Price, Pricing
 
     answer = loopwise.Turn(
@@ -354,7 +355,7 @@ def test_reasoning_and_cached_tokens_reach_the_usage_and_the_cost() -> None:
     agent = loopwise.Agent(name="plain")
     cheap = Pricing(extra={"fake-model": Price(input=1.0, output=2.0, cached_input=0.1)})
     with FakeChatServer([answer, answer]) as server:
-        model = server.model(api="responses")
+        model = server.model(api=api)
         result = loopwise.run(agent, "hi", model=model, pricing=cheap)
         unknown = loopwise.run(agent, "hi", model=model, pricing=Pricing(extra={
             "fake-model": Price(input=1.0, output=2.0)}))  # fmt: skip

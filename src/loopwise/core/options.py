@@ -85,6 +85,11 @@ class RunOptions:
     tools and policies, ``request.deps`` in an in-process model. Never stored: a resume
     in another process is given them again (``deps=``, ``--deps``, or the target module's
     ``make_deps()``)."""
+    safety_identifier: str | None = None
+    """Who the run is for, as the calling application names its end user (a stable hash
+    of their account id, never derived from the content): sent as OpenAI's
+    ``safety_identifier`` on every model call of the run, recorded with the run and kept
+    by its resumes. At most 64 characters."""
     stream: bool = False
     """Ask the model to stream its answers: each piece of text goes, as a
     :class:`TextDelta`, to the sinks that have a ``text`` method (``astream`` yields them);
@@ -106,6 +111,7 @@ class ResumeOverrides(TypedDict, total=False):
     clock: Callable[[], float]
     conversation: str | None
     deps: Any
+    safety_identifier: str | None
     stream: bool
 
 
@@ -157,6 +163,12 @@ def check_options(opts: RunOptions) -> None:
     if opts.budget is not None and not isinstance(opts.budget, Budget):
         raise ConfigError(
             f"budget must be a loopwise.Budget, not {type(opts.budget).__name__}", name="budget"
+        )
+    who = opts.safety_identifier
+    if who is not None and (not isinstance(who, str) or not who.strip() or len(who) > 64):
+        raise ConfigError(
+            f"safety_identifier must be 1-64 characters naming the end user, not {who!r}",
+            name="safety_identifier",
         )
     model = opts.model
     # getattr: the check of the model contract itself, on whatever the user passed.

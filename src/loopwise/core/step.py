@@ -172,6 +172,8 @@ class Context(Generic[DepsT]):
     resources: dict[Any, Any] = field(default_factory=dict)
     """What the run opened on first use, by owner (an MCP server's connection); each has
     ``async aclose()`` and is closed when the run ends or pauses (shared by children)."""
+    safety_identifier: str | None = None
+    """The run's end user as the caller named them (sent with every model call)."""
     _deps: Any = None
     _seq: list[int] = field(default_factory=lambda: [0])
     _taken: tuple[list[int], ...] = ()
@@ -330,6 +332,7 @@ class Context(Generic[DepsT]):
             started_at, began = now_iso(), self.clock()
             # In place: the request is this call's own (a replace() would cost every call).
             request.deps = _NO_DEPS if self._deps is None else self._deps
+            request.safety_identifier = self.safety_identifier
             turn = await self._complete(
                 self.model, self._streaming(request, key) if self.stream else request
             )
@@ -339,6 +342,7 @@ class Context(Generic[DepsT]):
             turn.input_tokens,
             turn.output_tokens,
             turn.cached_tokens,
+            turn.service_tier,
         )
         spent = {"reasoning_tokens": turn.reasoning_tokens, "cached_tokens": turn.cached_tokens}
         self.usage.add_call(turn.input_tokens, turn.output_tokens, cost, **spent)
@@ -513,6 +517,7 @@ def new_context(target: Step, opts: RunOptions) -> Context:
         clock=opts.clock,
         stream=opts.stream,
         started_at=opts.clock(),
+        safety_identifier=opts.safety_identifier,
         _deps=opts.deps,
     )
 

@@ -27,6 +27,9 @@ class Price:
     cached_input: float | None = None
     """USD per million input tokens the server read from its prompt cache; ``None``:
     priced as ``input`` (a discount not known is never assumed)."""
+    flex: float | None = None
+    """What a call served on OpenAI's ``flex`` tier costs, as a share of these prices
+    (0.5: half); ``None``: priced as any call (a discount not known is never assumed)."""
 
 
 DEFAULT_PRICES: Mapping[str, Price] = MappingProxyType(
@@ -36,11 +39,11 @@ DEFAULT_PRICES: Mapping[str, Price] = MappingProxyType(
         "gpt-4.1": Price(input=2.00, output=8.00),
         "gpt-4.1-mini": Price(input=0.40, output=1.60),
         "gpt-4.1-nano": Price(input=0.10, output=0.40),
-        "gpt-5": Price(input=1.25, output=10.00),
-        "gpt-5-mini": Price(input=0.25, output=2.00),
-        "gpt-5-nano": Price(input=0.05, output=0.40),
-        "o3": Price(input=2.00, output=8.00),
-        "o4-mini": Price(input=1.10, output=4.40),
+        "gpt-5": Price(input=1.25, output=10.00, flex=0.5),
+        "gpt-5-mini": Price(input=0.25, output=2.00, flex=0.5),
+        "gpt-5-nano": Price(input=0.05, output=0.40, flex=0.5),
+        "o3": Price(input=2.00, output=8.00, flex=0.5),
+        "o4-mini": Price(input=1.10, output=4.40, flex=0.5),
         # The offline scripted model costs nothing, and that is known, not guessed.
         "scripted": Price(input=0.0, output=0.0),
     }
@@ -76,19 +79,26 @@ class Pricing:
         return self.default
 
     def cost(
-        self, model: str, input_tokens: int, output_tokens: int, cached_tokens: int = 0
+        self,
+        model: str,
+        input_tokens: int,
+        output_tokens: int,
+        cached_tokens: int = 0,
+        service_tier: str | None = None,
     ) -> float | None:
         """USD for one call, or ``None`` when the model has no known price.
 
         ``cached_tokens`` (of ``input_tokens``) are priced at the price's
-        ``cached_input`` when it names one.
+        ``cached_input`` when it names one; a call the server says it served on the
+        ``flex`` tier costs the price's ``flex`` share when it names one.
         """
         price = self.price(model)
         if price is None:
             return None
         cached = min(max(cached_tokens, 0), input_tokens) if price.cached_input is not None else 0
         fresh = (input_tokens - cached) * price.input + cached * (price.cached_input or 0.0)
-        return (fresh + output_tokens * price.output) / 1_000_000
+        share = price.flex if service_tier == "flex" and price.flex is not None else 1.0
+        return share * (fresh + output_tokens * price.output) / 1_000_000
 
 
 @dataclass(kw_only=True, slots=True)

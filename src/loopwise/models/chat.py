@@ -76,7 +76,23 @@ def chat_turn(completion: Any, fallback_model: str) -> Turn:
         output_tokens=usage.completion_tokens if usage else 0,
         model=completion.model or fallback_model,
         logprobs=_logprobs(choice),
+        cached_tokens=_detail(usage, "prompt_tokens_details", "cached_tokens"),
+        reasoning_tokens=_detail(usage, "completion_tokens_details", "reasoning_tokens"),
+        service_tier=_tier(completion),
     )
+
+
+def _tier(answer: Any) -> str | None:
+    """The service tier the server says it served a call on, when it says."""
+    tier = sdk_field(answer, "service_tier")
+    return tier if isinstance(tier, str) else None
+
+
+def _detail(usage: Any, group: str, name: str) -> int:
+    """A count of the usage's details (cached prompt tokens, reasoning tokens); 0 when the
+    server does not say."""
+    value = sdk_field(sdk_field(usage, group), name)
+    return value if isinstance(value, int) else 0
 
 
 def _logprobs(choice: Any) -> list[dict[str, float]] | None:

@@ -123,6 +123,9 @@ class Turn:
     """Of ``output_tokens``, those the model spent reasoning."""
     cached_tokens: int = 0
     """Of ``input_tokens``, those the server read from its prompt cache."""
+    service_tier: str | None = None
+    """The tier the server says it served the call on (``flex``, ``default``...), when
+    it says: what the call is priced at."""
     decision: list[dict[str, Any]] | None = None
     """A Decisions API answer: its ``answers`` in question order, as the wire has them."""
     logprobs: list[dict[str, float]] | None = None
@@ -183,6 +186,7 @@ class Turn:
             **({"resent": self.resent} if self.resent else {}),
             **({"reasoning_tokens": self.reasoning_tokens} if self.reasoning_tokens else {}),
             **({"cached_tokens": self.cached_tokens} if self.cached_tokens else {}),
+            **({"service_tier": self.service_tier} if self.service_tier else {}),
             **({"decision": self.decision} if self.decision is not None else {}),
             **({"logprobs": self.logprobs} if self.logprobs is not None else {}),
         }
@@ -204,6 +208,7 @@ class Turn:
             resent=data.get("resent"),
             reasoning_tokens=int(data.get("reasoning_tokens", 0)),
             cached_tokens=int(data.get("cached_tokens", 0)),
+            service_tier=data.get("service_tier"),
             decision=data.get("decision"),
             logprobs=data.get("logprobs"),
         )

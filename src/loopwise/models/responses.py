@@ -323,6 +323,7 @@ def response_turn(response: Any, fallback_model: str) -> Turn:
         stored=_stored(response),
         reasoning_tokens=_detail(usage, "output_tokens_details", "reasoning_tokens"),
         cached_tokens=_detail(usage, "input_tokens_details", "cached_tokens"),
+        service_tier=_tier(response),
     )
 
 
@@ -347,6 +348,12 @@ def _read_output(output: list[Any]) -> tuple[list[str], list[str], list[Any], li
             # content is the model's reasoning when nothing is stored server-side).
             reasoning.append(item.to_dict())
     return texts, refusals, raw, reasoning
+
+
+def _tier(response: Any) -> str | None:
+    """The service tier the server says it served the response on, when it says."""
+    tier = sdk_field(response, "service_tier")
+    return tier if isinstance(tier, str) else None
 
 
 def _stored(response: Any) -> bool | None:

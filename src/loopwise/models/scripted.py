@@ -257,6 +257,7 @@ def as_turn(entry: ScriptEntry) -> Turn:
             response_id=entry.response_id,
             reasoning_tokens=entry.reasoning_tokens,
             cached_tokens=entry.cached_tokens,
+            service_tier=entry.service_tier,
             decision=entry.decision,
             logprobs=entry.logprobs,
         )

@@ -49,6 +49,7 @@ from loopwise.core.options import (
     ResumeOverrides,
     RunOptions,
     RunOverrides,
+    check_options,
     check_run_id,
     merge_options,
 )
@@ -167,6 +168,7 @@ async def arun(
                 **run_limits(ctx.budget, ctx.max_steps),
                 **_marked(eval_id),
                 **(model_member(ctx.model, "speaks") or {}),  # what a resume speaks
+                **_for_whom(ctx.safety_identifier),
             },
             owner=owner_id(),
             conversation=conversation,
@@ -177,6 +179,11 @@ async def arun(
         # A model resolved from its name belongs to this run: release it with the run.
         work = closing_model(work, ctx.model)
     return await work
+
+
+def _for_whom(safety_identifier: str | None) -> dict[str, str]:
+    """The run's end user as recorded (its resumes send the same ``safety_identifier``)."""
+    return {} if safety_identifier is None else {"safety_identifier": safety_identifier}
 
 
 def _marked(eval_id: str | None) -> dict[str, str]:
@@ -264,18 +271,21 @@ def enqueue(
     run_id: str | None = None,
     conversation: str | None = None,
     speaks: dict[str, Any] | None = None,
+    safety_identifier: str | None = None,
 ) -> str:
     """Record a run of the target at ``spec`` (``path.py:name``) as ``queued``; its run id.
 
     Nothing runs here: a ``loopwise worker`` on the same store starts queued runs in
     arrival order, with ``model`` (a name the worker resolves), the API and store setting
     ``speaks`` records (a model's ``speaks``: ``{"api": "responses", "api_store": True}``)
-    and these limits; a run of a ``conversation`` continues its history there. Raises
+    and these limits, for the end user ``safety_identifier`` names (as ``run``'s); a run
+    of a ``conversation`` continues its history there. Raises
     :class:`~loopwise.errors.TargetError` when ``spec`` cannot be loaded here, and
     :class:`~loopwise.errors.ConversationError` when the conversation cannot take it.
     """
     if run_id is not None:
         check_run_id(run_id)
+    check_options(RunOptions(safety_identifier=safety_identifier))
     st = _store_of(store)
     if st is None:
         raise ConfigError("enqueue needs a run store (store=None records nothing)")
@@ -288,7 +298,11 @@ def enqueue(
         spec=spec,
         input=jsonable(input),
         model=model,
-        options={**run_limits(budget or Budget(), max_steps), **_spoken(speaks)},
+        options={
+            **run_limits(budget or Budget(), max_steps),
+            **_spoken(speaks),
+            **_for_whom(safety_identifier),
+        },
         queued=True,
         conversation=conversation,
     )
@@ -353,6 +367,7 @@ async def _execute_claimed_in(st: RunStore, row: StoredRun, scope: AsyncExitStac
                 options,
                 budget=Budget(**limits.get("budget", {})),
                 max_steps=limits.get("max_steps"),
+                safety_identifier=limits.get("safety_identifier"),
                 run_id=row.run_id,
             ),
         )
@@ -466,6 +481,7 @@ def _resumed_context(st: RunStore, row: StoredRun, target: Step, overrides: RunO
         overrides,
         budget=Budget(**limits.get("budget", {})).merged(overrides.budget),
         max_steps=limits.get("max_steps") if overrides.max_steps is None else overrides.max_steps,
+        safety_identifier=overrides.safety_identifier or limits.get("safety_identifier"),
         run_id=run_id,
         replay=st.journal(run_id),
     )

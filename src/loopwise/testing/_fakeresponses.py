@@ -397,6 +397,7 @@ def _document(
         "tool_choice": payload.get("tool_choice", "auto"),
         "tools": payload.get("tools") or [],
         "store": bool(payload.get("store")),
+        "service_tier": turn.service_tier or payload.get("service_tier") or "default",
         "usage": {
             "input_tokens": turn.input_tokens,
             "input_tokens_details": {"cached_tokens": turn.cached_tokens},

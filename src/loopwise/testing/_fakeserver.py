@@ -319,10 +319,14 @@ class FakeChatServer:
             "created": int(time.time()),
             "model": turn.model or str(payload.get("model", "fake-model")),
             "choices": [] if empty else [choice],
+            # The tier it served on: what was asked (or what the script says it was).
+            "service_tier": turn.service_tier or payload.get("service_tier") or "default",
             "usage": {
                 "prompt_tokens": turn.input_tokens,
                 "completion_tokens": turn.output_tokens,
                 "total_tokens": turn.input_tokens + turn.output_tokens,
+                "prompt_tokens_details": {"cached_tokens": turn.cached_tokens},
+                "completion_tokens_details": {"reasoning_tokens": turn.reasoning_tokens},
             },
         }
         if payload.get("logprobs") and self.logprobs and turn.logprobs and not empty:
@@ -559,6 +563,7 @@ def _event_stream(doc: dict[str, Any], *, usage: bool) -> bytes:
         "object": "chat.completion.chunk",
         "created": doc["created"],
         "model": doc["model"],
+        "service_tier": doc["service_tier"],
     }
     chunks = []
     for choice in doc["choices"]:
