@@ -223,10 +223,10 @@ def test_a_confidently_wrong_judge_gets_a_calibration_warning() -> None:
     model = ScriptedModel(lambda r: {"kind": {"refund": 0.99, "bug": 0.01}})
     flow = Cascade("desk", Judge("kind", LABELS), sure=_sure, unsure=AskPerson(), threshold=0.5)
     target = EvalTarget(name="desk", step=flow, model=model, gates="approve")
-    found, _ = sweep(target, _cases(30), DEFAULT_GRID, store=None)
+    found, _ = sweep(target, _cases(30), DEFAULT_GRID, store=None, person_accuracy=0.5)
     assert found.warning is not None and "calibration error is large" in found.warning
     assert "warning: calibration error is large" in format_sweep(found)
-    # A person approving the judge's pick as is changes nothing: flat at 50%.
+    # A person modelled right half the time changes nothing: flat at 50%.
     assert {p.accuracy for p in found.points} == {0.5}
     assert found.points[-1].share_escalated == 1.0
     assert found.recommended is found.points[0]  # the cheapest: nothing escalated

@@ -50,6 +50,7 @@ from loopwise.evidence.report import describe_graph, format_text, write_report
 from loopwise.evidence.sweeps.cascades import cascades_within, swept
 from loopwise.evidence.sweeps.certify import check_levels
 from loopwise.evidence.sweeps.frontier import format_sweep
+from loopwise.evidence.sweeps.person import check_person
 from loopwise.evidence.sweeps.sweep import DEFAULT_GRID, parse_sweep, sweep
 from loopwise.models.port import model_name
 from loopwise.running.targets import Target, model_for, schema_filler_note
@@ -129,6 +130,19 @@ def add_eval_verb(sub: Any) -> None:
         help="what the dataset's expected values are: labels (default) or the agent's own "
         "answers (a certificate then bounds disagreement with the agent)",
     )
+    p.add_argument(
+        "--person-accuracy",
+        type=float,
+        metavar="P",
+        help="with --sweep of a cascade whose unsure side asks a person: count each case "
+        "it escalates as decided by a person right with probability P (1: an oracle)",
+    )
+    p.add_argument(
+        "--person-cost",
+        type=float,
+        metavar="USD",
+        help="with --person-accuracy: what one case the person decides costs (default 0)",
+    )
     p.add_argument("--report", help="write a self-contained HTML report here")
     p.add_argument(
         "--store",
@@ -198,6 +212,10 @@ def _eval_and_save(args: argparse.Namespace) -> EvalReport:
     grids = _grids(args.sweep)
     if args.max_error is not None and grids is None:
         raise ConfigError("--max-error certifies a swept threshold: add --sweep", name="max_error")
+    if grids is None and (args.person_accuracy is not None or args.person_cost is not None):
+        raise ConfigError(
+            "--person-accuracy models the person in a sweep: add --sweep", name="person_accuracy"
+        )
     check_levels(args.max_error, args.delta)
     cases = _dataset(args)
     scorer = load_scorer(args.scorer) if args.scorer else field_match
@@ -221,6 +239,10 @@ def _eval_and_save(args: argparse.Namespace) -> EvalReport:
     ]
     if grids is not None:
         _check_sweep(targets, grids, loaded)
+        for evaluated in targets:  # a person to model is refused before any run
+            if (cascade := swept(evaluated.step)) is not None:
+                check_person(cascade, evaluated.name, args.person_accuracy, args.person_cost)
+
     for t, evaluated in zip(loaded, targets, strict=True):
         note = schema_filler_note(t, evaluated.model)
         if note is not None:
@@ -232,7 +254,11 @@ def _eval_and_save(args: argparse.Namespace) -> EvalReport:
     report = replace(
         report,
         previous=previous_summaries(
-            store_path, report.dataset, report.models, before=report.created_at
+            store_path,
+            report.dataset,
+            report.models,
+            before=report.created_at,
+            gates=report.gates,
         ),
     )
     save_eval(store_path, report)
@@ -314,6 +340,8 @@ def _evaluate(
                 max_error=args.max_error,
                 delta=args.delta,
                 references=args.references,
+                person_accuracy=args.person_accuracy,
+                person_cost=args.person_cost,
                 **options,
             )
             found.append(result)

@@ -41,7 +41,7 @@ from loopwise.core.shape import Kind, describe, name_of
 from loopwise.core.step import Step
 from loopwise.core.usage import Budget, Pricing
 from loopwise.errors import ConfigError, StoreError
-from loopwise.evidence.evals.history import history_key, last_eval
+from loopwise.evidence.evals.history import gate_mark, history_key, last_eval
 from loopwise.evidence.evals.recommend import Recommendation, recommend
 from loopwise.evidence.evals.sandbox import EvalGates, effects_of
 from loopwise.evidence.evals.stats import (
@@ -212,6 +212,9 @@ class EvalReport:
     """The verdict."""
     models: dict[str, str] = field(default_factory=dict)
     """Target name → model name."""
+    gates: dict[str, str | None] = field(default_factory=dict)
+    """Target name → how its gates were answered (``deny``, ``approve``; ``None``: as any
+    run's): part of the eval's identity in the history."""
     previous: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Target name → its summary in the last stored eval on the same dataset."""
     effects: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -232,6 +235,7 @@ class EvalReport:
             "repeat": self.repeat,
             "concurrency": self.concurrency,
             "models": self.models,
+            "gates": self.gates,
             "targets": [t.to_dict(runs=runs) for t in self.targets],
             "recommendation": self.recommendation.to_dict(),
             "previous": self.previous,
@@ -394,6 +398,7 @@ def build_report(
         targets=summaries,
         recommendation=recommend(summaries),
         models={t.name: model_name(t.model) or "none" for t in targets},
+        gates={t.name: t.gates for t in targets},
         **settings,
     )
 
@@ -512,7 +517,12 @@ def save_eval(path: str | Path, report: EvalReport) -> None:
     Raises :class:`~loopwise.errors.StoreError` when the store cannot be written.
     """
     summaries = {
-        history_key(t.name): {**t.to_dict(runs=False), "model": report.models.get(t.name, "none")}
+        history_key(t.name): {
+            **t.to_dict(runs=False),
+            "model": report.models.get(t.name, "none"),
+            "gates": report.gates.get(t.name),
+            gate_mark(report.gates.get(t.name)): True,
+        }
         for t in report.targets
     }
     for swept in (s.to_dict() for s in report.sweeps):
@@ -536,13 +546,20 @@ def save_eval(path: str | Path, report: EvalReport) -> None:
 
 
 def previous_summaries(
-    path: str | Path, dataset: str, models: Mapping[str, str], *, before: str
+    path: str | Path,
+    dataset: str,
+    models: Mapping[str, str],
+    *,
+    before: str,
+    gates: Mapping[str, str | None] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """The latest stored summary of each target on ``dataset`` with the same model, from an
     eval ``before`` then; ``models`` maps target names to model names (``report.models``).
 
-    History is keyed by dataset, target *and* model: an eval of the same target with
-    another model is another experiment, not a regression. No store yet, or one that
+    History is keyed by dataset, target, model *and* gate rule (``gates``: target name →
+    rule, :func:`~loopwise.evidence.evals.history.gate_mark`): an eval of the same target
+    with another model, or with its gates denied instead of approved, is another
+    experiment, not a regression. No store yet, or one that
     cannot be read, means no history: the eval still runs.
     """
     try:
@@ -551,7 +568,14 @@ def previous_summaries(
             return {}
         with store:
             found = {
-                t: last_eval(store, t, dataset=dataset, before=before, model=m)
+                t: last_eval(
+                    store,
+                    t,
+                    dataset=dataset,
+                    before=before,
+                    model=m,
+                    having=gate_mark((gates or {}).get(t)),
+                )
                 for t, m in models.items()
             }
     except StoreError:

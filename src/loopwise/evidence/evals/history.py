@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from loopwise.store.base import EvalHistory
 
-__all__ = ["history_key", "last_eval"]
+__all__ = ["gate_mark", "history_key", "last_eval"]
 
 
 def history_key(spec: str) -> str:
@@ -31,6 +31,15 @@ def history_key(spec: str) -> str:
     path, sep, name = spec.partition(":")
     file = _file(path) if sep and path else None
     return spec if file is None else f"{file}:{name}"
+
+
+def gate_mark(rule: str | None) -> str:
+    """The key an eval's summary holds to say which gate rule its runs were answered by
+    (``deny``, ``approve``; ``None``: gates answered as any run's). The rule is part of an
+    eval's identity: a target whose gates were denied and the same target whose gates were
+    approved are two experiments, never "was 50%, now 90%". One of a fixed set of rules,
+    so the key is never spelled by a user."""
+    return f"gate_rule:{rule or 'as_run'}"
 
 
 def _file(text: str) -> str | None:

@@ -49,25 +49,30 @@ class Choice:
     """Why, citing the numbers and the cases they rest on."""
 
 
-def cost_key(p: SweepPoint, pricing: str) -> tuple[float, float]:
+def cost_key(p: SweepPoint, by_cost: bool) -> tuple[float, float]:
     """Cheaper first: mean cost (unknown last), then tokens. Without the model's own
-    prices the cost shown (at the reference price) is for scale only: tokens decide, as
-    in a plain eval's recommendation."""
-    if pricing != "USD":
+    prices (and no priced person) the cost shown (at the reference price) is for scale
+    only: tokens decide, as in a plain eval's recommendation."""
+    if not by_cost:
         return (p.tokens, math.inf if p.cost is None else p.cost)
     return (math.inf if p.cost is None else p.cost, p.tokens)
 
 
-def choose(points: Sequence[SweepPoint], pricing: str, margin: float = MARGIN) -> Choice:
-    """The best threshold, the cheapest shown within ``margin`` of it, and why."""
+def choose(
+    points: Sequence[SweepPoint], pricing: str, margin: float = MARGIN, *, by_cost: bool = False
+) -> Choice:
+    """The best threshold, the cheapest shown within ``margin`` of it, and why
+    (``by_cost``: cheapest by cost even on the reference price, as when a person's time is
+    priced)."""
+    by_cost = by_cost or pricing == "USD"
     scored = [p for p in points if p.accuracy is not None]
     if not scored:
         reason = "no case is scored (the dataset has no expected values): nothing to choose on"
         return Choice(best=None, recommended=None, versus=None, reason=reason)
-    best = min(scored, key=lambda p: (-(p.accuracy or 0.0), *cost_key(p, pricing), p.threshold))
+    best = min(scored, key=lambda p: (-(p.accuracy or 0.0), *cost_key(p, by_cost), p.threshold))
     cheaper = sorted(
-        (p for p in scored if cost_key(p, pricing) < cost_key(best, pricing)),
-        key=lambda p: (*cost_key(p, pricing), -(p.accuracy or 0.0), p.threshold),
+        (p for p in scored if cost_key(p, by_cost) < cost_key(best, by_cost)),
+        key=lambda p: (*cost_key(p, by_cost), -(p.accuracy or 0.0), p.threshold),
     )
     chosen, versus = best, None
     undecided: list[tuple[SweepPoint, PairedDifference]] = []
@@ -78,11 +83,11 @@ def choose(points: Sequence[SweepPoint], pricing: str, margin: float = MARGIN) -
             break
         if d.low <= 0:
             undecided.append((p, d))
-    reason = _reason(best, chosen, versus, pricing, margin)
+    reason = _reason(best, chosen, versus, by_cost, margin)
     if undecided:
         p, d = undecided[0]
         reason += "; " + _undecided(p, d, margin)
-    if pricing != "USD":
+    if not by_cost:
         reason += (
             " (the model has no prices: chosen for fewer tokens; the frontier shows cost at "
             f"{pricing})"
@@ -90,9 +95,9 @@ def choose(points: Sequence[SweepPoint], pricing: str, margin: float = MARGIN) -
     return Choice(best=best, recommended=chosen, versus=versus, reason=reason)
 
 
-def _at(p: SweepPoint, pricing: str) -> str:
+def _at(p: SweepPoint, by_cost: bool) -> str:
     cost = "cost unknown" if p.cost is None else f"{usd(p.cost)} per case"
-    if pricing != "USD":  # tokens chose: they lead, not a price that did not decide
+    if not by_cost:  # tokens chose: they lead, not a price that did not decide
         cost = f"{p.tokens:,.0f} tokens per case"
     return (
         f"{p.threshold:g} ({p.accuracy or 0.0:.0%} correct, {p.share_escalated:.0%} "
@@ -104,18 +109,18 @@ def _reason(
     best: SweepPoint,
     chosen: SweepPoint,
     versus: PairedDifference | None,
-    pricing: str,
+    by_cost: bool,
     margin: float,
 ) -> str:
     cases = f"on {best.cases} case{'s' if best.cases != 1 else ''}"
     if versus is None:
         return (
-            f"threshold {_at(chosen, pricing)}: the most accurate {cases}; no cheaper "
+            f"threshold {_at(chosen, by_cost)}: the most accurate {cases}; no cheaper "
             f"threshold is shown within {margin * 100:g} points of it"
         )
     return (
-        f"threshold {_at(chosen, pricing)}: the cheapest shown within {margin * 100:g} points "
-        f"of the best, {_at(best, pricing)}; best minus it: {paired_points(versus)}"
+        f"threshold {_at(chosen, by_cost)}: the cheapest shown within {margin * 100:g} points "
+        f"of the best, {_at(best, by_cost)}; best minus it: {paired_points(versus)}"
     )
 
 

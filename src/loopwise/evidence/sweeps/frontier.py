@@ -27,7 +27,7 @@ def format_sweep(s: Sweep) -> str:
     """The sweep as a table, the recommendation and the calibration, for a terminal."""
     lines = [
         f"Thresholds of {s.target} (declared {s.declared:g}; a case is sure above it; "
-        f"cost: {s.cost_basis}):",
+        f"cost: {s.cost_basis}{_person(s)}):",
         f"  {'threshold':>9}  {'accuracy [95% CI]':<20} {'escalated':>9}  {'cost/case':>11}  "
         f"{'tokens':>7}  {'p95':>9}",
     ]
@@ -55,6 +55,16 @@ def format_sweep(s: Sweep) -> str:
     if s.warning:
         lines.append(f"warning: {s.warning}")
     return "\n".join(lines)
+
+
+def _person(s: Sweep) -> str:
+    """How the person deciding escalated cases is counted, for the table's title."""
+    if s.person is None:
+        return ""
+    return (
+        f"; the person modelled right {s.person['accuracy']:.0%} of the time at "
+        f"{usd(s.person['cost_usd'])} per case they decide"
+    )
 
 
 def _certified(s: Sweep) -> float | None:
@@ -105,6 +115,8 @@ def _one(s: Sweep, targets: Sequence[TargetSummary]) -> str:
     if chosen is not None and not any(d.label == chosen for d in dots):
         chosen = None
     basis = "USD" if s.cost_basis == "USD" else f"USD at {s.cost_basis}"
+    if s.person is not None:
+        basis += f", plus {usd(s.person['cost_usd'])} per case the person decides"
     certified = None if _certified(s) is None else _label(_certified(s) or 0.0)
     if certified is not None and not any(d.label == certified for d in dots):
         certified = None

@@ -102,6 +102,9 @@ class Sweep:
     """Per run ``{"case_id", "repeat", "confidence", "sure_correct"}``."""
     effects: dict[str, Any] = field(default_factory=dict)
     """The effects the sweep's runs took (the eval's ``effects`` entry for the target)."""
+    person: dict[str, Any] | None = None
+    """The model of the person who decides escalated cases (``{"accuracy", "cost_usd"}``),
+    ``None`` when the unsure side is not a person."""
     certification: Certification | None = None
     """The certified threshold or why there is none (``None``: no ``max_error`` asked)."""
 
@@ -124,5 +127,6 @@ class Sweep:
             "calibration": self.calibration.to_dict(),
             "calibration_warning": self.warning,
             "confidences": self.confidences,
+            "person": self.person,
             **({} if self.certification is None else self.certification.to_dict()),
         }

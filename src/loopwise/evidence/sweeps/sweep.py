@@ -45,6 +45,7 @@ from loopwise.evidence.sweeps.calibration import calibration, calibration_warnin
 from loopwise.evidence.sweeps.cascades import swept
 from loopwise.evidence.sweeps.certify import Judged, References, certify, check_levels
 from loopwise.evidence.sweeps.choice import MARGIN, choose
+from loopwise.evidence.sweeps.person import Person, check_person, person_outcome
 from loopwise.evidence.sweeps.points import Sweep, SweepPoint
 
 __all__ = [
@@ -123,6 +124,8 @@ async def asweep(
     max_error: float | None = None,
     delta: float = 0.1,
     references: References = "labels",
+    person_accuracy: float | None = None,
+    person_cost: float | None = None,
     **options: Any,
 ) -> tuple[Sweep, list[CaseRun]]:
     """Sweep ``target`` (a cascade) over ``grid`` on ``cases``; ``options`` are
@@ -130,10 +133,12 @@ async def asweep(
     also certifies the lowest threshold whose accepted answers are wrong at most α of the
     time with probability ``1 - delta`` (:func:`~loopwise.evidence.sweeps.certify.certify`;
     ``references="agent"`` when the dataset's expected values are the agent's own
-    answers). Returns the :class:`Sweep` and each case's outcome at the cascade's declared
-    threshold (the target's eval runs). Raises :class:`ConfigError` when the target is not
-    a cascade, there is no case, the grid is empty or outside [0, 1], or ``max_error`` or
-    ``delta`` is outside (0, 1)."""
+    answers). A cascade whose unsure side asks a person is swept with a model of the person
+    (``person_accuracy``, ``person_cost`` USD per case: :mod:`loopwise.evidence.sweeps.person`)
+    and refused without one. Returns the :class:`Sweep` and each case's outcome at the
+    cascade's declared threshold (the target's eval runs). Raises :class:`ConfigError` when
+    the target is not a cascade, there is no case, the grid is empty or outside [0, 1],
+    ``max_error`` or ``delta`` is outside (0, 1), or the person model is missing or wrong."""
     cascade = swept(target.step)
     if cascade is None:
         raise ConfigError(
@@ -148,6 +153,7 @@ async def asweep(
             f"--sweep: no case to sweep {target.name} on (the dataset is empty)", name="cases"
         )
     check_levels(max_error, delta)
+    person = check_person(cascade, target.name, person_accuracy, person_cost)
     records = _Records(cascade)
     sinks = (*options.pop("sinks", ()), records)
     first = replace(target, step=cascade.with_threshold(0.0, unknown="sure"))
@@ -157,7 +163,7 @@ async def asweep(
     escalating = _escalating(sure, records, cascade, max(thresholds))
     second = replace(target, step=cascade.unsure_path())
     unsure: dict[tuple[str, int], CaseRun] = {}
-    if escalating:
+    if escalating and person is None:
         inputs = [
             Case(id=_key(r), input=records.weighed[r.run_id], expected=c) for r, c in escalating
         ]
@@ -171,10 +177,13 @@ async def asweep(
         unsure=unsure,
         records=records,
         pricing=_basis([*sure, *unsure.values()]),
+        person=person,
     )
     outcomes = {t: _outcomes(t, measured) for t in thresholds}
     points = [
-        _point(t, outcomes[t], measured.pricing) for t in thresholds if t in set(map(float, grid))
+        _point(t, outcomes[t], measured.pricing, person)
+        for t in thresholds
+        if t in set(map(float, grid))
     ]
     margin = MARGIN if max_error is None else max_error
     result = replace(_choose(target.name, measured, points, margin), effects=_merged(effects))
@@ -213,6 +222,8 @@ def sweep(
     max_error: float | None = None,
     delta: float = 0.1,
     references: References = "labels",
+    person_accuracy: float | None = None,
+    person_cost: float | None = None,
     **options: Any,
 ) -> tuple[Sweep, list[CaseRun]]:
     """The sync wrapper of :func:`asweep` (the target's model released when it ends)."""
@@ -224,6 +235,8 @@ def sweep(
             max_error=max_error,
             delta=delta,
             references=references,
+            person_accuracy=person_accuracy,
+            person_cost=person_cost,
             **options,
         ),
         release=[target.model],
@@ -299,6 +312,7 @@ class _Measured:
     unsure: dict[tuple[str, int], CaseRun]
     records: _Records
     pricing: str
+    person: Person | None = None
 
 
 def _outcomes(threshold: float, m: _Measured) -> list[Outcome]:
@@ -310,6 +324,8 @@ def _outcomes(threshold: float, m: _Measured) -> list[Outcome]:
         took_sure = weighed is not None and weighed.get("side") == "sure"
         if weighed is None or (took_sure and _sure_at(threshold, weighed, cascade)):
             out.append((run, False))
+        elif m.person is not None:
+            out.append((person_outcome(run, records.judge.get(run.run_id, {}), m.person), True))
         elif not took_sure:
             out.append((run, True))
         else:
@@ -354,12 +370,19 @@ def _basis(runs: Sequence[CaseRun]) -> str:
     return f"{REFERENCE_MODEL} prices"
 
 
-def _point(threshold: float, outcomes: Sequence[Outcome], pricing: str) -> SweepPoint:
+def _point(
+    threshold: float, outcomes: Sequence[Outcome], pricing: str, person: Person | None
+) -> SweepPoint:
     runs = [r for r, _ in outcomes]
     scores = [r.score for r in runs if r.score is not None]
     accuracy = sum(scores) / len(scores) if scores else None
     low, high = wilson(sum(scores), len(scores))
     costs = [_priced(r, pricing).cost_usd for r in runs]
+    if person is not None:  # the person's time, per case they decide, on any basis
+        costs = [
+            None if c is None else c + (person.cost_usd if escalated else 0.0)
+            for c, (_, escalated) in zip(costs, outcomes, strict=True)
+        ]
     n = max(len(runs), 1)
     return SweepPoint(
         threshold=threshold,
@@ -379,7 +402,8 @@ def _point(threshold: float, outcomes: Sequence[Outcome], pricing: str) -> Sweep
 def _choose(target: str, m: _Measured, points: Sequence[SweepPoint], margin: float) -> Sweep:
     """The best point, the cheapest shown within ``margin`` of it, and the calibration."""
     cascade, pricing = m.cascade, m.pricing
-    chosen = choose(points, pricing, margin)
+    by_cost = pricing == "USD" or (m.person is not None and m.person.cost_usd > 0)
+    chosen = choose(points, pricing, margin, by_cost=by_cost)
     confidences, correct, listed = _confidences(m.sure, m.records)
     cal = calibration(confidences, correct)
     return Sweep(
@@ -396,6 +420,7 @@ def _choose(target: str, m: _Measured, points: Sequence[SweepPoint], margin: flo
         warning=calibration_warning(cal),
         unknown=cascade.unknown,
         confidences=listed,
+        person=None if m.person is None else m.person.to_dict(),
     )
 
 
