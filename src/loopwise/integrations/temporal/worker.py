@@ -34,27 +34,33 @@ except ImportError as e:
 
 from loopwise.integrations.temporal.workflow import LoopwiseRun
 
-__all__ = ["new_worker", "run", "serve"]
+__all__ = ["new_worker", "run", "sandbox", "serve"]
 
 SETTLED = frozenset({"queued", "running"})
 """Statuses of a run still on its way (anything else: paused or ended)."""
+
+
+def sandbox() -> SandboxedWorkflowRunner:
+    """Temporal's workflow sandbox with loopwise's modules passed through (a worker's, and a
+    replayer's that checks committed histories)."""
+    # What loopwise imports lazily, imported now: not first inside workflow code, where
+    # a slow import would hold up a workflow task past its deadlock timeout.
+    import loopwise.models.openai  # noqa: F401
+
+    restrictions = SandboxRestrictions.default.with_passthrough_modules("loopwise")
+    return SandboxedWorkflowRunner(restrictions=restrictions)
 
 
 def new_worker(client: Client, address: TemporalAddress) -> Worker:
     """A worker of ``address``'s task queue. It keeps the runs it served in memory (a run
     not kept would replay its whole history at every step); when it stops, another worker
     takes its runs over within seconds (the sticky queue's timeout)."""
-    # What loopwise imports lazily, imported now: not first inside workflow code, where
-    # a slow import would hold up a workflow task past its deadlock timeout.
-    import loopwise.models.openai  # noqa: F401
-
-    restrictions = SandboxRestrictions.default.with_passthrough_modules("loopwise")
     return Worker(
         client,
         task_queue=address.task_queue,
         workflows=[LoopwiseRun],
         activities=Activities().all(),
-        workflow_runner=SandboxedWorkflowRunner(restrictions=restrictions),
+        workflow_runner=sandbox(),
         # A worker killed with runs in memory: another takes them over this soon.
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=2),
     )
