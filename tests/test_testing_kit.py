@@ -7,6 +7,8 @@ plugin gives every project that installs loopwise.
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -18,7 +20,8 @@ from pydantic import BaseModel
 
 import loopwise
 from loopwise import Agent, ModelRequest
-from loopwise.testing import ScriptedAgent, ScriptedModel, call, calls, reply
+from loopwise.cli.main import main
+from loopwise.testing import FakeChatServer, ScriptedAgent, ScriptedModel, call, calls, reply
 
 
 @loopwise.tool
@@ -236,3 +239,107 @@ def test_the_pytest_plugin_gives_a_store_and_a_fake_server(tmp_path: Path) -> No
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "2 passed" in done.stdout
+
+
+TWO_AGENTS = '''
+import loopwise
+from loopwise.testing import ScriptedAgent
+
+
+@loopwise.tool
+def lookup_order(order_id: str) -> str:
+    """Look an order up by its id."""
+    return "shipped"
+
+
+@loopwise.tool
+def lookup_customer(customer_id: str) -> str:
+    """Look a customer up by their id."""
+    return "Ann"
+
+
+orders = loopwise.Agent(name="orders", instructions="Orders.", tools=[lookup_order])
+people = loopwise.Agent(name="people", instructions="People.", tools=[lookup_customer])
+ORDERS = ScriptedAgent(("lookup_order", {"order_id": "O-1"}), answer="it shipped")
+PEOPLE = ScriptedAgent(("lookup_customer", {"customer_id": "C-1"}), answer="it is Ann")
+offline_model = {MAPPING}
+'''
+
+
+def _two_agents(tmp_path: Path, mapping: str) -> str:
+    path = tmp_path / "desk.py"
+    path.write_text(TWO_AGENTS.replace("{MAPPING}", mapping))
+    return str(path)
+
+
+def test_each_target_of_a_module_gets_its_own_offline_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    desk = _two_agents(tmp_path, '{"orders": ORDERS, "people": PEOPLE}')
+    store = ["--store", str(tmp_path / "runs.db"), "--model", "scripted"]
+    assert main(["run", f"{desk}:people", "--input-text", "who?", *store]) == 0
+    assert "it is Ann" in capsys.readouterr().out
+    assert main(["run", f"{desk}:orders", "--input-text", "where?", *store]) == 0
+    assert "it shipped" in capsys.readouterr().out
+
+
+def test_a_script_for_another_target_says_so_instead_of_looping(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    desk = _two_agents(tmp_path, "ORDERS")
+    store = ["--store", str(tmp_path / "runs.db"), "--model", "scripted"]
+    assert main(["run", f"{desk}:people", "--input-text", "who?", *store]) == 2
+    err = capsys.readouterr().err
+    assert "plans a call of 'lookup_order', a tool this target does not have" in err
+    assert err.count("\n") == 1
+
+
+def test_the_fake_server_serves_a_scripted_agent() -> None:
+    @loopwise.tool
+    def lookup_order(order_id: str) -> str:
+        """Look an order up by its id."""
+        return "shipped"
+
+    agent = loopwise.Agent(name="orders", instructions="Orders.", tools=[lookup_order])
+    scripted = ScriptedAgent(("lookup_order", {"order_id": "O-1"}), answer="it shipped")
+    with FakeChatServer(scripted) as server:
+        result = loopwise.run(agent, "where?", model=server.model(), store=None)
+    assert result.status is loopwise.Status.COMPLETED and result.output == "it shipped"
+    assert len(server.requests) == 2
+
+
+def test_python_m_loopwise_testing_serve_serves_a_target_for_the_cli(tmp_path: Path) -> None:
+    desk = _two_agents(tmp_path, '{"orders": ORDERS, "people": PEOPLE}')
+    with subprocess.Popen(
+        [sys.executable, "-m", "loopwise.testing.serve", f"{desk}:people"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as server:
+        try:
+            assert server.stdout is not None
+            first = server.stdout.readline().strip()
+            assert first.startswith("serving http://127.0.0.1:"), first
+            base_url = first.split(" ", 1)[1]
+            env = {**os.environ, "OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "fake-key"}
+            done = subprocess.run(
+                [sys.executable, "-m", "loopwise.cli.main", "run", f"{desk}:people", "--model",
+                 "fake-model", "--input-text", "who?", "--store", str(tmp_path / "r.db"),
+                 "--json"],
+                capture_output=True, text=True, env=env, check=False,
+            )  # fmt: skip
+        finally:
+            server.terminate()
+            server.communicate(timeout=10)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["output"] == "it is Ann"
+
+
+def test_serving_something_that_is_not_a_model_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text("x = 3\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "loopwise.testing.serve", f"{tmp_path / 'm.py'}:x"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "is not a scripted model" in done.stderr

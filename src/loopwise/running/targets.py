@@ -2,9 +2,10 @@
 or a module alone when it exposes exactly one step (not counting the nodes of a workflow
 it exposes) or names the one it means with ``default_target = "name"``.
 
-A target module may also define ``offline_model`` (a model, or a zero-argument
-callable returning one): ``--model scripted`` then uses it instead of the generic
-scripted model, so an example's offline run is sensible.
+A target module may also define ``offline_model`` (a model, a zero-argument callable
+returning one, or a mapping from each target's step name to either, when a module holds
+several targets): ``--model scripted`` then uses it instead of the generic scripted
+model, so an example's offline run is sensible.
 """
 
 from __future__ import annotations
@@ -179,12 +180,27 @@ def model_for(
 
     model = resolve_model(name, structured_mode=structured_mode, api=api, store=store)
     if model.name == "scripted" and hasattr(target.module, "offline_model"):
-        offline: Any = target.module.offline_model
+        offline: Any = _own_offline(target, target.module.offline_model)
         candidate = offline() if callable(offline) and not isinstance(offline, Model) else offline
         if not isinstance(candidate, Model):
             raise TargetError(f"{target.spec}: offline_model is not a model", name=target.spec)
         return candidate
     return model
+
+
+def _own_offline(target: Target, offline: Any) -> Any:
+    """The target's own entry of a module's ``offline_model`` when it maps target names
+    (each step's ``name``) to models: a module of several agents gives each its script."""
+    if not isinstance(offline, Mapping):
+        return offline
+    name = target.step.name
+    if name not in offline:
+        known = ", ".join(sorted(map(str, offline))) or "none"
+        raise TargetError(
+            f"{target.spec}: offline_model maps no model to {name!r} (it has: {known})",
+            name=target.spec,
+        )
+    return offline[name]
 
 
 DEPS_FACTORY = "make_deps"

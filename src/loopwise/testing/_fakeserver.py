@@ -6,8 +6,9 @@ it, so tests exercise the real client: its serialization, its retries, its error
 It runs on its own asyncio loop in a background thread — one task per connection, no
 thread per request — so a thousand concurrent connections are cheap.
 
-Answers come from a :class:`~loopwise.models.scripted.ScriptedModel` (the same script rules: a
-list consumed in order, a function of the request, or none for offline auto answers).
+Answers come from a :class:`~loopwise.models.scripted.ScriptedModel`: one given as it is
+(a ``ScriptedAgent``, a target's ``offline_model``), or one made of the same script rules
+(a list consumed in order, a function of the request, or none for offline auto answers).
 A :class:`Fault` as a script entry injects a failure instead of an answer; ``reject``
 makes the server refuse structured-output modes with a plain 400, and ``profile`` makes it
 answer the way one real server does (:mod:`loopwise.testing._serverprofiles`: llama-cpp-python's
@@ -77,7 +78,7 @@ class FakeChatServer:
 
     def __init__(
         self,
-        script: Iterable[Any] | Callable[[ModelRequest], Any] | None = None,
+        script: ScriptedModel | Iterable[Any] | Callable[[ModelRequest], Any] | None = None,
         *,
         latency: float = 0.0,
         hold_until: int = 0,
@@ -85,6 +86,7 @@ class FakeChatServer:
         profile: str | ServerProfile | None = None,
         decisions: bool = True,
         logprobs: bool = True,
+        port: int = 0,
     ) -> None:
         unknown = sorted(set(reject) - REJECTABLE)
         if unknown:
@@ -94,7 +96,11 @@ class FakeChatServer:
         self.profile = _profile(profile, reject)
         self.responses = FakeResponses(reject=_expand(reject))
         """The Responses API endpoint (``/v1/responses``): the reasoning items it checked."""
-        self.scripted: ScriptedModel = ScriptedModel(script, name="")
+        self.scripted: ScriptedModel = (
+            script if isinstance(script, ScriptedModel) else ScriptedModel(script, name="")
+        )
+        """What answers: the scripted model given (a ``ScriptedAgent``, a scripted judge...),
+        or one made of the list, function or ``None`` (auto answers) given."""
         self.latency = latency
         self.hold_until = hold_until
         self.decisions = decisions
@@ -119,7 +125,8 @@ class FakeChatServer:
         """The most chat requests ever answered at once (proves client concurrency)."""
         self.dead = False
         """Whether a ``Fault(crash=True)`` killed the server."""
-        self.port = 0
+        self.port = port
+        """The port it listens on (``0`` until started: any free one, unless given)."""
         self._writers: set[asyncio.StreamWriter] = set()
         self._ids = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -201,7 +208,7 @@ class FakeChatServer:
         self._loop = loop
         try:
             self._server = loop.run_until_complete(
-                asyncio.start_server(self._serve, "127.0.0.1", 0, backlog=4096)
+                asyncio.start_server(self._serve, "127.0.0.1", self.port, backlog=4096)
             )
             self.port = self._server.sockets[0].getsockname()[1]
         except BaseException as e:  # surfaced by start() in the caller's thread

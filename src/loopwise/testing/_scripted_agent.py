@@ -29,6 +29,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from loopwise.architectures.agent import FINAL_ANSWER
+from loopwise.errors import ConfigError
 from loopwise.models.port import ModelRequest, Turn
 from loopwise.models.scripted import ScriptedModel, calls, reply
 
@@ -68,6 +69,7 @@ class ScriptedAgent(ScriptedModel):
                 if not planned:
                     continue
                 if taken == turns:
+                    _check_offered(planned, request)
                     return _turn(planned, turns + 1)
                 taken += 1
         return self._answer(request)
@@ -80,6 +82,21 @@ class ScriptedAgent(ScriptedModel):
         if FINAL_ANSWER in offered and not isinstance(value, str):
             return calls((FINAL_ANSWER, value, "answer"))
         return reply(value if isinstance(value, str) else json.dumps(value))
+
+
+def _check_offered(planned: list[tuple[str, dict[str, Any]]], request: ModelRequest) -> None:
+    """Refuse a plan calling a tool the target does not have: the script was written for
+    another target (a module's one ``offline_model`` serves every target in it)."""
+    offered = sorted(t["function"]["name"] for t in request.tools or ())
+    missing = [tool for tool, _ in planned if tool not in offered]
+    if offered and missing:
+        raise ConfigError(
+            f"ScriptedAgent plans a call of {missing[0]!r}, a tool this target does not have "
+            f"(its tools: {', '.join(offered)}): the script was written for another target. "
+            "A module's offline_model serves every target in it; give each its own with "
+            "offline_model = {'target_name': ScriptedAgent(...), ...}",
+            name="offline_model",
+        )
 
 
 def _turn(planned: list[tuple[str, dict[str, Any]]], number: int) -> Turn:
