@@ -149,6 +149,8 @@ _Pair = tuple[Trace, "_Index"]
 
 
 def _node(pairs: list[_Pair], depth: int) -> TurnPlan | Split | None:
+    if not pairs:
+        return None  # nothing to learn from: the runs answer
     groups: dict[str, list[_Pair]] = {}
     for pair in pairs:
         trace = pair[0]

@@ -192,6 +192,12 @@ def graduate(
     if mined.analysis.verdict != "steps_known":
         reason = f"keep the agent: {mined.analysis.message}"
         return _replace(base, reason=reason)
+    if not mined.traces:
+        reason = (
+            "keep the agent: no mined run on the paths written down can be learned from "
+            "(each had a denied or failed call)"
+        )
+        return _replace(base, reason=reason)
     path = out_path(loaded, out, force)
     spec, workflow = write_workflow(loaded, mined, path)
     findings = check(workflow.step)
