@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-fast demo bench lint clean mutation compat docs
+.PHONY: test test-fast demo bench lint clean mutation compat docs cli-reference
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -29,6 +29,11 @@ lint: $(STAMP)
 # that no longer resolves fails the build.
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+# docs/reference/cli.md from the parsers (tests/test_docs.py fails when it is stale): run it
+# after changing a flag or a help text, and commit the page.
+cli-reference: $(STAMP)
+	$(BIN)/python docs/hooks.py
 
 test: lint docs
 	$(BIN)/pytest

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,6 +30,19 @@ def test_the_cli_reference_is_every_verbs_help() -> None:
         assert f"## loopwise {verb}\n" in text
         assert f"usage: loopwise {verb}" in text
     assert "--version" in text and "init" in text and "compare" in text
+    assert "### loopwise runs list\n" in text  # a verb's own subcommands too
+
+
+def test_the_committed_cli_reference_is_current() -> None:
+    hooks: Any = _hooks()
+    python, committed = hooks.committed_reference()
+    assert committed, "docs/reference/cli.md has no reference: run `make cli-reference`"
+    if python != hooks.PYTHON:
+        pytest.skip(f"the reference was made with Python {python}; argparse differs here")
+    assert committed == hooks.cli_reference(), (
+        "docs/reference/cli.md is not current: run `make cli-reference` "
+        "(python docs/hooks.py) and commit it"
+    )
 
 
 def test_every_page_is_in_the_navigation() -> None:
