@@ -145,3 +145,23 @@ def test_the_history_keys_evals_by_gate_rule(
     assert before["gates"] == "deny" and before["eval_id"] == docs[0]["eval_id"]
     (before,) = docs[3]["previous"].values()
     assert before["gates"] == "approve" and before["eval_id"] == docs[1]["eval_id"]
+
+
+def test_a_hybrid_stopped_by_the_deny_rule_is_scored_on_the_plan_it_proposed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["init", "hybrid", "."]) == 0
+    capsys.readouterr()
+    argv = ["eval", "refunds.py:refund_desk", "--dataset", "refunds_cases.jsonl", "--model"]
+    argv += ["scripted", "--scorer", "refunds.py:refund_matches", "--store", "e.db"]
+    assert main([*argv, "--json"]) == 0
+    (desk,) = json.loads(capsys.readouterr().out)["targets"]
+    denied = [r for r in desk["runs"] if r["status"] == "denied"]
+    assert denied and desk["scored_on_proposed_plan"] == len(denied)
+    # a right plan the eval would not let run counts as right, and the run says why
+    assert all(r["scored_on"] == "proposed_plan" and r["score"] == 1.0 for r in denied)
+    assert main(argv) == 0
+    assert f"scored on the plan proposed: {len(denied)} run(s) of refund_desk" in (
+        capsys.readouterr().out
+    )

@@ -191,6 +191,13 @@ def _cmd_eval(args: argparse.Namespace) -> int:
             print(format_sweep(found))
         for name, done in report.effects.items():
             print(_effects_line(name, done))
+        for t in report.targets:
+            if t.scored_on_proposed_plan:
+                print(
+                    f"scored on the plan proposed: {t.scored_on_proposed_plan} run(s) of "
+                    f"{t.title} were stopped by --gates deny and scored on the plan they "
+                    "proposed, not on an outcome (--gates approve runs the plan, in a sandbox)"
+                )
         if args.report:
             print(f"report: {args.report}")
     return 0

@@ -330,7 +330,7 @@ async def aevaluate(
         performed = effects[target.name]["performed"]
         for tool, n in effects_of(result).items():
             performed[tool] = performed.get(tool, 0) + n
-        record = _case_run(target.name, case, k, result, scorer)
+        record = _case_run(target.name, case, k, result, scorer, plan=_plan_scored(target, result))
         done[0] += 1
         if progress is not None:
             progress(done[0], len(jobs), record)
@@ -415,7 +415,24 @@ def evaluate(targets: Sequence[EvalTarget], cases: Sequence[Case], **options: An
     return blocking(aevaluate(targets, cases, **options), release=[t.model for t in targets])
 
 
-def _case_run(name: str, case: Case, k: int, result: RunResult, scorer: Scorer) -> CaseRun:
+def _plan_scored(target: EvalTarget, result: RunResult) -> bool:
+    """Whether ``result`` is scored on the plan it proposed: a hybrid whose run the eval's
+    ``deny`` rule stopped (its gates are never a person's) still proposed a plan, and that
+    plan is what the eval can judge; scored 0 as not completed, a right plan would count
+    as wrong."""
+    if target.architecture != "hybrid" or target.gates != "deny":
+        return False
+    output = jsonable(result.output)
+    return (
+        result.status is Status.DENIED
+        and isinstance(output, dict)
+        and output.get("plan") is not None
+    )
+
+
+def _case_run(
+    name: str, case: Case, k: int, result: RunResult, scorer: Scorer, *, plan: bool = False
+) -> CaseRun:
     output = jsonable(result.output)
     # A field-by-field diff explains field_match's verdict only: a custom scorer may have
     # judged on other grounds, and its own verdict is what a failing run shows.
@@ -426,7 +443,7 @@ def _case_run(name: str, case: Case, k: int, result: RunResult, scorer: Scorer) 
         repeat=k,
         run_id=result.run_id,
         status=result.status,
-        score=_score(case, result, output, scorer),
+        score=_score(case, result, output, scorer, plan=plan),
         steps=result.steps,
         model_calls=result.usage.model_calls,
         tool_calls=result.usage.tool_calls,
@@ -440,6 +457,7 @@ def _case_run(name: str, case: Case, k: int, result: RunResult, scorer: Scorer) 
         expected=jsonable(case.expected),
         diff=[] if custom else _diff(case, result, output),
         scorer=(name_of(scorer) or repr(scorer)) if custom else None,
+        scored_on="proposed_plan" if plan and case.expected is not None else None,
     )
 
 
@@ -450,10 +468,12 @@ def _diff(case: Case, result: RunResult, output: Any) -> list[dict[str, Any]]:
     return field_diff(output, case.expected)
 
 
-def _score(case: Case, result: RunResult, output: Any, scorer: Scorer) -> float | None:
+def _score(
+    case: Case, result: RunResult, output: Any, scorer: Scorer, *, plan: bool = False
+) -> float | None:
     if case.expected is None:
         return None
-    if result.status is not Status.COMPLETED:
+    if result.status is not Status.COMPLETED and not plan:
         return 0.0
     try:
         value = scorer(output, case.expected)

@@ -95,6 +95,9 @@ class CaseRun:
     scorer: str | None = None
     """The custom scorer that judged the run, by name (``None``: the default field match,
     whose verdict ``diff`` explains)."""
+    scored_on: str | None = None
+    """``proposed_plan`` when the score judges the plan a hybrid proposed, not an outcome:
+    its run was stopped by the eval's ``deny`` gate rule (``None``: the run's output)."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -117,6 +120,7 @@ class CaseRun:
             "expected": self.expected,
             "diff": self.diff,
             "scorer": self.scorer,
+            "scored_on": self.scored_on,
         }
 
     @property
@@ -238,6 +242,11 @@ class TargetSummary:
         return sum(r.score is not None for r in self.runs)
 
     @property
+    def scored_on_proposed_plan(self) -> int:
+        """Runs scored on the plan a hybrid proposed, its gates denied by the eval."""
+        return sum(r.scored_on == "proposed_plan" for r in self.runs)
+
+    @property
     def flaky_cases(self) -> int:
         """Cases whose repetitions did not all score the same (sampling spread)."""
         by_case: dict[str, set[float | None]] = {}
@@ -257,6 +266,7 @@ class TargetSummary:
             "within_budget_rate": round(self.within_budget_rate, 4),
             "scored": self.scored,
             "flaky_cases": self.flaky_cases,
+            "scored_on_proposed_plan": self.scored_on_proposed_plan,
             "status_counts": self.status_counts,
             "metrics": {name: d.to_dict() for name, d in self.metrics.items()},
             "reference_cost_usd": {
