@@ -19,7 +19,7 @@ import pytest
 
 import loopwise
 from loopwise import Status
-from loopwise.testing import FakeChatServer, Fault, call, calls, reply
+from loopwise.testing import FakeChatServer, Fault, ScriptedModel, call, calls, reply
 
 SETTINGS = [("chat", False), ("responses", False), ("responses", True)]
 """Each API with each store setting it has (Chat Completions stores nothing)."""
@@ -488,3 +488,37 @@ def test_a_flex_call_is_priced_as_flex(api: str) -> None:
     assert [b.get("service_tier") for b in server.requests] == ["flex", None]
     turn = next(e for e in slow.events if e.type == "model_call").data["turn"]
     assert turn["service_tier"] == "flex"
+
+
+def test_an_eval_on_the_flex_tier_is_priced_as_flex(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from loopwise.cli.main import main
+    from loopwise.running.targets import load_target
+
+    spec = "workflows/ticket_triage.py:triage"
+    root = Path(__file__).resolve().parent.parent
+    cases = (root / "workflows/data/tickets.jsonl").read_text().splitlines()[:2]
+    (tmp_path / "cases.jsonl").write_text("\n".join(cases) + "\n")
+    offline = load_target(spec).module.offline_model
+    script = (offline if isinstance(offline, ScriptedModel) else offline()).script_entry
+
+    def cost(server: FakeChatServer, *tier: str) -> float:
+        argv = ["eval", str(root / spec), "--dataset", str(tmp_path / "cases.jsonl")]
+        argv += ["--model", "m", "--price-per-mtok", "1,2", "--json", *tier]
+        argv += ["--store", str(tmp_path / f"evals{len(tier)}.db")]
+        assert main(argv) == 0
+        report = json.loads(capsys.readouterr().out)
+        (target,) = report["targets"]
+        return float(target["metrics"]["cost_usd"]["mean"])
+
+    with FakeChatServer(script) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "fake-key")
+        full = cost(server)
+        flex = cost(server, "--service-tier", "flex")
+    assert [b.get("service_tier") for b in server.requests] == [None, None, "flex", "flex"]
+    assert full > 0 and flex == pytest.approx(full / 2)
+    assert main(["eval", spec, "--dataset", "x.jsonl", "--service-tier", "cheap"]) == 2
+    err = capsys.readouterr().err
+    assert "--service-tier" in err and err.count("\n") == 1

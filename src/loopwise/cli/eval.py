@@ -52,6 +52,7 @@ from loopwise.evidence.sweeps.certify import check_levels
 from loopwise.evidence.sweeps.frontier import format_sweep
 from loopwise.evidence.sweeps.person import check_person
 from loopwise.evidence.sweeps.sweep import DEFAULT_GRID, parse_sweep, sweep
+from loopwise.models.options import SERVICE_TIERS, OpenAIOptions
 from loopwise.models.port import model_name
 from loopwise.running.targets import Target, model_for, schema_filler_note
 from loopwise.store.open import open_existing, store_location
@@ -99,6 +100,12 @@ def add_eval_verb(sub: Any) -> None:
         type=price_per_mtok,
         metavar="IN,OUT",
         help="USD per million input,output tokens of the model (e.g. a self-hosted one)",
+    )
+    p.add_argument(
+        "--service-tier",
+        choices=SERVICE_TIERS,
+        help="OpenAI's service tier for the eval's calls: flex is slower and half the price "
+        "(the report prices the calls the server served on flex so)",
     )
     add_limit_flags(p, "every run")
     p.add_argument(
@@ -233,7 +240,13 @@ def _eval_and_save(args: argparse.Namespace) -> EvalReport:
         EvalTarget(
             name=t.spec,
             step=t.step,
-            model=model_for(t, args.model, structured_mode=args.structured_mode, api=args.api)
+            model=model_for(
+                t,
+                args.model,
+                structured_mode=args.structured_mode,
+                api=args.api,
+                options=OpenAIOptions(service_tier=args.service_tier),
+            )
             if (args.model or needs_model(t.step))
             else None,
             make_deps=deps,
@@ -300,11 +313,16 @@ def _dataset(args: argparse.Namespace) -> list[Case]:
     return cases
 
 
-def _pricing(price: Price | None, targets: list[EvalTarget]) -> Pricing | None:
+def _pricing(
+    price: Price | None, targets: list[EvalTarget], tier: str | None = None
+) -> Pricing | None:
     """``--price-per-mtok`` as a price table: the eval's models (by the name asked for, and
-    any other name a server answers with) cost ``price``."""
+    any other name a server answers with) cost ``price``; with ``--service-tier flex``, a
+    call served on flex costs half of it (OpenAI's flex price)."""
     if price is None:
         return None
+    if tier == "flex" and price.flex is None:
+        price = replace(price, flex=0.5)
     names = {name for t in targets if (name := model_name(t.model))}
     return Pricing(extra={name: price for name in names}, default=price)
 
@@ -329,7 +347,7 @@ def _evaluate(
         "store": store,
         "dataset": args.dataset,
         "sinks": sinks,
-        "pricing": _pricing(args.price_per_mtok, targets),
+        "pricing": _pricing(args.price_per_mtok, targets, args.service_tier),
     }
     if grids is None:
         return evaluate(targets, cases, **options)

@@ -670,12 +670,13 @@ def resolve_model(
     structured_mode: str | None = None,
     api: str | None = None,
     store: bool = False,
+    options: OpenAIOptions | None = None,
 ) -> Model:
     """The model named by ``name`` or ``LOOPWISE_MODEL``; ``"scripted"`` is the offline one.
 
     ``structured_mode`` pins an OpenAI model's structured-output rung, ``api`` picks its
-    API and ``store`` its Responses store setting (see :class:`OpenAIModel`); the first two
-    are checked even for the scripted model, so
+    API, ``store`` its Responses store setting and ``options`` its call options (see
+    :class:`OpenAIModel`); the first two are checked even for the scripted model, so
     a mistyped setting fails offline too. Raises :class:`ModelNotConfigured` when neither
     names a model: nothing falls back silently to a fake.
     """
@@ -692,4 +693,5 @@ def resolve_model(
         structured_mode=structured_mode,
         api=api,
         store=store,
+        options=options,
     )

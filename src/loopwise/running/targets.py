@@ -27,6 +27,7 @@ from loopwise.core.function_step import FunctionStep
 from loopwise.core.names import did_you_mean
 from loopwise.core.step import Step
 from loopwise.errors import ConfigError, TargetError
+from loopwise.models.options import OpenAIOptions
 from loopwise.models.port import Model
 
 __all__ = [
@@ -171,14 +172,17 @@ def model_for(
     structured_mode: str | None = None,
     api: str | None = None,
     store: bool = False,
+    options: OpenAIOptions | None = None,
 ) -> Model:
     """The model a run of ``target`` uses: ``name``/``LOOPWISE_MODEL``, with the target's
     own ``offline_model`` standing in for ``scripted``; ``structured_mode`` pins an
-    OpenAI model's structured-output rung, ``api`` its API (``chat``, ``responses``) and
-    ``store`` its Responses store setting."""
+    OpenAI model's structured-output rung, ``api`` its API (``chat``, ``responses``),
+    ``store`` its Responses store setting and ``options`` its call options."""
     from loopwise.models.openai import resolve_model  # the SDK loads only when a model is made
 
-    model = resolve_model(name, structured_mode=structured_mode, api=api, store=store)
+    model = resolve_model(
+        name, structured_mode=structured_mode, api=api, store=store, options=options
+    )
     if model.name == "scripted" and hasattr(target.module, "offline_model"):
         offline: Any = _own_offline(target, target.module.offline_model)
         candidate = offline() if callable(offline) and not isinstance(offline, Model) else offline
