@@ -271,3 +271,45 @@ def test_without_the_extra_a_temporal_store_fails_in_one_line_naming_it(
     code, said = _cli(capsys, "run", DESK, "--model", "scripted", "--input", COMPLAINT,
                       "--store", url)  # fmt: skip
     assert code == 2 and "loopwise[temporal]" in said and said.count("\n") == 1
+
+
+def test_a_gated_agent_and_a_cascade_asking_a_person_are_decided_and_go_on(
+    store: str,
+    workers: Callable[[str], Worker],
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ledger = str(tmp_path / "ledger.db")
+    monkeypatch.setenv("EDIT_DESK_DB", ledger)  # the agent's deps (make_deps), here and there
+    workers(store)
+    agent = _json(
+        capsys, "run", "tests/_edit_desk.py:refund_agent", "--model", "scripted",
+        "--input", '"Refund order O-1."', "--store", store,
+    )  # fmt: skip
+    cascade = _json(
+        capsys, "run", "tests/_temporal_cascade.py:desk", "--model", "scripted",
+        "--input", '"It is broken, or is it?"', "--store", store,
+    )  # fmt: skip
+    assert (agent["status"], cascade["status"]) == ("awaiting_approval", "awaiting_approval")
+    (asked,) = _json(capsys, "pending", cascade["run_id"], "--store", store)
+    assert asked["tool"] == "pick_kind" and asked["args"] == {"kind": "bug"}
+
+    # Each edit is checked when it is made: the policy (with the deps), the labels.
+    code, said = _cli(capsys, "approve", agent["run_id"], "--args",
+                      '{"order_id": "O-1", "amount": 20000}', "--store", store)  # fmt: skip
+    assert code == 2 and "over the limit" in said
+    code, said = _cli(capsys, "approve", cascade["run_id"], "--args", '{"kind": "billing"}',
+                      "--store", store)  # fmt: skip
+    assert code == 2 and "'billing' is not one of" in said
+    for run_id, edit in ((agent["run_id"], '{"order_id": "O-1", "amount": 120}'),
+                         (cascade["run_id"], '{"kind": "refund"}')):  # fmt: skip
+        code, said = _cli(capsys, "approve", run_id, "--args", edit, "--store", store)
+        assert code == 0, said
+
+    for run_id in (agent["run_id"], cascade["run_id"]):
+        _until(lambda r=run_id: _status(capsys, store, r) == "completed", what=f"{run_id} done")
+    shown = _json(capsys, "runs", "show", cascade["run_id"], "--store", store)
+    assert shown["output"] == "sure:refund:person"
+    with sqlite3.connect(ledger) as db:
+        assert list(db.execute("SELECT kind, text FROM effects")) == [("refund", "O-1:120")]

@@ -28,7 +28,7 @@ from loopwise.core.result import Halt
 from loopwise.core.shape import describe
 from loopwise.core.step import Context, new_context
 from loopwise.errors import ModelAPIError, ToolError, missing_extra
-from loopwise.models.port import Model, ModelRequest
+from loopwise.models.port import Model, ModelRequest, model_member
 from loopwise.running.approvals import tools_in
 from loopwise.running.targets import Target, deps_factory, load_target, model_for
 from loopwise.tools.tool import Tool
@@ -81,20 +81,33 @@ class Activities:
         return new_context(target.step, RunOptions(run_id=run_id, deps=self._deps[spec]))
 
     @activity.defn(name="loopwise.load")
-    async def load(self, call: dict[str, Any]) -> None:
+    async def load(self, call: dict[str, Any]) -> dict[str, Any]:
         """Load a run's target in this process (a local activity: the workflow's own load
-        is then an import-cache hit, not an import inside workflow code)."""
+        is then an import-cache hit, not an import inside workflow code) and say what the
+        run's model declares (``model``: its name), which the loop reads (the structured
+        output rung it starts at, the decision backends a judge may use, its endpoint)."""
         self._target(call["spec"])
+        if call.get("model") is None:
+            return {}
+        model = self._model(call["spec"], call["model"])
+        endpoint = model_member(model, "endpoint")
+        return {
+            "structured_mode": model_member(model, "structured_mode"),
+            "decision_backends": list(model_member(model, "decision_backends")),
+            "endpoint": list(endpoint) if endpoint is not None else None,
+        }
+
+    def _model(self, spec: str, name: str) -> Model:
+        if (spec, name) not in self._models:
+            self._models[spec, name] = model_for(self._target(spec), name)
+        return self._models[spec, name]
 
     @activity.defn(name="loopwise.model")
     async def model(self, call: dict[str, Any]) -> dict[str, Any]:
         """One model call: ``spec``, ``model`` (its name), ``request`` (as data)."""
-        key = (call["spec"], call["model"])
         try:
-            if key not in self._models:
-                self._models[key] = model_for(self._target(call["spec"]), call["model"])
-            request = ModelRequest(**call["request"])
-            turn = await self._models[key].complete(request)
+            model = self._model(call["spec"], call["model"])
+            turn = await model.complete(ModelRequest(**call["request"]))
         except Exception as e:  # the run ends `error` with it, as a local run does
             return {"error": f"{type(e).__name__}: {e}", "status_code": _status(e)}
         return {"turn": turn.to_dict()}

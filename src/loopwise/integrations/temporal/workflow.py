@@ -72,12 +72,24 @@ _NOT_SENT = {"on_text", "deps"}
 
 
 class _EngineModel(ModelDefaults):
-    """The run's model in workflow code: each call is a ``loopwise.model`` activity."""
+    """The run's model in workflow code: each call is a ``loopwise.model`` activity; what
+    the real model declares (``declared``, from the worker) it declares too."""
 
-    def __init__(self, name: str, start: dict[str, Any], timeout: timedelta) -> None:
+    def __init__(
+        self, name: str, start: dict[str, Any], timeout: timedelta, declared: dict[str, Any]
+    ) -> None:
         self.name = name
         self._start = start
         self._timeout = timeout
+        self.structured_mode = declared.get("structured_mode")
+        self.decision_backends = tuple(declared.get("decision_backends") or ())
+        given = declared.get("endpoint")
+        self._endpoint = (str(given[0]), str(given[1])) if given else None
+
+    @property
+    def endpoint(self) -> tuple[str, str] | None:
+        """The real model's ``(base URL, model name)``, when it has one."""
+        return self._endpoint
 
     async def complete(self, request: ModelRequest) -> Turn:
         # What is sent: the request as data (its text hook and deps stay here).
@@ -112,15 +124,18 @@ class LoopwiseRun:
         # The target's module is loaded once per worker process, as plain Python, first
         # by a local activity (outside workflow code: an import may take longer than a
         # workflow task may), then here from the import cache.
-        await workflow.execute_local_activity(
-            "loopwise.load", {"spec": start["spec"]}, start_to_close_timeout=timeout
+        declared = await workflow.execute_local_activity(
+            "loopwise.load",
+            {"spec": start["spec"], "model": start.get("model")},
+            start_to_close_timeout=timeout,
+            result_type=dict,
         )
         with workflow.unsafe.imports_passed_through(), workflow.unsafe.sandbox_unrestricted():
             target = load_target(start["spec"]).step
         limits = start.get("options", {})
         model = start.get("model")
         opts = RunOptions(
-            model=_EngineModel(model, start, timeout) if model else None,
+            model=_EngineModel(model, start, timeout, declared or {}) if model else None,
             run_id=workflow.info().workflow_id,
             budget=Budget(**limits.get("budget", {})),
             max_steps=limits.get("max_steps"),
