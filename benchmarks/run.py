@@ -31,6 +31,7 @@ import mcp_side
 import openai
 import probes
 import raw_loop
+import store_scale
 import store_side
 from openai._constants import DEFAULT_CONNECTION_LIMITS
 from server import Server
@@ -417,6 +418,37 @@ def bench_sequential_runs() -> Row:
     )
 
 
+def bench_store_scale(pg: str | None) -> list[Row]:
+    """Every store verb on a store of 10k runs (``store_scale.py`` runs 100k and 1M)."""
+    size = 2_000 if QUICK else 10_000
+    kinds = ["sqlite"] if pg is None else ["sqlite", "postgresql"]
+    results = store_scale.measure([size], kinds, pg, 3, _progress)
+    rows = []
+    for kind, by_size in results.items():
+        timed = by_size[size]
+        base = timed["python -c pass"]
+        for verb in store_scale.VERBS[1:]:
+            goal = store_scale.GOAL.get(verb, 0.25)
+            fresh = verb in {"pending", "runs list", "runs show", "approve"}
+            rows.append(
+                Row(
+                    f"store of {size:,} runs ({kind}): {verb}",
+                    _ms(timed[verb]),
+                    _ms(base) + " (python -c pass)" if fresh else "",
+                    timed[verb] / base if fresh else None,
+                    f"<= {goal * 1000:.0f} ms",
+                    timed[verb] <= goal,
+                    "fresh process" if fresh else "",
+                )
+            )
+        share = timed["idle worker"]
+        rows.append(
+            Row(f"store of {size:,} runs ({kind}): idle worker CPU", f"{share:.1%}", "", None,
+                "<= 5% of a core", share <= store_scale.IDLE_GOAL, "polling every second")
+        )  # fmt: skip
+    return rows
+
+
 def bench_worker_cpu(url: str) -> Row:
     """CPU per run of one ``loopwise worker`` (3-step agent, OpenAI model, fake server)."""
     per_run, warm = fleet.worker_cpu(url, 30 if QUICK else 100)
@@ -771,6 +803,7 @@ async def _all() -> list[Row]:
             rows += await _section("store", bench_store(fast.base_url, pg))
             rows += await _section("sequential runs", asyncio.to_thread(bench_sequential_runs))
             rows += await _section("workers", asyncio.to_thread(bench_workers, pg))
+            rows += await _section("store at scale", asyncio.to_thread(bench_store_scale, pg))
         rows += await _section("worker CPU", asyncio.to_thread(bench_worker_cpu, fast.base_url))
     rows += await _section("own time", bench_own_time())
     rows += await _section("shadow", bench_shadow())
