@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -28,6 +29,8 @@ from pathlib import Path
 
 import pytest
 
+from loopwise.cli.main import build_parser
+from loopwise.cli.options import UsageError
 from loopwise.evidence.scaffold import TEMPLATES, init_project
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,6 +92,35 @@ def test_every_block_that_does_not_run_says_why() -> None:
         text = page.read_text()
         for found in re.finditer(r"<!-- (not run|walk):.*?-->\n(.*)", text):
             assert found[2].startswith("```"), f"{_id(page)}: {found[0]!r} is not above a block"
+
+
+def _commands(code: str) -> list[list[str]]:
+    """The ``loopwise`` commands of a block as argv (after ``loopwise``): continuations
+    joined, comments, ``&``, pipes, redirections and here-strings cut off."""
+    found = []
+    for line in code.replace("\\\n", " ").splitlines():
+        line = re.split(r"\s+#", line.strip())[0].rstrip("& ")
+        line = re.split(r"\s(?:<<<|\||>|2>|&&|;)\s", line)[0]
+        if line.startswith("loopwise "):
+            found.append(shlex.split(line.replace("RUN_ID", "3f9c0a1b2d4e"))[1:])
+    return found
+
+
+def test_every_command_of_the_docs_parses_and_each_run_names_its_model() -> None:
+    """Blocks that cannot run here too: a flag renamed or a missing ``--model`` (a run with
+    neither it nor ``LOOPWISE_MODEL`` is exit 2) is caught on every page."""
+    seen = 0
+    for page in PAGES:
+        for _, _, code in blocks(page):
+            for argv in _commands(code):
+                seen += 1
+                try:
+                    build_parser().parse_args(argv)
+                except (UsageError, SystemExit) as e:
+                    pytest.fail(f"{_id(page)}: loopwise {shlex.join(argv)}: {e}")
+                if argv[0] in ("run", "eval") and "LOOPWISE_MODEL=" not in code:
+                    assert "--model" in argv, f"{_id(page)}: no --model: {shlex.join(argv)}"
+    assert seen > 50
 
 
 RUNNABLE = [p for p in PAGES if any(not mark for mark, _, _ in blocks(p))]
