@@ -98,11 +98,11 @@ def _commands(code: str) -> list[list[str]]:
     """The ``loopwise`` commands of a block as argv (after ``loopwise``): continuations
     joined, comments, ``&``, pipes, redirections and here-strings cut off."""
     found = []
-    for line in code.replace("\\\n", " ").splitlines():
-        line = re.split(r"\s+#", line.strip())[0].rstrip("& ")
-        line = re.split(r"\s(?:<<<|\||>|2>|&&|;)\s", line)[0]
-        if line.startswith("loopwise "):
-            found.append(shlex.split(line.replace("RUN_ID", "3f9c0a1b2d4e"))[1:])
+    for raw in code.replace("\\\n", " ").splitlines():
+        line = re.split(r"\s+#", raw.strip())[0].rstrip("& ")
+        command = re.split(r"\s(?:<<<|\||>|2>|&&|;)\s", line)[0]
+        if command.startswith("loopwise "):
+            found.append(shlex.split(command.replace("RUN_ID", "3f9c0a1b2d4e"))[1:])
     return found
 
 
