@@ -359,6 +359,12 @@ def test_the_starter_graduates_into_a_module_that_runs_and_type_checks_unedited(
     assert main([*ran, "--input-text", "Why did customer C-1003's orders fail?"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["status"] == "completed" and doc["output"]["failed_orders"] == ["O-2005", "O-2006"]
+    cases = ["eval", target, "--dataset", "orders_cases.jsonl", "--model", "scripted", "--json"]
+    # An eval of it too, with the agent's deps (no --deps): the cases its runs showed
+    # complete; an order named without its customer, or an unknown customer, no run showed.
+    assert main(cases) in (0, 1)
+    evaluated = json.loads(capsys.readouterr().out)["targets"][0]
+    assert evaluated["status_counts"]["completed"] >= 8, evaluated["status_counts"]
     source = (tmp_path / "orders_agent_workflow.py").read_text()
     assert "from orders_agent import make_deps" in source  # `run` found the agent's deps
     imported = [
@@ -517,3 +523,28 @@ def test_a_spec_without_a_name_graduates_the_modules_agent(tmp_path: Path) -> No
     )
     flow = load_target(found.workflow or "")
     assert loopwise.run(flow.step, "x", model=model_for(flow, "scripted")).output == "mode fast"
+
+
+def test_graduated_keeps_the_agents_limit_on_calls_in_one_turn() -> None:
+    @loopwise.tool
+    def look(n: int) -> int:
+        """Look."""
+        return n
+
+    agent = loopwise.Agent(name="looker", tools=[look], max_steps=3, max_tool_calls=2)
+    kit = loopwise.Graduated(agent, tools=["look"])
+    assert kit.tool("look") is agent.tool_map["look"]  # the agent's very tool object
+
+    @loopwise.step
+    async def many(question: Any, ctx: loopwise.Context) -> dict[str, Any]:
+        state = kit.start(question)
+        state = await kit.call(ctx, state, "look", [{"n": 1}, {"n": 2}])
+        assert kit.result(state, "look") == 2 and json.loads(kit.ask(state, "answer"))["calls"]
+        return await kit.call(ctx, state, "look", [{"n": i} for i in range(3)])
+
+    ended = loopwise.run(many, "q")
+    assert ended.status == "error" and "more than the agent's max_tool_calls (2)" in str(
+        ended.detail
+    )
+    with pytest.raises(LookupError, match="no result of 'other' yet"):
+        kit.result(kit.start("q"), "other")

@@ -1,7 +1,7 @@
 """An offline model for a graduated workflow: :func:`graduated_model`.
 
 A workflow that ``loopwise graduate`` wrote shows each of its structured calls the run so
-far as JSON (:mod:`loopwise.evidence.graduate.codegen`): ``{"task", "input", "calls": [[{"tool",
+far as JSON (:class:`loopwise.Graduated`): ``{"task", "input", "calls": [[{"tool",
 "args", "result"}, ...], ...]}``, with ``tool`` (and ``many``) for an ``arguments`` task
 and ``branches`` (label → the tools the branch calls first) for a ``route`` task. This
 model rebuilds the agent's transcript from it — the question, then each turn's tool calls
