@@ -38,7 +38,6 @@ from loopwise.evidence.evals.bounds import (
     clopper_pearson_upper,
 )
 from loopwise.evidence.evals.history import history_key, last_eval
-from loopwise.running.targets import load_target
 from loopwise.store.base import EvalHistory, LiveCase, LiveEvidence
 
 __all__ = [
@@ -171,6 +170,10 @@ def aliases(spec: str) -> tuple[str, ...]:
     """The other spellings of the target ``spec`` names, as a run may have recorded it:
     ``module:name`` for each name its module gives the step, and the module alone when
     that means the same step."""
+    # Here, not at the top: every verb of the command line loads this module (check's
+    # flags), and loading targets loads the run machinery the store verbs do without.
+    from loopwise.running.targets import load_target
+
     try:
         target = load_target(spec)
     except TargetError:  # nothing loads by that name: it is only spelled as given
