@@ -392,3 +392,10 @@ def test_pairs_are_kept_in_either_store(store_at: str) -> None:
     with loopwise.open_store(store_at) as st:
         cases = st.live_cases([SPEC])
     assert [(c.input, c.agree) for c in cases] == [("ticket a", True), ("ticket b", False)]
+
+
+def test_the_shadow_draws_as_its_primary_and_the_shadow_beside_it() -> None:
+    from loopwise.core.shape import describe, mermaid
+
+    drawn = mermaid(describe(Shadow("live", classify, _agent(), share=0.25)))
+    assert 'classify -->|"shadow, 25% of runs, no effects"| agent' in drawn

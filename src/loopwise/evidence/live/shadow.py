@@ -54,7 +54,7 @@ import sys
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from types import ModuleType
-from typing import Any
+from typing import Any, Literal
 
 from loopwise.core.events import LIVE, EventType, Status, jsonable
 from loopwise.core.members import StepDefaults, step_member
@@ -62,7 +62,7 @@ from loopwise.core.names import check_name
 from loopwise.core.options import RunOptions
 from loopwise.core.replay import RERUN, replays
 from loopwise.core.result import RunResult
-from loopwise.core.shape import Kind, Shape, describe, kind_of, name_of
+from loopwise.core.shape import Edge, Graph, Kind, Limits, Node, Shape, describe, kind_of, name_of
 from loopwise.core.step import Context, Step, check_step, execute, needs_model, new_context
 from loopwise.core.usage import Budget, Usage
 from loopwise.errors import ConfigError
@@ -148,10 +148,16 @@ class Shadow(StepDefaults):
         return needs_model(self.primary) or (self.model is None and needs_model(self.shadow))
 
     def describe(self) -> Shape:
+        """Two nodes: the primary, which answers, and the shadow beside it (``loopwise
+        graph`` draws them; ``check`` reviews both)."""
+        nodes = tuple(_node(step) for step in (self.primary, self.shadow))
+        share = f"shadow, {self.share:.0%} of runs, no effects"
+        edge = Edge(source=self.primary.name, target=self.shadow.name, label=share)
         return Shape(
             kind=Kind.WORKFLOW,
             name=self.name,
-            parts=(("primary", describe(self.primary)), ("shadow", describe(self.shadow))),
+            limits=Limits(budget=self.budget),
+            graph=Graph(nodes=nodes, edges=(edge,)),
         )
 
     async def run(self, input: Any, ctx: Context) -> Any:
@@ -305,6 +311,13 @@ class Shadow(StepDefaults):
         except Exception as e:  # the user's agree: its failure is the record's, not the run's
             return None, f"agree {name_of(judge) or judge!r} raised {type(e).__name__}: {e}"
         return (value if isinstance(value, bool) else float(value) >= 0.5), None
+
+
+def _node(step: Step) -> Node:
+    inner = describe(step)
+    nested = inner.kind in (Kind.WORKFLOW, Kind.HYBRID)
+    form: Literal["box", "nested"] = "nested" if nested else "box"
+    return Node(id=step.name, label=step.name, kind=inner.kind.value, form=form, shape=inner)
 
 
 def _checked_share(share: Any, name: str) -> float:
