@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -639,6 +640,66 @@ async def bench_mcp() -> list[Row]:
     ]
 
 
+def bench_certify() -> list[Row]:
+    """What ``eval --sweep --max-error`` adds to a sweep: no model call (the certificate
+    reads the sweep's confidences and scores), and the time of :func:`certify` beside the
+    sweep's (the checkout's 49 tickets, 21 thresholds; and 600 synthetic cases)."""
+    import random
+
+    from loopwise.evidence.sweeps.certify import certify
+    from loopwise.evidence.sweeps.sweep import DEFAULT_GRID
+    from loopwise.running.targets import load_target, model_for
+
+    root = Path(__file__).resolve().parent.parent
+    target = load_target(f"{root}/workflows/ticket_triage.py:cascade")
+    cases = loopwise.load_dataset(root / "workflows/data/tickets.jsonl")
+    model: Any = model_for(target, "scripted")
+
+    def swept(max_error: float | None) -> tuple[int, float, Any]:
+        before = model.calls
+        start = time.perf_counter()
+        found, _ = loopwise.sweep(
+            loopwise.EvalTarget(name="cascade", step=target.step, model=model),
+            cases,
+            store=None,
+            max_error=max_error,
+        )
+        return model.calls - before, time.perf_counter() - start, found
+
+    plain_calls, plain_s, found = swept(None)
+    cert_calls, _, _ = swept(0.05)
+    judged = [(c["confidence"], not c["sure_correct"]) for c in found.confidences]
+    rng = random.Random(39)
+    synthetic = [(c, rng.random() < (1 - c) / 3) for c in (rng.random() for _ in range(600))]
+    timings = []
+    for rows in (judged, synthetic):
+        n = 20 if QUICK else 200
+        start = time.perf_counter()
+        for _ in range(n):
+            certify(DEFAULT_GRID, rows, alpha=0.05, delta=0.1)
+        timings.append((time.perf_counter() - start) / n)
+    return [
+        Row(
+            "sweep --max-error: model calls added to a sweep",
+            f"{cert_calls}",
+            f"{plain_calls} (sweep alone)",
+            None,
+            "= the sweep's",
+            cert_calls == plain_calls,
+            "49 tickets, 21 thresholds; the certificate reads the sweep's runs",
+        ),
+        Row(
+            "sweep --max-error: certify() time (49 cases / 600 cases)",
+            f"{timings[0] * 1e3:.2f} / {timings[1] * 1e3:.2f} ms",
+            f"{plain_s * 1e3:.0f} ms (the 49-case sweep)",
+            timings[0] / plain_s,
+            "<= 0.05x",
+            timings[0] / plain_s <= 0.05,
+            "21 thresholds; exact binomial tails in the standard library",
+        ),
+    ]
+
+
 def bench_import() -> Row:
     """Import time of what a script imports from loopwise against ``import openai``, fresh
     interpreters, best of N (``import loopwise`` alone loads nothing: names load on use)."""
@@ -807,6 +868,7 @@ async def _all() -> list[Row]:
         rows += await _section("worker CPU", asyncio.to_thread(bench_worker_cpu, fast.base_url))
     rows += await _section("own time", bench_own_time())
     rows += await _section("shadow", bench_shadow())
+    rows += await _section("certified thresholds", asyncio.to_thread(bench_certify))
     rows += await _section("context policy", bench_context_policy())
     rows += await _section("conversation", bench_conversation())
     rows += await _section("CLI verbs", asyncio.to_thread(bench_cli))

@@ -12,8 +12,9 @@ same cases only the discordant cases (one right, the other wrong) carry informat
 which is better: the exact test conditions on them (McNemar's, a binomial test at ½), and
 Newcombe's hybrid score interval (1998, method 10) bounds the difference of the two rates.
 
-Everything is the standard library: the binomial tail is summed exactly in log space
-(``math.lgamma``), bounds are found by bisection on it (the tail is monotone in ``p``).
+Everything is the standard library: the binomial tail is summed term by term from its
+largest term (found in log space with ``math.lgamma``, the rest by the ratio of
+neighbours), bounds are found by bisection on it (the tail is monotone in ``p``).
 Every function raises ``ValueError`` naming the argument that is out of range.
 """
 
@@ -36,7 +37,7 @@ __all__ = [
     "zero_error_bound",
 ]
 
-_BISECTIONS = 100
+_BISECTIONS = 64
 
 
 def _check_counts(k: int, n: int) -> None:
@@ -52,7 +53,9 @@ def _check_open_unit(name: str, value: float) -> None:
 
 
 def _binom_sum(lo: int, hi: int, n: int, p: float) -> float:
-    """``P(lo <= X <= hi)`` for ``X ~ Binomial(n, p)``, summed term by term in log space."""
+    """``P(lo <= X <= hi)`` for ``X ~ Binomial(n, p)``: the largest term in the range in log
+    space (``math.lgamma``), the others by the ratio of neighbours walking away from it,
+    each at most 1 relative to it (no overflow), stopping once they stop counting."""
     lo, hi = max(lo, 0), min(hi, n)
     if lo > hi:
         return 0.0
@@ -61,12 +64,29 @@ def _binom_sum(lo: int, hi: int, n: int, p: float) -> float:
     if p >= 1.0:
         return 1.0 if hi == n else 0.0
     log_p, log_q = math.log(p), math.log1p(-p)
-    log_n = math.lgamma(n + 1)
-    terms = [
-        math.exp(log_n - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * log_p + (n - i) * log_q)
-        for i in range(lo, hi + 1)
-    ]
-    return min(1.0, math.fsum(terms))
+    top = min(max(math.floor((n + 1) * p), lo), hi)  # the mode, or the range's end nearest it
+    log_top = (
+        math.lgamma(n + 1)
+        - math.lgamma(top + 1)
+        - math.lgamma(n - top + 1)
+        + top * log_p
+        + (n - top) * log_q
+    )
+    odds = p / (1 - p)
+    terms = [1.0]
+    term = 1.0
+    for i in range(top, lo, -1):  # term(i-1) / term(i) = i / (n-i+1) / odds
+        term *= i / ((n - i + 1) * odds)
+        terms.append(term)
+        if term < 1e-18:
+            break
+    term = 1.0
+    for i in range(top, hi):  # term(i+1) / term(i) = (n-i) / (i+1) * odds
+        term *= (n - i) / (i + 1) * odds
+        terms.append(term)
+        if term < 1e-18:
+            break
+    return min(1.0, math.exp(log_top) * math.fsum(terms))
 
 
 def binom_cdf(k: int, n: int, p: float) -> float:
@@ -169,8 +189,8 @@ def cases_to_bound_rate(rate: float, alpha: float, delta: float = 0.1) -> int | 
     if rate == 0:
         return cases_to_bound(alpha, delta)
 
-    def bounded(n: int) -> bool:
-        return clopper_pearson_upper(min(n, math.ceil(rate * n - 1e-9)), n, 1 - delta) <= alpha
+    def bounded(n: int) -> bool:  # the upper bound is <= α exactly when the tail at α is <= δ
+        return binom_cdf(min(n, math.ceil(rate * n - 1e-9)), n, alpha) <= delta
 
     high = cases_to_bound(alpha, delta)
     while not bounded(high):
