@@ -399,3 +399,41 @@ def test_the_shadow_draws_as_its_primary_and_the_shadow_beside_it() -> None:
 
     drawn = mermaid(describe(Shadow("live", classify, _agent(), share=0.25)))
     assert 'classify -->|"shadow, 25% of runs, no effects"| agent' in drawn
+
+
+@pytest.mark.parametrize("rule", ["deny", "approve"])
+def test_the_shadows_gates_are_answered_by_the_eval_rule_never_a_person(
+    tmp_path: Path, rule: str
+) -> None:
+    @loopwise.tool(effect="irreversible", gate=loopwise.gates.human())
+    def refund(order: str, ctx: loopwise.Context) -> str:
+        """Refund an order.
+
+        order: the order id
+        """
+        ctx.deps.append(order)
+        return "refunded"
+
+    def respond(request: loopwise.ModelRequest) -> Any:
+        if not request.tool_results():
+            return call("refund", {"order": "A1"})
+        return reply({"category": "billing"})
+
+    rival = loopwise.Agent(name="rival", tools=[refund], output_type=Label, max_steps=4)
+    sandboxes: list[list[str]] = []
+
+    def sandbox() -> list[str]:
+        sandboxes.append([])
+        return sandboxes[-1]
+
+    live = Shadow("live", classify, rival, share=1.0, gates=rule, sandbox=sandbox)
+    store, real = str(tmp_path / "runs.db"), []
+    result = _run(live, "my bill", model=ScriptedModel(respond), store=store, deps=real)
+    assert (result.status, real) == (Status.COMPLETED, [])
+    with loopwise.open_store(store) as st:
+        assert st.pending() == []  # nothing of the shadow waits for a person
+    (done,) = [e for e in result.events if e.step == "live/rival" and e.type == "step_finished"]
+    if rule == "approve":  # the approved path, measured in the sandbox
+        assert sandboxes == [["A1"]] and done.data["shadow"]["effects"] == {"refund": 1}
+    else:  # a plain human gate answered deny: no effect to fear, no sandbox made
+        assert sandboxes == [] and done.data["shadow"]["effects"] == {}
