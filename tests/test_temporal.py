@@ -244,7 +244,7 @@ def test_a_worker_killed_inside_the_refund_leaves_one_refund(
 def test_every_other_verb_refuses_a_temporal_store_in_one_line(
     store: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    for argv in (["resume", "abc"], ["analyze"], ["serve", "--port", "0"]):
+    for argv in (["resume", "abc"], ["analyze"], ["serve", "--port", "0", "--resume"]):
         code, said = _cli(capsys, *argv, "--store", store)
         assert code == 2 and said.count("\n") == 1, (argv, said)
         assert "Temporal" in said
@@ -313,3 +313,54 @@ def test_a_gated_agent_and_a_cascade_asking_a_person_are_decided_and_go_on(
     assert shown["output"] == "sure:refund:person"
     with sqlite3.connect(ledger) as db:
         assert list(db.execute("SELECT kind, text FROM effects")) == [("refund", "O-1:120")]
+
+
+def test_the_inbox_lists_a_temporal_runs_approvals_and_decides_them(
+    store: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import http.client
+    import re
+    import threading
+    from urllib.parse import urlencode
+
+    from loopwise.cli.temporal import open_runs
+    from loopwise.serve.app import ServeSettings, make_server
+
+    paused = _json(capsys, "run", DESK, "--model", "scripted", "--input", COMPLAINT,
+                   "--store", store)  # fmt: skip
+    run_id = paused["run_id"]
+    server, _ = make_server(ServeSettings(port=0, store=store, by="lead"), store=open_runs(store))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    port = server.server_address[1]
+
+    def ask(method: str, path: str, body: str | None = None, cookie: str = "") -> Any:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        headers = {"Cookie": cookie} if cookie else {}
+        if body is not None:
+            headers["Content-Type"] = "application/x-www-form-urlencoded"
+        conn.request(method, path, body=body, headers=headers)
+        answer = conn.getresponse()
+        return answer.status, answer.read().decode(), dict(answer.getheaders())
+
+    try:
+        status, page, headers = ask("GET", "/")
+        assert status == 200 and run_id in page and "issue_refund" in page
+        cookie = headers["Set-Cookie"].split(";")[0]
+        token = re.search(r"name='csrf' value='([0-9a-f]+)'", page)
+        assert token is not None
+        (s1,) = [a for a in _json(capsys, "pending", run_id, "--store", store)
+                 if a["approval_id"] == "execute.s1"]  # fmt: skip
+        form = {
+            "csrf": token[1], "run_id": run_id, "approval_id": "execute.s1",
+            "decision": "deny", "reason": "not this one", "args_hash": s1["args_hash"],
+        }  # fmt: skip
+        status, _, _ = ask("POST", "/decide", urlencode(form), cookie)
+        assert status == 303
+    finally:
+        server.shutdown()
+        thread.join()
+        server.server_close()
+        server.app.store.close()
+    left = _json(capsys, "pending", run_id, "--store", store)
+    assert [a["approval_id"] for a in left] == ["execute.s2"]

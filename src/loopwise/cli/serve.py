@@ -13,7 +13,8 @@ import sys
 import threading
 from typing import Any
 
-from loopwise.cli.options import store_help
+from loopwise.cli import temporal
+from loopwise.cli.options import UsageError, store_help
 from loopwise.errors import ConfigError
 from loopwise.serve.app import ServeSettings, is_loopback, make_server
 from loopwise.store.open import require_folder
@@ -32,8 +33,16 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         trust_proxy_user=args.trust_proxy_user,
         allowed_hosts=tuple(args.allowed_host or ()),
     )
+    store = None
+    if temporal.on_temporal(args.store):
+        if args.resume:
+            raise UsageError(
+                "--resume: a run on Temporal goes on by itself once decided (a `loopwise "
+                "worker` on the store continues it)"
+            )
+        store = temporal.open_runs(args.store)
     try:
-        server, url = make_server(settings)
+        server, url = make_server(settings, store=store)
     except OSError as e:
         raise ConfigError(f"cannot listen on {args.host}:{args.port}: {e.strerror}") from e
     print(f"serving {url()}", flush=True)

@@ -2,8 +2,8 @@
 
 ``run`` starts the run as a Temporal workflow and serves it in this process until it
 pauses for a person or ends (``--queue``: only starts it); ``worker`` serves every run of
-the address's task queue; ``pending``, ``approve``/``deny`` and ``runs list``/``show`` read
-and decide through :func:`open_runs`. Every other verb refuses the URL in one line
+the address's task queue; ``pending``, ``approve``/``deny``, ``runs list``/``show`` and
+``serve`` read and decide through :func:`open_runs`. Every other verb refuses the URL in one line
 (:func:`loopwise.store.open.open_store`). Without ``loopwise[temporal]`` each of these fails
 in one line naming the extra.
 """

@@ -8,7 +8,7 @@
   (the ``loopwise[postgres]`` extra);
 * ``temporal://HOST:PORT/NAMESPACE`` → runs on a Temporal server (the ``loopwise[temporal]``
   extra): not a store this module opens; the verbs that work with it (``run``, ``worker``,
-  ``pending``, ``approve``, ``deny``, ``runs``) open it themselves
+  ``pending``, ``approve``, ``deny``, ``runs``, ``serve``) open it themselves
   (:mod:`loopwise.integrations.temporal`), and :func:`open_store` refuses it in one line
   for every other reader.
 
@@ -68,7 +68,7 @@ recorded)."""
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):")
 _POSTGRES = ("postgresql", "postgres")
 _TEMPORAL = re.compile(r"^temporal://[^/:?#\s]+:\d+/[^/?#\s]+/?(\?[^#\s]*)?$")
-TEMPORAL_VERBS = "run, worker, pending, approve, deny, runs list, runs show"
+TEMPORAL_VERBS = "run, worker, pending, approve, deny, runs list, runs show, serve"
 """The verbs that work with a ``temporal://`` store."""
 
 

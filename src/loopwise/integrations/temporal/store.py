@@ -1,9 +1,9 @@
 """The store behind a ``temporal://HOST:PORT/NAMESPACE`` URL: runs read from their
 workflows, decisions sent as signals.
 
-The verbs ``pending``, ``approve``/``deny`` and ``runs list``/``show`` read and decide
-through :class:`TemporalStore` as they do through a SQL store. What it reads needs no
-worker: a run's status, approvals and log are in its workflow's memo (published at each
+The verbs ``pending``, ``approve``/``deny``, ``runs list``/``show`` and the inbox
+(``serve``) read and decide through :class:`TemporalStore` as they do through a SQL
+store. What it reads needs no worker: a run's status, approvals and log are in its workflow's memo (published at each
 pause and at the end, :mod:`.workflow`), and decisions signalled since (which Temporal
 accepts while no worker runs) are read back from the workflow's history, so a run
 decided once is not decided twice. :func:`start` starts a run; the workers run it.
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import threading
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, NoReturn, TypeVar
@@ -70,6 +71,8 @@ class TemporalStore:
         self.address = TemporalAddress.parse(url)
         self.name = url
         self._loop = asyncio.new_event_loop()
+        # One caller at a time on the loop (the inbox serves requests from threads).
+        self._lock = threading.RLock()
         self._client: Client | None = None
         # Its own runtime, dropped on close: the SDK's threads then end before the
         # interpreter does (a default runtime's may outlive it and abort the process at
@@ -78,19 +81,22 @@ class TemporalStore:
 
     def call(self, work: Coroutine[Any, Any, T]) -> T:
         """Run ``work`` (a coroutine of this store's client) to its end."""
-        try:
-            self.client  # connected first: ``work`` reads it as it runs  # noqa: B018
-        except BaseException:
-            work.close()  # never started: not left to warn that it was never awaited
-            raise
-        return self._loop.run_until_complete(work)
+        with self._lock:
+            try:
+                self.client  # connected first: ``work`` reads it as it runs  # noqa: B018
+            except BaseException:
+                work.close()  # never started: not left to warn that it was never awaited
+                raise
+            return self._loop.run_until_complete(work)
 
     @property
     def client(self) -> Client:
         """The Temporal client (connected on first use)."""
-        if self._client is None:
-            self._client = self._loop.run_until_complete(connect(self.address, self._runtime))
-        return self._client
+        with self._lock:
+            if self._client is None:
+                connecting = connect(self.address, self._runtime)
+                self._client = self._loop.run_until_complete(connecting)
+            return self._client
 
     def __enter__(self) -> TemporalStore:
         return self
