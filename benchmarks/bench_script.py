@@ -6,6 +6,10 @@
   default), then a short answer;
 * a user message containing ``parallel`` gets three calls of ``wait`` in one turn;
 * a Decisions API request (the judge) gets :data:`READING`'s probabilities.
+
+An agent's turns report, as OpenAI does, the prompt tokens read from the prompt cache:
+everything up to the last assistant turn (sent before, so cached), about 4 characters a
+token.
 """
 
 from __future__ import annotations
@@ -46,5 +50,19 @@ def respond(request: ModelRequest) -> Turn:
         return calls(*((("wait", {"ms": 200}, f"p{i}")) for i in range(3)))
     match = re.search(r"turns=(\d+)", text)
     if done >= (int(match.group(1)) if match else 5):
-        return reply(ANSWER)
-    return call("lookup_order", {"order_id": f"A-{1000 + done}"}, id=f"c{done}")
+        return _cached(reply(ANSWER), request)
+    return _cached(call("lookup_order", {"order_id": f"A-{1000 + done}"}, id=f"c{done}"), request)
+
+
+def _cached(turn: Turn, request: ModelRequest) -> Turn:
+    """``turn`` with the usage a caching server reports: the prompt, and of it the part
+    sent before (the messages up to the last assistant turn, and the tools)."""
+    last = max(
+        (i for i, m in enumerate(request.messages) if m.get("role") == "assistant"), default=-1
+    )
+    if last < 0:
+        return turn
+    seen = ModelRequest(messages=request.messages[: last + 1], tools=request.tools)
+    turn.input_tokens = max(1, request.prompt_chars() // 4)
+    turn.cached_tokens = min(turn.input_tokens, seen.prompt_chars() // 4)
+    return turn

@@ -240,8 +240,12 @@ async def bench_responses(url: str) -> Row:
         _check(await lw_side.run(agent, QUESTION, model))
 
     timing = await _interleaved(raw, lw, n, rounds)
+    usage = (await lw_side.run(agent, QUESTION, model)).usage
     await client.close()
-    return _per_call_row("agent over Responses: time per model call", timing, n * 6, 1.00)
+    row = _per_call_row("agent over Responses: time per model call", timing, n * 6, 1.00)
+    # What the server reported cached, as loopwise's usage (and the cost) counts it.
+    row.note += f"; cached {usage.cached_tokens:,} of {usage.input_tokens:,} input tokens a run"
+    return row
 
 
 def responses_row() -> None:
