@@ -3,10 +3,11 @@ workflows, decisions sent as signals.
 
 The verbs ``pending``, ``approve``/``deny``, ``runs list``/``show`` and the inbox
 (``serve``) read and decide through :class:`TemporalStore` as they do through a SQL
-store. What it reads needs no worker: a run's status, approvals and log are in its workflow's memo (published at each
-pause and at the end, :mod:`.workflow`), and decisions signalled since (which Temporal
-accepts while no worker runs) are read back from the workflow's history, so a run
-decided once is not decided twice. :func:`start` starts a run; the workers run it.
+store. What it reads needs no worker: a run's status, approvals and log are in its
+workflow's memo (published at each pause and at the end, :mod:`.workflow`), and decisions
+signalled since (which Temporal accepts while no worker runs) are read back from the
+workflow's history, so a run decided once is not decided twice.
+:meth:`TemporalStore.start` starts a run; the workers run it.
 
 The roles a Temporal run does not have — leases and the workers' queue (Temporal hands
 runs to workers), writing events (the workflow keeps its own log), conversations and eval
