@@ -13,8 +13,9 @@ if TYPE_CHECKING:
     from loopwise.architectures.cascade import AskPerson, Cascade, Weighed
     from loopwise.architectures.graduated import Graduated
     from loopwise.architectures.history import ContextPolicy, SummarizingPolicy
-    from loopwise.architectures.hybrid import ActionResult, Hybrid, HybridOutput
+    from loopwise.architectures.hybrid import Hybrid, HybridOutput
     from loopwise.architectures.judge import Judge, Ruling
+    from loopwise.architectures.plan_run import ActionResult
     from loopwise.architectures.plans import (
         REJECTED,
         Action,
@@ -117,7 +118,8 @@ _LAZY = {
                     "loopwise.architectures.plans"),
     "TerminalApprovals": "loopwise.tools.handlers",
     **dict.fromkeys(["ContextPolicy", "SummarizingPolicy"], "loopwise.architectures.history"),
-    **dict.fromkeys(["ActionResult", "Hybrid", "HybridOutput"], "loopwise.architectures.hybrid"),
+    **dict.fromkeys(["Hybrid", "HybridOutput"], "loopwise.architectures.hybrid"),
+    "ActionResult": "loopwise.architectures.plan_run",
     **dict.fromkeys(["Judge", "Ruling"], "loopwise.architectures.judge"),
     **dict.fromkeys(["AskPerson", "Cascade", "Weighed"], "loopwise.architectures.cascade"),
     "Shadow": "loopwise.evidence.live.shadow",
