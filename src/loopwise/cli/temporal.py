@@ -11,7 +11,6 @@ in one line naming the extra.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import signal
 import sys
@@ -20,14 +19,12 @@ from typing import TYPE_CHECKING, Any
 from loopwise.cli.options import UsageError, budget_of, given
 from loopwise.core.events import jsonable
 from loopwise.core.result import RunResult
-from loopwise.core.step import new_run_id
 from loopwise.core.usage import Budget
-from loopwise.running.runner import run_limits
-from loopwise.running.targets import Target, model_for
 from loopwise.store.open import store_location
 
 if TYPE_CHECKING:
     from loopwise.integrations.temporal.store import TemporalStore
+    from loopwise.running.targets import Target
 
 __all__ = ["on_temporal", "open_runs", "run", "serve"]
 
@@ -60,8 +57,12 @@ def run(args: argparse.Namespace, target: Target, payload: Any, wants_model: boo
             raise UsageError(f"{shown} is not available for a run on Temporal")
     name = args.model or os.environ.get("LOOPWISE_MODEL") if wants_model else None
     if wants_model:
+        from loopwise.running.targets import model_for
+
         model_for(target, name)  # a model that cannot be made fails here, not on a worker
+    from loopwise.core.step import new_run_id  # here: the store verbs load no run kernel
     from loopwise.integrations.temporal import worker  # the optional extra
+    from loopwise.running.runner import run_limits
 
     with open_runs(args.store) as st:
         run_id = st.start(
@@ -80,6 +81,8 @@ def run(args: argparse.Namespace, target: Target, payload: Any, wants_model: boo
 
 def serve(args: argparse.Namespace) -> int:
     """``worker`` on Temporal: serve the address's runs until SIGTERM/SIGINT."""
+    import asyncio  # here: the store verbs this module also serves load no event loop
+
     from loopwise.integrations.temporal.worker import serve as served  # the optional extra
 
     url = store_location(args.store)[1]
