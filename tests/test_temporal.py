@@ -364,3 +364,15 @@ def test_the_inbox_lists_a_temporal_runs_approvals_and_decides_them(
         server.app.store.close()
     left = _json(capsys, "pending", run_id, "--store", store)
     assert [a["approval_id"] for a in left] == ["execute.s2"]
+
+
+def test_a_target_a_worker_cannot_load_ends_the_run_error_saying_why(store: str) -> None:
+    from loopwise.cli.temporal import open_runs
+    from loopwise.integrations.temporal import worker
+
+    with open_runs(store) as st:
+        st.start("nowhere/missing.py:flow", None, target="flow", model=None, options={},
+                 run_id="unloadable1")  # fmt: skip
+        ended = worker.run(st, "unloadable1")
+    assert ended.status == "error"
+    assert "TargetError" in (ended.detail or "") and "missing.py" in (ended.detail or "")

@@ -85,11 +85,16 @@ class Activities:
         """Load a run's target in this process (a local activity: the workflow's own load
         is then an import-cache hit, not an import inside workflow code) and say what the
         run's model declares (``model``: its name), which the loop reads (the structured
-        output rung it starts at, the decision backends a judge may use, its endpoint)."""
-        self._target(call["spec"])
-        if call.get("model") is None:
-            return {}
-        model = self._model(call["spec"], call["model"])
+        output rung it starts at, the decision backends a judge may use, its endpoint).
+        A target or model that cannot be made here is ``{"error": ...}``: the run ends
+        ``error`` saying why (a retry would not load it either)."""
+        try:
+            self._target(call["spec"])
+            if call.get("model") is None:
+                return {}
+            model = self._model(call["spec"], call["model"])
+        except Exception as e:
+            return {"error": f"{type(e).__name__}: {e}"}
         endpoint = model_member(model, "endpoint")
         return {
             "structured_mode": model_member(model, "structured_mode"),

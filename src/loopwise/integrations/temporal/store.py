@@ -363,12 +363,22 @@ class TemporalStore:
         self._unsupported("live evidence")
 
 
+_CLOSED = {
+    "TERMINATED": "cancelled",
+    "CANCELED": "cancelled",
+    "TIMED_OUT": "cancelled",
+    "FAILED": "error",
+}
+"""A workflow Temporal closed before the run published its end: the status it shows."""
+
+
 def _row(run_id: str, memo: Mapping[str, Any], described: Any) -> StoredRun:
     started = described.start_time.isoformat() if described.start_time else ""
     closed = described.close_time
     status = str(memo.get("status") or "running")
-    if described.status is not None and described.status.name in ("TERMINATED", "TIMED_OUT"):
-        status = "cancelled" if status == "running" else status
+    ended = _CLOSED.get(described.status.name) if described.status is not None else None
+    if ended is not None and status in ("queued", "running"):
+        status = ended  # closed by Temporal (terminated, failed), not by the run's own end
     return StoredRun(
         run_id=run_id,
         target=str(memo.get("target") or ""),

@@ -124,18 +124,23 @@ class LoopwiseRun:
         # The target's module is loaded once per worker process, as plain Python, first
         # by a local activity (outside workflow code: an import may take longer than a
         # workflow task may), then here from the import cache.
-        declared = await workflow.execute_local_activity(
-            "loopwise.load",
-            {"spec": start["spec"], "model": start.get("model")},
-            start_to_close_timeout=timeout,
-            result_type=dict,
+        declared = (
+            await workflow.execute_local_activity(
+                "loopwise.load",
+                {"spec": start["spec"], "model": start.get("model")},
+                start_to_close_timeout=timeout,
+                result_type=dict,
+            )
+            or {}
         )
+        if "error" in declared:
+            return self._unloaded(str(declared["error"]))
         with workflow.unsafe.imports_passed_through(), workflow.unsafe.sandbox_unrestricted():
             target = load_target(start["spec"]).step
         limits = start.get("options", {})
         model = start.get("model")
         opts = RunOptions(
-            model=_EngineModel(model, start, timeout, declared or {}) if model else None,
+            model=_EngineModel(model, start, timeout, declared) if model else None,
             run_id=workflow.info().workflow_id,
             budget=Budget(**limits.get("budget", {})),
             max_steps=limits.get("max_steps"),
@@ -154,6 +159,19 @@ class LoopwiseRun:
             result = await execute(target, given, ctx)
         self._publish(result)
         return self._summary(result)
+
+    def _unloaded(self, why: str) -> dict[str, Any]:
+        """A run whose target or model cannot be made on the worker: it ends ``error``."""
+        ended: dict[str, Any] = {
+            "status": str(Status.ERROR),
+            "detail": why,
+            "output": None,
+            "events": [],
+        }
+        workflow.upsert_memo(
+            {MEMO_KEY: {**(workflow.memo_value(MEMO_KEY, default={}) or {}), **ended}}
+        )
+        return ended
 
     def _context(
         self, target: Step, opts: RunOptions, start: dict[str, Any], timeout: timedelta
