@@ -345,17 +345,9 @@ def test_the_starter_graduates_into_a_module_that_runs_and_type_checks_unedited(
 
     init_project("agent", tmp_path)
     monkeypatch.chdir(tmp_path)
-    store = "graduate.db"
-    for i in range(20):
-        question = f"Why did customer C-100{1 + i % 5}'s orders fail? ({i})"
-        assert main(["run", "orders_agent.py:investigate", "--model", "scripted", "--store",
-                     store, "--input-text", question]) == 0  # fmt: skip
-    main(["graduate", "orders_agent.py:investigate", "--store", store, "--model", "scripted"])
-    assert "wrote " in capsys.readouterr().out
-    target = "orders_agent_workflow.py:investigate_workflow"
-    assert main(["check", target]) == 0
-    capsys.readouterr()
-    ran = ["run", target, "--model", "scripted", "--store", store, "--json"]
+    questions = [f"Why did customer C-100{1 + i % 5}'s orders fail? ({i})" for i in range(20)]
+    target = _graduated_starter("orders_agent.py:investigate", questions, capsys)
+    ran = ["run", target, "--model", "scripted", "--store", "graduate.db", "--json"]
     assert main([*ran, "--input-text", "Why did customer C-1003's orders fail?"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["status"] == "completed" and doc["output"]["failed_orders"] == ["O-2005", "O-2006"]
@@ -375,6 +367,36 @@ def test_the_starter_graduates_into_a_module_that_runs_and_type_checks_unedited(
         for line in imported
     ), imported
     _lint(tmp_path / "orders_agent_workflow.py", tmp_path)
+
+
+@pytest.mark.slow  # mypy in a subprocess
+def test_the_compare_starters_agent_graduates_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from loopwise.evidence.scaffold import init_project
+
+    init_project("compare", tmp_path)
+    monkeypatch.chdir(tmp_path)
+    tickets = [json.loads(line)["input"] for line in Path("tickets.jsonl").read_text().splitlines()]
+    target = _graduated_starter("triage_agent.py:triage_agent", tickets[:20], capsys)
+    ticket = json.dumps("Charged twice\n\nPlease refund the duplicate of order O-12345.")
+    assert main(["run", target, "--model", "scripted", "--json", "--input", ticket]) == 0
+    assert json.loads(capsys.readouterr().out)["output"]["queue"] == "billing"
+    _lint(tmp_path / "triage_agent_workflow.py", tmp_path)
+
+
+def _graduated_starter(spec: str, inputs: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """Run the starter's agent on ``inputs``, graduate it, check it: its workflow's target."""
+    for given in inputs:
+        assert main(["run", spec, "--model", "scripted", "--store", "graduate.db",
+                     "--input", json.dumps(given)]) == 0  # fmt: skip
+    main(["graduate", spec, "--store", "graduate.db", "--model", "scripted"])
+    assert "wrote " in capsys.readouterr().out
+    module, _, name = spec.partition(":")
+    target = f"{module.removesuffix('.py')}_workflow.py:{name}_workflow"
+    assert main(["check", target]) == 0
+    capsys.readouterr()
+    return target
 
 
 @pytest.mark.slow  # mypy in a subprocess
