@@ -522,3 +522,37 @@ def test_an_eval_on_the_flex_tier_is_priced_as_flex(
     assert main(["eval", spec, "--dataset", "x.jsonl", "--service-tier", "cheap"]) == 2
     err = capsys.readouterr().err
     assert "--service-tier" in err and err.count("\n") == 1
+
+
+def test_a_chain_journaled_before_reasoning_was_sealed_heals_without_it() -> None:
+    """A turn journaled with ``store=True`` before loopwise asked for encrypted reasoning
+    names its reasoning by id only: a server that forgot the chain forgot that too."""
+    old = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+        ],
+        "reasoning_items": [{"id": "rs_old", "type": "reasoning", "summary": []}],
+        "response_id": "resp_old",
+    }
+    messages = [{"role": "user", "content": "look"}, old]
+    messages.append({"role": "tool", "tool_call_id": "c1", "content": "found"})
+    with FakeChatServer([reply("done")]) as server:
+        model = server.model(api="responses", store=True)
+
+        async def ask() -> loopwise.Turn:
+            try:
+                return await model.complete(loopwise.ModelRequest(messages=messages))
+            finally:
+                await model.aclose()
+
+        turn = asyncio.run(ask())
+    assert turn.text == "done" and "resp_old" in (turn.resent or "")
+    refused, whole = server.requests
+    assert refused["previous_response_id"] == "resp_old"
+    assert [i.get("type", "message") for i in whole["input"]] == [
+        "message",
+        "function_call",
+        "function_call_output",
+    ]

@@ -291,8 +291,9 @@ class OpenAIModel(ModelDefaults):
         order it sends them (the same bytes on the wire).
 
         With ``store=True`` it chains to the last turn the server stored and sends only
-        what came after it; ``chained=False`` (or no stored turn) sends the whole
-        transcript, reasoning items included.
+        what came after it; with no stored turn it sends the whole transcript, reasoning
+        items included, and ``chained=False`` (the server refused the chain) too, but for
+        reasoning items without their encrypted content (they were the server's).
         """
         return self._responses_body(request, chained=chained)[0]
 

@@ -62,7 +62,7 @@ ENCRYPTED_REASONING = "reasoning.encrypted_content"
 
 
 def as_input_items(
-    messages: list[Message], renamed: dict[str, str] | None = None
+    messages: list[Message], renamed: dict[str, str] | None = None, *, sealed_only: bool = False
 ) -> list[dict[str, Any]]:
     """``messages`` (Chat Completions form) as Responses input items, in order.
 
@@ -70,6 +70,9 @@ def as_input_items(
     loopwise renamed it to (:attr:`~loopwise.models.port.ToolCall.server_id`); ``renamed``
     is the map of the assistant turn just before ``messages`` when they start after it
     (a chained call sends only the results of the turn the server stored).
+    ``sealed_only`` leaves out reasoning items without their encrypted content (a turn
+    journaled with ``store=True`` before loopwise asked for it): they name what the
+    server stored, and a server that forgot the chain forgot them too.
     """
     items: list[dict[str, Any]] = []
     renamed = renamed or {}
@@ -85,14 +88,14 @@ def as_input_items(
                 }
             )
         elif role == "assistant":
-            items += _assistant_items(message)
+            items += _assistant_items(message, sealed_only)
             renamed = server_ids(message) if message.get("tool_calls") else renamed
         else:
             items.append({"role": role, "content": _content(message.get("content"), "input")})
     return items
 
 
-def _assistant_items(message: Message) -> list[dict[str, Any]]:
+def _assistant_items(message: Message, sealed_only: bool = False) -> list[dict[str, Any]]:
     """One assistant turn: its reasoning first (it preceded the output), then its text,
     then its calls, as the Responses API gave them."""
     text = message.get("content") or message.get("refusal")
@@ -100,7 +103,9 @@ def _assistant_items(message: Message) -> list[dict[str, Any]]:
     # A reasoning item goes back only before the output it came with: one with nothing
     # after it (a turn cut off mid-reasoning) is refused by the server.
     reasoning = message.get("reasoning_items") if text or calls else None
-    items: list[dict[str, Any]] = list(reasoning or ())
+    items: list[dict[str, Any]] = [
+        r for r in reasoning or () if not sealed_only or r.get("encrypted_content")
+    ]
     if text:
         items.append({"role": "assistant", "content": _content(text, "output")})
     for call in calls:
@@ -141,7 +146,8 @@ def responses_body(
     # Asked for with store=True too: loopwise then holds every turn's reasoning, so a
     # chain the server forgot can be sent whole.
     params["include"] = [ENCRYPTED_REASONING]
-    params["input"] = as_input_items(messages, renamed)
+    # Sent whole where the server refused the chain: what it stored is gone.
+    params["input"] = as_input_items(messages, renamed, sealed_only=store and not chained)
     if request.max_output_tokens is not None:
         params["max_output_tokens"] = request.max_output_tokens
     if previous is not None:
