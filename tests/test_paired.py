@@ -155,10 +155,10 @@ def _two(a_right: int, b_right: int, n: int, *, same_cases: bool = True) -> list
 def test_a_small_sample_tie_says_how_many_cases_would_decide_it() -> None:
     from loopwise.evidence.evals.recommend import cases_to_decide, recommend
 
-    # The case: 75% vs 88% on 8 cases is "equal within noise" — and now says more.
+    # The case: 75% vs 88% on 8 cases is not "equal within noise": too few to tell.
     a, b = _two(6, 7, 8)
     rec = recommend([a, b])
-    assert "equal accuracy within noise (75% vs 88% correct)" in rec.text, rec.text
+    assert "not enough evidence to tell them apart (75% vs 88% correct)" in rec.text, rec.text
     found = re.search(r"on 8 cases; about (\d+) cases would tell a 13-point difference", rec.text)
     assert found, rec.text
     needed = int(found.group(1))
@@ -176,7 +176,7 @@ def test_a_small_sample_tie_says_how_many_cases_would_decide_it() -> None:
     close = cases_to_decide(*_two(97, 100, 100))
     assert close is not None and close.startswith("a 3-point difference on 100 cases, not shown")
     assert cases_to_decide(*_two(99, 100, 400)) == (
-        "a 0-point difference, shown within 5% on 400 cases (95% CI -1 to +1)"
+        "a 0-point difference, shown within 5% on 400 cases"
     )
     same = cases_to_decide(*_two(6, 6, 8))
     assert same is not None and "on 8 cases, not shown within 5%" in same

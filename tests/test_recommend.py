@@ -50,7 +50,7 @@ def test_the_scripted_models_zero_cost_is_not_compared_tokens_decide(
     assert "cost not compared: $0 with this model (at gpt-4o-mini prices " in reason, reason
     assert "of the cost (" not in reason  # no "cheaper" on $0 against $0
     assert rec["text"].endswith(
-        "; among the equally accurate, chosen for fewer tokens (cost not compared) "
+        "; among those not shown less accurate, chosen for fewer tokens (cost not compared) "
         "→ the workflow, triage."
     ), rec["text"]
 

@@ -65,8 +65,11 @@ def recommend(summaries: Sequence[TargetSummary]) -> Recommendation:
     known and some is above $0. A model that costs nothing (``--model scripted``) or has no
     price (cost unknown, never zero) gives no dollars to weigh, so tokens decide next, and
     the text says the cost was not compared (with what the tokens would cost at
-    gpt-4o-mini prices, for scale) and which count chose among the equally accurate
-    (``among the equally accurate, chosen for fewer tokens``).
+    gpt-4o-mini prices, for scale) and which count chose among those not shown less accurate
+    (``among those not shown less accurate, chosen for fewer tokens``). A tie says whether
+    the cases *show* the two within 5 points ("equal accuracy, shown within 5 points") or
+    cannot tell them apart ("not enough evidence to tell them apart", with about how many
+    cases would).
     """
     if not summaries:
         return Recommendation(choice=None, text="no targets were evaluated")
@@ -179,7 +182,7 @@ def _chosen_for(best: TargetSummary, others: Sequence[TargetSummary], priced: bo
     runner = min(_preference(s, priced) for s in others)
     place = next((i for i, (a, b) in enumerate(zip(mine, runner, strict=True)) if a != b), None)
     why = "every count equal, the first given" if place is None else _CHOSEN_FOR[place]
-    text = f"among the equally accurate, chosen for {why}"
+    text = f"among those not shown less accurate, chosen for {why}"
     if not priced and place is not None and place > 1:
         text += " (cost not compared)"
     return text
@@ -193,8 +196,10 @@ def _compare(best: TargetSummary, other: TargetSummary, tied: bool) -> str:
     """One clause: ``best`` against ``other``, with the numbers."""
     a, b = _quality(best), _quality(other)
     what = "correct" if best.correct_rate is not None else "completed"
-    if tied:
-        parts = [f"equal accuracy within noise ({pct(a)} vs {pct(b)} {what})"]
+    if tied and _shown_equal(best, other):
+        parts = [f"equal accuracy, shown within 5 points ({pct(a)} vs {pct(b)} {what})"]
+    elif tied:
+        parts = [f"not enough evidence to tell them apart ({pct(a)} vs {pct(b)} {what})"]
         needed = cases_to_decide(best, other)
         if needed is not None:
             parts.append(needed)
@@ -216,6 +221,18 @@ def _compare(best: TargetSummary, other: TargetSummary, tied: bool) -> str:
 _FLOOR = 0.05
 """Differences of quality up to this count as equal at any sample size."""
 _MOST_CASES = 100_000
+
+
+def _shown_equal(a: TargetSummary, b: TargetSummary) -> bool:
+    """Whether the cases show the two within the 5-point floor: the 95% interval of the
+    difference (paired when they ran the same cases) lies inside ±5 points."""
+    paired = _paired(a, b)
+    if paired is not None:
+        return paired.low >= -_FLOOR and paired.high <= _FLOOR
+    pa, pb = _quality(a), _quality(b)
+    n = min(a.scored or a.n, b.scored or b.n)
+    half = 1.96 * math.sqrt((pa * (1 - pa) + pb * (1 - pb)) / n) if n else math.inf
+    return abs(pa - pb) + half <= _FLOOR
 
 
 def cases_to_decide(a: TargetSummary, b: TargetSummary) -> str | None:
@@ -257,23 +274,23 @@ def _within_floor(
     many cases would (half-widths shrinking as one over the square root of the cases)."""
     if paired is not None and math.isfinite(paired.half_width):
         half = max(paired.mean - paired.low, paired.high - paired.mean)
-        ci = f"95% CI {_points(paired.low)} to {_points(paired.high)}"
+        ci = ""  # the paired difference itself is printed beside it
         if paired.low >= -_FLOOR and paired.high <= _FLOOR:
-            return f"{gap}, shown within {_FLOOR:.0%} on {n} cases ({ci})"
+            return f"{gap}, shown within {_FLOOR:.0%} on {n} cases"
     elif paired is None and n > 0:
         pa, pb = _quality(a), _quality(b)
         half = 1.96 * math.sqrt((pa * (1 - pa) + pb * (1 - pb)) / n)
-        ci = "two independent samples"
+        ci = " (two independent samples)"
         if half + diff <= _FLOOR:
-            return f"{gap}, shown within {_FLOOR:.0%} on {n} cases ({ci})"
+            return f"{gap}, shown within {_FLOOR:.0%} on {n} cases{ci}"
     else:
         return None
     room = _FLOOR - diff
     needed = math.ceil(n * (half / room) ** 2) if room > 0 else None
     if needed is None or needed > _MOST_CASES:
-        return f"{gap} on {n} cases ({ci}): no practical number of cases would show it within 5%"
+        return f"{gap} on {n} cases{ci}: no practical number of cases would show it within 5%"
     return (
-        f"{gap} on {n} cases, not shown within {_FLOOR:.0%} ({ci}): about "
+        f"{gap} on {n} cases, not shown within {_FLOOR:.0%}{ci}: about "
         f"{max(needed, n + 1)} cases would show whether it is"
     )
 
