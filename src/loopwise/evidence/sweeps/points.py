@@ -85,7 +85,8 @@ class Sweep:
     best: SweepPoint | None
     """The most accurate (the cheapest of those tied)."""
     recommended: SweepPoint | None
-    """The cheapest whose accuracy is within noise of :attr:`best`."""
+    """The cheapest shown within the margin (5 points, or ``max_error``) of :attr:`best`
+    (:mod:`loopwise.evidence.sweeps.choice`); :attr:`best` itself when none is."""
     versus_best: PairedDifference | None
     """``best`` minus ``recommended``, paired on the same cases."""
     reason: str
