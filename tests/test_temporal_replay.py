@@ -18,6 +18,7 @@ import pytest
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
+from loopwise.integrations.temporal.codec import DATA_CONVERTER
 from loopwise.integrations.temporal.worker import sandbox
 from loopwise.integrations.temporal.workflow import LoopwiseRun
 
@@ -32,7 +33,10 @@ def test_there_is_a_history_of_each_canonical_example() -> None:
 @pytest.mark.parametrize("history", HISTORIES, ids=[h.stem for h in HISTORIES])
 def test_a_committed_history_replays(history: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)  # the runs were started with specs relative to the checkout
-    replayer = Replayer(workflows=[LoopwiseRun], workflow_runner=sandbox(), debug_mode=True)
+    replayer = Replayer(
+        workflows=[LoopwiseRun], workflow_runner=sandbox(), debug_mode=True,
+        data_converter=DATA_CONVERTER,
+    )  # fmt: skip
     loaded = WorkflowHistory.from_json(history.stem, history.read_text())
     result = asyncio.run(replayer.replay_workflow(loaded, raise_on_replay_failure=False))
     assert result.replay_failure is None, result.replay_failure
@@ -51,7 +55,26 @@ def test_a_history_that_took_another_path_fails_to_replay(
     args["spec"] = "workflows/ticket_triage.py:triage"
     args["input"] = {"subject": "Charged twice", "body": "Two charges."}
     begin["data"] = base64.b64encode(json.dumps(args).encode()).decode()
-    replayer = Replayer(workflows=[LoopwiseRun], workflow_runner=sandbox(), debug_mode=True)
+    replayer = Replayer(
+        workflows=[LoopwiseRun], workflow_runner=sandbox(), debug_mode=True,
+        data_converter=DATA_CONVERTER,
+    )  # fmt: skip
     loaded = WorkflowHistory.from_json("changed", json.dumps(data))
     result = asyncio.run(replayer.replay_workflow(loaded, raise_on_replay_failure=False))
     assert "Nondeterminism" in repr(result.replay_failure)
+
+
+def test_large_payloads_travel_compressed_and_small_or_older_ones_as_they_are() -> None:
+    from temporalio.api.common.v1 import Payload
+
+    from loopwise.integrations.temporal.codec import ENCODING, SMALL, Compressed
+
+    transcript = json.dumps([{"role": "tool", "content": "item 7 is fine"}] * 200).encode()
+    big = Payload(metadata={"encoding": b"json/plain"}, data=transcript)
+    small = Payload(metadata={"encoding": b"json/plain"}, data=b'{"kind": "bug"}')
+    codec = Compressed()
+    sent = asyncio.run(codec.encode([big, small]))
+    assert sent[0].metadata["encoding"] == ENCODING and len(sent[0].data) < len(transcript) // 10
+    assert sent[1] == small and len(small.data) <= SMALL
+    assert asyncio.run(codec.decode(sent)) == [big, small]
+    assert asyncio.run(codec.decode([big])) == [big]  # written before the codec: as it is

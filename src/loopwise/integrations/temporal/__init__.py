@@ -6,6 +6,7 @@ Temporal workflow, behind the ``temporal://HOST:PORT/NAMESPACE`` store URL.
 * :mod:`.workflow` — the workflow: the loop in workflow code, its outside-world work
   (:mod:`loopwise.core.offload`) as activities, gates as signals;
 * :mod:`.activities` — model calls, tool calls and policy judgements, done in a worker;
+* :mod:`.codec` — what goes through Temporal, large payloads compressed;
 * :mod:`.worker` — a worker serving the workflow and its activities;
 * :mod:`.store` — the store the verbs read and decide through (a Temporal client).
 

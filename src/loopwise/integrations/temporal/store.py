@@ -32,6 +32,7 @@ from loopwise.integrations.temporal.address import (
     TemporalAddress,
 )
 from loopwise.integrations.temporal.book import Book, page_of
+from loopwise.integrations.temporal.codec import DATA_CONVERTER
 from loopwise.store.base import PAGE, ApprovalPage, StoredApproval, StoredRun
 from loopwise.store.open import TEMPORAL_VERBS
 
@@ -52,7 +53,12 @@ async def connect(address: TemporalAddress, runtime: Runtime | None = None) -> C
     :class:`StoreError` (``unreachable``) when it does not answer."""
     try:
         return await asyncio.wait_for(
-            Client.connect(address.target_host, namespace=address.namespace, runtime=runtime),
+            Client.connect(
+                address.target_host,
+                namespace=address.namespace,
+                runtime=runtime,
+                data_converter=DATA_CONVERTER,
+            ),
             10,
         )
     except (RuntimeError, TimeoutError, RPCError) as e:
