@@ -262,3 +262,15 @@ def test_split_model_routes_judge_requests_and_the_rest() -> None:
     assert run.score == 1.0 and judge.calls == 1 and rest.calls == 0
     with pytest.raises(ValueError, match="not in \\[0, 1\\]"):
         scripted_judge({"t0": {"kind": {"bug": 1.5}}})
+
+
+def test_repeats_count_each_case_once_in_the_certificate() -> None:
+    judge = scripted_judge({}, default={"kind": {"bug": 0.99, "refund": 0.01}})
+    target = EvalTarget(name="desk", step=_cascade(), model=judge)
+    once, _ = loopwise.sweep(target, _cases(50), [0.5], store=None, max_error=0.05)
+    thrice, _ = loopwise.sweep(target, _cases(50), [0.5], store=None, max_error=0.05, repeat=3)
+    assert once.certification is not None and thrice.certification is not None
+    first, again = once.certification.certificate, thrice.certification.certificate
+    assert first is not None and again is not None
+    assert first.accepted == again.accepted == 50  # not 150: repeats are not new evidence
+    assert again.error_bound == pytest.approx(1 - 0.1 ** (1 / 50))

@@ -8,7 +8,8 @@ fixed-sequence testing and the exact binomial tail, exactly:
 1. the sweep's thresholds from the highest to the lowest; a case is *accepted* at λ when its
    confidence is above λ (the cascade's own rule; an unknown confidence is not accepted);
    at λ, ``n`` = accepted cases, ``k`` = accepted cases whose sure-path outcome the scorer
-   marks not correct (unscored cases are left out);
+   marks not correct (unscored cases are left out; with ``--repeat``, each case counts once,
+   by its first run: repeats are not independent draws);
 2. thresholds accepting fewer than ⌈ln δ / ln(1−α)⌉ cases are skipped: they cannot be
    certified even with no error (decided from the confidences alone, before any label);
 3. walking down the rest, λ is certified while ``BinomCDF(k; n, α) ≤ δ``; the walk stops

@@ -244,11 +244,13 @@ def sweep(
 
 
 def _judged(m: _Measured) -> list[Judged]:
-    """Each scored sure-path run's confidence (``None`` unless the judge's side took it
-    with a known one) and whether the sure side's outcome was not correct."""
+    """Each scored case's confidence on its first run (``None`` unless the judge's side
+    took it with a known one) and whether the sure side's outcome was not correct."""
     out: list[Judged] = []
     for run in m.sure:
-        if run.score is None:
+        # One outcome per case: repeats of a case are not independent draws, and counting
+        # them would narrow the binomial bound the certificate rests on.
+        if run.score is None or run.repeat != 0:
             continue
         weighed = m.records.weighed.get(run.run_id) or {}
         confidence = weighed.get("confidence") if weighed.get("side") == "sure" else None
@@ -264,6 +266,7 @@ def _accepted_unknown(m: _Measured) -> int:
         1
         for run in m.sure
         if run.score is not None
+        and run.repeat == 0
         and (weighed := m.records.weighed.get(run.run_id)) is not None
         and weighed.get("side") == "sure"
         and weighed.get("confidence") is None
