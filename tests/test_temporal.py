@@ -294,6 +294,17 @@ def test_a_gated_agent_and_a_cascade_asking_a_person_are_decided_and_go_on(
     assert (agent["status"], cascade["status"]) == ("awaiting_approval", "awaiting_approval")
     (asked,) = _json(capsys, "pending", cascade["run_id"], "--store", store)
     assert asked["tool"] == "pick_kind" and asked["args"] == {"kind": "bug"}
+    # With a worker up the workflow answers queries too: the same ask, the same log.
+    from loopwise.cli.temporal import open_runs
+    from loopwise.integrations.temporal.address import EVENTS_QUERY, PENDING_QUERY
+
+    with open_runs(store) as st:
+        handle = st.client.get_workflow_handle(cascade["run_id"])
+        (queried,) = st.call(handle.query(PENDING_QUERY))
+        logged = st.call(handle.query(EVENTS_QUERY))
+    assert (queried["approval_id"], queried["args"]) == (asked["approval_id"], {"kind": "bug"})
+    shown = _json(capsys, "runs", "show", cascade["run_id"], "--store", store)["events"]
+    assert [e["type"] for e in logged] == [e["type"] for e in shown]
 
     # Each edit is checked when it is made: the policy (with the deps), the labels.
     code, said = _cli(capsys, "approve", agent["run_id"], "--args",

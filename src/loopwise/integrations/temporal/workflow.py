@@ -114,7 +114,6 @@ class LoopwiseRun:
     def __init__(self) -> None:
         self._events: list[Event] = []
         self._book = Book(workflow.info().workflow_id)
-        self._status = "running"
         self._judged = 0
 
     @workflow.run
@@ -155,6 +154,9 @@ class LoopwiseRun:
             await workflow.wait_condition(lambda: not self._book.pending(None))
             ctx = self._context(target, opts, start, timeout)
             ctx.restore(list(self._events))
+            # Wall time goes on from where the run paused (max_seconds stays per run, as a
+            # resumed local run's): the wait for a person does not count.
+            ctx.started_at -= result.usage.wall_seconds
             ctx.emit(EventType.RUN_RESUMED, self._resumed(target, result, opts))
             result = await execute(target, given, ctx)
         self._publish(result)
