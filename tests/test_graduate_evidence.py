@@ -64,6 +64,7 @@ def test_graduate_decides_only_on_enough_held_out_cases(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
+    *,
     held: int,
     code: int,
     decision: str,

@@ -13,7 +13,8 @@ import pytest
 import loopwise
 from loopwise import Agent, ApprovalRequest, Denied, Status, ToolError
 from loopwise.architectures.hybrid import Hybrid
-from loopwise.architectures.plans import ActionCatalog, plan_mermaid, validate_plan
+from loopwise.architectures.plans import ActionCatalog, validate_plan
+from loopwise.architectures.stakes import plan_mermaid
 from loopwise.testing import ScriptedModel, call, reply
 from loopwise.tools.allowlists import Bounds, IdPattern
 from loopwise.tools.gates import human, policy
@@ -360,7 +361,8 @@ def test_a_plan_with_a_nan_or_infinite_argument_never_executes() -> None:
 
 
 def test_the_money_at_stake_says_its_currency_or_that_none_is_declared() -> None:
-    from loopwise.architectures.plans import parse_plan, plan_cost, plan_unit, step_unit
+    from loopwise.architectures.plans import parse_plan
+    from loopwise.architectures.stakes import plan_cost, plan_unit, step_unit
     from loopwise.tools.audit import asked_lines
 
     def plan_of(catalog: ActionCatalog, *orders: str) -> Any:

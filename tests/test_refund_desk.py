@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import loopwise
-from loopwise.architectures.plans import REJECTED
+from loopwise.architectures.planner import REJECTED
 from loopwise.cli.main import main
 from loopwise.running.targets import load_target
 from loopwise.testing import ScriptedModel, calls

@@ -16,14 +16,8 @@ if TYPE_CHECKING:
     from loopwise.architectures.hybrid import Hybrid, HybridOutput
     from loopwise.architectures.judge import Judge, Ruling
     from loopwise.architectures.plan_run import ActionResult
-    from loopwise.architectures.plans import (
-        REJECTED,
-        Action,
-        ActionCatalog,
-        Plan,
-        PlanContext,
-        PlanStep,
-    )
+    from loopwise.architectures.planner import REJECTED
+    from loopwise.architectures.plans import Action, ActionCatalog, Plan, PlanContext, PlanStep
     from loopwise.architectures.structured import Structured
     from loopwise.architectures.workflow import Workflow
     from loopwise.core.events import Event, EventType, Status, TextDelta
@@ -114,8 +108,9 @@ _LAZY = {
                      "field_match", "load_dataset"], "loopwise.evidence.evals.harness"),
     **dict.fromkeys(["Event", "EventType", "Status", "TextDelta"], "loopwise.core.events"),
     **dict.fromkeys(["Gate", "policy", "policy_then_human"], "loopwise.tools.gates"),
-    **dict.fromkeys(["Action", "ActionCatalog", "Plan", "PlanContext", "PlanStep", "REJECTED"],
+    **dict.fromkeys(["Action", "ActionCatalog", "Plan", "PlanContext", "PlanStep"],
                     "loopwise.architectures.plans"),
+    "REJECTED": "loopwise.architectures.planner",
     "TerminalApprovals": "loopwise.tools.handlers",
     **dict.fromkeys(["ContextPolicy", "SummarizingPolicy"], "loopwise.architectures.history"),
     **dict.fromkeys(["Hybrid", "HybridOutput"], "loopwise.architectures.hybrid"),

@@ -41,8 +41,13 @@ from loopwise.architectures.plan_run import (
     compile_plan,
     once_in,
 )
-from loopwise.architectures.plans import (
+from loopwise.architectures.planner import (
     REJECTED,
+    check_planner,
+    planner_instructions,
+    planner_request,
+)
+from loopwise.architectures.plans import (
     WHOLE_PLAN_NOTE,
     Action,
     ActionCatalog,
@@ -51,14 +56,10 @@ from loopwise.architectures.plans import (
     PlanContext,
     PlanStep,
     check_gated,
-    check_planner,
     parse_plan,
-    plan_mermaid,
-    plan_stake,
-    planner_instructions,
-    planner_request,
     validate_plan,
 )
+from loopwise.architectures.stakes import plan_mermaid, plan_stake
 from loopwise.architectures.structured import Structured
 from loopwise.core.events import EventType, Status, jsonable
 from loopwise.core.journal import Journal

@@ -21,8 +21,8 @@ from loopwise.architectures.plans import (
     PlanApproval,
     PlanStep,
     dependency_graph,
-    step_stake,
 )
+from loopwise.architectures.stakes import step_stake
 from loopwise.architectures.workflow import Workflow
 from loopwise.core.events import jsonable
 from loopwise.core.function_step import step

@@ -11,9 +11,8 @@
 * :func:`validate_plan`: unknown actions, arguments failing their schema or policy,
   unknown dependencies, cycles, too many steps, no steps without a reason
   (:class:`PlanContext` lets a policy see the whole plan);
-* what a person is shown of a plan (:func:`plan_mermaid`, :func:`plan_cost`) and what the
-  planner is told (:func:`planner_instructions`, :func:`planner_request`,
-  :func:`check_planner`).
+* what a person is shown of a plan is :mod:`loopwise.architectures.stakes`' part, and what
+  the planner is told :mod:`loopwise.architectures.planner`'s.
 
 Running a plan is :mod:`loopwise.architectures.hybrid`'s part.
 """
@@ -23,15 +22,15 @@ from __future__ import annotations
 import inspect
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Annotated, Any, Literal, TypedDict, Union
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from loopwise.architectures.digraph import Digraph
 from loopwise.core.events import jsonable
-from loopwise.core.shape import Edge, Graph, Node, describe, mermaid, name_of
+from loopwise.core.shape import name_of
 from loopwise.errors import ConfigError, ToolError
 from loopwise.tools.arguments import ToolArgumentsError
 from loopwise.tools.gates import Gate, recheck_edited, takes_ctx
@@ -40,8 +39,6 @@ from loopwise.tools.tool import Tool
 from loopwise.tools.verdicts import Approved
 
 __all__ = [
-    "PLANNER_INSTRUCTIONS",
-    "REJECTED",
     "WHOLE_PLAN_NOTE",
     "Action",
     "ActionCatalog",
@@ -49,21 +46,10 @@ __all__ = [
     "PlanApproval",
     "PlanContext",
     "PlanStep",
-    "Stake",
     "check_gated",
-    "check_planner",
     "check_policy",
     "dependency_graph",
     "parse_plan",
-    "plan_cost",
-    "plan_mermaid",
-    "plan_stake",
-    "plan_unit",
-    "planner_instructions",
-    "planner_request",
-    "step_cost",
-    "step_stake",
-    "step_unit",
     "validate_plan",
 ]
 
@@ -452,92 +438,6 @@ async def validate_plan(
     return (None, errors) if errors else (plan, [])
 
 
-def plan_mermaid(plan: Plan, catalog: ActionCatalog) -> str:
-    """The plan as a Mermaid graph: each action with its effect and estimated cost."""
-    nodes = []
-    for s in plan.steps:
-        action = catalog.get(s.action)
-        effect = action.effect if action else "unknown"
-        label = f"{s.id}: {s.action}<br/>{effect}"
-        cost = _estimate(action, s.args)
-        if cost is not None:
-            label += f", est. cost {cost:,.2f}"
-        # Step ids are model output: prefixed, so none is read as Mermaid syntax.
-        nodes.append(Node(id=f"n_{s.id}", label=label, kind=effect))
-    edges = [Edge(source=f"n_{d}", target=f"n_{s.id}") for s in plan.steps for d in s.depends_on]
-    return mermaid(Graph(nodes=tuple(nodes), edges=tuple(edges)))
-
-
-def _estimate(action: Action | None, args: Any) -> float | None:
-    if action is None or action.estimate is None:
-        return None
-    try:
-        return float(action.estimate(args))
-    except (TypeError, ValueError, AttributeError):
-        return None
-
-
-def step_cost(step: PlanStep, catalog: ActionCatalog) -> float | None:
-    """What ``step``'s action estimates it costs (``None`` when it has no estimate)."""
-    return _estimate(catalog.get(step.action), step.args)
-
-
-def _unit(action: Action | None, args: Any) -> str | None:
-    if action is None or action.unit is None or action.estimate is None:
-        return None
-    if isinstance(action.unit, str):
-        return action.unit
-    try:
-        unit = action.unit(args)
-    except (TypeError, ValueError, AttributeError, LookupError):
-        return None
-    return str(unit) if unit else None
-
-
-def step_unit(step: PlanStep, catalog: ActionCatalog) -> str | None:
-    """What :func:`step_cost`'s number is in (``None`` when its action declares no unit)."""
-    return _unit(catalog.get(step.action), step.args)
-
-
-def plan_unit(plan: Plan, catalog: ActionCatalog) -> str | None:
-    """What :func:`plan_cost`'s sum is in: the steps' one unit; ``"mixed units: EUR, USD"``
-    when they differ (the sum then adds unlike amounts, and says so); ``None`` when any
-    estimated step declares no unit."""
-    units = [
-        _unit(catalog[s.action], s.args)
-        for s in plan.steps
-        if s.action in catalog and _estimate(catalog[s.action], s.args) is not None
-    ]
-    if not units or None in units:
-        return None
-    distinct = sorted({u for u in units if u is not None})
-    return distinct[0] if len(distinct) == 1 else "mixed units: " + ", ".join(distinct)
-
-
-class Stake(TypedDict):
-    """What an ask puts at stake, as :class:`~loopwise.tools.gates.Ask` takes it."""
-
-    at_stake: float | None
-    at_stake_unit: str | None
-
-
-def step_stake(step: PlanStep, catalog: ActionCatalog) -> Stake:
-    """:func:`step_cost` and :func:`step_unit` of ``step``."""
-    return {"at_stake": step_cost(step, catalog), "at_stake_unit": step_unit(step, catalog)}
-
-
-def plan_stake(plan: Plan, catalog: ActionCatalog) -> Stake:
-    """:func:`plan_cost` and :func:`plan_unit` of ``plan``."""
-    return {"at_stake": plan_cost(plan, catalog), "at_stake_unit": plan_unit(plan, catalog)}
-
-
-def plan_cost(plan: Plan, catalog: ActionCatalog) -> float | None:
-    """The sum of the steps' estimates (``None`` when no action has an estimate)."""
-    costs = [_estimate(catalog[s.action], s.args) for s in plan.steps if s.action in catalog]
-    known = [c for c in costs if c is not None]
-    return sum(known) if known else None
-
-
 @dataclass(frozen=True, kw_only=True)
 class PlanApproval:
     """A person's approval of a whole plan (``approve_plan=True``), as its steps' gates see it."""
@@ -580,56 +480,6 @@ WHOLE_PLAN_NOTE = {
 """What a person approving a whole plan is told it means (``plan_approval_covers_gates``)."""
 
 
-PLANNER_INSTRUCTIONS = """\
-You are the planner of a propose-then-execute system. You do NOT execute anything: you
-propose a plan, code validates it, and actions run later, some only after a human approves.
-
-{task}
-
-Propose a plan as JSON: {{"steps": [...], "reason": "..."}}. Each step has
-- "id": a short unique id ("s1", "s2", ...),
-- "action": one of the actions below (no other names exist),
-- "args": that action's arguments, exactly as the answer's schema gives them,
-- "depends_on": ids of steps that must finish first ([] when none),
-- "reason": one line saying why the step is needed.
-Use as few steps as the task needs (at most {max_steps}). Steps without dependencies may run
-at the same time. Only propose actions the facts support. "reason" says in one line why
-this plan; when nothing needs doing, propose no steps and say why in "reason".{investigate}
-
-Actions:
-{catalog}
-"""
-
-_INVESTIGATE = """
-First investigate with your read-only tools: look facts up instead of guessing ids,
-amounts or addresses. Then answer with the plan."""
-
-
-def planner_instructions(
-    catalog: ActionCatalog, task: str, *, max_steps: int = 10, investigates: bool = False
-) -> str:
-    """The planner's system prompt: the task, the plan format and the catalog."""
-    return PLANNER_INSTRUCTIONS.format(
-        task=task.strip(),
-        max_steps=max_steps,
-        investigate=_INVESTIGATE if investigates else "",
-        catalog=catalog.describe(),
-    )
-
-
-REJECTED = "\n\nYour previous plan was rejected; fix these problems:\n"
-"""What separates the planner's input from the feedback on a rejected plan."""
-
-
-def planner_request(task_input: Any, feedback: Sequence[str] = ()) -> str:
-    """The planner's user message: the input, plus why an earlier plan was rejected."""
-    text = task_input if isinstance(task_input, str) else json.dumps(task_input, default=str)
-    if not feedback:
-        return text
-    problems = "\n".join(f"- {line}" for line in feedback)
-    return f"{text}{REJECTED}{problems}"
-
-
 def check_gated(catalog: ActionCatalog, hybrid: str) -> None:
     """Raise :class:`ToolError` when an ``irreversible`` action of ``catalog`` has no gate."""
     for a in catalog:
@@ -639,23 +489,6 @@ def check_gated(catalog: ActionCatalog, hybrid: str) -> None:
                 "give it one (@tool(effect='irreversible', gate=human()))",
                 tool=a.name,
                 code="ungated-irreversible",
-            )
-
-
-def check_planner(planner: Any, hybrid: str) -> None:
-    """Raise :class:`ToolError` when ``planner`` holds a tool that is not ``read``.
-
-    A planner proposes; only the compiled plan acts. An agent planner with a ``write``
-    or ``irreversible`` tool could act while "investigating", so it is refused here.
-    """
-    for shown in describe(planner).tools:  # what the planner declares it holds
-        effect = shown.effect or "read"
-        if effect != "read":
-            name = shown.name
-            raise ToolError(
-                f"hybrid {hybrid!r}: its planner holds {name!r} ({effect}); a planner may "
-                f"hold only read tools — register {name!r} as an action instead",
-                tool=name,
             )
 
 

@@ -59,7 +59,7 @@ from typing import Any, Literal
 from loopwise.core.events import LIVE, EventType, Status, jsonable
 from loopwise.core.members import StepDefaults, step_member
 from loopwise.core.names import check_name
-from loopwise.core.options import RunOptions
+from loopwise.core.options import ModelLike, RunOptions
 from loopwise.core.replay import RERUN, replays
 from loopwise.core.result import RunResult
 from loopwise.core.shape import Edge, Graph, Kind, Limits, Node, Shape, describe, kind_of, name_of
@@ -107,7 +107,7 @@ class Shadow(StepDefaults):
         agree: Agreement | None = None,
         gates: str = "deny",
         sandbox: Callable[[], Any] | None = None,
-        model: Any = None,
+        model: ModelLike = None,
     ) -> None:
         self.name = check_name(name, what="shadow step")
         self.primary = check_step(primary)
