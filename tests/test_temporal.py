@@ -387,3 +387,18 @@ def test_a_target_a_worker_cannot_load_ends_the_run_error_saying_why(store: str)
         ended = worker.run(st, "unloadable1")
     assert ended.status == "error"
     assert "TargetError" in (ended.detail or "") and "missing.py" in (ended.detail or "")
+
+
+def test_a_run_on_temporal_logs_the_events_a_local_run_logs(
+    store: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    local_store = str(tmp_path / "runs.db")
+    logs = []
+    for where in (local_store, store):
+        paused = _json(capsys, "run", DESK, "--model", "scripted", "--input", COMPLAINT,
+                       "--store", where)  # fmt: skip
+        shown = _json(capsys, "runs", "show", paused["run_id"], "--store", where)
+        logs.append([(e["seq"], e["type"], e["step"]) for e in shown["events"]])
+        assert [a["approval_id"] for a in paused["pending"]] == ["execute.s1", "execute.s2"]
+    local, on_temporal = logs
+    assert on_temporal == local
