@@ -570,3 +570,16 @@ def test_graduated_keeps_the_agents_limit_on_calls_in_one_turn() -> None:
     )
     with pytest.raises(LookupError, match="no result of 'other' yet"):
         kit.result(kit.start("q"), "other")
+
+
+def test_an_evaluation_without_a_sandbox_is_refused_before_anything_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "mixed.py").write_text(MIXED)
+    spec, store = f"{tmp_path}/mixed.py:mixed", tmp_path / "runs.db"
+    _store(spec, [f"note n{i}" for i in range(8)], store)
+    cases = _cases(tmp_path, ["note n3"])
+    code = main(["graduate", spec, "--store", str(store), "--model", "scripted",
+                 "--dataset", str(cases)])  # fmt: skip
+    assert code == 2 and "no sandbox" in capsys.readouterr().err
+    assert not (tmp_path / "mixed_workflow.py").exists()  # so a second try needs no --force

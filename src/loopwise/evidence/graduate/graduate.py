@@ -199,11 +199,13 @@ def graduate(
         )
         return _replace(base, reason=reason)
     path = out_path(loaded, out, force)
+    cases, what = _cases(mined, dataset)
+    if cases:  # the evaluation's deps: refused before anything is written
+        eval_deps(loaded, deps, "deny")
     spec, workflow = write_workflow(loaded, mined, path)
     findings = check(workflow.step)
     paths = [(p.share, p.text) for p in mined.paths]
     base = _replace(base, out=str(path), workflow=spec, findings=findings, paths=paths)
-    cases, what = _cases(mined, dataset)
     if not cases:
         return _replace(base, reason="keep the agent: no case to evaluate the workflow on")
     how = _Eval(
