@@ -103,3 +103,20 @@ def test_a_worker_builds_one_http_client_for_all_its_runs(
         assert {st.get_run(r).status for r in queued} == {"completed"}
     assert len(clients) == 1, f"{len(clients)} HTTP clients for {len(queued)} runs"
     assert clients[0].is_closed  # closed when the worker returned
+
+
+def test_a_worker_starts_without_what_serving_runs_does_not_need() -> None:
+    # The worker verb loads the runner; the model SDK loads with the first run that needs
+    # it, the PostgreSQL driver with a postgresql:// store, and never the eval or the inbox.
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "import loopwise.cli.main, loopwise.cli.worker, loopwise.running.worker\n"
+        "heavy = ('openai', 'httpx2', 'psycopg', 'jsonschema', 'mcp', 'temporalio',\n"
+        "         'loopwise.evidence', 'loopwise.serve', 'loopwise.integrations')\n"
+        "print(sorted(m for m in sys.modules if m.startswith(heavy)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", done.stdout
