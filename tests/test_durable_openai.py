@@ -556,3 +556,30 @@ def test_a_chain_journaled_before_reasoning_was_sealed_heals_without_it() -> Non
         "function_call",
         "function_call_output",
     ]
+
+
+@pytest.mark.parametrize(("api", "store"), SETTINGS)
+def test_a_resumed_run_names_renamed_calls_by_the_servers_ids(api: str, store: bool) -> None:
+    """The issue's failure: every resume of a stored chain sent the renamed ids again."""
+    REFUNDS.clear()
+
+    def desk(request: loopwise.ModelRequest) -> Any:
+        done = [m["content"] for m in request.messages if m["role"] == "tool"]
+        if not done:
+            return call("look_up_order", {"order_id": "O-1"}, id="functions.look_up_order:0")
+        if len(done) == 1:  # ids made of the function name and its index in the turn
+            return call("refund", {"order_id": "O-1", "amount": 80.0}, id="functions.refund:0")
+        return reply("done: " + done[-1])
+
+    agent = loopwise.Agent(name="desk", tools=[look_up_order, refund])
+    with FakeChatServer(desk) as server:
+        model = server.model(api=api, store=store)
+        paused = loopwise.run(agent, "refund O-1", model=model)
+        assert paused.status is Status.AWAITING_APPROVAL, paused.detail
+        loopwise.approve(paused.run_id, all_pending=True, by="alice")
+        done = loopwise.resume(paused.run_id, step=agent, model=model)
+    assert done.status is Status.COMPLETED, done.detail
+    assert done.output == "done: refunded 80.0 on O-1" and REFUNDS == ["O-1"]
+    assert server.call_ids.foreign == []
+    keyed = {e.data["call_id"] for e in done.events if e.type == "tool_call"}
+    assert keyed == {"call_1_1", "call_2_1"}
