@@ -50,17 +50,8 @@ class Graduated:
         if not isinstance(agent, Agent):
             raise ConfigError(f"Graduated needs the agent, not {type(agent).__name__}")
         self.agent = agent
-        known = agent.tool_map
         for name in tools:
-            if name not in known:
-                have = ", ".join(sorted(known)) or "(none)"
-                raise ConfigError(
-                    f"the workflow graduated from agent {agent.name!r} calls its tool "
-                    f"{name!r}, which the agent no longer has (its tools: {have}); renamed "
-                    "or removed since: run `loopwise graduate` again",
-                    name=name,
-                )
-        self._tools = {name: known[name] for name in tools}
+            self.tool(name)  # each one there now: a renamed tool fails at import, by name
 
     @property
     def instructions(self) -> str:
@@ -68,8 +59,20 @@ class Graduated:
         return self.agent.instructions
 
     def tool(self, name: str) -> Tool:
-        """The agent's tool ``name``: the very object its own calls use."""
-        return self._tools[name]
+        """The agent's tool ``name``: the very object its own calls use (looked up when
+        called, so a tool source the agent lists again at a run's start is current).
+        Raises :class:`~loopwise.errors.ConfigError` when the agent has no such tool."""
+        known = self.agent.tool_map
+        found = known.get(name)
+        if found is None:
+            have = ", ".join(sorted(known)) or "(none)"
+            raise ConfigError(
+                f"the workflow graduated from agent {self.agent.name!r} calls its tool "
+                f"{name!r}, which the agent no longer has (its tools: {have}); renamed or "
+                "removed since: run `loopwise graduate` again",
+                name=name,
+            )
+        return found
 
     @staticmethod
     def start(question: Any) -> dict[str, Any]:
