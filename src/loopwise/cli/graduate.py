@@ -43,7 +43,12 @@ def add_graduate_verb(sub: Any) -> None:
     p.add_argument("target", metavar="AGENT_TARGET", help="the agent (path.py:name)")
     p.add_argument("--store", help=store_help)
     which = p.add_mutually_exclusive_group()
-    which.add_argument("--runs", type=count(1), default=1000, help="newest stored runs to mine")
+    which.add_argument(
+        "--runs",
+        type=count(1),
+        default=1000,
+        help="mine this agent's newest N stored runs (its own: same module and name, no eval's)",
+    )
     which.add_argument("--since", help="mine the runs created since this ISO date")
     p.add_argument("--out", help="the module to write (default <agent_module>_workflow.py)")
     p.add_argument("--force", action="store_true", help="overwrite --out if it exists")
