@@ -226,6 +226,8 @@ def test_bad_levels_are_one_line_exit_2(
     assert len(err.splitlines()) == 1 and flag in err and "Traceback" not in err
     assert main(["eval", spec, "--max-error", "0.05", "--dataset", str(data)]) == 2
     assert "add --sweep" in capsys.readouterr().err
+    assert main([*argv, "--delta", "0.05", "--store", str(tmp_path / "e.db")]) == 2
+    assert "--delta goes with --max-error" in capsys.readouterr().err
 
 
 def test_certify_by_hand_at_the_degenerate_ends() -> None:

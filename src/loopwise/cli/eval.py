@@ -127,7 +127,6 @@ def add_eval_verb(sub: Any) -> None:
     p.add_argument(
         "--delta",
         type=float,
-        default=0.1,
         help="with --max-error: the chance the certified bound is wrong (default 0.1)",
     )
     p.add_argument(
@@ -230,6 +229,9 @@ def _eval_and_save(args: argparse.Namespace) -> EvalReport:
         raise ConfigError(
             "--person-accuracy models the person in a sweep: add --sweep", name="person_accuracy"
         )
+    if args.delta is not None and args.max_error is None:
+        raise ConfigError("--delta goes with --max-error ALPHA: add it", name="delta")
+    args.delta = 0.1 if args.delta is None else args.delta
     check_levels(args.max_error, args.delta)
     cases = _dataset(args)
     scorer = load_scorer(args.scorer) if args.scorer else field_match
