@@ -7,27 +7,31 @@ the workflow uses it: each tool looked up by its exact name, so its effect, gate
 allow-lists, timeout and ``untrusted_output`` are the agent's, called through the executor
 the agent's own calls take — and hold only what was learned. It re-exports the agent
 module's ``make_deps`` and ``make_eval_deps``, so ``loopwise run``/``eval`` give it the
-agent's deps. Every identifier it defines comes from one registry (:class:`_Names`):
-unique per tool and per node, never a keyword, a builtin or a name of the module's own;
-every value it writes is a finite JSON-like literal (:func:`literal`), and every text from
-the runs reaches it escaped.
+agent's deps. Every identifier it defines comes from one registry
+(:class:`~loopwise.evidence.graduate.naming.Names`: unique per tool and per node, never a
+keyword, a builtin or a name of the module's own); every value it writes is a finite
+JSON-like literal, and every text from the runs reaches it escaped.
 """
 
 from __future__ import annotations
 
-import builtins
-import keyword
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from loopwise.core.names import printable
-from loopwise.errors import ConfigError
 from loopwise.evidence.graduate.dataflow import Plan, Rule, Source, Split, StepPlan, TurnPlan
+from loopwise.evidence.graduate.naming import (
+    Names,
+    argument,
+    comment,
+    doc,
+    identifier,
+    literal,
+    node_doc,
+    wrap,
+)
 
-__all__ = ["AgentRef", "Header", "literal", "workflow_name", "workflow_source"]
+__all__ = ["AgentRef", "Header", "workflow_name", "workflow_source"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -66,44 +70,10 @@ class Header:
     """Runs held out of the mining for the evaluation."""
 
 
-_OWN = frozenset(
-    {"AGENT", "Any", "Literal", "annotations", "loopwise", "begin", "answer", "_ANSWER", "_W"}
-    | {"_agent", "offline_model", "make_deps", "make_eval_deps", "agent_model"}
-    | {"graduated_model", "state", "ctx", "args", "calls", "items", "item", "value", "branch"}
-)
-"""The names the module (and its functions) define or import besides the generated ones."""
-
-
-class _Names:
-    """Every identifier the module defines: ASCII, never a keyword, a builtin or one of
-    :data:`_OWN`, and unique (case-sensitively) — ``pay-out`` and ``pay_out`` become
-    ``call_pay_out`` and ``call_pay_out_2``."""
-
-    def __init__(self, *taken: str) -> None:
-        self.used: set[str] = set(_OWN) | set(dir(builtins)) | set(taken)
-
-    def unique(self, base: str) -> str:
-        stem = identifier(base)
-        name, n = stem, 2
-        while name in self.used:
-            name, n = f"{stem}_{n}", n + 1
-        self.used.add(name)
-        return name
-
-
-def identifier(text: str) -> str:
-    """``text`` as an ASCII Python identifier that is no keyword (``1lookup`` →
-    ``_1lookup``, ``pay-out`` → ``pay_out``, ``lambda`` → ``lambda_``)."""
-    ident = re.sub(r"[^0-9A-Za-z_]", "_", text) or "step"
-    if ident[0].isdigit():
-        ident = f"_{ident}"
-    return f"{ident}_" if keyword.iskeyword(ident) or keyword.issoftkeyword(ident) else ident
-
-
 def workflow_source(plan: Plan, agent: AgentRef, header: Header) -> str:
     """The module's source. Raises :class:`~loopwise.errors.ConfigError` naming the culprit
     when a learned value is no finite literal or an argument name cannot be written."""
-    writer = _Writer(agent=agent, names=_Names(workflow_name(agent)))
+    writer = _Writer(agent=agent, names=Names(workflow_name(agent)))
     writer.wire(plan.first, ["begin"])
     edges = [*writer.edges, _edge("answer", writer.answer_after, join=True)]
     source = "\n".join(
@@ -132,7 +102,7 @@ class _Writer:
     """Walks the plan, writing one definition per node and collecting the edges."""
 
     agent: AgentRef
-    names: _Names
+    names: Names
     definitions: list[str] = field(default_factory=list)
     edges: list[str] = field(default_factory=list)
     learned: list[str] = field(default_factory=list)
@@ -198,7 +168,7 @@ class _Writer:
                 "",
                 "",
                 f"async def {route}(state: dict[str, Any]) -> {kind}:",
-                *_node_doc(f"Learned from the runs ({counts}): {_rule_text(split.rule)}."),
+                *node_doc(f"Learned from the runs ({counts}): {_rule_text(split.rule)}."),
                 *_rule_body(split.rule, where),
                 "",
             ]
@@ -218,7 +188,7 @@ class _Writer:
             "",
             "",
             f"async def {route}(state: dict[str, Any], ctx: loopwise.Context) -> {kind}:",
-            f'    """No rule on earlier results separates these paths ({_doc(counts)}): one',
+            f'    """No rule on earlier results separates these paths ({doc(counts)}): one',
             '    structured routing call decides."""',
             f"    branch: {kind} = await AGENT.route(ctx, {router}, state, {shown})",
             "    return branch",
@@ -247,14 +217,14 @@ class _Writer:
             ]
             return [
                 *lines,
-                f'    """{_doc(step.tool)}: a structured call gives every call\'s arguments."""',
+                f'    """{doc(step.tool)}: a structured call gives every call\'s arguments."""',
                 *person,
                 f"    calls = await AGENT.fill_many(ctx, {fill}, state, {name})",
                 f"    return await AGENT.call(ctx, state, {name}, calls)",
                 "",
             ]
         args, notes = self.single_args(step)
-        body = [*_node_doc(f"{step.tool}: {'; '.join(notes) or 'no arguments'}."), *person]
+        body = [*node_doc(f"{step.tool}: {'; '.join(notes) or 'no arguments'}."), *person]
         if step.filled:
             fill = self.names.unique(f"_FILL_{node.upper()}")
             wanted = literal(list(step.filled), f"the arguments of {step.tool}")
@@ -300,24 +270,24 @@ class _Writer:
             + f"the tool's own gate ({gate or 'none'}) judges every call as it judged the "
             "agent's, so a person is asked again wherever the agent would have asked one."
         )
-        return [f"    # {line}" for line in _wrap(_comment(text), 84)]
+        return [f"    # {line}" for line in wrap(comment(text), 84)]
 
     def single_args(self, step: StepPlan) -> tuple[list[str], list[str]]:
         lines, notes = [], []
         for name, source in sorted(step.bound.items()):
-            key = _arg(name, step.tool)
+            key = argument(name, step.tool)
             lines.append(f"        {key}: {_read(source)},")
             notes.append(f"{name} = {source.text}")
             self.learned.append(f"{step.tool}.{name} = {source.text} (in all {step.runs} runs)")
         for name, value in sorted(step.constants.items()):
-            key = _arg(name, step.tool)
+            key = argument(name, step.tool)
             lines.append(f"        {key}: {literal(value, f'{step.tool}.{name}')},")
             notes.append(f"{name} = {value!r} in every run")
             self.learned.append(
                 f"{step.tool}.{name} = {value!r} (the same in all {step.runs} runs)"
             )
         for name in step.filled:
-            _arg(name, step.tool)
+            argument(name, step.tool)
             notes.append(f"{name} filled by a structured call")
             self.filled.append(f"{step.tool}.{name}")
         return lines, notes
@@ -327,11 +297,11 @@ class _Writer:
         assert fan is not None
         what = f"{step.tool}'s fan-out"
         pairs = [
-            f"{_arg(n, step.tool)}: item.get({literal(f, what)})"
+            f"{argument(n, step.tool)}: item.get({literal(f, what)})"
             for n, f in sorted(fan.fields.items())
         ]
         pairs += [
-            f"{_arg(n, step.tool)}: {literal(v, f'{step.tool}.{n}')}"
+            f"{argument(n, step.tool)}: {literal(v, f'{step.tool}.{n}')}"
             for n, v in sorted(step.constants.items())
         ]
         which = "item"
@@ -346,7 +316,7 @@ class _Writer:
             f"(in all {step.runs} runs)"
         )
         return [
-            *_node_doc(f"{step.tool} for {which} of {fan.over.text} ({taken})."),
+            *node_doc(f"{step.tool} for {which} of {fan.over.text} ({taken})."),
             *person,
             f"    items = {_read(fan.over)} or []",
             "    calls = [",
@@ -357,79 +327,6 @@ class _Writer:
             f"    return await AGENT.call(ctx, state, {name}, calls)",
             "",
         ]
-
-
-def literal(value: Any, what: str) -> str:
-    """``value`` as a Python literal; :class:`ConfigError` naming ``what`` when it is not
-    plain JSON-like data with finite numbers (a NaN or an infinity would be written as a
-    name no module defines, and no condition could compare with it)."""
-    _check_literal(value, what)
-    return repr(value)
-
-
-def _check_literal(value: Any, what: str) -> None:
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ConfigError(
-            f"graduate: the value learned for {printable(what)} is {value!r}, not a finite "
-            "number: a workflow cannot be written from it (fix the runs' data, or write that "
-            "part by hand)",
-            name=printable(what),
-        )
-    if isinstance(value, list | tuple):
-        for item in value:
-            _check_literal(item, what)
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            _check_literal(key, what)
-            _check_literal(item, what)
-    elif value is not None and not isinstance(value, str | int | float | bool):
-        raise ConfigError(
-            f"graduate: the value learned for {printable(what)} is a {type(value).__name__}, "
-            "not JSON data",
-            name=printable(what),
-        )
-
-
-def _arg(name: str, tool: str) -> str:
-    """An argument name as a dict key of the module; :class:`ConfigError` for one no tool
-    can take (a control character, a NUL: the module could not load)."""
-    if not isinstance(name, str) or not name.isprintable() or not name:
-        raise ConfigError(
-            f"graduate: the runs call {printable(tool)} with an argument named {name!r}, "
-            "which no tool takes (a control character or an empty name)",
-            name=printable(str(name)),
-        )
-    return repr(name)
-
-
-def _comment(text: str) -> str:
-    """``text`` safe in a ``#`` comment: one line, every unprintable character escaped."""
-    return printable(text)
-
-
-def _node_doc(text: str) -> list[str]:
-    """A function's docstring of ``text`` (escaped), wrapped at 92 characters."""
-    lines = _wrap(_doc(text), 84)
-    if len(lines) == 1:
-        return [f'    """{lines[0]}"""']
-    return [f'    """{lines[0]}', *(f"    {line}" for line in lines[1:-1]), f'    {lines[-1]}"""']
-
-
-def _wrap(text: str, width: int) -> list[str]:
-    lines: list[str] = []
-    for word in text.split(" "):
-        if lines and len(lines[-1]) + 1 + len(word) <= width:
-            lines[-1] += " " + word
-        else:
-            lines.append(word)
-    return lines
-
-
-def _doc(text: str) -> str:
-    """``text`` safe inside a generated docstring: values come from stored tool results,
-    and a result holding three quotes must not end the docstring and become code, nor a
-    control character (a NUL) keep the module from loading."""
-    return printable(text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"'))
 
 
 def _read(source: Source) -> str:
@@ -478,13 +375,13 @@ def _rule_body(rule: Rule, where: str) -> list[str]:
     return [*lines, f"    return {literal(rule.default, what)}  # and any value no run showed"]
 
 
-def _pass_node(name: str, doc: str) -> list[str]:
+def _pass_node(name: str, what: str) -> list[str]:
     return [
         "",
         "",
         "@loopwise.step",
         f"def {name}(state: dict[str, Any]) -> dict[str, Any]:",
-        f'    """{_doc(doc[0].upper() + doc[1:])} (the calls next to it run concurrently)."""',
+        f'    """{doc(what[0].upper() + what[1:])} (the calls next to it run concurrently)."""',
         "    return state",
         "",
     ]
@@ -516,13 +413,13 @@ def _docstring(agent: AgentRef, header: Header, writer: _Writer) -> list[str]:
     decided = writer.decided or ["no call"]
     return [
         f'"""{name}: an agent graduated into a workflow, the agent',
-        f"{_doc(agent.spec)}.",
+        f"{doc(agent.spec)}.",
         "",
         f"Generated by `loopwise graduate` on {header.date} from {header.runs} completed runs",
         f"of the agent ({header.held_out} more held out to evaluate it); the paths written",
         f"down cover {header.coverage:.0%} of the mined runs, and {outside:.0%} of them took",
         "other paths, which this workflow does not take:",
-        *(f"    {share:>4.0%}  {_doc(text)}" for share, text in header.paths),
+        *(f"    {share:>4.0%}  {doc(text)}" for share, text in header.paths),
         "",
         "Learned from the runs (code, no model call):",
         *_listed(writer.learned or ["nothing"]),
@@ -545,7 +442,7 @@ def _listed(lines: list[str]) -> list[str]:
     """Docstring lines, each item wrapped at 88 characters and indented."""
     out: list[str] = []
     for line in lines:
-        wrapped = _wrap(_doc(line), 80)
+        wrapped = wrap(doc(line), 80)
         out += [f"    {wrapped[0]}", *(f"        {more}" for more in wrapped[1:])]
     return out
 
