@@ -254,6 +254,8 @@ def test_a_bad_temporal_url_is_one_line_exit_2(capsys: pytest.CaptureFixture[str
     for url in ("temporal://nohost/default", "temporal://h:1/ns?task_queue=a&bogus=1"):
         code, said = _cli(capsys, "pending", "--store", url)
         assert code == 2 and said.count("\n") == 1 and "temporal://" in said, said
+    code, said = _cli(capsys, "pending", "--store", f"temporal://127.0.0.1:{_free_port()}/x")
+    assert code == 2 and said.count("\n") == 1 and "cannot reach Temporal" in said, said
 
 
 def test_without_the_extra_a_temporal_store_fails_in_one_line_naming_it(
