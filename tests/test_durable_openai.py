@@ -583,3 +583,14 @@ def test_a_resumed_run_names_renamed_calls_by_the_servers_ids(api: str, store: b
     assert server.call_ids.foreign == []
     keyed = {e.data["call_id"] for e in done.events if e.type == "tool_call"}
     assert keyed == {"call_1_1", "call_2_1"}
+
+
+def test_openais_own_api_gets_a_per_step_cache_key_unasked() -> None:
+    from loopwise.models.options import SentOptions
+
+    request = loopwise.ModelRequest(messages=[{"role": "system", "content": "You file."}])
+    sent = SentOptions(loopwise.OpenAIOptions())
+    assert sent.of(request, "https://api.openai.com/v1")["prompt_cache_key"].startswith("lw-")
+    assert "prompt_cache_key" not in sent.of(request, "http://127.0.0.1:8080/v1")
+    none = SentOptions(loopwise.OpenAIOptions(prompt_cache_key=""))
+    assert "prompt_cache_key" not in none.of(request, "https://api.openai.com/v1")

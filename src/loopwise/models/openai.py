@@ -33,7 +33,7 @@ from loopwise.errors import (
 )
 from loopwise.models.chat import chat_body, chat_turn
 from loopwise.models.clients import pooled
-from loopwise.models.options import PER_STEP, OpenAIOptions, cache_key_for
+from loopwise.models.options import OpenAIOptions, SentOptions
 from loopwise.models.port import (
     APIS,
     DECISION_BACKENDS,
@@ -127,7 +127,7 @@ class OpenAIModel(ModelDefaults):
         self.store = store
         self.options = options or OpenAIOptions()
         """What every call sends besides its request (see :class:`OpenAIOptions`)."""
-        self._cache_key: tuple[object, object, str] | None = None
+        self._sent = SentOptions(self.options)
         self._tool_forms: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = None
         self.structured_mode: StructuredMode | None = structured_mode_of(structured_mode)
         if client is None:
@@ -255,32 +255,7 @@ class OpenAIModel(ModelDefaults):
         return turn
 
     def _sent_options(self, request: ModelRequest) -> dict[str, Any]:
-        """The options a call sends, in the order both APIs' ``create`` sends them."""
-        sent: dict[str, Any] = {}
-        if self.options.service_tier is not None:
-            sent["service_tier"] = self.options.service_tier
-        key = self.options.prompt_cache_key
-        if key is None:
-            # By default only OpenAI's own API is sent the key: some compatible servers
-            # refuse a parameter they do not know (PER_STEP asks for it anywhere).
-            key = PER_STEP if self.endpoint[0].startswith(_OPENAI_API) else ""
-        if key == PER_STEP:
-            key = self._default_cache_key(request) if request.messages else ""
-        if key:
-            sent["prompt_cache_key"] = key
-        if request.safety_identifier is not None:
-            sent["safety_identifier"] = request.safety_identifier
-        return sent
-
-    def _default_cache_key(self, request: ModelRequest) -> str:
-        """One key per step: its first message and tools (remembered while the same
-        objects come back, as a run's do every turn)."""
-        first, tools = request.messages[0], request.tools
-        known = self._cache_key
-        if known is None or known[0] is not first or known[1] is not tools:
-            key = cache_key_for(str(first.get("content")), tools)
-            known = self._cache_key = (first, tools, key)
-        return known[2]
+        return self._sent.of(request, self.endpoint[0])
 
     def _chat_params(self, request: ModelRequest) -> dict[str, Any]:
         limit = self.token_limits.get(self.endpoint, "max_completion_tokens")
@@ -356,9 +331,6 @@ class OpenAIModel(ModelDefaults):
                 client.with_options(max_retries=client.max_retries - 1),
             )
         return self._retry_split[1], self._retry_split[2]
-
-
-_OPENAI_API = "https://api.openai.com/"
 
 
 def _spent_too(turn: Turn, earlier: Turn) -> Turn:

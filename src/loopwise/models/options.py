@@ -9,11 +9,19 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 from loopwise.errors import ConfigError
+from loopwise.models.port import ModelRequest
 
-__all__ = ["PER_STEP", "SERVICE_TIERS", "OpenAIOptions", "ServiceTier", "cache_key_for"]
+__all__ = [
+    "PER_STEP",
+    "SERVICE_TIERS",
+    "OpenAIOptions",
+    "SentOptions",
+    "ServiceTier",
+    "cache_key_for",
+]
 
 ServiceTier = Literal["auto", "default", "flex", "priority"]
 """How OpenAI serves a call: ``flex`` is slower and half the price (an offline eval's
@@ -83,3 +91,43 @@ def cache_key_for(first: str, tools: object) -> str:
     its cache and two steps never share one by accident."""
     material = f"{first}\x00{tools!r}".encode()
     return "lw-" + hashlib.sha256(material).hexdigest()[:24]
+
+
+_OPENAI_API = "https://api.openai.com/"
+
+
+class SentOptions:
+    """What a model's calls send of its :class:`OpenAIOptions` (and of the run's
+    ``safety_identifier``), the per-step cache key remembered while a run's calls bring
+    the same first message and tools back, as they do every turn."""
+
+    def __init__(self, options: OpenAIOptions) -> None:
+        self.options = options
+        self._known: tuple[object, object, str] | None = None
+
+    def of(self, request: ModelRequest, base_url: str) -> dict[str, Any]:
+        """The options a call to ``base_url`` sends, in the order both APIs' ``create``
+        sends them."""
+        sent: dict[str, Any] = {}
+        if self.options.service_tier is not None:
+            sent["service_tier"] = self.options.service_tier
+        key = self.options.prompt_cache_key
+        if key is None:
+            # By default only OpenAI's own API is sent the key: some compatible servers
+            # refuse a parameter they do not know (PER_STEP asks for it anywhere).
+            key = PER_STEP if base_url.startswith(_OPENAI_API) else ""
+        if key == PER_STEP:
+            key = self._per_step(request) if request.messages else ""
+        if key:
+            sent["prompt_cache_key"] = key
+        if request.safety_identifier is not None:
+            sent["safety_identifier"] = request.safety_identifier
+        return sent
+
+    def _per_step(self, request: ModelRequest) -> str:
+        first, tools = request.messages[0], request.tools
+        known = self._known
+        if known is None or known[0] is not first or known[1] is not tools:
+            key = cache_key_for(str(first.get("content")), tools)
+            known = self._known = (first, tools, key)
+        return known[2]
