@@ -307,6 +307,7 @@ def test_a_request_with_its_own_limit_is_not_asked_again() -> None:
         ({"max_output_tokens": 64, "retry_cut_off": 64}, "retry_cut_off"),
         ({"service_tier": "cheap"}, "service_tier"),
         ({"prompt_cache_key": "k" * 65}, "prompt_cache_key"),
+        ({"poll_seconds": 0}, "poll_seconds"),
     ],
 )
 def test_openai_options_are_checked_when_built(given: dict[str, Any], named: str) -> None:
@@ -594,3 +595,37 @@ def test_openais_own_api_gets_a_per_step_cache_key_unasked() -> None:
     assert "prompt_cache_key" not in sent.of(request, "http://127.0.0.1:8080/v1")
     none = SentOptions(loopwise.OpenAIOptions(prompt_cache_key=""))
     assert "prompt_cache_key" not in none.of(request, "https://api.openai.com/v1")
+
+
+def test_a_background_call_is_polled_until_done() -> None:
+    background = loopwise.OpenAIOptions(background=True, poll_seconds=0.01)
+    agent = loopwise.Agent(name="clerk", tools=[lookup])
+    with FakeChatServer(_script(CASES["dots and colons"])) as server:
+        server.responses.background_polls = 3
+        model = server.model(api="responses", store=True, options=background)
+        result = loopwise.run(agent, "look", model=model)
+    assert result.status is Status.COMPLETED and result.output == "done"
+    assert [b["background"] for b in server.requests] == [True, True]
+    assert server.requests[1]["previous_response_id"] == "resp_fake_1"
+    assert server.responses.cancelled == []
+
+
+def test_a_background_call_cut_off_by_the_budget_is_cancelled_on_the_server() -> None:
+    background = loopwise.OpenAIOptions(background=True, poll_seconds=0.01)
+    with FakeChatServer([reply("never seen")]) as server:
+        server.responses.background_polls = 10**9  # the model never finishes
+        model = server.model(api="responses", store=True, options=background)
+        result = loopwise.run(
+            loopwise.Agent(name="a"), "think", model=model, budget=loopwise.Budget(max_seconds=0.2)
+        )
+    assert result.status is Status.BUDGET_EXCEEDED
+    assert server.responses.cancelled == ["resp_fake_1"]
+
+
+@pytest.mark.parametrize(("api", "store"), [("chat", False), ("responses", False)])
+def test_background_mode_needs_a_stored_responses_call(api: str, store: bool) -> None:
+    background = loopwise.OpenAIOptions(background=True)
+    with pytest.raises(loopwise.ConfigError, match="background mode needs") as error:
+        loopwise.OpenAIModel("m", base_url="http://127.0.0.1:9/v1", api=api, store=store,
+                             options=background)  # fmt: skip
+    assert error.value.name == "background"

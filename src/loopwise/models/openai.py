@@ -15,6 +15,7 @@ import json
 import os
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import openai
@@ -31,6 +32,7 @@ from loopwise.errors import (
     ModelNotConfigured,
     ResponseFormatRejected,
 )
+from loopwise.models.background import background_response
 from loopwise.models.chat import chat_body, chat_turn
 from loopwise.models.clients import pooled
 from loopwise.models.options import OpenAIOptions, SentOptions
@@ -126,6 +128,12 @@ class OpenAIModel(ModelDefaults):
         self.api = api_of(api)
         self.store = store
         self.options = options or OpenAIOptions()
+        if self.options.background and not (self.api == "responses" and store):
+            raise ConfigError(
+                "background mode needs the Responses API with store=True (the server keeps "
+                "the response it generates alone)",
+                name="background",
+            )
         """What every call sends besides its request (see :class:`OpenAIOptions`)."""
         self._sent = SentOptions(self.options)
         self._tool_forms: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = None
@@ -288,14 +296,17 @@ class OpenAIModel(ModelDefaults):
         instead of failing, and says so in :attr:`Turn.resent`.
         """
         params, whole = self._responses_body(request)
+        create: _Create = _create_response
+        if self.options.background:
+            create = partial(_create_response, poll=self.options.poll_seconds)
         try:
-            turn = await self._send(params, request, _create_response)
+            turn = await self._send(params, request, create)
         except ModelAPIError as e:
             previous = params.get("previous_response_id")
             if previous is None or not chain_refused(e):
                 raise
             params, _ = self._responses_body(request, chained=False)
-            turn = await self._send(params, request, _create_response)
+            turn = await self._send(params, request, create)
             whole = f"the server refused previous_response_id {previous!r} (HTTP {e.status_code})"
         turn.stored = self.store if turn.stored is None else turn.stored
         turn.resent = whole
@@ -361,10 +372,16 @@ async def _create(
 
 
 async def _create_response(
-    client: openai.AsyncOpenAI, params: dict[str, Any], request: ModelRequest, name: str
+    client: openai.AsyncOpenAI,
+    params: dict[str, Any],
+    request: ModelRequest,
+    name: str,
+    poll: float | None = None,
 ) -> Turn:
     try:
-        if request.on_text is not None:
+        if poll is not None:  # background mode: posted, then polled until done
+            response = await background_response(client, params, poll)
+        elif request.on_text is not None:
             response = await _streamed_response(client, params, request.on_text)
         else:
             # responses.create() without its parameter transform, as _posted explains.

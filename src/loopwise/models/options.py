@@ -55,6 +55,12 @@ class OpenAIOptions:
     as some compatible servers refuse a parameter they do not know."""
     service_tier: ServiceTier | None = None
     """OpenAI's ``service_tier`` (``flex`` for an offline eval); ``None`` sends none."""
+    background: bool = False
+    """Responses API with ``store=True`` only: post each call in background mode and poll
+    it every ``poll_seconds`` until done (:mod:`loopwise.models.background`), for calls
+    that may outlast an HTTP timeout; its text is not streamed."""
+    poll_seconds: float = 2.0
+    """How often a background call is polled."""
 
     def __post_init__(self) -> None:
         for name, value in (
@@ -77,6 +83,11 @@ class OpenAIOptions:
                 f"service_tier: unknown tier {self.service_tier!r}; known: "
                 f"{', '.join(SERVICE_TIERS)}",
                 name="service_tier",
+            )
+        poll = self.poll_seconds
+        if isinstance(poll, bool) or not isinstance(poll, int | float) or not poll > 0:
+            raise ConfigError(
+                f"poll_seconds must be a number above 0, not {poll!r}", name="poll_seconds"
             )
         if self.prompt_cache_key is not None and len(self.prompt_cache_key) > 64:
             raise ConfigError(
@@ -111,6 +122,8 @@ class SentOptions:
         sent: dict[str, Any] = {}
         if self.options.service_tier is not None:
             sent["service_tier"] = self.options.service_tier
+        if self.options.background:
+            sent["background"] = True
         key = self.options.prompt_cache_key
         if key is None:
             # By default only OpenAI's own API is sent the key: some compatible servers

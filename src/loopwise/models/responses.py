@@ -141,8 +141,9 @@ def responses_body(
     """
     messages, previous, renamed, whole = _chain(request.messages, store and chained)
     params: dict[str, Any] = {"model": model}
-    if "service_tier" in sent:
-        params["service_tier"] = sent["service_tier"]
+    for name in ("service_tier", "background"):
+        if name in sent:
+            params[name] = sent[name]
     # Asked for with store=True too: loopwise then holds every turn's reasoning, so a
     # chain the server forgot can be sent whole.
     params["include"] = [ENCRYPTED_REASONING]

@@ -21,6 +21,10 @@ It refuses what OpenAI refuses, with OpenAI's status and error body: an unknown
 it never issued, whose encrypted content is not the one it sealed, or that is not
 followed by the output it came with (400). Call ids a request names that the server
 never issued (a client renamed them) are recorded in :attr:`IssuedCallIds.foreign`.
+
+A ``background: true`` request is answered ``queued``; ``GET /v1/responses/{id}`` answers
+``in_progress`` for :attr:`FakeResponses.background_polls` polls, then the response; a
+``POST /v1/responses/{id}/cancel`` before that cancels it (:attr:`FakeResponses.cancelled`).
 """
 
 from __future__ import annotations
@@ -97,6 +101,11 @@ class FakeResponses:
         """The ids of the reasoning items clients sent back, in arrival order."""
         self.missing: list[str] = []
         """Why a request was refused for leaving out a reasoning item."""
+        self.background_polls = 1
+        """How many polls of a background response answer ``in_progress`` before it is done."""
+        self.cancelled: list[str] = []
+        """The background responses a client cancelled, in order."""
+        self._held: dict[str, list[Any]] = {}  # background id -> [final document, polls left]
         self._ids = itertools.count(1)
         # Output key -> the reasoning items issued with it (id -> encrypted content): a
         # script may give many runs the same call ids or text, each run its own reasoning.
@@ -130,7 +139,39 @@ class FakeResponses:
         if isinstance(entry, Fault):
             return await self._fault(entry, request, (payload, items), host, reply)
         doc = self._response(entry, request, payload, items, host.call_ids)
+        if payload.get("background"):
+            return reply(200, self._hold(json.loads(doc)))
         return reply(200, doc, media=_media(payload))
+
+    def _hold(self, final: dict[str, Any]) -> bytes:
+        """A background response: kept to be polled, answered ``queued`` now."""
+        self._held[final["id"]] = [final, self.background_polls]
+        queued = {**final, "status": "queued", "output": [], "usage": None}
+        return json.dumps({**queued, "incomplete_details": None}).encode()
+
+    def held(self, method: str, route: str, reply: Reply) -> bytes | None:
+        """``GET /v1/responses/{id}`` (a poll) and ``POST /v1/responses/{id}/cancel`` of a
+        background response; ``None`` for any other route."""
+        parts = route.split("/responses/", 1)
+        if len(parts) != 2 or not parts[1]:
+            return None
+        rid, _, action = parts[1].partition("/")
+        if (method, action) not in {("GET", ""), ("POST", "cancel")}:
+            return None
+        kept = self._held.get(rid)
+        if kept is None:
+            return _error(reply, 404, f"Response with id {rid!r} not found.", "response_id")
+        final, left = kept
+        if action == "cancel":
+            if left > 0:
+                self.cancelled.append(rid)
+                kept[0] = final = {**final, "status": "cancelled", "output": []}
+                kept[1] = 0
+            return reply(200, json.dumps(final).encode())
+        if left > 0:
+            kept[1] = left - 1
+            return reply(200, json.dumps({**final, "status": "in_progress", "output": []}).encode())
+        return reply(200, json.dumps(final).encode())
 
     def _conversation(self, payload: dict[str, Any]) -> list[dict[str, Any]] | None:
         """The whole input: a stored response's conversation first when one is chained."""

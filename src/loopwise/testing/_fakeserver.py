@@ -283,6 +283,9 @@ class FakeChatServer:
                 return await self.responses.answer(body, _Host(self), _http)
             finally:
                 self.in_flight -= 1
+        held = self.responses.held(method.decode(), route.decode(), _http)
+        if held is not None:  # a background response polled or cancelled
+            return held
         if method == b"POST" and path.rstrip(b"/").endswith(b"/decisions") and self.decisions:
             return await self._decide(body)
         if method == b"GET" and path.rstrip(b"/").endswith(b"/models"):
