@@ -404,3 +404,27 @@ def test_a_run_on_temporal_logs_the_events_a_local_run_logs(
         assert [a["approval_id"] for a in paused["pending"]] == ["execute.s1", "execute.s2"]
     local, on_temporal = logs
     assert on_temporal == local
+
+
+def test_a_long_run_continues_as_new_workflow_runs_and_logs_what_a_local_run_logs(
+    server: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    store = f"temporal://{server}/default?task_queue=q{os.urandom(4).hex()}&continue_after=40"
+    logs = []
+    for where in (str(tmp_path / "runs.db"), store):
+        done = _json(capsys, "run", "tests/_temporal_walker.py:walker", "--model", "scripted",
+                     "--input", '"go"', "--store", where)  # fmt: skip
+        assert (done["status"], done["output"]) == ("completed", "all fine")
+        shown = _json(capsys, "runs", "show", done["run_id"], "--store", where)["events"]
+        logs.append([(e["type"], e["step"]) for e in shown])
+    local, on_temporal = logs
+    continued = [e for e in on_temporal if e == ("run_resumed", "")]
+    assert continued and [e for e in on_temporal if e != ("run_resumed", "")] == local
+
+    from loopwise.cli.temporal import open_runs
+
+    async def runs_of(st: Any, workflow_id: str) -> int:
+        return len([w async for w in st.client.list_workflows(f'WorkflowId = "{workflow_id}"')])
+
+    with open_runs(store) as st:
+        assert st.call(runs_of(st, done["run_id"])) == len(continued) + 1

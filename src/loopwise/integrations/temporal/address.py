@@ -1,9 +1,11 @@
 """Where runs on Temporal live: a ``temporal://HOST:PORT/NAMESPACE`` URL, and the names the
 workflow, its workers and its clients share.
 
-The URL's query may set ``task_queue`` (default ``loopwise``) and ``activity_timeout``
+The URL's query may set ``task_queue`` (default ``loopwise``), ``activity_timeout``
 (seconds a model call, a tool call or a policy may take on a worker before Temporal
-gives it to another worker, default 300): ``temporal://127.0.0.1:7233/default?task_queue=desk``.
+gives it to another worker, default 300) and ``continue_after`` (history events after
+which a run continues as a new workflow run before its next model call, default 10,000;
+Temporal's own suggestion counts too): ``temporal://127.0.0.1:7233/default?task_queue=desk``.
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ class TemporalAddress:
     """The task queue workers poll."""
     activity_timeout: float = 300.0
     """Seconds one activity may take before Temporal retries it on another worker."""
+    continue_after: int = 10_000
+    """History events after which a run continues as a new workflow run."""
 
     @classmethod
     def parse(cls, url: str) -> TemporalAddress:
@@ -59,11 +63,17 @@ class TemporalAddress:
             raise StoreError(f"{url!r} is not a temporal:// URL", code="bad-url")
         parts = urllib.parse.urlsplit(url)
         query = dict(urllib.parse.parse_qsl(parts.query))
-        unknown = sorted(set(query) - {"task_queue", "activity_timeout"})
+        unknown = sorted(set(query) - {"task_queue", "activity_timeout", "continue_after"})
         if unknown:
             raise StoreError(
                 f"bad store URL {url!r}: unknown parameter {unknown[0]!r} (it takes "
-                "task_queue and activity_timeout)",
+                "task_queue, activity_timeout and continue_after)",
+                code="bad-url",
+            )
+        after = query.get("continue_after", "10000")
+        if not (after.isdigit() and int(after) >= 10):
+            raise StoreError(
+                f"bad store URL {url!r}: continue_after must be a number of events >= 10",
                 code="bad-url",
             )
         queue = query.get("task_queue") or "loopwise"
@@ -86,4 +96,5 @@ class TemporalAddress:
             namespace=parts.path.strip("/"),
             task_queue=queue,
             activity_timeout=timeout,
+            continue_after=int(after),
         )

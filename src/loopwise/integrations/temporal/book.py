@@ -24,7 +24,7 @@ from loopwise.store.base import (
     place_of,
 )
 
-__all__ = ["DECISIONS", "Book", "page_of"]
+__all__ = ["DECISIONS", "Book", "event_of", "page_of"]
 
 DECISIONS = frozenset({"approved", "denied", "edited"})
 """What a person's decision may be."""
@@ -210,3 +210,14 @@ def page_of(pending: list[StoredApproval], *, limit: int, after: str | None) -> 
 
 def _place(a: StoredApproval) -> tuple[str, str, str]:
     return (a.requested_at, a.run_id, a.approval_id)
+
+
+def event_of(data: dict[str, Any]) -> Event:
+    """An event from its :meth:`~loopwise.core.events.Event.to_dict` (a memo's, a carried log's)."""
+    return Event(
+        seq=int(data["seq"]),
+        type=EventType(data["type"]),
+        step=str(data["step"]),
+        at=str(data["at"]),
+        data=dict(data["data"]),
+    )

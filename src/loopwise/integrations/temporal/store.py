@@ -23,7 +23,7 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, NoReturn, TypeVar
 
-from loopwise.core.events import Event, EventType
+from loopwise.core.events import Event
 from loopwise.errors import ConfigError, StoreError, missing_extra
 from loopwise.integrations.temporal.address import (
     DECIDE_SIGNAL,
@@ -31,7 +31,7 @@ from loopwise.integrations.temporal.address import (
     WORKFLOW,
     TemporalAddress,
 )
-from loopwise.integrations.temporal.book import Book, page_of
+from loopwise.integrations.temporal.book import Book, event_of, page_of
 from loopwise.integrations.temporal.codec import DATA_CONVERTER
 from loopwise.store.base import PAGE, ApprovalPage, StoredApproval, StoredRun
 from loopwise.store.open import TEMPORAL_VERBS
@@ -148,6 +148,7 @@ class TemporalStore:
             "model": model,
             "options": options,
             "activity_timeout": self.address.activity_timeout,
+            "continue_after": self.address.continue_after,
         }
         memo = {
             "target": target,
@@ -215,7 +216,7 @@ class TemporalStore:
                 f"`temporal workflow query --type loopwise.events --workflow-id {run_id}`",
                 code="temporal",
             )
-        return [_event(e) for e in memo["events"]]
+        return [event_of(e) for e in memo["events"]]
 
     def show(self, run_id: str) -> dict[str, Any]:
         """The audit log ``{"run_id", "target", "status", "usage", "output", "events"}``."""
@@ -400,14 +401,4 @@ def _row(run_id: str, memo: Mapping[str, Any], described: Any) -> StoredRun:
         lease_until=None,
         created_at=str(memo.get("created_at") or started),
         updated_at=str(memo.get("updated_at") or (closed.isoformat() if closed else started)),
-    )
-
-
-def _event(data: Mapping[str, Any]) -> Event:
-    return Event(
-        seq=int(data["seq"]),
-        type=EventType(data["type"]),
-        step=str(data["step"]),
-        at=str(data["at"]),
-        data=dict(data["data"]),
     )

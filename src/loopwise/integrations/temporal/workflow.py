@@ -28,6 +28,7 @@ again), and so are informational only.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from datetime import timedelta
 from typing import Any
@@ -56,7 +57,7 @@ with workflow.unsafe.imports_passed_through():
         PENDING_QUERY,
         WORKFLOW,
     )
-    from loopwise.integrations.temporal.book import Book
+    from loopwise.integrations.temporal.book import Book, event_of
     from loopwise.models.port import ModelDefaults, ModelRequest, Turn, model_name
     from loopwise.running.runner import typed_input
     from loopwise.running.store_approvals import StoreApprovals
@@ -71,16 +72,35 @@ _MEMO_EVENTS_LIMIT = 256_000
 _NOT_SENT = {"on_text", "deps"}
 
 
+class _Rollover(BaseException):
+    """Raised before a model call once the history is long: the run continues as a new
+    workflow run (continue-as-new) from its log, whose journal replays it to this call.
+    A ``BaseException``: no step's ``except Exception`` may take it for an error."""
+
+
+class _Flight:
+    """How many activities of the run are in flight (a rollover waits for none)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+
 class _EngineModel(ModelDefaults):
     """The run's model in workflow code: each call is a ``loopwise.model`` activity; what
     the real model declares (``declared``, from the worker) it declares too."""
 
     def __init__(
-        self, name: str, start: dict[str, Any], timeout: timedelta, declared: dict[str, Any]
+        self,
+        name: str,
+        start: dict[str, Any],
+        timeout: timedelta,
+        declared: dict[str, Any],
+        roll: Callable[[], bool],
     ) -> None:
         self.name = name
         self._start = start
         self._timeout = timeout
+        self._roll = roll
         self.structured_mode = declared.get("structured_mode")
         self.decision_backends = tuple(declared.get("decision_backends") or ())
         given = declared.get("endpoint")
@@ -92,6 +112,8 @@ class _EngineModel(ModelDefaults):
         return self._endpoint
 
     async def complete(self, request: ModelRequest) -> Turn:
+        if self._roll():
+            raise _Rollover
         # What is sent: the request as data (its text hook and deps stay here).
         sent = asdict(replace(request, on_text=None, deps=None))
         for name in _NOT_SENT:
@@ -115,6 +137,9 @@ class LoopwiseRun:
         self._events: list[Event] = []
         self._book = Book(workflow.info().workflow_id)
         self._judged = 0
+        self._flight = _Flight()
+        self._mark: int | None = None
+        self._limit = 10_000
 
     @workflow.run
     async def run(self, start: dict[str, Any]) -> dict[str, Any]:
@@ -134,12 +159,17 @@ class LoopwiseRun:
         )
         if "error" in declared:
             return self._unloaded(str(declared["error"]))
+        self._limit = int(start.get("continue_after", 10_000))
+        carried = start.get("carried") or {}
+        if carried:
+            self._events = [event_of(e) for e in carried["events"]]
+            self._book = Book.from_dicts(self._book.run_id, carried["approvals"])
         with workflow.unsafe.imports_passed_through(), workflow.unsafe.sandbox_unrestricted():
             target = load_target(start["spec"]).step
         limits = start.get("options", {})
         model = start.get("model")
         opts = RunOptions(
-            model=_EngineModel(model, start, timeout, declared) if model else None,
+            model=_EngineModel(model, start, timeout, declared, self._long) if model else None,
             run_id=workflow.info().workflow_id,
             budget=Budget(**limits.get("budget", {})),
             max_steps=limits.get("max_steps"),
@@ -148,7 +178,12 @@ class LoopwiseRun:
             clock=workflow.time,
         )
         given = typed_input(target, start.get("input"))
-        result = await execute(target, given, self._context(target, opts, start, timeout))
+        ctx = self._context(target, opts, start, timeout)
+        if carried:
+            ctx.restore(list(self._events))
+            ctx.started_at -= float(carried.get("wall_seconds", 0.0))
+            ctx.emit(EventType.RUN_RESUMED, {"target": target.name, "continued_as_new": True})
+        result = await self._execute(target, given, ctx, start)
         while result.status is Status.AWAITING_APPROVAL:
             self._publish(result)
             await workflow.wait_condition(lambda: not self._book.pending(None))
@@ -158,9 +193,38 @@ class LoopwiseRun:
             # resumed local run's): the wait for a person does not count.
             ctx.started_at -= result.usage.wall_seconds
             ctx.emit(EventType.RUN_RESUMED, self._resumed(target, result, opts))
-            result = await execute(target, given, ctx)
+            result = await self._execute(target, given, ctx, start)
         self._publish(result)
         return self._summary(result)
+
+    async def _execute(
+        self, target: Step, given: Any, ctx: Context, start: dict[str, Any]
+    ) -> RunResult:
+        """Run on in ``ctx``; once the history is long, continue as a new workflow run that
+        carries the log (and the approvals) up to the model call it stopped before."""
+        try:
+            return await execute(target, given, ctx)
+        except _Rollover:
+            assert self._mark is not None  # set by the check that raised it
+            del self._events[self._mark :]  # the run_finished its stop logged
+            carried = {
+                "events": [e.to_dict() for e in self._events],
+                "approvals": self._book.to_dicts(),
+                "wall_seconds": ctx.usage.wall_seconds,
+            }
+            workflow.continue_as_new({**start, "carried": carried})
+
+    def _long(self) -> bool:
+        """Whether the run continues as a new workflow run now: its history is long and
+        none of its activities is in flight."""
+        info = workflow.info()
+        long = (
+            info.get_current_history_length() >= self._limit or info.is_continue_as_new_suggested()
+        )
+        if long and self._flight.n == 0:
+            self._mark = len(self._events)
+            return True
+        return False
 
     def _unloaded(self, why: str) -> dict[str, Any]:
         """A run whose target or model cannot be made on the worker: it ends ``error``."""
@@ -195,7 +259,15 @@ class LoopwiseRun:
     async def _offload(self, work: Work, start: dict[str, Any], timeout: timedelta) -> Any:
         if work.kind == "judgement":
             return await self._judge(work, start["spec"], timeout)
-        answer = await workflow.execute_activity(
+        self._flight.n += 1
+        try:
+            answer = await self._tool(work, start, timeout)
+        finally:
+            self._flight.n -= 1
+        return _returned(answer)
+
+    async def _tool(self, work: Work, start: dict[str, Any], timeout: timedelta) -> Any:
+        return await workflow.execute_activity(
             "loopwise.tool",
             {
                 "spec": start["spec"],
@@ -209,7 +281,6 @@ class LoopwiseRun:
             retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10)),
             result_type=dict,
         )
-        return _returned(answer)
 
     async def _judge(
         self, work: Work, spec: str, timeout: timedelta
@@ -217,6 +288,7 @@ class LoopwiseRun:
         """A policy's judgement as a local activity: done by this worker process (where the
         policy is, with the plan it judges), its verdict kept in the history."""
         self._judged += 1
+        self._flight.n += 1
         token = f"{workflow.info().workflow_id}/{workflow.info().run_id}/{self._judged}"
         remember(token, work)
         try:
@@ -228,6 +300,7 @@ class LoopwiseRun:
             )
         finally:
             forget(token)
+            self._flight.n -= 1
         return _verdict(verdict)
 
     def record(self, run_id: str, event: Event) -> None:
