@@ -18,6 +18,11 @@ worker — status, approvals, the log — is in the workflow's memo
 (:data:`~.address.MEMO_KEY`), updated at each pause and at the end; the queries
 :data:`~.address.PENDING_QUERY` and :data:`~.address.EVENTS_QUERY` answer the same live.
 
+A long run continues as a new workflow run (continue-as-new) before a model call once its
+history passes ``continue_after`` events (or Temporal suggests it) and no tool call is in
+flight: the new run carries the log and the approvals, and its journal replays the loop
+to that call, as a resume does.
+
 Determinism: the run id, the clock (``workflow.time``) and every activity come from the
 workflow; loopwise's modules and the target's module are passed through the sandbox (the
 target is loaded once per worker process, not per run); a sync ``@step`` runs in place.
