@@ -428,3 +428,19 @@ def test_a_long_run_continues_as_new_workflow_runs_and_logs_what_a_local_run_log
 
     with open_runs(store) as st:
         assert st.call(runs_of(st, done["run_id"])) == len(continued) + 1
+
+
+def test_a_workers_concurrency_bounds_its_activities(store: str) -> None:
+    from loopwise.cli.temporal import open_runs
+    from loopwise.integrations.temporal.worker import new_worker
+
+    with open_runs(store) as st:
+
+        async def made() -> Any:  # a worker is made on a running event loop
+            return new_worker(st.client, st.address, concurrency=3).config()
+
+        config = st.call(made())
+    assert (config["max_concurrent_activities"], config["max_concurrent_local_activities"]) == (
+        3,
+        3,
+    )

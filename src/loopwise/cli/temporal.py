@@ -92,8 +92,13 @@ def serve(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        print(f"loopwise worker on {url}: serving its runs", file=sys.stderr, flush=True)
-        await served(url, stop)
+        print(
+            f"loopwise worker on {url}: serving its runs, up to {args.concurrency} model "
+            "calls, tool calls and judgements at once",
+            file=sys.stderr,
+            flush=True,
+        )
+        await served(url, stop, concurrency=args.concurrency)
 
     asyncio.run(serving())
     return 0

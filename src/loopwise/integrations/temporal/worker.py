@@ -51,16 +51,22 @@ def sandbox() -> SandboxedWorkflowRunner:
     return SandboxedWorkflowRunner(restrictions=restrictions)
 
 
-def new_worker(client: Client, address: TemporalAddress) -> Worker:
-    """A worker of ``address``'s task queue. It keeps the runs it served in memory (a run
-    not kept would replay its whole history at every step); when it stops, another worker
-    takes its runs over within seconds (the sticky queue's timeout)."""
+def new_worker(
+    client: Client, address: TemporalAddress, *, concurrency: int | None = None
+) -> Worker:
+    """A worker of ``address``'s task queue, making at most ``concurrency`` model calls,
+    tool calls and judgements at once (``None``: the SDK's default). It keeps the runs it
+    served in memory (a run not kept would replay its whole history at every step); when
+    it stops, another worker takes its runs over within seconds (the sticky queue's
+    timeout)."""
     return Worker(
         client,
         task_queue=address.task_queue,
         workflows=[LoopwiseRun],
         activities=Activities().all(),
         workflow_runner=sandbox(),
+        max_concurrent_activities=concurrency,
+        max_concurrent_local_activities=concurrency,
         # A worker killed with runs in memory: another takes them over this soon.
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=2),
     )
@@ -81,9 +87,10 @@ def run(store: TemporalStore, run_id: str, *, poll_seconds: float = 0.05) -> Run
     return stored_result(store, row, pending=store.pending(run_id))
 
 
-async def serve(url: str, stop: asyncio.Event) -> None:
-    """``loopwise worker`` on a ``temporal://`` store: serve runs until ``stop`` is set."""
+async def serve(url: str, stop: asyncio.Event, *, concurrency: int | None = None) -> None:
+    """``loopwise worker`` on a ``temporal://`` store: serve runs until ``stop`` is set, at
+    most ``concurrency`` activities at once."""
     address = TemporalAddress.parse(url)
     client = await connect(address)
-    async with new_worker(client, address):
+    async with new_worker(client, address, concurrency=concurrency):
         await stop.wait()
