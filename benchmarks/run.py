@@ -672,7 +672,7 @@ def bench_certify() -> list[Row]:
     sweep's (the checkout's 49 tickets, 21 thresholds; and 600 synthetic cases)."""
     import random
 
-    from loopwise.evidence.sweeps.certify import certify
+    from loopwise.evidence.evals.certify import certify
     from loopwise.evidence.sweeps.sweep import DEFAULT_GRID
     from loopwise.running.targets import load_target, model_for
 

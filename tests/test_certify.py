@@ -15,7 +15,7 @@ import pytest
 import loopwise
 from loopwise import Cascade, Case, EvalTarget, Judge, Ruling
 from loopwise.cli.main import main
-from loopwise.evidence.sweeps.certify import certify
+from loopwise.evidence.evals.certify import certify
 from loopwise.testing import ScriptedModel, SplitModel, scripted_judge
 
 DESK = """

@@ -22,7 +22,7 @@ TESTING = {
     "PROFILES", "Cassette", "CassetteMismatch", "FakeChatServer", "Fault", "Rejection",
     "ScriptExhausted", "ScriptedAgent", "ScriptedModel", "ServerProfile", "call", "calls",
     "example_from_schema", "graduated_model", "logprob_turn", "refuse", "reply",
-    "SplitModel", "judge_input", "scripted_judge",
+    "SplitModel", "judge_input", "partial_model", "scripted_judge",
 }  # fmt: skip
 
 DOCUMENTED = {

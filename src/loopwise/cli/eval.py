@@ -32,6 +32,7 @@ from loopwise.cli.watch import add_watch_flags, watch_sinks
 from loopwise.core.step import needs_model
 from loopwise.core.usage import Price, Pricing
 from loopwise.errors import ConfigError
+from loopwise.evidence.evals.certify import check_levels
 from loopwise.evidence.evals.harness import (
     Case,
     EvalReport,
@@ -48,7 +49,6 @@ from loopwise.evidence.evals.harness import (
 from loopwise.evidence.evals.sandbox import GATE_RULES, eval_deps
 from loopwise.evidence.report import describe_graph, format_text, write_report
 from loopwise.evidence.sweeps.cascades import cascades_within, swept
-from loopwise.evidence.sweeps.certify import check_levels
 from loopwise.evidence.sweeps.frontier import format_sweep
 from loopwise.evidence.sweeps.person import check_person
 from loopwise.evidence.sweeps.sweep import DEFAULT_GRID, parse_sweep, sweep

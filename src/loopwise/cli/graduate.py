@@ -4,6 +4,8 @@ evaluate it against the agent, recommend (:mod:`loopwise.evidence.graduate.gradu
 Exit codes: 0 when the recommendation is to graduate, 1 when it is to keep the agent (the
 steps are not known, or the workflow did not hold up), 2 for a usage mistake, 3 when there
 is not enough evidence to decide (too few held-out cases: the output says how many would).
+With ``--partial``, the partial graduation decides: 0 when a threshold is certified, 3
+when none is (the cascade is written sending every case to the agent).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 from loopwise.cli.options import count, store_help, user_output_to_stderr
 from loopwise.errors import ConfigError
+from loopwise.evidence.evals.certify import check_levels
 from loopwise.evidence.evals.harness import load_dataset
 from loopwise.evidence.evals.stats import (
     REFERENCE_MODEL,
@@ -25,6 +28,7 @@ from loopwise.evidence.evals.stats import (
     usd,
 )
 from loopwise.evidence.graduate.graduate import Graduation, graduate
+from loopwise.evidence.graduate.partial import PartialGraduation, graduate_partial
 from loopwise.evidence.report import describe_graph, write_report
 from loopwise.running.targets import load_target
 from loopwise.store.open import store_location
@@ -64,6 +68,26 @@ def add_graduate_verb(sub: Any) -> None:
         "the agent module's make_eval_deps() sandbox when its tools take effect, else "
         "make_deps())",
     )
+    p.add_argument(
+        "--partial",
+        action="store_true",
+        help="also write <workflow>_partial.py: a cascade whose judge picks a mined path (or "
+        "none), the workflow on the paths, the agent for the rest, its threshold certified "
+        "on the held-out cases (exit 0 when one is, 3 when none is)",
+    )
+    p.add_argument(
+        "--max-error",
+        type=float,
+        default=0.05,
+        metavar="ALPHA",
+        help="with --partial: the disagreement with the agent to certify under (default 0.05)",
+    )
+    p.add_argument(
+        "--delta",
+        type=float,
+        default=0.1,
+        help="with --partial: the chance the certified bound is wrong (default 0.1)",
+    )
     p.add_argument("--report", help="write a self-contained HTML report here")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(handler=_cmd_graduate)
@@ -72,6 +96,12 @@ def add_graduate_verb(sub: Any) -> None:
 def _cmd_graduate(args: argparse.Namespace) -> int:
     store = store_location(args.store)[1]
     dataset = load_dataset(args.dataset) if args.dataset else None
+    if args.partial:
+        if dataset is not None:
+            raise ConfigError(
+                "--partial certifies on the held-out runs: drop --dataset", name="partial"
+            )
+        check_levels(args.max_error, args.delta)
     if args.report and Path(args.report).is_dir():
         raise ConfigError(f"--report {args.report}: not a file path", name="report")
     with user_output_to_stderr(args.json):
@@ -95,11 +125,40 @@ def _cmd_graduate(args: argparse.Namespace) -> int:
             result.workflow: describe_graph(load_target(result.workflow).step),
         }
         write_report(result.report, args.report, graphs)
+    partial = _partial(args, result, store) if args.partial else None
     if args.json:
-        print(json.dumps({**result.to_dict(), "report": args.report}, default=str))
+        doc = {**result.to_dict(), "report": args.report}
+        if args.partial:
+            doc["partial"] = None if partial is None else partial.to_dict()
+        print(json.dumps(doc, default=str))
     else:
         print(_text(result, args.report))
+        if partial is not None:
+            print(partial.text)
+    if args.partial:  # the partial graduation's own verdict decides the exit
+        certified = partial is not None and partial.certification.certificate is not None
+        return 0 if certified else NOT_ENOUGH_EVIDENCE
     return {"graduate": 0, "not_enough_evidence": NOT_ENOUGH_EVIDENCE}.get(result.decision, 1)
+
+
+def _partial(args: argparse.Namespace, g: Graduation, store: str) -> PartialGraduation | None:
+    """The certified router, when a workflow was written (``None``: nothing to route to)."""
+    if g.workflow is None:
+        return None
+    with user_output_to_stderr(args.json):
+        return graduate_partial(
+            g.target,
+            g.workflow,
+            runs=store,
+            holdout=args.holdout,
+            limit=args.runs,
+            since=args.since,
+            model=args.model,
+            max_error=args.max_error,
+            delta=args.delta,
+            deps=args.deps,
+            concurrency=args.concurrency,
+        )
 
 
 def _text(g: Graduation, report: str | None) -> str:

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from loopwise.testing._cassette import Cassette, CassetteMismatch
     from loopwise.testing._fakeserver import FakeChatServer
     from loopwise.testing._graduated import graduated_model
-    from loopwise.testing._judging import SplitModel, judge_input, scripted_judge
+    from loopwise.testing._judging import SplitModel, judge_input, partial_model, scripted_judge
     from loopwise.testing._scripted_agent import ScriptedAgent
     from loopwise.testing._serverprofiles import PROFILES, Rejection, ServerProfile
 
@@ -75,7 +75,10 @@ _LAZY = {
     **dict.fromkeys(["Cassette", "CassetteMismatch"], "loopwise.testing._cassette"),
     "FakeChatServer": "loopwise.testing._fakeserver",
     "graduated_model": "loopwise.testing._graduated",
-    **dict.fromkeys(["SplitModel", "judge_input", "scripted_judge"], "loopwise.testing._judging"),
+    **dict.fromkeys(
+        ["SplitModel", "judge_input", "partial_model", "scripted_judge"],
+        "loopwise.testing._judging",
+    ),
     "logprob_turn": "loopwise.models.decided",
     "ScriptedAgent": "loopwise.testing._scripted_agent",
     **dict.fromkeys(["PROFILES", "Rejection", "ServerProfile"], "loopwise.testing._serverprofiles"),
@@ -115,6 +118,7 @@ __all__ = [
     "graduated_model",
     "judge_input",
     "logprob_turn",
+    "partial_model",
     "refuse",
     "reply",
     "scripted_judge",

@@ -23,7 +23,7 @@ from loopwise.models.port import Message, Model, ModelRequest, Turn
 from loopwise.models.scripted import ScriptedModel, as_turn, reply
 from loopwise.tools.calls import render_content
 
-__all__ = ["graduated_model"]
+__all__ = ["graduated_model", "is_graduated_call"]
 
 
 def graduated_model(agent_model: ScriptedModel | Callable[[], ScriptedModel]) -> Model:
@@ -55,6 +55,11 @@ def _answer(agent: ScriptedModel, request: ModelRequest) -> Turn:
     if task == "route":
         return reply({"branch": _branch(turn, asked.get("branches") or {})})
     return reply(_final(turn, request.output_schema or {}))
+
+
+def is_graduated_call(request: ModelRequest) -> bool:
+    """Whether ``request`` is one of a graduated workflow's structured calls."""
+    return _shown(request) is not None
 
 
 def _shown(request: ModelRequest) -> dict[str, Any] | None:

@@ -24,7 +24,7 @@ from loopwise.models.port import (
 )
 from loopwise.models.scripted import ScriptedModel, auto_respond
 
-__all__ = ["SplitModel", "judge_input", "scripted_judge"]
+__all__ = ["SplitModel", "judge_input", "partial_model", "scripted_judge"]
 
 Probabilities = Mapping[str, Any]
 """``{question: {label: p}}`` (or ``{label: p}`` for a one-question judge)."""
@@ -101,3 +101,33 @@ class SplitModel(ModelDefaults):
 
 def _backends(model: Model) -> tuple[DecisionBackend, ...]:
     return tuple(model_member(model, "decision_backends"))
+
+
+def partial_model(judge: Any, workflow: Any, agent: Any) -> Model:
+    """The offline model of a cascade ``loopwise graduate --partial`` wrote: the path
+    judge's questions to ``judge``, the graduated workflow's calls (what
+    :func:`~loopwise.testing.graduated_model` answers) to ``workflow``, everything else —
+    the agent's own turns — to ``agent``; each a model, or the module-level function that
+    makes one (an ``offline_model``)."""
+    from loopwise.testing._graduated import is_graduated_call
+
+    made = _made(agent)
+    rest = _Routed(_made(workflow), made, is_graduated_call)
+    return SplitModel(_made(judge), rest, name=str(made.name))
+
+
+def _made(model: Any) -> Model:
+    """A model, or the module-level function that makes one (``offline_model``)."""
+    return model() if callable(model) and not isinstance(model, ModelDefaults) else model  # type: ignore[no-any-return]
+
+
+class _Routed(ModelDefaults):
+    """Requests ``which`` picks to ``first``, the rest to ``second``."""
+
+    def __init__(self, first: Model, second: Model, which: Callable[[ModelRequest], bool]):
+        self.first, self.second, self.which = first, second, which
+        self.name = str(second.name)
+
+    async def complete(self, request: ModelRequest) -> Turn:
+        model = self.first if self.which(request) else self.second
+        return await model.complete(request)

@@ -61,7 +61,7 @@ class Measured:
     calibration: Calibration
     """The judge's confidence against whether its side was right."""
     certified: dict[str, Any] | None = None
-    """The sweep's certificate (:meth:`~loopwise.evidence.sweeps.certify.Certificate.to_dict`),
+    """The sweep's certificate (:meth:`~loopwise.evidence.evals.certify.Certificate.to_dict`),
     ``None`` when it certified none or was not asked to."""
     certified_reason: str | None = None
     """Why it certified none (``None``: it certified one, or was not asked to)."""

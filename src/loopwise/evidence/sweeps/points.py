@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from loopwise.evidence.evals.certify import Certification
 from loopwise.evidence.evals.paired import PairedDifference
 from loopwise.evidence.evals.stats import CaseRun
 from loopwise.evidence.sweeps.calibration import Calibration
-from loopwise.evidence.sweeps.certify import Certification
 
 __all__ = ["Sweep", "SweepPoint"]
 

@@ -22,7 +22,7 @@ accurate, and the reason says which cheaper threshold it could not decide and ab
 many cases would. Cheapest by the runs' own cost; when the model has no
 prices, by tokens, as a plain eval's recommendation decides (the cost is then shown at
 the reference price, for scale). With ``max_error`` the sweep also **certifies** a
-threshold (:mod:`loopwise.evidence.sweeps.certify`). The judge's **calibration** on the dataset (its
+threshold (:mod:`loopwise.evidence.evals.certify`). The judge's **calibration** on the dataset (its
 confidence against whether the sure path was right) comes with it, and a warning when
 it is poor (:mod:`loopwise.evidence.sweeps.calibration`).
 """
@@ -39,11 +39,11 @@ from loopwise.core.events import Event, EventType
 from loopwise.core.loops import blocking
 from loopwise.core.usage import Pricing
 from loopwise.errors import ConfigError
+from loopwise.evidence.evals.certify import Judged, References, certify, check_levels
 from loopwise.evidence.evals.harness import Case, EvalTarget, aevaluate
 from loopwise.evidence.evals.stats import REFERENCE_MODEL, CaseRun, percentile, wilson
 from loopwise.evidence.sweeps.calibration import calibration, calibration_warning
 from loopwise.evidence.sweeps.cascades import swept
-from loopwise.evidence.sweeps.certify import Judged, References, certify, check_levels
 from loopwise.evidence.sweeps.choice import MARGIN, choose
 from loopwise.evidence.sweeps.person import Person, check_person, person_outcome
 from loopwise.evidence.sweeps.points import Sweep, SweepPoint
@@ -131,7 +131,7 @@ async def asweep(
     """Sweep ``target`` (a cascade) over ``grid`` on ``cases``; ``options`` are
     :func:`~loopwise.evidence.evals.harness.aevaluate`'s. With ``max_error`` (α), the sweep
     also certifies the lowest threshold whose accepted answers are wrong at most α of the
-    time with probability ``1 - delta`` (:func:`~loopwise.evidence.sweeps.certify.certify`;
+    time with probability ``1 - delta`` (:func:`~loopwise.evidence.evals.certify.certify`;
     ``references="agent"`` when the dataset's expected values are the agent's own
     answers). A cascade whose unsure side asks a person is swept with a model of the person
     (``person_accuracy``, ``person_cost`` USD per case: :mod:`loopwise.evidence.sweeps.person`)
