@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from _wheel import Installed, install_wheel
 from loopwise.store.open import close_shared_stores
 
 PG_HOW = (
@@ -49,6 +50,12 @@ def _offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     monkeypatch.setenv("LOOPWISE_SHOP_DB", str(tmp_path / "shop.db"))
     yield
     close_shared_stores()
+
+
+@pytest.fixture(scope="session")
+def installed_wheel(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    """This checkout's wheel in a fresh venv outside it (tests/_wheel.py), built once."""
+    return install_wheel(tmp_path_factory.mktemp("wheel"))
 
 
 @pytest.fixture

@@ -1,37 +1,35 @@
-"""Every shell block of the docs runs as printed, or says why it cannot.
+"""Every shell block of the docs runs as printed, for a user who installed the wheel.
 
 A page is read top to bottom in one terminal: its ``sh`` blocks run in order, in one bash,
-in a fresh folder that holds the four starters ``loopwise init`` writes and a copy of the
-checkout's canonical examples (``workflows/``, ``agents/``), offline (no ``LOOPWISE_*`` or
-``OPENAI_*`` in the environment). ``RUN_ID`` stands for the run a reader would copy: the
-newest run with a pending approval, else the newest run. A command may end 0 or 1 (a run
-that paused or did not complete, a ``check`` with errors); exit 2 or more (a usage or
-configuration mistake: a missing ``--model``, a file that does not exist) or a traceback
-fails the page.
+in an empty folder, with only this checkout's wheel installed in a fresh venv (tests/_wheel.py,
+built once per session): no checkout, no ``workflows/`` or ``agents/`` but what the page
+writes itself (``loopwise init examples``, ``loopwise init hybrid``, ...), offline (no
+``LOOPWISE_*``, ``OPENAI_*`` or ``OTEL_*`` in the environment). ``RUN_ID`` stands for the run
+a reader would copy: the newest run with a pending approval, else the newest run. A command
+may end 0 or 1 (a run that paused or did not complete, a ``check`` with errors); exit 2 or
+more (a usage or configuration mistake: a missing ``--model``, a file that does not exist)
+or a traceback fails the page.
 
 A block that cannot run here says so in the line above it, with the reason::
 
     <!-- not run: needs a PostgreSQL server and workers on other machines -->
 
 (the README's first-hour block is marked ``<!-- walk: ... -->``: tests/test_init.py runs it
-from a built wheel).
+from the same wheel). Every ``loopwise`` command of every block, run or not, must parse.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from _wheel import Installed
 from loopwise.cli.main import build_parser
 from loopwise.cli.options import UsageError
-from loopwise.evidence.scaffold import TEMPLATES, init_project
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -129,23 +127,15 @@ RUNNABLE = [p for p in PAGES if any(not mark for mark, _, _ in blocks(p))]
 @pytest.mark.slow
 @pytest.mark.parametrize("page", RUNNABLE, ids=[_id(p) for p in RUNNABLE])
 def test_the_pages_shell_blocks_run_as_printed(
-    page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    page: Path, tmp_path: Path, installed_wheel: Installed
 ) -> None:
-    for kind in TEMPLATES:
-        init_project(kind, tmp_path)
-    for folder in ("workflows", "agents"):
-        shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("*.db"))
     script = PRELUDE + "\n".join(
         code.replace("RUN_ID", '"$(_run_id)"') for mark, _, code in blocks(page) if not mark
     )
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("LOOPWISE_", "OPENAI_", "OTEL_"))
-    }
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     done = subprocess.run(
         ["bash", "-c", script],
         cwd=tmp_path,
-        env=env,
+        env=installed_wheel.env,
         capture_output=True,
         text=True,
         timeout=600,

@@ -9,19 +9,17 @@ what it wrote; `decide` names the init command and the demo says what it needs.
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import sqlite3
 import subprocess
-import sys
-import sysconfig
 from contextlib import closing
 from pathlib import Path
 
 import pytest
 
+from _wheel import Installed
 from loopwise.cli.main import main
-from loopwise.evidence.scaffold import TEMPLATES, init_project
+from loopwise.evidence.scaffold import EXAMPLES, TEMPLATES, init_project
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -59,6 +57,54 @@ def test_init_writes_each_kind_beside_the_others_and_never_over_a_file(
     assert "triage = (" in mine.read_text()
     assert main(["init", "pipeline"]) == 2
     assert "invalid choice: 'pipeline'" in capsys.readouterr().err
+
+
+def _checkout_examples() -> dict[str, bytes]:
+    """The checkout's canonical examples as git tracks them: relative path → bytes."""
+    listed = subprocess.run(
+        ["git", "ls-files", *EXAMPLES.folders],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if listed.returncode or not listed.stdout.strip():
+        pytest.skip("not a git checkout: the examples' tracked files are unknown")
+    return {name: (ROOT / name).read_bytes() for name in listed.stdout.split()}
+
+
+def _written(root: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for folder in EXAMPLES.folders
+        for p in (root / folder).rglob("*")
+        if p.is_file()
+    }
+
+
+def test_init_examples_writes_the_checkouts_examples_and_never_over_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["init", "examples", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "wrote the canonical examples" in out and f"$ cd {tmp_path}" in out
+    assert all(f"$ {command}" in out for command in EXAMPLES.commands())
+    assert _written(tmp_path) == _checkout_examples()
+    mine = tmp_path / "workflows" / "ticket_triage.py"
+    mine.write_text("# my own work\n")
+    assert main(["init", "examples", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "already has workflows/_triage_rules.py" in err and "nothing written" in err
+    assert err.count("\n") == 1 and mine.read_text() == "# my own work\n"
+    assert main(["init", "examples", str(tmp_path), "--force"]) == 0
+    assert _written(tmp_path) == _checkout_examples()
+    monkeypatch.chdir(tmp_path)
+    for command in EXAMPLES.commands():
+        capsys.readouterr()
+        assert main([*shlex.split(command)[1:], "--json"]) in (0, 1), capsys.readouterr().err
+        doc = json.loads(capsys.readouterr().out)
+        wanted = "awaiting_approval" if "refund_desk" in command else "completed"
+        assert doc.get("status", "completed") == wanted, command
 
 
 def test_each_template_runs_offline_and_its_eval_is_sensible(
@@ -138,63 +184,11 @@ def _run(argv: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Complete
     return done
 
 
-def _installed_wheel(tmp_path: Path) -> tuple[Path, dict[str, str]]:
-    """A wheel of this checkout installed in a fresh venv outside it (offline); the venv
-    and the environment that finds its `loopwise` first."""
-    dist = tmp_path / "dist"
-    built = _run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "--no-index",
-            "-q",
-            "-w",
-            str(dist),
-            str(ROOT),
-        ],
-        tmp_path,
-        dict(os.environ),
-    )
-    assert built.returncode == 0, built.stderr
-    (wheel,) = dist.glob("loopwise-*.whl")
-    venv = tmp_path / "venv"
-    made = _run(
-        [sys.executable, "-m", "venv", "--without-pip", str(venv)], tmp_path, dict(os.environ)
-    )
-    assert made.returncode == 0, made.stderr
-    python = venv / "bin" / "python"
-    # The new environment borrows this one's packages (openai, pydantic, pytest, pip) as a
-    # plain path: no network; .pth files there (this checkout's editable install) stay off.
-    site = Path(
-        _run(
-            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-            tmp_path,
-            dict(os.environ),
-        ).stdout.strip()
-    )
-    (site / "borrowed.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    installed = _run(
-        [str(python), "-m", "pip", "install", "--no-deps", "--no-index", "-q", str(wheel)],
-        tmp_path,
-        dict(os.environ),
-    )
-    assert installed.returncode == 0, installed.stderr
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("LOOPWISE_", "OPENAI_", "PYTHON", "VIRTUAL_ENV"))
-    }
-    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
-    return venv, env
-
-
 @pytest.mark.slow
-def test_a_user_who_installed_the_wheel_starts_a_project_of_each_kind(tmp_path: Path) -> None:
-    venv, env = _installed_wheel(tmp_path)
+def test_a_user_who_installed_the_wheel_starts_a_project_of_each_kind(
+    tmp_path: Path, installed_wheel: Installed
+) -> None:
+    venv, env = installed_wheel.venv, installed_wheel.env
     project = tmp_path / "project"
     project.mkdir()
 
@@ -257,6 +251,23 @@ def test_a_user_who_installed_the_wheel_starts_a_project_of_each_kind(tmp_path: 
     assert "loopwise init" in demo.stdout + demo.stderr
 
 
+@pytest.mark.slow
+def test_a_user_who_installed_the_wheel_gets_the_guides_examples(
+    tmp_path: Path, installed_wheel: Installed
+) -> None:
+    """The wheel ships the checkout's own workflows/ and agents/ (pyproject's hatch
+    sources): `loopwise init examples` writes them, byte for byte, and they run."""
+    env = installed_wheel.env
+    done = _run(["loopwise", "init", "examples"], tmp_path, env)
+    assert done.returncode == 0, done.stderr
+    assert _written(tmp_path) == _checkout_examples()
+    for command in EXAMPLES.commands():
+        ran = _run([*shlex.split(command), "--json"], tmp_path, env)
+        assert ran.returncode in (0, 1) and "Traceback" not in ran.stderr, ran.stderr
+    pending = json.loads(_run(["loopwise", "pending", "--json"], tmp_path, env).stdout)
+    assert {p["tool"] for p in pending} == {"issue_refund", "email_customer"}, pending
+
+
 def _walk_block() -> list[str]:
     """The README's first-hour block, one command per line, comments dropped."""
     readme = (ROOT / "README.md").read_text()
@@ -283,14 +294,10 @@ def _serve_once(argv: list[str], cwd: Path, env: dict[str, str]) -> str:
 
 
 @pytest.mark.slow
-def test_the_readmes_first_hour_runs_as_printed_from_the_wheel(tmp_path: Path) -> None:
-    venv, env = _installed_wheel(tmp_path)
-    # `pip install '...whl[test]'` puts pytest's command in the environment; offline, the
-    # borrowed pytest gets the same small launcher pip would write.
-    launcher = venv / "bin" / "pytest"
-    python = venv / "bin" / "python"
-    launcher.write_text(f"#!{python}\nimport sys, pytest\nsys.exit(pytest.main())\n")
-    launcher.chmod(0o755)
+def test_the_readmes_first_hour_runs_as_printed_from_the_wheel(
+    tmp_path: Path, installed_wheel: Installed
+) -> None:
+    env = installed_wheel.env
     walk = _walk_block()
     assert walk[0] == "mkdir desk && cd desk" and walk[1] == "loopwise init compare"
     desk = tmp_path / "desk"

@@ -13,12 +13,12 @@ demo says so. Runs go to their own store (``.loopwise/demo.db``, emptied first) 
 the examples' shop to its own database (``.loopwise/demo-shop.db``, rebuilt), so a rerun
 starts clean.
 
-It needs the examples of a loopwise checkout (``workflows/``, ``agents/``): without them
-(an installed package) it says so, points at ``loopwise init``, and exits 2 before
-running anything. Exit code 0 when every part ran and did what it should (offline the
-statuses are known exactly: a step that ends otherwise fails the demo; with a real model
-a status other than ``completed`` is reported, not failed); 1 otherwise — a part that
-was skipped fails it too.
+It needs the canonical examples (``workflows/``, ``agents/``) under ``--root``: a checkout,
+or a folder where ``loopwise init examples`` wrote them; without them it says so, points at
+``loopwise init examples``, and exits 2 before running anything. Exit code 0 when every
+part ran and did what it should (offline the statuses are known exactly: a step that ends
+otherwise fails the demo; with a real model a status other than ``completed`` is reported,
+not failed); 1 otherwise — a part that was skipped fails it too.
 """
 
 from __future__ import annotations
@@ -467,7 +467,9 @@ def _num(value: Any) -> str:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m loopwise.cli.demo", description=__doc__)
-    parser.add_argument("--root", default=".", help="the checkout holding workflows/ and agents/")
+    parser.add_argument(
+        "--root", default=".", help="the folder holding workflows/ and agents/ (default: here)"
+    )
     parser.add_argument("--store", default=".loopwise/demo.db", help="the demo's run store")
     parser.add_argument("--report", default="report.html", help="where the eval report goes")
     return parser
@@ -510,10 +512,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     missing = _missing(root)
     if missing:
         print(
-            f"loopwise demo: it runs the canonical examples of a loopwise checkout, and {root} "
-            f"lacks {', '.join(missing)}. Run it in a checkout of the loopwise repository (or "
-            "pass --root DIR), or start a project of your own from an installed package: "
-            "`loopwise init workflow|agent|hybrid` writes one that runs offline.",
+            f"loopwise demo: it runs the canonical examples, and {root} lacks "
+            f"{', '.join(missing)}. `loopwise init examples` writes them here (then run the "
+            "demo again), or run it in a checkout of the loopwise repository (or pass --root "
+            "DIR); `loopwise init workflow|agent|hybrid` starts a project of your own.",
             file=sys.stderr,
         )
         return 2
