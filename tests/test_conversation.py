@@ -27,6 +27,7 @@ from loopwise import (
     EventType,
     ModelRequest,
     SummarizingPolicy,
+    Turn,
     gates,
     open_store,
 )
@@ -283,6 +284,18 @@ def test_a_summary_over_the_budget_ends_the_run_before_the_agent_starts() -> Non
     over = loopwise.run(agent, "again", model=model, conversation="b-1")
     assert over.status == "budget_exceeded"
     assert [e.step for e in over.events if e.type == "model_call"] == ["helper/summary"]
+
+
+def test_a_cut_off_summary_is_not_kept() -> None:
+    cut = Turn(text="The customer asked about ord", finish_reason="length", output_tokens=8)
+    agent = _agent(context_policy=SummarizingPolicy(keep_runs=0))
+    model = ScriptedModel(lambda r: cut if _is_summary(r) else reply("ok"))
+    assert loopwise.run(agent, "hi", model=model, conversation="cut-1").status == "completed"
+    later = loopwise.run(agent, "again", model=model, conversation="cut-1")
+    assert later.status == "invalid_output"
+    assert "summary: the answer was cut off at the output-token limit (8 tokens" in (
+        later.detail or ""
+    )
 
 
 def test_a_later_run_reuses_the_stored_summary_without_a_new_call() -> None:

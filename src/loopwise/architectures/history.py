@@ -29,8 +29,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from loopwise.core.events import Event, EventType, jsonable
+from loopwise.core.events import Event, EventType, Status, jsonable
 from loopwise.core.members import StepDefaults
+from loopwise.core.result import Halt
 from loopwise.core.shape import Kind, Shape
 from loopwise.core.step import Context
 from loopwise.errors import ConfigError, ConversationError
@@ -249,6 +250,9 @@ class _SummaryStep(StepDefaults):
             temperature=0.0,
         )
         turn: Turn = await ctx.call_model(request)
+        if turn.cut_off is not None:
+            # Half a summary would stand for the older runs from now on, their end lost.
+            raise Halt(Status.INVALID_OUTPUT, f"{self.name}: {turn.cut_off}")
         return {"summary": turn.text or turn.refusal or "", "covers": input["covers"]}
 
 
