@@ -20,14 +20,18 @@ PACKAGE = Path(loopwise.__file__).parent
 EXTRA_MODULES = {
     "integrations/otel.py": "otel",
     "cli/watch.py": "otel",  # builds --otel's provider, after otel.py checked the extra
-    "integrations/mcp.py": "mcp",
-    "integrations/mcp_connection.py": "mcp",
-    "integrations/mcp_elicit.py": "mcp",
-    "integrations/mcp_http.py": "mcp",
-    "integrations/mcp_listing.py": "mcp",
-    "integrations/mcp_mapping.py": "mcp",
-    "integrations/mcp_schema.py": "mcp",
-    "integrations/mcp_wire.py": "mcp",
+    "integrations/mcp/servers.py": "mcp",
+    "integrations/mcp/connection.py": "mcp",
+    "integrations/mcp/elicit.py": "mcp",
+    "integrations/mcp/wire_http.py": "mcp",
+    "integrations/mcp/listing.py": "mcp",
+    "integrations/mcp/mapping.py": "mcp",
+    "integrations/mcp/schema.py": "mcp",
+    "integrations/mcp/wire.py": "mcp",
+    **{
+        f"integrations/temporal/{m}.py": "temporal"
+        for m in ("activities", "codec", "store", "worker", "workflow")
+    },
     "store/postgres.py": "postgres",
     "testing/pytest_plugin.py": "test",
 }

@@ -14,7 +14,7 @@ from loopwise.store.open import open_store
 
 CASES = [
     ("loopwise.integrations.otel", "opentelemetry", "otel"),
-    ("loopwise.integrations.mcp", "mcp", "mcp"),
+    ("loopwise.integrations.mcp.servers", "mcp", "mcp"),
     ("loopwise.store.postgres", "psycopg", "postgres"),
 ]
 
@@ -25,8 +25,8 @@ def test_a_module_without_its_extra_says_what_to_install(
 ) -> None:
     monkeypatch.setitem(sys.modules, sdk, None)  # `import sdk` raises ImportError
     monkeypatch.delitem(sys.modules, module, raising=False)
-    if module.endswith(".mcp"):  # its first import checks for the SDK
-        monkeypatch.delitem(sys.modules, f"{module}_connection", raising=False)
+    if module.endswith(".mcp.servers"):  # its connection module checks for the SDK
+        monkeypatch.delitem(sys.modules, "loopwise.integrations.mcp.connection", raising=False)
     with pytest.raises(MissingExtra, match=rf"pip install 'loopwise\[{extra}\]'") as raised:
         importlib.import_module(module)
     assert (raised.value.code, raised.value.extra, raised.value.name) == (

@@ -285,7 +285,7 @@ def test_a_server_that_says_its_list_changed_is_listed_again_for_the_next_run(
 
 
 def test_only_a_message_too_deep_for_the_sdk_is_cut_and_then_it_reads() -> None:
-    from loopwise.integrations.mcp_wire import MAX_NESTING, SDK_NESTING, TOO_DEEP, shallow
+    from loopwise.integrations.mcp.wire import MAX_NESTING, SDK_NESTING, TOO_DEEP, shallow
 
     readable = "[" * SDK_NESTING + "]" * SDK_NESTING
     assert shallow(readable) is readable  # the SDK reads it: passed on as sent

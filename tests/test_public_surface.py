@@ -30,7 +30,7 @@ DOCUMENTED = {
     "loopwise.hybrid": ("loopwise.architectures.hybrid", {"Hybrid", "ActionCatalog", "REJECTED"}),
     "loopwise.approvals": ("loopwise.running.approvals", {"decide"}),
     "loopwise.calls": ("loopwise.tools.calls", {"call_tools"}),
-    "loopwise.mcp": ("loopwise.integrations.mcp", {"stdio", "http", "Override"}),
+    "loopwise.mcp": ("loopwise.integrations.mcp.servers", {"stdio", "http", "Override"}),
     "loopwise.otel": ("loopwise.integrations.otel", {"OTelSink"}),
 }
 

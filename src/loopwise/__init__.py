@@ -63,8 +63,8 @@ if TYPE_CHECKING:
     from loopwise.evidence.live.shadow import Shadow
     from loopwise.evidence.sweeps.points import Sweep, SweepPoint
     from loopwise.evidence.sweeps.sweep import asweep, sweep
-    from loopwise.integrations import mcp as mcp
     from loopwise.integrations import otel as otel
+    from loopwise.integrations.mcp import servers as mcp
     from loopwise.models.openai import OpenAIModel, resolve_model
     from loopwise.models.options import OpenAIOptions
     from loopwise.models.port import Model, ModelRequest, ToolCall, ToolResult, Turn
@@ -159,7 +159,7 @@ _PUBLIC_MODULES = {
     "calls": "loopwise.tools.calls",
     "gates": "loopwise.tools.gates",
     "hybrid": "loopwise.architectures.hybrid",
-    "mcp": "loopwise.integrations.mcp",
+    "mcp": "loopwise.integrations.mcp.servers",
     "otel": "loopwise.integrations.otel",
 }
 

@@ -168,7 +168,7 @@ class MissingExtra(ConfigError):
     """An optional extra is not installed: ``extra`` is what to install
     (``pip install 'loopwise[EXTRA]'``), ``name`` the module that is missing. Raised when
     the module that needs it is imported (:mod:`loopwise.integrations.otel`,
-    :mod:`loopwise.integrations.mcp`, :mod:`loopwise.store.postgres`)."""
+    :mod:`loopwise.integrations.mcp.servers`, :mod:`loopwise.store.postgres`)."""
 
     code = "missing-extra"
 

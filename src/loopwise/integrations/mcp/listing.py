@@ -1,5 +1,5 @@
 """Reading an MCP server's ``tools/list``: one page as the server sent it, and which of
-its tools loopwise can use (:mod:`loopwise.integrations.mcp` builds tools from those).
+its tools loopwise can use (:mod:`loopwise.integrations.mcp.servers` builds tools from those).
 
 A tool is left out, with why, when its listing is not an MCP tool (an input schema that is
 not an object), its name is not one a model can call (1-64 letters, digits, ``_``, ``-``:

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 
 import httpx2
 
-from loopwise.integrations.mcp_wire import shallow
+from loopwise.integrations.mcp.wire import shallow
 
 __all__ = ["shallow_answers"]
 

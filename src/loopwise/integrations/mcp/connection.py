@@ -1,5 +1,5 @@
 """One connection to an MCP server, owned by a task of its own, and running the listing's
-async work from sync code (:mod:`loopwise.integrations.mcp` declares tools with these).
+async work from sync code (:mod:`loopwise.integrations.mcp.servers` declares tools with these).
 """
 
 from __future__ import annotations

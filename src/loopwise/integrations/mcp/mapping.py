@@ -1,5 +1,5 @@
 """How an MCP tool's annotations become a loopwise effect, gate and taint (see
-:mod:`loopwise.integrations.mcp`, whose module docs give the rules), and what the user
+:mod:`loopwise.integrations.mcp.servers`, whose module docs give the rules), and what the user
 says over them for one tool (:class:`Override`)."""
 
 from __future__ import annotations

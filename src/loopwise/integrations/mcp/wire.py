@@ -12,7 +12,7 @@ so replaced, instead of never.
 
 :func:`rereading` wraps a transport whose reader hands on what it could not read as the
 error, holding the message (stdio's); over Streamable HTTP, where the SDK answers such a
-message with a parse error instead, :mod:`loopwise.integrations.mcp_http` makes each
+message with a parse error instead, :mod:`loopwise.integrations.mcp.wire_http` makes each
 answer shallow before the SDK reads it. The work is linear in the message's length (one
 scan of its strings and brackets, none with too few brackets to nest that deep), so a
 hostile message costs no more than reading it.

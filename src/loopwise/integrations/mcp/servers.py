@@ -32,7 +32,7 @@ change it.
 **Arguments.** A pydantic model is built from each tool's JSON schema (nested objects,
 enums, required properties; unknown properties are refused unless the schema allows
 them) and the whole schema is checked with ``jsonschema`` too, before anything is sent
-(both in :mod:`loopwise.integrations.mcp_schema`): invalid arguments come back to the model as
+(both in :mod:`loopwise.integrations.mcp.schema`): invalid arguments come back to the model as
 ``ERROR:`` results like any tool's. The model is shown the server's own schema. A tool
 whose schema is not a valid JSON-schema object (or whose name loopwise cannot use) is left
 out and listed in :attr:`MCPTools.skipped`.
@@ -49,7 +49,7 @@ under :data:`IDEMPOTENCY_KEY`, so a server can make a repeated effect safe.
 listed badly — a name or listing loopwise cannot use
 (:func:`~loopwise.integrations.mcp_listing.checked`), a schema past the limits of
 :func:`~loopwise.integrations.mcp_schema.check_limits` (nesting, parts, patterns), even
-one nested too deeply for the SDK to read (:mod:`~loopwise.integrations.mcp_wire`,
+one nested too deeply for the SDK to read (:mod:`~loopwise.integrations.mcp.wire`,
 over stdio and HTTP) — is
 left out with why (``loopwise check`` says so), never the server's other tools.
 In a run, a tool that reports an error or a protocol error becomes an ``ERROR:`` result;
@@ -76,11 +76,11 @@ from loopwise.core.events import Status
 from loopwise.core.result import Halt
 from loopwise.core.shape import ToolShape
 from loopwise.errors import ConfigError, MCPServerError, ToolError
-from loopwise.integrations.mcp_connection import Connection, NotStarted, Opener, blocking, reason
-from loopwise.integrations.mcp_elicit import AskedCall, answers, push_declined
-from loopwise.integrations.mcp_listing import checked, tools_page
-from loopwise.integrations.mcp_mapping import Override, ToolMapping, map_annotations, tool_mapping
-from loopwise.integrations.mcp_schema import (
+from loopwise.integrations.mcp.connection import Connection, NotStarted, Opener, blocking, reason
+from loopwise.integrations.mcp.elicit import AskedCall, answers, push_declined
+from loopwise.integrations.mcp.listing import checked, tools_page
+from loopwise.integrations.mcp.mapping import Override, ToolMapping, map_annotations, tool_mapping
+from loopwise.integrations.mcp.schema import (
     OverLimits,
     Unusable,
     apply_hints,
@@ -89,7 +89,7 @@ from loopwise.integrations.mcp_schema import (
     schema_validator,
     wraps_result,
 )
-from loopwise.integrations.mcp_wire import rereading
+from loopwise.integrations.mcp.wire import rereading
 from loopwise.tools.arguments import ToolArgumentsError
 from loopwise.tools.gates import human
 from loopwise.tools.source import ToolSource
@@ -393,7 +393,7 @@ class MCPTools(ToolSource, Sequence[MCPTool]):
         run: tuple[Context | None, str, Connection],
     ) -> CallToolResult:
         """The call, retried with the run's answers while the server asks questions
-        (:mod:`loopwise.integrations.mcp_elicit`)."""
+        (:mod:`loopwise.integrations.mcp.elicit`)."""
         from mcp.types import InputRequiredResult
 
         ctx, effect, connection = run
@@ -581,7 +581,7 @@ def http(
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
-    from loopwise.integrations.mcp_http import shallow_answers
+    from loopwise.integrations.mcp.wire_http import shallow_answers
 
     async def opener(stack: contextlib.AsyncExitStack, errlog: Any, on_message: Any) -> Client:
         del errlog  # a remote server's stderr is its own
