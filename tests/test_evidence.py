@@ -661,3 +661,52 @@ def test_scorer_and_store_and_decide_mistakes_exit_2_in_one_line(
         assert main(args) == 2, args
         out, err = capsys.readouterr()
         assert out == "" and needle in err and err.count("\n") == 1, err
+
+
+TWIN = '''
+import loopwise
+from loopwise.testing import ScriptedAgent
+
+
+@loopwise.tool
+def {tool}(order_id: str) -> str:
+    """Look an order up."""
+    return "ok"
+
+
+investigate = loopwise.Agent(name="investigate", instructions="Look.", tools=[{tool}])
+offline_model = ScriptedAgent(("{tool}", {{"order_id": "O-1"}}), answer="done")
+'''
+
+
+def test_analyze_a_target_reads_only_that_agents_own_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A same-named agent in another module, an eval's runs and more newer runs of other
+    # targets than --limit must not change what `analyze TARGET` reads.
+    import asyncio
+
+    from loopwise.running.targets import load_target
+
+    store = tmp_path / "runs.db"
+    (tmp_path / "a.py").write_text(TWIN.format(tool="lookup_a"))
+    (tmp_path / "b.py").write_text(TWIN.format(tool="lookup_b"))
+    mine, twin = (
+        load_target(f"{tmp_path / 'a.py'}:investigate"),
+        load_target(f"{tmp_path / 'b.py'}:investigate"),
+    )
+    for _ in range(3):
+        loopwise.run(mine.step, "O-1?", model=mine.module.offline_model, store=store,
+                     spec=mine.spec)  # fmt: skip
+    for _ in range(5):
+        loopwise.run(twin.step, "O-1?", model=twin.module.offline_model, store=store,
+                     spec=twin.spec)  # fmt: skip
+    asyncio.run(
+        loopwise.arun(mine.step, "O-1?", model=mine.module.offline_model, store=store,
+                      spec=mine.spec, eval_id="e1")
+    )  # fmt: skip
+    argv = ["analyze", mine.spec, "--store", str(store), "--json", "--limit", "3"]
+    assert main(argv) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["runs"] == 3
+    assert [p["path"] for p in doc["paths"]] == ["lookup_a"]

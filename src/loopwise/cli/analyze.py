@@ -10,7 +10,10 @@ from typing import Any
 from loopwise.cli.options import store_help
 from loopwise.core.events import Status
 from loopwise.core.names import counted
+from loopwise.errors import TargetError
 from loopwise.evidence.graduate.analyze import TraceAnalysis, analyze
+from loopwise.evidence.graduate.mining import load_runs
+from loopwise.running.targets import Target, load_target
 from loopwise.store.open import open_existing, require_folder
 
 __all__ = ["add_analyze_verb", "stored_runs"]
@@ -81,20 +84,35 @@ def _analysis_text(a: TraceAnalysis) -> str:
 def stored_runs(
     where: Any, target: str | None = None, *, limit: int = 1000
 ) -> list[dict[str, Any]]:
-    """Runs of ``target`` from the store at ``where`` (a path or URL; ``None``: the default),
-    oldest first, as :func:`analyze` takes them.
+    """The newest ``limit`` runs of ``target`` from the store at ``where`` (a path or URL;
+    ``None``: the default), oldest first, as :func:`analyze` takes them; never an eval's.
 
-    ``target`` matches a run's recorded spec (``agents/x.py:investigate``) or its step
-    name (``investigate``); ``None`` takes every run. Reads the newest ``limit`` runs.
+    A ``target`` that loads (``agents/x.py:investigate``) takes exactly that agent's runs,
+    as ``graduate`` mines them (the same module and name, however the run spelled it: not
+    a same-named agent of another module). One that does not load — a bare step name, or
+    a module since deleted — matches a run's recorded spec or step name. ``None`` takes
+    every run.
     """
     require_folder(where)
+    agent = _loadable(target)
+    if agent is not None:
+        return load_runs(where, agent, limit=limit)
     store = open_existing(where)
     if store is None:
         return []  # no store yet: no runs (a path that is not a store fails when opened)
     names = {target, target.rsplit(":", 1)[-1]} if target else set()
     with store:
-        rows = store.list_runs(limit=limit)
-        chosen = [r for r in rows if not names or r.spec in names or r.target in names]
+        fetch = max(4 * limit, 200) if names else limit
+        while True:  # newest first, until ``limit`` of the target's or every run was seen
+            rows = store.list_runs(limit=fetch)
+            chosen = [
+                r
+                for r in rows
+                if r.eval_id is None and (not names or r.spec in names or r.target in names)
+            ]
+            if len(chosen) >= limit or len(rows) < fetch:
+                break
+            fetch *= 4
         return [
             {
                 "run_id": r.run_id,
@@ -102,5 +120,15 @@ def stored_runs(
                 "model": r.model,
                 "events": store.events(r.run_id),
             }
-            for r in reversed(chosen)
+            for r in reversed(chosen[:limit])
         ]
+
+
+def _loadable(target: str | None) -> Target | None:
+    """The agent ``target`` names when it is a spec that loads here, else ``None``."""
+    if target is None or (":" not in target and not target.endswith(".py")):
+        return None
+    try:
+        return load_target(target)
+    except TargetError:
+        return None
