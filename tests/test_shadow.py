@@ -437,3 +437,78 @@ def test_the_shadows_gates_are_answered_by_the_eval_rule_never_a_person(
         assert sandboxes == [["A1"]] and done.data["shadow"]["effects"] == {"refund": 1}
     else:  # a plain human gate answered deny: no effect to fear, no sandbox made
         assert sandboxes == [] and done.data["shadow"]["effects"] == {}
+
+
+def test_a_write_reached_through_code_the_review_cannot_see_never_touches_the_real_deps(
+    tmp_path: Path,
+) -> None:
+    # A graduated workflow's nodes call the agent's tools from function steps: the static
+    # review of the shadow sees no tool, so the shadow runs on the run's own deps, where
+    # no effect may start.
+    grad = loopwise.Graduated(_agent(), tools=["note"])
+
+    @loopwise.step
+    async def noting(text: str, ctx: loopwise.Context) -> dict[str, str]:
+        await grad.call(ctx, grad.start(text), "note", [{"text": text}])
+        return {"category": "billing"}
+
+    flow = loopwise.Workflow("graduated").then(noting)
+    live = Shadow("live", classify, flow, share=1.0)
+    store, real = str(tmp_path / "runs.db"), []
+    result = _run(live, "my bill", model=_model(), store=store, deps=real)
+    assert (result.status, result.output) == (Status.COMPLETED, {"category": "billing"})
+    assert real == []  # the run's own ledger: untouched
+    with loopwise.open_store(store) as st:
+        (case,) = st.live_cases([SPEC])
+    assert case.status == "denied" and "note would take effect outside a sandbox" in str(
+        case.detail
+    )
+
+
+def test_a_shadow_that_changes_its_input_changes_neither_the_answer_nor_the_record(
+    tmp_path: Path,
+) -> None:
+    @loopwise.step
+    def keep(ticket: dict[str, Any]) -> dict[str, Any]:
+        """The primary: answers with the ticket it routed."""
+        return {"ticket": ticket, "queue": "billing"}
+
+    @loopwise.step
+    def meddle(ticket: dict[str, Any]) -> dict[str, Any]:
+        """A shadow that edits its input in place."""
+        ticket["body"] = "changed by the shadow"
+        ticket.setdefault("tags", []).append("shadow")
+        return {"queue": "billing"}
+
+    live = Shadow("live", keep, meddle, share=1.0)
+    store = str(tmp_path / "runs.db")
+    ticket = {"body": "my bill"}
+    result = _run(live, ticket, store=store)
+    assert result.output == {"ticket": {"body": "my bill"}, "queue": "billing"}
+    assert ticket == {"body": "my bill"}
+    with loopwise.open_store(store) as st:
+        (case,) = st.live_cases([SPEC])
+    assert case.input == {"body": "my bill"} and case.agree is True
+
+
+def test_an_input_that_cannot_be_copied_is_not_shared_with_the_shadow(tmp_path: Path) -> None:
+    import threading
+
+    seen: list[Any] = []
+
+    @loopwise.step
+    def answer(ticket: Any) -> str:
+        return "ok"
+
+    @loopwise.step
+    def look(ticket: Any) -> str:
+        seen.append(ticket)
+        return "ok"
+
+    live = Shadow("live", answer, look, share=1.0)
+    store = str(tmp_path / "runs.db")
+    result = _run(live, {"lock": threading.Lock()}, store=store)
+    assert (result.status, result.output, seen) == (Status.COMPLETED, "ok", [])
+    with loopwise.open_store(store) as st:
+        (case,) = st.live_cases([SPEC])
+    assert case.status == "error" and "cannot be copied" in str(case.detail)

@@ -17,7 +17,10 @@ nothing of it reaches ``pending`` or the inbox; a ``write``/``irreversible`` too
 take effect under that rule runs only against a sandbox — ``sandbox=`` (a deps factory), else
 ``make_eval_deps()`` of the module that declares the ``Shadow`` (a context manager is entered
 per shadow run and left after it) — and with neither the shadow is refused, as the eval
-refuses, and recorded so. A shadow with no such tools reads the run's own deps. Its events
+refuses, and recorded so. A shadow with no such tools reads the run's own deps, and there
+no ``write``/``irreversible`` tool may start, however it is reached (a guard on the
+executor's ``before_effect``: a function node calling the executor is one the static review
+cannot see); it gets a deep copy of the input, never the primary's own object. Its events
 stay out of the run's log but for one ``step_started``/``step_finished`` pair at
 ``<name>/<shadow name>`` (a span of its own in tracing, with ``loopwise.shadow.agree``),
 whose data says how it ended, what it used and which (sandboxed) effects it performed.
@@ -48,6 +51,7 @@ may not import them, and the sandbox rules belong with the eval that defined the
 from __future__ import annotations
 
 import asyncio
+import copy
 import hashlib
 import math
 import sys
@@ -56,12 +60,12 @@ from contextlib import AsyncExitStack
 from types import ModuleType
 from typing import Any, Literal
 
-from loopwise.core.events import LIVE, EventType, Status, jsonable
+from loopwise.core.events import LIVE, Event, EventType, SinkDefaults, Status, jsonable
 from loopwise.core.members import StepDefaults, step_member
 from loopwise.core.names import check_name
 from loopwise.core.options import ModelLike, RunOptions
 from loopwise.core.replay import RERUN, replays
-from loopwise.core.result import RunResult
+from loopwise.core.result import Halt, RunResult
 from loopwise.core.shape import Edge, Graph, Kind, Limits, Node, Shape, describe, kind_of, name_of
 from loopwise.core.step import Context, Step, check_step, execute, needs_model, new_context
 from loopwise.core.usage import Budget, Usage
@@ -78,6 +82,8 @@ from loopwise.running.conventions import entered
 from loopwise.running.targets import Target
 
 __all__ = ["Agreement", "Shadow"]
+
+_EFFECTS = ("write", "irreversible")
 
 Agreement = Callable[[Any, Any], "bool | float"]
 """``agree(primary_output, shadow_output)``: ``True``/``False``, or a score in [0, 1] (at
@@ -237,6 +243,14 @@ class Shadow(StepDefaults):
         limit = None if self.shadow_budget is None else self.shadow_budget.max_seconds
         sub: Context | None = None
         try:
+            # Its own copy: a shadow that changes its input in place must not change what
+            # the primary returned (an output that holds the input) nor the pair's record.
+            own = copy.deepcopy(input)
+        except Exception as e:
+            why = f"{type(e).__name__}: {e}"
+            detail = f"its input cannot be copied ({why}); a shadow never shares the primary's"
+            return _failed(None, Status.ERROR, detail), None
+        try:
             async with AsyncExitStack() as scope:
                 deps, sandbox = await self._deps(ctx, scope)
                 options = RunOptions(
@@ -247,10 +261,12 @@ class Shadow(StepDefaults):
                     clock=ctx.clock,
                     run_id=f"{ctx.run_id}-shadow",
                     deps=deps,
+                    # Outside a sandbox no effect may start, whatever the static review saw.
+                    sinks=() if sandbox is not None else (_NoEffects(self.name),),
                 )
                 sub = new_context(self.shadow, options)
                 async with asyncio.timeout(limit):
-                    return await execute(self.shadow, input, sub), sandbox
+                    return await execute(self.shadow, own, sub), sandbox
         except TimeoutError:
             detail = f"the shadow ran past max_seconds {limit} and was cut off"
             return _failed(sub, Status.BUDGET_EXCEEDED, detail), sandbox
@@ -311,6 +327,33 @@ class Shadow(StepDefaults):
         except Exception as e:  # the user's agree: its failure is the record's, not the run's
             return None, f"agree {name_of(judge) or judge!r} raised {type(e).__name__}: {e}"
         return (value if isinstance(value, bool) else float(value) >= 0.5), None
+
+
+class _NoEffects(SinkDefaults):
+    """The guard of a shadow run outside a sandbox (on the run's own deps, or none): no
+    ``write``/``irreversible`` tool starts, however it was reached. The static review
+    (:func:`~loopwise.evidence.evals.sandbox.risky_tools`) sees the tools a step declares;
+    one called from code it cannot see into (a function node calling the executor, as a
+    graduated workflow's nodes do) would otherwise take effect on the real deps."""
+
+    __slots__ = ("name", "tools")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.tools: list[str] = []
+
+    def record(self, run_id: str, event: Event) -> None:
+        if event.type is EventType.TOOL_CALL and event.data.get("effect") in _EFFECTS:
+            self.tools.append(str(event.data.get("tool")))
+
+    async def before_effect(self) -> None:
+        tools = ", ".join(dict.fromkeys(self.tools)) or "a tool"
+        raise Halt(
+            Status.DENIED,
+            f"shadow {self.name!r}: {tools} would take effect outside a sandbox (the shadow "
+            "runs on the run's own deps); pass sandbox=, or define make_eval_deps() in the "
+            "module that declares the Shadow",
+        )
 
 
 def _node(step: Step) -> Node:
