@@ -70,6 +70,14 @@ def _cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _machine() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine so far (Linux: /proc/stat)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    tick = os.sysconf("SC_CLK_TCK")
+    return (sum(fields) - idle) / tick, sum(fields) / tick
+
+
 def _until_done(store: Any, ids: list[str], timeout: float = 600.0) -> None:
     deadline = time.monotonic() + timeout
     wanted = set(ids)
@@ -139,7 +147,12 @@ class Fleet:
     seconds: float
     """From the first run queued to the last completed."""
     cpu: float
-    """CPU seconds the workers and the model server used meanwhile."""
+    """CPU seconds the workers used meanwhile."""
+    server_cpu: float
+    """CPU seconds the model server (one process) used meanwhile."""
+    busy: float
+    """How busy the machine's cores were meanwhile (every process's work: PostgreSQL's,
+    this script's, other people's)."""
     twice: int
     """Effects recorded more than once (must be 0)."""
 
@@ -163,34 +176,47 @@ def scale_out(pg: str, server: Any, workers: int, runs: int) -> Fleet:
         assert server.proc is not None
         pids = [p.pid for p in procs] + [server.proc.pid]
         try:
-            cpu0, started = sum(_cpu(p) for p in pids), time.perf_counter()
+            cpu0, started, machine0 = [_cpu(p) for p in pids], time.perf_counter(), _machine()
             question = "Why did order A-1 fail? turns=2"
             ids = [
                 loopwise.enqueue(spec, question, model="bench-model", store=st) for _ in range(runs)
             ]
             _until_done(st, ids)
             seconds = time.perf_counter() - started
-            cpu = sum(_cpu(p) for p in pids) - cpu0
+            used = [_cpu(p) - before for p, before in zip(pids, cpu0, strict=True)]
+            busy, total = (b - a for a, b in zip(machine0, _machine(), strict=True))
         finally:
             for p in procs:
                 _stop(p)
     keys = (here / "ledger.txt").read_text().split()
     twice = sum(n - 1 for n in Counter(keys).values()) + (2 * runs - len(set(keys)))
-    return Fleet(workers=workers, runs=runs, seconds=seconds, cpu=cpu, twice=twice)
+    return Fleet(
+        workers=workers,
+        runs=runs,
+        seconds=seconds,
+        cpu=sum(used[:-1]),
+        server_cpu=used[-1],
+        busy=busy / total,
+        twice=twice,
+    )
 
 
 def scale_report(one: Fleet, many: Fleet, cores: int) -> list[str]:
     """The ratio of ``many`` workers to one, and to what the machine's CPU allows."""
-    per_run = many.cpu / many.runs
-    ceiling = cores / per_run
+    worker, server = many.cpu / many.runs, many.server_cpu / many.runs
+    ceiling = min(cores / (worker + server), 1 / server)  # the model server is one process
     ideal = one.rate * many.workers
     return [
         f"1 worker:  {one.rate:.1f} runs/s ({one.runs} runs in {one.seconds:.1f} s)",
         f"{many.workers} workers: {many.rate:.1f} runs/s ({many.runs} runs in "
         f"{many.seconds:.1f} s): {many.rate / one.rate:.2f}x one worker (goal >= 6x)",
-        f"CPU per run (workers + model server): {per_run * 1000:.1f} ms, so {cores} cores "
-        f"allow at most {ceiling:.0f} runs/s; {many.workers} workers reached "
-        f"{many.rate / min(ceiling, ideal):.0%} of min({many.workers} x one worker, that)",
+        f"CPU per run: {worker * 1000:.1f} ms in the workers, {server * 1000:.1f} ms in the "
+        f"model server (one process), so {cores} cores allow at most {ceiling:.0f} runs/s; "
+        f"{many.workers} workers reached {many.rate / min(ceiling, ideal):.0%} of "
+        f"min({many.workers} x one worker, that)",
+        f"the machine's cores were {one.busy:.0%} busy during the 1-worker run and "
+        f"{many.busy:.0%} during the {many.workers}-worker run (PostgreSQL, this script and "
+        "other sessions included)",
         f"effects recorded twice or missing: {one.twice + many.twice} (must be 0)",
     ]
 
