@@ -222,3 +222,41 @@ def test_runs_recorded_under_another_spelling_of_the_target_count(
     assert _check(capsys)[1]["live"]["cases"] == 3  # flow.py:live and flow.py alone
     assert main(["check", "flow.py", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["live"]["cases"] == 3
+
+
+def test_a_newer_sweep_that_certified_nothing_keeps_the_older_certificates_bound(
+    flow: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The guide's walk: certify, see drift, re-sweep on live cases and certify nothing
+    # ("escalate every case"). The requirement the decision met still judges live traffic:
+    # the drift warning must not vanish because the re-run confirmed it.
+    _traffic(flow, 60, disagree=30)
+    spec = str(Path("flow.py").resolve()) + ":classify"
+    certified = {"threshold": 0.8, "alpha": 0.1, "delta": 0.1, "error_bound": 0.08}
+    with open_store(tmp_path / "eval.db") as history:
+        for eval_id, at, cert in (
+            ("ev1", "2026-01-01T00:00:00+00:00", certified),
+            ("ev2", "2026-01-02T00:00:00+00:00", None),
+        ):
+            calibration = {"ece": 0.2, "n": 60, "certified": cert}
+            history.save_eval(
+                eval_id,
+                dataset="d.jsonl",
+                created_at=at,
+                summaries={spec: {"calibration": calibration}},
+            )
+    _, doc = _check(capsys)
+    live = doc["live"]
+    assert (live["bound"], live["verdict"]) == (0.1, "drift")
+    assert "(eval ev1; the newer sweep, eval ev2, certified none)" in live["bound_from"]
+    assert [f["code"] for f in doc["findings"] if f["code"] == "live-drift"] == ["live-drift"]
+
+
+@pytest.mark.parametrize("window", ["99999999999d", "999999999d", "99999999999999w"])
+def test_a_window_back_past_the_year_one_is_a_usage_error(
+    flow: Any, capsys: pytest.CaptureFixture[str], window: str
+) -> None:
+    _traffic(flow, 1, disagree=0)
+    assert main(["check", "flow.py:live", "--live-window", window]) == 2
+    err = capsys.readouterr().err
+    assert f"--live-window {window!r}" in err and "Traceback" not in err

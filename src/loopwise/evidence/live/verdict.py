@@ -7,9 +7,10 @@ and a case whose outputs do not agree a disagreement. Over a window (``--live-wi
 default the last 7 days) the disagreements ``k`` of ``n`` cases bound the live
 disagreement rate exactly (one-sided Clopper–Pearson at ``1 − delta``, as the certified
 sweep bounds its error: :mod:`loopwise.evidence.evals.bounds`). It is judged against a
-bound: the ``alpha`` of the last certificate (the newest sweep's ``certified``, in the eval
-store under the target's name or the name of the step it shadows; a newest sweep that
-certified nothing leaves none), else ``--max-error``:
+bound: the ``alpha`` of the last certificate (the newest sweep that certified a threshold,
+in the eval store under the target's name or the name of the step it shadows; a newer sweep
+that certified nothing — "escalate every case" — withdraws no requirement, and the bound
+says it came after), else ``--max-error``:
 
 * ``drift`` — the lower bound is above it: the evidence says live traffic disagrees more
   than the decision allowed (a warning naming the numbers, the window and the command that
@@ -67,12 +68,12 @@ def window_start(window: str, *, now: datetime | None = None) -> str | None:
     if text == "all":
         return None
     span = _SPAN.fullmatch(text)
-    if span is not None:
-        back = timedelta(**{_UNITS[span[2]]: int(span[1])})
-        return ((now or datetime.now(UTC)) - back).isoformat()
     try:
+        if span is not None:
+            back = timedelta(**{_UNITS[span[2]]: int(span[1])})
+            return ((now or datetime.now(UTC)) - back).isoformat()
         start = datetime.fromisoformat(text)
-    except ValueError:
+    except (ValueError, OverflowError):  # not a date, or a span back past the year 1
         raise ConfigError(
             f"--live-window {window!r}: give a span back from now (30m, 24h, 7d, 2w), an ISO "
             "date or time (2026-12-01), or all",
@@ -197,16 +198,28 @@ def _bound(
     for spec in specs:
         if history is None:
             break
-        last = last_eval(history, spec, dataset=None, before=now_iso(), having="calibration")
-        certified = (last or {}).get("calibration", {}).get("certified")
-        if isinstance(certified, dict) and last is not None:
-            found.append((str(last["created_at"]), f"{spec} (eval {last['eval_id']})", certified))
+        before, newer = now_iso(), None
+        while last := last_eval(history, spec, dataset=None, before=before, having="calibration"):
+            certified = last.get("calibration", {}).get("certified")
+            if isinstance(certified, dict):
+                where = f"{spec} (eval {last['eval_id']}"
+                after = "" if newer is None else f"; the newer sweep, eval {newer}, certified none"
+                found.append((str(last["created_at"]), f"{where}{after})", certified))
+                break
+            # A sweep that certified nothing does not lift the requirement an older one met.
+            newer = newer or str(last["eval_id"])
+            before = _just_before(str(last["created_at"]))
     if found:
         _, where, certified = max(found, key=lambda f: f[0])
         return float(certified["alpha"]), f"the certificate of {where}"
     if max_error is not None:
         return max_error, "--max-error"
     return None, None
+
+
+def _just_before(at: str) -> str:
+    """The instant just before ``at`` (ISO-8601), to read the history from there on."""
+    return (datetime.fromisoformat(at) - timedelta(microseconds=1)).isoformat()
 
 
 def _verdict(lower: float, upper: float, bound: float | None) -> Verdict:
