@@ -10,8 +10,8 @@ from pydantic import BaseModel
 
 import loopwise
 from loopwise import Agent, RunOptions, Workflow, policy, step, tool
+from loopwise.core.execute import execute, new_context
 from loopwise.core.offload import Work
-from loopwise.core.step import execute, new_context
 from loopwise.testing import ScriptedModel, calls
 
 DONE: list[tuple[str, int]] = []

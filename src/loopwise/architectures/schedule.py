@@ -18,8 +18,8 @@ import asyncio
 import heapq
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 
+from loopwise.core.concurrency import CarriedExit, carry_exits
 from loopwise.core.result import Halt
-from loopwise.core.step import CarriedExit, carry_exits
 
 __all__ = ["run_as_ready"]
 

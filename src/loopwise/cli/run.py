@@ -36,11 +36,12 @@ from loopwise.cli.options import (
 )
 from loopwise.cli.watch import TextPrinter, add_watch_flags, watch_sinks
 from loopwise.core.events import Status
+from loopwise.core.execute import new_run_id
 from loopwise.core.members import step_member
 from loopwise.core.names import counted, printable
 from loopwise.core.result import RunResult
 from loopwise.core.shape import Kind, describe, mermaid
-from loopwise.core.step import needs_model, new_run_id
+from loopwise.core.step import needs_model
 from loopwise.models.port import model_member
 from loopwise.running import runner
 from loopwise.running.targets import Target, deps_factory, load_target, model_for

@@ -60,7 +60,7 @@ def run(args: argparse.Namespace, target: Target, payload: Any, wants_model: boo
         from loopwise.running.targets import model_for
 
         model_for(target, name)  # a model that cannot be made fails here, not on a worker
-    from loopwise.core.step import new_run_id  # here: the store verbs load no run kernel
+    from loopwise.core.execute import new_run_id  # here: the store verbs load no run kernel
     from loopwise.integrations.temporal import worker  # the optional extra
     from loopwise.running.runner import run_limits
 

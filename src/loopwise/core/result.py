@@ -1,7 +1,7 @@
 """How a run ends: :class:`Halt`, raised inside it, and :class:`RunResult`, returned.
 
 A guardrail deep in a nested step cannot return a status through the step's typed output,
-so it raises :class:`Halt`; :func:`loopwise.core.step.execute` turns that into the run's
+so it raises :class:`Halt`; :func:`loopwise.core.execute.execute` turns that into the run's
 :class:`RunResult`, never into an exception. Both are re-exported by :mod:`loopwise.core.step`.
 """
 

@@ -1,7 +1,7 @@
 """Running with the store: :func:`run`/:func:`arun` record, :func:`resume` continues.
 
 These are the ``loopwise.run``/``loopwise.arun``/``loopwise.resume`` users call: the one
-way to start or continue a run. They run the core (:func:`loopwise.core.step.execute`, which
+way to start or continue a run. They run the core (:func:`loopwise.core.execute.execute`, which
 knows no store) with the run store as an event sink; all take a
 :class:`~loopwise.core.step.RunOptions` and its fields as keyword arguments:
 
@@ -43,6 +43,7 @@ from pydantic import BaseModel
 
 from loopwise.architectures.history import History, PriorRun, check_conversation_id
 from loopwise.core.events import Event, EventType, Status, jsonable
+from loopwise.core.execute import execute, new_context, new_run_id
 from loopwise.core.loops import blocking, closing_model
 from loopwise.core.members import step_member
 from loopwise.core.options import (
@@ -55,7 +56,7 @@ from loopwise.core.options import (
 )
 from loopwise.core.result import RunResult
 from loopwise.core.shape import Kind, kind_of
-from loopwise.core.step import Context, Step, check_step, execute, new_context, new_run_id
+from loopwise.core.step import Context, Step, check_step
 from loopwise.core.usage import Budget, Usage
 from loopwise.errors import ConfigError, ConversationError
 from loopwise.models.port import Model, Turn, model_member, model_name

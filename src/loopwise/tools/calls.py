@@ -40,11 +40,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from loopwise.core.concurrency import concurrently
 from loopwise.core.events import EventType, Status, jsonable
 from loopwise.core.journal import Journal
 from loopwise.core.names import did_you_mean
 from loopwise.core.result import Halt
-from loopwise.core.step import Context, concurrently
+from loopwise.core.step import Context
 from loopwise.tools.arguments import ToolArgumentsError, load_arguments
 from loopwise.tools.gates import Ask, authorize_all, pause, recheck_edited
 from loopwise.tools.tool import Effect, Tool, require_gate

@@ -37,10 +37,10 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from loopwise.core.events import EventType, Status, jsonable
+from loopwise.core.execute import running_context
 from loopwise.core.journal import Journal
 from loopwise.core.offload import Work
 from loopwise.core.result import Halt
-from loopwise.core.step import running_context
 from loopwise.errors import ConfigError
 from loopwise.tools.audit import changed_fields
 from loopwise.tools.handlers import TerminalApprovals, ask

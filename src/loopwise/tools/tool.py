@@ -61,11 +61,12 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.fields import FieldInfo
 
+from loopwise.core.concurrency import CarriedExit, carry_exits
 from loopwise.core.events import jsonable
 from loopwise.core.members import step_member
 from loopwise.core.offload import Work
 from loopwise.core.shape import ToolShape, describe, parameters_of
-from loopwise.core.step import CarriedExit, Step, carry_exits
+from loopwise.core.step import Step
 from loopwise.errors import DirectEffectError, ToolError
 from loopwise.tools.allowlists import field_note
 from loopwise.tools.arguments import validated

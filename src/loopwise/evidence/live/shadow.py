@@ -61,13 +61,14 @@ from types import ModuleType
 from typing import Any, Literal
 
 from loopwise.core.events import LIVE, Event, EventType, SinkDefaults, Status, jsonable
+from loopwise.core.execute import execute, new_context
 from loopwise.core.members import StepDefaults, step_member
 from loopwise.core.names import check_name
 from loopwise.core.options import ModelLike, RunOptions
 from loopwise.core.replay import RERUN, replays
 from loopwise.core.result import Halt, RunResult
 from loopwise.core.shape import Edge, Graph, Kind, Limits, Node, Shape, describe, kind_of, name_of
-from loopwise.core.step import Context, Step, check_step, execute, needs_model, new_context
+from loopwise.core.step import Context, Step, check_step, needs_model
 from loopwise.core.usage import Budget, Usage
 from loopwise.errors import ConfigError
 from loopwise.evidence.evals.harness import field_match

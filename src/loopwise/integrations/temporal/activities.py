@@ -22,11 +22,12 @@ from collections.abc import Callable
 from typing import Any
 
 from loopwise.core.events import jsonable
+from loopwise.core.execute import new_context
 from loopwise.core.offload import Work
 from loopwise.core.options import RunOptions
 from loopwise.core.result import Halt
 from loopwise.core.shape import describe
-from loopwise.core.step import Context, new_context
+from loopwise.core.step import Context
 from loopwise.errors import ModelAPIError, ToolError, missing_extra
 from loopwise.models.port import Model, ModelRequest, model_member
 from loopwise.running.approvals import tools_in

@@ -1,7 +1,7 @@
 """The one workflow type (:data:`~.address.WORKFLOW`): a loopwise run as a Temporal workflow.
 
 The loop (an agent's turns, a workflow's graph, a hybrid's plan) runs here, in workflow
-code, exactly as in a local run (:func:`loopwise.core.step.execute`); its outside-world
+code, exactly as in a local run (:func:`loopwise.core.execute.execute`); its outside-world
 work leaves through the engine seam (:mod:`loopwise.core.offload`):
 
 * a model call is an activity (``loopwise.model``), its turn journaled by Temporal;
@@ -48,10 +48,11 @@ except ImportError as e:  # pragma: no cover - the extra is installed in the tes
 
 with workflow.unsafe.imports_passed_through():
     from loopwise.core.events import Event, EventType, Status, jsonable
+    from loopwise.core.execute import execute, new_context
     from loopwise.core.offload import Work
     from loopwise.core.options import RunOptions
     from loopwise.core.result import Halt, RunResult
-    from loopwise.core.step import Context, Step, execute, new_context
+    from loopwise.core.step import Context, Step
     from loopwise.core.usage import Budget
     from loopwise.errors import ModelAPIError
     from loopwise.integrations.temporal.activities import forget, remember
