@@ -52,7 +52,8 @@ bench: $(STAMP)
 # Mutation testing of the safety code (slow; not part of `make test` or CI). MUTANTS
 # narrows it, e.g. `make mutation MUTANTS='loopwise.tools.allowlists.x_Bounds*'`; the store is
 # mutated in its approval and claim code only (sqlleases, sqlapprovals, rows, base).
-MUTANTS ?= loopwise.core.journal.* loopwise.tools.calls.* loopwise.tools.gates.* loopwise.tools.verdicts.* \
+MUTANTS ?= loopwise.core.journal.* loopwise.tools.calls.* loopwise.tools.edits.* \
+	loopwise.tools.call_text.* loopwise.tools.gates.* loopwise.tools.verdicts.* \
 	loopwise.tools.handlers.* loopwise.tools.tool.* \
 	loopwise.tools.allowlists.* \
 	loopwise.store.sqlleases.*claim* loopwise.store.sqlapprovals.* \

@@ -244,7 +244,7 @@ def test_an_in_process_approve_judges_the_edit_with_the_deps_it_is_given(
 def test_a_policy_taking_ctx_outside_any_run_denies_saying_why() -> None:
     import asyncio
 
-    from loopwise.tools.calls import judge_edit
+    from loopwise.tools.edits import judge_edit
 
     judged = asyncio.run(judge_edit(desk.refund, desk.EDIT))
     assert isinstance(judged, Denied) and judged.reason == gates.NO_CONTEXT

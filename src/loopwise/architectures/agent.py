@@ -67,7 +67,9 @@ from loopwise.core.step import Context, Step
 from loopwise.core.usage import Budget
 from loopwise.errors import ConfigError, ToolError
 from loopwise.models.port import Message, ModelRequest, ToolCall, Turn
-from loopwise.tools.calls import Call, CallSettings, Outcome, execute, readable_args
+from loopwise.tools.call_text import readable_args
+from loopwise.tools.call_values import Call, CallSettings, Outcome
+from loopwise.tools.calls import execute
 from loopwise.tools.gates import pause
 from loopwise.tools.source import ToolSource, spread
 from loopwise.tools.tool import Tool, require_gate, tool

@@ -54,7 +54,8 @@ def rechecks(plan: Plan, catalog: ActionCatalog, verdicts: Mapping[str, Any]) ->
 
 
 class CallOf(TypedDict):
-    """What a plan step's call is made with (fields of :class:`~loopwise.tools.calls.Call`)."""
+    """What a plan step's call is made with (fields of its
+    :class:`~loopwise.tools.call_values.Call`)."""
 
     arguments: Any
     call_id: str

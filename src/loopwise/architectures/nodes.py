@@ -24,7 +24,8 @@ from loopwise.core.replay import RERUN, replays
 from loopwise.core.result import Halt
 from loopwise.core.shape import Kind, Node, Shape, describe
 from loopwise.core.step import Context
-from loopwise.tools.calls import Call, CallSettings, execute, values_or_halt
+from loopwise.tools.call_values import Call, CallSettings
+from loopwise.tools.calls import execute, values_or_halt
 from loopwise.tools.tool import Tool, require_gate
 
 Join = Callable[[dict[str, Any]], Any]

@@ -30,7 +30,9 @@ from loopwise.core.journal import Journal
 from loopwise.core.members import StepDefaults
 from loopwise.core.step import Context
 from loopwise.errors import ConfigError
-from loopwise.tools.calls import Call, CallSettings, Outcome, edit_problem, execute
+from loopwise.tools.call_values import Call, CallSettings, Outcome
+from loopwise.tools.calls import execute
+from loopwise.tools.edits import edit_problem
 from loopwise.tools.gates import Ask, authorize_all, pause
 from loopwise.tools.verdicts import Denied, Pending
 

@@ -8,7 +8,7 @@ checked the same way wherever it is made, *when* it is made:
   :func:`~loopwise.tools.gates.args_hash`):
   when they are not the request's any more, nothing is decided (``stale``);
 * edited arguments are loaded against the run's target, validated by the tool's schema
-  and judged by its policies (:func:`loopwise.tools.calls.judge_edit`, the same judgement the
+  and judged by its policies (:func:`loopwise.tools.edits.judge_edit`, the same judgement the
   executor makes again before the call runs); an edit that fails is refused and the
   approval stays pending;
 * a whole-plan approval is approved or denied, never edited;
@@ -212,7 +212,7 @@ def _check_edit(
     from loopwise.core.events import jsonable
     from loopwise.running.deciding import deciding_context
     from loopwise.tools.arguments import ToolArgumentsError
-    from loopwise.tools.calls import judge_edit
+    from loopwise.tools.edits import judge_edit
     from loopwise.tools.verdicts import Denied
 
     target, tool = _tool_of(store, found)

@@ -21,7 +21,7 @@ from loopwise.architectures.agent import FINAL_ANSWER
 from loopwise.errors import ConfigError
 from loopwise.models.port import Message, Model, ModelRequest, Turn
 from loopwise.models.scripted import ScriptedModel, as_turn, reply
-from loopwise.tools.calls import render_content
+from loopwise.tools.call_text import render_content
 
 __all__ = ["graduated_model", "is_graduated_call"]
 

@@ -28,15 +28,19 @@ this module makes them, in this order:
 
 Per batch at most ``max_calls`` run; the rest are answered with ``ERROR:`` results
 without running, and the run's budget is checked before the batch's tools run.
+
+The path is here whole; what it takes and gives (:class:`Call`, :class:`CallSettings`,
+:class:`Outcome`) is :mod:`loopwise.tools.call_values`'s (re-exported here), the judgement
+of a person's edit :mod:`loopwise.tools.edits`' and the text a call logs and returns
+:mod:`loopwise.tools.call_text`'s.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -46,8 +50,18 @@ from loopwise.core.journal import Journal
 from loopwise.core.names import did_you_mean
 from loopwise.core.result import Halt
 from loopwise.core.step import Context
-from loopwise.tools.arguments import ToolArgumentsError, load_arguments
-from loopwise.tools.gates import Ask, authorize_all, pause, recheck_edited
+from loopwise.tools.arguments import ToolArgumentsError
+from loopwise.tools.call_text import (
+    call_event,
+    readable_args,
+    render_content,
+    result_event,
+    shortened,
+    truncate,
+)
+from loopwise.tools.call_values import Call, CallSettings, CallStatus, Outcome
+from loopwise.tools.edits import edit_data, edit_problem, judge_edit, judged_again, log_edit
+from loopwise.tools.gates import Ask, authorize_all, pause
 from loopwise.tools.tool import Effect, Tool, require_gate
 from loopwise.tools.verdicts import (
     Approved,
@@ -66,93 +80,10 @@ __all__ = [
     "CallStatus",
     "Outcome",
     "call_tools",
-    "edit_problem",
     "effect_id",
     "execute",
-    "judge_edit",
-    "readable_args",
-    "render_content",
     "values_or_halt",
 ]
-
-_LOG_CHARS = 2000
-
-CallStatus = Literal["done", "invalid", "unknown", "denied", "failed", "pending", "excess"]
-"""What became of a call: ``done`` (it ran, or an identical effect already had),
-``invalid`` (its arguments), ``unknown`` (no such tool), ``denied`` (by its gate),
-``failed`` (the tool raised or timed out), ``pending`` (a person must decide first) or
-``excess`` (over the batch's call cap)."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Call:
-    """One call to make, as the architecture decided it."""
-
-    name: str
-    """The tool's name (as the model wrote it: it may name no tool)."""
-    arguments: Any
-    """Raw JSON text (a model's), a mapping or a pydantic model."""
-    call_id: str
-    """The id the log and the transcript use for it."""
-    bind_id: str
-    """The id that binds its approval and idempotency key: unique in the run."""
-    key: str
-    """The journal key of its result."""
-    counted: bool = True
-    """Whether it counts as a tool call in the run's usage."""
-    policies: tuple[Any, ...] = ()
-    """Extra checks (policies) arguments edited by a person must pass, besides the gate's."""
-    once_in: str | None = None
-    """A scope (a hybrid run, across its re-plans; an agent's run, across its turns) in
-    which a ``write``/``irreversible`` call with these arguments takes effect at most once
-    (``None``: no such bound, for calls code makes: it says what it means)."""
-    recheck: str | None = None
-    """Why a person must decide this call (again) whatever its policy says (a plan step
-    after a person edited a step it depends on), or ``None``."""
-    edited_by: str | None = None
-    """Who edited ``arguments``, when they are a person's edit decided before this call (a
-    plan step asked again after its own edit): read strictly, logged and recorded as edited."""
-    edited_from: Any = None
-    """The arguments that edit replaced (with :attr:`edited_by`)."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class CallSettings:
-    """How a caller wants its calls made."""
-
-    max_calls: int | None = None
-    """Calls of one batch that run; the others get ``ERROR:`` results (``None``: all)."""
-    max_output_chars: int | None = None
-    """Longer results (and error texts) are truncated with a note."""
-    keep_value: bool = False
-    """Journal the tool's return value too (a workflow node's output, a plan action's)."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Outcome:
-    """What one call produced."""
-
-    call: Call
-    """The call it answers."""
-    status: CallStatus
-    """What became of it."""
-    content: str
-    """What the model reads (``ERROR: ...`` unless ``done``)."""
-    reason: str | None = None
-    """Why it did not run or how it failed (without the ``ERROR:`` wording)."""
-    value: Any = None
-    """The tool's return value (when ``done``; journaled only with ``keep_value``)."""
-    pending: Pending | None = None
-    """The request a person must decide (when ``pending``)."""
-    edited_by: str | None = None
-    """Who edited its arguments, when a person did (it ran with :attr:`ran_with`)."""
-    ran_with: Any = None
-    """The arguments it ran with, when a person edited them (as JSON data)."""
-
-    @property
-    def is_error(self) -> bool:
-        """Whether the model reads an error."""
-        return self.status != "done"
 
 
 @dataclass(kw_only=True)
@@ -330,8 +261,9 @@ def _log_call(
     ctx: Context, call: Call, tool: Tool | None, args: BaseModel | ToolArgumentsError | None
 ) -> None:
     """Log the call's ``tool_call`` event: as asked or, when a person's edit of it is on
-    record already (a plan step decided before it runs), as it will run (:func:`_edit_data`)."""
-    data = _call_event(call, readable_args(call.arguments), str(tool.effect) if tool else None)
+    record already (a plan step decided before it runs), as it will run
+    (:func:`~loopwise.tools.edits.edit_data`)."""
+    data = call_event(call, readable_args(call.arguments), str(tool.effect) if tool else None)
     if call.edited_by is not None:
         data.update(edited_by=call.edited_by, edited_from=jsonable(call.edited_from))
     decided = ctx.journal.recall(Journal.key(ctx.step_path, "gate_decided", call.bind_id))
@@ -344,34 +276,7 @@ def _log_call(
     ):
         edited = verdict_from_data(decided)
         assert isinstance(edited, Edited)  # its decision says so
-        data.update(_edit_data(tool, edited, data["args"]))
-    ctx.emit(EventType.TOOL_CALL, data)
-
-
-def _edit_data(tool: Tool, edited: Edited, asked: Any) -> dict[str, Any]:
-    """What a ``tool_call`` event of an edited call says: ``args`` as it runs (validated
-    as they run, or as given when they do not validate), who edited it and ``edited_from``,
-    the arguments as asked."""
-    try:
-        shown = jsonable(tool.parse(edited.args, strict=True))
-    except ToolArgumentsError:
-        shown = readable_args(edited.args)
-    return {"args": shown, "edited_by": edited.by, "edited_from": asked}
-
-
-def _log_edit(ctx: Context, call: Call, tool: Tool, edited: Edited) -> None:
-    """Log a call a person edited after it was logged as asked (an agent's, a workflow
-    node's) again, as it runs: a ``tool_call`` event with the edit's fields and
-    ``edit_of``, the key of the first one. Once: not when the call was logged as edited."""
-    first = ctx.journal.recall(Journal.call_key(call.key))
-    key = Journal.key(ctx.step_path, "edited_call", call.bind_id)
-    asked = first.get("args") if first is not None else readable_args(call.arguments)
-    edit = _edit_data(tool, edited, asked)
-    shown = first is not None and "edited_by" in first and first.get("args") == edit["args"]
-    if shown or key in ctx.journal:
-        return
-    data = _call_event(call, None, str(tool.effect))
-    data.update(edit, key=key, edit_of=Journal.call_key(call.key))
+        data.update(edit_data(tool, edited, data["args"]))
     ctx.emit(EventType.TOOL_CALL, data)
 
 
@@ -408,16 +313,6 @@ def _ask(ctx: Context, call: Call, tool: Tool, args: BaseModel) -> Ask:
     )  # fmt: skip
 
 
-def edit_problem(tool: Tool, edited: dict[str, Any]) -> str | None:
-    """What ``tool``'s schema, read strictly as :func:`judge_edit` reads it, finds wrong
-    with ``edited`` (the policies are judged when the edit runs)."""
-    try:
-        tool.parse(edited, strict=True)
-    except ToolArgumentsError as e:
-        return str(e)
-    return None
-
-
 async def _finish(batch: _Batch, slot: Outcome | _Ready) -> Outcome:
     """Apply the verdict: run the call, or answer why it did not run."""
     if isinstance(slot, Outcome):
@@ -429,54 +324,17 @@ async def _finish(batch: _Batch, slot: Outcome | _Ready) -> Outcome:
         return _record(batch, call, tool, "denied", denial_message(tool.name, verdict), why=verdict)
     args, edited_by = slot.args, call.edited_by
     if isinstance(verdict, Edited):
-        _log_edit(batch.ctx, call, tool, verdict)
+        log_edit(batch.ctx, call, tool, verdict)
         edited = await _edited(batch, call, tool, verdict)
         if isinstance(edited, Outcome):
             return edited
         args, edited_by = edited, verdict.by
     elif isinstance(verdict, Approved) and slot.judged_earlier and tool.effect is not Effect.READ:
-        refused = await _judged_again(call, tool, args)
+        refused = await judged_again(tool, args, call.policies)
         if refused is not None:
             message = denial_message(tool.name, refused)
             return _record(batch, call, tool, "denied", message, why=refused)
     return await _run(batch, call, tool, args, edited_by)
-
-
-async def _judged_again(call: Call, tool: Tool, args: BaseModel) -> Denied | None:
-    """The policies' denial of an effect approved before this batch, judged again as it is
-    about to run, or ``None``: a plan's gates are all asked before its first action, and an
-    earlier step may have changed what a later step's policy judged (the balance it
-    checked). Only a denial counts, as for a person's edit. Never asked again once the call
-    was logged: after a crash its effect may have happened, and the policy would judge it.
-    """
-    for check in (tool.gate, *call.policies):
-        refused = await recheck_edited(check, tool.name, args)
-        if refused is not None:
-            return Denied(f"{refused.reason} (judged again just before it ran)", by=refused.by)
-    return None
-
-
-async def judge_edit(
-    tool: Tool, edited: Any, policies: Sequence[Any] = (), ctx: Context | None = None
-) -> BaseModel | ToolArgumentsError | Denied:
-    """A person's edit of ``tool``'s arguments: validated again by the tool's schema, in
-    strict mode (``true`` is no number, ``"5000"`` no integer: what they typed is what
-    runs), then judged by its gate's policy and ``policies`` (only a denial counts).
-
-    The parsed arguments when they may run, else the schema error or the policy's denial.
-    The one judgement of an edit: ``loopwise approve --args`` and the inbox make it when
-    the person decides (with ``ctx``, a context holding the run's deps), and the executor
-    makes it again before the call runs (in the run's own context).
-    """
-    try:
-        args = tool.parse(edited, strict=True)
-    except ToolArgumentsError as e:
-        return e
-    for check in (tool.gate, *policies):
-        refused = await recheck_edited(check, tool.name, args, ctx)
-        if refused is not None:
-            return refused
-    return args
 
 
 async def _edited(batch: _Batch, call: Call, tool: Tool, verdict: Edited) -> BaseModel | Outcome:
@@ -524,7 +382,7 @@ async def _run(
         return _record(
             batch, call, tool, "failed", f"tool {tool.name!r} raised {reason}", why=reason
         )
-    content = _truncate(render_content(value), batch.settings.max_output_chars)
+    content = truncate(render_content(value), batch.settings.max_output_chars)
     extra: dict[str, Any] = {}
     effect_key = effect_id(call.once_in, tool, args)
     if effect_key is not None:
@@ -551,7 +409,7 @@ def _record(
     took_effect: str | None = None,
 ) -> Outcome:
     """Log an error result and return it (the model reads ``ERROR: message``)."""
-    content = _truncate(f"ERROR: {message}", batch.settings.max_output_chars)
+    content = truncate(f"ERROR: {message}", batch.settings.max_output_chars)
     reason = f"denied by {why.by}: {why.reason}" if isinstance(why, Denied) else why or message
     extra = {} if took_effect is None else {"took_effect": took_effect}
     _log_result(batch, call, tool, status=status, content=content, reason=reason, extra=extra)
@@ -570,7 +428,7 @@ def _log_result(
 ) -> None:
     ctx = batch.ctx
     ran = status in ("done", "failed")
-    data = _result_event(
+    data = result_event(
         call,
         status,
         content,
@@ -581,30 +439,6 @@ def _log_result(
         **extra,
     )
     ctx.emit(EventType.TOOL_RESULT, data)
-
-
-def _call_event(call: Call, args: Any, effect: str | None) -> dict[str, Any]:
-    """The data of a call's ``tool_call`` event (logged before it is judged)."""
-    return {
-        "tool": call.name,
-        "call_id": call.call_id,
-        "args": args,
-        "effect": effect,
-        "key": Journal.call_key(call.key),
-    }
-
-
-def _result_event(call: Call, status: CallStatus, content: str, **more: Any) -> dict[str, Any]:
-    """The data of a call's ``tool_result`` event: what every result says, then ``more``."""
-    return {
-        "tool": call.name,
-        "call_id": call.call_id,
-        "is_error": status != "done",
-        "content": content,
-        "key": call.key,
-        "status": status,
-        **more,
-    }
 
 
 def _replayed(call: Call, recorded: dict[str, Any]) -> Outcome:
@@ -655,40 +489,11 @@ def _refuse_excess(batch: _Batch, calls: Sequence[Call]) -> list[Outcome]:
         if call.key in batch.ctx.journal:
             continue
         # The arguments as sent (shortened): a flood of calls is not worth parsing to log.
-        logged = _call_event(call, _shortened(str(call.arguments)), None)
+        logged = call_event(call, shortened(str(call.arguments)), None)
         entries.append((path, EventType.TOOL_CALL, logged))
         entries.append(
-            (path, EventType.TOOL_RESULT, _result_event(call, "excess", message, untrusted=False))
+            (path, EventType.TOOL_RESULT, result_event(call, "excess", message, untrusted=False))
         )
     if entries:
         batch.ctx.emit_together(entries)
     return outcomes
-
-
-def readable_args(arguments: Any) -> Any:
-    """Arguments as data when they can be read safely (JSON, nesting at most
-    :data:`~loopwise.tools.arguments.MAX_DEPTH`), else as their text (shortened): what the audit log
-    shows."""
-    try:
-        return jsonable(load_arguments(arguments, "log"))
-    except ToolArgumentsError:
-        return _shortened(str(arguments))
-
-
-def _shortened(text: str) -> str:
-    return text if len(text) <= _LOG_CHARS else text[:_LOG_CHARS] + "…"
-
-
-def render_content(value: Any) -> str:
-    """A tool's return value as the text of its result (what a model reads)."""
-    if isinstance(value, str):
-        return value
-    if value is None:
-        return "done (the tool returned nothing)"
-    return json.dumps(jsonable(value), default=str)
-
-
-def _truncate(content: str, limit: int | None) -> str:
-    if limit is None or len(content) <= limit:
-        return content
-    return f"{content[:limit]}\n[truncated: showing {limit} of {len(content)} characters]"
