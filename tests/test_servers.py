@@ -218,9 +218,13 @@ def test_a_label_listed_alone_is_not_sure_and_a_dropped_limit_goes_as_max_tokens
     assert first.status is second.status is Status.COMPLETED, first.detail
     ruling = first.output
     assert ruling.answer == "billing" and ruling.backend == "logprobs"
-    # Counted as 0, the unlisted labels would make "billing" sure (1.0): each counts as
-    # likely as the least listed token instead.
-    assert ruling.confidence == pytest.approx(0.0137 / (0.0137 + 4 * 0.00483), abs=0.01)
+    # Counted as 0, the unlisted labels would make "billing" sure (1.0). Each counts as
+    # likely as the least listed token; and with 97% of the probability on tokens that
+    # are no label at all, the confidence is unknown (counted unsure), with the reason.
+    billing = ruling.probabilities["category"]["billing"]
+    assert billing == pytest.approx(0.0137 / (0.0137 + 4 * 0.00483), abs=0.01)
+    assert ruling.confidence is None
+    assert "on labels it did not declare" in (ruling.unknown_reason or "")
     assert [r.get("max_completion_tokens") for r in server.requests] == [1, None]
     assert [r.get("max_tokens") for r in server.requests] == [None, 1]
     assert [e.data["output_tokens"] for e in second.events if e.type == "model_call"] == [1]
