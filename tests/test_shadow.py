@@ -512,3 +512,17 @@ def test_an_input_that_cannot_be_copied_is_not_shared_with_the_shadow(tmp_path: 
     with loopwise.open_store(store) as st:
         (case,) = st.live_cases([SPEC])
     assert case.status == "error" and "cannot be copied" in str(case.detail)
+
+
+@pytest.mark.parametrize("answer", ["yes", None, [1], float("nan"), 2.0, -1])
+def test_an_agreement_that_is_no_verdict_is_recorded_and_the_primary_stands(
+    tmp_path: Path, answer: Any
+) -> None:
+    live = Shadow("live", classify, _agent(), share=1.0, sandbox=list, agree=lambda o, r: answer)
+    store = str(tmp_path / "runs.db")
+    result = _run(live, "my bill", model=_model(), store=store)
+    assert (result.status, result.output) == (Status.COMPLETED, {"category": "billing"})
+    with loopwise.open_store(store) as st:
+        (case,) = st.live_cases([SPEC])
+    assert (case.status, case.agree) == ("completed", None)
+    assert "not true/false or a score in [0, 1]" in str(case.detail)

@@ -323,11 +323,18 @@ class Shadow(StepDefaults):
         if result.status is not Status.COMPLETED:
             return None, None
         judge = self.agree or field_match
+        named = name_of(judge) or repr(judge)
         try:
             value = judge(jsonable(output), jsonable(result.output))
         except Exception as e:  # the user's agree: its failure is the record's, not the run's
-            return None, f"agree {name_of(judge) or judge!r} raised {type(e).__name__}: {e}"
-        return (value if isinstance(value, bool) else float(value) >= 0.5), None
+            return None, f"agree {named} raised {type(e).__name__}: {e}"
+        if isinstance(value, bool):
+            return value, None
+        if isinstance(value, int | float) and 0.0 <= value <= 1.0:  # NaN is not
+            return value >= 0.5, None
+        # Neither a verdict nor a score: the record says so; the run is the primary's.
+        shown = repr(value)[:80]
+        return None, f"agree {named} returned {shown}, not true/false or a score in [0, 1]"
 
 
 class _NoEffects(SinkDefaults):
