@@ -444,7 +444,7 @@ def _stop_if_cancelled() -> None:
     """End a cancelled run before it starts a step or a model call.
 
     A sync tool with an effect is seen through when its run is cancelled (a thread cannot
-    be stopped: :func:`loopwise.tools.tool._to_the_end`), which holds the ``CancelledError``
+    be stopped: :func:`loopwise.tools.threads.to_the_end`), which holds the ``CancelledError``
     off; the task's cancellation is still requested, and is raised here so the run does
     not go on as if it had never been cancelled.
     """

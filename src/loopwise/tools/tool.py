@@ -29,20 +29,18 @@ The options (:class:`ToolOptions`) are declared once, for :func:`tool`, :class:`
 Annotations are resolved with the function's module globals and the ``localns`` option
 only: a tool declared inside a function, whose string annotations (``from __future__
 import annotations``) name that function's locals, passes ``localns=locals()``. No
-caller's frame is read.
+caller's frame is read. How a sync function runs off the event loop (and an effect is seen
+through a cancellation) is :mod:`loopwise.tools.threads`'.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import contextvars
 import difflib
 import enum
 import inspect
 import re
-import threading
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import (
@@ -70,6 +68,7 @@ from loopwise.core.step import Step
 from loopwise.errors import DirectEffectError, ToolError
 from loopwise.tools.allowlists import field_note
 from loopwise.tools.arguments import validated
+from loopwise.tools.threads import in_own_thread, seen_through, to_the_end
 
 if TYPE_CHECKING:
     from loopwise.core.step import Context
@@ -364,7 +363,7 @@ class Tool:
         coro = carry_exits(self._call(args, ctx))
         try:
             if self._in_thread() and self.effect is not Effect.READ:
-                return await _seen_through(coro, self.timeout)
+                return await seen_through(coro, self.timeout)
             return await asyncio.wait_for(coro, self.timeout)
         except TimeoutError as e:
             raise TimeoutError(f"tool {self.name!r} timed out after {self.timeout}s") from e
@@ -384,9 +383,9 @@ class Tool:
         if self._is_async:
             return await self.fn(**kwargs)
         if self.timeout is not None:
-            return await _in_own_thread(self.fn, kwargs)
+            return await in_own_thread(self.fn, kwargs)
         if self.effect is not Effect.READ:
-            return await _to_the_end(self.fn, kwargs)
+            return await to_the_end(self.fn, kwargs)
         return await asyncio.to_thread(self.fn, **kwargs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -421,86 +420,6 @@ class Tool:
 
     def __repr__(self) -> str:
         return f"<tool {self.name} ({self.effect})>"
-
-
-async def _to_the_end(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
-    """Run a sync tool with an effect in a worker thread and see it through.
-
-    A thread cannot be stopped, so cancelling the call (a sibling call ended the run, the
-    caller cancelled it) would not stop the effect, only hide it: the result would never
-    be recorded. Once started, the call is awaited to its end and returned, so the caller
-    records it. The cancellation is not undone (``Task.cancelling()`` still counts it):
-    the run ends ``cancelled`` before its next step or model call
-    (:meth:`~loopwise.core.step.Context.call_model`).
-    """
-    context = contextvars.copy_context()
-    loop = asyncio.get_running_loop()
-    future = loop.run_in_executor(None, lambda: context.run(fn, **kwargs))
-    while True:
-        try:
-            return await asyncio.shield(future)
-        except asyncio.CancelledError:
-            if future.cancelled():
-                raise
-            continue  # the thread runs on: wait for what it did
-
-
-async def _seen_through(work: Coroutine[Any, Any, Any], timeout: float) -> Any:
-    """Await a sync effect with a timeout (its thread: :func:`_in_own_thread`) to its end
-    or its timeout, whichever comes first, even when the call is cancelled.
-
-    As :func:`_to_the_end` does without a timeout: cancelling the run while the effect runs
-    would drop its result, so the run would be stored ``cancelled`` with the effect done
-    and unrecorded, and a resume would make it again. Seen through, its result (or its
-    timeout, recorded as "may still take effect") is recorded first; the cancellation
-    stays requested and ends the run at its next step.
-    """
-    loop = asyncio.get_running_loop()
-    running = asyncio.ensure_future(work)
-    deadline = loop.time() + timeout
-    while True:
-        try:
-            return await asyncio.wait_for(asyncio.shield(running), deadline - loop.time())
-        except asyncio.CancelledError:
-            if running.cancelled():
-                raise
-            continue  # the thread runs on: wait for what it did (until its timeout)
-        except TimeoutError:
-            running.cancel()
-            raise
-
-
-async def _in_own_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
-    """Run a sync tool that has a timeout in a daemon thread of its own.
-
-    A thread cannot be killed: one that hangs past the timeout runs on. In asyncio's
-    default executor it would hold up ``asyncio.run``'s shutdown (so ``loopwise.run``
-    would not return until the hung call ended) and the interpreter's exit; a daemon
-    thread holds up neither, and what it returns late is dropped.
-    """
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[Any] = loop.create_future()
-    context = contextvars.copy_context()
-
-    def settle(value: Any, error: BaseException | None) -> None:
-        if future.done():
-            return  # timed out and cancelled already
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(value)
-
-    def work() -> None:
-        value, error = None, None
-        try:
-            value = context.run(fn, **kwargs)
-        except BaseException as e:  # handed to the awaiting coroutine
-            error = e
-        with contextlib.suppress(RuntimeError):  # the loop closed while it hung
-            loop.call_soon_threadsafe(settle, value, error)
-
-    threading.Thread(target=work, name=f"loopwise-tool-{fn.__name__}", daemon=True).start()
-    return await future
 
 
 def _function_schema(name: str, description: str, model: type[BaseModel]) -> dict[str, Any]:
