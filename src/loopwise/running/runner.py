@@ -27,7 +27,7 @@ idempotency key, run id + call id); a denied one answers the model with an error
 saying it was denied and the run goes on (a hybrid ends ``denied`` instead). Only runs
 that are ``awaiting_approval``, ``error``, ``cancelled`` or were interrupted (still
 ``running`` in the store, e.g. the process was killed) continue; resuming a run that
-finished otherwise returns it unchanged.
+finished otherwise returns it unchanged (:func:`loopwise.running.stored.stored_result`).
 """
 
 from __future__ import annotations
@@ -39,13 +39,10 @@ from contextlib import AsyncExitStack, contextmanager
 from dataclasses import replace
 from typing import Any, Unpack
 
-from pydantic import BaseModel
-
 from loopwise.architectures.history import History, PriorRun, check_conversation_id
-from loopwise.core.events import Event, EventType, Status, jsonable
+from loopwise.core.events import EventType, jsonable
 from loopwise.core.execute import execute, new_context, new_run_id
 from loopwise.core.loops import blocking, closing_model
-from loopwise.core.members import step_member
 from loopwise.core.options import (
     ResumeOverrides,
     RunOptions,
@@ -57,25 +54,23 @@ from loopwise.core.options import (
 from loopwise.core.result import RunResult
 from loopwise.core.shape import Kind, kind_of
 from loopwise.core.step import Context, Step, check_step
-from loopwise.core.usage import Budget, Usage
+from loopwise.core.usage import Budget
 from loopwise.errors import ConfigError, ConversationError
 from loopwise.models.port import Model, Turn, model_member, model_name
 from loopwise.models.scripted import ScriptedModel
 from loopwise.running.conventions import close_model, module_deps, target_and_model
 from loopwise.running.live import owner_alive, owner_id, running_here
 from loopwise.running.store_approvals import StoreApprovals
+from loopwise.running.stored import stored_result, typed_input
 from loopwise.running.targets import calling_modules, load_target, spec_of
 from loopwise.store.base import (
     QUEUED,
     RESUMABLE,
-    EventLog,
     RunLeases,
     RunStore,
-    StoredApproval,
     StoredRun,
 )
 from loopwise.store.open import DEFAULT, StoreLike, shared_store
-from loopwise.tools.verdicts import ApprovalRequest
 
 __all__ = [
     "ResumeKeywords",
@@ -86,8 +81,6 @@ __all__ = [
     "resume",
     "run",
     "run_limits",
-    "stored_result",
-    "typed_input",
 ]
 
 
@@ -516,56 +509,6 @@ def _resumed_context(st: RunStore, row: StoredRun, target: Step, overrides: RunO
         },
     )
     return ctx
-
-
-def typed_input(target: Step, stored: Any) -> Any:
-    """The stored (JSON) input as the type the target declares, when it is a pydantic model."""
-    kind = step_member(target, "input_type")
-    if isinstance(kind, type) and issubclass(kind, BaseModel) and isinstance(stored, dict):
-        return kind.model_validate(stored)
-    return stored
-
-
-def stored_result(
-    st: EventLog, row: StoredRun, *, pending: list[StoredApproval] | None = None
-) -> RunResult:
-    """A run as the store has it (resuming a finished or still-waiting run changes nothing;
-    a run on Temporal, read from its workflow)."""
-    try:
-        status = Status(row.status)
-    except ValueError:  # `running`: killed after asking a person, before pausing
-        status = Status.AWAITING_APPROVAL if pending else Status.ERROR
-    events = st.events(row.run_id)
-    return RunResult(
-        run_id=row.run_id,
-        status=status,
-        output=row.output,
-        usage=Usage.from_dict(row.usage or {}),
-        events=events,
-        detail=row.detail or (f"{len(pending)} approval(s) still undecided" if pending else None),
-        pending=[_public_request(p, events) for p in pending or []],
-    )
-
-
-_REQUEST_KEYS = ApprovalRequest.__dataclass_fields__.keys()
-
-
-def _public_request(approval: StoredApproval, events: list[Event]) -> dict[str, Any]:
-    """A stored approval as the request a paused run lists (no decision fields); what
-    the store keeps no column for (the planner's reason, the money at stake, the note)
-    is read from the request's event."""
-    row = approval.to_dict()
-    asked = next(
-        (
-            e.data
-            for e in events
-            if e.type is EventType.GATE_REQUESTED
-            and e.data.get("approval_id") == approval.approval_id
-            and e.step == approval.step
-        ),
-        {},
-    )
-    return {k: row[k] if k in row else asked.get(k) for k in _REQUEST_KEYS}
 
 
 def run(

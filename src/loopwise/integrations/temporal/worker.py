@@ -23,7 +23,7 @@ from loopwise.errors import missing_extra
 from loopwise.integrations.temporal.activities import Activities
 from loopwise.integrations.temporal.address import TemporalAddress
 from loopwise.integrations.temporal.store import TemporalStore, connect
-from loopwise.running.runner import stored_result
+from loopwise.running.stored import stored_result
 
 try:
     from temporalio.client import Client

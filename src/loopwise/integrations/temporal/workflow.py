@@ -65,8 +65,8 @@ with workflow.unsafe.imports_passed_through():
     )
     from loopwise.integrations.temporal.book import Book, event_of
     from loopwise.models.port import ModelDefaults, ModelRequest, Turn, model_name
-    from loopwise.running.runner import typed_input
     from loopwise.running.store_approvals import StoreApprovals
+    from loopwise.running.stored import typed_input
     from loopwise.running.targets import load_target
     from loopwise.tools.verdicts import Approved, Denied, Escalate
 
