@@ -30,7 +30,8 @@ from loopwise.architectures.agent import Agent, LoopDetection
 from loopwise.architectures.history import ContextPolicy
 from loopwise.architectures.workflow import Workflow
 from loopwise.core.usage import Budget
-from loopwise.evidence.evals.harness import Case, EvalTarget, aevaluate, load_dataset
+from loopwise.evidence.evals.dataset import Case, load_dataset
+from loopwise.evidence.evals.harness import EvalTarget, aevaluate
 from loopwise.running.targets import load_target
 from loopwise.store.sqlite import SQLiteStore
 

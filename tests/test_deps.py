@@ -16,7 +16,8 @@ import pytest
 import loopwise
 from loopwise import Context, ModelRequest, Turn
 from loopwise.cli.main import main
-from loopwise.evidence.evals.harness import Case, EvalTarget
+from loopwise.evidence.evals.dataset import Case
+from loopwise.evidence.evals.harness import EvalTarget
 from loopwise.testing import ScriptedModel, call, reply
 from loopwise.tools.gates import policy_then_human
 

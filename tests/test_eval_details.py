@@ -13,7 +13,8 @@ import pytest
 
 import loopwise
 from loopwise.cli.main import main
-from loopwise.evidence.evals.harness import Case, EvalTarget, evaluate
+from loopwise.evidence.evals.dataset import Case
+from loopwise.evidence.evals.harness import EvalTarget, evaluate
 from loopwise.evidence.report import format_text, render_html
 from loopwise.testing import FakeChatServer, ScriptedModel, call, reply
 

@@ -15,7 +15,7 @@ import pytest
 import loopwise
 from loopwise import EvalTarget, Status
 from loopwise.cli.main import main
-from loopwise.evidence.evals.harness import Case
+from loopwise.evidence.evals.dataset import Case
 from loopwise.serve.app import ServeSettings, make_server
 from loopwise.store.open import open_store
 from loopwise.testing import ScriptedModel, call, reply

@@ -20,7 +20,8 @@ from loopwise import Budget, ModelRequest, Workflow, analyze, check, decide
 from loopwise.cli.main import main
 from loopwise.core.shape import Kind, Limits, Shape
 from loopwise.evidence.check import Finding
-from loopwise.evidence.evals.harness import Case, EvalTarget, evaluate, field_match, load_dataset
+from loopwise.evidence.evals.dataset import Case, field_match, load_dataset
+from loopwise.evidence.evals.harness import EvalTarget, evaluate
 from loopwise.evidence.graduate.analyze import tool_path
 from loopwise.testing import ScriptedModel
 from loopwise.tools.tool import tool

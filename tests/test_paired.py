@@ -13,7 +13,8 @@ import loopwise
 from loopwise import ModelRequest
 from loopwise.core.events import Status
 from loopwise.evidence.evals.bounds import newcombe_paired
-from loopwise.evidence.evals.harness import Case, EvalTarget, evaluate
+from loopwise.evidence.evals.dataset import Case
+from loopwise.evidence.evals.harness import EvalTarget, evaluate
 from loopwise.evidence.evals.paired import paired_difference, t_quantile
 from loopwise.evidence.evals.stats import CaseRun
 from loopwise.testing import ScriptedModel

@@ -11,7 +11,8 @@ import pytest
 import loopwise
 from loopwise import ModelRequest
 from loopwise.cli.main import main
-from loopwise.evidence.evals.harness import Case, EvalTarget, evaluate
+from loopwise.evidence.evals.dataset import Case
+from loopwise.evidence.evals.harness import EvalTarget, evaluate
 from loopwise.testing import ScriptedModel
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -49,15 +49,8 @@ if TYPE_CHECKING:
     )
     from loopwise.evidence.check import Finding, check
     from loopwise.evidence.decide import Decision, decide
-    from loopwise.evidence.evals.harness import (
-        Case,
-        EvalReport,
-        EvalTarget,
-        aevaluate,
-        evaluate,
-        field_match,
-        load_dataset,
-    )
+    from loopwise.evidence.evals.dataset import Case, field_match, load_dataset
+    from loopwise.evidence.evals.harness import EvalReport, EvalTarget, aevaluate, evaluate
     from loopwise.evidence.graduate.analyze import TraceAnalysis, analyze
     from loopwise.evidence.graduate.graduate import Graduation, graduate
     from loopwise.evidence.live.shadow import Shadow
@@ -104,8 +97,9 @@ _LAZY = {
                      "LoopwiseError", "ModelAPIError", "ModelNotConfigured",
                      "ProbabilitiesMissing", "StoreError",
                      "TargetError", "ToolError"], "loopwise.errors"),
-    **dict.fromkeys(["Case", "EvalReport", "EvalTarget", "aevaluate", "evaluate",
-                     "field_match", "load_dataset"], "loopwise.evidence.evals.harness"),
+    **dict.fromkeys(["Case", "field_match", "load_dataset"], "loopwise.evidence.evals.dataset"),
+    **dict.fromkeys(["EvalReport", "EvalTarget", "aevaluate", "evaluate"],
+                    "loopwise.evidence.evals.harness"),
     **dict.fromkeys(["Event", "EventType", "Status", "TextDelta"], "loopwise.core.events"),
     **dict.fromkeys(["Gate", "policy", "policy_then_human"], "loopwise.tools.gates"),
     **dict.fromkeys(["Action", "ActionCatalog", "Plan", "PlanContext", "PlanStep"],

@@ -33,16 +33,13 @@ from loopwise.core.step import needs_model
 from loopwise.core.usage import Price, Pricing
 from loopwise.errors import ConfigError
 from loopwise.evidence.evals.certify import check_levels
+from loopwise.evidence.evals.dataset import Case, field_match, load_dataset, load_scorer
 from loopwise.evidence.evals.harness import (
-    Case,
     EvalReport,
     EvalTarget,
     StderrProgress,
     build_report,
     evaluate,
-    field_match,
-    load_dataset,
-    load_scorer,
     previous_summaries,
     save_eval,
 )

@@ -18,7 +18,7 @@ from typing import Any
 from loopwise.cli.options import count, store_help, user_output_to_stderr
 from loopwise.errors import ConfigError
 from loopwise.evidence.evals.certify import check_levels
-from loopwise.evidence.evals.harness import load_dataset
+from loopwise.evidence.evals.dataset import load_dataset
 from loopwise.evidence.evals.stats import (
     REFERENCE_MODEL,
     TargetSummary,

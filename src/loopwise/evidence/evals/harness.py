@@ -8,17 +8,15 @@ cites the numbers (:mod:`loopwise.evidence.evals.recommend`).
 :mod:`loopwise.evidence.report` writes the report for a terminal or
 as an HTML page; the store keeps the eval history.
 
-* :func:`load_dataset` reads JSONL cases ``{"input": ..., "expected": ..., "id"?: ...}``.
-* :func:`field_match` is the default scorer: every field named in ``expected`` must be
-  equal in the output (recursively for nested objects); a custom scorer is any
-  ``(output, expected) -> bool | float`` function.
-* :func:`aevaluate` / :func:`evaluate` run the eval.
+* the dataset and its scoring (:class:`~loopwise.evidence.evals.dataset.Case`,
+  ``load_dataset``, the default scorer ``field_match``) are
+  :mod:`loopwise.evidence.evals.dataset`'s;
+* :func:`aevaluate` / :func:`evaluate` run the eval, :func:`save_eval` keeps its summaries.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -41,6 +39,7 @@ from loopwise.core.shape import Kind, describe, name_of
 from loopwise.core.step import Step
 from loopwise.core.usage import Budget, Pricing
 from loopwise.errors import ConfigError, StoreError
+from loopwise.evidence.evals.dataset import Case, Scorer, field_diff, field_match
 from loopwise.evidence.evals.history import gate_mark, history_key, last_eval
 from loopwise.evidence.evals.recommend import Recommendation, recommend
 from loopwise.evidence.evals.sandbox import EvalGates, effects_of
@@ -51,104 +50,20 @@ from loopwise.evidence.evals.stats import (
 )
 from loopwise.models.port import model_name
 from loopwise.running.conventions import entered
-from loopwise.running.targets import defined, import_module_of
 from loopwise.store.base import RunStore
 from loopwise.store.open import open_existing, open_store
 
 __all__ = [
-    "Case",
     "EvalReport",
     "EvalTarget",
     "aevaluate",
     "architecture_of",
     "build_report",
     "evaluate",
-    "field_diff",
-    "field_match",
-    "load_dataset",
 ]
 
 
-Scorer = Callable[[Any, Any], "bool | float"]
-
-
 Progress = Callable[[int, int, "CaseRun"], None]
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Case:
-    """One dataset line."""
-
-    id: str
-    """The case's ``id`` field, or its line number."""
-    input: Any
-    """What the target runs on."""
-    expected: Any = None
-    """What a correct output contains (``None``: not scored)."""
-
-
-def load_dataset(path: str | Path) -> list[Case]:
-    """Read a JSONL dataset; raises :class:`ConfigError` naming the bad line."""
-    source = Path(path)
-    if not source.is_file():
-        raise ConfigError(f"dataset {source}: no such file", name=str(source))
-    try:
-        text = source.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"dataset {source}: cannot read it as UTF-8 text ({e})") from e
-    cases = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"dataset {source} line {number}: not JSON ({e.msg})") from e
-        if not isinstance(row, dict) or "input" not in row:
-            raise ConfigError(f"dataset {source} line {number}: needs an object with 'input'")
-        cases.append(
-            Case(id=str(row.get("id", number)), input=row["input"], expected=row.get("expected"))
-        )
-    if not cases:
-        raise ConfigError(f"dataset {source} has no cases", name=str(source))
-    return cases
-
-
-def field_match(output: Any, expected: Any) -> bool:
-    """True when every field named in ``expected`` has the same value in ``output``.
-
-    Objects match field by field (extra output fields are ignored, nested objects are
-    matched the same way); anything else must be equal. Pydantic models and enums are
-    compared through their JSON form.
-    """
-    output, expected = jsonable(output), jsonable(expected)
-    if isinstance(expected, dict):
-        return isinstance(output, dict) and all(
-            key in output and field_match(output[key], value) for key, value in expected.items()
-        )
-    return bool(output == expected)
-
-
-def field_diff(output: Any, expected: Any) -> list[dict[str, Any]]:
-    """Where ``output`` differs from ``expected``, field by field, as :func:`field_match`
-    judges it: ``[{"field", "expected", "actual"}]`` (``field`` is a dotted path, ``""``
-    for the whole value; a missing field has ``"actual": None`` and ``"missing": True``).
-    Empty when they match.
-    """
-    return _diff_at("", jsonable(output), jsonable(expected))
-
-
-def _diff_at(at: str, output: Any, expected: Any) -> list[dict[str, Any]]:
-    if not isinstance(expected, dict) or not isinstance(output, dict):
-        return [] if output == expected else [{"field": at, "expected": expected, "actual": output}]
-    found: list[dict[str, Any]] = []
-    for key, value in expected.items():
-        where = f"{at}.{key}" if at else str(key)
-        if key not in output:
-            found.append({"field": where, "expected": value, "actual": None, "missing": True})
-        else:
-            found.extend(_diff_at(where, output[key], value))
-    return found
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -512,18 +427,6 @@ class StderrProgress:
         end = "\n" if done == total else ""
         self.stream.write(f"\r{line}{end}")
         self.stream.flush()
-
-
-def load_scorer(spec: str) -> Scorer:
-    """A scorer from ``module:function`` or ``path/to/file.py:function``."""
-    module_part, _, name = spec.partition(":")
-    if not module_part or not name:
-        raise ConfigError(f"--scorer {spec!r}: use module:function or file.py:function")
-    module = import_module_of(module_part, spec, what="--scorer")
-    scorer = defined(module, name)
-    if not callable(scorer):
-        raise ConfigError(f"--scorer {spec!r}: {name!r} is not a function")
-    return scorer  # type: ignore[no-any-return]
 
 
 def save_eval(path: str | Path, report: EvalReport) -> None:

@@ -90,7 +90,7 @@ class CaseRun:
     """The case's ``expected`` (JSON form; ``None``: not scored)."""
     diff: list[dict[str, Any]] = field(default_factory=list)
     """Where a completed run's output differs from ``expected``:
-    ``[{"field", "expected", "actual"}]`` (see :func:`loopwise.evidence.evals.harness.field_diff`);
+    ``[{"field", "expected", "actual"}]`` (see :func:`loopwise.evidence.evals.dataset.field_diff`);
     empty when a custom scorer judged it (``scorer``)."""
     scorer: str | None = None
     """The custom scorer that judged the run, by name (``None``: the default field match,

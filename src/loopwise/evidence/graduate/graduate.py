@@ -28,7 +28,8 @@ from loopwise.core.events import Event
 from loopwise.core.shape import Kind, describe
 from loopwise.errors import ConfigError
 from loopwise.evidence.check import Finding, check
-from loopwise.evidence.evals.harness import Case, EvalReport, EvalTarget, evaluate
+from loopwise.evidence.evals.dataset import Case
+from loopwise.evidence.evals.harness import EvalReport, EvalTarget, evaluate
 from loopwise.evidence.evals.paired import PairedDifference, paired_difference, run_quality
 from loopwise.evidence.evals.sandbox import eval_deps
 from loopwise.evidence.evals.stats import TargetSummary, reference_cost

@@ -33,7 +33,8 @@ from typing import Any
 from loopwise.core.events import Event, EventType
 from loopwise.errors import ConfigError
 from loopwise.evidence.evals.certify import Certification, certify
-from loopwise.evidence.evals.harness import Case, EvalTarget, evaluate
+from loopwise.evidence.evals.dataset import Case
+from loopwise.evidence.evals.harness import EvalTarget, evaluate
 from loopwise.evidence.evals.sandbox import eval_deps
 from loopwise.evidence.graduate.mining import load_runs, mine
 from loopwise.running.targets import Target, load_target, model_for

@@ -4,7 +4,7 @@ People's decisions are labels: a cascade's :class:`~loopwise.architectures.casca
 keeps each pick (the labels as approved, or as a person edited them) as a live case of the
 run's target, ``kind="person"``; a :class:`~loopwise.evidence.live.shadow.Shadow` keeps each
 pair, ``kind="shadow"``, whose reference is the shadow's output. Either becomes a
-:class:`~loopwise.evidence.evals.harness.Case`: the case's input, and its reference as what
+:class:`~loopwise.evidence.evals.dataset.Case`: the case's input, and its reference as what
 a correct output contains, so a sweep re-certifies a threshold on live traffic. What the
 claim then means follows the reference: judged by people's labels, or agreement with the
 shadow (when the references are an agent's answers).
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from loopwise.errors import ConfigError
-from loopwise.evidence.evals.harness import Case
+from loopwise.evidence.evals.dataset import Case
 from loopwise.evidence.live.verdict import spellings
 from loopwise.store.base import LiveEvidence
 

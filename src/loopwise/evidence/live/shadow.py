@@ -71,7 +71,7 @@ from loopwise.core.shape import Edge, Graph, Kind, Limits, Node, Shape, describe
 from loopwise.core.step import Context, Step, check_step, needs_model
 from loopwise.core.usage import Budget, Usage
 from loopwise.errors import ConfigError
-from loopwise.evidence.evals.harness import field_match
+from loopwise.evidence.evals.dataset import field_match
 from loopwise.evidence.evals.sandbox import (
     GATE_RULES,
     EvalGates,

@@ -40,7 +40,8 @@ from loopwise.core.loops import blocking
 from loopwise.core.usage import Pricing
 from loopwise.errors import ConfigError
 from loopwise.evidence.evals.certify import Judged, References, certify, check_levels
-from loopwise.evidence.evals.harness import Case, EvalTarget, aevaluate
+from loopwise.evidence.evals.dataset import Case
+from loopwise.evidence.evals.harness import EvalTarget, aevaluate
 from loopwise.evidence.evals.stats import REFERENCE_MODEL, CaseRun, percentile, wilson
 from loopwise.evidence.sweeps.calibration import calibration, calibration_warning
 from loopwise.evidence.sweeps.cascades import swept
