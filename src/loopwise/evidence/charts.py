@@ -1,6 +1,7 @@
 """Every chart a report draws, as inline SVG: the reliability diagram of a judge's
 confidence (:func:`reliability_svg`), a sweep's accuracy/cost frontier
-(:func:`frontier_svg`), and an eval's box plots and histograms."""
+(:func:`frontier_svg`), and an eval's box plots and histograms; their axes' scales are
+:mod:`loopwise.evidence.scales`'."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from loopwise.evidence.evals.stats import (
     reference_costs,
     usd,
 )
+from loopwise.evidence.scales import axis_span, least_cost_span, nice_step, ticks
 
 if TYPE_CHECKING:
     from loopwise.evidence.sweeps.calibration import Calibration
@@ -191,35 +193,6 @@ def _check_dots(points: Sequence[FrontierDot], chosen: str | None) -> None:
         )
 
 
-def _span(
-    values: Sequence[float], floor: float, ceil: float, least: float
-) -> tuple[float, float, float]:
-    """A nice axis over ``values`` within [floor, ceil], at least ``least`` wide:
-    ``(low, high, step)`` with both ends on a multiple of a 1-2-2.5-5 step."""
-    lo, hi = min(values), max(values)
-    if hi - lo < least:
-        mid = (lo + hi) / 2
-        lo, hi = mid - least / 2, mid + least / 2
-    pad = (hi - lo) * 0.06
-    lo, hi = max(floor, lo - pad), min(ceil, hi + pad)
-    if hi - lo < least:  # pushed against a wall: grow away from it
-        lo, hi = (lo, lo + least) if lo == floor else (hi - least, hi)
-    step = _nice_step((hi - lo) / 4)
-    lo = max(floor, math.floor(lo / step + 1e-9) * step)
-    hi = min(ceil, math.ceil(hi / step - 1e-9) * step)
-    return lo, hi, step
-
-
-def _nice_step(raw: float) -> float:
-    exp = 10.0 ** math.floor(math.log10(raw))
-    return next(m * exp for m in (1, 2, 2.5, 5, 10) if raw <= m * exp * (1 + 1e-9))
-
-
-def _ticks(lo: float, hi: float, step: float) -> list[float]:
-    count = round((hi - lo) / step)
-    return [lo + k * step for k in range(count + 1)]
-
-
 def frontier_svg(
     points: Sequence[FrontierDot],
     chosen: str | None = None,
@@ -246,10 +219,10 @@ def frontier_svg(
             width, 40, f"<text x='4' y='24' fill='{_MUTED}'>no points to draw</text>", "no frontier"
         )
     costs = [p.cost for p in points]
-    c_lo, c_hi, c_step = _span(
-        costs, 0.0 if min(costs) >= 0 else -math.inf, math.inf, _least_cost(costs)
+    c_lo, c_hi, c_step = axis_span(
+        costs, 0.0 if min(costs) >= 0 else -math.inf, math.inf, least_cost_span(costs)
     )
-    a_lo, a_hi, a_step = _span([v for p in points for v in (p.low, p.high)], 0.0, 1.0, 0.1)
+    a_lo, a_hi, a_step = axis_span([v for p in points for v in (p.low, p.high)], 0.0, 1.0, 0.1)
 
     def x(v: float) -> float:
         return left + (v - c_lo) / (c_hi - c_lo) * pw
@@ -259,7 +232,7 @@ def frontier_svg(
 
     parts = [
         _frame(left, top, pw, ph, grid=False),
-        *_frontier_axes(x, y, _ticks(c_lo, c_hi, c_step), _ticks(a_lo, a_hi, a_step)),
+        *_frontier_axes(x, y, ticks(c_lo, c_hi, c_step), ticks(a_lo, a_hi, a_step)),
     ]
     parts.append(
         f"<text x='{left + pw / 2:.1f}' y='{height - 6}' text-anchor='middle' fill='{_MUTED}'>"
@@ -308,12 +281,6 @@ def _legend(points: Sequence[FrontierDot], chosen: str | None) -> str:
     if chosen is not None:
         marks.append(f"<tspan fill='{_CHOSEN}'>◯</tspan> chosen")
     return "  ".join(marks)
-
-
-def _least_cost(costs: Sequence[float]) -> float:
-    """The narrowest cost axis: a tenth of the largest cost, or a dollar-cent when all are 0."""
-    least = max(abs(c) for c in costs) * 0.2
-    return least if least > 0 else 0.01  # a cost of 5e-324 has no fifth: it is 0 here
 
 
 def _frontier_axes(x: Any, y: Any, costs: list[float], accuracy: list[float]) -> list[str]:
@@ -469,16 +436,6 @@ def _dist(t: TargetSummary, metric: str, targets: Sequence[TargetSummary]) -> Di
     return t.metrics[metric]
 
 
-def _nice_max(value: float) -> float:
-    if value <= 0:
-        return 1.0
-    exp = 10.0 ** math.floor(math.log10(value))
-    for m in (1, 2, 2.5, 5, 10):
-        if value <= m * exp:
-            return float(m * exp)
-    return 10.0 * exp
-
-
 def box_plot(
     targets: Sequence[TargetSummary], metric: str, title: str, colors: dict[str, str]
 ) -> str:
@@ -487,7 +444,7 @@ def box_plot(
         title = (
             f"cost per case at {REFERENCE_MODEL} prices (the model used costs $0 or is unpriced)"
         )
-    top = _nice_max(max((d.stat("max") or 0.0) for d in dists))
+    top = nice_step(max((d.stat("max") or 0.0) for d in dists))
     width, left, right, row = 960, 180, 120, 34
     scale = (width - left - right) / top
     height = 30 + row * len(targets)
