@@ -64,8 +64,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        server.server_close()
-        server.app.wait_for_resumes()
+        server.server_close()  # with --resume, the runs in hand finish or pause first
         server.app.store.close()
     return 0
 
@@ -91,7 +90,8 @@ def add_serve_verb(sub: Any) -> None:
     p.add_argument(
         "--resume",
         action="store_true",
-        help="resume a run once nothing of it is pending (else only record decisions)",
+        help="resume every run of the store once all its approvals are decided, wherever "
+        "they were decided, as a worker does (else only record decisions)",
     )
     p.add_argument(
         "--allowed-host",

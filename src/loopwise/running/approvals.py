@@ -31,12 +31,12 @@ from typing import TYPE_CHECKING, Any
 
 from loopwise.core.events import Event, EventType
 from loopwise.core.names import shown_name_problem
-from loopwise.errors import AnswerError, DecisionError, LoopwiseError
+from loopwise.errors import AnswerError, DecisionError
 from loopwise.store.base import EventLog, RunStore, StoredApproval, not_pending
 
 if TYPE_CHECKING:
     from loopwise.core.shape import Shape, ToolShape
-    from loopwise.running.targets import Target
+    from loopwise.core.step import Step
 
 # Checking an edit loads the run's target, its tools and pydantic; listing and plain
 # approvals (`loopwise pending/approve/deny`) must not: those imports are made where used.
@@ -70,6 +70,7 @@ def decide(
     edited_args: dict[str, Any] | None = None,
     seen_hash: str | None = None,
     deps: Any = None,
+    step: Step | None = None,
 ) -> StoredApproval:
     """Record a person's ``decision`` (``approved`` or ``denied``) on a pending approval.
 
@@ -77,13 +78,18 @@ def decide(
     ``seen_hash`` binds the decision to the arguments the person saw. A policy judging an
     edit gets a context whose ``deps`` are ``deps`` or, without them, what the run's
     target module's ``make_deps()`` makes (the factory ``loopwise resume`` uses; called
-    only when an edit is checked). Returns the decided approval; raises
+    only when an edit is checked). An edit is checked against the run's step: ``step``
+    when given (as ``resume(step=...)``), else the one its recorded spec loads, else, for
+    a run of a script's ``__main__`` (no spec), the step of the run's name defined there
+    (:func:`loopwise.running.deciding.check_edit`). Returns the decided approval; raises
     :class:`DecisionError` (nothing recorded) when it is refused, and
     :class:`~loopwise.errors.ConfigError` for an unknown run.
     """
     if decision not in {"approved", "denied"}:
         raise DecisionError(f"a decision is approved or denied, not {decision!r}", name="decision")
     by = check_decider(by)
+    if edited_args is not None:
+        _check_shape(edited_args)
     found = _pending(store, run_id, approval_id)
     seen_hash = _seen(found, seen_hash)
     if decision == "denied" and not (reason or "").strip():
@@ -105,7 +111,9 @@ def decide(
     elif changed:
         assert edited_args is not None
         # What is recorded is what runs: the arguments as the tool's schema read them.
-        edited_args = _check_edit(store, found, edited_args, deps)
+        from loopwise.running.deciding import check_edit  # loads the target and pydantic
+
+        edited_args = check_edit(store, found, edited_args, deps=deps, step=step)
         changed = _differ(found, edited_args)
     return store.decide(
         run_id,
@@ -129,6 +137,32 @@ def check_decider(by: object) -> str:
     raise DecisionError(
         f"the decider's name {by!r} {problem}; nothing was decided", name="by", code="bad-name"
     )
+
+
+def _check_shape(edited: Any) -> None:
+    """Refuse edited arguments no tool takes before anything reads them: not an object,
+    nested deeper than a call's arguments may be, or not JSON (a number too long to
+    write, a NaN); read or hashed further, they would fail or recurse past the stack."""
+    from loopwise.core.events import jsonable, nests_deeper_than
+    from loopwise.tools.arguments import MAX_DEPTH
+
+    problem = None
+    if not isinstance(edited, Mapping):
+        problem = f"must be a JSON object, not {type(edited).__name__}"
+    elif nests_deeper_than(edited, MAX_DEPTH):
+        problem = f"nest objects and arrays deeper than {MAX_DEPTH} levels"
+    else:
+        try:
+            json.dumps(jsonable(edited), allow_nan=False)
+        except ValueError as e:  # a 5,000-digit int, a NaN
+            problem = f"are not JSON data ({str(e)[:120]})"
+    if problem is not None:
+        raise DecisionError(
+            f"the edited arguments {problem}; nothing was decided (send flatter, plain JSON "
+            "arguments, or approve or deny as asked)",
+            name="args",
+            code="invalid-args",
+        )
 
 
 SHORTEST_HASH = 8
@@ -200,74 +234,6 @@ def _check_answer(schema: dict[str, Any], answer: Any) -> None:
             problem=problem,
             schema=schema,
         )
-
-
-def _check_edit(
-    store: RunStore, found: StoredApproval, edited: dict[str, Any], deps: Any
-) -> dict[str, Any]:
-    """Refuse ``edited`` unless the tool's schema (strictly) and policies accept it now;
-    the arguments as the schema read them (as JSON data) when they do."""
-    import asyncio  # here: only an edit runs the tool's policies (pending/approve stay light)
-
-    from loopwise.core.events import jsonable
-    from loopwise.running.deciding import deciding_context
-    from loopwise.tools.arguments import ToolArgumentsError
-    from loopwise.tools.edits import judge_edit
-    from loopwise.tools.verdicts import Denied
-
-    target, tool = _tool_of(store, found)
-    ctx = deciding_context(found.run_id, found.step, target, deps)
-    judged = asyncio.run(judge_edit(tool.tool, edited, tool.policies, ctx))
-    if isinstance(judged, ToolArgumentsError):
-        raise DecisionError(
-            f"the edited arguments were rejected: {judged}", name="args", code="invalid-args"
-        ) from judged
-    if isinstance(judged, Denied) and judged.by == "loopwise":
-        raise DecisionError(
-            f"the edited arguments could not be judged now: {judged.reason}",
-            name="args",
-            code="cannot-judge",
-        )
-    if isinstance(judged, Denied):
-        raise DecisionError(
-            f"the edited arguments were rejected by the policy: {judged.reason}",
-            name="args",
-            code="policy-denied",
-        )
-    dumped: dict[str, Any] = jsonable(judged)
-    return dumped
-
-
-def _tool_of(store: RunStore, found: StoredApproval) -> tuple[Target, ToolShape]:
-    from loopwise.core.shape import describe
-    from loopwise.running.targets import load_target
-
-    run = store.get_run(found.run_id)
-    if not run.spec:
-        raise DecisionError(
-            f"run {found.run_id!r} recorded no target to load, so edited arguments cannot be "
-            "checked now; approve or deny it as asked",
-            name=found.run_id,
-            code="no-target",
-        )
-    try:
-        target = load_target(run.spec)
-    except LoopwiseError as e:
-        raise DecisionError(
-            f"cannot load {run.spec} to check the edited arguments: {e}",
-            name=run.spec,
-            code="no-target",
-        ) from e
-    shapes = tools_in(describe(target.step))
-    tools = {id(t.tool): t for t in shapes if t.name == found.tool and t.tool}
-    if len(tools) != 1:
-        raise DecisionError(
-            f"{run.spec} has {len(tools) or 'no'} tool(s) named {found.tool!r} that take "
-            "arguments; this approval can only be approved or denied as asked",
-            name=found.tool,
-            code="not-editable",
-        )
-    return target, next(iter(tools.values()))
 
 
 def tools_in(shape: Shape) -> Iterator[ToolShape]:

@@ -11,7 +11,9 @@ at the terminal does:
   listing from before may have shown another ask);
 * ``seen_hash=`` binds the decision to the arguments the decider saw; ``args=`` approves
   edited arguments, checked against the tool's schema and policies (a policy reading
-  ``ctx.deps`` gets ``deps=``, else the target module's ``make_deps()``);
+  ``ctx.deps`` gets ``deps=``, else the target module's ``make_deps()``) of the run's step:
+  ``step=`` when given (as ``resume(step=...)``), else the one its spec loads, else the
+  one of the run's name that the running script (``__main__``) defines;
 * a denial needs a reason;
 * ``by`` (default: the OS user) names who decides: it is printed back to the people who
   read the run, so a control character, line separator or bidirectional control in it
@@ -27,13 +29,16 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopwise.errors import ConfigError
 from loopwise.running.approvals import asked_again, check_decider, decide
 from loopwise.store.base import EventLog, RunStore, StoredApproval
 from loopwise.store.open import require_folder, shared_store
 from loopwise.tools.audit import os_user
+
+if TYPE_CHECKING:
+    from loopwise.core.step import Step
 
 __all__ = ["approve", "choose", "decide_pending", "deny"]
 
@@ -49,6 +54,7 @@ def approve(
     seen_hash: str | None = None,
     store: str | os.PathLike[str] | RunStore | None = None,
     deps: Any = None,
+    step: Step | None = None,
 ) -> list[StoredApproval]:
     """Approve a pending approval of run ``run_id`` (``args=``: with edited arguments);
     the approvals decided. ``store`` is a path, URL or store object (default: the default
@@ -57,7 +63,9 @@ def approve(
     A policy judging an edit gets a context whose ``deps`` are ``deps`` or, without them,
     what the run's target module's ``make_deps()`` makes (as
     :func:`loopwise.approvals.decide` and ``loopwise approve --deps``; used only when an
-    edit is checked, never stored: the run gets its own deps when it resumes)."""
+    edit is checked, never stored: the run gets its own deps when it resumes). ``step``
+    is the run's step an edit is checked against, for a run that recorded no spec (a step
+    of a script's ``__main__`` is found without it)."""
     return decide_pending(
         _store(store),
         run_id,
@@ -69,6 +77,7 @@ def approve(
         edited_args=args,
         seen_hash=seen_hash,
         deps=deps,
+        step=step,
     )
 
 
@@ -108,9 +117,10 @@ def decide_pending(
     edited_args: dict[str, Any] | None = None,
     seen_hash: str | None = None,
     deps: Any = None,
+    step: Step | None = None,
 ) -> list[StoredApproval]:
     """Record ``decision`` on the approvals :func:`choose` picks; the decided approvals
-    (``deps``: what a policy judging ``edited_args`` reads, as :func:`decide`'s)."""
+    (``deps`` and ``step``: what an edit is judged with, as :func:`decide`'s)."""
     by = check_decider(by or os_user())
     chosen = choose(store, run_id, approval=approval, all_pending=all_pending, seen_hash=seen_hash)
     if edited_args is not None and len(chosen) != 1:
@@ -126,6 +136,7 @@ def decide_pending(
             edited_args=edited_args,
             seen_hash=seen_hash,
             deps=deps,
+            step=step,
         )
         for a in chosen
     ]

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 
 from loopwise.core.result import RunResult
 from loopwise.errors import ConfigError, StoreError
@@ -30,13 +32,17 @@ from loopwise.running.live import owner_id
 from loopwise.running.runner import execute_claimed
 from loopwise.store.base import RunStore, StoredRun
 
-__all__ = ["Finished", "Trouble", "awork"]
+__all__ = ["Finished", "Idle", "Trouble", "awork"]
 
 Finished = Callable[[StoredRun, RunResult | Exception], None]
 """Told about each run a worker executed: how it ended, or what it raised."""
 
 Trouble = Callable[[StoreError], None]
 """Told when a claim failed (the worker tries again after ``poll_seconds``)."""
+
+Idle = Callable[[], None]
+"""Told each time a worker has no run in hand after looking for one to claim (or failing
+to, when the store did not answer)."""
 
 
 async def awork(
@@ -47,12 +53,19 @@ async def awork(
     stop: asyncio.Event | None = None,
     on_finished: Finished | None = None,
     on_trouble: Trouble | None = None,
+    decided_only: bool = False,
+    wake: asyncio.Event | None = None,
+    on_idle: Idle | None = None,
 ) -> int:
     """Claim and execute runs from ``store`` until ``stop`` is set; how many ran.
 
-    Raises :class:`~loopwise.errors.ConfigError` for a ``concurrency`` below 1. A run that
-    raises is recorded ``error`` by the runner and reported to ``on_finished``; a claim the
-    store failed is reported to ``on_trouble`` and tried again; the worker goes on.
+    ``decided_only`` claims only paused runs whose approvals are all decided (``loopwise
+    serve --resume``); ``wake``, once set, makes the worker claim at once (it clears it
+    before each look); ``on_idle`` is called each time the worker looked (or the store
+    failed the look) and has nothing to run. Raises :class:`~loopwise.errors.ConfigError`
+    for a ``concurrency`` below 1. A run that raises is recorded ``error`` by the runner
+    and reported to ``on_finished``; a claim the store failed is reported to
+    ``on_trouble`` and tried again; the worker goes on.
     """
     if concurrency < 1:
         raise ConfigError(f"concurrency must be at least 1, not {concurrency}", name="concurrency")
@@ -64,9 +77,17 @@ async def awork(
             concurrency=concurrency,
             poll_seconds=poll_seconds,
             stop=stop or asyncio.Event(),
-            on_finished=on_finished,
-            on_trouble=on_trouble,
+            wake=wake or asyncio.Event(),
+            hooks=_Hooks(on_finished, on_trouble, on_idle),
+            decided_only=decided_only,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class _Hooks:
+    finished: Finished | None
+    trouble: Trouble | None
+    idle: Idle | None
 
 
 async def _work(
@@ -75,31 +96,45 @@ async def _work(
     concurrency: int,
     poll_seconds: float,
     stop: asyncio.Event,
-    on_finished: Finished | None,
-    on_trouble: Trouble | None,
+    wake: asyncio.Event,
+    hooks: _Hooks,
+    decided_only: bool,
 ) -> int:
     owner, done = owner_id(), 0
     running: set[asyncio.Task[None]] = set()
     # Listen before the first claim, so nothing decided in between goes unheard.
     waiter = asyncio.create_task(asyncio.to_thread(store.wait_for_work, 0))
     stopping = asyncio.create_task(stop.wait())
+    waking = asyncio.create_task(wake.wait())
+    # A store that predates ``decided_only`` still serves a worker that takes every kind.
+    claim = partial(store.claim_next, decided_only=True) if decided_only else store.claim_next
     while not stop.is_set():
+        wake.clear()  # what wakes it from here on is looked for again
         try:
-            while len(running) < concurrency and (row := store.claim_next(owner)) is not None:
-                task = asyncio.create_task(_execute(store, row, on_finished))
+            while len(running) < concurrency and (row := claim(owner)) is not None:
+                task = asyncio.create_task(_execute(store, row, hooks.finished))
                 running.add(task)
                 task.add_done_callback(running.discard)
                 done += 1
         except StoreError as e:
             # Raising here would cancel the runs in hand and leave them `cancelled`, which
             # no worker claims: a store that failed once is asked again instead.
-            if on_trouble is not None:
-                on_trouble(e)
+            if hooks.trouble is not None:
+                hooks.trouble(e)
+            if not running and hooks.idle is not None:
+                hooks.idle()  # (a store that stays away must not hold who waits for idle)
             await asyncio.wait({stopping}, timeout=poll_seconds)
             continue
+        if not running and hooks.idle is not None:
+            hooks.idle()
         if waiter.done():
             waiter = asyncio.create_task(asyncio.to_thread(store.wait_for_work, poll_seconds))
-        await asyncio.wait({waiter, stopping, *running}, return_when=asyncio.FIRST_COMPLETED)
+        if waking.done():
+            waking = asyncio.create_task(wake.wait())
+        await asyncio.wait(
+            {waiter, stopping, waking, *running}, return_when=asyncio.FIRST_COMPLETED
+        )
+    waking.cancel()
     if running:
         await asyncio.wait(running)
     await waiter

@@ -28,9 +28,10 @@ the people who read the run, so one with a control character, line separator or
 bidirectional control is refused (HTTP 400, nothing decided; a ``--by`` like that is a
 usage error when the server starts): :func:`loopwise.core.names.shown_name_problem`.
 
-With ``resume=True`` a run whose last pending approval was just decided is resumed in
-a background thread of the server; without it the server only records decisions, and
-``loopwise resume`` or a worker continues the run.
+With ``resume=True`` the server continues every run of its store whose approvals are all
+decided, wherever they were decided, as a worker does (:mod:`loopwise.serve.resuming`);
+a decision is recorded whether or not its run can be resumed now. Without it the server
+only records decisions, and a ``loopwise worker`` or ``loopwise resume`` continues the run.
 """
 
 from __future__ import annotations
@@ -41,7 +42,6 @@ import html
 import ipaddress
 import json
 import secrets
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -50,13 +50,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
-from loopwise.core.events import Status
+from loopwise.core.events import Status, json_value
 from loopwise.core.names import shown_name_problem
-from loopwise.errors import AnswerError, ConfigError, LoopwiseError, TargetError
-from loopwise.running import approvals, runner
-from loopwise.running.targets import load_target
+from loopwise.errors import AnswerError, ConfigError, LoopwiseError
+from loopwise.running import approvals
 from loopwise.serve.pages import STYLESHEET, Form, inbox_page, run_page, runs_page
-from loopwise.store.base import QUEUED, RunStore
+from loopwise.serve.resuming import Resumer
+from loopwise.store.base import QUEUED, RunStore, StoredRun
 from loopwise.store.open import open_store
 
 __all__ = [
@@ -128,7 +128,7 @@ class ServeSettings:
     port: int = 8765
     """The port (``0``: any free one; the first line printed says which)."""
     resume: bool = False
-    """Resume a run once nothing of it is pending."""
+    """Resume every run of the store whose approvals are all decided (as a worker does)."""
     by: str | None = None
     """The approver's name the forms are prefilled with."""
     trust_proxy_user: str | None = None
@@ -156,8 +156,12 @@ class Inbox:
         self.store = store
         self.settings = settings
         self._secret = secrets.token_bytes(32)
-        self._resuming: dict[str, threading.Thread] = {}
-        self._lock = threading.Lock()
+        self._resumer: Resumer | None = None
+
+    def start(self) -> None:
+        """With ``resume``, start resuming the store's decided runs (once listening)."""
+        if self.settings.resume and self._resumer is None:
+            self._resumer = Resumer(self.store)
 
     def token(self, cookie: str) -> str:
         """The CSRF token a page served with ``cookie`` carries in its forms."""
@@ -223,7 +227,6 @@ class Inbox:
         try:
             by = self._who(form, user)
             edited = _edited(form.get("args"))
-            self._check_resumable(run_id, approval_id)
             done = approvals.decide(
                 self.store,
                 run_id,
@@ -237,7 +240,6 @@ class Inbox:
             )
         except LoopwiseError as e:
             status = 409 if e.code in {"stale", "not-pending"} else 400
-            status = 500 if isinstance(e, _Unresumable) else status
             page = self._inbox(
                 Form(
                     csrf=self.token(cookie),
@@ -248,7 +250,8 @@ class Inbox:
                 )
             )
             return _Answer(status, page)
-        self._maybe_resume(done.run_id)
+        if self._resumer is not None and not self.store.pending(done.run_id):
+            self._resumer.look()
         # Ids are model text (a call id may hold CR/LF): quoted, they stay one header line.
         decided = urlencode({"decided": f"{done.run_id}/{done.approval_id}"})
         return _Answer(303, "", location=f"/?{decided}")
@@ -293,58 +296,15 @@ class Inbox:
         # Not cut to a length: a cut name is not what was typed (the rule refuses it).
         return approvals.check_decider(by)
 
-    def _check_resumable(self, run_id: str, approval_id: str) -> None:
-        """With ``resume``, the decision that would resume a run whose target cannot load
-        (an import error, ``sys.exit()`` at import) is refused before it is recorded: the
-        page says why and the approval stays decidable, not approved and stuck."""
-        if not self.settings.resume:
-            return
-        waiting = self.store.pending(run_id)
-        if [a.approval_id for a in waiting] != [approval_id]:
-            return
-        spec = self.store.get_run(run_id).spec
-        if spec is None:
-            return
-        try:
-            load_target(spec)
-        except TargetError as e:
-            raise _Unresumable(
-                f"run {run_id!r} could not be resumed here, so nothing was decided: {e}"
-            ) from e
+    def wait_for_resumes(self, timeout: float | None = None) -> bool:
+        """With ``resume``, wait until every run decided so far that this server can take
+        has ended or paused again (for tests, shutdown); ``False`` if ``timeout`` passed."""
+        return self._resumer.wait(timeout) if self._resumer is not None else True
 
-    def _maybe_resume(self, run_id: str) -> None:
-        if not self.settings.resume or self.store.pending(run_id):
-            return
-        with self._lock:
-            if run_id in self._resuming and self._resuming[run_id].is_alive():
-                return
-            thread = threading.Thread(
-                target=self._resume, args=(run_id,), name=f"resume-{run_id}", daemon=True
-            )
-            self._resuming[run_id] = thread
-        thread.start()
-
-    def _resume(self, run_id: str) -> None:
-        try:
-            runner.resume(run_id, store=self.store)
-        except (Exception, SystemExit) as e:  # user code: nothing may end the thread silently
-            # A run another process took meanwhile (a worker, `loopwise resume`) is that
-            # process's: failing it here would free its conversation while it runs.
-            if self.store.get_run(run_id).status == Status.AWAITING_APPROVAL.value:
-                self.store.mark_failed(
-                    run_id, f"loopwise serve could not resume it: {type(e).__name__}: {e}"
-                )
-
-    def wait_for_resumes(self, timeout: float | None = None) -> None:
-        """Wait until the resumes this server started have ended (for tests, shutdown)."""
-        with self._lock:
-            threads = list(self._resuming.values())
-        for t in threads:
-            t.join(timeout)
-
-
-class _Unresumable(LoopwiseError):
-    """A decision refused because the run it would resume cannot be loaded."""
+    def close(self) -> None:
+        """Stop resuming: the runs in hand finish or pause first (the store stays open)."""
+        if self._resumer is not None:
+            self._resumer.close()
 
 
 def _on_the_page(e: LoopwiseError) -> str:
@@ -375,7 +335,7 @@ def _edited(raw: str | None) -> dict[str, Any] | None:
     if raw is None:
         return None
     try:
-        value = json.loads(raw)
+        value = json_value(raw)  # RFC 8259: no NaN, no Infinity
     except (ValueError, RecursionError) as e:  # ValueError: also an int over Python's limit
         raise ConfigError(f"the edited arguments are not valid JSON ({e})", name="args") from e
     if not isinstance(value, dict):
@@ -399,11 +359,23 @@ def _notice(store: RunStore, decided: str, resuming: bool) -> str | None:
     if waiting:
         return f"{done}. The run goes on when its {waiting} other pending approval(s) are decided."
     if resuming:
-        return f"{done}. This inbox is resuming the run now."
+        return f"{done}. {_resumed(store.get_run(run_id))}"
     return (
         f"{done}. The run is not resumed here: a `loopwise worker` on this store continues "
         f"it, or run: loopwise resume {run_id}"
     )
+
+
+def _resumed(run: StoredRun) -> str:
+    """How the run stands now that this server takes it to resume."""
+    if run.status in {Status.AWAITING_APPROVAL.value, "running"}:
+        return "This inbox is resuming the run now."
+    if run.status == Status.ERROR.value:
+        return (
+            f"The run could not be resumed: {run.detail}. The decision is kept: once that "
+            f"is fixed, run: loopwise resume {run.run_id}"
+        )
+    return f"The run has ended: {run.status}."
 
 
 def _plain(text: str) -> str:
@@ -537,6 +509,11 @@ class _Server(ThreadingHTTPServer):
         self.allowed = allowed_hosts(app.settings)
         super().__init__((app.settings.host, app.settings.port), _Handler)
 
+    def server_close(self) -> None:
+        """Close the socket and stop resuming runs (those in hand finish or pause)."""
+        super().server_close()
+        self.app.close()
+
 
 def make_server(
     settings: ServeSettings, *, store: RunStore | None = None
@@ -561,6 +538,7 @@ def make_server(
         raise ConfigError(f"--by {settings.by!r} {problem}", name="by", code="bad-name")
     app = Inbox(store if store is not None else open_store(settings.store), settings)
     server = _Server(app)
+    app.start()
 
     def url() -> str:
         host, port = str(server.server_address[0]), int(server.server_address[1])

@@ -336,7 +336,9 @@ def run_page(
 
     A paused run's line says what it waits for now, from its approvals (the run's stored
     detail was written when it paused, before any decision); ``resuming`` says this
-    server resumes a run once nothing is pending (``loopwise serve --resume``).
+    server resumes a run once nothing is pending (``loopwise serve --resume``). A run
+    that ended ``error`` before its resume ran anything (its target could not be loaded)
+    says it could not be resumed, why, and how to finish it.
 
     Drawn from the store's record alone: showing a run never loads its target's code."""
     head = (
@@ -346,7 +348,7 @@ def run_page(
         + f" · started {_e(run.created_at[:19].replace('T', ' '))} UTC"
         + (f" · model {_e(run.model)}" if run.model else "")
         + "</p>"
-        + _detail(run, approvals, resuming=resuming)
+        + _detail(run, approvals, events, resuming=resuming)
     )
     return _page(
         f"Run {run.run_id}",
@@ -359,7 +361,20 @@ def run_page(
     )
 
 
-def _detail(run: StoredRun, approvals: Sequence[StoredApproval], *, resuming: bool) -> str:
+def _detail(
+    run: StoredRun,
+    approvals: Sequence[StoredApproval],
+    events: Sequence[Event],
+    *,
+    resuming: bool,
+) -> str:
+    if run.status == "error" and events and events[-1].type is EventType.RUN_PAUSED:
+        line = (
+            f"The run could not be resumed: {run.detail}. Its decisions are kept: once "
+            + (f"that is fixed, run: loopwise resume {run.run_id}" if run.spec else "")
+            + ("" if run.spec else f"the step loads, loopwise.resume({run.run_id!r}, step=...)")
+        )
+        return f"<p class='detail error' role='alert'>{_t(line)}</p>"
     if run.status != "awaiting_approval" or not approvals:
         return f"<p class='detail'>{_t(run.detail)}</p>" if run.detail else ""
     pending = [a for a in approvals if a.status == "pending"]

@@ -266,8 +266,9 @@ class RunLeases(Protocol):
         """Take a paused or interrupted run for resuming, atomically."""
         ...
 
-    def claim_next(self, owner: str) -> StoredRun | None:
-        """Take the oldest run a worker should execute now; the run as it was before."""
+    def claim_next(self, owner: str, *, decided_only: bool = False) -> StoredRun | None:
+        """Take the oldest run a worker should execute now (``decided_only``: only a
+        paused run whose approvals are all decided); the run as it was before."""
         ...
 
     def hold(self, run_id: str, owner: str) -> Any:

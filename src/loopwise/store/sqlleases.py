@@ -142,12 +142,13 @@ class SQLLeases(SQLBase):
             (owner, self.lease_seconds, utc_now(), run_id),
         )
 
-    def claim_next(self, owner: str) -> StoredRun | None:
+    def claim_next(self, owner: str, *, decided_only: bool = False) -> StoredRun | None:
         """Take the oldest run a worker should execute now, for ``owner``.
 
         Workers execute, in arrival order, runs that are ``queued``, ``awaiting_approval``
         with every approval decided, or ``running`` with a lapsed lease — and only runs
-        with a target spec a worker can load, never an eval's. Returns the run as it was
+        with a target spec a worker can load, never an eval's. ``decided_only`` takes the
+        decided paused runs alone (``loopwise serve --resume``). Returns the run as it was
         before the claim (its status says whether to start or resume it), or ``None``.
         """
         # Each kind of claimable run is looked up by its own index, oldest first (a few, in
@@ -168,8 +169,9 @@ class SQLLeases(SQLBase):
                 (self._by_status, QUEUED, ""),
                 (self._by_status, "running", f" AND {lapsed}"),
                 (self._by_answered, Status.AWAITING_APPROVAL.value, f" AND {answered}"),
-            )
+            )[2 if decided_only else 0 :]
         )
+        queued, lapsed = ("FALSE", "FALSE") if decided_only else ("TRUE", lapsed)
         with self._lock, self._transaction() as tx:
             rows = tx.rows(
                 # An eval's run is the eval's to run: never a worker's (nor its deps').
@@ -177,10 +179,10 @@ class SQLLeases(SQLBase):
                 # another worker changed while this one waited for it. A CASE, not an OR:
                 # an OR of statuses would lead SQLite to its status index again.
                 f"SELECT * FROM runs WHERE id IN ({kinds}) AND {real} AND CASE status "
-                f"WHEN '{QUEUED}' THEN TRUE WHEN 'running' THEN {lapsed} "
+                f"WHEN '{QUEUED}' THEN {queued} WHEN 'running' THEN {lapsed} "
                 f"WHEN '{Status.AWAITING_APPROVAL.value}' THEN {answered} ELSE FALSE END "
                 f"{order} LIMIT 1{self._skip_locked}",
-                (owner, owner),
+                () if decided_only else (owner, owner),
             )
             if not rows:
                 return None
