@@ -25,7 +25,7 @@ the action estimates it, and the decisions already made on the run.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +35,6 @@ from loopwise.errors import AnswerError, DecisionError
 from loopwise.store.base import EventLog, RunStore, StoredApproval, not_pending
 
 if TYPE_CHECKING:
-    from loopwise.core.shape import Shape, ToolShape
     from loopwise.core.step import Step
 
 # Checking an edit loads the run's target, its tools and pydantic; listing and plain
@@ -50,7 +49,6 @@ __all__ = [
     "check_decider",
     "decide",
     "plan_items",
-    "tools_in",
     "view",
     "views",
 ]
@@ -234,19 +232,6 @@ def _check_answer(schema: dict[str, Any], answer: Any) -> None:
             problem=problem,
             schema=schema,
         )
-
-
-def tools_in(shape: Shape) -> Iterator[ToolShape]:
-    """Every tool a step's description holds: its own, its actions', its children's."""
-    if shape.repeated:
-        return
-    yield from shape.tools
-    yield from shape.actions
-    for _, child in shape.children():
-        yield from tools_in(child)
-    for action in shape.actions:
-        if action.step is not None:
-            yield from tools_in(action.step)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

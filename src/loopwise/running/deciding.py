@@ -24,21 +24,21 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from loopwise.core.events import Status, jsonable
 from loopwise.core.result import Halt
-from loopwise.core.shape import ToolShape, describe
+from loopwise.core.shape import Shape, ToolShape, describe
 from loopwise.core.step import Context, Step
 from loopwise.errors import DecisionError, LoopwiseError
-from loopwise.running.approvals import tools_in
 from loopwise.running.targets import Target, deps_factory, load_target
 from loopwise.store.base import RunStore, StoredApproval, StoredRun
 from loopwise.tools.arguments import ToolArgumentsError
 from loopwise.tools.edits import judge_edit
 from loopwise.tools.verdicts import Denied
 
-__all__ = ["check_edit", "deciding_context"]
+__all__ = ["check_edit", "deciding_context", "tools_in"]
 
 
 def check_edit(
@@ -147,6 +147,19 @@ def _tool_in(step: Step, where: str, found: StoredApproval) -> ToolShape:
             code="not-editable",
         )
     return next(iter(tools.values()))
+
+
+def tools_in(shape: Shape) -> Iterator[ToolShape]:
+    """Every tool a step's description holds: its own, its actions', its children's."""
+    if shape.repeated:
+        return
+    yield from shape.tools
+    yield from shape.actions
+    for _, child in shape.children():
+        yield from tools_in(child)
+    for action in shape.actions:
+        if action.step is not None:
+            yield from tools_in(action.step)
 
 
 def deciding_context(

@@ -30,7 +30,7 @@ from loopwise.core.shape import describe
 from loopwise.core.step import Context
 from loopwise.errors import ModelAPIError, ToolError, missing_extra
 from loopwise.models.port import Model, ModelRequest, model_member
-from loopwise.running.approvals import tools_in
+from loopwise.running.deciding import tools_in
 from loopwise.running.targets import Target, deps_factory, load_target, model_for
 from loopwise.tools.tool import Tool
 from loopwise.tools.verdicts import Approved, Denied, Escalate

@@ -333,7 +333,7 @@ class TemporalStore:
         """Temporal hands runs to workers (raises)."""
         self._unsupported("leases (Temporal hands runs to workers; `loopwise resume`)")
 
-    def claim_next(self, owner: str) -> NoReturn:
+    def claim_next(self, owner: str, *, decided_only: bool = False) -> NoReturn:
         """Temporal hands runs to workers (raises)."""
         self._unsupported("queue (Temporal hands runs to workers)")
 
