@@ -184,3 +184,83 @@ def test_the_refund_desks_eval_leaves_no_sandbox_behind(
     assert effects["performed"]["issue_refund"] == 1 and effects["discarded"] is True
     assert list(scratch.iterdir()) == []  # was: a refund-desk-eval-*/shop.db per run
     assert _shop("SELECT * FROM refunds") == []
+
+
+HIDDEN = '''
+from pathlib import Path
+
+import loopwise
+from loopwise import Context, Workflow, call_tools, tool
+
+LEDGER = Path(__file__).with_name("ledger.txt")
+
+
+class Books:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+
+@tool(effect="write")
+def add_note(text: str, ctx: Context[Books]) -> str:
+    """Add a note to the customer's file."""
+    with ctx.deps.path.open("a") as f:
+        f.write(text + "\\n")
+    return "noted"
+
+
+@loopwise.step
+async def note_it(question: str, ctx: Context[Books]) -> str:
+    # A function node calling the executor: the static review cannot see add_note here.
+    [out] = await call_tools(ctx, [(add_note, {"text": question})])
+    return str(out)
+
+
+flow = Workflow("flow", input_type=str).then(note_it)
+
+
+def make_deps() -> Books:
+    return Books(LEDGER)
+'''
+
+
+def test_an_eval_never_takes_a_hidden_effect_on_the_real_deps(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A step that reaches a write tool through code (as a graduated workflow's nodes do)
+    # has no tool the review sees: its eval runs on make_deps(), so the effect is stopped.
+    (tmp_path / "hidden.py").write_text(HIDDEN)
+    (tmp_path / "cases.jsonl").write_text('{"input": "C-1002 called", "expected": "noted"}\n')
+    for rule in ("deny", "approve"):
+        code, out, err = _cli(
+            capsys, "eval", f"{tmp_path / 'hidden.py'}:flow", "--dataset",
+            str(tmp_path / "cases.jsonl"), "--gates", rule, "--json",
+            "--store", str(tmp_path / "evals.db"),
+        )  # fmt: skip
+        assert code in (0, 1), err
+        assert not (tmp_path / "ledger.txt").exists()  # the real books are untouched
+        doc = json.loads(out)
+        statuses = doc["targets"][0]["status_counts"]
+        assert statuses == {"denied": 1}, statuses
+
+
+def test_a_module_with_a_sandbox_evaluates_in_it_whatever_the_review_sees(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sandboxed = (
+        HIDDEN
+        + """
+
+def make_eval_deps() -> Books:
+    return Books(LEDGER.with_name("sandbox.txt"))
+"""
+    )
+    (tmp_path / "hidden.py").write_text(sandboxed)
+    (tmp_path / "cases.jsonl").write_text('{"input": "C-1002 called", "expected": "noted"}\n')
+    code, out, err = _cli(
+        capsys, "eval", f"{tmp_path / 'hidden.py'}:flow", "--dataset",
+        str(tmp_path / "cases.jsonl"), "--json", "--store", str(tmp_path / "evals.db"),
+    )  # fmt: skip
+    assert code in (0, 1), err
+    assert not (tmp_path / "ledger.txt").exists()
+    assert (tmp_path / "sandbox.txt").read_text() == "C-1002 called\n"
+    assert "make_eval_deps" in json.dumps(json.loads(out)["effects"])

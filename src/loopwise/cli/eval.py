@@ -251,6 +251,7 @@ def _eval_and_save(args: argparse.Namespace) -> EvalReport:
             make_deps=deps,
             gates=args.gates,
             deps_from=where,
+            guard_effects=where is None,
         )
         for t, (deps, where) in zip(
             loaded, [eval_deps(t, args.deps, args.gates) for t in loaded], strict=True

@@ -42,7 +42,7 @@ from loopwise.errors import ConfigError, StoreError
 from loopwise.evidence.evals.dataset import Case, Scorer, field_diff, field_match
 from loopwise.evidence.evals.history import gate_mark, history_key, last_eval
 from loopwise.evidence.evals.recommend import Recommendation, recommend
-from loopwise.evidence.evals.sandbox import EvalGates, effects_of
+from loopwise.evidence.evals.sandbox import EffectGuard, EvalGates, effects_of
 from loopwise.evidence.evals.stats import (
     CaseRun,
     TargetSummary,
@@ -50,6 +50,7 @@ from loopwise.evidence.evals.stats import (
 )
 from loopwise.models.port import model_name
 from loopwise.running.conventions import entered
+from loopwise.running.targets import EVAL_DEPS_FACTORY
 from loopwise.store.base import RunStore
 from loopwise.store.open import open_existing, open_store
 
@@ -88,6 +89,10 @@ class EvalTarget:
     (:mod:`loopwise.evidence.evals.sandbox`), never by a person; ``None``: as any run's are."""
     deps_from: str | None = None
     """Where its deps come from, as the report says it (``None``: the default)."""
+    guard_effects: bool = False
+    """No tool the review sees could take effect, so its runs' deps are the real ones: a
+    ``write``/``irreversible`` call reached anyway (from code the review cannot see into)
+    is stopped before it starts and the run ends ``denied`` (:class:`EffectGuard`)."""
 
     @property
     def architecture(self) -> str:
@@ -288,6 +293,13 @@ async def _run_one(
             made = target.make_deps()
             discarded = isinstance(made, _SCOPED) and not isinstance(made, nullcontext)
             options = {**options, "deps": await entered(scope, made)}
+        if target.guard_effects:
+            guard = EffectGuard(
+                f"eval: {{tools}} would take effect on {target.name}'s real deps (no sandbox; "
+                f"the review saw no such tool): define {EVAL_DEPS_FACTORY}() in its module, "
+                "or pass --deps module:function"
+            )
+            options = {**options, "sinks": (*options.get("sinks", ()), guard)}
         result = await runner.arun(
             target.step, input, store=store, spec=target.name, model=target.model, **options
         )

@@ -28,8 +28,8 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
-from loopwise.core.events import EventType
-from loopwise.core.result import RunResult
+from loopwise.core.events import Event, EventType, SinkDefaults, Status
+from loopwise.core.result import Halt, RunResult
 from loopwise.core.shape import Shape, ToolShape, describe
 from loopwise.errors import ConfigError
 from loopwise.running.targets import EVAL_DEPS_FACTORY, Target, defined, deps_factory
@@ -37,7 +37,7 @@ from loopwise.tools.gates import Gate
 from loopwise.tools.tool import Tool
 from loopwise.tools.verdicts import ApprovalRequest, Approved, Denied, Verdict
 
-__all__ = ["GATE_RULES", "EvalGates", "effects_of", "eval_deps", "risky_tools"]
+__all__ = ["GATE_RULES", "EffectGuard", "EvalGates", "effects_of", "eval_deps", "risky_tools"]
 
 """The name of a target module's sandbox deps factory, which ``loopwise eval`` uses."""
 
@@ -76,14 +76,17 @@ def eval_deps(
 ) -> tuple[Callable[[], Any] | None, str | None]:
     """Where an eval's runs of ``target`` get their deps, and how the report names it.
 
-    ``--deps`` (``spec``) wins; a target whose effects could happen gets its module's
-    ``make_eval_deps()``, else :class:`ConfigError`; any other keeps ``make_deps()``."""
+    ``--deps`` (``spec``) wins; a module that defines ``make_eval_deps()`` gets it (a
+    step may reach tools the review cannot see: a graduated workflow's nodes call the
+    executor from code); else a target whose effects could happen is refused
+    (:class:`ConfigError`), and any other keeps ``make_deps()`` — its runs guarded by
+    :class:`EffectGuard`."""
     if spec is not None:
         return deps_factory(target, spec), f"--deps {spec}"
     risky = risky_tools(target.step, rule)
-    if not risky:
-        return _as_given(deps_factory(target)), None
     sandbox = defined(target.module, EVAL_DEPS_FACTORY)
+    if not risky and not callable(sandbox):
+        return _as_given(deps_factory(target)), None
     if callable(sandbox):
         # What it returns as it is: a context manager is a throwaway sandbox, entered for
         # one run and left (removed) when the run ends.
@@ -95,6 +98,31 @@ def eval_deps(
         "real make_deps only on purpose)",
         name=target.spec,
     )
+
+
+class EffectGuard(SinkDefaults):
+    """A run's guard where no effect may happen (an eval on the real deps, a shadow outside
+    a sandbox): no ``write``/``irreversible`` tool starts, however it was reached — the
+    static review (:func:`risky_tools`) sees the tools a step declares, not one called
+    from code it cannot see into (a function node calling the executor, as a graduated
+    workflow's nodes do). The run ends ``denied`` with ``message`` (its ``{tools}`` the
+    tools that tried)."""
+
+    __slots__ = ("message", "tools")
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+        self.tools: list[str] = []
+
+    def record(self, run_id: str, event: Event) -> None:
+        """Note the tools that asked to take effect (their ``tool_call`` comes first)."""
+        if event.type is EventType.TOOL_CALL and event.data.get("effect") in _EFFECTS:
+            self.tools.append(str(event.data.get("tool")))
+
+    async def before_effect(self) -> None:
+        """Stop the effect: the run ends ``denied``, saying which tool and why."""
+        tools = ", ".join(dict.fromkeys(self.tools)) or "a tool"
+        raise Halt(Status.DENIED, self.message.format(tools=tools))
 
 
 def _as_given(make: Callable[[], Any] | None) -> Callable[[], Any] | None:

@@ -295,6 +295,7 @@ def _evaluated(
             make_deps=deps,
             gates="deny",
             deps_from=where,
+            guard_effects=where is None,
         )
         for t in (agent, workflow)
     ]

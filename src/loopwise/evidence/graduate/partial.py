@@ -220,6 +220,7 @@ def _certify(loaded: Target, agent: Target, cases: list[Case], how: _How) -> Cer
         make_deps=make,
         gates="deny",
         deps_from=where,
+        guard_effects=where is None,
     )
     report = evaluate([target], cases, sinks=[rulings], concurrency=how.concurrency, store=None)
     judged: list[tuple[float | None, bool]] = []

@@ -60,13 +60,13 @@ from contextlib import AsyncExitStack
 from types import ModuleType
 from typing import Any, Literal
 
-from loopwise.core.events import LIVE, Event, EventType, SinkDefaults, Status, jsonable
+from loopwise.core.events import LIVE, EventType, Status, jsonable
 from loopwise.core.execute import execute, new_context
 from loopwise.core.members import StepDefaults, step_member
 from loopwise.core.names import check_name
 from loopwise.core.options import ModelLike, RunOptions
 from loopwise.core.replay import RERUN, replays
-from loopwise.core.result import Halt, RunResult
+from loopwise.core.result import RunResult
 from loopwise.core.shape import Edge, Graph, Kind, Limits, Node, Shape, describe, kind_of, name_of
 from loopwise.core.step import Context, Step, check_step, needs_model
 from loopwise.core.usage import Budget, Usage
@@ -74,6 +74,7 @@ from loopwise.errors import ConfigError
 from loopwise.evidence.evals.dataset import field_match
 from loopwise.evidence.evals.sandbox import (
     GATE_RULES,
+    EffectGuard,
     EvalGates,
     effects_of,
     eval_deps,
@@ -263,7 +264,7 @@ class Shadow(StepDefaults):
                     run_id=f"{ctx.run_id}-shadow",
                     deps=deps,
                     # Outside a sandbox no effect may start, whatever the static review saw.
-                    sinks=() if sandbox is not None else (_NoEffects(self.name),),
+                    sinks=() if sandbox is not None else (_no_effects(self.name),),
                 )
                 sub = new_context(self.shadow, options)
                 async with asyncio.timeout(limit):
@@ -337,31 +338,13 @@ class Shadow(StepDefaults):
         return None, f"agree {named} returned {shown}, not true/false or a score in [0, 1]"
 
 
-class _NoEffects(SinkDefaults):
-    """The guard of a shadow run outside a sandbox (on the run's own deps, or none): no
-    ``write``/``irreversible`` tool starts, however it was reached. The static review
-    (:func:`~loopwise.evidence.evals.sandbox.risky_tools`) sees the tools a step declares;
-    one called from code it cannot see into (a function node calling the executor, as a
-    graduated workflow's nodes do) would otherwise take effect on the real deps."""
-
-    __slots__ = ("name", "tools")
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.tools: list[str] = []
-
-    def record(self, run_id: str, event: Event) -> None:
-        if event.type is EventType.TOOL_CALL and event.data.get("effect") in _EFFECTS:
-            self.tools.append(str(event.data.get("tool")))
-
-    async def before_effect(self) -> None:
-        tools = ", ".join(dict.fromkeys(self.tools)) or "a tool"
-        raise Halt(
-            Status.DENIED,
-            f"shadow {self.name!r}: {tools} would take effect outside a sandbox (the shadow "
-            "runs on the run's own deps); pass sandbox=, or define make_eval_deps() in the "
-            "module that declares the Shadow",
-        )
+def _no_effects(name: str) -> EffectGuard:
+    """The guard of a shadow run outside a sandbox (on the run's own deps, or none)."""
+    return EffectGuard(
+        f"shadow {name!r}: {{tools}} would take effect outside a sandbox (the shadow runs on "
+        "the run's own deps); pass sandbox=, or define make_eval_deps() in the module that "
+        "declares the Shadow"
+    )
 
 
 def _node(step: Step) -> Node:
