@@ -187,3 +187,54 @@ def _decide_in_browser(browser: Any, url: str, run_id: str, shots: Path) -> None
     drawn = page.locator("figure.drawing").inner_text()
     assert "s1: issue_refund" in drawn and "done" in drawn and "denied" in drawn
     _screenshot(page, shots, "run")
+
+
+REFUND = {"order_id": "O-1003", "amount_cents": 4000, "reason": "a partial refund"}
+
+
+def _edited_desk() -> str:
+    """A refund desk run whose refund ann edited from 18900 to 4000 cents, finished (the
+    mail and the note, asked again after the edit, approved as they were)."""
+    complaint = '"Order O-1003 arrived broken and I want my money back."'
+    paused = _loopwise("run", DESK, "--model", "scripted", "--input", complaint, "--json")
+    run_id = str(json.loads(paused.stdout)["run_id"])
+    decisions = [
+        ("execute.s1", "--args", json.dumps(REFUND)),
+        ("execute.s2",),
+        ("resume",),
+        ("execute.s2.recheck",),
+        ("execute.s3.recheck",),
+        ("resume",),
+    ]
+    for what in decisions:
+        if what == ("resume",):
+            done = _loopwise("resume", run_id)
+        else:
+            done = _loopwise("approve", run_id, "--approval", what[0], "--by", "ann", *what[1:])
+        assert done.returncode in (0, 1), done.stderr
+    return run_id
+
+
+def test_an_edited_step_reads_as_it_ran_in_the_browser(browser: Any, tmp_path: Path) -> None:
+    run_id = _edited_desk()
+    with subprocess.Popen(
+        [sys.executable, "-m", "loopwise.cli.main", "serve", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    ) as server:
+        try:
+            assert server.stdout is not None
+            url = server.stdout.readline().split()[1]
+            page = browser.new_page(viewport=DESKTOP)
+            page.goto(f"{url}/runs/{run_id}")
+            refund = page.locator("table.plan tr").filter(has_text="issue_refund")
+            ran = refund.locator(".ran > div").first.inner_text()
+            proposed = refund.locator(".proposed").inner_text()
+            assert "ran with (edited by ann)" in ran and "4000" in ran and "18900" not in ran
+            assert "the planner proposed" in proposed and "18900" in proposed
+            approvals = page.locator("table.approvals").inner_text()
+            assert "amount_cents: 18900 → 4000" in approvals
+            _screenshot(page, _shots(tmp_path), "run-edited")
+        finally:
+            server.terminate()

@@ -378,3 +378,16 @@ def test_an_edit_checked_against_a_step_of_another_name_is_refused(tmp_path: Pat
     with pytest.raises(loopwise.DecisionError, match="is of step 'payer'") as refused:
         loopwise.approve(run_id, args={"amount": 4}, store=tmp_path / "r.db", step=other)
     assert refused.value.code == "no-target"
+
+
+def test_serve_resume_leaves_queued_runs_to_workers(
+    store_at: str, serve: Any, tmp_path: Path
+) -> None:
+    (run_id,) = _paused_payers(tmp_path, store_at)
+    queued = loopwise.enqueue(f"{tmp_path / 'payer.py'}:payer", "pay", model="scripted",
+                              store=store_at)  # fmt: skip
+    loopwise.approve(run_id, by="ann", store=store_at)
+    app, _ = serve(store=store_at, resume=True)
+    assert app.wait_for_resumes(timeout=120)
+    with open_store(store_at) as st:
+        assert (st.get_run(run_id).status, st.get_run(queued).status) == ("completed", "queued")
