@@ -252,6 +252,17 @@ def test_certify_by_hand_at_the_degenerate_ends() -> None:
     # a cascade that accepts unknown confidences is not certified
     c = certify([0.5], sure, alpha=0.05, accepted_unknown=3)
     assert c.certificate is None and "unknown='unsure'" in (c.reason or "")
+    # ... even when this dataset happened to hold no case without a confidence
+    c = certify([0.5], [(0.99, False)] * 100, alpha=0.05, accepts_unknown=True)
+    assert c.certificate is None and "unknown='unsure'" in (c.reason or "")
+
+
+def test_a_max_error_below_float_resolution_answers_at_once() -> None:
+    # (1 - 1e-17) is 1.0 in floats: the integer check of the log form never ended
+    from loopwise.evidence.evals.bounds import cases_to_bound, cases_to_bound_rate
+
+    assert cases_to_bound(1e-17, 0.1) == math.ceil(math.log(0.1) / math.log1p(-1e-17))
+    assert cases_to_bound_rate(1e-18, 1e-17, 0.1) is None
 
 
 def test_split_model_routes_judge_requests_and_the_rest() -> None:
@@ -276,3 +287,21 @@ def test_repeats_count_each_case_once_in_the_certificate() -> None:
     assert first is not None and again is not None
     assert first.accepted == again.accepted == 50  # not 150: repeats are not new evidence
     assert again.error_bound == pytest.approx(1 - 0.1 ** (1 / 50))
+
+
+def test_the_same_input_listed_many_times_counts_once() -> None:
+    # 45 copies of one sure, right case would "certify" 5% if each were a fresh draw.
+    judge = scripted_judge({"t0": {"kind": {"bug": 0.99, "refund": 0.01}}})
+    target = EvalTarget(name="desk", step=_cascade(), model=judge)
+    copies = [Case(id=str(i), input="t0", expected="bug") for i in range(45)]
+    found, _ = loopwise.sweep(target, copies, max_error=0.05, store=None)
+    c = found.certification
+    assert c is not None and c.certificate is None and c.scored == 1
+    distinct = [Case(id=str(i), input="t0" if i == 0 else f"t{i}", expected="bug")
+                for i in range(45)]  # fmt: skip
+    judge_all = scripted_judge(lambda text: {"kind": {"bug": 0.99, "refund": 0.01}})
+    found, _ = loopwise.sweep(
+        EvalTarget(name="desk", step=_cascade(), model=judge_all), distinct, max_error=0.05,
+        store=None,
+    )  # fmt: skip
+    assert found.certification is not None and found.certification.certificate is not None

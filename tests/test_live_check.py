@@ -129,7 +129,9 @@ def test_half_disagreeing_is_drift_a_warning_that_names_numbers_and_the_rerun(
     assert drift["level"] == "warning"
     assert "30 of 60" in drift["message"] and f"since {live['since']}" in drift["message"]
     assert "5.0%" in drift["message"] and "--max-error" in drift["message"]
-    assert drift["fix"].endswith("loopwise eval flow.py:classify --from-store flow.py:live")
+    assert drift["fix"].endswith(
+        "loopwise eval flow.py:classify --from-store flow.py:live --model <your model>"
+    )
 
 
 def test_three_cases_are_uncertain_and_say_how_many_would_decide(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
@@ -186,7 +187,10 @@ def _rerun(args: argparse.Namespace, live: LiveReport) -> str:
     certifies the shadowed cascade again, else an eval of the primary on them."""
     primaries = _primaries(args.target)
     primary = primaries[0] if primaries else args.target
-    command = f"loopwise eval {primary} --from-store {args.target} --references agent"
+    model = os.environ.get("LOOPWISE_MODEL") or "<your model>"
+    command = (
+        f"loopwise eval {primary} --from-store {args.target} --model {model} --references agent"
+    )
     if swept(_shadowed(args.target)) is None:
         return command.replace(" --references agent", "")
     bound = f" --max-error {live.bound:g}" if live.bound is not None else ""

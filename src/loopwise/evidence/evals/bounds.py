@@ -171,6 +171,8 @@ def cases_to_bound(alpha: float, delta: float = 0.1) -> int:
     _check_open_unit("alpha", alpha)
     _check_open_unit("delta", delta)
     n = max(1, math.ceil(math.log(delta) / math.log1p(-alpha)))
+    if 1 - alpha == 1.0:
+        return n  # alpha below float resolution: (1 - alpha)^n is 1, the log form is all
     while n > 1 and (1 - alpha) ** (n - 1) <= delta:
         n -= 1
     while (1 - alpha) ** n > delta:
@@ -193,6 +195,8 @@ def cases_to_bound_rate(rate: float, alpha: float, delta: float = 0.1) -> int | 
         return binom_cdf(min(n, math.ceil(rate * n - 1e-9)), n, alpha) <= delta
 
     high = cases_to_bound(alpha, delta)
+    if high > 10**8:
+        return None  # more cases than anyone will label: say none would
     while not bounded(high):
         high *= 2
         if high > 10**8:

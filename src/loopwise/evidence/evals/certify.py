@@ -162,11 +162,13 @@ def certify(
     delta: float = 0.1,
     references: References = "labels",
     accepted_unknown: int = 0,
+    accepts_unknown: bool = False,
 ) -> Certification:
     """Run the procedure of the module docstring over ``thresholds`` on ``judged`` (one
     ``(confidence, wrong)`` per scored sure-path run). ``accepted_unknown`` counts runs the
-    cascade accepts with no confidence (it declares ``unknown="sure"``): no bound covers
-    them, so none is certified while there are any."""
+    cascade accepts with no confidence; ``accepts_unknown`` says it declares
+    ``unknown="sure"``: no bound covers a case accepted with no confidence, so such a
+    cascade is never certified, whether or not this dataset held one."""
     check_levels(alpha, delta)
     needed = cases_to_bound(alpha, delta)
     scored = len(judged)
@@ -185,11 +187,11 @@ def certify(
 
     if not judged:
         return none("no case is scored, so no error rate can be bounded", needed)
-    if accepted_unknown:
+    if accepted_unknown or accepts_unknown:
         return none(
-            f"the cascade accepts a case whose confidence is unknown (unknown='sure'), and "
-            f"{accepted_unknown} of {scored} scored cases had none: no bound covers them; "
-            "declare unknown='unsure' to certify",
+            "the cascade accepts a case whose confidence is unknown (unknown='sure'), and "
+            f"{accepted_unknown} of {scored} scored cases here had none: no bound covers "
+            "such a case on traffic to come; declare unknown='unsure' to certify",
             None,
         )
     certified: Certificate | None = None

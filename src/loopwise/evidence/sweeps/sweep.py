@@ -29,6 +29,7 @@ it is poor (:mod:`loopwise.evidence.sweeps.calibration`).
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -191,11 +192,12 @@ async def asweep(
     if max_error is not None:
         certified = certify(
             [p.threshold for p in points],
-            _judged(measured),
+            _judged(measured, cases),
             alpha=max_error,
             delta=delta,
             references=references,
             accepted_unknown=_accepted_unknown(measured),
+            accepts_unknown=cascade.unknown == "sure",
         )
         result = replace(result, certification=certified)
     return result, [run for run, _ in outcomes[cascade.threshold]]
@@ -244,14 +246,19 @@ def sweep(
     )
 
 
-def _judged(m: _Measured) -> list[Judged]:
+def _judged(m: _Measured, cases: Sequence[Case]) -> list[Judged]:
     """Each scored case's confidence on its first run (``None`` unless the judge's side
-    took it with a known one) and whether the sure side's outcome was not correct."""
+    took it with a known one) and whether the sure side's outcome was not correct; a case
+    whose input an earlier case already has counts once, as repeats do."""
+    first: dict[str, str] = {}
+    for case in cases:
+        first.setdefault(json.dumps(case.input, sort_keys=True, default=str), case.id)
+    distinct = set(first.values())
     out: list[Judged] = []
     for run in m.sure:
-        # One outcome per case: repeats of a case are not independent draws, and counting
-        # them would narrow the binomial bound the certificate rests on.
-        if run.score is None or run.repeat != 0:
+        # One outcome per input: repeats of a case, or the same input listed twice, are not
+        # independent draws, and counting them would narrow the bound the certificate is.
+        if run.score is None or run.repeat != 0 or run.case_id not in distinct:
             continue
         weighed = m.records.weighed.get(run.run_id) or {}
         confidence = weighed.get("confidence") if weighed.get("side") == "sure" else None
