@@ -40,6 +40,7 @@ from typing import Any, Protocol
 from loopwise.models.port import Message, ModelRequest, Turn
 from loopwise.models.responses import ENCRYPTED_REASONING
 from loopwise.models.scripted import Fault, as_turn, auto_respond, pieces, priced, schema_of
+from loopwise.testing._fakehttp import media
 from loopwise.testing._serverprofiles import features_of
 
 __all__ = ["FakeResponses", "IssuedCallIds"]
@@ -141,7 +142,7 @@ class FakeResponses:
         doc = self._response(entry, request, payload, items, host.call_ids)
         if payload.get("background"):
             return reply(200, self._hold(json.loads(doc)))
-        return reply(200, doc, media=_media(payload))
+        return reply(200, doc, media=media(payload))
 
     def _hold(self, final: dict[str, Any]) -> bytes:
         """A background response: kept to be polled, answered ``queued`` now."""
@@ -345,7 +346,7 @@ class FakeResponses:
         )
         if fault.truncated_json:
             doc = doc[: len(doc) // 2]
-        return reply(fault.status, doc, fault.headers, media=_media(payload))
+        return reply(fault.status, doc, fault.headers, media=media(payload))
 
 
 def _named_calls(given: Any) -> list[Any]:
@@ -583,10 +584,6 @@ def _plain_refusal(feature: str) -> tuple[str, str]:
         f"Invalid parameter: 'text.format' of type '{kind}' is not supported by this server.",
         "text.format",
     )
-
-
-def _media(payload: dict[str, Any]) -> str:
-    return "text/event-stream" if payload.get("stream") else "application/json"
 
 
 def _error(

@@ -16,7 +16,8 @@ answer the way one real server does (:mod:`loopwise.testing._serverprofiles`: ll
 Ollama ignoring ``tool_choice``, LM Studio refusing ``json_object``...). Each HTTP request
 consumes one entry, so an SDK retry after a fault takes the next one. A request with
 ``stream: true`` gets the same answer as server-sent events, its text and tool-call
-arguments cut into pieces (the calls of one turn interleaved).
+arguments cut into pieces (the calls of one turn interleaved). The HTTP it speaks is
+:mod:`loopwise.testing._fakehttp`'s.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import itertools
 import json
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable
 from types import TracebackType
 from typing import Any
 
@@ -45,6 +46,7 @@ from loopwise.models.scripted import (
     priced,
     schema_of,
 )
+from loopwise.testing._fakehttp import error, http, media, parse_head, read_body
 from loopwise.testing._fakeresponses import FakeResponses, IssuedCallIds
 from loopwise.testing._serverprofiles import (
     FEATURES,
@@ -58,9 +60,6 @@ __all__ = ["FakeChatServer"]
 
 REJECTABLE = FEATURES
 """What ``reject`` may name (see :data:`loopwise.testing._serverprofiles.FEATURES`)."""
-
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests"}
-_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit"}
 
 
 class FakeChatServer:
@@ -247,8 +246,8 @@ class FakeChatServer:
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
-                method, path, headers = _parse_head(head)
-                body = await _read_body(reader, headers)
+                method, path, headers = parse_head(head)
+                body = await read_body(reader, headers)
                 response = await self._respond(method, path, body)
                 if response is None:
                     break
@@ -280,39 +279,39 @@ class FakeChatServer:
                     await asyncio.sleep(self.latency)
                 if chat:
                     return await self._chat(body)
-                return await self.responses.answer(body, _Host(self), _http)
+                return await self.responses.answer(body, _Host(self), http)
             finally:
                 self.in_flight -= 1
-        held = self.responses.held(method.decode(), route.decode(), _http)
+        held = self.responses.held(method.decode(), route.decode(), http)
         if held is not None:  # a background response polled or cancelled
             return held
         if method == b"POST" and path.rstrip(b"/").endswith(b"/decisions") and self.decisions:
             return await self._decide(body)
         if method == b"GET" and path.rstrip(b"/").endswith(b"/models"):
             listing = {"object": "list", "data": [{"id": "fake-model", "object": "model"}]}
-            return _http(200, json.dumps(listing).encode())
-        return _error(404, f"no route {method.decode()} {path.decode()}")
+            return http(200, json.dumps(listing).encode())
+        return error(404, f"no route {method.decode()} {path.decode()}")
 
     async def _chat(self, body: bytes) -> bytes | None:
         try:
             payload = json.loads(body)
         except ValueError:
-            return _error(400, "the request body is not JSON")
+            return error(400, "the request body is not JSON")
         self.requests.append(payload)
         self.request_bytes.append(len(body))
         self.call_ids.check(_named_calls(payload.get("messages")))
         refusal = self.profile.rejection(payload)
         if refusal is not None:
-            return _http(refusal.status, json.dumps(refusal.body).encode())
+            return http(refusal.status, json.dumps(refusal.body).encode())
         request = _to_request(self.profile.adapt(payload))
         try:
             entry = self.scripted.script_entry(request)
         except Exception as e:
             self.errors.append(f"{type(e).__name__}: {e}")
-            return _error(500, f"FakeChatServer script failed: {type(e).__name__}: {e}")
+            return error(500, f"FakeChatServer script failed: {type(e).__name__}: {e}")
         if isinstance(entry, Fault):
             return await self._fault(entry, request, payload)
-        return _http(200, self._completion(entry, request, payload), media=_media(payload))
+        return http(200, self._completion(entry, request, payload), media=media(payload))
 
     def _completion(
         self, entry: Any, request: ModelRequest, payload: dict[str, Any], *, empty: bool = False
@@ -354,14 +353,14 @@ class FakeChatServer:
         try:
             payload = json.loads(body)
         except ValueError:
-            return _error(400, "the request body is not JSON")
+            return error(400, "the request body is not JSON")
         self.requests.append(payload)
         request = _decision_request(payload)
         try:
             entry = self.scripted.script_entry(request)
         except Exception as e:
             self.errors.append(f"{type(e).__name__}: {e}")
-            return _error(500, f"FakeChatServer script failed: {type(e).__name__}: {e}")
+            return error(500, f"FakeChatServer script failed: {type(e).__name__}: {e}")
         if isinstance(entry, Fault):
             if entry.status >= 400 or entry.disconnect or entry.crash or entry.body is not None:
                 return await self._fault(entry, request, payload)
@@ -378,7 +377,7 @@ class FakeChatServer:
                 "total_tokens": turn.input_tokens + turn.output_tokens,
             },
         }
-        return _http(200, json.dumps(doc).encode())
+        return http(200, json.dumps(doc).encode())
 
     async def _fault(
         self, fault: Fault, request: ModelRequest, payload: dict[str, Any]
@@ -397,16 +396,16 @@ class FakeChatServer:
                 if isinstance(raw, bytes)
                 else (raw if isinstance(raw, str) else json.dumps(raw)).encode()
             )
-            return _http(fault.status, body, fault.headers)
+            return http(fault.status, body, fault.headers)
         if fault.status >= 400:
-            return _error(
+            return error(
                 fault.status, f"FakeChatServer fault: HTTP {fault.status}", headers=fault.headers
             )
         answer = fault.answer if fault.answer is not None else auto_respond(request)
         body = self._completion(answer, request, payload, empty=fault.empty_choices)
         if fault.truncated_json:
             body = body[: len(body) // 2]
-        return _http(fault.status, body, fault.headers, media=_media(payload))
+        return http(fault.status, body, fault.headers, media=media(payload))
 
 
 class _Host:
@@ -519,50 +518,6 @@ def _logprobs_doc(tokens: list[dict[str, float]]) -> dict[str, Any]:
     return {"content": content, "refusal": None}
 
 
-def _parse_head(head: bytes) -> tuple[bytes, bytes, dict[bytes, bytes]]:
-    lines = head.split(b"\r\n")
-    method, path, _version = lines[0].split(b" ", 2)
-    headers = {}
-    for line in lines[1:]:
-        if line:
-            name, _, value = line.partition(b":")
-            headers[name.strip().lower()] = value.strip()
-    return method, path, headers
-
-
-async def _read_body(reader: asyncio.StreamReader, headers: dict[bytes, bytes]) -> bytes:
-    if headers.get(b"transfer-encoding", b"").lower() == b"chunked":
-        chunks: list[bytes] = []
-        while True:
-            size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
-            data = await reader.readexactly(size + 2)
-            if size == 0:
-                return b"".join(chunks)
-            chunks.append(data[:-2])
-    length = int(headers.get(b"content-length", b"0"))
-    return await reader.readexactly(length) if length else b""
-
-
-def _http(
-    status: int,
-    body: bytes,
-    headers: Mapping[str, str] | None = None,
-    *,
-    media: str = "application/json",
-) -> bytes:
-    extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
-    head = (
-        f"HTTP/1.1 {status} {_REASONS.get(status, 'Error' if status >= 400 else 'OK')}\r\n"
-        f"content-type: {media}\r\ncontent-length: {len(body)}\r\n"
-        f"connection: keep-alive\r\n{extra}\r\n"
-    )
-    return head.encode() + body
-
-
-def _media(payload: dict[str, Any]) -> str:
-    return "text/event-stream" if payload.get("stream") else "application/json"
-
-
 def _event_stream(doc: dict[str, Any], *, usage: bool) -> bytes:
     """A completion as the server-sent events of ``stream=true``: the text in pieces, each
     tool call's id and name first and then its arguments in pieces, the calls of one turn
@@ -612,22 +567,3 @@ def _deltas(message: dict[str, Any]) -> list[dict[str, Any]]:
 def _argument_pieces(arguments: Any) -> list[str]:
     text = arguments if isinstance(arguments, str) else json.dumps(arguments)
     return pieces(text) if text else []
-
-
-def _error(
-    status: int,
-    message: str,
-    *,
-    param: str | None = None,
-    headers: Mapping[str, str] | None = None,
-) -> bytes:
-    """An OpenAI-style error response."""
-    error = {
-        "message": message,
-        "type": _ERROR_TYPES.get(
-            status, "server_error" if status >= 500 else "invalid_request_error"
-        ),
-        "param": param,
-        "code": None,
-    }
-    return _http(status, json.dumps({"error": error}).encode(), headers)
