@@ -59,7 +59,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from loopwise.architectures.digraph import Digraph
-from loopwise.architectures.graph_checks import branch_errors, cycle_error, reach_errors
+from loopwise.architectures.graph_checks import (
+    branch_errors,
+    cycle_error,
+    reach_errors,
+    route_errors,
+)
+from loopwise.architectures.guards import Guards, end_errors, merges, route_guards
 from loopwise.architectures.nodes import (
     Join,
     NamedNode,
@@ -74,8 +80,6 @@ from loopwise.architectures.nodes import (
 from loopwise.architectures.schedule import run_as_ready
 from loopwise.architectures.wiring import (
     coerce_input,
-    domain_of,
-    fields_of,
     plain_key,
     strip_type,
     type_name,
@@ -143,7 +147,7 @@ class Workflow(StepDefaults):
         # Route branches named before their node exists: node name -> the routes naming it.
         self._awaited: dict[str, list[str]] = {}
         self._routes = 0
-        self._guards_memo: tuple[int, dict[str, frozenset[tuple[str, str]]]] | None = None
+        self._guards_memo: tuple[int, Guards] | None = None
         self._version = 0
         self._plan: tuple[int, _Plan] | None = None
 
@@ -331,7 +335,7 @@ class Workflow(StepDefaults):
         errors += reach_errors(self._dag, self._start())
         for node in self._dag:
             errors += self._edge_errors(node) + self._route_errors(node)
-        return errors + self._end_errors()
+        return errors + end_errors(self._ends(), self._guards())
 
     def validate(self) -> Workflow:
         """Raise the first :class:`GraphError` of :meth:`validation_errors`; return self."""
@@ -505,34 +509,15 @@ class Workflow(StepDefaults):
 
     def _merges(self, node: str) -> bool:
         """Whether ``node`` joins mutually exclusive route branches (so one ran)."""
-        preds = self._dag.predecessors(node)
-        if len(preds) < 2 or not self._routes:
+        if not self._routes:
             return False  # only route branches exclude each other
-        guards = self._guards()
-        edge = [self._edge_guard(p, node, guards) for p in preds]
-        return all(_exclusive(a, b) for i, a in enumerate(edge) for b in edge[i + 1 :])
+        return merges(self._dag, node, self._guards())
 
-    def _guards(self) -> dict[str, frozenset[tuple[str, str]]]:
+    def _guards(self) -> Guards:
         """Per node, the route choices (route, branch) every run of it depends on."""
-        if self._guards_memo is not None and self._guards_memo[0] == self._version:
-            return self._guards_memo[1]
-        guards: dict[str, frozenset[tuple[str, str]]] = {}
-        for node in (n for generation in self._generations() for n in generation):
-            preds = self._dag.predecessors(node)
-            if not preds:
-                guards[node] = frozenset()
-                continue
-            sets = [self._edge_guard(p, node, guards) for p in preds]
-            guards[node] = frozenset.intersection(*sets)
-        self._guards_memo = (self._version, guards)
-        return guards
-
-    def _edge_guard(
-        self, pred: str, node: str, guards: dict[str, frozenset[tuple[str, str]]]
-    ) -> frozenset[tuple[str, str]]:
-        if "route" in self._dag.data(pred):
-            return guards[pred] | {(pred, node)}
-        return guards[pred]
+        if self._guards_memo is None or self._guards_memo[0] != self._version:
+            self._guards_memo = (self._version, route_guards(self._dag, self._generations()))
+        return self._guards_memo[1]
 
     def _out_type(self, node: str, seen: set[str]) -> Any:
         """What ``node`` passes on: a route passes on what it received."""
@@ -545,24 +530,6 @@ class Workflow(StepDefaults):
         if not preds:
             return self.input_type
         return self._out_type(preds[0], seen | {node})
-
-    def _end_errors(self) -> list[GraphError]:
-        ends = self._ends()
-        guards = self._guards()
-        errors = []
-        for i, end in enumerate(ends):
-            clash = [e for e in ends[:i] if not _exclusive(guards[e], guards[end])]
-            if clash:
-                errors.append(
-                    GraphError(
-                        f"node {end!r} ends a branch that nothing joins, while {clash[0]!r} "
-                        f"also ends the workflow (a dangling branch: one output would be "
-                        f"lost); join them with then(step) / add(..., after=[...])",
-                        node=end,
-                        code="dangling-branch",
-                    )
-                )
-        return errors
 
     def _edge_errors(self, node: str) -> list[GraphError]:
         """Type mismatches on the edges into ``node``."""
@@ -606,52 +573,11 @@ class Workflow(StepDefaults):
         spec: RouteSpec | None = self._dag.data(node).get("route")
         if spec is None:
             return []
-        domain = self._route_domain(node, spec)
-        if isinstance(domain, GraphError):
-            return [domain]
-        if domain is None:
-            return []
-        errors = []
-        unknown = [k for k in spec.branches if k not in domain]
-        if unknown:
-            errors.append(
-                GraphError(
-                    f"route {node!r} has a branch for {unknown[0]!r}, which is not a value of "
-                    f"{spec.describe()} ({', '.join(map(repr, domain))}); fix the branch key",
-                    node=node,
-                    code="unknown-branch",
-                )
-            )
-        missing = [v for v in domain if v not in spec.branches]
-        if missing and spec.default is None:
-            errors.append(
-                GraphError(
-                    f"route {node!r} on {spec.describe()} does not cover "
-                    f"{', '.join(map(repr, missing))}; add a branch for each, or a default",
-                    node=node,
-                    code="non-exhaustive-route",
-                )
-            )
-        return errors
-
-    def _route_domain(self, node: str, spec: RouteSpec) -> list[Any] | GraphError | None:
-        if isinstance(spec.on, FunctionStep):
-            return domain_of(spec.on.output_type)
         preds = self._dag.predecessors(node)
-        if len(preds) > 1:
-            return None
+        if len(preds) > 1:  # a join: what is routed is no one step's output
+            return route_errors(node, spec, Any, joined=True)
         routed = self._out_type(preds[0], set()) if preds else self.input_type
-        fields = fields_of(strip_type(routed))
-        if fields is None:
-            return None
-        if spec.on not in fields:
-            return GraphError(
-                f"route {node!r} routes on {spec.on!r} but {type_name(routed)} has no such "
-                f"field (fields: {', '.join(fields)})",
-                node=node,
-                code="unknown-route-field",
-            )
-        return domain_of(fields[spec.on])
+        return route_errors(node, spec, routed)
 
 
 def _step_name(step: Any, workflow: str) -> str:
@@ -663,8 +589,3 @@ def _step_name(step: Any, workflow: str) -> str:
             node=str(name_of(step) or step),
         )
     return str(step.name)
-
-
-def _exclusive(a: frozenset[tuple[str, str]], b: frozenset[tuple[str, str]]) -> bool:
-    """Two guards exclude each other when they need different branches of one route."""
-    return any(ra == rb and ta != tb for ra, ta in a for rb, tb in b)
