@@ -526,3 +526,64 @@ def test_an_agreement_that_is_no_verdict_is_recorded_and_the_primary_stands(
         (case,) = st.live_cases([SPEC])
     assert (case.status, case.agree) == ("completed", None)
     assert "not true/false or a score in [0, 1]" in str(case.detail)
+
+
+def test_a_shadows_time_is_not_the_runs_time() -> None:
+    # A run with max_seconds=1 whose shadow takes 1.5 s still completes with the primary's
+    # output: the shadow has its own budget, and its wall time is counted apart.
+    @loopwise.step
+    async def slow(text: str) -> dict[str, str]:
+        import asyncio
+
+        await asyncio.sleep(1.5)
+        return {"category": "billing"}
+
+    @loopwise.step
+    def after(label: dict[str, str]) -> str:
+        return label["category"]
+
+    flow = loopwise.Workflow("flow", input_type=str, budget=Budget(max_seconds=1))
+    flow.then(Shadow("live", classify, slow, share=1.0)).then(after)
+    result = _run(flow, "my bill", store=None)
+    assert (result.status, result.output) == (Status.COMPLETED, "billing"), result.detail
+    assert result.usage.shadow is not None and result.usage.shadow.wall_seconds >= 1.5
+
+
+def test_two_shadows_of_one_run_never_share_idempotency_keys() -> None:
+    keys: list[str | None] = []
+
+    @loopwise.tool(effect="write")
+    def keep(text: str, ctx: loopwise.Context) -> str:
+        """Keep the ticket in the sandbox.
+
+        text: the ticket
+        """
+        keys.append(ctx.idempotency_key)
+        return "kept"
+
+    def agent() -> loopwise.Agent:
+        return loopwise.Agent(name="agent", tools=[keep], max_steps=3)
+
+    def respond(request: loopwise.ModelRequest) -> Any:
+        if not request.tool_results():
+            return call("keep", {"text": "same"})
+        return reply("done")
+
+    sandbox: list[str] = []
+    first = Shadow("first", classify, agent(), share=1.0, sandbox=lambda: sandbox,
+                   model=ScriptedModel(respond))  # fmt: skip
+    second = Shadow("second", classify, agent(), share=1.0, sandbox=lambda: sandbox,
+                    model=ScriptedModel(respond))  # fmt: skip
+    flow = loopwise.Workflow("flow", input_type=str)
+    flow.add("start", loopwise.step(lambda text: text, name="start"))
+    flow.add("first", first, after=["start"])
+    flow.add("second", second, after=["start"])
+    flow.add("both", loopwise.step(_count, name="both"),
+             after=["first", "second"], join=dict)  # fmt: skip
+    result = _run(flow, "my bill", store=None)
+    assert result.status is Status.COMPLETED, result.detail
+    assert len(keys) == 2 and keys[0] != keys[1], keys
+
+
+def _count(parts: dict[str, Any]) -> int:
+    return len(parts)

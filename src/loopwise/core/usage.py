@@ -284,6 +284,8 @@ class Budget:
             )
         if self.max_cost_usd is not None and cost is not None and cost > self.max_cost_usd:
             return f"cost ${cost:.6f} > max_cost_usd ${self.max_cost_usd}"
-        if self.max_seconds is not None and usage.wall_seconds > self.max_seconds:
-            return f"wall {usage.wall_seconds:.2f}s > max_seconds {self.max_seconds}"
+        # A shadow's time is its own (it has its own budget): never the run's.
+        wall = usage.wall_seconds - (usage.shadow.wall_seconds if usage.shadow else 0.0)
+        if self.max_seconds is not None and wall > self.max_seconds:
+            return f"wall {wall:.2f}s > max_seconds {self.max_seconds}"
         return None

@@ -261,7 +261,7 @@ class Shadow(StepDefaults):
                     approvals=EvalGates(self.gates, by=f"shadow {self.name}"),
                     pricing=ctx.pricing,
                     clock=ctx.clock,
-                    run_id=f"{ctx.run_id}-shadow",
+                    run_id=_shadow_run_id(ctx),
                     deps=deps,
                     # Outside a sandbox no effect may start, whatever the static review saw.
                     sinks=() if sandbox is not None else (_no_effects(self.name),),
@@ -336,6 +336,15 @@ class Shadow(StepDefaults):
         # Neither a verdict nor a score: the record says so; the run is the primary's.
         shown = repr(value)[:80]
         return None, f"agree {named} returned {shown}, not true/false or a score in [0, 1]"
+
+
+def _shadow_run_id(ctx: Context) -> str:
+    """The shadow run's id: the run's, and where in it this Shadow runs (a hash of its
+    path, counted when it runs again there), so two Shadows of one run — whose sandbox
+    may keep idempotency keys — never share keys."""
+    where = hashlib.sha256(ctx.step_path.encode()).hexdigest()[:8]
+    n = ctx.journal.counted(ctx.step_path, "shadow")
+    return f"{ctx.run_id}-shadow-{where}" + ("" if n == 1 else f"-{n}")
 
 
 def _no_effects(name: str) -> EffectGuard:
