@@ -24,6 +24,7 @@ from loopwise.cli.main import main
 from loopwise.running.targets import load_target, model_for
 from loopwise.running.worker import awork
 from loopwise.store.open import open_store
+from loopwise.testing import ScriptedModel, call, reply
 from test_inbox_load import PAYER, _forget_loaded
 from test_serve import COMPLAINT, DESK, serve
 
@@ -391,3 +392,34 @@ def test_serve_resume_leaves_queued_runs_to_workers(
     assert app.wait_for_resumes(timeout=120)
     with open_store(store_at) as st:
         assert (st.get_run(run_id).status, st.get_run(queued).status) == ("completed", "queued")
+
+
+def test_a_run_without_a_spec_is_not_said_to_be_resumed_by_the_inbox(
+    store_at: str, serve: Any
+) -> None:
+    @loopwise.tool(effect="irreversible", gate=loopwise.gates.human())
+    def pay(amount: int) -> str:
+        """Pay an amount."""
+        return "paid"
+
+    def respond(request: loopwise.ModelRequest) -> Any:
+        done = any(m["role"] == "tool" for m in request.messages)
+        return reply("ok") if done else call("pay", {"amount": 5}, id="c1")
+
+    made_here = loopwise.Agent(name="made_here", tools=[pay])  # in a function: no spec
+    paused = loopwise.run(made_here, "go", model=ScriptedModel(respond), store=store_at)
+    app, client = serve(store=store_at, resume=True, by="ann")
+    with open_store(store_at) as st:
+        assert st.get_run(paused.run_id).spec is None
+        seen = st.approvals(paused.run_id)[0].args_hash
+    form = {"run_id": paused.run_id, "approval_id": "c1", "args_hash": seen}
+    answer = client.decide(**form, decision="approve")
+    assert app.wait_for_resumes(timeout=120)
+    how = f"loopwise.resume({paused.run_id!r}, step=YOUR_STEP)"
+    notice = html.unescape(client.get(answer.headers["location"]).body)
+    assert how in notice and "resuming" not in notice
+    page = html.unescape(client.get(f"/runs/{paused.run_id}").body)
+    assert how in page and "this inbox is resuming" not in page
+    done = loopwise.resume(paused.run_id, step=made_here, model=ScriptedModel(respond),
+                           store=store_at)  # fmt: skip
+    assert done.status == "completed"

@@ -54,7 +54,14 @@ from loopwise.core.events import Status, json_value
 from loopwise.core.names import shown_name_problem
 from loopwise.errors import AnswerError, ConfigError, LoopwiseError
 from loopwise.running import approvals
-from loopwise.serve.pages import STYLESHEET, Form, inbox_page, run_page, runs_page
+from loopwise.serve.pages import (
+    STYLESHEET,
+    Form,
+    inbox_page,
+    run_page,
+    runs_page,
+    who_resumes,
+)
 from loopwise.serve.resuming import Resumer
 from loopwise.store.base import QUEUED, RunStore, StoredRun
 from loopwise.store.open import open_store
@@ -358,12 +365,10 @@ def _notice(store: RunStore, decided: str, resuming: bool) -> str | None:
     waiting = len(store.pending(run_id))
     if waiting:
         return f"{done}. The run goes on when its {waiting} other pending approval(s) are decided."
-    if resuming:
-        return f"{done}. {_resumed(store.get_run(run_id))}"
-    return (
-        f"{done}. The run is not resumed here: a `loopwise worker` on this store continues "
-        f"it, or run: loopwise resume {run_id}"
-    )
+    run = store.get_run(run_id)
+    if resuming and run.spec:
+        return f"{done}. {_resumed(run)}"
+    return f"{done}. The run is not resumed here: {who_resumes(run)}"
 
 
 def _resumed(run: StoredRun) -> str:

@@ -38,6 +38,7 @@ __all__ = [
     "readable",
     "run_page",
     "runs_page",
+    "who_resumes",
 ]
 
 _MAX_DEPTH = 6
@@ -381,14 +382,22 @@ def _detail(
     if pending:
         names = ", ".join(f"{a.tool} ({a.approval_id})" for a in pending)
         line = f"{len(pending)} call(s) await approval: {names}"
-    elif resuming:
+    elif resuming and run.spec:
         line = "Every approval is decided: this inbox is resuming the run."
     else:
-        line = (
-            "Every approval is decided; the run waits to be resumed: a `loopwise worker` "
-            f"on this store continues it, or run: loopwise resume {run.run_id}"
-        )
+        line = f"Every approval is decided; the run waits to be resumed: {who_resumes(run)}"
     return f"<p class='detail' role='status'>{_t(line)}</p>"
+
+
+def who_resumes(run: StoredRun) -> str:
+    """What continues a decided run that this inbox does not resume."""
+    if not run.spec:
+        # Workers, `serve --resume` and `loopwise resume` load a run's step by its spec.
+        return (
+            f"continue it in Python: loopwise.resume({run.run_id!r}, step=YOUR_STEP) (it "
+            "recorded no target spec: its step was made in a script or a function)"
+        )
+    return f"a `loopwise worker` on this store continues it, or run: loopwise resume {run.run_id}"
 
 
 def _drawing(run: StoredRun, plan: Sequence[PlanItem], events: Sequence[Event]) -> str:
