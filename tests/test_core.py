@@ -33,6 +33,7 @@ EXPECTED_ALL = {
     "graduate", "load_dataset", "open_store", "resolve_model", "resume", "run", "step", "tool",
     "approvals", "call_tools", "calls", "gates", "hybrid", "mcp", "otel",
     "DEFAULT", "ApprovalHandler", "ModelLike", "ResumeOverrides", "RunOverrides", "StoreLike",
+    "asgi_inbox", "wsgi_inbox",
 }  # fmt: skip
 
 

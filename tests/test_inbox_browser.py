@@ -19,6 +19,8 @@ import re
 import sqlite3
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -238,3 +240,55 @@ def test_an_edited_step_reads_as_it_ran_in_the_browser(browser: Any, tmp_path: P
             _screenshot(page, _shots(tmp_path), "run-edited")
         finally:
             server.terminate()
+
+
+def test_the_inbox_mounted_in_a_fastapi_app_decides_in_the_browser(
+    browser: Any, tmp_path: Path
+) -> None:
+    # The team's app (tests/test_inbox_mounted.py): its own sign-in, the inbox under
+    # /approvals, served by uvicorn on 127.0.0.1 from a thread of this process.
+    import uvicorn
+
+    from test_inbox_mounted import mounted_app
+
+    complaint = '"Order O-1003 arrived broken and I want my money back."'
+    paused = _loopwise("run", DESK, "--model", "scripted", "--input", complaint, "--json")
+    assert paused.returncode == 1, paused.stderr
+    run_id = json.loads(paused.stdout)["run_id"]
+    config = uvicorn.Config(mounted_app(None), host="127.0.0.1", port=0, log_level="warning")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            assert thread.is_alive(), "uvicorn did not start"
+            time.sleep(0.02)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        url = f"http://127.0.0.1:{port}"
+        page = browser.new_page(viewport=DESKTOP)
+        assert page.goto(f"{url}/approvals/").status == 403  # no one signed in
+        page.goto(f"{url}/login?user=Ada%20Lovelace")
+        assert page.url == f"{url}/approvals/"
+        refund = _card(page, "issue_refund")
+        assert page.locator("article.approval").count() == 2
+        assert "deciding as Ada Lovelace" in refund.inner_text()
+        assert page.locator("link[rel=stylesheet]").get_attribute("href") == (
+            "/approvals/static/inbox.css"
+        )
+        background = page.evaluate(
+            "getComputedStyle(document.querySelector('header')).backgroundColor"
+        )
+        assert background == "rgb(17, 24, 39)"  # the stylesheet loaded under the prefix
+        refund.locator("form.decide").get_by_role("button", name="Approve").click()
+        page.wait_for_url(re.compile(r"/approvals/\?decided="))
+        notice = page.locator(".notice").inner_text()
+        assert f"execute.s1 of run {run_id}: approved by Ada Lovelace" in notice
+        assert page.locator("article.approval").count() == 1
+        _screenshot(page, _shots(tmp_path), "mounted-inbox")
+        page.get_by_role("link", name=run_id).click()
+        page.wait_for_url(f"{url}/approvals/runs/{run_id}")
+        assert "Ada Lovelace" in page.locator("table.approvals").inner_text()
+        _screenshot(page, _shots(tmp_path), "mounted-run")
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)

@@ -28,7 +28,8 @@ import loopwise
 from loopwise import gates
 from loopwise.cli.main import main
 from loopwise.running.targets import load_target
-from loopwise.serve.app import CSP, ServeSettings, make_server
+from loopwise.serve.app import ServeSettings, make_server
+from loopwise.serve.guards import CSP
 from loopwise.store.open import open_store
 from loopwise.testing import ScriptedModel, call, reply
 
@@ -884,7 +885,7 @@ def test_behind_the_proxy_the_page_shows_who_decides_and_asks_no_name(
 
 def test_every_loopback_address_counts_as_loopback() -> None:
     # --host 127.0.0.2 stays on this machine: the Host check (DNS rebinding) must hold.
-    from loopwise.serve.app import is_loopback
+    from loopwise.serve.guards import is_loopback
 
     assert all(map(is_loopback, ["127.0.0.1", "127.0.0.2", "::1", "[::1]", "LocalHost"]))
     assert not any(map(is_loopback, ["0.0.0.0", "192.0.2.7", "example.com", "127.1", ""]))

@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     from loopwise.running.decisions import approve, deny
     from loopwise.running.runner import aresume, arun, enqueue, resume, run
     from loopwise.running.stream import RunStream, astream, astream_resume
+    from loopwise.serve.mounted import asgi_inbox, wsgi_inbox
     from loopwise.store.base import RunStore, StoredApproval, StoredRun
     from loopwise.store.open import DEFAULT, StoreLike, open_store
     from loopwise.store.postgres import PostgresStore
@@ -129,6 +130,8 @@ _LAZY = {
     **dict.fromkeys(["RunStore", "StoredApproval", "StoredRun"], "loopwise.store.base"),
     "open_store": "loopwise.store.open",
     **dict.fromkeys(["RunStream", "astream", "astream_resume"], "loopwise.running.stream"),
+    # The approvals inbox mounted in a team's own ASGI/WSGI app (no web framework needed).
+    **dict.fromkeys(["asgi_inbox", "wsgi_inbox"], "loopwise.serve.mounted"),
     "Structured": "loopwise.architectures.structured",
     **dict.fromkeys(["Bounds", "IdPattern", "InDirectory", "OneOf"], "loopwise.tools.allowlists"),
     **dict.fromkeys(["Effect", "Tool", "as_tool", "tool"], "loopwise.tools.tool"),
@@ -288,6 +291,7 @@ __all__ = [
     "aresume",
     "arun",
     "as_tool",
+    "asgi_inbox",
     "astream",
     "astream_resume",
     "asweep",
@@ -314,5 +318,6 @@ __all__ = [
     "step",
     "sweep",
     "tool",
+    "wsgi_inbox",
 ]
 __version__ = "0.1.0"

@@ -16,7 +16,8 @@ from typing import Any
 from loopwise.cli import temporal
 from loopwise.cli.options import UsageError, store_help
 from loopwise.errors import ConfigError
-from loopwise.serve.app import ServeSettings, is_loopback, make_server
+from loopwise.serve.app import ServeSettings, make_server
+from loopwise.serve.guards import is_loopback
 from loopwise.store.open import require_folder
 
 __all__ = ["add_serve_verb"]

@@ -5,6 +5,8 @@ handful of server-rendered pages and one form endpoint, so an ASGI stack would a
 dependencies and an event loop beside the store's threads without adding anything the
 pages need. The pages are :mod:`loopwise.serve.pages`'s; a decision goes through
 :func:`loopwise.running.approvals.decide`, the same path as ``loopwise approve``/``deny``.
+The same :class:`Inbox` mounts in a team's own ASGI or WSGI app, behind its sign-in
+(:mod:`loopwise.serve.mounted`); the checks below are :mod:`loopwise.serve.guards`'s.
 
 Safe by default:
 
@@ -38,14 +40,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import html
-import ipaddress
 import json
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
-from http.cookies import CookieError, SimpleCookie
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlencode, urlsplit
@@ -54,6 +53,10 @@ from loopwise.core.events import Status, json_value
 from loopwise.core.names import shown_name_problem
 from loopwise.errors import AnswerError, ConfigError, LoopwiseError
 from loopwise.running import approvals
+from loopwise.serve import guards
+from loopwise.serve.guards import Answer as _Answer
+from loopwise.serve.guards import host_name
+from loopwise.serve.guards import plain as _plain
 from loopwise.serve.pages import (
     STYLESHEET,
     Form,
@@ -67,39 +70,13 @@ from loopwise.store.base import QUEUED, RunStore, StoredRun
 from loopwise.store.open import open_store
 
 __all__ = [
-    "CSP",
     "Inbox",
     "ServeSettings",
     "allowed_hosts",
-    "host_name",
-    "is_loopback",
     "make_server",
 ]
 
-CSP = (
-    "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
-    "frame-ancestors 'none'; base-uri 'none'"
-)
-"""The Content-Security-Policy of every answer."""
-
-
-def is_loopback(host: str) -> bool:
-    """Whether listening on ``host`` stays on this machine (``127.0.0.0/8``, ``::1``)."""
-    try:
-        return host.lower() == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 _WILDCARDS = frozenset({"0.0.0.0", "::", "[::]", ""})
-
-
-def host_name(header: str) -> str:
-    """The name in a ``Host`` header, without its port, lowercased (``[::1]:80`` → ``::1``)."""
-    header = header.strip().lower()
-    if header.startswith("["):
-        return header[1:].partition("]")[0]
-    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
 
 
 def allowed_hosts(settings: ServeSettings) -> frozenset[str]:
@@ -111,8 +88,6 @@ def allowed_hosts(settings: ServeSettings) -> frozenset[str]:
     return frozenset(named) | {"localhost"}
 
 
-_COOKIE = "loopwise_csrf"
-_MAX_BODY = 256 * 1024
 _DECISIONS = {"approve": "approved", "deny": "denied"}
 _STATUSES = (
     Status.AWAITING_APPROVAL.value,
@@ -147,22 +122,25 @@ class ServeSettings:
     people reach a non-loopback inbox by); required for a wildcard bind."""
 
 
-@dataclass(frozen=True, slots=True)
-class _Answer:
-    status: int
-    body: str
-    content_type: str = "text/html; charset=utf-8"
-    location: str | None = None
-    cookie: str | None = None
-
-
 class Inbox:
     """The app: routes requests to pages and decisions over one open store."""
 
-    def __init__(self, store: RunStore, settings: ServeSettings) -> None:
+    def __init__(
+        self,
+        store: RunStore,
+        settings: ServeSettings,
+        *,
+        secret: bytes | None = None,
+        user_from: str | None = None,
+    ) -> None:
+        """``secret`` signs the CSRF tokens (default: one of this process's own);
+        ``user_from`` says where the decider's name comes from when it is not typed
+        (``"in the X-User header"``; default: the proxy header of ``settings``)."""
         self.store = store
         self.settings = settings
-        self._secret = secrets.token_bytes(32)
+        self._secret = secret if secret is not None else secrets.token_bytes(32)
+        header = settings.trust_proxy_user
+        self._user_from = user_from or (f"in the {header} header" if header else None)
         self._resumer: Resumer | None = None
 
     def start(self) -> None:
@@ -175,9 +153,15 @@ class Inbox:
         return hmac.new(self._secret, cookie.encode(), hashlib.sha256).hexdigest()
 
     def get(
-        self, path: str, query: dict[str, list[str]], cookie: str | None, user: str | None = None
+        self,
+        path: str,
+        query: dict[str, list[str]],
+        cookie: str | None,
+        user: str | None = None,
+        root: str = "",
     ) -> _Answer:
-        """Answer a GET (never changes anything); ``user`` is the proxy's user header."""
+        """Answer a GET (never changes anything); ``user`` is who the proxy or the host app
+        says decides, ``root`` the (URL-quoted) path the inbox is mounted under."""
         fresh = cookie or secrets.token_urlsafe(24)
         set_cookie = None if cookie else fresh
         if path == "/static/inbox.css":
@@ -189,6 +173,7 @@ class Inbox:
                 by=self.settings.by,
                 fixed_by=self._proxy_user(user),
                 notice=notice,
+                root=root,
             )
             try:
                 page = self._inbox(form, after=query.get("after", [None])[0])
@@ -198,9 +183,10 @@ class Inbox:
         if path == "/runs":
             chosen = query.get("status", [None])[0] or None
             runs = self.store.list_runs(limit=_LISTED, status=chosen)
-            return _Answer(200, runs_page(runs, _STATUSES, chosen), cookie=set_cookie)
+            page = runs_page(runs, _STATUSES, chosen, root=root)
+            return _Answer(200, page, cookie=set_cookie)
         if path.startswith("/runs/") and path.count("/") == 2:
-            return self._run(unquote(path.removeprefix("/runs/")))
+            return self._run(unquote(path.removeprefix("/runs/")), root)
         return _Answer(404, _plain("no such page"))
 
     def _inbox(self, form: Form, after: str | None = None) -> str:
@@ -209,7 +195,7 @@ class Inbox:
         shown = approvals.views(self.store, page.approvals)
         return inbox_page(shown, form, total=page.total, older=page.next, paged=bool(after))
 
-    def _run(self, run_id: str) -> _Answer:
+    def _run(self, run_id: str, root: str) -> _Answer:
         try:
             run = self.store.get_run(run_id)
         except ConfigError:
@@ -217,12 +203,14 @@ class Inbox:
         events = self.store.events(run_id)
         rows = self.store.approvals(run_id)
         plan = approvals.plan_items(events, rows)
-        return _Answer(200, run_page(run, plan, rows, events, resuming=self.settings.resume))
+        page = run_page(run, plan, rows, events, resuming=self.settings.resume, root=root)
+        return _Answer(200, page)
 
     def post(
-        self, path: str, form: dict[str, str], cookie: str | None, user: str | None
+        self, path: str, form: dict[str, str], cookie: str | None, user: str | None, root: str = ""
     ) -> _Answer:
-        """Answer the one POST: a decision, checked before anything is recorded."""
+        """Answer the one POST: a decision, checked before anything is recorded (``user``
+        and ``root`` as for :meth:`get`)."""
         if path != "/decide":
             return _Answer(404, _plain("no such form"))
         if not cookie or not hmac.compare_digest(form.get("csrf", ""), self.token(cookie)):
@@ -254,6 +242,7 @@ class Inbox:
                     fixed_by=self._proxy_user(user),
                     error=(run_id, approval_id, _on_the_page(e)),
                     notice=None,
+                    root=root,
                 )
             )
             return _Answer(status, page)
@@ -261,38 +250,38 @@ class Inbox:
             self._resumer.look()
         # Ids are model text (a call id may hold CR/LF): quoted, they stay one header line.
         decided = urlencode({"decided": f"{done.run_id}/{done.approval_id}"})
-        return _Answer(303, "", location=f"/?{decided}")
+        return _Answer(303, "", location=f"{root}/?{decided}")
 
     def _proxy_user(self, user: str | None) -> str | None:
-        """Who the proxy says decides (shown instead of a name to type), when it says."""
-        if not self.settings.trust_proxy_user:
+        """Who the proxy (or the host app) says decides (shown instead of a name to type),
+        when it says."""
+        where = self._user_from
+        if where is None:
             return None
-        header = self.settings.trust_proxy_user
         if isinstance(user, _NotUtf8):
-            return f"(the user in the {header} header is not UTF-8: decisions are refused)"
-        return user or f"(no user in the {header} header: decisions are refused)"
+            return f"(the user {where} is not UTF-8: decisions are refused)"
+        return user or f"(no user {where}: decisions are refused)"
 
     def _who(self, form: dict[str, str], user: str | None) -> str:
-        if self.settings.trust_proxy_user:
+        where = self._user_from
+        if where is not None:
             if not user:
                 raise ConfigError(
-                    f"no user in the {self.settings.trust_proxy_user} header: decisions "
-                    "come through the authenticating proxy",
+                    f"no user {where}: decisions come through the authenticating proxy",
                     name="by",
                 )
-            header = self.settings.trust_proxy_user
             if isinstance(user, _NotUtf8):
                 raw = user.encode("latin-1")
                 shown = repr(raw) if len(raw) <= 80 else f"{raw[:80]!r}…"
                 raise ConfigError(
-                    f"the user in the {header} header, {shown}, is not UTF-8; nothing was decided",
+                    f"the user {where}, {shown}, is not UTF-8; nothing was decided",
                     name="by",
                     code="bad-name",
                 )
             problem = shown_name_problem(user)
             if problem is not None:
                 raise ConfigError(
-                    f"the user in the {header} header, {user!r}, {problem}; nothing was decided",
+                    f"the user {where}, {user!r}, {problem}; nothing was decided",
                     name="by",
                     code="bad-name",
                 )
@@ -383,13 +372,6 @@ def _resumed(run: StoredRun) -> str:
     return f"The run has ended: {run.status}."
 
 
-def _plain(text: str) -> str:
-    return (
-        "<!doctype html><meta charset='utf-8'><title>loopwise</title>"
-        f"<p>{html.escape(text, quote=True)}</p>"
-    )
-
-
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     server_version = "loopwise"
@@ -405,44 +387,37 @@ class _Handler(BaseHTTPRequestHandler):
         return
 
     def do_GET(self) -> None:
-        if not self._host_ok():
+        if not self._checked():
             return
         url = urlsplit(self.path)
+        cookie = guards.csrf_cookie(self.headers.get("Cookie"))
         try:
             answer = self.server.app.get(
-                url.path, parse_qs(url.query), self._cookie(), self._proxy_header()
+                url.path, parse_qs(url.query), cookie, self._proxy_header()
             )
-        except LoopwiseError as e:
-            answer = _Answer(500, _plain(f"the store could not be read: {e}"))
         except Exception as e:  # an answer, never a reset connection
-            answer = _Answer(500, _plain(f"the inbox failed: {type(e).__name__}: {e}"))
+            answer = guards.failure(e)
         self._send(answer)
 
     def do_POST(self) -> None:
-        if not self._host_ok() or not self._origin_ok():
+        if not self._checked():
             return
         try:
             self._post()
         except OSError:
             raise  # the client stalled or left: its connection is closed, nothing to answer
         except Exception as e:  # an answer, never a reset connection
-            self._send(_Answer(500, _plain(f"the inbox failed: {type(e).__name__}: {e}")))
+            self._send(guards.failure(e))
 
     def _post(self) -> None:
-        try:
-            length = int(self.headers.get("Content-Length") or 0)
-        except ValueError:
-            length = -1
-        if length < 0:  # read(-1) would read until the client closes
-            self._send(_Answer(400, _plain("the form's Content-Length is not a size")))
+        length = guards.body_length(self.headers.get("Content-Length"))
+        if isinstance(length, _Answer):
+            self._send(length)
             return
-        if length > _MAX_BODY:
-            self._send(_Answer(413, _plain("the form is too large")))
-            return
-        raw = self.rfile.read(length).decode("utf-8", "replace")
-        fields = {k: v[0] for k, v in parse_qs(raw, keep_blank_values=True).items()}
+        fields = guards.form_fields(self.rfile.read(length))
+        cookie = guards.csrf_cookie(self.headers.get("Cookie"))
         user = self._proxy_header()
-        self._send(self.server.app.post(urlsplit(self.path).path, fields, self._cookie(), user))
+        self._send(self.server.app.post(urlsplit(self.path).path, fields, cookie, user))
 
     def _proxy_header(self) -> str | None:
         header = self.server.app.settings.trust_proxy_user
@@ -457,49 +432,23 @@ class _Handler(BaseHTTPRequestHandler):
             return _NotUtf8(value)
 
     def do_PUT(self) -> None:
-        self._send(_Answer(405, _plain("method not allowed")))
+        self._checked()
 
     do_DELETE = do_PATCH = do_PUT
 
-    def _cookie(self) -> str | None:
-        try:
-            jar = SimpleCookie(self.headers.get("Cookie") or "")
-        except CookieError:
-            return None
-        morsel = jar.get(_COOKIE)
-        return morsel.value if morsel is not None and morsel.value else None
-
-    def _host_ok(self) -> bool:
-        host = host_name(self.headers.get("Host") or "")
-        if host and (host in self.server.allowed or is_loopback(host)):
-            return True
-        self._send(_Answer(421, _plain("this server does not answer to that name (Host)")))
-        return False
-
-    def _origin_ok(self) -> bool:
-        origin = self.headers.get("Origin")
-        if origin is None or urlsplit(origin).netloc == self.headers.get("Host"):
-            return True
-        self._send(_Answer(403, _plain("a form from another site cannot decide here")))
-        return False
+    def _checked(self) -> bool:
+        """Whether the request passes :func:`loopwise.serve.guards.refused` (else the
+        refusal is sent)."""
+        refusal = guards.refused(self.command, self.headers.get, self.server.allowed)
+        if refusal is not None:
+            self._send(refusal)
+        return refusal is None
 
     def _send(self, answer: _Answer) -> None:
         body = answer.body.encode()
         self.send_response(answer.status, HTTPStatus(answer.status).phrase)
-        self.send_header("Content-Type", answer.content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Content-Security-Policy", CSP)
-        self.send_header("X-Content-Type-Options", "nosniff")
-        # same-origin, not no-referrer: under no-referrer a browser sends `Origin: null`
-        # with the form, which the origin check must refuse.
-        self.send_header("Referrer-Policy", "same-origin")
-        self.send_header("Cache-Control", "no-store")
-        if answer.location:
-            self.send_header("Location", answer.location)
-        if answer.cookie:
-            self.send_header(
-                "Set-Cookie", f"{_COOKIE}={answer.cookie}; Path=/; HttpOnly; SameSite=Strict"
-            )
+        for name, value in guards.headers(answer, length=len(body)):
+            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(body)
 

@@ -50,8 +50,9 @@ EDITABLE_CHARS = 64_000
 carry them back (:mod:`loopwise.serve.app` takes forms of up to 256 KiB, URL-encoded)."""
 
 
-def _path(*parts: str) -> str:
-    return "/" + "/".join(quote(p, safe="") for p in parts)
+def _path(root: str, *parts: str) -> str:
+    """A page's link under ``root``, the (URL-quoted) path the inbox is mounted under."""
+    return _e(root) + "/" + "/".join(quote(p, safe="") for p in parts)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -68,6 +69,8 @@ class Form:
     """``(run_id, approval_id, message)`` of a refused decision, shown at its approval."""
     notice: str | None = None
     """A line about the decision just made."""
+    root: str = ""
+    """The (URL-quoted) path the inbox is mounted under: every link starts with it."""
 
 
 def readable(value: Any, depth: int = 0) -> str:
@@ -113,8 +116,8 @@ def _clip(text: str, n: int) -> str:
     return text[:n] + f"… ({len(text) - n:,} more characters; loopwise runs show --json has all)"
 
 
-def _page(title: str, body: str, *, nav: str = "inbox") -> str:
-    links = (("inbox", "/", "Inbox"), ("runs", "/runs", "Runs"))
+def _page(title: str, body: str, *, root: str, nav: str = "inbox") -> str:
+    links = (("inbox", _path(root, ""), "Inbox"), ("runs", _path(root, "runs"), "Runs"))
     menu = " ".join(
         f"<a href='{href}'{' aria-current=page' if key == nav else ''}>{label}</a>"
         for key, href, label in links
@@ -123,7 +126,7 @@ def _page(title: str, body: str, *, nav: str = "inbox") -> str:
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
         f"<title>{_e(title)} · loopwise</title>"
-        "<link rel='stylesheet' href='/static/inbox.css'></head><body>"
+        f"<link rel='stylesheet' href='{_path(root, 'static', 'inbox.css')}'></head><body>"
         f"<header><strong>loopwise</strong> <nav>{menu}</nav></header>"
         f"<main>{body}</main></body></html>"
     )
@@ -162,12 +165,15 @@ def inbox_page(
     count = f"{every:,} pending approval{'' if every == 1 else 's'}"
     if every > len(waiting):
         count += f" · {len(waiting):,} shown"
-    pages = [f"<a href='/?after={quote(older)}' rel='next'>Older approvals →</a>"] if older else []
+    newest = _path(form.root, "")
+    pages = []
+    if older:
+        pages.append(f"<a href='{newest}?after={quote(older)}' rel='next'>Older approvals →</a>")
     if paged:
-        pages.insert(0, "<a href='/'>← Newest</a>")
+        pages.insert(0, f"<a href='{newest}'>← Newest</a>")
     nav = f"<nav class='pages'>{' '.join(pages)}</nav>" if pages else ""
     heading = f"<h1>Inbox <span class='meta'>{count}</span></h1>"
-    return _page("Inbox", f"{heading}{notice}{body}{nav}")
+    return _page("Inbox", f"{heading}{notice}{body}{nav}", root=form.root)
 
 
 def _card(v: ApprovalView, form: Form) -> str:
@@ -185,7 +191,7 @@ def _card(v: ApprovalView, form: Form) -> str:
     if v.note:
         facts.append(("Note", _t(v.note)))
     dl = "".join(f"<dt>{k}</dt><dd>{val}</dd>" for k, val in facts)
-    run = _path("runs", a.run_id)
+    run = _path(form.root, "runs", a.run_id)
     return (
         f"<article class='approval' id='{_e(_anchor(a))}'>"
         f"<h2>{_t(a.tool)} {_effect(a.effect)}</h2>"
@@ -272,7 +278,8 @@ def _forms(v: ApprovalView, form: Form) -> str:
     if form.error is not None and form.error[:2] == (a.run_id, a.approval_id):
         error = f"<p class='error' role='alert'>{_t(form.error[2])}</p>"
     decide = (
-        f"<form method='post' action='/decide' class='decide'>{_hidden(v, form)}"
+        f"<form method='post' action='{_path(form.root, 'decide')}' class='decide'>"
+        f"{_hidden(v, form)}"
         f"{_who(form, key)}"
         f"<label for='reason-{key}'>Reason <span class='meta'>(needed to deny; the model "
         f"reads it)</span></label><textarea id='reason-{key}' name='reason' rows='2'>"
@@ -292,7 +299,8 @@ def _forms(v: ApprovalView, form: Form) -> str:
     else:
         edit = (
             "<details><summary>Edit arguments</summary>"
-            f"<form method='post' action='/decide' class='edit'>{_hidden(v, form)}"
+            f"<form method='post' action='{_path(form.root, 'decide')}' class='edit'>"
+            f"{_hidden(v, form)}"
             f"{_who(form, key + '-e')}"
             f"<label for='args-{key}'>Arguments (JSON object; checked against the tool's "
             f"schema and policy before anything is recorded)</label>"
@@ -331,6 +339,7 @@ def run_page(
     events: Sequence[Event],
     *,
     resuming: bool = False,
+    root: str = "",
 ) -> str:
     """A run: its status, its plan drawn with each step's state (or, without a plan, what
     it ran), every approval with who decided, and the whole audit log.
@@ -359,6 +368,7 @@ def run_page(
         + _approvals_table(approvals)
         + _audit(events),
         nav="runs",
+        root=root,
     )
 
 
@@ -561,18 +571,22 @@ def _audit(events: Sequence[Event]) -> str:
     )
 
 
-def runs_page(runs: Sequence[StoredRun], statuses: Sequence[str], chosen: str | None) -> str:
-    """The most recent runs, filtered by status (``chosen``), with a link per status."""
-    filters = ["<a href='/runs'" + ("" if chosen else " aria-current=page") + ">all</a>"]
+def runs_page(
+    runs: Sequence[StoredRun], statuses: Sequence[str], chosen: str | None, *, root: str = ""
+) -> str:
+    """The most recent runs, filtered by status (``chosen``), with a link per status;
+    ``root`` is the (URL-quoted) path the inbox is mounted under."""
+    listed = _path(root, "runs")
+    filters = [f"<a href='{listed}'" + ("" if chosen else " aria-current=page") + ">all</a>"]
     filters += [
-        f"<a href='/runs?status={quote(s)}'"
+        f"<a href='{listed}?status={quote(s)}'"
         + (" aria-current=page" if s == chosen else "")
         + f">{_e(s)}</a>"
         for s in statuses
     ]
     rows = [
         [
-            f"<a href='{_path('runs', r.run_id)}'><code>{_t(r.run_id)}</code></a>",
+            f"<a href='{_path(root, 'runs', r.run_id)}'><code>{_t(r.run_id)}</code></a>",
             _state(r.status),
             _e(r.target),
             _e(r.created_at[:19].replace("T", " ")),
@@ -585,7 +599,10 @@ def runs_page(runs: Sequence[StoredRun], statuses: Sequence[str], chosen: str | 
         else "<p class='empty'>No runs.</p>"
     )
     return _page(
-        "Runs", f"<h1>Runs</h1><nav class='filters'>{' '.join(filters)}</nav>{table}", nav="runs"
+        "Runs",
+        f"<h1>Runs</h1><nav class='filters'>{' '.join(filters)}</nav>{table}",
+        nav="runs",
+        root=root,
     )
 
 
