@@ -5,6 +5,10 @@ agent whose final answer is empty text ends ``invalid_output``, never ``complete
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -72,3 +76,69 @@ def test_an_empty_answer_then_a_real_one_completes() -> None:
     model = ScriptedModel([reply(""), reply("It costs 12.00.")])
     result = loopwise.run(Agent(name="helper", tools=[look]), "Cost?", model=model, store=None)
     assert result.status is Status.COMPLETED and result.output == "It costs 12.00."
+
+
+RENAMED = '''
+import os
+from pathlib import Path
+
+from loopwise import Workflow, gates, step, tool
+
+LEDGER = Path(__file__).with_name("ledger.txt")
+
+
+@tool(effect="write")
+def note(text: str) -> str:
+    """Write a note."""
+    with LEDGER.open("a") as f:
+        f.write(f"note {text}\\n")
+    return "noted"
+
+
+@tool(effect="irreversible", gate=gates.human())
+def pay(text: str) -> str:
+    """Pay out (a person decides)."""
+    with LEDGER.open("a") as f:
+        f.write(f"pay {text}\\n")
+    return "paid"
+
+
+def _same(args: dict[str, str]) -> dict[str, str]:
+    return args
+
+
+def _both(parts: dict[str, str]) -> int:
+    return len(parts)
+
+
+NODE = os.environ.get("NODE", "note_it")
+flow = Workflow("flow", input_type=dict)
+flow.add("start", step(_same, name="start"))
+flow.add(NODE, note, after=["start"])
+flow.add("pay_it", pay, after=["start"])
+flow.add("both", step(_both, name="both"), after=[NODE, "pay_it"], join=dict)
+'''
+
+
+def test_a_node_renamed_while_its_run_waits_never_repeats_its_effect(
+    tmp_path: Path,
+) -> None:
+    # DESIGN §7: within one run an (action, arguments) pair that took effect never takes
+    # effect again — a node's new name (code edited while the run was paused) included.
+    import loopwise
+    from loopwise.cli.main import main
+
+    (tmp_path / "wf.py").write_text(RENAMED)
+    store = str(tmp_path / "runs.db")
+    target = f"{tmp_path / 'wf.py'}:flow"
+    assert main(["run", target, "--input", '{"text": "same"}', "--store", store]) == 1
+    [paused] = loopwise.open_store(store).list_runs()
+    assert main(["approve", paused.run_id, "--store", store, "--by", "me"]) == 0
+    # A new process loads the edited module (this one keeps the module it loaded).
+    env = {**os.environ, "NODE": "renamed"}
+    done = subprocess.run(
+        [sys.executable, "-m", "loopwise.cli.main", "resume", paused.run_id, "--store", store],
+        capture_output=True, text=True, env=env, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "ledger.txt").read_text().splitlines() == ["note same", "pay same"]

@@ -23,6 +23,7 @@ import pydantic
 from loopwise.architectures.agent import Agent
 from loopwise.architectures.structured import Structured
 from loopwise.core.events import Status
+from loopwise.core.journal import Journal
 from loopwise.core.result import Halt
 from loopwise.core.step import Context
 from loopwise.errors import ConfigError
@@ -109,7 +110,11 @@ class Graduated:
                 f"{tool}: {len(calls)} calls in one turn, more than the agent's "
                 f"max_tool_calls ({limit})",
             )
-        results = await call_tools(ctx, [(found, args) for args in calls]) if calls else []
+        # Once per workflow in the run, as the agent's calls are once per agent run: a node
+        # renamed (the module is code a team edits) never repeats an effect on resume.
+        scope = Journal.key(ctx.step_path.rpartition("/")[0], "graduated")
+        made = [(found, args) for args in calls]
+        results = await call_tools(ctx, made, once_in=scope) if calls else []
         done = [
             {"tool": tool, "args": args, "result": r}
             for args, r in zip(calls, results, strict=True)

@@ -169,6 +169,9 @@ class ToolNode(StepDefaults):
             call_id=bind,
             bind_id=bind,
             key=Journal.key(ctx.step_path, "tool_node", n),
+            # Once per workflow in the run, not per node name: a node renamed while its run
+            # was paused must not take the same effect again on resume.
+            once_in=Journal.key(ctx.step_path.rpartition("/")[0], "workflow"),
         )
         made = await execute(
             ctx, [call], {self.tool.name: self.tool}, CallSettings(keep_value=True)

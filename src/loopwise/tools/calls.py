@@ -159,7 +159,9 @@ def _paused_together(halts: list[Halt]) -> Halt:
     return Halt(Status.AWAITING_APPROVAL, detail, output=halts[0].output, pending=pending)
 
 
-async def call_tools(ctx: Context, calls: Sequence[tuple[Tool, Any]]) -> list[Any]:
+async def call_tools(
+    ctx: Context, calls: Sequence[tuple[Tool, Any]], *, once_in: str | None = None
+) -> list[Any]:
     """Make tool calls from code in a step (a workflow node) and return their values.
 
     ``calls`` are ``(tool, arguments)`` pairs, made as one batch through :func:`execute`:
@@ -169,7 +171,9 @@ async def call_tools(ctx: Context, calls: Sequence[tuple[Tool, Any]]) -> list[An
     person ends the run ``awaiting_approval``; resumed, the step runs again from its top
     and its calls that already ran are replayed, not repeated (so the step must decide
     its calls the same way again: code, not chance). A denial ends the run ``denied``, a
-    failing tool ``tool_failed``, invalid arguments ``error``.
+    failing tool ``tool_failed``, invalid arguments ``error``. ``once_in`` bounds "an effect
+    at most once" (:class:`Call`): a ``write``/``irreversible`` call whose tool and
+    arguments already took effect in that scope answers with the earlier result.
 
     Raises :class:`~loopwise.errors.ToolError` for an ``irreversible`` tool without a
     gate, as an agent, a hybrid and a workflow node refuse one.
@@ -192,6 +196,7 @@ async def call_tools(ctx: Context, calls: Sequence[tuple[Tool, Any]]) -> list[An
                 call_id=bind,
                 bind_id=bind,
                 key=Journal.key(path, "calls", n, i),
+                once_in=once_in,
             )
         )
     tools = {tool.name: tool for tool, _ in calls}
