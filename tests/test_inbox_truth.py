@@ -288,6 +288,10 @@ def test_a_deep_or_hostile_edit_gets_a_400_naming_it_and_the_approval_stays_deci
         answer = client.decide(**form, args=edit)
         assert answer.status == 400, (name, answer.body[:300])
         assert why in html.unescape(answer.body), name
+    wide = json.dumps({"amount": 3, **{f"k{i}": i for i in range(9000)}})
+    answer = client.decide(**form, args=wide)  # each of 9,000 fields refused: said briefly
+    assert answer.status == 400 and "k0: unknown argument" in html.unescape(answer.body)
+    assert len(answer.body) < 50_000
     _, (asked,), _ = _run(store_at, run_id)
     assert asked.status == "pending"
     assert client.get("/").status == 200  # every request was answered, none killed

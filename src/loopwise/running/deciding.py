@@ -31,6 +31,7 @@ from loopwise.core.events import Status, jsonable
 from loopwise.core.result import Halt
 from loopwise.core.shape import Shape, ToolShape, describe
 from loopwise.core.step import Context, Step
+from loopwise.core.svg import shorten
 from loopwise.errors import DecisionError, LoopwiseError
 from loopwise.running.targets import Target, deps_factory, load_target
 from loopwise.store.base import RunStore, StoredApproval, StoredRun
@@ -39,6 +40,9 @@ from loopwise.tools.edits import judge_edit
 from loopwise.tools.verdicts import Denied
 
 __all__ = ["check_edit", "deciding_context", "tools_in"]
+
+_SAID = 2_000
+"""The most characters of a schema's refusal an edit's refusal repeats."""
 
 
 def check_edit(
@@ -57,8 +61,10 @@ def check_edit(
     ctx = deciding_context(found.run_id, found.step, target, deps)
     judged = asyncio.run(judge_edit(tool.tool, edited, tool.policies, ctx))
     if isinstance(judged, ToolArgumentsError):
+        # An edit of thousands of unknown fields names each: the message stays readable.
+        said = shorten(str(judged), _SAID)
         raise DecisionError(
-            f"the edited arguments were rejected: {judged}", name="args", code="invalid-args"
+            f"the edited arguments were rejected: {said}", name="args", code="invalid-args"
         ) from judged
     if isinstance(judged, Denied) and judged.by == "loopwise":
         raise DecisionError(
