@@ -386,7 +386,8 @@ def _profile(s: TargetSummary) -> str:
     cost_text = "unknown" if cost is None or s.metrics["cost_usd"].unknown else usd(cost)
     return (
         f"{pct(quality)} {what}, {pct(s.within_budget_rate)} within budget, "
-        f"p95 {_stat(s, 'model_calls', 'p95'):g} model calls, "
+        f"p95 {_stat(s, 'model_calls', 'p95'):g} "
+        f"{'model call' if _stat(s, 'model_calls', 'p95') == 1 else 'model calls'}, "
         f"{_stat(s, 'tokens', 'p95'):,.0f} tokens, {cost_text} and "
         f"{secs(_stat(s, 'latency_s', 'p95'))} per case; compare it with another architecture "
         "to get a recommendation"
