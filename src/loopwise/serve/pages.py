@@ -7,7 +7,8 @@ run — arguments, tool output, reasons, step ids — is model or user text and 
 where it is written into the page (free text such as a reason also shows a bidirectional
 override or control character as an escape, so it cannot reorder what follows); nested
 arguments are shown as nested lists, not as one line of JSON. Plans are drawn by
-:func:`loopwise.core.svg.graph_svg`, the report's drawing.
+:func:`loopwise.core.svg.graph_svg`, the report's drawing, from
+:mod:`loopwise.serve.graphs`; the page shell, tables and badges are :mod:`loopwise.serve.html`'s.
 """
 
 from __future__ import annotations
@@ -20,11 +21,12 @@ from urllib.parse import quote
 
 from loopwise.core.events import Event, EventType
 from loopwise.core.names import unprintable
-from loopwise.core.shape import Edge, Graph, Node
 from loopwise.core.svg import EFFECT_COLORS, graph_svg
 from loopwise.core.svg import escape as _e
 from loopwise.core.svg import escape_shown as _t
 from loopwise.running.approvals import ApprovalView, PlanItem
+from loopwise.serve.graphs import plan_graph, ran_graph
+from loopwise.serve.html import effect_badge, page, state_badge, table, url_path
 from loopwise.store.base import StoredApproval, StoredRun
 from loopwise.tools.audit import changed_fields, changes_text, event_summary, stake_text
 
@@ -33,8 +35,6 @@ __all__ = [
     "STYLESHEET",
     "Form",
     "inbox_page",
-    "plan_graph",
-    "ran_graph",
     "readable",
     "run_page",
     "runs_page",
@@ -48,11 +48,6 @@ _LONG_TEXT = 1_000
 EDITABLE_CHARS = 64_000
 """Arguments whose JSON is longer are not put in the page's edit box: the form could not
 carry them back (:mod:`loopwise.serve.app` takes forms of up to 256 KiB, URL-encoded)."""
-
-
-def _path(root: str, *parts: str) -> str:
-    """A page's link under ``root``, the (URL-quoted) path the inbox is mounted under."""
-    return _e(root) + "/" + "/".join(quote(p, safe="") for p in parts)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -116,31 +111,6 @@ def _clip(text: str, n: int) -> str:
     return text[:n] + f"… ({len(text) - n:,} more characters; loopwise runs show --json has all)"
 
 
-def _page(title: str, body: str, *, root: str, nav: str = "inbox") -> str:
-    links = (("inbox", _path(root, ""), "Inbox"), ("runs", _path(root, "runs"), "Runs"))
-    menu = " ".join(
-        f"<a href='{href}'{' aria-current=page' if key == nav else ''}>{label}</a>"
-        for key, href, label in links
-    )
-    return (
-        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
-        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-        f"<title>{_e(title)} · loopwise</title>"
-        f"<link rel='stylesheet' href='{_path(root, 'static', 'inbox.css')}'></head><body>"
-        f"<header><strong>loopwise</strong> <nav>{menu}</nav></header>"
-        f"<main>{body}</main></body></html>"
-    )
-
-
-def _effect(effect: str | None) -> str:
-    name = effect or "unknown"
-    return f"<span class='effect {_e(name)}'>{_e(name)}</span>"
-
-
-def _state(state: str) -> str:
-    return f"<span class='state {_e(state)}'>{_e(state)}</span>"
-
-
 def inbox_page(
     waiting: Sequence[ApprovalView],
     form: Form,
@@ -165,7 +135,7 @@ def inbox_page(
     count = f"{every:,} pending approval{'' if every == 1 else 's'}"
     if every > len(waiting):
         count += f" · {len(waiting):,} shown"
-    newest = _path(form.root, "")
+    newest = url_path(form.root, "")
     pages = []
     if older:
         pages.append(f"<a href='{newest}?after={quote(older)}' rel='next'>Older approvals →</a>")
@@ -173,7 +143,7 @@ def inbox_page(
         pages.insert(0, f"<a href='{newest}'>← Newest</a>")
     nav = f"<nav class='pages'>{' '.join(pages)}</nav>" if pages else ""
     heading = f"<h1>Inbox <span class='meta'>{count}</span></h1>"
-    return _page("Inbox", f"{heading}{notice}{body}{nav}", root=form.root)
+    return page("Inbox", f"{heading}{notice}{body}{nav}", root=form.root)
 
 
 def _card(v: ApprovalView, form: Form) -> str:
@@ -191,10 +161,10 @@ def _card(v: ApprovalView, form: Form) -> str:
     if v.note:
         facts.append(("Note", _t(v.note)))
     dl = "".join(f"<dt>{k}</dt><dd>{val}</dd>" for k, val in facts)
-    run = _path(form.root, "runs", a.run_id)
+    run = url_path(form.root, "runs", a.run_id)
     return (
         f"<article class='approval' id='{_e(_anchor(a))}'>"
-        f"<h2>{_t(a.tool)} {_effect(a.effect)}</h2>"
+        f"<h2>{_t(a.tool)} {effect_badge(a.effect)}</h2>"
         f"<p class='meta'>run <a href='{run}'>{_t(a.run_id)}</a>"
         + (f" of <strong>{_e(v.target)}</strong>" if v.target else "")
         + " · approval "
@@ -218,8 +188,8 @@ def _plan_list(v: ApprovalView) -> str:
         here = " class='here'" if p.id == v.plan_step else ""
         after = f" <span class='meta'>after {_t(', '.join(p.depends_on))}</span>"
         rows.append(
-            f"<li{here}><code>{_t(p.id)}</code> {_t(p.action)} {_effect(p.effect)} "
-            f"{_state(p.state)}{_edited_by(p)}{after if p.depends_on else ''}<br>"
+            f"<li{here}><code>{_t(p.id)}</code> {_t(p.action)} {effect_badge(p.effect)} "
+            f"{state_badge(p.state)}{_edited_by(p)}{after if p.depends_on else ''}<br>"
             f"<span class='meta'>{_t(p.reason)}</span></li>"
         )
     return f"<h3>The plan around it</h3><ol class='plan'>{''.join(rows)}</ol>"
@@ -240,7 +210,7 @@ def _decided(decided: Sequence[StoredApproval]) -> str:
     if not decided:
         return ""
     rows = "".join(
-        f"<li><code>{_t(d.approval_id)}</code> {_t(d.tool)}: {_state(d.status)} by "
+        f"<li><code>{_t(d.approval_id)}</code> {_t(d.tool)}: {state_badge(d.status)} by "
         f"<strong>{_t(d.decided_by)}</strong>"
         + (f" ({_t(_change(d))})" if _change(d) else "")
         + (f" — {_t(d.decision_reason)}" if d.decision_reason else "")
@@ -278,7 +248,7 @@ def _forms(v: ApprovalView, form: Form) -> str:
     if form.error is not None and form.error[:2] == (a.run_id, a.approval_id):
         error = f"<p class='error' role='alert'>{_t(form.error[2])}</p>"
     decide = (
-        f"<form method='post' action='{_path(form.root, 'decide')}' class='decide'>"
+        f"<form method='post' action='{url_path(form.root, 'decide')}' class='decide'>"
         f"{_hidden(v, form)}"
         f"{_who(form, key)}"
         f"<label for='reason-{key}'>Reason <span class='meta'>(needed to deny; the model "
@@ -299,7 +269,7 @@ def _forms(v: ApprovalView, form: Form) -> str:
     else:
         edit = (
             "<details><summary>Edit arguments</summary>"
-            f"<form method='post' action='{_path(form.root, 'decide')}' class='edit'>"
+            f"<form method='post' action='{url_path(form.root, 'decide')}' class='edit'>"
             f"{_hidden(v, form)}"
             f"{_who(form, key + '-e')}"
             f"<label for='args-{key}'>Arguments (JSON object; checked against the tool's "
@@ -312,17 +282,6 @@ def _forms(v: ApprovalView, form: Form) -> str:
             "class='approve'>Approve edited</button></div></form></details>"
         )
     return f"<section class='decision'>{error}{decide}{edit}</section>"
-
-
-def plan_graph(plan: Sequence[PlanItem]) -> Graph:
-    """A proposed plan as a :class:`Graph`: one node per step (its effect as the kind),
-    edges from its dependencies."""
-    nodes = tuple(
-        Node(id=p.id, label=f"{p.id}: {p.action}", kind=p.effect or "unknown") for p in plan
-    )
-    known = {p.id for p in plan}
-    edges = tuple(Edge(source=d, target=p.id) for p in plan for d in p.depends_on if d in known)
-    return Graph(nodes=nodes, edges=edges)
 
 
 _LEGEND = (
@@ -352,7 +311,7 @@ def run_page(
 
     Drawn from the store's record alone: showing a run never loads its target's code."""
     head = (
-        f"<h1>Run <code>{_t(run.run_id)}</code> {_state(run.status)}</h1>"
+        f"<h1>Run <code>{_t(run.run_id)}</code> {state_badge(run.status)}</h1>"
         f"<p class='meta'>{_e(run.target)}"
         + (f" · {_e(run.spec)}" if run.spec else "")
         + f" · started {_e(run.created_at[:19].replace('T', ' '))} UTC"
@@ -360,7 +319,7 @@ def run_page(
         + "</p>"
         + _detail(run, approvals, events, resuming=resuming)
     )
-    return _page(
+    return page(
         f"Run {run.run_id}",
         head
         + _drawing(run, plan, events)
@@ -424,74 +383,6 @@ def _drawing(run: StoredRun, plan: Sequence[PlanItem], events: Sequence[Event]) 
     )
 
 
-_RUN_STATES = {
-    "completed": "done",
-    "awaiting_approval": "pending",
-    "running": "planned",
-    "queued": "planned",
-    "denied": "denied",
-}
-
-
-def ran_graph(status: str, events: Sequence[Event]) -> tuple[Graph, dict[str, str]]:
-    """What a run without a plan did, from its log: its target, the steps it entered
-    directly and the tools it called itself (each with how often), and each one's state."""
-    started = [e for e in events if e.type is EventType.STEP_STARTED]
-    if not started:
-        return Graph(nodes=()), {}
-    root = started[0].step
-    me = Node(id=root, label=root, kind=str(started[0].data.get("kind") or "step"))
-    nodes: dict[str, Node] = {}
-    calls: dict[str, int] = {}
-    states = {root: _RUN_STATES.get(status, "failed")}
-    for e in events:
-        if e.type is EventType.STEP_STARTED and e.step.rpartition("/")[0] == root:
-            name = e.step.rpartition("/")[2]
-            nodes.setdefault(e.step, Node(id=e.step, label=name, kind=str(e.data.get("kind"))))
-            states.setdefault(e.step, "planned")
-        elif e.type is EventType.STEP_FINISHED and e.step in nodes:
-            states[e.step] = "done"
-        elif e.type is EventType.TOOL_CALL and e.step == root and not e.data.get("edit_of"):
-            tool = str(e.data.get("tool"))
-            key = f"{root}/tool:{tool}"
-            nodes.setdefault(key, Node(id=key, label=tool, kind=str(e.data.get("effect"))))
-            calls[key] = calls.get(key, 0) + 1
-            states.setdefault(key, "done")
-        elif e.type is EventType.TOOL_RESULT and e.step == root and e.data.get("is_error"):
-            states[f"{root}/tool:{e.data.get('tool')}"] = "failed"
-    edges = tuple(
-        Edge(source=root, target=k, label=f"×{calls[k]}" if calls.get(k, 1) > 1 else "")
-        for k in nodes
-    )
-    return Graph(nodes=(me, *nodes.values()), edges=edges), states
-
-
-def _table(heads: Sequence[str], rows: Sequence[Sequence[str]], cls: str = "") -> str:
-    """A table that scrolls in its box on a wide screen and stacks at phone width: each
-    row a card, each cell under its column's name (``data-label``, shown by the CSS)."""
-    head = "".join(f"<th>{h}</th>" for h in heads)
-    body = "".join(
-        "<tr>"
-        + "".join(
-            f"<td data-label='{_e(h)}'{_td_class(h)}>{cell}</td>"
-            for h, cell in zip(heads, row, strict=True)
-        )
-        + "</tr>"
-        for row in rows
-    )
-    return (
-        f"<div class='scroll'><table class='{f'stack {cls}'.strip()}'><thead><tr>{head}</tr>"
-        f"</thead><tbody>{body}</tbody></table></div>"
-    )
-
-
-def _td_class(head: str) -> str:
-    return " class='wide'" if head in _WIDE else ""
-
-
-_WIDE = frozenset({"planner's reason", "arguments", "what", "why", "what changed"})
-
-
 def _plan_table(plan: Sequence[PlanItem]) -> str:
     """Each step with its state and arguments: a step that ran with a person's edit shows
     the arguments it ran with, and the planner's proposal beside them."""
@@ -501,15 +392,15 @@ def _plan_table(plan: Sequence[PlanItem]) -> str:
         [
             f"<code>{_t(p.id)}</code>",
             _t(p.action),
-            _effect(p.effect),
-            _state(p.state) + _edited_by(p),
+            effect_badge(p.effect),
+            state_badge(p.state) + _edited_by(p),
             _t(p.reason),
             _ran_and_proposed(p) if p.ran_with is not None else readable(p.args),
         ]
         for p in plan
     ]
     heads = ("step", "action", "effect", "state", "planner's reason", "arguments")
-    return _table(heads, rows, "plan")
+    return table(heads, rows, "plan")
 
 
 def _ran_and_proposed(p: PlanItem) -> str:
@@ -528,7 +419,7 @@ def _approvals_table(approvals: Sequence[StoredApproval]) -> str:
         [
             f"<code>{_t(a.approval_id)}</code>",
             _t(a.tool),
-            _state(a.status),
+            state_badge(a.status),
             _t(a.decided_by or ""),
             _e((a.decided_at or "")[:19].replace("T", " ")),
             _t(_change(a)),
@@ -537,7 +428,7 @@ def _approvals_table(approvals: Sequence[StoredApproval]) -> str:
         for a in approvals
     ]
     heads = ("approval", "action", "decision", "by", "when (UTC)", "what changed", "why")
-    return "<h2>Approvals</h2>" + _table(heads, rows, "approvals")
+    return "<h2>Approvals</h2>" + table(heads, rows, "approvals")
 
 
 _AUDIT_HEAD, _AUDIT_TAIL = 100, 1_900
@@ -576,7 +467,7 @@ def runs_page(
 ) -> str:
     """The most recent runs, filtered by status (``chosen``), with a link per status;
     ``root`` is the (URL-quoted) path the inbox is mounted under."""
-    listed = _path(root, "runs")
+    listed = url_path(root, "runs")
     filters = [f"<a href='{listed}'" + ("" if chosen else " aria-current=page") + ">all</a>"]
     filters += [
         f"<a href='{listed}?status={quote(s)}'"
@@ -586,21 +477,21 @@ def runs_page(
     ]
     rows = [
         [
-            f"<a href='{_path(root, 'runs', r.run_id)}'><code>{_t(r.run_id)}</code></a>",
-            _state(r.status),
+            f"<a href='{url_path(root, 'runs', r.run_id)}'><code>{_t(r.run_id)}</code></a>",
+            state_badge(r.status),
             _e(r.target),
             _e(r.created_at[:19].replace("T", " ")),
         ]
         for r in runs
     ]
-    table = (
-        _table(("run", "status", "target", "started (UTC)"), rows, "runs")
+    listing = (
+        table(("run", "status", "target", "started (UTC)"), rows, "runs")
         if runs
         else "<p class='empty'>No runs.</p>"
     )
-    return _page(
+    return page(
         "Runs",
-        f"<h1>Runs</h1><nav class='filters'>{' '.join(filters)}</nav>{table}",
+        f"<h1>Runs</h1><nav class='filters'>{' '.join(filters)}</nav>{listing}",
         nav="runs",
         root=root,
     )
