@@ -29,14 +29,19 @@ Guardrails never raise: a budget hit or a step limit ends the run with a
     │   ├── DecisionError           decision    a decision on an approval is refused, and
     │   │   │                                   it stays pending; unknown-approval,
     │   │   │                                   not-pending, stale, not-editable,
-    │   │   │                                   invalid-args, policy-denied, no-target,
-    │   │   │                                   bad-name (``by`` holds a control character)
+    │   │   │                                   invalid-args, policy-denied, cannot-judge,
+    │   │   │                                   no-reason, no-target, bad-name (``by``
+    │   │   │                                   holds a control character)
     │   │   └── AnswerError         invalid-args  an answer (a label pick, an elicitation)
     │   │                                       does not match its question's schema
     │   └── GraphError              graph       a workflow graph is invalid (``.node``);
     │                               bad-name, empty, cycle, unreachable, dangling-branch,
     │                               unrouted-node, type-mismatch, unknown-branch,
     │                               non-exhaustive-route, unknown-route-field
+    ├── ToolArgumentsError          error       a call's arguments are not JSON or fail the
+    │                                           tool's validation (``.tool``); the executor
+    │                                           answers the model with it, a direct call
+    │                                           raises it (:mod:`loopwise.tools.arguments`)
     ├── ModelAPIError               model-api   the model API failed after the SDK's
     │   │                                       retries (``.status_code``)
     │   ├── ResponseFormatRejected  response-format-rejected
@@ -51,50 +56,155 @@ Guardrails never raise: a budget hit or a step limit ends the run with a
                                     temporal (a verb that does not run on Temporal)
 
 Catch by type; where a caller must tell errors of one type apart, branch on ``.code``
-(a stable identifier, never the message text, which may be reworded).
+(a stable identifier, never the message text, which may be reworded). The codes are typed:
+each class's ``code`` is a ``Literal`` of its own (:data:`StoreCode`, :data:`GraphCode`...),
+:data:`ErrorCode` all of them, so a misspelt code is a type error where it is raised or
+compared.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 __all__ = [
     "AnswerError",
+    "ConfigCode",
     "ConfigError",
     "ContextLengthExceeded",
+    "ConversationCode",
     "ConversationError",
+    "DecisionCode",
     "DecisionError",
     "DecisionsUnsupported",
     "DirectEffectError",
+    "ErrorCode",
+    "GraphCode",
     "GraphError",
+    "JudgeCode",
     "JudgeError",
     "LoopwiseError",
     "MCPServerError",
     "MissingExtra",
+    "ModelAPICode",
     "ModelAPIError",
     "ModelNotConfigured",
     "ProbabilitiesMissing",
     "ResponseFormatRejected",
+    "StoreCode",
     "StoreError",
     "TargetError",
+    "ToolCode",
     "ToolError",
     "missing_extra",
 ]
+
+ConfigCode = Literal["config", "bad-name"]
+"""The codes a :class:`ConfigError` raised as itself carries."""
+ToolCode = Literal["tool", "ungated-irreversible", "unknown-option", "direct-effect"]
+"""The codes of a :class:`ToolError` (``direct-effect``: a :class:`DirectEffectError`)."""
+ConversationCode = Literal[
+    "conversation",
+    "bad-id",
+    "not-an-agent",
+    "no-store",
+    "other-target",
+    "busy",
+    "paused",
+    "superseded",
+    "unknown",
+]
+"""The codes of a :class:`ConversationError`."""
+DecisionCode = Literal[
+    "decision",
+    "unknown-approval",
+    "not-pending",
+    "stale",
+    "not-editable",
+    "invalid-args",
+    "policy-denied",
+    "cannot-judge",
+    "no-reason",
+    "no-target",
+    "bad-name",
+]
+"""The codes of a :class:`DecisionError` (``invalid-args``: also an :class:`AnswerError`)."""
+JudgeCode = Literal[
+    "judge",
+    "no-labels",
+    "duplicate-labels",
+    "unsupported-type",
+    "threshold",
+    "no-backend",
+    "not-a-label",
+]
+"""The codes of a :class:`JudgeError`."""
+GraphCode = Literal[
+    "graph",
+    "bad-name",
+    "empty",
+    "cycle",
+    "unreachable",
+    "dangling-branch",
+    "unrouted-node",
+    "type-mismatch",
+    "unknown-branch",
+    "non-exhaustive-route",
+    "unknown-route-field",
+]
+"""The codes of a :class:`GraphError`."""
+ModelAPICode = Literal[
+    "model-api",
+    "response-format-rejected",
+    "context-length-exceeded",
+    "decisions-unsupported",
+    "no-probabilities",
+]
+"""The codes of a :class:`ModelAPIError`, one per subclass."""
+StoreCode = Literal[
+    "store",
+    "bad-url",
+    "unreachable",
+    "foreign",
+    "newer-schema",
+    "lease-lost",
+    "missing",
+    "temporal",
+]
+"""The codes of a :class:`StoreError`."""
+ErrorCode = Literal[
+    "error",
+    "model-not-configured",
+    "target",
+    "mcp-server",
+    "missing-extra",
+    ConfigCode,
+    ToolCode,
+    ConversationCode,
+    DecisionCode,
+    JudgeCode,
+    GraphCode,
+    ModelAPICode,
+    StoreCode,
+]
+"""Every code a loopwise error carries: a typo where one is made or compared is a type
+error. The strings are a contract (a run's ``error_type``, ``--json`` outputs)."""
 
 
 class LoopwiseError(Exception):
     """Base of every error loopwise raises on purpose."""
 
-    code: str = "error"
+    code: ErrorCode = "error"
     """What went wrong, as a stable identifier to branch on (see the tree above)."""
 
 
 class ConfigError(LoopwiseError):
     """A setting, target or declaration is wrong; ``name`` is the culprit when known."""
 
-    code = "config"
+    code: ErrorCode = "config"
 
-    def __init__(self, message: str, *, name: str | None = None, code: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, name: str | None = None, code: ConfigCode | None = None
+    ) -> None:
         super().__init__(message)
         self.name = name
         if code is not None:
@@ -123,11 +233,13 @@ class TargetError(ConfigError):
 class ToolError(ConfigError):
     """A tool is declared wrongly (bad signature, ungated irreversible effect...)."""
 
-    code = "tool"
+    code: ToolCode = "tool"
 
-    def __init__(self, message: str, *, tool: str, code: str | None = None) -> None:
-        super().__init__(message, name=tool, code=code)
+    def __init__(self, message: str, *, tool: str, code: ToolCode | None = None) -> None:
+        super().__init__(message, name=tool)
         self.tool = tool
+        if code is not None:
+            self.code = code
 
 
 class DirectEffectError(ToolError):
@@ -147,11 +259,15 @@ class ConversationError(ConfigError):
     message was sent after this run) or ``unknown`` (no such conversation stored).
     """
 
-    code = "conversation"
+    code: ConversationCode = "conversation"
 
-    def __init__(self, message: str, *, conversation: str, code: str | None = None) -> None:
-        super().__init__(message, name=conversation, code=code)
+    def __init__(
+        self, message: str, *, conversation: str, code: ConversationCode | None = None
+    ) -> None:
+        super().__init__(message, name=conversation)
         self.conversation = conversation
+        if code is not None:
+            self.code = code
 
 
 class MCPServerError(ConfigError):
@@ -196,10 +312,18 @@ class DecisionError(ConfigError):
     whole-plan approval), ``invalid-args`` (edited arguments fail the tool's schema),
     ``policy-denied`` (the policy refuses the edited arguments), ``no-target`` (the run's
     target cannot be loaded to check an edit), ``bad-name`` (who decides, ``by``, holds a
-    control character, line separator or bidirectional control).
+    control character, line separator or bidirectional control), ``cannot-judge`` (the
+    policy could not judge the edit), ``no-reason`` (a denial that must say why does not).
     """
 
-    code = "decision"
+    code: DecisionCode = "decision"
+
+    def __init__(
+        self, message: str, *, name: str | None = None, code: DecisionCode | None = None
+    ) -> None:
+        super().__init__(message, name=name)
+        if code is not None:
+            self.code = code
 
 
 class AnswerError(DecisionError):
@@ -225,20 +349,32 @@ class JudgeError(ConfigError):
 
     ``code`` says why: ``no-labels``, ``duplicate-labels``, ``unsupported-type`` (a field
     that is not a choice, a predicate or a score), ``threshold`` (outside [0, 1]) or
-    ``no-backend`` (the model offers no way to answer with probabilities that fits).
+    ``no-backend`` (the model offers no way to answer with probabilities that fits) or
+    ``not-a-label`` (a person's pick, in code, that is none of the labels).
     """
 
-    code = "judge"
+    code: JudgeCode = "judge"
+
+    def __init__(
+        self, message: str, *, name: str | None = None, code: JudgeCode | None = None
+    ) -> None:
+        super().__init__(message, name=name)
+        if code is not None:
+            self.code = code
 
 
 class GraphError(ConfigError):
     """A workflow graph is invalid; ``node`` names where."""
 
-    code = "graph"
+    code: GraphCode = "graph"
 
-    def __init__(self, message: str, *, node: str | None = None, code: str | None = None) -> None:
-        super().__init__(message, name=node, code=code)
+    def __init__(
+        self, message: str, *, node: str | None = None, code: GraphCode | None = None
+    ) -> None:
+        super().__init__(message, name=node)
         self.node = node
+        if code is not None:
+            self.code = code
 
 
 class ModelAPIError(LoopwiseError):
@@ -249,7 +385,7 @@ class ModelAPIError(LoopwiseError):
     the run's final event keeps.
     """
 
-    code = "model-api"
+    code: ModelAPICode = "model-api"
 
     def __init__(
         self, message: str, *, status_code: int | None = None, body: str | None = None
@@ -314,9 +450,9 @@ class StoreError(LoopwiseError):
     A missing PostgreSQL extra is a :class:`MissingExtra`.
     """
 
-    code = "store"
+    code: StoreCode = "store"
 
-    def __init__(self, message: str, *, code: str | None = None) -> None:
+    def __init__(self, message: str, *, code: StoreCode | None = None) -> None:
         super().__init__(message)
         if code is not None:
             self.code = code
