@@ -442,3 +442,34 @@ def test_a_mistyped_target_gets_a_did_you_mean(capsys: pytest.CaptureFixture[str
     assert main(["check", "workflows/ticket_triage.py:triag"]) == 2
     err = capsys.readouterr().err
     assert "has no attribute 'triag'; did you mean 'triage'?" in err
+
+
+def test_runs_list_filters_by_status_target_and_since(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import loopwise
+
+    @loopwise.step
+    def shout(text: str) -> str:
+        return text.upper()
+
+    @loopwise.step
+    def whisper(text: str) -> str:
+        return text.lower()
+
+    store = str(tmp_path / "runs.db")
+    for step_ in (shout, whisper, shout):
+        loopwise.run(step_, "Hi", store=store)
+    at = ["--store", store, "--json"]
+    assert main(["runs", "list", "--target", "shout", *at]) == 0
+    runs = json.loads(capsys.readouterr().out)["runs"]
+    assert [r["target"] for r in runs] == ["shout", "shout"]
+    assert main(["runs", "list", "--status", "completed", "--since", "1h", *at]) == 0
+    assert len(json.loads(capsys.readouterr().out)["runs"]) == 3
+    assert main(["runs", "list", "--since", "2999-01-01", *at]) == 0
+    assert json.loads(capsys.readouterr().out)["runs"] == []
+    assert main(["runs", "list", "--since", "yesterday", "--store", store]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--since 'yesterday'" in err
+    assert main(["runs", "list", "--status", "done", "--store", store]) == 2
+    assert "--status: 'done': one of" in capsys.readouterr().err

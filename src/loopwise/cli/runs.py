@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from loopwise.cli import temporal
 from loopwise.cli.options import count, given, read_json, store_help
+from loopwise.core.events import Status
 from loopwise.core.names import counted, printable
+from loopwise.core.since import since_instant
 from loopwise.errors import ConfigError
 from loopwise.store.base import PAGE, StoredApproval, StoredRun, cursor_after
 from loopwise.store.open import open_store, require_folder
@@ -65,8 +67,15 @@ def _cmd_runs_list(args: argparse.Namespace) -> int:
         )
 
         check_conversation_id(args.conversation)
+    since = None if args.since is None else since_instant(args.since, flag="--since")
     with _store(args) as st:
-        runs = st.list_runs(limit=args.limit, conversation=args.conversation)
+        runs = st.list_runs(
+            limit=args.limit,
+            conversation=args.conversation,
+            status=args.status,
+            target=args.target,
+            since=since,
+        )
     if args.json:
         print(json.dumps({"runs": [r.to_dict() for r in runs]}, default=str))
         return 0
@@ -75,6 +84,16 @@ def _cmd_runs_list(args: argparse.Namespace) -> int:
         return 0
     print("\n".join(_runs_table(runs)))
     return 0
+
+
+_STATUSES = frozenset({*(s.value for s in Status), "running", "queued"})
+
+
+def _status(raw: str) -> str:
+    """``--status``: one status a run may have."""
+    if raw not in _STATUSES:
+        raise argparse.ArgumentTypeError(f"{raw!r}: one of {', '.join(sorted(_STATUSES))}")
+    return raw
 
 
 _HEADER = ("RUN", "STATUS", "TARGET", "MODEL", "TOKENS", "CREATED (UTC)")
@@ -311,6 +330,11 @@ def _add_runs(sub: Any) -> None:
     ls.add_argument("--limit", type=count(1), default=50, help="how many (default 50)")
     ls.add_argument(
         "--conversation", metavar="ID", help="only this conversation's runs, newest first"
+    )
+    ls.add_argument("--status", type=_status, help="only runs with this status")
+    ls.add_argument("--target", help="only runs of this target (its spec or step name)")
+    ls.add_argument(
+        "--since", metavar="WHEN", help="only runs created since: 30m, 24h, 7d, 2w or an ISO date"
     )
     ls.set_defaults(handler=_cmd_runs_list)
     show = verbs.add_parser("show", help="the audit log of one run")

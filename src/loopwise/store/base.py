@@ -296,9 +296,16 @@ class RunQueries(Protocol):
         ...
 
     def list_runs(
-        self, *, limit: int = 50, conversation: str | None = None, status: str | None = None
+        self,
+        *,
+        limit: int = 50,
+        conversation: str | None = None,
+        status: str | None = None,
+        target: str | None = None,
+        since: str | None = None,
     ) -> list[StoredRun]:
-        """The most recent runs first (of one conversation, of one status, when given)."""
+        """The most recent runs first (of one conversation, of one status, of a ``target``
+        — its spec or step name — created at ``since`` or later, when given)."""
         ...
 
     def conversation_runs(self, conversation: str) -> list[StoredRun]:

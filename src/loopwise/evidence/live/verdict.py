@@ -24,13 +24,13 @@ shadow is a reference, not a label (people's decisions are: ``kind == "person"``
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from loopwise.core.events import now_iso
-from loopwise.errors import ConfigError, TargetError
+from loopwise.core.since import since_instant
+from loopwise.errors import TargetError
 from loopwise.evidence.check import Finding, Level
 from loopwise.evidence.evals.bounds import (
     cases_to_bound,
@@ -56,30 +56,12 @@ DEFAULT_WINDOW = "7d"
 
 Verdict = Literal["ok", "uncertain", "drift"]
 
-_SPAN = re.compile(r"(\d+)([mhdw])")
-_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-
 
 def window_start(window: str, *, now: datetime | None = None) -> str | None:
     """The first instant of ``window`` (ISO-8601 UTC): ``30m``, ``24h``, ``7d``, ``2w`` back
     from ``now``, an ISO date or time as given, or ``None`` for ``all``. Anything else
     raises :class:`ConfigError` (``name="live-window"``)."""
-    text = window.strip()
-    if text == "all":
-        return None
-    span = _SPAN.fullmatch(text)
-    try:
-        if span is not None:
-            back = timedelta(**{_UNITS[span[2]]: int(span[1])})
-            return ((now or datetime.now(UTC)) - back).isoformat()
-        start = datetime.fromisoformat(text)
-    except (ValueError, OverflowError):  # not a date, or a span back past the year 1
-        raise ConfigError(
-            f"--live-window {window!r}: give a span back from now (30m, 24h, 7d, 2w), an ISO "
-            "date or time (2026-12-01), or all",
-            name="live-window",
-        ) from None
-    return (start if start.tzinfo else start.replace(tzinfo=UTC)).astimezone(UTC).isoformat()
+    return since_instant(window, flag="--live-window", now=now)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -181,7 +181,13 @@ class TemporalStore:
         return _row(run_id, self._memo(described), described)
 
     def list_runs(
-        self, *, limit: int = 50, conversation: str | None = None, status: str | None = None
+        self,
+        *,
+        limit: int = 50,
+        conversation: str | None = None,
+        status: str | None = None,
+        target: str | None = None,
+        since: str | None = None,
     ) -> list[StoredRun]:
         """The most recent runs first (this namespace's ``loopwise.run`` workflows)."""
         if conversation is not None:
@@ -193,7 +199,11 @@ class TemporalStore:
             async for w in self.client.list_workflows(query):
                 memo = await w.memo_value(MEMO_KEY, default={}) or {}
                 row = _row(w.id, memo, w)
-                if status is None or row.status == status:
+                if (
+                    status in (None, row.status)
+                    and target in (None, row.spec, row.target)
+                    and (since is None or row.created_at >= since)
+                ):
                     rows.append(row)
                 if len(rows) >= limit:
                     return
