@@ -136,3 +136,20 @@ def test_otel_with_the_extra_alone_exports_over_otlp_to_the_collector(
     assert code == 0 and json.loads(capsys.readouterr().out)["status"] == "completed"
     assert received and {path for path, _ in received} == {"/v1/traces"}
     assert b"execute_tool lookup_customer" in b"".join(body for _, body in received)
+
+
+def test_a_call_that_ran_says_so_and_a_call_waiting_for_a_person_does_not(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # A call is logged before its gate is asked: the progress line "tool X {...}" alone
+    # read as if it ran. Only a call that ran gets its "done X:" line.
+    _terminal(monkeypatch)
+    store = str(tmp_path / "runs.db")
+    assert main(["run", AGENT, "--input", QUESTION, "--model", "scripted", "--store", store]) == 0
+    err = capsys.readouterr().err
+    assert "investigate: done lookup_customer:" in err
+    desk = "workflows/refund_desk.py:refund_desk"
+    complaint = json.dumps("Order O-1003 arrived broken. Please refund it.")
+    assert main(["run", desk, "--input", complaint, "--model", "scripted", "--store", store]) == 1
+    err = capsys.readouterr().err
+    assert "waiting for approval" in err and "done issue_refund" not in err

@@ -124,8 +124,11 @@ def _line(event: Event) -> str | None:
     if event.type is EventType.TOOL_CALL:
         edited = f" (edited by {data['edited_by']})" if data.get("edited_by") else ""
         return f"tool {data.get('tool')} {_short(data.get('args'))}{edited}"
-    if event.type is EventType.TOOL_RESULT and data.get("is_error"):
-        return f"tool {data.get('tool')} failed: {_short(data.get('content'))}"
+    if event.type is EventType.TOOL_RESULT:
+        # A call is logged before its gate is asked: only this line says it ran.
+        if data.get("is_error"):
+            return f"tool {data.get('tool')} failed: {_short(data.get('content'))}"
+        return f"done {data.get('tool')}: {_short(data.get('content'), 40)}"
     if event.type is EventType.GATE_REQUESTED:
         return f"waiting for approval {data.get('approval_id')}: {data.get('tool')}"
     return None
