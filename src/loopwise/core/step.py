@@ -13,8 +13,8 @@ awaiting calls at once is :mod:`loopwise.core.concurrency`'s. Starting a run (op
 store, the sync wrapper) is :mod:`loopwise.running.runner`'s.
 The event vocabulary (:class:`Status`, :class:`Event`, ...) is :mod:`loopwise.core.events`'s,
 :class:`RunOptions` is :mod:`loopwise.core.options`'s, :class:`Halt` and :class:`RunResult` are
-:mod:`loopwise.core.result`'s and the sync wrapper :func:`blocking` is :mod:`loopwise.core.loops`'s;
-all are re-exported here.
+:mod:`loopwise.core.result`'s and the sync wrapper :func:`blocking` is
+:mod:`loopwise.core.loops`'s.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The model port over Chat Completions: one async call in, one assistant :class:`Turn` out.
 
 The port's contract (:class:`Model`, :class:`ModelRequest`, :class:`Turn`...) lives in
-:mod:`loopwise.models.port` and is re-exported here. :class:`OpenAIModel` speaks to OpenAI and to
-every OpenAI-compatible server through ``openai.AsyncOpenAI``; retries with backoff and
+:mod:`loopwise.models.port`. :class:`OpenAIModel` speaks to OpenAI and to every
+OpenAI-compatible server through ``openai.AsyncOpenAI``; retries with backoff and
 timeouts are the SDK's own (``max_retries``, ``timeout``). SDK errors are mapped to
 loopwise's in exactly one place, :mod:`loopwise.models.sdk_errors`. Anything with ``name``
 and ``async complete(request)`` is a model too — :mod:`loopwise.models.scripted` has the

@@ -3,7 +3,7 @@
 These are the ``loopwise.run``/``loopwise.arun``/``loopwise.resume`` users call: the one
 way to start or continue a run. They run the core (:func:`loopwise.core.execute.execute`, which
 knows no store) with the run store as an event sink; all take a
-:class:`~loopwise.core.step.RunOptions` and its fields as keyword arguments:
+:class:`~loopwise.core.options.RunOptions` and its fields as keyword arguments:
 
 * every run is recorded in the default store (``$LOOPWISE_STORE`` or
   ``.loopwise/runs.db``) unless ``store=None`` is passed (then nothing is written);
@@ -132,7 +132,7 @@ async def arun(
 ) -> RunResult:
     """Run ``target`` on ``input`` and record it in ``store`` (see the module docs).
 
-    ``options`` is a :class:`~loopwise.core.step.RunOptions`; keyword arguments set its fields
+    ``options`` is a :class:`~loopwise.core.options.RunOptions`; keyword arguments set its fields
     (``model=``, ``budget=``, ``max_steps=``, ``sinks=``, ``approvals=``...). ``store=None``
     records nothing. ``spec`` is the loadable target (``path.py:name``) a resume in
     another process needs. ``eval_id`` marks the run as a measurement of that eval
@@ -384,7 +384,7 @@ async def aresume(
 ) -> RunResult:
     """Continue a paused or interrupted run (see the module docs).
 
-    ``options`` and keyword arguments are the :class:`~loopwise.core.step.RunOptions` of
+    ``options`` and keyword arguments are the :class:`~loopwise.core.options.RunOptions` of
     :func:`arun`: ``model``, ``max_steps`` and ``budget`` override what the run started
     with; ``sinks`` receive the new events besides the store; ``approvals`` answers the
     gates still undecided. ``step`` is the target when resuming in-process (otherwise it

@@ -3,7 +3,7 @@
 ``async for event in loopwise.astream(step, input, ...)`` starts the run and yields every
 :class:`~loopwise.core.step.Event` as it is emitted — the same objects, in the same order, that
 the store records — and the stream's :attr:`RunStream.result` is the
-:class:`~loopwise.core.step.RunResult` once the iteration has ended. :func:`astream_resume`
+:class:`~loopwise.core.result.RunResult` once the iteration has ended. :func:`astream_resume`
 does the same for a resumed run (only the new events: ``run_resumed`` onwards). With
 ``stream=True`` the model streams its answers and the stream also yields each piece of
 text as a :class:`~loopwise.core.step.TextDelta` (``type == "text_delta"``, not stored, no

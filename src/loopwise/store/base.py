@@ -5,7 +5,7 @@
 runs), :class:`RunQueries` (reading runs), :class:`ApprovalBook` (gate requests and
 decisions), :class:`EvalHistory` (eval summaries) and :class:`LiveEvidence` (the live
 cases shadow runs and people's decisions leave). :class:`SQLiteStore` (one file, the
-embedded default) and :class:`~loopwise.postgres.PostgresStore` (many workers on many
+embedded default) and :class:`~loopwise.store.postgres.PostgresStore` (many workers on many
 machines) implement it on :class:`~loopwise.store.sql.SQLStore`, which holds every statement
 both run, so the two keep one semantics. :func:`loopwise.store.open.open_store` picks one
 from a path or URL. A store is an :class:`~loopwise.core.events.EventSink`: a run streams

@@ -1,8 +1,8 @@
 """Allow-lists for tool arguments: the valid inputs made explicit, whatever the model sends.
 
 Each helper goes in an ``Annotated`` hint of a tool's parameter (or an MCP tool's
-:class:`~loopwise.integrations.mcp.Override`) and is enforced by pydantic when the arguments are
-validated; where JSON schema can say it, the tool's schema says it too::
+:class:`~loopwise.integrations.mcp.mapping.Override`) and is enforced by pydantic when the
+arguments are validated; where JSON schema can say it, the tool's schema says it too::
 
     @tool
     def get_order(order_id: Annotated[str, IdPattern(r"O-\\d{4}")]) -> dict: ...

@@ -12,8 +12,8 @@ Every tool declares its :class:`Effect` (least power): ``read`` tools observe, `
 tools change something that can be undone, ``irreversible`` ones cannot be undone (money,
 deletes, mail) and an agent refuses them unless they carry a ``gate``.
 
-Allow-list helpers (:mod:`loopwise.tools.allowlists`, re-exported here) make the valid inputs
-explicit and are enforced by pydantic whatever the model sends; where JSON schema can say
+Allow-list helpers (:mod:`loopwise.tools.allowlists`) make the valid inputs explicit
+and are enforced by pydantic whatever the model sends; where JSON schema can say
 it, the schema says it too::
 
     @tool

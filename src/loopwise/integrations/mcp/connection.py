@@ -33,7 +33,7 @@ the server's notifications)."""
 
 class Source(Protocol):
     """What a connection needs of the tools it serves
-    (:class:`~loopwise.integrations.mcp.MCPTools`)."""
+    (:class:`~loopwise.integrations.mcp.servers.MCPTools`)."""
 
     server: str
     connect_timeout: float

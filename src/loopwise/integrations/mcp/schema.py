@@ -173,7 +173,7 @@ _SIMPLE: dict[str, Any] = {
 class _Models:
     """Pydantic types from the JSON schema of one tool; what pydantic cannot say is ``Any``
     and is still enforced by the ``jsonschema`` check of
-    :meth:`loopwise.integrations.mcp.MCPTool.parse`."""
+    :meth:`loopwise.integrations.mcp.servers.MCPTool.parse`."""
 
     def __init__(self, tool: str, root: dict[str, Any]) -> None:
         self.tool = tool

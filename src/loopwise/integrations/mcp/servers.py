@@ -47,8 +47,8 @@ under :data:`IDEMPOTENCY_KEY`, so a server can make a repeated effect safe.
 **Failures.** A server that cannot be started or listed when declared (within
 ``connect_timeout``) raises :class:`~loopwise.errors.MCPServerError` naming it. A tool
 listed badly — a name or listing loopwise cannot use
-(:func:`~loopwise.integrations.mcp_listing.checked`), a schema past the limits of
-:func:`~loopwise.integrations.mcp_schema.check_limits` (nesting, parts, patterns), even
+(:func:`~loopwise.integrations.mcp.listing.checked`), a schema past the limits of
+:func:`~loopwise.integrations.mcp.schema.check_limits` (nesting, parts, patterns), even
 one nested too deeply for the SDK to read (:mod:`~loopwise.integrations.mcp.wire`,
 over stdio and HTTP) — is
 left out with why (``loopwise check`` says so), never the server's other tools.
@@ -307,7 +307,7 @@ class MCPTools(ToolSource, Sequence[MCPTool]):
         """The tool made from one listing; ``None`` (and why, in :attr:`skipped`) when it
         cannot be used: a schema past the limits or one pydantic cannot model leaves that
         tool out, not the server's others. The limits are checked first, so no tool's
-        schema costs more than :data:`~loopwise.integrations.mcp_schema.MAX_NODES` parts
+        schema costs more than :data:`~loopwise.integrations.mcp.schema.MAX_NODES` parts
         of work."""
         try:
             check_limits(listed.input_schema)
@@ -585,7 +585,7 @@ def http(
 
     async def opener(stack: contextlib.AsyncExitStack, errlog: Any, on_message: Any) -> Client:
         del errlog  # a remote server's stderr is its own
-        hooks = {"response": [shallow_answers]}  # too deep for the SDK: see mcp_http
+        hooks = {"response": [shallow_answers]}  # too deep for the SDK: see wire_http
         http_client = await stack.enter_async_context(
             httpx2.AsyncClient(headers=headers, event_hooks=hooks)
         )

@@ -6,7 +6,7 @@ was dropped whole, so the listing waited out its timeout and every tool of the s
 lost. Here such a message is read again with every value nested deeper than
 :data:`MAX_NESTING` levels replaced by :data:`TOO_DEEP` (a string; a message the SDK can
 read is never changed): the listing arrives, the deep tool is left out by
-:func:`~loopwise.integrations.mcp_schema.check_limits` (it nests past its limit), and the
+:func:`~loopwise.integrations.mcp.schema.check_limits` (it nests past its limit), and the
 server's other tools are kept. A tool's result that deep arrives with its too-deep parts
 so replaced, instead of never.
 

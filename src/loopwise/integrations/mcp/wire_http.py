@@ -4,8 +4,8 @@ Over HTTP the SDK answers a message nested too deeply for its JSON reader with a
 error, so one tool's schema nested 300 levels refused the server's whole listing. The
 response hook :func:`shallow_answers` (on the client loopwise gives the SDK) passes each
 JSON body, and each ``data:`` line of an event stream, through
-:func:`~loopwise.integrations.mcp_wire.shallow` as it is read: values nested past
-:data:`~loopwise.integrations.mcp_wire.MAX_NESTING` levels arrive as a placeholder, and
+:func:`~loopwise.integrations.mcp.wire.shallow` as it is read: values nested past
+:data:`~loopwise.integrations.mcp.wire.MAX_NESTING` levels arrive as a placeholder, and
 the tool they belong to is left out by the listing's limits, not the server. A compressed
 body (``Content-Encoding``) is left as it is.
 """
