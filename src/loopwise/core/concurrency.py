@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from loopwise.core.result import Halt
 
@@ -56,7 +56,7 @@ async def carry_exits(work: Awaitable[T]) -> T:
         raise CarriedExit(e) from None
 
 
-def _leaves(group: BaseExceptionGroup[Any]) -> Iterator[BaseException]:
+def _leaves(group: BaseExceptionGroup[BaseException]) -> Iterator[BaseException]:
     for error in group.exceptions:
         if isinstance(error, BaseExceptionGroup):
             yield from _leaves(error)

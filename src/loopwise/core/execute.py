@@ -144,7 +144,7 @@ async def _execute(target: Step, input: Any, ctx: Context) -> RunResult:
     return _result(ctx, status, output, detail, pending)
 
 
-def _error_type(e: BaseException) -> dict[str, Any]:
+def _error_type(e: BaseException) -> dict[str, str]:
     """``error_type`` of a run that ended ``error``: its code, free of the message's text
     (which may quote model or user input; a tracing sink keeps only this)."""
     return {"error_type": e.code if isinstance(e, LoopwiseError) else type(e).__name__}

@@ -469,7 +469,7 @@ def check_step(target: Any) -> Step:
     return checked
 
 
-def needs_model(step: Any) -> bool:
+def needs_model(step: object) -> bool:
     """Whether running ``step`` needs a model: its own ``needs_model`` says, and a plain
     function step declares it needs none (so the CLI does not demand one for it)."""
     return bool(step_member(step, "needs_model"))

@@ -6,9 +6,9 @@ confidence (:func:`reliability_svg`), a sweep's accuracy/cost frontier
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from loopwise.core.svg import escape as _e
 from loopwise.core.svg import escape_shown as _shown
@@ -56,6 +56,9 @@ STATUS_COLORS = {
 MAX_COST = 1e12
 """The largest cost per case (in USD, either sign) :func:`frontier_svg` draws."""
 
+
+Scale = Callable[[float], float]
+"""A chart's map from a value to its pixel on one axis."""
 
 _GRID = "#e5e7eb"
 _AXIS = "#9ca3af"
@@ -283,7 +286,7 @@ def _legend(points: Sequence[FrontierDot], chosen: str | None) -> str:
     return "  ".join(marks)
 
 
-def _frontier_axes(x: Any, y: Any, costs: list[float], accuracy: list[float]) -> list[str]:
+def _frontier_axes(x: Scale, y: Scale, costs: list[float], accuracy: list[float]) -> list[str]:
     parts = []
     base_y, base_x, end_x = y(accuracy[0]), x(costs[0]), x(costs[-1])
     for c in costs:
@@ -338,7 +341,7 @@ Box = tuple[float, float, float, float]
 
 
 def _labels(
-    points: Sequence[FrontierDot], chosen: str | None, x: Any, y: Any, plot: Box
+    points: Sequence[FrontierDot], chosen: str | None, x: Scale, y: Scale, plot: Box
 ) -> list[str]:
     """Labels placed greedily, most important first (chosen, endpoints, then thresholds
     by cost), each at the first of eight spots around its dot that overlaps no label

@@ -10,7 +10,6 @@ feature the request carried), with the URL but never a key, and the server's who
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import openai
 
@@ -110,7 +109,7 @@ def _too_long(short: str, status: int, body: str, request: ModelRequest) -> Cont
 
 def _summary(error: openai.APIStatusError) -> tuple[str, str]:
     """The error type and the first line of its message, from whatever shape the body has."""
-    body: Any = error.body
+    body: object = error.body
     kind = ""
     if isinstance(body, dict):
         kind = str(body.get("type") or body.get("code") or "")

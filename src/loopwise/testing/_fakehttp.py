@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Mapping
-from typing import Any
 
 __all__ = ["error", "http", "media", "parse_head", "read_body"]
 
@@ -62,7 +61,7 @@ def http(
     return head.encode() + body
 
 
-def media(payload: dict[str, Any]) -> str:
+def media(payload: Mapping[str, object]) -> str:
     """The content type of the answer to ``payload`` (server-sent events when it streams)."""
     return "text/event-stream" if payload.get("stream") else "application/json"
 

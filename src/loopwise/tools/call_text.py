@@ -70,7 +70,7 @@ def call_event(call: Call, args: Any, effect: str | None) -> dict[str, Any]:
     }
 
 
-def result_event(call: Call, status: CallStatus, content: str, **more: Any) -> dict[str, Any]:
+def result_event(call: Call, status: CallStatus, content: str, **more: object) -> dict[str, Any]:
     """The data of a call's ``tool_result`` event: what every result says, then ``more``."""
     return {
         "tool": call.name,

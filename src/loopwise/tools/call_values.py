@@ -7,9 +7,13 @@ the other.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pydantic import BaseModel
+
+from loopwise.tools.gates import Gate, PolicyFn
 from loopwise.tools.verdicts import Pending
 
 __all__ = ["Call", "CallSettings", "CallStatus", "Outcome"]
@@ -27,7 +31,7 @@ class Call:
 
     name: str
     """The tool's name (as the model wrote it: it may name no tool)."""
-    arguments: Any
+    arguments: str | Mapping[str, Any] | BaseModel | None
     """Raw JSON text (a model's), a mapping or a pydantic model."""
     call_id: str
     """The id the log and the transcript use for it."""
@@ -37,7 +41,7 @@ class Call:
     """The journal key of its result."""
     counted: bool = True
     """Whether it counts as a tool call in the run's usage."""
-    policies: tuple[Any, ...] = ()
+    policies: tuple[Gate | PolicyFn | None, ...] = ()
     """Extra checks (policies) arguments edited by a person must pass, besides the gate's."""
     once_in: str | None = None
     """A scope (a hybrid run, across its re-plans; an agent's run, across its turns) in
@@ -49,7 +53,7 @@ class Call:
     edited_by: str | None = None
     """Who edited ``arguments``, when they are a person's edit decided before this call (a
     plan step asked again after its own edit): read strictly, logged and recorded as edited."""
-    edited_from: Any = None
+    edited_from: object = None
     """The arguments that edit replaced (with :attr:`edited_by`)."""
 
 
@@ -77,13 +81,13 @@ class Outcome:
     """What the model reads (``ERROR: ...`` unless ``done``)."""
     reason: str | None = None
     """Why it did not run or how it failed (without the ``ERROR:`` wording)."""
-    value: Any = None
+    value: object = None
     """The tool's return value (when ``done``; journaled only with ``keep_value``)."""
     pending: Pending | None = None
     """The request a person must decide (when ``pending``)."""
     edited_by: str | None = None
     """Who edited its arguments, when a person did (it ran with :attr:`ran_with`)."""
-    ran_with: Any = None
+    ran_with: object = None
     """The arguments it ran with, when a person edited them (as JSON data)."""
 
     @property

@@ -388,7 +388,7 @@ async def _run(
             batch, call, tool, "failed", f"tool {tool.name!r} raised {reason}", why=reason
         )
     content = truncate(render_content(value), batch.settings.max_output_chars)
-    extra: dict[str, Any] = {}
+    extra: dict[str, object] = {}
     effect_key = effect_id(call.once_in, tool, args)
     if effect_key is not None:
         extra["took_effect"] = effect_key
@@ -429,7 +429,7 @@ def _log_result(
     status: CallStatus,
     content: str,
     reason: str | None,
-    extra: dict[str, Any],
+    extra: Mapping[str, object],
 ) -> None:
     ctx = batch.ctx
     ran = status in ("done", "failed")

@@ -20,7 +20,7 @@ from loopwise.core.step import Context
 from loopwise.tools.arguments import ToolArgumentsError
 from loopwise.tools.call_text import call_event, readable_args
 from loopwise.tools.call_values import Call
-from loopwise.tools.gates import recheck_edited
+from loopwise.tools.gates import Gate, PolicyFn, recheck_edited
 from loopwise.tools.tool import Tool
 from loopwise.tools.verdicts import Denied, Edited
 
@@ -28,7 +28,10 @@ __all__ = ["edit_data", "edit_problem", "judge_edit", "judged_again", "log_edit"
 
 
 async def judge_edit(
-    tool: Tool, edited: Any, policies: Sequence[Any] = (), ctx: Context | None = None
+    tool: Tool,
+    edited: Any,
+    policies: Sequence[Gate | PolicyFn | None] = (),
+    ctx: Context | None = None,
 ) -> BaseModel | ToolArgumentsError | Denied:
     """A person's edit of ``tool``'s arguments: validated again by the tool's schema, in
     strict mode (``true`` is no number, ``"5000"`` no integer: what they typed is what
@@ -50,7 +53,7 @@ async def judge_edit(
     return args
 
 
-def edit_problem(tool: Tool, edited: dict[str, Any]) -> str | None:
+def edit_problem(tool: Tool, edited: dict[str, object]) -> str | None:
     """What ``tool``'s schema, read strictly as :func:`judge_edit` reads it, finds wrong
     with ``edited`` (the policies are judged when the edit runs)."""
     try:
@@ -60,7 +63,9 @@ def edit_problem(tool: Tool, edited: dict[str, Any]) -> str | None:
     return None
 
 
-async def judged_again(tool: Tool, args: BaseModel, policies: Sequence[Any] = ()) -> Denied | None:
+async def judged_again(
+    tool: Tool, args: BaseModel, policies: Sequence[Gate | PolicyFn | None] = ()
+) -> Denied | None:
     """The policies' denial of an effect approved before this batch, judged again as it is
     about to run, or ``None``: a plan's gates are all asked before its first action, and an
     earlier step may have changed what a later step's policy judged (the balance it

@@ -250,7 +250,7 @@ class Ask:
     """The validated arguments (a pydantic model or a dict)."""
     call_id: str
     """The id that binds the approval (unique in the run)."""
-    gate: Gate | None
+    gate: Gate | PolicyFn | None
     """The tool's gate (a bare function is taken as a :func:`policy`)."""
     tainted_by: str | None = None
     """The untrusted source that preceded the call, when the caller knows it better

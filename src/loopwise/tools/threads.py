@@ -14,12 +14,14 @@ import contextlib
 import contextvars
 import threading
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import TypeVar
 
 __all__ = ["in_own_thread", "seen_through", "to_the_end"]
 
+T = TypeVar("T")
 
-async def to_the_end(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+
+async def to_the_end(fn: Callable[..., T], kwargs: dict[str, object]) -> T:
     """Run a sync tool with an effect in a worker thread and see it through.
 
     A thread cannot be stopped, so cancelling the call (a sibling call ended the run, the
@@ -41,7 +43,7 @@ async def to_the_end(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
             continue  # the thread runs on: wait for what it did
 
 
-async def seen_through(work: Coroutine[Any, Any, Any], timeout: float) -> Any:
+async def seen_through(work: Coroutine[object, object, T], timeout: float) -> T:
     """Await a sync effect with a timeout (its thread: :func:`in_own_thread`) to its end
     or its timeout, whichever comes first, even when the call is cancelled.
 
@@ -66,7 +68,7 @@ async def seen_through(work: Coroutine[Any, Any, Any], timeout: float) -> Any:
             raise
 
 
-async def in_own_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+async def in_own_thread(fn: Callable[..., T], kwargs: dict[str, object]) -> T:
     """Run a sync tool that has a timeout in a daemon thread of its own.
 
     A thread cannot be killed: one that hangs past the timeout runs on. In asyncio's
@@ -75,25 +77,25 @@ async def in_own_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
     thread holds up neither, and what it returns late is dropped.
     """
     loop = asyncio.get_running_loop()
-    future: asyncio.Future[Any] = loop.create_future()
+    future: asyncio.Future[T] = loop.create_future()
     context = contextvars.copy_context()
 
-    def settle(value: Any, error: BaseException | None) -> None:
+    def settle(outcome: tuple[T] | BaseException) -> None:
         if future.done():
             return  # timed out and cancelled already
-        if error is not None:
-            future.set_exception(error)
+        if isinstance(outcome, BaseException):
+            future.set_exception(outcome)
         else:
-            future.set_result(value)
+            future.set_result(outcome[0])
 
     def work() -> None:
-        value, error = None, None
+        outcome: tuple[T] | BaseException
         try:
-            value = context.run(fn, **kwargs)
+            outcome = (context.run(fn, **kwargs),)
         except BaseException as e:  # handed to the awaiting coroutine
-            error = e
+            outcome = e
         with contextlib.suppress(RuntimeError):  # the loop closed while it hung
-            loop.call_soon_threadsafe(settle, value, error)
+            loop.call_soon_threadsafe(settle, outcome)
 
     threading.Thread(target=work, name=f"loopwise-tool-{fn.__name__}", daemon=True).start()
     return await future

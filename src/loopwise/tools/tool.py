@@ -72,6 +72,7 @@ from loopwise.tools.threads import in_own_thread, seen_through, to_the_end
 
 if TYPE_CHECKING:
     from loopwise.core.step import Context
+    from loopwise.tools.gates import Gate, PolicyFn
 
 __all__ = [
     "AsToolOptions",
@@ -105,7 +106,7 @@ class AsToolOptions(TypedDict, total=False):
     """Whether its output taints later effects (fetched pages, mail); default ``False``."""
     timeout: float | None
     """Seconds a call may take (default ``None``: no limit)."""
-    gate: Any
+    gate: Gate | PolicyFn | None
     """The gate in front of each call (see :mod:`loopwise.tools.gates`); default none."""
 
 
@@ -126,7 +127,7 @@ class ToolOptions(AsToolOptions, total=False):
 _OPTIONS = frozenset(ToolOptions.__required_keys__ | ToolOptions.__optional_keys__)
 
 
-def _check_options(options: Mapping[str, Any], name: str | None) -> None:
+def _check_options(options: Mapping[str, object], name: str | None) -> None:
     """Raise :class:`~loopwise.errors.ToolError` naming an option no tool takes (and the
     tool, when its name is known yet: ``@tool(...)`` before the function is not)."""
     for option in sorted(set(options) - _OPTIONS):
@@ -171,7 +172,7 @@ def _parse_docstring(doc: str) -> _Doc:
     return _Doc(summary=summary, params=params)
 
 
-def _own_description(hint: Any) -> str | None:
+def _own_description(hint: object) -> str | None:
     """The description an ``Annotated[..., Field(description=...)]`` hint gives itself."""
     if get_origin(hint) is not Annotated:
         return None
@@ -179,7 +180,7 @@ def _own_description(hint: Any) -> str | None:
     return next((d for d in reversed(found) if d), None)
 
 
-def _description(hint: Any, doc: str | None) -> str | None:
+def _description(hint: object, doc: str | None) -> str | None:
     """A parameter's description when the tool must set it, or ``None`` (pydantic's own
     stands): the docstring's unless the hint has its own, with an allow-list's note added
     (pydantic applies a field's description after the helper's hint, dropping the note)."""
