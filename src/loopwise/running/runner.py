@@ -303,7 +303,7 @@ def enqueue(
     return run_id
 
 
-def _spoken(speaks: dict[str, Any] | None) -> dict[str, Any]:
+def _spoken(speaks: Mapping[str, object] | None) -> dict[str, object]:
     """What a queued run records of its model's API (checked: a worker makes the model)."""
     if not speaks:
         return {}

@@ -463,9 +463,9 @@ def _plain_rejection(feature: str) -> Rejection:
     return Rejection(status=400, body={"error": error})
 
 
-def _named_calls(messages: Any) -> list[Any]:
+def _named_calls(messages: object) -> list[object]:
     """The call ids a Chat Completions transcript names (its calls and tool results)."""
-    named: list[Any] = []
+    named: list[object] = []
     for m in messages if isinstance(messages, list) else ():
         if not isinstance(m, dict):
             continue
@@ -564,6 +564,6 @@ def _deltas(message: dict[str, Any]) -> list[dict[str, Any]]:
     return deltas
 
 
-def _argument_pieces(arguments: Any) -> list[str]:
+def _argument_pieces(arguments: object) -> list[str]:
     text = arguments if isinstance(arguments, str) else json.dumps(arguments)
     return pieces(text) if text else []

@@ -63,7 +63,7 @@ def load_dataset(path: str | Path) -> list[Case]:
     return cases
 
 
-def field_match(output: Any, expected: Any) -> bool:
+def field_match(output: object, expected: object) -> bool:
     """True when every field named in ``expected`` has the same value in ``output``.
 
     Objects match field by field (extra output fields are ignored, nested objects are
@@ -78,7 +78,7 @@ def field_match(output: Any, expected: Any) -> bool:
     return bool(output == expected)
 
 
-def field_diff(output: Any, expected: Any) -> list[dict[str, Any]]:
+def field_diff(output: object, expected: object) -> list[dict[str, Any]]:
     """Where ``output`` differs from ``expected``, field by field, as :func:`field_match`
     judges it: ``[{"field", "expected", "actual"}]`` (``field`` is a dotted path, ``""``
     for the whole value; a missing field has ``"actual": None`` and ``"missing": True``).
@@ -87,7 +87,7 @@ def field_diff(output: Any, expected: Any) -> list[dict[str, Any]]:
     return _diff_at("", jsonable(output), jsonable(expected))
 
 
-def _diff_at(at: str, output: Any, expected: Any) -> list[dict[str, Any]]:
+def _diff_at(at: str, output: object, expected: object) -> list[dict[str, Any]]:
     if not isinstance(expected, dict) or not isinstance(output, dict):
         return [] if output == expected else [{"field": at, "expected": expected, "actual": output}]
     found: list[dict[str, Any]] = []
