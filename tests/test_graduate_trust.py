@@ -377,6 +377,10 @@ def test_the_compare_starters_agent_graduates_too(
 
     init_project("compare", tmp_path)
     monkeypatch.chdir(tmp_path)
+    # The generated module imports the agent by its module name; in one pytest process the
+    # checkout's agents/triage_agent.py may already hold that name (a fresh CLI has none).
+    monkeypatch.delitem(sys.modules, "triage_agent", raising=False)
+    monkeypatch.syspath_prepend(str(tmp_path))
     tickets = [json.loads(line)["input"] for line in Path("tickets.jsonl").read_text().splitlines()]
     target = _graduated_starter("triage_agent.py:triage_agent", tickets[:20], capsys)
     ticket = json.dumps("Charged twice\n\nPlease refund the duplicate of order O-12345.")
