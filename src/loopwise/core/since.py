@@ -11,7 +11,7 @@ from loopwise.errors import ConfigError
 
 __all__ = ["since_instant"]
 
-_SPAN = re.compile(r"(\d+)([mhdw])")
+_SPAN = re.compile(r"([0-9]+)([mhdw])")  # ASCII digits: int() reads any script's
 _UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
@@ -28,10 +28,11 @@ def since_instant(text: str, *, flag: str, now: datetime | None = None) -> str |
             back = timedelta(**{_UNITS[span[2]]: int(span[1])})
             return ((now or datetime.now(UTC)) - back).isoformat()
         start = datetime.fromisoformat(given)
-    except (ValueError, OverflowError):  # not a date, or a span back past the year 1
+        # A time at an offset may fall outside the years 1-9999 once in UTC.
+        return (start if start.tzinfo else start.replace(tzinfo=UTC)).astimezone(UTC).isoformat()
+    except (ValueError, OverflowError):  # not a date, or an instant before the year 1 or after 9999
         raise ConfigError(
             f"{flag} {text!r}: give a span back from now (30m, 24h, 7d, 2w), an ISO date or "
             "time (2026-12-01), or all",
             name=flag.lstrip("-"),
         ) from None
-    return (start if start.tzinfo else start.replace(tzinfo=UTC)).astimezone(UTC).isoformat()
