@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import types
 from pathlib import Path
 from typing import Any
 
@@ -379,7 +380,10 @@ def test_the_compare_starters_agent_graduates_too(
     monkeypatch.chdir(tmp_path)
     # The generated module imports the agent by its module name; in one pytest process the
     # checkout's agents/triage_agent.py may already hold that name (a fresh CLI has none).
-    monkeypatch.delitem(sys.modules, "triage_agent", raising=False)
+    # setitem then delitem: when the test ends, sys.modules holds again exactly what it did
+    # (the graduated module's own triage_agent must not stay for later tests).
+    monkeypatch.setitem(sys.modules, "triage_agent", types.ModuleType("triage_agent"))
+    monkeypatch.delitem(sys.modules, "triage_agent")
     monkeypatch.syspath_prepend(str(tmp_path))
     tickets = [json.loads(line)["input"] for line in Path("tickets.jsonl").read_text().splitlines()]
     target = _graduated_starter("triage_agent.py:triage_agent", tickets[:20], capsys)
@@ -587,3 +591,97 @@ def test_an_evaluation_without_a_sandbox_is_refused_before_anything_is_written(
                  "--dataset", str(cases)])  # fmt: skip
     assert code == 2 and "no sandbox" in capsys.readouterr().err
     assert not (tmp_path / "mixed_workflow.py").exists()  # so a second try needs no --force
+
+
+GATED_NOTES = """
+import contextlib
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from typing import Any
+
+from loopwise import Agent, Context, ModelRequest, gates, tool
+from loopwise.testing import ScriptedAgent
+
+REAL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "real_ledger.txt")
+
+
+@dataclass
+class Ledger:
+    path: str
+
+    def write(self, line: str) -> None:
+        with open(self.path, "a") as f:
+            f.write(line + "\\n")
+
+
+def make_deps() -> Ledger:
+    return Ledger(REAL)
+
+
+@contextlib.contextmanager
+def make_eval_deps():
+    with tempfile.TemporaryDirectory() as d:
+        yield Ledger(os.path.join(d, "sandbox.txt"))
+
+
+@tool
+def lookup(customer_id: str) -> dict[str, Any]:
+    '''Look up a customer. Use it first.'''
+    return {"id": customer_id, "owed": 1000}
+
+
+@tool(effect="irreversible", gate=gates.human())
+def refund(customer_id: str, cents: int, ctx: Context[Ledger]) -> str:
+    '''Refund a customer. Use it when they are owed money.'''
+    ctx.deps.write(f"refund {customer_id} {cents}")
+    return "refunded"
+
+
+agent = Agent(name="agent", instructions="Help.", tools=[lookup, refund], max_steps=6)
+
+
+def _who(r: ModelRequest) -> dict[str, str] | None:
+    m = re.search(r"C-\\d{4}", r.user_text())
+    return {"customer_id": m.group()} if m else None
+
+
+offline_model = ScriptedAgent(
+    ("lookup", _who),
+    ("refund", lambda r: {**(_who(r) or {}), "cents": r.last_result("lookup").value["owed"]}),
+    answer=lambda r: "done",
+)
+"""
+
+
+def test_graduate_says_when_the_eval_gate_rule_stopped_the_workflow_and_approve_compares(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Review defect: an agent whose calls a person approved always read "keep the agent:
+    # the workflow does worse" — its workflow's runs were stopped by the eval's deny rule.
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "notes_agent.py").write_text(GATED_NOTES)
+    monkeypatch.setitem(sys.modules, "notes_agent", types.ModuleType("notes_agent"))
+    monkeypatch.delitem(sys.modules, "notes_agent")
+    from loopwise.running.targets import load_target
+
+    agent = load_target("notes_agent.py:agent")
+    for i in range(40):
+        result = loopwise.run(
+            agent.step, f"Ticket {i}: help C-100{i % 5 + 1}", model=agent.module.offline_model,
+            deps=agent.module.make_deps(), store="g.db", spec=agent.spec,
+            approvals=lambda request: True,
+        )  # fmt: skip
+        assert result.status == "completed", result.detail
+    before = (tmp_path / "real_ledger.txt").read_text()
+    argv = ["graduate", "notes_agent.py:agent", "--store", "g.db", "--model", "scripted"]
+    main([*argv, "--json"])
+    denied = json.loads(capsys.readouterr().out)
+    assert "stopped at a gate by the eval's rule, --gates deny" in denied["reason"]
+    main([*argv, "--gates", "approve", "--force", "--json"])
+    approved = json.loads(capsys.readouterr().out)
+    assert "stopped at a gate" not in approved["reason"]
+    assert approved["recommendation"] != "keep"  # compared as they would run: not "worse"
+    assert (tmp_path / "real_ledger.txt").read_text() == before  # the sandbox took them

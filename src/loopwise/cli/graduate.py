@@ -69,6 +69,13 @@ def add_graduate_verb(sub: Any) -> None:
         "make_deps())",
     )
     p.add_argument(
+        "--gates",
+        choices=("deny", "approve"),
+        default="deny",
+        help="how the evaluation answers gates (default deny; approve needs a sandbox when a "
+        "call takes effect, as eval --gates approve)",
+    )
+    p.add_argument(
         "--partial",
         action="store_true",
         help="also write <workflow>_partial.py: a cascade whose judge picks a mined path (or "
@@ -118,6 +125,7 @@ def _cmd_graduate(args: argparse.Namespace) -> int:
             since=args.since,
             concurrency=args.concurrency,
             deps=args.deps,
+            gates=args.gates,
         )
     if args.report and result.report is not None and result.workflow is not None:
         graphs = {

@@ -154,6 +154,7 @@ def graduate(
     since: str | None = None,
     concurrency: int = 4,
     deps: str | None = None,
+    gates: str = "deny",
 ) -> Graduation:
     """Mine ``agent``'s stored runs, write a workflow module, evaluate it against the agent
     and recommend.
@@ -168,6 +169,8 @@ def graduate(
     (by default they are not recorded: the agent's would be mined the next time).
     ``deps`` (``module:function``, as ``eval --deps``) makes the evaluation's runs' deps,
     else the agent module's sandbox or ``make_deps`` (which the module re-exports).
+    ``gates`` answers both sides' gates in the evaluation (``deny``, the default, or
+    ``approve``: then a call that takes effect needs a sandbox, as ``eval --gates approve``).
     Only the agent's own runs are mined: the runs whose spec names its module and name,
     not an eval's (see :mod:`loopwise.evidence.graduate.mining`). Returns a
     :class:`Graduation`: when the verdict is not ``steps_known`` nothing is
@@ -202,7 +205,7 @@ def graduate(
     path = out_path(loaded, out, force)
     cases, what = _cases(mined, dataset)
     if cases:  # the evaluation's deps: refused before anything is written
-        eval_deps(loaded, deps, "deny")
+        eval_deps(loaded, deps, gates)
     spec, workflow = write_workflow(loaded, mined, path)
     findings = check(workflow.step)
     paths = [(p.share, p.text) for p in mined.paths]
@@ -218,6 +221,7 @@ def graduate(
         store=store,
         concurrency=concurrency,
         deps=deps,
+        gates=gates,
     )
     return _evaluated(base, loaded, workflow, mined, how)
 
@@ -278,6 +282,7 @@ class _Eval:
     store: Any
     concurrency: int
     deps: str | None = None
+    gates: str = "deny"
 
 
 def _evaluated(
@@ -285,15 +290,15 @@ def _evaluated(
 ) -> Graduation:
     sink = _Paths()
     # The workflow makes the agent's calls: both run against the agent module's sandbox
-    # when those take effect (refused without one), with every gate answered "deny".
-    deps, where = eval_deps(agent, how.deps, "deny")
+    # when those take effect (refused without one), every gate answered by how.gates.
+    deps, where = eval_deps(agent, how.deps, how.gates)
     targets = [
         EvalTarget(
             name=t.spec,
             step=t.step,
             model=model_for(t, how.model),
             make_deps=deps,
-            gates="deny",
+            gates=how.gates,
             deps_from=where,
             guard_effects=where is None,
         )
@@ -313,6 +318,13 @@ def _evaluated(
     outside = _outside(agent_runs, sink, {p.path for p in mined.paths})
     found = evidence(agent_runs.runs, flow_runs.runs, references=how.references)
     decision, reason = verdict(agent_runs, flow_runs, found, outside)
+    stopped = flow_runs.status_counts.get("denied", 0)
+    if stopped and how.gates == "deny":
+        # Not "does worse": the eval's own rule said no where a person was asked before.
+        reason += (
+            f" ({stopped} of the workflow's runs were stopped at a gate by the eval's rule, "
+            "--gates deny; --gates approve, with a sandbox, compares them as they would run)"
+        )
     return _replace(
         base,
         cases=how.what,
