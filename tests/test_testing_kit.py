@@ -343,3 +343,24 @@ def test_serving_something_that_is_not_a_model_is_one_line(tmp_path: Path) -> No
     )  # fmt: skip
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert "is not a scripted model" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("source", "args", "says"),
+    [
+        ("offline_model = lambda: 1\n", ["--port", "99999"], "is not a port"),
+        ("offline_model = lambda: 1\n", ["--port", "-5"], "is not a port"),
+        ("def offline_model(a, b):\n    return 1\n", [], "offline_model() raised TypeError"),
+        ("def offline_model():\n    raise KeyError('x')\n", [], "raised KeyError"),
+    ],
+)
+def test_serve_a_bad_port_or_a_factory_that_raises_is_one_line_exit_2(
+    tmp_path: Path, source: str, args: list[str], says: str
+) -> None:
+    (tmp_path / "m.py").write_text(source)
+    done = subprocess.run(
+        [sys.executable, "-m", "loopwise.testing.serve", str(tmp_path / "m.py"), *args],
+        capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and says in done.stderr, done.stderr

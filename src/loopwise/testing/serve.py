@@ -42,15 +42,32 @@ def scripted_from(spec: str) -> ScriptedModel:
     obj = defined(module, name or "offline_model")
     if obj is None:
         raise LoopwiseError(f"{spec}: {module_part} defines no {name or 'offline_model'!r}")
-    if isinstance(obj, Step):
-        obj = model_for(Target(spec=spec, step=obj, module=module), "scripted")
-    elif callable(obj) and not isinstance(obj, ScriptedModel) and not name:
-        obj = obj()  # offline_model as a zero-argument factory
+    try:  # the module's own code runs here: whatever it raises is one line
+        if isinstance(obj, Step):
+            obj = model_for(Target(spec=spec, step=obj, module=module), "scripted")
+        elif callable(obj) and not isinstance(obj, ScriptedModel) and not name:
+            obj = obj()  # offline_model as a zero-argument factory
+    except LoopwiseError:
+        raise
+    except Exception as e:
+        what = "its offline_model" if isinstance(obj, Step) else f"{name or 'offline_model'}()"
+        raise LoopwiseError(f"{spec}: {what} raised {type(e).__name__}: {e}") from None
     if isinstance(obj, ScriptedModel):
         return obj
     if isinstance(obj, list) or callable(obj):
         return ScriptedModel(obj)
     raise LoopwiseError(f"{spec}: {type(obj).__name__} is not a scripted model, a script or a step")
+
+
+def _port(text: str) -> int:
+    """A TCP port, 0-65535 (0: any free one); else a usage error (bind() raised OverflowError)."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (0-65535; 0 for any free one)")
+    return port
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -60,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Serve a scripted model as a Chat Completions server on 127.0.0.1.",
     )
     parser.add_argument("spec", metavar="SPEC", help="path.py:name of a scripted model or target")
-    parser.add_argument("--port", type=int, default=0, help="the port (default: any free one)")
+    parser.add_argument("--port", type=_port, default=0, help="the port (default: any free one)")
     args = parser.parse_args(argv)
     try:
         scripted = scripted_from(args.spec)
