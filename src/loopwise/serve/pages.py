@@ -1,14 +1,16 @@
 """The approvals inbox's pages, as HTML strings: the inbox, a run, the runs list.
 
 Rendered on the server with no script and no external resource (the stylesheet is
-:data:`STYLESHEET`, served by :mod:`loopwise.serve.app` from the same origin), so the pages
-work offline and under a strict Content-Security-Policy. Everything that came from a
-run — arguments, tool output, reasons, step ids — is model or user text and is escaped
-where it is written into the page (free text such as a reason also shows a bidirectional
-override or control character as an escape, so it cannot reorder what follows); nested
-arguments are shown as nested lists, not as one line of JSON. Plans are drawn by
-:func:`loopwise.core.svg.graph_svg`, the report's drawing, from
-:mod:`loopwise.serve.graphs`; the page shell, tables and badges are :mod:`loopwise.serve.html`'s.
+:data:`loopwise.serve.style.STYLESHEET`, served by :mod:`loopwise.serve.app` from the
+same origin), so the pages work offline and under a strict Content-Security-Policy.
+Everything that came from a run — arguments, tool output, reasons, step ids — is model or
+user text and is escaped where it is written into the page (free text such as a reason
+also shows a bidirectional override or control character as an escape, so it cannot
+reorder what follows); nested arguments are shown as nested lists, not as one line of
+JSON. Plans are drawn by :func:`loopwise.core.svg.graph_svg`, the report's drawing, from
+:mod:`loopwise.serve.graphs`; the page shell, tables and badges are
+:mod:`loopwise.serve.html`'s; a card says when another run asks for the same
+irreversible action (:mod:`loopwise.serve.twins`).
 """
 
 from __future__ import annotations
@@ -27,12 +29,12 @@ from loopwise.core.svg import escape_shown as _t
 from loopwise.running.approvals import ApprovalView, PlanItem
 from loopwise.serve.graphs import plan_graph, ran_graph
 from loopwise.serve.html import effect_badge, page, state_badge, table, url_path
+from loopwise.serve.twins import Twin, object_of
 from loopwise.store.base import StoredApproval, StoredRun
 from loopwise.tools.audit import changed_fields, changes_text, event_summary, stake_text
 
 __all__ = [
     "EDITABLE_CHARS",
-    "STYLESHEET",
     "Form",
     "inbox_page",
     "readable",
@@ -118,10 +120,13 @@ def inbox_page(
     total: int | None = None,
     older: str | None = None,
     paged: bool = False,
+    twins: Mapping[tuple[str, str], Sequence[Twin]] | None = None,
 ) -> str:
     """A page of pending approvals, newest first, each with what is decided and the forms:
     ``total`` pending in all, ``older`` the cursor of the next page (a link), ``paged`` when
-    this is not the first page (a link back to the newest)."""
+    this is not the first page (a link back to the newest); ``twins`` the other runs'
+    approvals asking for the same irreversible action (:mod:`loopwise.serve.twins`),
+    by ``(run_id, approval_id)``, each card naming and linking them."""
     notice = f"<p class='notice' role='status'>{_t(form.notice)}</p>" if form.notice else ""
     shown = {(v.approval.run_id, v.approval.approval_id) for v in waiting}
     if form.error is not None and form.error[:2] not in shown:
@@ -130,7 +135,8 @@ def inbox_page(
         body = "<p class='empty'>Nothing waits for a decision.</p>"
     else:
         ordered = sorted(waiting, key=lambda v: v.approval.requested_at, reverse=True)
-        body = "".join(_card(v, form) for v in ordered)
+        same = twins or {}
+        body = "".join(_card(v, form, same.get(_key(v.approval), ())) for v in ordered)
     every = len(waiting) if total is None else total
     count = f"{every:,} pending approval{'' if every == 1 else 's'}"
     if every > len(waiting):
@@ -146,7 +152,32 @@ def inbox_page(
     return page("Inbox", f"{heading}{notice}{body}{nav}", root=form.root)
 
 
-def _card(v: ApprovalView, form: Form) -> str:
+def _key(a: StoredApproval) -> tuple[str, str]:
+    return a.run_id, a.approval_id
+
+
+def _twin_line(a: StoredApproval, same: Sequence[Twin], root: str) -> str:
+    """The hint that other runs ask for the same irreversible action; empty when none."""
+    runs = list(dict.fromkeys(t.run_id for t in same))
+    if not runs:
+        return ""
+    links = ", ".join(
+        f"<a href='{url_path(root, 'runs', r)}'>{_t(r)}</a>" for r in runs[:_TWINS_SHOWN]
+    )
+    if len(runs) > _TWINS_SHOWN:
+        links += f" and {len(runs) - _TWINS_SHOWN:,} more"
+    who = "another run" if len(runs) == 1 else f"{len(runs):,} other runs"
+    asks = "asks" if len(runs) == 1 else "ask"
+    return (
+        f"<p class='twin' role='note'><strong>Same action twice:</strong> {who} ({links}) "
+        f"{asks} for the same {_t(a.tool)} {_t(object_of(a))}</p>"
+    )
+
+
+_TWINS_SHOWN = 5
+
+
+def _card(v: ApprovalView, form: Form, same: Sequence[Twin] = ()) -> str:
     a = v.approval
     facts = [("Why a person decides", _t(a.reason or "the gate asks a person"))]
     if v.why:
@@ -170,6 +201,7 @@ def _card(v: ApprovalView, form: Form) -> str:
         + " · approval "
         f"<code>{_t(a.approval_id)}</code> · step <code>{_t(a.step)}</code> · asked "
         f"{_e(a.requested_at[:19].replace('T', ' '))} UTC</p>"
+        f"{_twin_line(a, same, form.root)}"
         f"<dl class='facts'>{dl}</dl>"
         f"<h3>Arguments</h3>{readable(a.args)}"
         f"{_plan_list(v)}{_decided(v.decided)}{_forms(v, form)}</article>"
@@ -299,9 +331,11 @@ def run_page(
     *,
     resuming: bool = False,
     root: str = "",
+    twins: Mapping[tuple[str, str], Sequence[Twin]] | None = None,
 ) -> str:
     """A run: its status, its plan drawn with each step's state (or, without a plan, what
-    it ran), every approval with who decided, and the whole audit log.
+    it ran), every approval with who decided, and the whole audit log; ``twins`` as for
+    :func:`inbox_page`, a line per pending approval another run asks the same of.
 
     A paused run's line says what it waits for now, from its approvals (the run's stored
     detail was written when it paused, before any decision); ``resuming`` says this
@@ -318,6 +352,11 @@ def run_page(
         + (f" · model {_e(run.model)}" if run.model else "")
         + "</p>"
         + _detail(run, approvals, events, resuming=resuming)
+        + "".join(
+            _twin_line(a, (twins or {}).get(_key(a), ()), root)
+            for a in approvals
+            if a.status == "pending"
+        )
     )
     return page(
         f"Run {run.run_id}",
@@ -495,79 +534,3 @@ def runs_page(
         nav="runs",
         root=root,
     )
-
-
-STYLESHEET = """
-*{box-sizing:border-box}
-body{margin:0;font:15px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;color:#111827;
-background:#f9fafb}
-header{display:flex;gap:16px;align-items:center;padding:10px 16px;background:#111827;
-color:#fff}
-header a{color:#d1d5db;margin-right:12px;text-decoration:none}
-header a[aria-current]{color:#fff;text-decoration:underline}
-main{max-width:1100px;margin:0 auto;padding:16px;overflow-wrap:anywhere}
-h1{font-size:1.4rem}h2{font-size:1.15rem;margin:.2rem 0}h3{font-size:.95rem;margin:1rem 0 .3rem}
-.meta{color:#6b7280;font-size:.85rem;font-weight:normal}
-code{font:13px ui-monospace,Menlo,monospace;overflow-wrap:anywhere}
-.approval{background:#fff;border:1px solid #e5e7eb;border-radius:8px;padding:14px 16px;
-margin:0 0 16px}
-dl.facts{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:4px 12px;margin:8px 0}
-dl.facts dt{font-weight:600}dl.facts dd{margin:0;min-width:0}
-dl.args{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:2px 10px;margin:0}
-dl.args dt{color:#374151;font-weight:600}dl.args dd{margin:0;min-width:0}
-ol.args{margin:0;padding-left:1.4em}
-.text{white-space:pre-wrap;overflow-wrap:anywhere}
-.long{max-height:16em;overflow:auto;border:1px solid #e5e7eb;border-radius:4px;padding:4px 6px;
-background:#f9fafb}
-.effect,.state{display:inline-block;white-space:nowrap;font-size:.75rem;padding:1px 7px;
-border-radius:10px;border:1px solid #9ca3af;color:#374151;font-weight:600;vertical-align:middle}
-.effect.read{border-color:#16a34a;color:#166534}
-.effect.write{border-color:#f59e0b;color:#92400e}
-.effect.irreversible{border-color:#dc2626;color:#991b1b}
-.state.pending,.state.awaiting_approval{background:#fef3c7}
-.state.done,.state.completed,.state.approved,.state.edited{background:#dcfce7}
-.state.denied,.state.failed,.state.error{background:#fee2e2}
-.state.skipped,.state.planned{background:#f3f4f6}
-ol.plan{padding-left:1.4em}ol.plan li{margin:3px 0}
-.ran{display:grid;grid-template-columns:repeat(2,minmax(0,1fr));gap:4px 12px}
-.ran p{margin:0}.proposed{color:#6b7280;border-left:2px solid #e5e7eb;padding-left:8px}
-ol.plan li.here{background:#fef9c3;border-radius:4px;padding:2px 4px}
-.warn{color:#b91c1c}
-.decision{border-top:1px solid #e5e7eb;margin-top:12px;padding-top:10px}
-form{display:grid;gap:6px;max-width:640px}
-label{font-weight:600;font-size:.9rem}
-input,textarea{font:inherit;padding:6px 8px;border:1px solid #d1d5db;border-radius:6px;
-width:100%}
-textarea[name=args]{font:13px ui-monospace,Menlo,monospace}
-.buttons{display:flex;gap:8px;flex-wrap:wrap}
-button{font:inherit;font-weight:600;padding:8px 18px;border-radius:6px;border:1px solid;
-cursor:pointer}
-button.approve{background:#16a34a;border-color:#15803d;color:#fff}
-button.deny{background:#fff;border-color:#dc2626;color:#b91c1c}
-details{margin-top:10px}summary{cursor:pointer;font-weight:600}
-.error{background:#fee2e2;border:1px solid #fca5a5;padding:8px;border-radius:6px}
-.notice{background:#dcfce7;border:1px solid #86efac;padding:8px;border-radius:6px}
-.empty{color:#6b7280}
-.drawing{margin:8px 0;overflow-x:auto}.drawing svg{max-width:100%;height:auto;
-font:11px system-ui,sans-serif}
-.scroll{overflow-x:auto}
-table{border-collapse:collapse;width:100%;background:#fff;font-size:.9rem;
-overflow-wrap:normal}
-th,table code{white-space:nowrap}td.wide{min-width:14em}
-th,td{border-bottom:1px solid #e5e7eb;padding:5px 8px;text-align:left;vertical-align:top}
-table.audit td.text{max-width:520px;min-width:16em}
-nav.filters a{margin-right:10px}nav.filters a[aria-current]{font-weight:700}
-nav.pages{margin:18px 0}nav.pages a{margin-right:16px}
-@media (max-width:600px){main{padding:10px}dl.facts,dl.args,.ran{grid-template-columns:1fr}
-dl.facts dd{margin-bottom:6px}h1{font-size:1.2rem}
-table.stack,table.stack tbody,table.stack tr,table.stack td{display:block;width:100%}
-table.stack thead{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0)}
-table.stack tr{border:1px solid #e5e7eb;border-radius:6px;margin:0 0 8px;padding:4px 0}
-table.stack td{position:relative;border:0;padding:3px 8px 3px 8.5em;min-width:0;
-max-width:none}
-table.stack td::before{content:attr(data-label);position:absolute;left:8px;width:7.5em;
-color:#6b7280;font-weight:600;overflow-wrap:anywhere}
-table.stack td.gap{padding-left:8px}table.stack td.gap::before{content:none}
-table.stack code{white-space:normal;overflow-wrap:anywhere}}
-"""
-"""The pages' one stylesheet (served at ``/static/inbox.css``)."""
