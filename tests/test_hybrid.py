@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Annotated, Any
 
 import pytest
+from pydantic import BeforeValidator
 
 import loopwise
 from loopwise import Agent, ApprovalRequest, Denied, Status, ToolError
@@ -415,3 +416,65 @@ def test_a_paused_refund_says_the_orders_currency(capsys: pytest.CaptureFixture[
     assert (refund["at_stake"], refund["at_stake_unit"]) == (189.0, "INR")  # O-1003's currency
     assert main(["pending"]) == 0
     assert "at stake: 189.00 INR (the action's estimate)" in capsys.readouterr().out
+
+
+PARSED: list[str] = []
+"""Each validation of ``close``'s ``order_id``."""
+
+
+def _counted(order_id: str) -> str:
+    PARSED.append(order_id)
+    return order_id
+
+
+@tool(effect="write", gate=policy(lambda args: True))
+def close(order_id: Annotated[str, BeforeValidator(_counted)]) -> str:
+    """Close an order."""
+    EFFECTS.append(("close", {"order_id": order_id, "parses": len(PARSED)}))
+    return "closed"
+
+
+def test_a_plan_steps_arguments_are_parsed_once_before_the_executor() -> None:
+    """validate_plan's parse is kept on the step: authorisation, the repeat check and
+    rechecks read it; the executor parses the call's arguments itself (its one path)."""
+    PARSED.clear()
+    desk = Hybrid("desk", actions=[close], task="close")
+    plan = _plan(_step("s1", "close", {"order_id": "O-1"}))
+    result = loopwise.run(desk, "x", model=ScriptedModel([reply(plan)]))
+    assert result.status is Status.COMPLETED, result.detail
+    # The planner's answer (the plan's schema), validate_plan, then the executor's own.
+    assert EFFECTS == [("close", {"order_id": "O-1", "parses": 3})]
+    assert len(PARSED) == 3
+
+
+@tool(effect="write", gate=human())
+def hold(order_id: Annotated[str, BeforeValidator(_counted)]) -> str:
+    """Hold an order."""
+    EFFECTS.append(("hold", {"order_id": order_id, "parses": len(PARSED)}))
+    return "held"
+
+
+def test_a_plan_recalled_on_resume_is_parsed_where_it_is_first_used() -> None:
+    PARSED.clear()
+    desk = Hybrid("desk", actions=[hold], task="hold")
+    plan = _plan(_step("s1", "hold", {"order_id": "O-1"}))
+    paused = loopwise.run(desk, "x", model=ScriptedModel([reply(plan)]))
+    assert paused.status is Status.AWAITING_APPROVAL
+    assert len(PARSED) == 2  # the planner's answer, validate_plan
+    with loopwise.SQLiteStore() as store:
+        store.decide(paused.run_id, "execute.s1", decision="approved", by="bob")
+    resumed = loopwise.resume(paused.run_id, step=desk, model=ScriptedModel([]))
+    assert resumed.status is Status.COMPLETED, resumed.detail
+    # The journaled plan (its schema), its authorisation's first use, the executor's own.
+    assert EFFECTS == [("hold", {"order_id": "O-1", "parses": 5})]
+
+
+def test_a_step_given_new_arguments_parses_them() -> None:
+    plan, errors = _validate(_plan(_step("s1", "note", {"text": "a"})))
+    assert errors == []
+    first = plan.steps[0]
+    assert first.parsed_args(note) is first.parsed_args(note)
+    moved = first.model_copy(update={"args": {"text": "b"}})
+    assert moved.parsed_args(note).text == "b"
+    with pytest.raises(loopwise.ToolArgumentsError):
+        first.model_copy(update={"args": {"text": 5}}).parsed_args(note)

@@ -113,7 +113,7 @@ def _edits(plan: Plan, catalog: ActionCatalog, verdicts: Mapping[str, Any]) -> d
         if not isinstance(verdict, Edited):
             continue
         tool = catalog[s.action].tool
-        planned = tool.parse(s.args_dict()).model_dump(mode="json")
+        planned = s.parsed_args(tool).model_dump(mode="json")
         try:
             edited: Any = tool.parse(verdict.args, strict=True).model_dump(mode="json")
         except ToolArgumentsError:

@@ -418,7 +418,7 @@ def _repeat_errors(
     planned: dict[str, str] = {}
     for s in plan.steps:
         tool = catalog[s.action].tool
-        found = effect_id(scope, tool, tool.parse(s.args_dict()))
+        found = effect_id(scope, tool, s.parsed_args(tool))
         if found is None:
             continue
         earlier = ctx.journal.effect(found)

@@ -209,7 +209,7 @@ async def authorize_plan(
     asks = []
     for planned in plan.steps:
         action = catalog[planned.action]
-        args = action.tool.parse(planned.args_dict()).model_dump(mode="json")
+        args = planned.parsed_args(action.tool).model_dump(mode="json")
         covered, note = None, None
         if approved is not None:
             covered, note = approved.covers(planned, args, action.effect)

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, create_model
 
 from loopwise.architectures.digraph import Digraph
 from loopwise.core.events import jsonable
@@ -75,12 +75,28 @@ class PlanStep(BaseModel):
         default_factory=list, description="Ids of steps that must finish before this one."
     )
     reason: str = Field(description="One line: why this step is needed.")
+    # The tool and the arguments it validated (a new tool or new args validate again).
+    _parsed: tuple[Tool, Any, BaseModel] | None = PrivateAttr(default=None)
 
     def args_dict(self) -> dict[str, Any]:
         """The arguments as a plain dict."""
         if isinstance(self.args, BaseModel):
             return self.args.model_dump(mode="json")
         return dict(self.args or {})
+
+    def parsed_args(self, tool: Tool) -> BaseModel:
+        """The arguments as ``tool`` validates them (raises
+        :class:`~loopwise.tools.arguments.ToolArgumentsError`).
+
+        :func:`validate_plan` validates them once and the step keeps the result, so
+        authorisation, the repeat check and rechecks do not validate them again; a step it
+        did not validate (a plan recalled from the journal on resume) is validated here on
+        first use. The executor still validates each call's arguments itself.
+        """
+        kept = self._parsed
+        if kept is None or kept[0] is not tool or kept[1] is not self.args:
+            kept = self._parsed = (tool, self.args, tool.parse(self.args_dict()))
+        return kept[2]
 
 
 class Plan(BaseModel):
@@ -426,7 +442,7 @@ async def validate_plan(
         return None, errors
     for s in plan.steps:
         try:  # what the plan's own parse lets through (pydantic's JSON reads NaN)
-            catalog[s.action].tool.parse(s.args_dict())
+            s.parsed_args(catalog[s.action].tool)
         except ToolArgumentsError as e:
             errors.append(f"step {s.id} ({s.action}): {e}")
             continue
