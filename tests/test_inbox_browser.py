@@ -292,3 +292,112 @@ def test_the_inbox_mounted_in_a_fastapi_app_decides_in_the_browser(
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+NARROW_DESK = '''\
+import json
+
+import loopwise
+from loopwise.architectures.hybrid import ActionCatalog, Hybrid
+from loopwise.testing import ScriptedModel, reply
+from loopwise.tools.gates import human
+
+AFTER = ("notify_customer_by_email_now", "open_warehouse_return_ticket", "log")
+PLAN = {"steps": [
+    {"id": "s1", "action": "pay", "args": {"order_id": "O-1", "amount": 40.0},
+     "depends_on": [], "reason": "broken"},
+    *({"id": f"s{i}", "action": a, "args": {"order_id": "O-1"}, "depends_on": ["s1"],
+       "reason": "so"} for i, a in enumerate(AFTER, start=2)),
+]}
+
+
+@loopwise.tool(effect="irreversible", gate=human())
+def pay(order_id: str, amount: float) -> str:
+    """Pay money back for an order."""
+    return "paid"
+
+
+@loopwise.tool(effect="write")
+def notify_customer_by_email_now(order_id: str) -> str:
+    """Tell the customer."""
+    return "told"
+
+
+@loopwise.tool(effect="write")
+def open_warehouse_return_ticket(order_id: str) -> str:
+    """Ask the warehouse for the parcel."""
+    return "opened"
+
+
+@loopwise.tool(effect="write")
+def log(order_id: str) -> str:
+    """Log it."""
+    return "logged"
+
+
+ACTIONS = ActionCatalog()
+for action in (pay, notify_customer_by_email_now, open_warehouse_return_ticket, log):
+    ACTIONS.add(action)
+desk = Hybrid("desk", actions=ACTIONS)
+
+
+def offline_model():
+    return ScriptedModel(lambda request: reply(json.dumps(PLAN)))
+'''
+
+# Each stacked cell's label (its ::before) ends inside its own cell, and no cell of a row
+# runs into the next: [[label, overflow px], ...] of those that do.
+_LABELS_OUTSIDE = """[...document.querySelectorAll('table.stack tr')].flatMap(tr => {
+  const cells = [...tr.querySelectorAll('td')];
+  return cells.flatMap((td, i) => {
+    const box = td.getBoundingClientRect(), style = getComputedStyle(td);
+    const label = parseFloat(getComputedStyle(td, '::before').height) || 0;
+    const bottom = box.top + parseFloat(style.paddingTop) + label;
+    const next = cells[i + 1] ? cells[i + 1].getBoundingClientRect().top : Infinity;
+    const over = Math.max(bottom - box.bottom, box.bottom - next);
+    return over > 0.5 ? [[td.dataset.label, over]] : [];
+  });
+})"""
+
+# Each plan node: its whole name (the title), the lines drawn, the widest line's width
+# and the node's width, in the drawing's own units, and the drawing's scale on screen.
+_NODES = """[...document.querySelectorAll('figure.drawing g.node')].map(g => ({
+  title: g.querySelector('title').textContent,
+  lines: [...g.querySelectorAll('text[font-weight]')].map(t => t.textContent),
+  widest: Math.max(...[...g.querySelectorAll('text')].map(t => t.getBBox().width)),
+  box: g.querySelector('rect').getBBox().width,
+  scale: g.ownerSVGElement.getBoundingClientRect().width
+    / g.ownerSVGElement.viewBox.baseVal.width,
+}))"""
+
+
+def test_the_run_page_reads_at_phone_width(browser: Any, tmp_path: Path) -> None:
+    # At 390 px the planner's reason's two-line label ran into the arguments' label (a
+    # one-line reason), and the drawing cut long step names and shrank them to ~7 px.
+    module = tmp_path / "narrow_desk.py"
+    module.write_text(NARROW_DESK)
+    paused = _loopwise("run", f"{module}:desk", "--model", "scripted", "--input", '"x"', "--json")
+    assert paused.returncode == 1, paused.stderr
+    run_id = json.loads(paused.stdout)["run_id"]
+    with subprocess.Popen(
+        [sys.executable, "-m", "loopwise.cli.main", "serve", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    ) as server:
+        try:
+            assert server.stdout is not None
+            url = server.stdout.readline().split()[1]
+            page = browser.new_page(viewport=PHONE)
+            page.goto(f"{url}/runs/{run_id}")
+            assert page.locator('table.plan td[data-label="planner\'s reason"]').count() == 4
+            assert page.evaluate(_LABELS_OUTSIDE) == []
+            nodes = page.evaluate(_NODES)
+            assert len(nodes) == 4
+            for node in nodes:
+                name = node["title"].rsplit(" (", 1)[0]
+                assert "".join(node["lines"]).replace(" ", "") == name.replace(" ", ""), node
+                assert node["widest"] <= node["box"] and node["scale"] >= 1, node
+            _screenshot(page, _shots(tmp_path), "run-phone-width")
+        finally:
+            server.terminate()

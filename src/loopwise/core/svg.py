@@ -55,6 +55,8 @@ STATE_FILLS = {
 """A plan step's fill by its state."""
 
 _NODE_W, _NODE_H, _GAP_X, _GAP_Y, _ROW_MAX = 150, 40, 20, 44, 5
+_LINE, _LINE_H = 22, 13
+"""A node's name: characters per line (two lines at most), and a line's height."""
 
 
 def escape(text: Any) -> str:
@@ -121,13 +123,15 @@ def graph_svg(graph: Graph, *, name: str, states: Mapping[str, str] | None = Non
     for r, _ in positions.values():
         rows[r] = rows.get(r, 0) + 1
     widest = max(rows.values(), default=1)
+    # A long name wraps to a second line (every node of the drawing grows alike).
+    tall = _NODE_H + _LINE_H * (max((len(_name(n.label)) for n in graph.nodes), default=1) - 1)
     width = widest * (_NODE_W + _GAP_X) + _GAP_X
-    height = len(rows) * (_NODE_H + _GAP_Y) + _GAP_X
+    height = len(rows) * (tall + _GAP_Y) + _GAP_X
 
     def center(node: str) -> tuple[float, float]:
         r, c = positions[node]
         offset = (width - rows[r] * (_NODE_W + _GAP_X) + _GAP_X) / 2
-        return offset + c * (_NODE_W + _GAP_X) + _NODE_W / 2, _GAP_X + r * (_NODE_H + _GAP_Y)
+        return offset + c * (_NODE_W + _GAP_X) + _NODE_W / 2, _GAP_X + r * (tall + _GAP_Y)
 
     parts = [
         "<defs><marker id='arrow' viewBox='0 0 10 10' refX='10' refY='5' markerWidth='7' "
@@ -141,22 +145,24 @@ def graph_svg(graph: Graph, *, name: str, states: Mapping[str, str] | None = Non
         if (e.source, e.target) not in labels:
             (x1, y1), (x2, y2) = center(e.source), center(e.target)
             parts.append(
-                f"<line x1='{x1:.1f}' y1='{y1 + _NODE_H:.1f}' x2='{x2:.1f}' y2='{y2:.1f}' "
+                f"<line x1='{x1:.1f}' y1='{y1 + tall:.1f}' x2='{x2:.1f}' y2='{y2:.1f}' "
                 "stroke='#6b7280' marker-end='url(#arrow)'/>"
             )
         labels.setdefault((e.source, e.target), [])
         if e.label:
             labels[(e.source, e.target)].append(e.label)
-    parts.extend(_edge_labels(labels, center))
+    parts.extend(_edge_labels(labels, center, tall))
     states = states or {}
     for node in graph.nodes:
         state = states.get(node.id)
-        parts.append(_node(node, state, *center(node.id)))
+        parts.append(_node(node, state, *center(node.id), tall))
     return svg_element(width, height, "".join(parts), f"graph of {name}")
 
 
 def _edge_labels(
-    labels: Mapping[tuple[str, str], list[str]], center: Callable[[str], tuple[float, float]]
+    labels: Mapping[tuple[str, str], list[str]],
+    center: Callable[[str], tuple[float, float]],
+    tall: float,
 ) -> list[str]:
     """Each labelled edge's label on its line just above its target, where edges that fan
     out from one node are a column apart (at their midpoints they crowd together and run
@@ -171,7 +177,7 @@ def _edge_labels(
         level = stacked.get(target, 0)
         stacked[target] = level + 1
         y = max(y2 - 9 - 13 * level, 11.0)
-        top = y1 + _NODE_H
+        top = y1 + tall
         t = 1.0 if y2 == top else min(max((y - top) / (y2 - top), 0.0), 1.0)
         x = x1 + (x2 - x1) * t
         text = ", ".join(values)
@@ -183,7 +189,18 @@ def _edge_labels(
     return out
 
 
-def _node(node: Node, state: str | None, cx: float, top: float) -> str:
+def _name(label: str) -> list[str]:
+    """A node's name in lines of at most :data:`_LINE` characters, two at most: broken
+    after a ``_``, space, ``.``, ``:``, ``/`` or ``-`` in the second half of the first line
+    when there is one, the rest cut with an ellipsis (the node's title holds it whole)."""
+    if len(label) <= _LINE:
+        return [label]
+    after = max(label.rfind(c, 0, _LINE) for c in "_ .:/-")
+    at = after + 1 if after >= _LINE // 2 else _LINE
+    return [label[:at].rstrip(), _short(label[at:].lstrip(), _LINE)]
+
+
+def _node(node: Node, state: str | None, cx: float, top: float, tall: float) -> str:
     label, kind, detail = node.label, node.kind, node.detail
     stroke = EFFECT_COLORS.get(kind, "#4b5563")
     if state is not None:
@@ -194,10 +211,13 @@ def _node(node: Node, state: str | None, cx: float, top: float) -> str:
     sub = " · ".join(x for x in (state or kind, detail) if x)
     return (
         f"<g class='node {_e(state or kind)}'><title>{_e(label)} ({_e(sub)})</title>"
-        f"<rect x='{cx - _NODE_W / 2:.1f}' y='{top:.1f}' width='{_NODE_W}' height='{_NODE_H}' "
+        f"<rect x='{cx - _NODE_W / 2:.1f}' y='{top:.1f}' width='{_NODE_W}' height='{tall:g}' "
         f"rx='6' fill='{fill}' stroke='{stroke}' stroke-width='1.5'{dash}/>"
-        f"<text x='{cx:.1f}' y='{top + 16:.1f}' text-anchor='middle' font-weight='600'>"
-        f"{_e(_short(label, 22))}</text>"
-        f"<text x='{cx:.1f}' y='{top + 31:.1f}' text-anchor='middle' fill='#6b7280'>"
+        + "".join(
+            f"<text x='{cx:.1f}' y='{top + 16 + _LINE_H * i:.1f}' text-anchor='middle' "
+            f"font-weight='600'>{_e(line)}</text>"
+            for i, line in enumerate(_name(label))
+        )
+        + f"<text x='{cx:.1f}' y='{top + tall - 9:.1f}' text-anchor='middle' fill='#6b7280'>"
         f"{_e(_short(sub, 26))}</text></g>"
     )

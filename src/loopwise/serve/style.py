@@ -1,8 +1,10 @@
 """The inbox pages' one stylesheet, served from the inbox's own origin (the pages carry
 no script and no inline style: a strict Content-Security-Policy holds).
 
-At phone width (under 600 px) tables stack, each row a card with every cell under its
-column's name, and the plan's drawing keeps its size and scrolls sideways in its box.
+At phone width (under 600 px) tables stack, each row a card with every cell beside its
+column's name (a float in the cell's left padding, inside the cell's own formatting
+context: a name on two lines makes its cell taller, never runs into the next name), and
+a drawing keeps its size (its names stay 11 px) and scrolls sideways in its box.
 """
 
 from __future__ import annotations
@@ -74,13 +76,14 @@ nav.filters a{margin-right:10px}nav.filters a[aria-current]{font-weight:700}
 nav.pages{margin:18px 0}nav.pages a{margin-right:16px}
 @media (max-width:600px){main{padding:10px}dl.facts,dl.args,.ran{grid-template-columns:1fr}
 dl.facts dd{margin-bottom:6px}h1{font-size:1.2rem}
-table.stack,table.stack tbody,table.stack tr,table.stack td{display:block;width:100%}
+table.stack,table.stack tbody,table.stack tr{display:block;width:100%}
 table.stack thead{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0)}
 table.stack tr{border:1px solid #e5e7eb;border-radius:6px;margin:0 0 8px;padding:4px 0}
-table.stack td{position:relative;border:0;padding:3px 8px 3px 8.5em;min-width:0;
+table.stack td{display:flow-root;border:0;padding:3px 8px 3px 8.5em;min-width:0;
 max-width:none}
-table.stack td::before{content:attr(data-label);position:absolute;left:8px;width:7.5em;
+table.stack td::before{content:attr(data-label);float:left;width:7.5em;margin-left:-8em;
 color:#6b7280;font-weight:600;overflow-wrap:anywhere}
+.drawing svg{max-width:none}
 table.stack td.gap{padding-left:8px}table.stack td.gap::before{content:none}
 table.stack code{white-space:normal;overflow-wrap:anywhere}}
 """
