@@ -27,6 +27,12 @@ def issue_refund(order_id: str, amount_cents: int) -> str:
     return "refunded"
 
 
+@loopwise.tool(effect="irreversible", gate=gates.human())
+def close_case(case_id: str | None, text: str) -> str:
+    """Close a case (or, without one, the current one)."""
+    return "closed"
+
+
 @loopwise.tool(effect="write", gate=gates.human())
 def add_note(order_id: str, text: str) -> str:
     """Note something on an order."""
@@ -46,7 +52,7 @@ def _paused(tool: str, args: dict[str, Any]) -> str:
         done = any(m["role"] == "tool" for m in request.messages)
         return reply("done") if done else call(tool, args, id="c1")
 
-    agent = loopwise.Agent(name="desk", tools=[issue_refund, add_note, wipe])
+    agent = loopwise.Agent(name="desk", tools=[issue_refund, close_case, add_note, wipe])
     result = loopwise.run(agent, "go", model=ScriptedModel(respond))
     assert result.status == "awaiting_approval"
     return result.run_id
@@ -115,3 +121,15 @@ def test_identical_calls_without_an_id_are_flagged_and_every_part_is_escaped(
     assert sum(escaped in h for h in hints) == 2
     run_page = client.get(f"/runs/{third}").body
     assert "<b>" not in run_page and escaped in run_page and f"/runs/{fourth}'" in run_page
+
+
+def test_a_null_id_names_no_object_and_a_long_one_is_shown_cut(serve: Any) -> None:  # noqa: F811
+    _paused("close_case", {"case_id": None, "text": "done"})
+    _paused("close_case", {"case_id": None, "text": "fixed"})
+    long_id = "C-" + "7" * 5_000
+    _paused("close_case", {"case_id": long_id, "text": "a"})
+    _paused("close_case", {"case_id": long_id, "text": "b"})
+    _, client = serve(by="lead")
+    hints = _hints(client.get("/").body)
+    assert len(hints) == 2  # the two without a case are no twins: their texts differ
+    assert all(f"on case C-{'7' * 57}…" in h and len(h) < 400 for h in hints), hints

@@ -4,9 +4,9 @@ The rule: a pending approval of an ``irreversible`` call has a twin in a pending
 of *another* run that names the same tool and either
 
 * names the same object: its top-level arguments called ``id`` or ``…_id``
-  (``order_id``, ``customer_id``) are the same names with the same values, and there is
-  at least one — a refund of 40 and one of 250 on order O-1003 are two refunds of one
-  order, which a person wants to see side by side; or
+  (``order_id``, ``customer_id``) that are not null are the same names with the same
+  values, and there is at least one — a refund of 40 and one of 250 on order O-1003
+  are two refunds of one order, which a person wants to see side by side; or
 * has no such argument, and its arguments are identical (canonical JSON, keys sorted).
 
 Cheap with the paged inbox: the front page compares the approvals it shows (one page,
@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from loopwise.core.svg import shorten
 from loopwise.store.base import StoredApproval
 
 __all__ = ["Twin", "object_of", "twins"]
@@ -37,12 +38,17 @@ class Twin:
     """Its approval that asks the same."""
 
 
+_SHOWN = 60
+"""An id longer than this many characters is shown cut (the arguments below have it)."""
+
+
 def _shown(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    return shorten(text, _SHOWN)
 
 
 def _ids(args: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in args.items() if k == "id" or k.endswith("_id")}
+    return {k: v for k, v in args.items() if (k == "id" or k.endswith("_id")) and v is not None}
 
 
 def object_of(approval: StoredApproval) -> str:
