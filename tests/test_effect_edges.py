@@ -5,6 +5,7 @@ agent whose final answer is empty text ends ``invalid_output``, never ``complete
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -142,3 +143,62 @@ def test_a_node_renamed_while_its_run_waits_never_repeats_its_effect(
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "ledger.txt").read_text().splitlines() == ["note same", "pay same"]
+
+
+ENDED = '''
+from pathlib import Path
+
+from loopwise import Workflow, gates, step, tool
+
+LEDGER = Path(__file__).with_name("ledger.txt")
+
+
+@tool(effect="irreversible", gate=gates.human())
+def pay(text: str) -> str:
+    """Pay out (a person decides)."""
+    with LEDGER.open("a") as f:
+        f.write(f"pay {text}\\n")
+    return "paid"
+
+
+def _same(args: dict[str, str]) -> dict[str, str]:
+    return args
+
+
+async def _fail(args: dict[str, str]) -> str:
+    raise RuntimeError("the other branch broke")
+
+
+def _both(parts: dict[str, str]) -> int:
+    return len(parts)
+
+
+flow = Workflow("flow", input_type=dict)
+flow.add("start", step(_same, name="start"))
+flow.add("pay_it", pay, after=["start"])
+flow.add("fail", step(_fail, name="fail"), after=["start"])
+flow.add("both", step(_both, name="both"), after=["pay_it", "fail"], join=dict)
+'''
+
+
+def test_an_approval_of_a_run_that_ended_otherwise_is_closed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Review round 2: a branch failed (run `error`) while the other waited for a person;
+    # its approval stayed pending, and approve + resume paid after the run had ended.
+    from loopwise.cli.main import main
+
+    (tmp_path / "wf.py").write_text(ENDED)
+    store = str(tmp_path / "runs.db")
+    target = f"{tmp_path / 'wf.py'}:flow"
+    assert main(["run", target, "--input", '{"text": "x"}', "--store", store]) == 1
+    [ended] = loopwise.open_store(store).list_runs()
+    assert ended.status == "error"
+    capsys.readouterr()
+    assert main(["pending", "--store", store, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+    with loopwise.open_store(store) as st, pytest.raises(loopwise.DecisionError) as refused:
+        st.decide(ended.run_id, "flow/pay_it", decision="approved", by="me")
+    assert refused.value.code == "run-ended"
+    main(["resume", ended.run_id, "--store", store])
+    assert not (tmp_path / "ledger.txt").exists()  # nothing paid for a run that ended

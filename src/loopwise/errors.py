@@ -31,7 +31,7 @@ Guardrails never raise: a budget hit or a step limit ends the run with a
     │   │   │                                   not-pending, stale, not-editable,
     │   │   │                                   invalid-args, policy-denied, cannot-judge,
     │   │   │                                   no-reason, no-target, bad-name (``by``
-    │   │   │                                   holds a control character)
+    │   │   │                                   holds a control character), run-ended
     │   │   └── AnswerError         invalid-args  an answer (a label pick, an elicitation)
     │   │                                       does not match its question's schema
     │   └── GraphError              graph       a workflow graph is invalid (``.node``);
@@ -126,6 +126,7 @@ DecisionCode = Literal[
     "no-reason",
     "no-target",
     "bad-name",
+    "run-ended",
 ]
 """The codes of a :class:`DecisionError` (``invalid-args``: also an :class:`AnswerError`)."""
 JudgeCode = Literal[
@@ -313,7 +314,9 @@ class DecisionError(ConfigError):
     ``policy-denied`` (the policy refuses the edited arguments), ``no-target`` (the run's
     target cannot be loaded to check an edit), ``bad-name`` (who decides, ``by``, holds a
     control character, line separator or bidirectional control), ``cannot-judge`` (the
-    policy could not judge the edit), ``no-reason`` (a denial that must say why does not).
+    policy could not judge the edit), ``no-reason`` (a denial that must say why does not),
+    ``run-ended`` (the run ended with another status, a branch's failure say, while the
+    approval waited: it is closed; a resume asks it again if the run gets there).
     """
 
     code: DecisionCode = "decision"

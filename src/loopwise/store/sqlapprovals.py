@@ -23,6 +23,17 @@ _REAL = "status = 'pending' AND eval_id IS NULL"
 """The undecided approvals of real runs: the very condition of the ``approvals_waiting``
 index (a query must say it in these words for the planner to use that index)."""
 
+_OPEN = (
+    "EXISTS (SELECT 1 FROM runs WHERE runs.id = approvals.run_id "
+    "AND runs.status IN ('awaiting_approval', 'running'))"
+)
+"""The approval's run may still get to it: paused, or running (a branch that paused while
+others run). A run that ended otherwise (``error``, ``denied``...) closed its approvals: a
+decision on one would take its effect on a resume of a run that ended for another reason
+(checked per row by the runs' primary key, after the index found the page)."""
+
+_DECIDABLE = ("awaiting_approval", "running")
+
 
 class SQLApprovals(SQLBase):
     """Pending approvals and their decisions."""
@@ -30,8 +41,8 @@ class SQLApprovals(SQLBase):
     def pending(self, run_id: str | None = None) -> list[StoredApproval]:
         """Undecided approvals, oldest first: of ``run_id``, or of every run but an eval's
         (all of them: :meth:`pending_page` lists them a page at a time)."""
-        mine = "run_id = ? AND status = 'pending'"
-        which, params = (_REAL, ()) if run_id is None else (mine, (run_id,))
+        mine = f"run_id = ? AND status = 'pending' AND {_OPEN}"
+        which, params = (f"{_REAL} AND {_OPEN}", ()) if run_id is None else (mine, (run_id,))
         sql = f"SELECT * FROM approvals WHERE {which} ORDER BY requested_at"
         return [approval_row(r) for r in self._read(sql, params)]
 
@@ -44,7 +55,7 @@ class SQLApprovals(SQLBase):
         not a page's :attr:`~loopwise.store.base.ApprovalPage.next`."""
         if limit < 1:
             raise ConfigError(f"a page lists at least 1 approval, not {limit}", name="limit")
-        where = _REAL
+        where = f"{_REAL} AND {_OPEN}"
         params: tuple[str, ...] = ()
         if after is not None:
             where += " AND (requested_at, run_id, approval_id) < (?, ?, ?)"
@@ -54,7 +65,8 @@ class SQLApprovals(SQLBase):
             "run_id DESC, approval_id DESC LIMIT ?",
             (*params, limit + 1),
         )
-        total = self._read(f"SELECT count(*) AS n FROM approvals WHERE {_REAL}")[0]["n"]
+        total = self._read(f"SELECT count(*) AS n FROM approvals WHERE {_REAL} AND {_OPEN}")
+        total = total[0]["n"]
         shown = [approval_row(r) for r in rows[:limit]]
         more = cursor_after(shown[-1]) if len(rows) > limit else None
         return ApprovalPage(approvals=shown, total=int(total), next=more)
@@ -109,6 +121,15 @@ class SQLApprovals(SQLBase):
                 )
             if rows[0]["status"] != "pending":
                 raise not_pending(run_id, approval_id, rows[0]["status"])
+            run = tx.rows("SELECT status FROM runs WHERE id = ?", (run_id,))
+            if run and run[0]["status"] not in _DECIDABLE:
+                raise DecisionError(
+                    f"run {run_id!r} ended {run[0]['status']} while approval {approval_id!r} "
+                    "waited, so the approval is closed and nothing was decided; `loopwise "
+                    "resume` continues the run, and asks it again if the run gets there",
+                    name=approval_id,
+                    code="run-ended",
+                )
             if seen_hash is not None and rows[0]["args_hash"] != seen_hash:
                 raise DecisionError(
                     f"approval {approval_id!r} of run {run_id!r} now asks about other "
