@@ -473,3 +473,19 @@ def test_runs_list_filters_by_status_target_and_since(
     assert err.count("\n") == 1 and "--since 'yesterday'" in err
     assert main(["runs", "list", "--status", "done", "--store", store]) == 2
     assert "--status: 'done': one of" in capsys.readouterr().err
+
+
+def test_limits_past_a_billion_and_an_empty_decider_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = str(tmp_path / "runs.db")
+    for argv in (
+        ["pending", "--limit", "9223372036854775807", "--store", store],
+        ["runs", "list", "--limit", "100000000000000000000000", "--store", store],
+    ):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "from 1 to 1,000,000,000" in err
+    assert main(["approve", "nope", "--by", "", "--store", store]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "no run" not in err  # refused before the store

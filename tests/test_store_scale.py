@@ -321,7 +321,11 @@ def test_loopwise_pending_lists_a_page_and_says_how_to_ask_for_the_next(
         if "of 10 pending approvals shown, newest first" not in out[-1]:
             break
         assert out[-1].startswith("4 of 10")
-        argv = ["pending", "--store", at, "--limit", "4", "--after", out[-1].split()[-1]]
+        # the next page's command runs as printed: the cursor, the page size, the store
+        asked = out[-1].split(": ", 1)[1].split()
+        assert asked[:3] == ["loopwise", "pending", "--after"] and "--store" in asked
+        assert asked[asked.index("--limit") + 1] == "4"
+        argv = asked[1:]
     assert shown == [(a.run_id, a.approval_id) for a in newest]
     assert {run for run, _ in shown} == set(kinds["paused"]) and len(shown) == 10
 
@@ -355,7 +359,7 @@ def test_pending_json_stays_a_list_with_a_cursor_per_row(
 @pytest.mark.parametrize(
     ("argv", "says"),
     [
-        (["--limit", "0"], "--limit: '0' is not a whole number of at least 1"),
+        (["--limit", "0"], "--limit: '0' is not a whole number from 1 to 1,000,000,000"),
         (["--after", "garbage"], "is not a page cursor"),
         (["r000003", "--limit", "2"], "--limit and --after page every run's approvals"),
     ],

@@ -148,16 +148,19 @@ def user_output_to_stderr(as_json: bool) -> Iterator[None]:
         yield
 
 
-def count(least: int) -> Callable[[str], int]:
-    """An argparse type: a whole number of at least ``least``."""
+def count(least: int, most: int = 10**9) -> Callable[[str], int]:
+    """An argparse type: a whole number from ``least`` to ``most`` (a billion unless told:
+    past that a store's integer overflows, and no page or run count means it)."""
 
     def parse(raw: str) -> int:
         try:
             value = int(raw)
         except ValueError:
             value = least - 1
-        if value < least:
-            raise argparse.ArgumentTypeError(f"{raw!r} is not a whole number of at least {least}")
+        if not least <= value <= most:
+            raise argparse.ArgumentTypeError(
+                f"{raw[:40]!r} is not a whole number from {least} to {most:,}"
+            )
         return value
 
     return parse

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -201,7 +202,10 @@ def _cmd_pending(args: argparse.Namespace) -> int:
     if page is not None and page.next is not None:
         # On stderr with --json, so stdout stays the list and a script still hears of it.
         said = f"{len(asked)} of {page.total} pending approvals shown, newest first; "
+        again = [f"--limit {args.limit}"] if args.limit else []
+        again += [f"--store {shlex.quote(args.store)}"] if args.store else []
         said += f"the next {args.limit or PAGE}: loopwise pending --after {page.next}"
+        said += "".join(f" {flag}" for flag in again)
         print(said, file=sys.stderr if args.json else sys.stdout)
     return 0
 
@@ -265,7 +269,9 @@ def _edit_deps(args: argparse.Namespace) -> Any:
 def _decide(args: argparse.Namespace, decision: str) -> int:
     from loopwise.running import approvals  # loads pydantic: checks edits against the tool's schema
 
-    by = approvals.check_decider(args.by or os_user())  # before anything is read or recorded
+    by = approvals.check_decider(
+        os_user() if args.by is None else args.by
+    )  # before anything is read or recorded
     edited = _edited_args(args) if decision == "approved" else None
     deps = _edit_deps(args) if edited is not None else None
     with _store(args) as st:
