@@ -153,3 +153,44 @@ def test_a_call_that_ran_says_so_and_a_call_waiting_for_a_person_does_not(
     assert main(["run", desk, "--input", complaint, "--model", "scripted", "--store", store]) == 1
     err = capsys.readouterr().err
     assert "waiting for approval" in err and "done issue_refund" not in err
+
+
+GATED_AGENT = '''
+from loopwise import Agent, gates, tool
+from loopwise.testing import ScriptedAgent
+
+
+@tool
+def look(order_id: str) -> str:
+    """Look an order up."""
+    return "broken"
+
+
+@tool(effect="irreversible", gate=gates.human())
+def refund(order_id: str) -> str:
+    """Refund an order (a person decides)."""
+    return "refunded"
+
+
+desk = Agent(name="desk", instructions="Help.", tools=[look, refund], max_steps=4)
+offline_model = ScriptedAgent(
+    ("look", {"order_id": "O-1"}), ("refund", {"order_id": "O-1"}), answer="done"
+)
+'''
+
+
+def test_runs_show_marks_a_logged_call_that_has_not_run(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # A call is logged before its gate is asked: `runs show` says it has not run.
+    (tmp_path / "desk.py").write_text(GATED_AGENT)
+    store = str(tmp_path / "runs.db")
+    target = f"{tmp_path / 'desk.py'}:desk"
+    argv = ["run", target, "--input-text", "O-1 broke", "--model", "scripted", "--store", store]
+    assert main(argv) == 1
+    run_id = capsys.readouterr().out.split()[1].rstrip(":")
+    assert main(["runs", "show", run_id, "--store", store]) == 0
+    calls = [line for line in capsys.readouterr().out.splitlines() if " tool_call " in line]
+    [waiting] = [line for line in calls if "refund(" in line]
+    [ran] = [line for line in calls if "look(" in line]
+    assert waiting.endswith("(not run)") and not ran.endswith("(not run)")

@@ -139,8 +139,13 @@ def _cmd_runs_show(args: argparse.Namespace) -> int:
     detail = f" — {log['detail']}" if log["detail"] else ""
     print(printable(f"run {log['run_id']} ({log['target']}): {log['status']}{detail}"))
     _print_thread(log)
+    ran = {e["data"].get("call_id") for e in log["events"] if e["type"] == "tool_result"}
     for e in log["events"]:
-        print(printable(f"{e['seq']:>4}  {e['type']:<14} {e['step']:<28} {_summary(e)}"))
+        said = _summary(e)
+        if e["type"] == "tool_call" and e["data"].get("call_id") not in ran:
+            # Logged before its gate was asked: without a result it has not run (yet).
+            said += "  (not run)"
+        print(printable(f"{e['seq']:>4}  {e['type']:<14} {e['step']:<28} {said}"))
     if log["output"] is not None:
         print("output:", json.dumps(log["output"], default=str))
     return 0
