@@ -343,7 +343,7 @@ def test_store_cli_mistakes_exit_2_and_logs_read_cleanly(
     assert main(["pending", "no-such-run", "--json"]) == 2
     assert "no-such-run" in capsys.readouterr().err
     assert main(["runs", "list", "--limit", "-1"]) == 2
-    assert "at least 1" in capsys.readouterr().err
+    assert "from 1 to 1,000,000,000" in capsys.readouterr().err
 
     @loopwise.step
     async def failing_tool_run(x: Any, ctx: loopwise.Context) -> None:
