@@ -12,7 +12,7 @@ from loopwise.core.events import Status
 from loopwise.core.names import counted
 from loopwise.errors import TargetError
 from loopwise.evidence.graduate.analyze import TraceAnalysis, analyze
-from loopwise.evidence.graduate.mining import load_runs
+from loopwise.evidence.graduate.mining import load_runs, newest_runs
 from loopwise.running.targets import Target, load_target
 from loopwise.store.open import open_existing, require_folder
 
@@ -102,26 +102,9 @@ def stored_runs(
         return []  # no store yet: no runs (a path that is not a store fails when opened)
     names = {target, target.rsplit(":", 1)[-1]} if target else set()
     with store:
-        fetch = max(4 * limit, 200) if names else limit
-        while True:  # newest first, until ``limit`` of the target's or every run was seen
-            rows = store.list_runs(limit=fetch)
-            chosen = [
-                r
-                for r in rows
-                if r.eval_id is None and (not names or r.spec in names or r.target in names)
-            ]
-            if len(chosen) >= limit or len(rows) < fetch:
-                break
-            fetch *= 4
-        return [
-            {
-                "run_id": r.run_id,
-                "status": r.status,
-                "model": r.model,
-                "events": store.events(r.run_id),
-            }
-            for r in reversed(chosen[:limit])
-        ]
+        return newest_runs(
+            store, lambda r: not names or r.spec in names or r.target in names, limit
+        )
 
 
 def _loadable(target: str | None) -> Target | None:

@@ -16,7 +16,7 @@ import json
 import os
 import sys
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +33,7 @@ from loopwise.evidence.graduate.analyze import (
 )
 from loopwise.evidence.graduate.traces import Trace, statuses_of, trace_of
 from loopwise.running.targets import Target
+from loopwise.store.base import StoredRun
 from loopwise.store.open import open_existing
 
 __all__ = ["Mined", "load_runs", "mine"]
@@ -139,10 +140,17 @@ def load_runs(where: Any, agent: Target, *, limit: int = 1000) -> list[dict[str,
 
 def _runs_in(store: Any, agent: Target, limit: int) -> list[dict[str, Any]]:
     mine = _Same(agent)
+    return newest_runs(store, lambda r: mine(r.spec, r.target), limit)
+
+
+def newest_runs(store: Any, keep: Callable[[StoredRun], bool], limit: int) -> list[dict[str, Any]]:
+    """The newest ``limit`` runs of ``store`` that ``keep`` takes (never an eval's), oldest
+    first, with input, output and events: read newest first, a wider window each time,
+    until ``limit`` were found or every run was seen."""
     fetch = max(4 * limit, 200)
-    while True:  # newest first, until ``limit`` of the agent's or every run was seen
+    while True:
         rows = store.list_runs(limit=fetch)
-        chosen = [r for r in rows if r.eval_id is None and mine(r.spec, r.target)]
+        chosen = [r for r in rows if r.eval_id is None and keep(r)]
         if len(chosen) >= limit or len(rows) < fetch:
             break
         fetch *= 4
