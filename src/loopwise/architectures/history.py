@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loopwise.core.events import Event, EventType, Status, jsonable
+from loopwise.core.jsontypes import json_list, json_object
 from loopwise.core.members import StepDefaults
 from loopwise.core.result import Halt
 from loopwise.core.shape import Kind, Shape
@@ -215,8 +216,8 @@ def _latest_summary(runs: Sequence[PriorRun], at: str, covers: list[str]) -> tup
         for event in reversed(prior.events):
             if event.type is not EventType.STEP_FINISHED or event.step != at:
                 continue
-            output = event.data.get("output") or {}
-            done = list(output.get("covers") or [])
+            output = json_object(event.data.get("output"))
+            done = json_list(output.get("covers"))
             if done and done == covers[: len(done)]:
                 return str(output.get("summary") or ""), len(done)
     return "", 0
@@ -374,7 +375,7 @@ def logged_messages(events: Iterable[Event], path: str, *, ended: str = "") -> l
         if event.step != path:
             continue
         if event.type is EventType.MODEL_CALL and "turn" in event.data:
-            turn = own_ids(Turn.from_dict(event.data["turn"]), seen, len(turns) + 1, 1)
+            turn = own_ids(Turn.from_dict(json_object(event.data["turn"])), seen, len(turns) + 1, 1)
             turns.append((turn, {}))
         elif event.type is EventType.TOOL_RESULT and turns:
             turns[-1][1][str(event.data.get("call_id"))] = str(event.data.get("content", ""))

@@ -25,6 +25,7 @@ from typing import Any, TextIO
 
 from loopwise.cli.options import given
 from loopwise.core.events import Event, EventSink, EventType, TextDelta
+from loopwise.core.jsontypes import json_list, json_number, json_object
 from loopwise.core.names import counted, printable
 from loopwise.errors import ConfigError
 
@@ -114,12 +115,12 @@ class TextPrinter:
 def _line(event: Event) -> str | None:
     data = event.data
     if event.type is EventType.MODEL_CALL:
-        calls = len((data.get("turn") or {}).get("tool_calls") or [])
+        calls = len(json_list(json_object(data.get("turn")).get("tool_calls")))
         answer = counted(calls, "tool call") if calls else str(data.get("finish_reason"))
         return (
             f"model {data.get('model')} → {answer} "
             f"({data.get('input_tokens')}+{data.get('output_tokens')} tokens, "
-            f"{float(data.get('duration_seconds') or 0.0):.2f}s)"
+            f"{json_number(data.get('duration_seconds')):.2f}s)"
         )
     if event.type is EventType.TOOL_CALL:
         edited = f" (edited by {data['edited_by']})" if data.get("edited_by") else ""

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Literal, NoReturn, Protocol
 
+from loopwise.core.jsontypes import JSONObject
+
 __all__ = [
     "LIVE",
     "Event",
@@ -88,10 +90,10 @@ class Event:
     """The path of the step it happened in (``triage/classify``)."""
     at: str
     """ISO-8601 UTC timestamp."""
-    data: dict[str, Any]
+    data: JSONObject
     """Type-specific fields (DESIGN §11 names the required ones)."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """A JSON-ready dict."""
         return {
             "seq": self.seq,

@@ -16,7 +16,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TypeAlias
 
-__all__ = ["JSONMapping", "JSONObject", "JSONScalar", "JSONValue", "json_object"]
+__all__ = [
+    "JSONMapping",
+    "JSONObject",
+    "JSONScalar",
+    "JSONValue",
+    "json_list",
+    "json_number",
+    "json_object",
+    "json_str",
+]
 
 JSONScalar: TypeAlias = str | int | float | bool | None
 """A JSON leaf: a string, a number, true/false or null."""
@@ -37,3 +46,22 @@ def json_object(value: JSONValue | object) -> JSONObject:
     if isinstance(value, dict):
         return value
     return {}
+
+
+def json_list(value: JSONValue | object) -> list[JSONValue]:
+    """``value`` if it is a JSON array, else an empty one (``json_list(data.get("calls"))``)."""
+    if isinstance(value, list):
+        return value
+    return []
+
+
+def json_str(value: JSONValue | object) -> str | None:
+    """``value`` as text, ``None`` when it is null or missing: a field written as a string
+    that a reader does not otherwise check (``json_str(data.get("reason"))``)."""
+    return None if value is None else str(value)
+
+
+def json_number(value: JSONValue | object) -> float:
+    """``value`` if it is a number, else 0: a count or an amount that may be missing or null
+    (``int(json_number(usage.get("input_tokens")))``)."""
+    return float(value) if isinstance(value, int | float) else 0.0

@@ -69,6 +69,7 @@ except ImportError as e:
     raise missing_extra("otel", e, needed_by="loopwise.otel") from e
 
 from loopwise.core.events import Event, EventType
+from loopwise.core.jsontypes import JSONMapping, json_list, json_number, json_object
 
 __all__ = ["CONVENTIONS", "PLAN_STEP", "UNKNOWN_TOOL", "OTelSink"]
 
@@ -159,7 +160,7 @@ class OTelSink:
         event.data["trace"] = {"traceparent": _traceparent(run.span.get_span_context())}
 
     def _run_resumed(self, run_id: str, event: Event) -> None:
-        stored = event.data.get("trace") or {}
+        stored = json_object(event.data.get("trace"))
         parent = _parse_traceparent(stored.get("traceparent")) or _derived(run_id)
         active = trace.get_current_span().get_span_context()
         links = [Link(active)] if active.is_valid else []
@@ -171,7 +172,8 @@ class OTelSink:
         ctx = trace.set_span_in_context(NonRecordingSpan(parent))
         run = self._open_run(run_id, str(event.data.get("target", "")), ctx, attributes, links)
         # Gates ask only about declared tools: their names are no model's invention.
-        run.known_tools.update(str(d.get("tool")) for d in event.data.get("decisions") or [])
+        decisions = json_list(event.data.get("decisions"))
+        run.known_tools.update(str(json_object(d).get("tool")) for d in decisions)
 
     def _open_run(
         self,
@@ -271,7 +273,7 @@ class OTelSink:
             return
         if self.capture_content:
             span.set_attribute("loopwise.output", _text(event.data.get("output")))
-        _usage_attributes(span, event.data.get("usage") or {})
+        _usage_attributes(span, json_object(event.data.get("usage")))
         _shadow_attributes(span, event.data.get("shadow"))
         span.end()
 
@@ -281,7 +283,7 @@ class OTelSink:
             return
         data = event.data
         end = time.time_ns()
-        start = end - int(float(data.get("duration_seconds") or 0.0) * 1e9)
+        start = end - int(json_number(data.get("duration_seconds")) * 1e9)
         requested = str(data.get("request_model") or data.get("model") or "")
         attributes: dict[str, Any] = {
             gen_ai.GEN_AI_OPERATION_NAME: _CHAT,
@@ -289,14 +291,14 @@ class OTelSink:
             gen_ai.GEN_AI_PROVIDER_NAME: _OPENAI,
             gen_ai.GEN_AI_REQUEST_MODEL: requested,
             gen_ai.GEN_AI_RESPONSE_MODEL: str(data.get("model") or ""),
-            gen_ai.GEN_AI_USAGE_INPUT_TOKENS: int(data.get("input_tokens") or 0),
-            gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS: int(data.get("output_tokens") or 0),
+            gen_ai.GEN_AI_USAGE_INPUT_TOKENS: int(json_number(data.get("input_tokens"))),
+            gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS: int(json_number(data.get("output_tokens"))),
             gen_ai.GEN_AI_RESPONSE_FINISH_REASONS: [str(data.get("finish_reason") or "")],
         }
         if data.get("cost_usd") is not None:
-            attributes["loopwise.cost_usd"] = float(data["cost_usd"])
+            attributes["loopwise.cost_usd"] = json_number(data["cost_usd"])
         if self.capture_content and data.get("turn"):
-            attributes[gen_ai.GEN_AI_OUTPUT_MESSAGES] = _output_messages(data["turn"])
+            attributes[gen_ai.GEN_AI_OUTPUT_MESSAGES] = _output_messages(json_object(data["turn"]))
         span = self._tracer.start_span(
             f"{_CHAT} {requested}".rstrip(),
             context=trace.set_span_in_context(self._parent(run, event.step, own=True)),
@@ -396,7 +398,7 @@ class OTelSink:
                 span.end()
         span = run.span
         span.set_attribute("loopwise.status", status)
-        _usage_attributes(span, event.data.get("usage") or {})
+        _usage_attributes(span, json_object(event.data.get("usage")))
         if status in ("error", "cancelled"):
             code = str(event.data.get("error_type") or status)
             span.set_attribute(ERROR_TYPE, code)
@@ -440,11 +442,15 @@ def _is_planning(name: str) -> bool:
     return head == "plan" and (not rest or rest.replace("_", "").isdigit())
 
 
-def _usage_attributes(span: Span, usage: dict[str, Any]) -> None:
-    span.set_attribute(gen_ai.GEN_AI_USAGE_INPUT_TOKENS, int(usage.get("input_tokens") or 0))
-    span.set_attribute(gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS, int(usage.get("output_tokens") or 0))
+def _usage_attributes(span: Span, usage: JSONMapping) -> None:
+    span.set_attribute(
+        gen_ai.GEN_AI_USAGE_INPUT_TOKENS, int(json_number(usage.get("input_tokens")))
+    )
+    span.set_attribute(
+        gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS, int(json_number(usage.get("output_tokens")))
+    )
     if usage.get("cost_usd") is not None:
-        span.set_attribute("loopwise.cost_usd", float(usage["cost_usd"]))
+        span.set_attribute("loopwise.cost_usd", json_number(usage["cost_usd"]))
 
 
 def _shadow_attributes(span: Span, shadow: Any) -> None:

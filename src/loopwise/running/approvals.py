@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from loopwise.core.events import Event, EventType
+from loopwise.core.jsontypes import json_list, json_object
 from loopwise.core.names import shown_name_problem
 from loopwise.errors import AnswerError, DecisionError
 from loopwise.store.base import EventLog, RunStore, StoredApproval, not_pending
@@ -358,22 +359,21 @@ def view(
     hybrid, round_no, sid = _plan_place(approval)
     plan = plan_items(events, approvals, hybrid=hybrid, before=asked.seq if asked else None)
     mine = next((p for p in plan if p.id == sid and round_no is not None), None)
+    schema = data.get("answer_schema")
     return ApprovalView(
         approval=approval,
-        why=data.get("why") or (mine.reason if mine else None),
+        why=_text(data.get("why")) or (mine.reason if mine else None),
         plan=plan,
         plan_step=mine.id if mine else None,
         at_stake=_number(data.get("at_stake", _args_field(approval, "estimated_cost"))),
         at_stake_unit=_text(data.get("at_stake_unit")),
-        note=data.get("note") or None,
+        note=_text(data.get("note")),
         target=next(
             (str(e.data.get("target")) for e in events if e.type is EventType.RUN_STARTED), None
         ),
         editable=approval.tool != WHOLE_PLAN,
         decided=tuple(a for a in approvals if a.status != "pending"),
-        answer_schema=data.get("answer_schema")
-        if isinstance(data.get("answer_schema"), dict)
-        else None,
+        answer_schema=schema if isinstance(schema, dict) else None,
     )
 
 
@@ -451,7 +451,7 @@ def plan_items(
     where, latest = plans[-1]
     round_no = sum(1 for h, _ in plans if h == where)
     execute = f"{where}/execute" + ("" if round_no == 1 else f"_{round_no}")
-    steps = latest.data["plan"].get("steps") or []
+    steps = json_list(json_object(latest.data["plan"]).get("steps"))
     effects = latest.data.get("effects")
     planned = effects if isinstance(effects, Mapping) else {}
     return tuple(

@@ -42,6 +42,7 @@ from typing import Any, Unpack
 from loopwise.architectures.history import History, PriorRun, check_conversation_id
 from loopwise.core.events import EventType, jsonable
 from loopwise.core.execute import execute, new_context, new_run_id
+from loopwise.core.jsontypes import json_object
 from loopwise.core.loops import blocking, closing_model
 from loopwise.core.options import (
     ResumeOverrides,
@@ -487,7 +488,7 @@ def _resumed_context(st: RunStore, row: StoredRun, target: Step, overrides: RunO
         # A list script starts at its first entry; the journal answers the turns it gave.
         opts.model.resumed(
             [
-                Turn.from_dict(e.data["turn"])
+                Turn.from_dict(json_object(e.data["turn"]))
                 for e in events
                 if e.type is EventType.MODEL_CALL and "turn" in e.data
             ]

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from loopwise.core.events import Event, EventType
+from loopwise.core.jsontypes import json_object
 from loopwise.errors import ConfigError
 from loopwise.evidence.evals.certify import Certification, certify
 from loopwise.evidence.evals.dataset import Case
@@ -193,7 +194,7 @@ class _Rulings:
 
     def record(self, run_id: str, event: Event) -> None:
         if event.type is EventType.STEP_FINISHED and event.step == self.at:
-            self.found[run_id] = event.data.get("output") or {}
+            self.found[run_id] = json_object(event.data.get("output"))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -37,6 +37,7 @@ from typing import Any
 
 from loopwise.architectures.cascade import THRESHOLD_NODE, Cascade
 from loopwise.core.events import Event, EventType
+from loopwise.core.jsontypes import json_object
 from loopwise.core.loops import blocking
 from loopwise.core.usage import Pricing
 from loopwise.errors import ConfigError
@@ -113,9 +114,9 @@ class _Records:
         if event.type is not EventType.STEP_FINISHED:
             return
         if event.step == self.weighed_at:
-            self.weighed[run_id] = event.data.get("output") or {}
+            self.weighed[run_id] = json_object(event.data.get("output"))
         elif event.step == self.judge_at:
-            self.judge[run_id] = event.data.get("usage") or {}
+            self.judge[run_id] = json_object(event.data.get("usage"))
 
 
 async def asweep(

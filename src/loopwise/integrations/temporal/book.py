@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from loopwise.core.events import Event, EventType
+from loopwise.core.jsontypes import json_str
 from loopwise.errors import ConfigError, DecisionError
 from loopwise.store.base import (
     PAGE,
@@ -55,11 +56,11 @@ class Book:
                 approval_id=str(d["approval_id"]),
                 step=event.step,
                 tool=str(d["tool"]),
-                call_id=d.get("call_id"),
+                call_id=json_str(d.get("call_id")),
                 args=d.get("args"),
-                effect=d.get("effect"),
-                reason=d.get("reason"),
-                tainted_by=d.get("tainted_by"),
+                effect=json_str(d.get("effect")),
+                reason=json_str(d.get("reason")),
+                tainted_by=json_str(d.get("tainted_by")),
                 args_hash=str(d["args_hash"]),
                 status="pending",
                 requested_at=event.at,
@@ -73,9 +74,9 @@ class Book:
             self.close(
                 str(d["approval_id"]),
                 decision=str(d.get("decision")),
-                by=d.get("by"),
-                at=d.get("decided_at") or event.at,
-                reason=d.get("reason"),
+                by=json_str(d.get("by")),
+                at=json_str(d.get("decided_at")) or event.at,
+                reason=json_str(d.get("reason")),
                 edited_args=edited,
             )
 
