@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Annotated, Any, get_args, get_origin
 
 import pydantic
+from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema
 
 from loopwise.errors import ToolError
@@ -36,27 +37,27 @@ class _Constraint:
     ``true`` as ``1``), ``check`` the converted one.
     """
 
-    def check_raw(self, raw: Any) -> None:
+    def check_raw(self, raw: object) -> None:
         """Reject a value as sent, before conversion (default: accept)."""
 
     def check(self, value: Any) -> Any:  # pragma: no cover - overridden
         raise NotImplementedError
 
-    def schema_hint(self, schema: dict[str, Any]) -> None:
+    def schema_hint(self, schema: dict[str, object]) -> None:
         """Add what JSON schema can express of this constraint to ``schema``."""
 
-    def _validate(self, raw: Any, handler: core_schema.ValidatorFunctionWrapHandler) -> Any:
+    def _validate(self, raw: object, handler: core_schema.ValidatorFunctionWrapHandler) -> object:
         self.check_raw(raw)
         return self.check(handler(raw))
 
     def __get_pydantic_core_schema__(
-        self, source: Any, handler: pydantic.GetCoreSchemaHandler
+        self, source: object, handler: pydantic.GetCoreSchemaHandler
     ) -> core_schema.CoreSchema:
         return core_schema.no_info_wrap_validator_function(self._validate, handler(source))
 
     def __get_pydantic_json_schema__(
         self, schema: core_schema.CoreSchema, handler: pydantic.GetJsonSchemaHandler
-    ) -> dict[str, Any]:
+    ) -> JsonSchemaValue:
         json_schema = dict(handler(schema))
         self.schema_hint(json_schema)
         return json_schema
@@ -65,23 +66,23 @@ class _Constraint:
 class OneOf(_Constraint):
     """Allow only these values: ``Annotated[str, OneOf(["low", "high"])]`` (schema ``enum``)."""
 
-    def __init__(self, values: Iterable[Any]) -> None:
+    def __init__(self, values: Iterable[object]) -> None:
         self.values = tuple(values)
         if not self.values:
             raise ToolError("OneOf() needs at least one allowed value", tool="OneOf")
 
-    def check_raw(self, raw: Any) -> None:
+    def check_raw(self, raw: object) -> None:
         # ``True == 1``: without this, OneOf([1, 2]) on an int would take ``true``.
         if isinstance(raw, bool) and not any(isinstance(v, bool) for v in self.values):
             raise ValueError(f"{raw!r} is a boolean, not one of the allowed values")
 
-    def check(self, value: Any) -> Any:
+    def check(self, value: object) -> object:
         if value not in self.values:
             allowed = ", ".join(repr(v) for v in self.values)
             raise ValueError(f"{value!r} is not one of the allowed values: {allowed}")
         return value
 
-    def schema_hint(self, schema: dict[str, Any]) -> None:
+    def schema_hint(self, schema: dict[str, object]) -> None:
         schema["enum"] = list(self.values)
 
     def __repr__(self) -> str:
@@ -107,12 +108,12 @@ class IdPattern(_Constraint):
             message = f"IdPattern({regex!r}) is not a valid regex: {e}"
             raise ToolError(message, tool="IdPattern") from e
 
-    def check(self, value: Any) -> Any:
+    def check(self, value: object) -> object:
         if not isinstance(value, str) or self._compiled.fullmatch(value) is None:
             raise ValueError(f"{value!r} does not match the id pattern ^{self.regex}$")
         return value
 
-    def schema_hint(self, schema: dict[str, Any]) -> None:
+    def schema_hint(self, schema: dict[str, object]) -> None:
         schema["pattern"] = f"^{self.regex}$"
 
     def __repr__(self) -> str:
@@ -134,7 +135,7 @@ class InDirectory(_Constraint):
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root).resolve()
 
-    def check(self, value: Any) -> Any:
+    def check(self, value: str | Path) -> str | Path:
         candidate = Path(value)
         full = (candidate if candidate.is_absolute() else self.root / candidate).resolve()
         if not full.is_relative_to(self.root):
@@ -147,7 +148,7 @@ class InDirectory(_Constraint):
     NOTE = "A path inside the allowed directory, relative to it (it may not leave it)."
     """What the schema tells the model, after the parameter's own description if any."""
 
-    def schema_hint(self, schema: dict[str, Any]) -> None:
+    def schema_hint(self, schema: dict[str, object]) -> None:
         note = self.NOTE
         schema["description"] = (
             f"{schema['description']} {note}" if "description" in schema else note
@@ -170,7 +171,7 @@ class Bounds(_Constraint):
             raise ToolError("Bounds() needs ge= and/or le=", tool="Bounds")
         self.ge, self.le = ge, le
 
-    def check_raw(self, raw: Any) -> None:
+    def check_raw(self, raw: object) -> None:
         if isinstance(raw, bool):
             raise ValueError(f"{raw!r} is a boolean, not a number")
 
@@ -183,7 +184,7 @@ class Bounds(_Constraint):
             raise ValueError(f"{value!r} is above the maximum {self.le}")
         return value
 
-    def schema_hint(self, schema: dict[str, Any]) -> None:
+    def schema_hint(self, schema: dict[str, object]) -> None:
         if self.ge is not None:
             schema["minimum"] = self.ge
         if self.le is not None:
@@ -193,7 +194,7 @@ class Bounds(_Constraint):
         return f"Bounds(ge={self.ge!r}, le={self.le!r})"
 
 
-def _finite(value: Any) -> bool:
+def _finite(value: Any) -> bool:  # math.isfinite is tried on anything: not a number raises
     if isinstance(value, int):
         return True  # however long: ``math.isfinite`` would overflow converting it
     try:
@@ -202,7 +203,7 @@ def _finite(value: Any) -> bool:
         return False  # not a number at all (Bounds on a str), or a signalling NaN
 
 
-def field_note(hint: Any) -> str | None:
+def field_note(hint: object) -> str | None:
     """The note an :class:`InDirectory` in an ``Annotated`` parameter hint adds to the
     parameter's description (``None`` without one): a tool adds it to a description of its
     own, which pydantic would otherwise apply over the helper's."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
@@ -34,7 +33,7 @@ class ToolArgumentsError(LoopwiseError):
         self.tool = tool
 
 
-def validated(args_model: type[BaseModel], raw: Any, name: str, *, strict: bool) -> BaseModel:
+def validated(args_model: type[BaseModel], raw: object, name: str, *, strict: bool) -> BaseModel:
     """``raw`` arguments of the tool ``name`` read (:func:`load_arguments`) and validated by
     ``args_model``; :class:`ToolArgumentsError` saying what is wrong. ``strict`` is
     pydantic's strict JSON mode (a person's edit: ``"5000"`` is no number); lenient mode
@@ -64,10 +63,10 @@ def validated(args_model: type[BaseModel], raw: Any, name: str, *, strict: bool)
     return parsed
 
 
-def _non_finite(arguments: Mapping[str, Any]) -> str | None:
+def _non_finite(arguments: Mapping[str, object]) -> str | None:
     """Where a NaN or infinite float sits in already-parsed arguments (a plan's, an edit's:
     pydantic's JSON reader accepts ``NaN``), as a dotted path, or ``None``."""
-    stack: list[tuple[str, Any]] = [(str(k), v) for k, v in arguments.items()]
+    stack: list[tuple[str, object]] = [(str(k), v) for k, v in arguments.items()]
     while stack:
         where, value = stack.pop()
         if isinstance(value, float) and not math.isfinite(value):
@@ -79,12 +78,12 @@ def _non_finite(arguments: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _bool_as_number(arguments: Mapping[str, Any], parsed: BaseModel) -> str | None:
+def _bool_as_number(arguments: Mapping[str, object], parsed: BaseModel) -> str | None:
     """Where a JSON ``true``/``false`` became a number in lenient parsing (pydantic's lax
     mode reads ``true`` as ``1``: a model's ``"amount_cents": true`` would refund a cent),
     as a dotted path, or ``None``. Texts stay lenient (``"5000"`` is read as ``5000``)."""
-    stack: list[tuple[str, Any]] = [(str(k), v) for k, v in arguments.items()]
-    dumped: Any = None
+    stack: list[tuple[str, object]] = [(str(k), v) for k, v in arguments.items()]
+    dumped: object = None
     while stack:
         where, value = stack.pop()
         if isinstance(value, bool):
@@ -102,7 +101,7 @@ def _bool_as_number(arguments: Mapping[str, Any], parsed: BaseModel) -> str | No
     return None
 
 
-def _at(doc: Any, where: str) -> Any:
+def _at(doc: object, where: str) -> object:
     """The value at dotted path ``where`` in dumped arguments (``None`` when it is not there;
     the set the path enters, when it enters one: a set keeps no positions)."""
     for part in where.split("."):
@@ -121,7 +120,7 @@ MAX_DEPTH = 32
 """How deeply a call's arguments may nest (objects and arrays)."""
 
 
-def load_arguments(raw: Any, name: str) -> Any:
+def load_arguments(raw: object, name: str) -> object:
     """Arguments a model wrote, as data. Text that cannot be read safely — not JSON, a
     number of more than 4,300 digits, nesting deeper than :data:`MAX_DEPTH` (or than the
     parser's recursion limit) — raises :class:`ToolArgumentsError` saying why, never

@@ -12,7 +12,8 @@ from __future__ import annotations
 import getpass
 import json
 from collections.abc import Mapping
-from typing import Any
+
+from loopwise.core.jsontypes import JSONMapping, JSONObject
 
 __all__ = [
     "asked_lines",
@@ -26,7 +27,7 @@ __all__ = [
 _CLIP = 60
 
 
-def event_summary(kind: str, d: Mapping[str, Any]) -> str:
+def event_summary(kind: str, d: JSONMapping) -> str:
     """One line about an event of the audit log (plain text): its ``type`` and ``data``."""
     if kind == "tool_call":
         edited = f" edited by {d['edited_by']}" if d.get("edited_by") else ""
@@ -45,7 +46,7 @@ def event_summary(kind: str, d: Mapping[str, Any]) -> str:
     return ""
 
 
-def changed_fields(before: Any, after: Any) -> dict[str, Any]:
+def changed_fields(before: object, after: object) -> JSONObject:
     """What an edit changed, field by field: ``{name: {"from": old, "to": new}}`` (a
     field the edit left out is ``"to": null``)."""
     old = before if isinstance(before, dict) else {}
@@ -57,7 +58,7 @@ def changed_fields(before: Any, after: Any) -> dict[str, Any]:
     }
 
 
-def changes_text(changed: Mapping[str, Any]) -> str:
+def changes_text(changed: JSONMapping) -> str:
     """:func:`changed_fields`'s answer as one line a person reads:
     ``amount_cents: 25000 → 4000, reason: "late" → "broken"`` (each value as JSON,
     shortened)."""
@@ -68,7 +69,7 @@ def changes_text(changed: Mapping[str, Any]) -> str:
     )
 
 
-def _clip(value: Any) -> str:
+def _clip(value: object) -> str:
     text = json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= _CLIP else text[: _CLIP - 1] + "…"
 

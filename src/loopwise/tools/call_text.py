@@ -13,6 +13,7 @@ from typing import Any
 
 from loopwise.core.events import jsonable
 from loopwise.core.journal import Journal
+from loopwise.core.jsontypes import JSONObject, JSONValue
 from loopwise.tools.arguments import ToolArgumentsError, load_arguments
 from loopwise.tools.call_values import Call, CallStatus
 
@@ -30,12 +31,13 @@ LOG_CHARS = 2000
 """Logged arguments longer than this (as text) are shortened."""
 
 
-def readable_args(arguments: Any) -> Any:
+def readable_args(arguments: object) -> JSONValue:
     """Arguments as data when they can be read safely (JSON, nesting at most
     :data:`~loopwise.tools.arguments.MAX_DEPTH`), else as their text (shortened): what the audit log
     shows."""
     try:
-        return jsonable(load_arguments(arguments, "log"))
+        readable: JSONValue = jsonable(load_arguments(arguments, "log"))
+        return readable
     except ToolArgumentsError:
         return shortened(str(arguments))
 
@@ -44,7 +46,7 @@ def shortened(text: str) -> str:
     return text if len(text) <= LOG_CHARS else text[:LOG_CHARS] + "…"
 
 
-def render_content(value: Any) -> str:
+def render_content(value: object) -> str:
     """A tool's return value as the text of its result (what a model reads)."""
     if isinstance(value, str):
         return value
@@ -59,7 +61,7 @@ def truncate(content: str, limit: int | None) -> str:
     return f"{content[:limit]}\n[truncated: showing {limit} of {len(content)} characters]"
 
 
-def call_event(call: Call, args: Any, effect: str | None) -> dict[str, Any]:
+def call_event(call: Call, args: JSONValue, effect: str | None) -> JSONObject:
     """The data of a call's ``tool_call`` event (logged before it is judged)."""
     return {
         "tool": call.name,

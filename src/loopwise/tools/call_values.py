@@ -7,13 +7,11 @@ the other.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
-
-from pydantic import BaseModel
+from typing import Literal
 
 from loopwise.tools.gates import Gate, PolicyFn
+from loopwise.tools.tool import Arguments
 from loopwise.tools.verdicts import Pending
 
 __all__ = ["Call", "CallSettings", "CallStatus", "Outcome"]
@@ -31,7 +29,7 @@ class Call:
 
     name: str
     """The tool's name (as the model wrote it: it may name no tool)."""
-    arguments: str | Mapping[str, Any] | BaseModel | None
+    arguments: Arguments
     """Raw JSON text (a model's), a mapping or a pydantic model."""
     call_id: str
     """The id the log and the transcript use for it."""

@@ -47,6 +47,7 @@ from pydantic import BaseModel
 from loopwise.core.concurrency import concurrently
 from loopwise.core.events import EventType, Status, jsonable
 from loopwise.core.journal import Journal
+from loopwise.core.jsontypes import JSONMapping
 from loopwise.core.names import did_you_mean
 from loopwise.core.result import Halt
 from loopwise.core.step import Context
@@ -62,7 +63,7 @@ from loopwise.tools.call_text import (
 from loopwise.tools.call_values import Call, CallSettings, CallStatus, Outcome
 from loopwise.tools.edits import edit_data, edit_problem, judge_edit, judged_again, log_edit
 from loopwise.tools.gates import Ask, authorize_all, pause
-from loopwise.tools.tool import Effect, Tool, require_gate
+from loopwise.tools.tool import Arguments, Effect, Tool, require_gate
 from loopwise.tools.verdicts import (
     Approved,
     Denied,
@@ -160,7 +161,10 @@ def _paused_together(halts: list[Halt]) -> Halt:
 
 
 async def call_tools(
-    ctx: Context, calls: Sequence[tuple[Tool, Any]], *, once_in: str | None = None
+    ctx: Context,
+    calls: Sequence[tuple[Tool, Arguments]],
+    *,
+    once_in: str | None = None,
 ) -> list[Any]:
     """Make tool calls from code in a step (a workflow node) and return their values.
 
@@ -303,7 +307,7 @@ def _once(batch: _Batch, call: Call, tool: Tool, args: BaseModel) -> Outcome | N
     return None
 
 
-def effect_id(scope: str | None, tool: Tool, args: BaseModel | dict[str, Any]) -> str | None:
+def effect_id(scope: str | None, tool: Tool, args: BaseModel | JSONMapping) -> str | None:
     """What identifies the effect of ``tool`` on ``args`` within ``scope`` (a call's
     ``once_in``); ``None`` for a ``read`` tool or when there is no scope."""
     if tool.effect is Effect.READ or scope is None:
@@ -460,7 +464,7 @@ def _replayed(call: Call, recorded: dict[str, Any]) -> Outcome:
     )
 
 
-def _repeated(batch: _Batch, call: Call, tool: Tool, earlier: dict[str, Any]) -> Outcome:
+def _repeated(batch: _Batch, call: Call, tool: Tool, earlier: JSONMapping) -> Outcome:
     """An effect already taken: not again; answer with what it gave then, saying so (a
     model that asks twice must not believe it paid twice), and log the answer."""
     reason = f"already took effect in this run (call {earlier.get('call_id')}); not repeated"

@@ -10,18 +10,18 @@ batch; :func:`edit_data` and :func:`log_edit` are what the audit log says of an 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from pydantic import BaseModel
 
 from loopwise.core.events import EventType, jsonable
 from loopwise.core.journal import Journal
+from loopwise.core.jsontypes import JSONObject, JSONValue
 from loopwise.core.step import Context
 from loopwise.tools.arguments import ToolArgumentsError
 from loopwise.tools.call_text import call_event, readable_args
 from loopwise.tools.call_values import Call
 from loopwise.tools.gates import Gate, PolicyFn, recheck_edited
-from loopwise.tools.tool import Tool
+from loopwise.tools.tool import Arguments, Tool
 from loopwise.tools.verdicts import Denied, Edited
 
 __all__ = ["edit_data", "edit_problem", "judge_edit", "judged_again", "log_edit"]
@@ -29,7 +29,7 @@ __all__ = ["edit_data", "edit_problem", "judge_edit", "judged_again", "log_edit"
 
 async def judge_edit(
     tool: Tool,
-    edited: Any,
+    edited: Arguments,
     policies: Sequence[Gate | PolicyFn | None] = (),
     ctx: Context | None = None,
 ) -> BaseModel | ToolArgumentsError | Denied:
@@ -53,7 +53,7 @@ async def judge_edit(
     return args
 
 
-def edit_problem(tool: Tool, edited: dict[str, object]) -> str | None:
+def edit_problem(tool: Tool, edited: JSONObject) -> str | None:
     """What ``tool``'s schema, read strictly as :func:`judge_edit` reads it, finds wrong
     with ``edited`` (the policies are judged when the edit runs)."""
     try:
@@ -79,7 +79,7 @@ async def judged_again(
     return None
 
 
-def edit_data(tool: Tool, edited: Edited, asked: Any) -> dict[str, Any]:
+def edit_data(tool: Tool, edited: Edited, asked: JSONValue) -> JSONObject:
     """What a ``tool_call`` event of an edited call says: ``args`` as it runs (validated
     as they run, or as given when they do not validate), who edited it and ``edited_from``,
     the arguments as asked."""

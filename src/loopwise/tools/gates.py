@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 from loopwise.core.events import EventType, Status, jsonable
 from loopwise.core.execute import running_context
 from loopwise.core.journal import Journal
+from loopwise.core.jsontypes import JSONMapping, JSONObject
 from loopwise.core.offload import Work
 from loopwise.core.result import Halt
 from loopwise.errors import ConfigError
@@ -57,6 +58,8 @@ from loopwise.tools.verdicts import (
 )
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from loopwise.core.step import Context
 
 # The vocabulary users write beside a gate (`gates.Escalate(...)`, README), kept on
@@ -86,7 +89,7 @@ __all__ = [
 ]
 
 
-PolicyFn = Callable[..., Any]
+PolicyFn = Callable[..., object]
 """A policy: a (sync or async) function of the validated arguments (a dict) returning ``Approved``,
 ``Denied``, ``Escalate``, ``True`` (approve), ``False`` or a string (deny, the string being
 the reason). ``None`` (a function that fell off its end) approves a ``read``/``write`` call
@@ -136,7 +139,7 @@ class Gate:
 
     async def run_policy(
         self,
-        args: Any,
+        args: JSONObject,
         *,
         effect: str = "write",
         ctx: Context | None = None,
@@ -161,7 +164,7 @@ class Gate:
         return verdict
 
     async def _judge(
-        self, args: Any, effect: str, ctx: Context | None
+        self, args: JSONObject, effect: str, ctx: Context | None
     ) -> Approved | Denied | Escalate:
         check: Any = self.check
         wants_ctx = takes_ctx(check)
@@ -182,7 +185,7 @@ class Gate:
         return _policy_verdict(result, effect)
 
 
-def takes_ctx(fn: Any) -> bool:
+def takes_ctx(fn: Callable[..., object]) -> bool:
     """Whether a policy has a ``ctx`` parameter (it is then passed the run's context)."""
     try:
         return "ctx" in inspect.signature(fn).parameters
@@ -190,7 +193,7 @@ def takes_ctx(fn: Any) -> bool:
         return False
 
 
-def _policy_verdict(result: Any, effect: str) -> Approved | Denied | Escalate:
+def _policy_verdict(result: object, effect: str) -> Approved | Denied | Escalate:
     if isinstance(result, Approved | Denied | Escalate):
         return result
     if isinstance(result, Edited):
@@ -246,7 +249,7 @@ class Ask:
     """The tool or plan action."""
     effect: str
     """``read``, ``write`` or ``irreversible``."""
-    args: Any
+    args: BaseModel | JSONObject
     """The validated arguments (a pydantic model or a dict)."""
     call_id: str
     """The id that binds the approval (unique in the run)."""
@@ -263,7 +266,7 @@ class Ask:
     """What :attr:`at_stake` is in (a currency code or a unit), when the caller knows it."""
     note: str | None = None
     """What else the person asked should know (see :attr:`ApprovalRequest.note`)."""
-    answer_schema: dict[str, Any] | None = None
+    answer_schema: JSONObject | None = None
     """For a question (an MCP server's elicitation): the schema the answer must match
     (:attr:`ApprovalRequest.answer_schema`)."""
     covered_by: Approved | None = None
@@ -273,7 +276,7 @@ class Ask:
     recheck: str | None = None
     """Why a person must decide this call (again) whatever its policy says — a plan step
     whose dependency a person edited — or ``None``. A policy may still deny."""
-    edit_problem: Callable[[dict[str, Any]], str | None] | None = None
+    edit_problem: Callable[[JSONObject], str | None] | None = None
     """What the tool's schema finds wrong with an edit (:attr:`ApprovalRequest.edit_problem`)."""
 
 
@@ -420,13 +423,13 @@ def _request(a: Ask, reason: str, tainted_by: str | None) -> ApprovalRequest:
     )
 
 
-def _answer_check(schema: dict[str, Any] | None) -> Callable[[dict[str, Any]], str | None] | None:
+def _answer_check(schema: JSONObject | None) -> Callable[[JSONObject], str | None] | None:
     """For a question (its answer's JSON schema), what the schema finds wrong with an answer
     a person types, so a terminal asks again (``loopwise approve`` refuses it the same)."""
     return None if schema is None else partial(answer_problem, schema)
 
 
-def answer_problem(schema: dict[str, Any], answer: Any) -> str | None:
+def answer_problem(schema: JSONMapping, answer: object) -> str | None:
     """What ``schema`` (a question's, as an MCP server's elicitation or a cascade's label
     pick declares it) finds wrong with a person's ``answer`` — its first five problems —
     or ``None`` when it matches."""
@@ -440,7 +443,10 @@ def answer_problem(schema: dict[str, Any], answer: Any) -> str | None:
 
 
 async def recheck_edited(
-    gate: Gate | PolicyFn | None, tool: str, args: Any, ctx: Context | None = None
+    gate: Gate | PolicyFn | None,
+    tool: str,
+    args: BaseModel | JSONObject,
+    ctx: Context | None = None,
 ) -> Denied | None:
     """The policy's denial of edited arguments, or ``None`` when they may run.
 
@@ -466,7 +472,7 @@ def _as_dict(args: Any) -> Any:
     return dump() if callable(dump) else copy.deepcopy(args)
 
 
-def _as_gate(gate: Any, tool: str) -> Gate | None:
+def _as_gate(gate: object, tool: str) -> Gate | None:
     """A :class:`Gate`; a bare function is taken as a :func:`policy`."""
     if gate is None or isinstance(gate, Gate):
         return gate
@@ -504,8 +510,8 @@ def _human_reason(first: Approved | Denied | Escalate, tainted_by: str | None) -
     return first.reason if isinstance(first, Escalate) else "this tool is gated by a human"
 
 
-def _decision_data(a: Ask, verdict: Verdict) -> dict[str, Any]:
-    data: dict[str, Any] = {
+def _decision_data(a: Ask, verdict: Verdict) -> JSONObject:
+    data: JSONObject = {
         "key": _key(a, "gate_decided"),
         "approval_id": a.call_id,
         "call_id": a.call_id,

@@ -16,7 +16,7 @@ import json
 import sys
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, TextIO
+from typing import TextIO
 
 from loopwise.core.events import json_value
 from loopwise.core.names import printable, shown_name_problem
@@ -61,7 +61,7 @@ async def ask(handler: Handler, request: ApprovalRequest) -> Verdict | None:
     return _human_verdict(result, handler_name(handler))
 
 
-def handler_name(handler: Any) -> str:
+def handler_name(handler: object) -> str:
     """Who an approval handler is in the audit log."""
     for attr in ("by", "name"):
         # getattr: a handler is any object or function of the user's; naming itself is optional
@@ -76,7 +76,7 @@ _UNNAMED = {Approved: "policy", Denied: "policy", Edited: "human"}
 """The ``by`` each verdict type gets when its maker does not say."""
 
 
-def _human_verdict(result: Any, by: str) -> Verdict | None:
+def _human_verdict(result: object, by: str) -> Verdict | None:
     if result is None:
         return None
     if isinstance(result, Approved | Denied | Edited):

@@ -47,6 +47,7 @@ from typing import (
     TYPE_CHECKING,
     Annotated,
     Any,
+    TypeAlias,
     TypedDict,
     Unpack,
     get_args,
@@ -61,6 +62,7 @@ from pydantic.fields import FieldInfo
 
 from loopwise.core.concurrency import CarriedExit, carry_exits
 from loopwise.core.events import jsonable
+from loopwise.core.jsontypes import JSONMapping
 from loopwise.core.members import step_member
 from loopwise.core.offload import Work
 from loopwise.core.shape import ToolShape, describe, parameters_of
@@ -75,6 +77,7 @@ if TYPE_CHECKING:
     from loopwise.tools.gates import Gate, PolicyFn
 
 __all__ = [
+    "Arguments",
     "AsToolOptions",
     "Effect",
     "Tool",
@@ -85,6 +88,10 @@ __all__ = [
 ]
 
 _NAME_RE = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+
+Arguments: TypeAlias = "str | JSONMapping | BaseModel | None"
+"""A call's arguments as given: a model's JSON text, a mapping, or a model already
+validated (``None``: none, as ``{}``)."""
 
 
 class Effect(enum.StrEnum):
@@ -118,7 +125,7 @@ class ToolOptions(AsToolOptions, total=False):
 
     description: str | None
     """What the tool does and when to call it (default: the docstring's first paragraph)."""
-    localns: Mapping[str, Any] | None
+    localns: Mapping[str, object] | None
     """Names to resolve the function's annotations with, besides its module's globals: for
     a tool declared inside a function whose annotations name that function's locals under
     ``from __future__ import annotations`` (``@tool(localns=locals())``)."""
@@ -192,7 +199,7 @@ def _description(hint: object, doc: str | None) -> str | None:
 
 
 def _arg_fields(
-    fn: Callable[..., Any], name: str, doc: _Doc, localns: Mapping[str, Any] | None
+    fn: Callable[..., object], name: str, doc: _Doc, localns: Mapping[str, object] | None
 ) -> tuple[dict[str, Any], bool]:
     """Pydantic field definitions from ``fn``'s signature, and whether it takes ``ctx``."""
     try:
@@ -207,7 +214,7 @@ def _arg_fields(
         ) from e
     except TypeError as e:
         raise ToolError(f"tool {name!r}: cannot resolve its annotations ({e})", tool=name) from e
-    fields: dict[str, Any] = {}
+    fields: dict[str, Any] = {}  # pydantic's field definitions: (a type form, a default)
     takes_ctx = False
     for param in inspect.signature(fn).parameters.values():
         if param.name == "ctx":
@@ -248,7 +255,7 @@ class Tool:
 
     def __init__(
         self,
-        fn: Callable[..., Any],
+        fn: Callable[..., object],
         *,
         args_model: type[BaseModel] | None = None,
         **options: Unpack[ToolOptions],
@@ -257,7 +264,7 @@ class Tool:
         arguments as they are, for a function ``async fn(args, ctx)``, as :func:`as_tool`)."""
         if not callable(fn) or isinstance(fn, Step):  # a @step function is callable too
             raise _not_a_function(fn)
-        self.fn = fn
+        self.fn: Callable[..., Any] = fn  # the user's function: sync, or async to be awaited
         self.name = options.get("name") or fn.__name__
         _check_options(options, self.name)
         if not isinstance(self.name, str) or not _NAME_RE.fullmatch(self.name):
@@ -302,9 +309,7 @@ class Tool:
         """The Chat Completions tool entry (strict JSON schema), built once."""
         self.__doc__ = fn.__doc__
 
-    def parse(
-        self, arguments: str | Mapping[str, Any] | BaseModel | None, *, strict: bool = False
-    ) -> BaseModel:
+    def parse(self, arguments: Arguments, *, strict: bool = False) -> BaseModel:
         """Validate raw model arguments; raises :class:`ToolArgumentsError` saying what is wrong.
 
         ``strict`` reads them as pydantic's strict mode reads JSON (a person's edit): a
@@ -317,9 +322,7 @@ class Tool:
             arguments = arguments.model_dump()
         return validated(self.args_model, arguments, self.name, strict=strict)
 
-    async def invoke(
-        self, arguments: str | Mapping[str, Any] | BaseModel | None, ctx: Context | None = None
-    ) -> Any:
+    async def invoke(self, arguments: Arguments, ctx: Context | None = None) -> object:
         """Validate ``arguments`` and run a ``read`` tool (sync ones in a worker thread).
 
         Raises :class:`ToolArgumentsError` for bad arguments, ``TimeoutError`` when
@@ -332,7 +335,7 @@ class Tool:
         self._refuse_direct("invoke()")
         return await self.perform(self.parse(arguments), ctx)
 
-    async def perform(self, args: BaseModel, ctx: Context | None) -> Any:
+    async def perform(self, args: BaseModel, ctx: Context | None) -> object:
         """Run the tool on validated ``args`` with its timeout: no gate, no journal.
 
         The tool-call executor (:mod:`loopwise.tools.calls`) calls this after the gate, in
@@ -356,7 +359,7 @@ class Tool:
             return await ctx.offload(work)
         return await self._perform(args, ctx)
 
-    async def _perform(self, args: BaseModel, ctx: Context | None) -> Any:
+    async def _perform(self, args: BaseModel, ctx: Context | None) -> object:
         """Run the tool here, with its timeout (an engine's :class:`Work` does this)."""
         if self.timeout is None:
             return await self._call(args, ctx)
@@ -375,7 +378,7 @@ class Tool:
         """Whether :meth:`_call` runs the function in a thread (a sync function of its own)."""
         return not (self._takes_args_model or self._is_async)
 
-    async def _call(self, args: BaseModel, ctx: Context | None) -> Any:
+    async def _call(self, args: BaseModel, ctx: Context | None) -> object:
         if self._takes_args_model:
             return await self.fn(args, ctx)
         kwargs = dict(vars(args))  # the fields of the tool's own args model (extra="forbid")
@@ -389,7 +392,7 @@ class Tool:
             return await to_the_end(self.fn, kwargs)
         return await asyncio.to_thread(self.fn, **kwargs)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: object, **kwargs: object) -> Any:
         """Call the wrapped function of a ``read`` tool directly (no validation): handy in
         tests. A ``write``/``irreversible`` tool raises
         :class:`~loopwise.errors.DirectEffectError` (test its function as ``tool.fn``)."""
@@ -462,14 +465,14 @@ def _not_a_function(obj: object) -> ToolError:
 
 
 @overload
-def tool(fn: Callable[..., Any], /, **options: Unpack[ToolOptions]) -> Tool: ...
+def tool(fn: Callable[..., object], /, **options: Unpack[ToolOptions]) -> Tool: ...
 @overload
-def tool(**options: Unpack[ToolOptions]) -> Callable[[Callable[..., Any]], Tool]: ...
+def tool(**options: Unpack[ToolOptions]) -> Callable[[Callable[..., object]], Tool]: ...
 
 
 def tool(
-    fn: Callable[..., Any] | None = None, /, **options: Unpack[ToolOptions]
-) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    fn: Callable[..., object] | None = None, /, **options: Unpack[ToolOptions]
+) -> Tool | Callable[[Callable[..., object]], Tool]:
     """Make a function a :class:`Tool`: ``@tool``, ``@tool(effect="write", timeout=5)`` or
     ``tool(fn, effect="write")``; the options are :class:`ToolOptions`.
 
@@ -515,7 +518,7 @@ def as_tool(step: Step, *, description: str, **options: Unpack[AsToolOptions]) -
         )
         unwrap = True
 
-    async def run_step(args: BaseModel, ctx: Context) -> Any:
+    async def run_step(args: BaseModel, ctx: Context) -> object:
         # getattr: `input` is the one field of a model made at run time (create_model),
         # which no type declares.
         return await ctx.run_step(step, getattr(args, "input") if unwrap else args)  # noqa: B009

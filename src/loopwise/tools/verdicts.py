@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loopwise.core.events import jsonable
+from loopwise.core.jsontypes import JSONObject
 
 __all__ = [
     "ApprovalRequest",
@@ -114,10 +115,10 @@ class ApprovalRequest:
     note: str | None = None
     """What else the person should know about this ask (a plan approved already, and why
     its step still asks), when anything."""
-    answer_schema: dict[str, Any] | None = None
+    answer_schema: JSONObject | None = None
     """For a question rather than a call (an MCP server's elicitation): the JSON schema
     the person's answer — the edited arguments — must match."""
-    edit_problem: Callable[[dict[str, Any]], str | None] | None = field(
+    edit_problem: Callable[[JSONObject], str | None] | None = field(
         default=None, compare=False, repr=False
     )
     """What the tool's schema finds wrong with edited arguments (read strictly, as the
@@ -125,7 +126,7 @@ class ApprovalRequest:
     it to refuse a bad edit while the person is there. ``None`` when no schema is known
     here (the executor still judges every edit). Not part of :meth:`to_dict`."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """The JSON-ready dict (what ``loopwise pending --json`` lists)."""
         return {
             "run_id": self.run_id,
@@ -155,7 +156,7 @@ class Pending:
     """What waits for a person."""
 
 
-def args_hash(tool: str, args: Any) -> str:
+def args_hash(tool: str, args: object) -> str:
     """A stable hash of a tool name and its arguments (canonical JSON, SHA-256)."""
     text = json.dumps([tool, jsonable(args)], sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()
