@@ -10,7 +10,7 @@ import contextlib
 import importlib.util
 import tempfile
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol, TextIO, TypeVar
 
 from loopwise.errors import missing_extra
 
@@ -21,12 +21,13 @@ if importlib.util.find_spec("mcp") is None:
 
 if TYPE_CHECKING:
     from mcp import Client
+    from mcp.client.session import IncomingMessage, MessageHandlerFnT
 
 __all__ = ["Connection", "NotStarted", "Opener", "Source", "blocking", "reason"]
 
 _STDERR_TAIL = 600
 
-Opener = Callable[[contextlib.AsyncExitStack, Any, Any], Awaitable["Client"]]
+Opener = Callable[[contextlib.AsyncExitStack, TextIO, "MessageHandlerFnT"], Awaitable["Client"]]
 """Enters a connected client on the stack (then: a file for its stderr, and the handler of
 the server's notifications)."""
 
@@ -39,7 +40,7 @@ class Source(Protocol):
     connect_timeout: float
     opener: Opener
 
-    async def on_message(self, message: Any) -> None:
+    async def on_message(self, message: IncomingMessage) -> None:
         """Take a notification the server sent."""
 
 
@@ -131,10 +132,13 @@ def reason(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
 
 
-def blocking(work: Callable[[], Awaitable[Any]]) -> Any:
+_T = TypeVar("_T")
+
+
+def blocking(work: Callable[[], Awaitable[_T]]) -> _T:
     """Run ``work`` to its end from sync code, inside a running event loop or not."""
 
-    async def main() -> Any:
+    async def main() -> _T:
         return await work()
 
     try:

@@ -25,12 +25,22 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from loopwise.tools.gates import Ask, authorize_all, pause, policy_then_human
-from loopwise.tools.verdicts import Approved, Denied, Edited, Escalate, Pending
+from loopwise.core.jsontypes import JSONMapping
+from loopwise.tools.verdicts import Approved, Denied, Edited, Escalate, Pending, Verdict
 
 if TYPE_CHECKING:
+    from mcp.client.session import ClientRequestContext
+    from mcp.types import (
+        ElicitRequestFormParams,
+        ElicitRequestParams,
+        ElicitResult,
+        InputRequests,
+        InputResponses,
+    )
+
     from loopwise.core.step import Context
 
 __all__ = ["AskedCall", "answers", "push_declined"]
@@ -52,7 +62,7 @@ class AskedCall:
     """What identifies the call in its run (its idempotency key, else its arguments)."""
 
 
-async def answers(ctx: Context, call: AskedCall, requests: dict[str, Any]) -> dict[str, Any]:
+async def answers(ctx: Context, call: AskedCall, requests: InputRequests) -> InputResponses:
     """The answers (``ElicitResult`` by the server's key) to the server's ``requests`` from
     the run's decisions; raises the run's pause when a person has not answered yet. The
     same question of the same call gets the same approval after a resume."""
@@ -71,13 +81,14 @@ async def answers(ctx: Context, call: AskedCall, requests: dict[str, Any]) -> di
     waiting = [v for v in verdicts if isinstance(v, Pending)]
     if waiting:
         raise pause(waiting)
-    return {
+    answered: InputResponses = {
         key: _answered(verdict, a.answer_schema)
         for key, a, verdict in zip(requests, asks, verdicts, strict=True)
     }
+    return answered
 
 
-def _ask(ctx: Context, call: AskedCall, key: str, params: Any) -> Ask:
+def _ask(ctx: Context, call: AskedCall, key: str, params: ElicitRequestFormParams) -> Ask:
     question = str(params.message)
     schema = params.requested_schema
     schema = schema if isinstance(schema, dict) else schema.model_dump(by_alias=True)
@@ -99,7 +110,7 @@ def _ask(ctx: Context, call: AskedCall, key: str, params: Any) -> Ask:
     )
 
 
-def _answered(verdict: Any, schema: Any) -> Any:
+def _answered(verdict: Verdict | Pending, schema: JSONMapping | None) -> ElicitResult:
     """The server's answer (an ``ElicitResult``): accepted with the person's answer, or
     declined."""
     from jsonschema import Draft202012Validator
@@ -121,7 +132,9 @@ class _Unanswerable(Exception):
     """The server asked for input loopwise does not give (the message says what)."""
 
 
-async def push_declined(context: Any, params: Any) -> Any:
+async def push_declined(
+    context: ClientRequestContext, params: ElicitRequestParams
+) -> ElicitResult:
     """An elicitation sent as a request of its own mid-call (an older protocol): declined,
     since it cannot wait for a person across a pause."""
     from mcp.types import ElicitResult

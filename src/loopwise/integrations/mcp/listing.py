@@ -10,12 +10,14 @@ name is one loopwise gives meaning to (:data:`RESERVED_NAMES`).
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from loopwise.architectures.agent import FINAL_ANSWER
+from loopwise.core.jsontypes import JSONObject, JSONValue, json_object
 
 if TYPE_CHECKING:
     from mcp import Client
+    from mcp.shared.dispatcher import CallOptions
     from mcp.types import Tool as ListedTool
 
 __all__ = ["RESERVED_NAMES", "bad_name", "checked", "shown", "tools_page"]
@@ -26,7 +28,7 @@ RESERVED_NAMES = frozenset({FINAL_ANSWER})
 """Tool names loopwise gives meaning to: a server's tool of that name is left out."""
 
 
-def bad_name(name: Any, taken: set[str]) -> str | None:
+def bad_name(name: object, taken: set[str]) -> str | None:
     """Why a listed tool's name cannot be used (``None``: it can)."""
     if not isinstance(name, str) or not _TOOL_NAME.fullmatch(name):
         return "its name is not 1-64 letters, digits, '_' or '-' (a name a model can call)"
@@ -37,7 +39,7 @@ def bad_name(name: Any, taken: set[str]) -> str | None:
     return None
 
 
-def shown(name: Any) -> str:
+def shown(name: object) -> str:
     """A listed tool's name as messages show it: as is when usable, else quoted, clipped."""
     if isinstance(name, str) and _TOOL_NAME.fullmatch(name):
         return name
@@ -45,7 +47,7 @@ def shown(name: Any) -> str:
     return text if len(text) <= 40 else f"{text[:40]}… ({len(text):,} characters)"
 
 
-async def tools_page(client: Client, cursor: str | None) -> dict[str, Any]:
+async def tools_page(client: Client, cursor: str | None) -> JSONObject:
     """One page of ``tools/list``, as the server sent it.
 
     The SDK's ``list_tools`` validates the whole page as one: a single tool with a schema
@@ -53,15 +55,17 @@ async def tools_page(client: Client, cursor: str | None) -> dict[str, Any]:
     way ``ClientSession.send_request`` does (its protocol stamp, its dispatcher) and leaves
     each tool to :func:`checked`.
     """
-    session: Any = client.session
-    data: dict[str, Any] = {"method": "tools/list", "params": {"cursor": cursor} if cursor else {}}
-    opts: dict[str, Any] = {}
-    session._stamp(data, opts)
-    raw = await session._dispatcher.send_raw_request(data["method"], data["params"], opts)
+    method = "tools/list"
+    data: JSONObject = {"method": method, "params": {"cursor": cursor} if cursor else {}}
+    opts: CallOptions = {}
+    session = client.session
+    session._stamp(data, opts)  # stamps the request's _meta into its params
+    params = json_object(data["params"])
+    raw = await session._dispatcher.send_raw_request(method, params, opts)
     return raw if isinstance(raw, dict) else {}
 
 
-def checked(listed: list[Any], skipped: dict[str, str]) -> list[ListedTool]:
+def checked(listed: list[JSONValue], skipped: dict[str, str]) -> list[ListedTool]:
     """The listed tools whose name and listing loopwise can use; the others go to
     ``skipped`` (shown name: why): one bad tool never refuses the server's others."""
     from mcp.types import Tool as Listed

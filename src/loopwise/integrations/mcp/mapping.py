@@ -5,9 +5,10 @@ says over them for one tool (:class:`Override`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from loopwise.errors import ConfigError
+from loopwise.tools.gates import Gate, PolicyFn
 from loopwise.tools.tool import Effect
 
 if TYPE_CHECKING:
@@ -26,11 +27,11 @@ class Override:
 
     effect: Effect | str | None = None
     """The tool's effect (``read``, ``write``, ``irreversible``)."""
-    gate: Any = None
+    gate: Gate | PolicyFn | None = None
     """The gate in front of the tool (see :mod:`loopwise.tools.gates`)."""
     untrusted_output: bool | None = None
     """Whether the tool's output is untrusted (taints later effects)."""
-    validators: dict[str, Any] = field(default_factory=dict)
+    validators: dict[str, object] = field(default_factory=dict)
     """Allow-list validators by top-level argument: ``{"order_id": IdPattern(r"O-\\d{4}")}``."""
 
 

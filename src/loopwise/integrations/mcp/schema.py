@@ -23,13 +23,14 @@ import functools
 import keyword
 import re
 import types
-from collections.abc import Callable, Iterator, Sequence
-from typing import Annotated, Any, Literal, Union
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Annotated, Any, Literal, Protocol, Union
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import SchemaError, SchemaValidator, ValidationError, core_schema
 
+from loopwise.core.jsontypes import JSONMapping, JSONObject, JSONValue, json_object
 from loopwise.errors import ConfigError
 
 __all__ = [
@@ -58,12 +59,12 @@ class OverLimits(Exception):
     """A listed tool's schema past loopwise's limits (the message says which)."""
 
 
-def check_limits(schema: Any) -> None:
+def check_limits(schema: JSONValue) -> None:
     """Raise :class:`OverLimits` when ``schema`` nests past :data:`MAX_DEPTH`, holds more
     than :data:`MAX_NODES` nodes, or has a ``pattern`` no linear-time engine can match;
     :class:`Unusable` for ``patternProperties`` (see :func:`schema_validator`). Iterative,
     so a hostile schema cannot exhaust the stack."""
-    stack: list[tuple[Any, int]] = [(schema, 1)]
+    stack: list[tuple[JSONValue, int]] = [(schema, 1)]
     nodes = 0
     while stack:
         value, depth = stack.pop()
@@ -77,8 +78,9 @@ def check_limits(schema: Any) -> None:
                 raise Unusable(
                     "its input schema uses patternProperties, which loopwise does not check"
                 )
-            if isinstance(value.get("pattern"), str):
-                _matcher(value["pattern"])
+            pattern = value.get("pattern")
+            if isinstance(pattern, str):
+                _matcher(pattern)
             stack.extend((v, depth + 1) for v in value.values())
         elif isinstance(value, list):
             stack.extend((v, depth + 1) for v in value)
@@ -111,15 +113,35 @@ def _matcher(pattern: str) -> Callable[[str], bool]:
     return matches
 
 
-def _pattern(validator: Any, pattern: Any, instance: Any, schema: Any) -> Iterator[Any]:
-    """jsonschema's ``pattern`` keyword, matched by :func:`_matcher`."""
+class SchemaProblem(Protocol):
+    """One failure ``jsonschema`` reports (its ``ValidationError``, as loopwise reads it)."""
+
+    @property
+    def message(self) -> str: ...
+    @property
+    def path(self) -> Sequence[str | int]: ...
+    @property
+    def absolute_path(self) -> Sequence[str | int]: ...
+
+
+class SchemaCheck(Protocol):
+    """A ``jsonschema`` validator of one schema, as loopwise uses it."""
+
+    def iter_errors(self, instance: JSONValue) -> Iterable[SchemaProblem]: ...
+
+
+def _pattern(
+    validator: object, pattern: str, instance: JSONValue, schema: JSONObject
+) -> Iterator[Exception]:
+    """jsonschema's ``pattern`` keyword, matched by :func:`_matcher` (a non-string has no
+    pattern to match: jsonschema's ``is_type(instance, "string")`` is this isinstance)."""
     from jsonschema import ValidationError as Invalid
 
-    if validator.is_type(instance, "string") and not _matcher(pattern)(instance):
+    if isinstance(instance, str) and not _matcher(pattern)(instance):
         yield Invalid(f"{instance[:80]!r} does not match {pattern[:80]!r}")
 
 
-def schema_validator(schema: dict[str, Any]) -> Any:
+def schema_validator(schema: JSONObject) -> SchemaCheck:
     """A ``jsonschema`` validator of the whole schema, its ``pattern`` in linear time
     (a schema with ``patternProperties``, which jsonschema matches with ``re``, is
     refused by :func:`check_limits` first)."""
@@ -132,12 +154,13 @@ def schema_validator(schema: dict[str, Any]) -> Any:
         cls.check_schema(schema)
     except SchemaError as e:
         raise Unusable(f"its input schema is invalid: {e.message}") from e
-    return validators.extend(cls, {"pattern": _pattern})(schema)
+    check: SchemaCheck = validators.extend(cls, {"pattern": _pattern})(schema)
+    return check
 
 
-def apply_hints(schema: dict[str, Any], checks: dict[str, Any], tool: str) -> None:
+def apply_hints(schema: JSONObject, checks: Mapping[str, object], tool: str) -> None:
     """Show the model what the user's allow-list validators allow (in its copy of the schema)."""
-    properties = schema.get("properties") or {}
+    properties = json_object(schema.get("properties"))
     for name, check in checks.items():
         if name not in properties:
             known = ", ".join(sorted(properties)) or "(none)"
@@ -150,18 +173,18 @@ def apply_hints(schema: dict[str, Any], checks: dict[str, Any], tool: str) -> No
         # also narrow the schema the model is shown (schema_hint).
         hint = getattr(check, "schema_hint", None)
         if hint is not None:
-            prop = dict(properties[name])
+            prop = dict(json_object(properties[name]))
             hint(prop)
             properties[name] = prop
     if checks:
         schema["properties"] = properties
 
 
-def args_model(tool: str, schema: dict[str, Any], checks: dict[str, Any]) -> type[BaseModel]:
+def args_model(tool: str, schema: JSONObject, checks: Mapping[str, object]) -> type[BaseModel]:
     return _Models(tool, schema).model(schema, f"{tool}_arguments", checks)
 
 
-_SIMPLE: dict[str, Any] = {
+_SIMPLE: dict[str, object] = {
     "string": str,
     "integer": int,
     "number": int | float,
@@ -175,18 +198,18 @@ class _Models:
     and is still enforced by the ``jsonschema`` check of
     :meth:`loopwise.integrations.mcp.servers.MCPTool.parse`."""
 
-    def __init__(self, tool: str, root: dict[str, Any]) -> None:
+    def __init__(self, tool: str, root: JSONObject) -> None:
         self.tool = tool
         self.root = root
         self._resolving: list[str] = []
         self._count = 0
         self._expanded = 0  # schema nodes turned into types, $ref expansions included
 
-    def model(self, schema: dict[str, Any], name: str, checks: dict[str, Any]) -> type[BaseModel]:
-        properties = schema.get("properties") or {}
-        required = set(schema.get("required") or ())
+    def model(self, schema: JSONObject, name: str, checks: Mapping[str, object]) -> type[BaseModel]:
+        properties = json_object(schema.get("properties"))
+        required = set(_array(schema.get("required")))
         extra = schema.get("additionalProperties", False)
-        fields: dict[str, Any] = {}
+        fields: dict[str, Any] = {}  # pydantic's TypeForm, which mypy cannot name
         for i, (prop, sub) in enumerate(properties.items()):
             kind = self.type_of(sub, f"{name}_{i}")
             if prop in checks:
@@ -199,7 +222,7 @@ class _Models:
         config = ConfigDict(extra="forbid" if extra is False else "allow", populate_by_name=True)
         return pydantic.create_model(name, __config__=config, **fields)
 
-    def type_of(self, schema: Any, name: str) -> Any:
+    def type_of(self, schema: JSONValue, name: str) -> object:
         self._expanded += 1
         if self._expanded > MAX_NODES:
             # References that fan out (a -> [b, b], b -> [c, c]...) grow exponentially.
@@ -213,13 +236,13 @@ class _Models:
         if "const" in schema:
             return _literal([schema["const"]])
         if "enum" in schema:
-            return _literal(schema["enum"])
+            return _literal(_array(schema["enum"]))
         for key in ("anyOf", "oneOf"):
             if key in schema:
-                return _union([self.type_of(s, f"{name}_{i}") for i, s in enumerate(schema[key])])
+                return _union([self.type_of(s, f"{name}_{i}") for i, s in enumerate(_array(schema[key]))])
         return self._typed(schema, name)
 
-    def _typed(self, schema: dict[str, Any], name: str) -> Any:
+    def _typed(self, schema: JSONObject, name: str) -> object:
         kind = schema.get("type")
         if isinstance(kind, list):
             return _union([self.type_of({**schema, "type": k}, name) for k in kind])
@@ -231,18 +254,18 @@ class _Models:
             items = schema.get("items")
             item = Any if items is None else self.type_of(items, f"{name}_item")
             return types.GenericAlias(list, (item,))
-        if kind in _SIMPLE:
+        if isinstance(kind, str) and kind in _SIMPLE:
             return _SIMPLE[kind]
         if kind is None:
             return Any
         raise Unusable(f"its input schema has an unknown type {kind!r}")
 
-    def _ref(self, ref: str, name: str) -> Any:
+    def _ref(self, ref: str, name: str) -> object:
         if ref in self._resolving:
             return Any  # a recursive schema: the jsonschema check still holds
         if not ref.startswith("#/"):
             raise Unusable(f"its input schema refers outside itself ({ref!r})")
-        target: Any = self.root
+        target: JSONValue = self.root
         for escaped in ref[2:].split("/"):
             part = escaped.replace("~1", "/").replace("~0", "~")
             if not isinstance(target, dict) or part not in target:
@@ -264,22 +287,28 @@ def _plain_name(prop: str) -> bool:
     )
 
 
-def _literal(values: Sequence[Any]) -> Any:
+def _array(value: JSONValue | None) -> list[JSONValue]:
+    """``value`` if it is a JSON array, else an empty one (the draft's meta-schema, which
+    :func:`schema_validator` checks first, allows only arrays where this is called)."""
+    return value if isinstance(value, list) else []
+
+
+def _literal(values: Sequence[JSONValue]) -> object:
     if values and all(v is None or isinstance(v, str | int | float | bool) for v in values):
         return Literal[tuple(values)]
     return Any
 
 
-def _union(kinds: list[Any]) -> Any:
+def _union(kinds: list[object]) -> object:
     if not kinds:
         return Any
     return kinds[0] if len(kinds) == 1 else Union[tuple(kinds)]  # noqa: UP007
 
 
-def wraps_result(output_schema: dict[str, Any] | None) -> bool:
+def wraps_result(output_schema: JSONMapping | None) -> bool:
     """Whether structured results are ``{"result": value}`` (the SDK's wrapping of a
     non-object return value, which its output schema declares)."""
     if not output_schema:
         return False
-    properties = output_schema.get("properties") or {}
+    properties = json_object(output_schema.get("properties"))
     return list(properties) == ["result"] and output_schema.get("required") == ["result"]

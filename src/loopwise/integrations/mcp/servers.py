@@ -66,13 +66,14 @@ import asyncio
 import contextlib
 import dataclasses
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypedDict, Unpack, overload
+from typing import TYPE_CHECKING, Final, TextIO, TypedDict, Unpack, cast, overload
 
 from pydantic import BaseModel
 
 from loopwise.core.events import Status
+from loopwise.core.jsontypes import JSONObject, JSONValue
 from loopwise.core.result import Halt
 from loopwise.core.shape import ToolShape
 from loopwise.errors import ConfigError, MCPServerError, ToolError
@@ -97,7 +98,8 @@ from loopwise.tools.tool import Effect, Tool
 
 if TYPE_CHECKING:
     from mcp import Client
-    from mcp.types import CallToolResult
+    from mcp.client.session import IncomingMessage, MessageHandlerFnT
+    from mcp.types import CallToolResult, InputRequiredResult, InputResponses, RequestParamsMeta
     from mcp.types import Tool as ListedTool
 
     from loopwise.core.step import Context
@@ -114,7 +116,7 @@ __all__ = [
     "stdio",
 ]
 
-IDEMPOTENCY_KEY = "loopwise/idempotency_key"
+IDEMPOTENCY_KEY: Final = "loopwise/idempotency_key"
 """The ``_meta`` entry of a ``tools/call`` request that carries a call's idempotency key."""
 
 _PAGES = 100
@@ -145,7 +147,7 @@ class MCPTool(Tool):
 
         effect = str(mapping.effect)
 
-        async def call(args: BaseModel, ctx: Context | None) -> Any:
+        async def call(args: BaseModel, ctx: Context | None) -> JSONValue:
             sent = args.model_dump(mode="json", by_alias=True, exclude_unset=True)
             key = ctx.idempotency_key if ctx is not None else None
             result = await source.call(remote, sent, key, ctx, effect=effect)
@@ -188,7 +190,9 @@ class MCPTool(Tool):
             ),
         )
 
-    def parse(self, arguments: Any, *, strict: bool = False) -> BaseModel:
+    def parse(
+        self, arguments: str | Mapping[str, object] | BaseModel | None, *, strict: bool = False
+    ) -> BaseModel:
         """Validate like any tool, then against the server's whole JSON schema."""
         args = super().parse(arguments, strict=strict)
         sent = args.model_dump(mode="json", by_alias=True, exclude_unset=True)
@@ -203,11 +207,11 @@ class MCPTool(Tool):
         return args
 
 
-def _value(result: CallToolResult, tool: str, unwrap: bool) -> Any:
+def _value(result: CallToolResult, tool: str, unwrap: bool) -> JSONValue:
     """What a tool call returned: its structured content, or its text."""
     if result.is_error:
         raise MCPToolError(_text(result) or f"tool {tool!r} reported an error")
-    structured = result.structured_content
+    structured: JSONValue = result.structured_content  # the server's JSON
     if structured is not None:
         if unwrap and isinstance(structured, dict) and set(structured) == {"result"}:
             return structured["result"]
@@ -253,7 +257,7 @@ class MCPTools(ToolSource, Sequence[MCPTool]):
         listed = blocking(self._list)
         self._tools = self._built(listed)
 
-    def _built(self, listed: list[Any]) -> tuple[MCPTool, ...]:
+    def _built(self, listed: list[JSONValue]) -> tuple[MCPTool, ...]:
         self.skipped.clear()  # the tools' describe() reads this same dict
         settings = self._settings
         overrides = dict(settings.overrides or {})
@@ -271,7 +275,7 @@ class MCPTools(ToolSource, Sequence[MCPTool]):
         self._tools = self._built(await self._list())
         return True
 
-    async def on_message(self, message: Any) -> None:
+    async def on_message(self, message: IncomingMessage) -> None:
         """The server's notifications: a changed tool list is listed again by the next run."""
         from mcp.types import ToolListChangedNotification
 
@@ -280,7 +284,7 @@ class MCPTools(ToolSource, Sequence[MCPTool]):
 
     def _build(
         self,
-        listed: list[Any],
+        listed: list[JSONValue],
         overrides: dict[str, Override],
         include: Iterable[str] | None,
         timeout: float,
@@ -322,7 +326,7 @@ class MCPTools(ToolSource, Sequence[MCPTool]):
             self.skipped[listed.name] = why[:300]
             return None
 
-    async def _list(self) -> list[Any]:
+    async def _list(self) -> list[JSONValue]:
         async with Connection(self) as client:
             info = client.server_info
             if not self._named and info is not None and info.name:
@@ -336,8 +340,8 @@ class MCPTools(ToolSource, Sequence[MCPTool]):
                     server=self.server,
                 ) from None
 
-    async def _pages(self, client: Client) -> list[Any]:
-        found: list[Any] = []
+    async def _pages(self, client: Client) -> list[JSONValue]:
+        found: list[JSONValue] = []
         cursor: str | None = None
         for _ in range(_PAGES):
             page = await tools_page(client, cursor)
@@ -354,15 +358,16 @@ class MCPTools(ToolSource, Sequence[MCPTool]):
                     "take the ones you need from a server that lists fewer",
                     server=self.server,
                 )
-            cursor = page.get("nextCursor")
-            if not isinstance(cursor, str):
+            next_cursor = page.get("nextCursor")
+            if not isinstance(next_cursor, str):
                 break
+            cursor = next_cursor
         return found
 
     async def call(
         self,
         tool: str,
-        arguments: dict[str, Any],
+        arguments: JSONObject,
         key: str | None,
         ctx: Context | None,
         *,
@@ -388,7 +393,7 @@ class MCPTools(ToolSource, Sequence[MCPTool]):
         self,
         client: Client,
         tool: str,
-        arguments: dict[str, Any],
+        arguments: JSONObject,
         key: str | None,
         run: tuple[Context | None, str, Connection],
     ) -> CallToolResult:
@@ -424,16 +429,18 @@ class MCPTools(ToolSource, Sequence[MCPTool]):
         self,
         client: Client,
         tool: str,
-        arguments: dict[str, Any],
+        arguments: JSONObject,
         key: str | None,
         *,
         connection: Connection,
-        answered: tuple[Any, str | None] = (None, None),
-    ) -> Any:
+        answered: tuple[InputResponses | None, str | None] = (None, None),
+    ) -> CallToolResult | InputRequiredResult:
         from mcp import MCPError
         from mcp.types import CONNECTION_CLOSED
 
-        meta: Any = {IDEMPOTENCY_KEY: key} if key else None
+        # cast: the SDK's RequestParamsMeta is an open TypedDict (PEP 728 extra_items=Any:
+        # any key round-trips), which mypy does not read yet.
+        meta = cast("RequestParamsMeta", {IDEMPOTENCY_KEY: key}) if key else None
         responses, state = answered
         try:
             return await client.session.call_tool(
@@ -554,7 +561,9 @@ def stdio(
 
     params = StdioServerParameters(command=command, args=list(args), env=env, cwd=cwd)
 
-    async def opener(stack: contextlib.AsyncExitStack, errlog: Any, on_message: Any) -> Client:
+    async def opener(
+        stack: contextlib.AsyncExitStack, errlog: TextIO, on_message: MessageHandlerFnT
+    ) -> Client:
         client = Client(
             rereading(stdio_client(params, errlog=errlog)),
             cache=None,
@@ -583,7 +592,9 @@ def http(
 
     from loopwise.integrations.mcp.wire_http import shallow_answers
 
-    async def opener(stack: contextlib.AsyncExitStack, errlog: Any, on_message: Any) -> Client:
+    async def opener(
+        stack: contextlib.AsyncExitStack, errlog: TextIO, on_message: MessageHandlerFnT
+    ) -> Client:
         del errlog  # a remote server's stderr is its own
         hooks = {"response": [shallow_answers]}  # too deep for the SDK: see wire_http
         http_client = await stack.enter_async_context(

@@ -23,10 +23,12 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from types import TracebackType
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from mcp.client._transport import Transport, TransportStreams
+    from mcp.client._transport import ReadStream, Transport, TransportStreams
+    from mcp.shared.message import SessionMessage
 
 __all__ = ["MAX_NESTING", "SDK_NESTING", "TOO_DEEP", "rereading", "shallow"]
 
@@ -70,7 +72,7 @@ def shallow(text: str, *, past: int = SDK_NESTING) -> str:
     return "".join(parts)
 
 
-def _reread(item: Any) -> Any:
+def _reread(item: SessionMessage | Exception) -> SessionMessage | Exception:
     """A message the transport could not read, read again pruned; else ``item`` as is.
 
     Only an error of pydantic's JSON reader (type ``json_invalid``) that holds the whole
@@ -96,15 +98,15 @@ def _reread(item: Any) -> Any:
 class _Rereading:
     """The transport's read stream, with each message it could not read read again."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: ReadStream[SessionMessage | Exception]) -> None:
         self._inner = inner
 
     @property
-    def last_context(self) -> Any:
+    def last_context(self) -> object:
         # getattr: the SDK's own duck-typing (ReadStream's optional last_context).
         return getattr(self._inner, "last_context", None)
 
-    async def receive(self) -> Any:
+    async def receive(self) -> SessionMessage | Exception:
         return _reread(await self._inner.receive())
 
     async def aclose(self) -> None:
@@ -113,16 +115,20 @@ class _Rereading:
     def __aiter__(self) -> _Rereading:
         return self
 
-    async def __anext__(self) -> Any:
+    async def __anext__(self) -> SessionMessage | Exception:
         return _reread(await self._inner.__anext__())
 
     async def __aenter__(self) -> _Rereading:
         await self._inner.__aenter__()
         return self
 
-    async def __aexit__(self, *exc: Any) -> bool | None:
-        result: bool | None = await self._inner.__aexit__(*exc)
-        return result
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> bool | None:
+        return await self._inner.__aexit__(exc_type, exc_val, exc_tb)
 
 
 @contextlib.asynccontextmanager
