@@ -296,3 +296,21 @@ def test_only_a_message_too_deep_for_the_sdk_is_cut_and_then_it_reads() -> None:
     for _ in range(MAX_NESTING - 1):  # the object is the first level
         (inner,) = inner
     assert inner == TOO_DEEP
+
+
+def test_a_validator_on_an_argument_whose_schema_is_true_narrows_it(tmp_path: Path) -> None:
+    # `true` is JSON Schema for "any value": the validator's hint now narrows an empty schema
+    # (it used to fail on dict(True) and leave the whole tool out as a TypeError).
+    schema = {"type": "object", "properties": {"order_id": True}, "required": ["order_id"]}
+    check = loopwise.IdPattern(r"O-\d{4}")
+    override = mcp.Override(validators={"order_id": check})
+    tools = _listing(
+        tmp_path, {"name": "refund", "inputSchema": schema}, overrides={"refund": override}
+    )
+    (refund,) = tools
+    assert not tools.skipped
+    shown = refund.schema["function"]["parameters"]["properties"]["order_id"]
+    assert shown.get("pattern")
+    assert refund.parse({"order_id": "O-1234"})
+    with pytest.raises(loopwise.ToolArgumentsError):
+        refund.parse({"order_id": "nope"})

@@ -27,8 +27,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from loopwise.tools.gates import Ask, authorize_all, pause, policy_then_human
 from loopwise.core.jsontypes import JSONMapping
+from loopwise.tools.gates import Ask, authorize_all, pause, policy_then_human
 from loopwise.tools.verdicts import Approved, Denied, Edited, Escalate, Pending, Verdict
 
 if TYPE_CHECKING:
@@ -132,9 +132,7 @@ class _Unanswerable(Exception):
     """The server asked for input loopwise does not give (the message says what)."""
 
 
-async def push_declined(
-    context: ClientRequestContext, params: ElicitRequestParams
-) -> ElicitResult:
+async def push_declined(context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult:
     """An elicitation sent as a request of its own mid-call (an older protocol): declined,
     since it cannot wait for a person across a pause."""
     from mcp.types import ElicitResult

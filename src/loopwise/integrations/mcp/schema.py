@@ -30,7 +30,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import SchemaError, SchemaValidator, ValidationError, core_schema
 
-from loopwise.core.jsontypes import JSONMapping, JSONObject, JSONValue, json_object
+from loopwise.core.jsontypes import JSONMapping, JSONObject, JSONValue, json_list, json_object
 from loopwise.errors import ConfigError
 
 __all__ = [
@@ -207,7 +207,7 @@ class _Models:
 
     def model(self, schema: JSONObject, name: str, checks: Mapping[str, object]) -> type[BaseModel]:
         properties = json_object(schema.get("properties"))
-        required = set(_array(schema.get("required")))
+        required = set(json_list(schema.get("required")))
         extra = schema.get("additionalProperties", False)
         fields: dict[str, Any] = {}  # pydantic's TypeForm, which mypy cannot name
         for i, (prop, sub) in enumerate(properties.items()):
@@ -236,10 +236,12 @@ class _Models:
         if "const" in schema:
             return _literal([schema["const"]])
         if "enum" in schema:
-            return _literal(_array(schema["enum"]))
+            return _literal(json_list(schema["enum"]))
         for key in ("anyOf", "oneOf"):
             if key in schema:
-                return _union([self.type_of(s, f"{name}_{i}") for i, s in enumerate(_array(schema[key]))])
+                return _union(
+                    [self.type_of(s, f"{name}_{i}") for i, s in enumerate(json_list(schema[key]))]
+                )
         return self._typed(schema, name)
 
     def _typed(self, schema: JSONObject, name: str) -> object:
@@ -285,12 +287,6 @@ def _plain_name(prop: str) -> bool:
         and not prop.startswith(("_", "model_"))
         and not hasattr(BaseModel, prop)
     )
-
-
-def _array(value: JSONValue | None) -> list[JSONValue]:
-    """``value`` if it is a JSON array, else an empty one (the draft's meta-schema, which
-    :func:`schema_validator` checks first, allows only arrays where this is called)."""
-    return value if isinstance(value, list) else []
 
 
 def _literal(values: Sequence[JSONValue]) -> object:

@@ -63,12 +63,12 @@ Needs the optional extra: ``pip install 'loopwise[mcp]'`` (the ``mcp`` SDK, 2.x)
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, TextIO, TypedDict, Unpack, cast, overload
+from typing import TYPE_CHECKING, TextIO, TypedDict, Unpack, cast, overload
 
 from pydantic import BaseModel
 
@@ -81,6 +81,7 @@ from loopwise.integrations.mcp.connection import Connection, NotStarted, Opener,
 from loopwise.integrations.mcp.elicit import AskedCall, answers, push_declined
 from loopwise.integrations.mcp.listing import checked, tools_page
 from loopwise.integrations.mcp.mapping import Override, ToolMapping, map_annotations, tool_mapping
+from loopwise.integrations.mcp.results import MCPToolError, value_of
 from loopwise.integrations.mcp.schema import (
     OverLimits,
     Unusable,
@@ -98,7 +99,8 @@ from loopwise.tools.tool import Effect, Tool
 
 if TYPE_CHECKING:
     from mcp import Client
-    from mcp.client.session import IncomingMessage, MessageHandlerFnT
+    from mcp.client.session import IncomingMessage
+    from mcp.client.session import MessageHandlerFnT as OnMessage
     from mcp.types import CallToolResult, InputRequiredResult, InputResponses, RequestParamsMeta
     from mcp.types import Tool as ListedTool
 
@@ -116,7 +118,7 @@ __all__ = [
     "stdio",
 ]
 
-IDEMPOTENCY_KEY: Final = "loopwise/idempotency_key"
+IDEMPOTENCY_KEY = "loopwise/idempotency_key"
 """The ``_meta`` entry of a ``tools/call`` request that carries a call's idempotency key."""
 
 _PAGES = 100
@@ -151,7 +153,7 @@ class MCPTool(Tool):
             sent = args.model_dump(mode="json", by_alias=True, exclude_unset=True)
             key = ctx.idempotency_key if ctx is not None else None
             result = await source.call(remote, sent, key, ctx, effect=effect)
-            return _value(result, remote, unwrap)
+            return value_of(result, remote, unwrap)
 
         call.__doc__ = listed.description
         try:
@@ -205,31 +207,6 @@ class MCPTool(Tool):
                 f"invalid arguments for {self.name!r}: " + "; ".join(problems[:5]), tool=self.name
             )
         return args
-
-
-def _value(result: CallToolResult, tool: str, unwrap: bool) -> JSONValue:
-    """What a tool call returned: its structured content, or its text."""
-    if result.is_error:
-        raise MCPToolError(_text(result) or f"tool {tool!r} reported an error")
-    structured: JSONValue = result.structured_content  # the server's JSON
-    if structured is not None:
-        if unwrap and isinstance(structured, dict) and set(structured) == {"result"}:
-            return structured["result"]
-        return structured
-    return _text(result)
-
-
-def _text(result: CallToolResult) -> str:
-    parts = []
-    for block in result.content:
-        # getattr: the MCP SDK's content blocks are a union; only some have text or a mime type.
-        text, mime = getattr(block, "text", None), getattr(block, "mime_type", None)
-        parts.append(text if isinstance(text, str) else f"[{block.type} content: {mime or '?'}]")
-    return "\n".join(parts)
-
-
-class MCPToolError(Exception):
-    """A tool call the server answered with an error (becomes an ``ERROR:`` result)."""
 
 
 class MCPTools(ToolSource, Sequence[MCPTool]):
@@ -406,8 +383,7 @@ class MCPTools(ToolSource, Sequence[MCPTool]):
         call_key = key or json.dumps([tool, arguments], sort_keys=True, default=str)
         for _ in range(_ROUNDS):
             if not isinstance(result, InputRequiredResult):
-                done: CallToolResult = result
-                return done
+                return result
             if ctx is None:
                 raise MCPToolError(f"{tool!r} asks a question: only a run can answer it")
             asked = AskedCall(server=self.server, tool=tool, effect=effect, key=call_key)
@@ -438,8 +414,7 @@ class MCPTools(ToolSource, Sequence[MCPTool]):
         from mcp import MCPError
         from mcp.types import CONNECTION_CLOSED
 
-        # cast: the SDK's RequestParamsMeta is an open TypedDict (PEP 728 extra_items=Any:
-        # any key round-trips), which mypy does not read yet.
+        # cast: RequestParamsMeta is open (PEP 728 extra_items), which mypy does not read yet
         meta = cast("RequestParamsMeta", {IDEMPOTENCY_KEY: key}) if key else None
         responses, state = answered
         try:
@@ -561,9 +536,7 @@ def stdio(
 
     params = StdioServerParameters(command=command, args=list(args), env=env, cwd=cwd)
 
-    async def opener(
-        stack: contextlib.AsyncExitStack, errlog: TextIO, on_message: MessageHandlerFnT
-    ) -> Client:
+    async def opener(stack: AsyncExitStack, errlog: TextIO, on_message: OnMessage) -> Client:
         client = Client(
             rereading(stdio_client(params, errlog=errlog)),
             cache=None,
@@ -592,9 +565,7 @@ def http(
 
     from loopwise.integrations.mcp.wire_http import shallow_answers
 
-    async def opener(
-        stack: contextlib.AsyncExitStack, errlog: TextIO, on_message: MessageHandlerFnT
-    ) -> Client:
+    async def opener(stack: AsyncExitStack, errlog: TextIO, on_message: OnMessage) -> Client:
         del errlog  # a remote server's stderr is its own
         hooks = {"response": [shallow_answers]}  # too deep for the SDK: see wire_http
         http_client = await stack.enter_async_context(
