@@ -65,7 +65,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO, TypedDict, Unpack, cast, overload
@@ -95,7 +95,7 @@ from loopwise.integrations.mcp.wire import rereading
 from loopwise.tools.arguments import ToolArgumentsError
 from loopwise.tools.gates import human
 from loopwise.tools.source import ToolSource
-from loopwise.tools.tool import Effect, Tool
+from loopwise.tools.tool import Arguments, Effect, Tool
 
 if TYPE_CHECKING:
     from mcp import Client
@@ -192,9 +192,7 @@ class MCPTool(Tool):
             ),
         )
 
-    def parse(
-        self, arguments: str | Mapping[str, object] | BaseModel | None, *, strict: bool = False
-    ) -> BaseModel:
+    def parse(self, arguments: Arguments, *, strict: bool = False) -> BaseModel:
         """Validate like any tool, then against the server's whole JSON schema."""
         args = super().parse(arguments, strict=strict)
         sent = args.model_dump(mode="json", by_alias=True, exclude_unset=True)
