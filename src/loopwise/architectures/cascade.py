@@ -38,6 +38,7 @@ from loopwise.architectures.judge import Judge, Ruling, label_text
 from loopwise.architectures.wiring import coerce_input, type_name, types_compatible
 from loopwise.architectures.workflow import Workflow
 from loopwise.core.events import LIVE, EventType, Status, jsonable
+from loopwise.core.jsontypes import JSONObject
 from loopwise.core.members import StepDefaults, step_member
 from loopwise.core.names import check_name
 from loopwise.core.replay import Restorer
@@ -273,7 +274,7 @@ def _keep_label(
         "status": how,
         "detail": None,
     }
-    done = {"key": key, "output": picked, "usage": Usage().to_dict(), LIVE: case}
+    done: JSONObject = {"key": key, "output": picked, "usage": Usage().to_dict(), LIVE: case}
     at.emit(EventType.STEP_FINISHED, done)
 
 

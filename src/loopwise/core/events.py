@@ -15,12 +15,12 @@ import enum
 import json
 import math
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, ClassVar, Literal, NoReturn, Protocol
+from typing import ClassVar, Literal, NoReturn, Protocol, overload
 
-from loopwise.core.jsontypes import JSONObject
+from loopwise.core.jsontypes import JSONObject, JSONValue
 
 __all__ = [
     "LIVE",
@@ -163,9 +163,20 @@ SinkMember = Literal["record_many", "text", "pace", "before_effect"]
 """The optional members of an event sink (what :func:`sink_member` reads)."""
 
 
-def sink_member(sink: object, name: SinkMember) -> Callable[..., Any] | None:
+@overload
+def sink_member(
+    sink: object, name: Literal["record_many"]
+) -> Callable[[str, list[Event]], None] | None: ...
+@overload
+def sink_member(sink: object, name: Literal["text"]) -> Callable[[str, TextDelta], None] | None: ...
+@overload
+def sink_member(
+    sink: object, name: Literal["pace", "before_effect"]
+) -> Callable[[], Awaitable[None]] | None: ...
+def sink_member(sink: object, name: SinkMember) -> Callable[..., object] | None:
     """``sink``'s optional member ``name`` when it has one that can be called, else ``None``
-    (:class:`SinkDefaults`): the one place the library looks up a member a sink may lack."""
+    (:class:`SinkDefaults`, which declares each one's signature): the one place the library
+    looks up a member a sink may lack."""
     # getattr: a sink is the user's own object; these members are optional (SinkDefaults).
     member = getattr(sink, name, None)
     return member if callable(member) else None
@@ -196,24 +207,38 @@ def now_iso() -> str:
     return f"{prefix}.{micros:06d}+00:00" if micros else f"{prefix}+00:00"
 
 
-def jsonable(value: Any) -> Any:
-    """``value`` in a JSON-ready form (pydantic models dumped, the rest by ``str``)."""
+class _Dumps(Protocol):
+    """A pydantic model, as :func:`jsonable` sees it (core loads without pydantic): its
+    ``model_dump`` gives a dict, as pydantic types it."""
+
+    def model_dump(self, *, mode: str) -> dict[str, object]: ...
+
+
+@overload
+def jsonable(value: dict[str, object] | JSONObject | _Dumps) -> JSONObject: ...
+@overload
+def jsonable(value: object) -> JSONValue: ...
+def jsonable(value: object) -> JSONValue:
+    """``value`` in a JSON-ready form (pydantic models dumped, the rest by ``str``); a dict
+    comes back a JSON object."""
     if value is None or isinstance(value, str | int | float | bool):
         return value
     # getattr: a pydantic model, known by its method, so that core loads without pydantic.
     dump = getattr(value, "model_dump", None)
     if callable(dump):
-        return dump(mode="json")
+        dumped: JSONValue = dump(mode="json")  # what model_dump(mode="json") promises
+        return dumped
     if isinstance(value, dict):
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [jsonable(v) for v in value]
     if isinstance(value, enum.Enum):
-        return value.value
+        member: object = value.value
+        return jsonable(member)
     return str(value)
 
 
-def json_value(text: str) -> Any:
+def json_value(text: str) -> JSONValue:
     """``text`` read as JSON as RFC 8259 defines it, for text a model or a person sent.
 
     Python's parser also reads ``NaN``, ``Infinity`` and numbers too large for a float
@@ -230,17 +255,19 @@ def json_value(text: str) -> Any:
         value = float(token)
         return value if math.isfinite(value) else refuse(token)
 
-    return json.loads(text, parse_constant=refuse, parse_float=finite)
+    parsed: JSONValue = json.loads(text, parse_constant=refuse, parse_float=finite)
+    return parsed
 
 
-def nests_deeper_than(value: Any, limit: int) -> bool:
+def nests_deeper_than(value: object, limit: int) -> bool:
     """Whether ``value`` holds an object or array more than ``limit`` levels deep, found
     without recursion (so any depth is safe to ask about)."""
-    stack = [(value, 1)]
+    stack: list[tuple[object, int]] = [(value, 1)]
     while stack:
         item, level = stack.pop()
+        children: Iterable[object]
         if isinstance(item, Mapping):
-            children: Any = item.values()
+            children = item.values()
         elif isinstance(item, list | tuple):
             children = item
         else:

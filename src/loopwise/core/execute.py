@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from loopwise.core.events import EventType, Status, jsonable, sink_member
 from loopwise.core.journal import Journal
+from loopwise.core.jsontypes import JSONObject
 from loopwise.core.members import step_member
 from loopwise.core.options import RunOptions, check_options
 from loopwise.core.result import Halt, RunResult
@@ -79,7 +80,7 @@ def new_context(target: Step, opts: RunOptions) -> Context:
     )
 
 
-async def execute(target: Step, input: Any, ctx: Context) -> RunResult:
+async def execute(target: Step, input: object, ctx: Context) -> RunResult:
     """Run ``target`` in a prepared context and turn how it ended into a :class:`RunResult`."""
     if not ctx.events:
         ctx.emit(EventType.RUN_STARTED, {"target": target.name, "input": jsonable(input)})
@@ -99,9 +100,9 @@ def running_context() -> Context | None:
     return _RUNNING.get(None)
 
 
-async def _execute(target: Step, input: Any, ctx: Context) -> RunResult:
+async def _execute(target: Step, input: object, ctx: Context) -> RunResult:
     status, output, detail, pending = Status.COMPLETED, None, None, []
-    extra: dict[str, Any] = {}
+    extra: JSONObject = {}
     try:
         output = await _closing_resources(ctx.run_step(target, input), ctx)
     except Halt as halt:
@@ -144,14 +145,14 @@ async def _execute(target: Step, input: Any, ctx: Context) -> RunResult:
     return _result(ctx, status, output, detail, pending)
 
 
-def _error_type(e: BaseException) -> dict[str, str]:
+def _error_type(e: BaseException) -> JSONObject:
     """``error_type`` of a run that ended ``error``: its code, free of the message's text
     (which may quote model or user input; a tracing sink keeps only this)."""
     return {"error_type": e.code if isinstance(e, LoopwiseError) else type(e).__name__}
 
 
 def _result(
-    ctx: Context, status: Status, output: Any, detail: str | None, pending: list[Any]
+    ctx: Context, status: Status, output: object, detail: str | None, pending: list[Any]
 ) -> RunResult:
     return RunResult(
         run_id=ctx.run_id,
@@ -169,8 +170,8 @@ def _finish(
     ctx: Context,
     status: Status,
     detail: str | None,
-    output: Any,
-    extra: dict[str, Any] | None = None,
+    output: object,
+    extra: JSONObject | None = None,
 ) -> None:
     """The run's last event: ``run_paused`` when it waits for a person, else ``run_finished``
     (``extra`` adds fields, such as a failed model call's whole ``error_body``)."""

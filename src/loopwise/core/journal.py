@@ -34,7 +34,9 @@ Nothing outside this module builds, parses or counts keys.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+
+from loopwise.core.events import Event
+from loopwise.core.jsontypes import JSONObject, JSONValue, json_number, json_object
 
 __all__ = ["Journal", "escape"]
 
@@ -83,12 +85,12 @@ class Journal:
 
     __slots__ = ("_counters", "_effects", "_recorded", "_taint", "_under")
 
-    def __init__(self, recorded: Mapping[str, dict[str, Any]] | None = None) -> None:
-        self._recorded: dict[str, dict[str, Any]] = dict(recorded or {})
+    def __init__(self, recorded: Mapping[str, JSONObject] | None = None) -> None:
+        self._recorded: dict[str, JSONObject] = dict(recorded or {})
         self._counters: dict[str, int] = {}
         self._under: dict[str, list[str]] = {}
         self._taint: str | None = None
-        self._effects: dict[str, dict[str, Any]] = {}
+        self._effects: dict[str, JSONObject] = {}
 
     @staticmethod
     def key(path: str, kind: str, *parts: object) -> str:
@@ -138,14 +140,14 @@ class Journal:
         """A counted key: ``path:kind:n`` for the n-th record of ``kind`` at ``path``."""
         return self.key(path, kind, self.counted(path, kind))
 
-    def recall(self, key: str) -> dict[str, Any] | None:
+    def recall(self, key: str) -> JSONObject | None:
         """What was recorded under ``key`` (by an earlier process or this one), or ``None``."""
         return self._recorded.get(key)
 
     def __contains__(self, key: object) -> bool:
         return key in self._recorded
 
-    def note(self, kind: str, data: dict[str, Any]) -> None:
+    def note(self, kind: str, data: JSONObject) -> None:
         """Take in one event as it is logged (or restored from the store on resume)."""
         key = data.get("key")
         if key is not None:
@@ -153,12 +155,12 @@ class Journal:
         if kind == _TOOL_RESULT:
             self._note_result(data)
 
-    def observe(self, events: Iterable[Any]) -> None:
+    def observe(self, events: Iterable[Event]) -> None:
         """Take in a stored log (resume): its keys, its taint and its effects."""
         for event in events:
             self.note(str(event.type), event.data)
 
-    def _note_result(self, data: dict[str, Any]) -> None:
+    def _note_result(self, data: JSONObject) -> None:
         if self._taint is None and data.get("untrusted"):
             self._taint = f"{data.get('tool')} ({data.get('call_id')})"
         done = data.get("took_effect")
@@ -176,11 +178,11 @@ class Journal:
         """The first untrusted output that reached the model (``tool (call id)``), if any."""
         return self._taint
 
-    def effect(self, effect_id: str) -> dict[str, Any] | None:
+    def effect(self, effect_id: str) -> JSONObject | None:
         """The recorded result of the call that took effect as ``effect_id``, if one did."""
         return self._effects.get(effect_id)
 
-    def counters_under(self, path: str) -> dict[str, int]:
+    def counters_under(self, path: str) -> JSONObject:
         """The counters of ``path`` and every path below it.
 
         Recorded with a result that stands for a nested step (a step used as a tool):
@@ -189,9 +191,9 @@ class Journal:
         """
         return {base: self._counters[base] for base in self._under.get(path, ())}
 
-    def advance(self, counters: Mapping[str, Any] | None) -> None:
+    def advance(self, counters: JSONValue) -> None:
         """Count again what :meth:`counters_under` recorded (never counting back)."""
-        for base, n in (counters or {}).items():
+        for base, n in json_object(counters).items():
             if base not in self._counters:
                 self._file(_unescape(base.rpartition(":")[0]), base)
-            self._counters[base] = max(self._counters.get(base, 0), int(n))
+            self._counters[base] = max(self._counters.get(base, 0), int(json_number(n)))

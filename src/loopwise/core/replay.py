@@ -21,10 +21,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol, cast
 
 from loopwise.core.events import jsonable
 from loopwise.core.journal import Journal
+from loopwise.core.jsontypes import JSONObject, JSONValue
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
+    from typing_extensions import TypeForm
 
 __all__ = [
     "RERUN",
@@ -38,7 +43,17 @@ __all__ = [
     "same_json",
 ]
 
-RERUN: Any = type("Rerun", (), {"__repr__": lambda self: "RERUN"})()
+
+class _Rerun:
+    """The type of :data:`RERUN`, its one value."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "RERUN"
+
+
+RERUN: Final = _Rerun()
 """What :meth:`Replays.restore` answers when the output cannot be restored: run again."""
 
 _STARTED, _FINISHED = "started", "finished"
@@ -48,11 +63,11 @@ class Replays(Protocol):
     """A step whose recorded output a resumed run may restore instead of running it
     (looked up with :func:`replays`: a runtime ``isinstance`` would cost every step)."""
 
-    def restorable(self, output: Any, recorded: Any) -> bool:
+    def restorable(self, output: object, recorded: JSONValue) -> bool:
         """Whether :meth:`restore` gives ``output`` back exactly from ``recorded`` (its JSON)."""
         ...
 
-    def restore(self, input: Any, recorded: Any) -> Any:
+    def restore(self, input: object, recorded: JSONValue) -> object:
         """The output recorded as ``recorded`` (entered on ``input``), or :data:`RERUN`."""
         ...
 
@@ -67,14 +82,16 @@ class Restorer:
     ``list`` or an ``int`` declared as ``float`` are never replayed: the step runs again.
     """
 
-    def __init__(self, declared: Any) -> None:
+    def __init__(self, declared: TypeForm[object]) -> None:
         self.declared = declared
-        self._adapter: Any = None if declared is Any else _UNBUILT
+        # Built on first use (pydantic loads then); none for Any: it says nothing to restore.
+        self._unbuilt = declared is not Any
+        self._adapter: TypeAdapter[object] | None = None
 
-    def restore(self, recorded: Any) -> Any:
+    def restore(self, recorded: JSONValue) -> object:
         """The value ``recorded`` stands for, or :data:`RERUN`."""
-        if self._adapter is _UNBUILT:
-            self._adapter = _adapter(self.declared)
+        if self._unbuilt:
+            self._adapter, self._unbuilt = _adapter(self.declared), False
         if self._adapter is None:
             return RERUN
         try:
@@ -83,7 +100,7 @@ class Restorer:
         except Exception:  # a validator that raises proves nothing: rerun
             return RERUN
 
-    def exact(self, value: Any, recorded: Any) -> bool:
+    def exact(self, value: object, recorded: JSONValue) -> bool:
         """Whether ``recorded`` (``jsonable(value)``) restores to a value equal to ``value``."""
         restored = self.restore(recorded)
         try:
@@ -92,10 +109,7 @@ class Restorer:
             return False
 
 
-_UNBUILT = object()
-
-
-def _adapter(declared: Any) -> Any:
+def _adapter(declared: TypeForm[object]) -> TypeAdapter[object] | None:
     """A pydantic ``TypeAdapter`` for ``declared`` (``None`` for a type it cannot build)."""
     from pydantic import TypeAdapter  # on first use: step.py, which imports this, stays light
 
@@ -105,7 +119,7 @@ def _adapter(declared: Any) -> Any:
         return None
 
 
-def same_json(a: Any, b: Any) -> bool:
+def same_json(a: object, b: object) -> bool:
     """Whether two JSON values are the same text (``1``, ``1.0`` and ``true`` differ; so
     does key order, which only makes a step run again)."""
     return _encode(a) == _encode(b)
@@ -115,21 +129,23 @@ def same_json(a: Any, b: Any) -> bool:
 _encode = json.JSONEncoder(default=str).encode
 
 
-def replays(step: Any) -> Replays | None:
+def replays(step: object) -> Replays | None:
     """``step`` when it is one that may be replayed (it has the :class:`Replays` methods)."""
     # getattr: being replayable is a capability a step has or not (a protocol's two
     # methods), not a member with a default: a step without them runs again.
     has = callable(getattr(step, "restorable", None)) and callable(getattr(step, "restore", None))
-    return step if has else None
+    # cast: it has both methods (checked just above), which is what Replays asks and what a
+    # runtime_checkable isinstance would check, at a cost to every step.
+    return cast("Replays", step) if has else None
 
 
 @dataclass(frozen=True, slots=True)
 class Replayed:
     """A finished step taken from the log: its output and what it took."""
 
-    output: Any
+    output: object
     """The restored output."""
-    record: dict[str, Any]
+    record: JSONObject
     """Its ``step_finished`` data (``usage``, ``steps``, ``counters``)."""
 
 
@@ -139,7 +155,7 @@ def entered(journal: Journal, path: str) -> tuple[int, str]:
     return n, Journal.key(path, _STARTED, n)
 
 
-def recall(step: Any, input: Any, journal: Journal, path: str, n: int) -> Replayed | None:
+def recall(step: object, input: object, journal: Journal, path: str, n: int) -> Replayed | None:
     """The n-th run of ``step`` at ``path`` as recorded, when it finished on this same
     ``input`` and its output restores; ``None``: run it."""
     done = journal.recall(Journal.key(path, _FINISHED, n))
@@ -153,7 +169,14 @@ def recall(step: Any, input: Any, journal: Journal, path: str, n: int) -> Replay
 
 
 def record(
-    step: Any, output: Any, data: dict[str, Any], *, journal: Journal, path: str, n: int, steps: int
+    step: object,
+    output: object,
+    data: JSONObject,
+    *,
+    journal: Journal,
+    path: str,
+    n: int,
+    steps: int,
 ) -> None:
     """Make ``data`` (the n-th ``step_finished`` at ``path``) a record :func:`recall`
     replays, when ``step`` can restore ``output`` from it: its key, the steps taken inside

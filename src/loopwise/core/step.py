@@ -27,7 +27,9 @@ from typing import (
     TYPE_CHECKING,
     Any,
     Generic,
+    NoReturn,
     Protocol,
+    cast,
     runtime_checkable,
 )
 
@@ -44,6 +46,7 @@ from loopwise.core.events import (
     sink_member,
 )
 from loopwise.core.journal import Journal
+from loopwise.core.jsontypes import JSONObject, json_number, json_object
 from loopwise.core.members import step_member
 from loopwise.core.names import check_name
 from loopwise.core.offload import Offload
@@ -80,12 +83,12 @@ class _NoDeps:
 
     __slots__ = ()
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> NoReturn:
         if name.startswith("__"):
             raise AttributeError(name)
         raise Halt(Status.ERROR, NO_DEPS)
 
-    def __getitem__(self, key: Any) -> Any:
+    def __getitem__(self, key: object) -> NoReturn:
         raise Halt(Status.ERROR, NO_DEPS)
 
     def __bool__(self) -> bool:
@@ -141,7 +144,7 @@ class Context(Generic[DepsT]):
     """The step path this context belongs to."""
     idempotency_key: str | None = None
     """Set while an effectful tool runs: run id + call id."""
-    performing: Any = None
+    performing: object = None
     """The tool the tool-call executor runs in this context (set by the executor alone):
     a ``write``/``irreversible`` tool performs only in the context made for its call."""
     offload: Offload | None = None
@@ -159,16 +162,16 @@ class Context(Generic[DepsT]):
     """A one-cell counter of steps taken, shared by children."""
     scopes: tuple[Usage, ...] = ()
     """The own usage of each enclosing step (so parallel siblings are not mixed up)."""
-    history: Any = None
+    history: object = None
     """The earlier runs of the run's conversation (a
     :class:`~loopwise.architectures.history.History`,
     sent by the run's target agent before its input), or ``None``."""
-    resources: dict[Any, Any] = field(default_factory=dict)
+    resources: dict[object, Any] = field(default_factory=dict)
     """What the run opened on first use, by owner (an MCP server's connection); each has
     ``async aclose()`` and is closed when the run ends or pauses (shared by children)."""
     safety_identifier: str | None = None
     """The run's end user as the caller named them (sent with every model call)."""
-    _deps: Any = None
+    _deps: DepsT | None = None
     _seq: list[int] = field(default_factory=lambda: [0])
     _taken: tuple[list[int], ...] = ()
     """The steps taken inside each enclosing step (what a replay of it counts again)."""
@@ -187,8 +190,7 @@ class Context(Generic[DepsT]):
         """
         if self._deps is None:
             raise Halt(Status.ERROR, NO_DEPS)
-        deps: DepsT = self._deps
-        return deps
+        return self._deps
 
     @property
     def has_deps(self) -> bool:
@@ -214,7 +216,7 @@ class Context(Generic[DepsT]):
         """A context for a nested step: same run, budget, usage and events; longer path."""
         return self._derived(path=(*self.path, name), idempotency_key=None, performing=None)
 
-    def _derived(self, **changes: Any) -> Context:
+    def _derived(self, **changes: object) -> Context:
         # A shallow copy: contexts are derived on every step and tool call, and neither
         # dataclasses.replace (it re-runs __init__ over every field) nor copy.copy (its
         # __reduce_ex__ detour) does less work than this.
@@ -236,7 +238,7 @@ class Context(Generic[DepsT]):
             cell[0] += 1
         return self.steps[0]
 
-    def emit(self, type: EventType, data: dict[str, Any] | None = None) -> Event:
+    def emit(self, type: EventType, data: JSONObject | None = None) -> Event:
         """Append one event to the run's log and hand it to every sink."""
         self._seq[0] += 1
         event = Event(
@@ -253,7 +255,7 @@ class Context(Generic[DepsT]):
             sink.record(self.run_id, event)
         return event
 
-    def emit_together(self, entries: Sequence[tuple[str, EventType, dict[str, Any]]]) -> None:
+    def emit_together(self, entries: Sequence[tuple[str, EventType, JSONObject]]) -> None:
         """Log several events (``(step path, type, data)``) as one: all or none is stored.
 
         A sink with ``record_many`` (the run store) writes them in one transaction; the
@@ -315,7 +317,7 @@ class Context(Generic[DepsT]):
             # only a recorded turn needs the port's types.
             from loopwise.models.port import Turn
 
-            turn = Turn.from_dict(recorded["turn"])
+            turn = Turn.from_dict(json_object(recorded["turn"]))
         else:
             _stop_if_cancelled()
             for pace in self._pacers:
@@ -430,13 +432,14 @@ class Context(Generic[DepsT]):
         child.emit(EventType.STEP_FINISHED, data)
         return output
 
-    def _count_again(self, finished: dict[str, Any]) -> None:
+    def _count_again(self, finished: JSONObject) -> None:
         """Count a replayed step's usage and steps in the run and each enclosing step."""
-        usage = Usage.from_dict(finished.get("usage") or {})
+        usage = Usage.from_dict(json_object(finished.get("usage")))
         for scope in (self.usage, *self.scopes):
             scope.add(usage)
+        steps = int(json_number(finished.get("steps")))
         for cell in (self.steps, *self._taken):
-            cell[0] += int(finished.get("steps", 0))
+            cell[0] += steps
         self.journal.advance(finished.get("counters"))
 
 
@@ -453,7 +456,7 @@ def _stop_if_cancelled() -> None:
         raise asyncio.CancelledError
 
 
-def check_step(target: Any) -> Step:
+def check_step(target: object) -> Step:
     """``target`` as a :class:`Step`; :class:`ConfigError` when it is not one."""
     # What isinstance(target, Step) checks, without the runtime Protocol machinery,
     # which inspects every member of the protocol on each call (getattr: this is the
@@ -465,8 +468,9 @@ def check_step(target: Any) -> Step:
             name=name_of(target),
         )
     check_name(target.name, what="step")
-    checked: Step = target
-    return checked
+    # cast: it has a `name` and a callable `run` (checked above), all a runtime
+    # isinstance(target, Step) would check.
+    return cast("Step", target)
 
 
 def needs_model(step: object) -> bool:

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from loopwise.core.jsontypes import JSONObject
 from loopwise.errors import ConfigError
 
 __all__ = ["DEFAULT_PRICES", "Budget", "Price", "Pricing", "Usage"]
@@ -182,7 +183,7 @@ class Usage:
             cached_tokens=self.cached_tokens - earlier.cached_tokens,
         )
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> JSONObject:
         """A JSON-ready dict (``total_tokens`` included)."""
         return {
             "input_tokens": self.input_tokens,

@@ -27,7 +27,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from loopwise.core.events import Status, jsonable
+from loopwise.core.events import Status
 from loopwise.core.result import Halt
 from loopwise.core.shape import Shape, ToolShape, describe
 from loopwise.core.step import Context, Step
@@ -78,8 +78,7 @@ def check_edit(
             name="args",
             code="policy-denied",
         )
-    dumped: dict[str, Any] = jsonable(judged)
-    return dumped
+    return judged.model_dump(mode="json")
 
 
 def _step_of(run: StoredRun, step: Step | None) -> tuple[Step, Target | None, str]:

@@ -84,7 +84,7 @@ def edit_data(tool: Tool, edited: Edited, asked: JSONValue) -> JSONObject:
     as they run, or as given when they do not validate), who edited it and ``edited_from``,
     the arguments as asked."""
     try:
-        shown = jsonable(tool.parse(edited.args, strict=True))
+        shown: JSONValue = jsonable(tool.parse(edited.args, strict=True))
     except ToolArgumentsError:
         shown = readable_args(edited.args)
     return {"args": shown, "edited_by": edited.by, "edited_from": asked}

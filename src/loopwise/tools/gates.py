@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 from loopwise.core.events import EventType, Status, jsonable
 from loopwise.core.execute import running_context
 from loopwise.core.journal import Journal
-from loopwise.core.jsontypes import JSONMapping, JSONObject
+from loopwise.core.jsontypes import JSONMapping, JSONObject, json_str
 from loopwise.core.offload import Work
 from loopwise.core.result import Halt
 from loopwise.errors import ConfigError
@@ -369,7 +369,7 @@ async def _judge(a: Ask) -> _Judged:
         # again on resume, may still deny, but its approval must not overrule their denial.
         # Their answer comes first: an edit replaces these arguments, and the executor
         # judges the edited ones (a denial of the replaced ones must not deny it).
-        request = _request(a, str(asked["reason"]), asked.get("tainted_by"))
+        request = _request(a, str(asked["reason"]), json_str(asked.get("tainted_by")))
         return _Judged(request=request, asked=True, judge_after=gate)
     first = (
         await gate.run_policy(_as_dict(a.args), effect=effect, tool=a.tool) if gate else Escalate()

@@ -62,6 +62,7 @@ from typing import Any, Literal
 
 from loopwise.core.events import LIVE, EventType, Status, jsonable
 from loopwise.core.execute import execute, new_context
+from loopwise.core.jsontypes import json_object
 from loopwise.core.members import StepDefaults, step_member
 from loopwise.core.names import check_name
 from loopwise.core.options import ModelLike, RunOptions
@@ -179,7 +180,7 @@ class Shadow(StepDefaults):
             return output
         done = ctx.journal.recall(key)
         if done is not None:  # shadowed before this resume: counted again, not run again
-            _count(ctx, Usage.from_dict(done.get("shadow", {}).get("usage") or {}))
+            _count(ctx, Usage.from_dict(json_object(json_object(done.get("shadow")).get("usage"))))
             return output
         await self._shadowed(input, output, ctx, key)
         return output
@@ -223,7 +224,7 @@ class Shadow(StepDefaults):
                     "agree": agree,
                     "usage": result.usage.to_dict(),
                     "steps": result.steps,
-                    "effects": effects_of(result),
+                    "effects": {**effects_of(result)},
                     "sandbox": sandbox,
                 },
                 LIVE: {
