@@ -33,8 +33,6 @@ KNOWN = {
     ("Judge", "answer"): "the answer type or step: to be named next",
     ("StoredApproval", "args"): "a tool's JSON arguments, as stored",
     ("StoredApproval", "edited_args"): "likewise",
-    ("graduate", "runs"): "to be named with graduate's options",
-    ("graduate", "store"): "to be named with graduate's options",
     ("asweep", "options"): "aevaluate's keyword arguments: to be a TypedDict",
     ("sweep", "options"): "likewise",
     ("evaluate", "options"): "likewise",

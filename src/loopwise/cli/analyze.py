@@ -11,7 +11,7 @@ from loopwise.cli.options import store_help
 from loopwise.core.events import Status
 from loopwise.core.names import counted
 from loopwise.errors import TargetError
-from loopwise.evidence.graduate.analyze import TraceAnalysis, analyze
+from loopwise.evidence.graduate.analyze import RunRecord, TraceAnalysis, analyze
 from loopwise.evidence.graduate.mining import load_runs, newest_runs
 from loopwise.running.targets import Target, load_target
 from loopwise.store.open import open_existing, require_folder
@@ -82,8 +82,8 @@ def _analysis_text(a: TraceAnalysis) -> str:
 
 
 def stored_runs(
-    where: Any, target: str | None = None, *, limit: int = 1000
-) -> list[dict[str, Any]]:
+    where: str | None, target: str | None = None, *, limit: int = 1000
+) -> list[RunRecord]:
     """The newest ``limit`` runs of ``target`` from the store at ``where`` (a path or URL;
     ``None``: the default), oldest first, as :func:`analyze` takes them; never an eval's.
 

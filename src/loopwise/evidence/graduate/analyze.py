@@ -12,12 +12,17 @@ import re
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Required, TypeAlias, TypedDict
 
 from loopwise.architectures.agent import FINAL_ANSWER
+from loopwise.core.events import Event
+from loopwise.core.jsontypes import JSONMapping, JSONObject, JSONValue, json_object
 
 __all__ = [
     "PathStats",
+    "RunRecord",
+    "StoredEvent",
+    "ToolPath",
     "TraceAnalysis",
     "analyze",
     "event_parts",
@@ -25,6 +30,35 @@ __all__ = [
     "tool_path",
     "workflow_skeleton",
 ]
+
+
+StoredEvent: TypeAlias = "Event | JSONMapping"
+"""An event as a run record holds it: an :class:`~loopwise.core.events.Event`, or its
+:meth:`~loopwise.core.events.Event.to_dict` (``{"type", "data", ...}``)."""
+
+ToolPath: TypeAlias = tuple[tuple[str, ...], ...]
+"""A tool-call path: turns in order, each the sorted tools called in it."""
+
+
+class RunRecord(TypedDict, total=False):
+    """One stored run as the evidence code reads it: what
+    :func:`~loopwise.evidence.graduate.mining.newest_runs` reads from a store, and what
+    :func:`analyze` takes (``run_id``, ``status`` and ``events`` at least)."""
+
+    run_id: Required[str]
+    """The run's id."""
+    status: Required[str]
+    """How it ended (a :class:`~loopwise.core.events.Status` value, or ``running``)."""
+    events: Required[Sequence[StoredEvent]]
+    """Its log, oldest first."""
+    model: str | None
+    """The model it started with."""
+    input: JSONValue
+    """Its input, as stored."""
+    output: JSONValue
+    """Its output, as stored (JSON form)."""
+    created_at: str
+    """When it was created (ISO 8601)."""
 
 
 #: A few paths: the verdict ``steps_known`` needs the top paths up to this many ...
@@ -39,7 +73,7 @@ MIN_RUNS = 5
 class PathStats:
     """One distinct tool-call path and the runs that took it."""
 
-    path: tuple[tuple[str, ...], ...]
+    path: ToolPath
     """Turns in order; each the sorted tools called in that turn (parallel calls share one)."""
     repeated: tuple[bool, ...]
     """Per turn: whether some run repeated it (consecutive identical turns collapse)."""
@@ -61,7 +95,7 @@ class PathStats:
             parts.append(label + ("+" if again else ""))
         return " → ".join(parts) if parts else "(no tool calls)"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """A JSON-ready dict."""
         return {
             "path": self.text,
@@ -69,8 +103,8 @@ class PathStats:
             "repeated": list(self.repeated),
             "runs": self.runs,
             "share": round(self.share, 4),
-            "statuses": self.statuses,
-            "run_ids": self.run_ids,
+            "statuses": dict(self.statuses),
+            "run_ids": list(self.run_ids),
         }
 
 
@@ -97,7 +131,7 @@ class TraceAnalysis:
     model: str | None = None
     """Only runs that started with this model were counted (``None``: any model)."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """The JSON document ``loopwise analyze --json`` prints."""
         return {
             "target": self.target,
@@ -117,7 +151,7 @@ class TraceAnalysis:
 ANSWER_TOOLS = frozenset({FINAL_ANSWER})
 
 
-def tool_path(events: Iterable[Any]) -> tuple[tuple[tuple[str, ...], ...], tuple[bool, ...]]:
+def tool_path(events: Iterable[StoredEvent]) -> tuple[ToolPath, tuple[bool, ...]]:
     """The collapsed tool-call path of one run's events (dicts or :class:`Event`).
 
     Tool calls between two model calls belong to one turn (the model asked for them
@@ -148,22 +182,22 @@ def tool_path(events: Iterable[Any]) -> tuple[tuple[tuple[str, ...], ...], tuple
     return tuple(path), tuple(repeated)
 
 
-def _a_step(data: Mapping[str, Any]) -> bool:
+def _a_step(data: JSONMapping) -> bool:
     """A call that is a step of the path: not the answer, and not an invented tool name
     (recorded with ``effect: null``), which no workflow could call."""
     invented = "effect" in data and data["effect"] is None
     return data.get("tool") not in ANSWER_TOOLS and not invented
 
 
-def event_parts(event: Any) -> tuple[str, Mapping[str, Any]]:
+def event_parts(event: StoredEvent) -> tuple[str, JSONMapping]:
     """An event's ``(type, data)``, whether a stored dict or an :class:`Event`."""
     if isinstance(event, Mapping):
-        return str(event.get("type")), event.get("data") or {}
-    return str(event.type), event.data or {}
+        return str(event.get("type")), json_object(event.get("data"))
+    return str(event.type), event.data
 
 
 def analyze(
-    runs: Iterable[Mapping[str, Any]],
+    runs: Iterable[RunRecord],
     *,
     target: str | None = None,
     statuses: Collection[str] | None = ("completed",),
@@ -186,8 +220,8 @@ def analyze(
     """
     # Runs that took the same turns share a path whether they repeated a turn or not
     # (one order checked or three); the path marks a turn repeated if any run did.
-    groups: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
-    repeats: dict[tuple[Any, ...], list[bool]] = {}
+    groups: dict[ToolPath, list[RunRecord]] = {}
+    repeats: dict[ToolPath, list[bool]] = {}
     chosen = sorted(statuses) if statuses is not None else None
     for run in runs:
         if (chosen is not None and str(run.get("status")) not in chosen) or (
@@ -237,7 +271,9 @@ def _covering(stats: list[PathStats], coverage: float, top: int) -> list[PathSta
     return chosen
 
 
-def _path_stats(key: tuple[Any, ...], group: list[Mapping[str, Any]], total: int) -> PathStats:
+def _path_stats(
+    key: tuple[ToolPath, tuple[bool, ...]], group: list[RunRecord], total: int
+) -> PathStats:
     statuses = Counter(str(r.get("status")) for r in group)
     return PathStats(
         path=key[0],
@@ -282,7 +318,7 @@ def workflow_skeleton(
     paths: PathStats | Sequence[PathStats],
     *,
     name: str | None = None,
-    examples: Mapping[str, Any] | None = None,
+    examples: JSONMapping | None = None,
 ) -> str:
     """Python source of a :class:`~loopwise.architectures.workflow.Workflow` that takes ``paths``.
 
@@ -381,7 +417,7 @@ def _branches(paths: Sequence[PathStats], start: int, calls: _Calls) -> list[str
 class _Calls:
     """Writes the calls of one turn, with example arguments from the runs."""
 
-    def __init__(self, examples: Mapping[str, Any]) -> None:
+    def __init__(self, examples: JSONMapping) -> None:
         self.examples = examples
 
     def turn(self, turn: tuple[str, ...], again: bool, indent: str) -> list[str]:
@@ -404,9 +440,9 @@ class _Calls:
         ]
 
 
-def example_args(runs: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+def example_args(runs: Iterable[RunRecord]) -> JSONObject:
     """Tool name → the arguments of its first recorded call in ``runs``."""
-    found: dict[str, Any] = {}
+    found: JSONObject = {}
     for run in runs:
         for event in run.get("events") or []:
             kind, data = event_parts(event)

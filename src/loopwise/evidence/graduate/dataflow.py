@@ -27,8 +27,9 @@ import json
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TypeGuard
 
+from loopwise.core.jsontypes import JSONObject, JSONScalar, JSONValue
 from loopwise.evidence.graduate.traces import Call, Trace
 
 __all__ = ["END", "FanOut", "Plan", "Rule", "Source", "Split", "StepPlan", "TurnPlan", "learn"]
@@ -64,7 +65,7 @@ class FanOut:
     """The list."""
     fields: dict[str, str]
     """Argument → the item's field it takes."""
-    when: tuple[str, tuple[Any, ...]] | None = None
+    when: tuple[str, tuple[JSONValue, ...]] | None = None
     """Only items whose field (first) has one of these values (``None``: every item)."""
 
 
@@ -76,7 +77,7 @@ class StepPlan:
     """The tool."""
     bound: dict[str, Source] = field(default_factory=dict)
     """Arguments taken from the input or an earlier result (proved by every run)."""
-    constants: dict[str, Any] = field(default_factory=dict)
+    constants: dict[str, JSONValue] = field(default_factory=dict)
     """Arguments with the same value in every run."""
     filled: tuple[str, ...] = ()
     """Arguments a structured call fills (single calls)."""
@@ -99,7 +100,7 @@ class Rule:
 
     source: Source
     """The value (or, with ``item_field``, the list) the rule reads."""
-    branches: dict[str, tuple[Any, ...]]
+    branches: dict[str, tuple[JSONValue, ...]]
     """Branch label → the values that choose it (``any_of``: the item values)."""
     default: str
     """The branch every other value takes."""
@@ -146,6 +147,8 @@ def learn(traces: Sequence[Trace]) -> Plan:
 
 
 _Pair = tuple[Trace, "_Index"]
+_Rank = tuple[bool, int, str, tuple[str, ...]]
+"""How a source ranks (:func:`_preference`): the input first, then the shortest path."""
 
 
 def _node(pairs: list[_Pair], depth: int) -> TurnPlan | Split | None:
@@ -211,7 +214,7 @@ def _single(
 ) -> StepPlan:
     names = sorted({name for c in calls for name in c.args} | edited)
     bound: dict[str, Source] = {}
-    constants: dict[str, Any] = {}
+    constants: dict[str, JSONValue] = {}
     filled: list[str] = []
     for name in names:
         if name in edited or not all(name in c.args for c in calls):
@@ -231,14 +234,14 @@ def _single(
     return StepPlan(tool=tool, bound=bound, constants=constants, filled=tuple(filled))
 
 
-def _preference(source: Source) -> tuple[Any, ...]:
+def _preference(source: Source) -> _Rank:
     """The input first, then the shortest path, then by name."""
     return (source.tool != "", len(source.path), source.tool, source.path)
 
 
 def _fanout(
     per_run: list[list[Call]], sources: list[_AtDepth]
-) -> tuple[FanOut, dict[str, Any]] | None:
+) -> tuple[FanOut, dict[str, JSONValue]] | None:
     names = sorted({name for calls in per_run for c in calls for name in c.args})
     every = [c for calls in per_run for c in calls]
     if not every or not all(set(c.args) == set(names) for c in every):
@@ -275,7 +278,7 @@ def _common_lists(sources: list[_AtDepth]) -> set[Source]:
 
 
 def _item_fields(
-    names: list[str], per_run: list[list[Call]], lists: list[list[dict[str, Any]]]
+    names: list[str], per_run: list[list[Call]], lists: list[list[JSONObject]]
 ) -> dict[str, str] | None:
     """Argument → an item field holding its value in every call of every run."""
     fields: dict[str, str] = {}
@@ -292,12 +295,12 @@ def _item_fields(
     return fields
 
 
-def _unique(key: str, lists: list[list[dict[str, Any]]]) -> bool:
+def _unique(key: str, lists: list[list[JSONObject]]) -> bool:
     return all(len({_canon(i.get(key)) for i in items}) == len(items) for items in lists)
 
 
 def _chosen(
-    calls: list[Call], items: list[dict[str, Any]], fields: dict[str, str]
+    calls: list[Call], items: list[JSONObject], fields: dict[str, str]
 ) -> list[bool] | None:
     """Per item: whether it was called (``None``: a call matches no item)."""
     wanted = {tuple(_canon(c.args[n]) for n in fields) for c in calls}
@@ -308,15 +311,15 @@ def _chosen(
 
 
 def _filter(
-    lists: list[list[dict[str, Any]]], chosen: list[list[bool]], taken: set[str]
-) -> tuple[str, tuple[Any, ...]] | None:
+    lists: list[list[JSONObject]], chosen: list[list[bool]], taken: set[str]
+) -> tuple[str, tuple[JSONValue, ...]] | None:
     """The field and values that tell the called items from the others in every run
     (``None``: no field does)."""
     keys = {k for items in lists for item in items for k in item} - taken
     for key in _by_spread(keys, lists):
         if not _varied(key, lists):
             continue
-        called: dict[str, Any] = {}
+        called: dict[str, JSONValue] = {}
         passed: set[str] = set()
         count = 0
         for items, marks in zip(lists, chosen, strict=True):
@@ -354,7 +357,7 @@ def _rule(groups: dict[str, list[_Pair]], depth: int) -> Rule | None:
 def _scalar_rule(groups: dict[str, list[_Pair]], source: Source, depth: int) -> Rule | None:
     """ "This field's value" chooses the branch: the value sets of the branches are disjoint
     and small (the values repeat: not an id)."""
-    values: dict[str, dict[str, Any]] = {}
+    values: dict[str, dict[str, JSONValue]] = {}
     for label, group in groups.items():
         for _, index in group:
             value = index.at(depth).scalars[source]
@@ -390,7 +393,7 @@ def _any_rule(
     return None
 
 
-def _varied(key: str, lists: list[list[dict[str, Any]]]) -> bool:
+def _varied(key: str, lists: list[list[JSONObject]]) -> bool:
     """A field that can be a condition: scalar, and fewer values than distinct items (not
     an id: the same item seen in many runs does not make its id a pattern)."""
     items = {_canon(i): i for items in lists for i in items}
@@ -398,7 +401,7 @@ def _varied(key: str, lists: list[list[dict[str, Any]]]) -> bool:
     return all(_scalar(v) for v in values) and len({_canon(v) for v in values}) < max(2, len(items))
 
 
-def _by_spread(keys: set[str], lists: list[list[dict[str, Any]]]) -> list[str]:
+def _by_spread(keys: set[str], lists: list[list[JSONObject]]) -> list[str]:
     """The fields, fewest distinct values first (a status before a note)."""
 
     def spread(key: str) -> tuple[int, str]:
@@ -408,8 +411,8 @@ def _by_spread(keys: set[str], lists: list[list[dict[str, Any]]]) -> list[str]:
 
 
 def _any_values(
-    key: str, yes: list[list[dict[str, Any]]], no: list[list[dict[str, Any]]]
-) -> tuple[Any, ...] | None:
+    key: str, yes: list[list[JSONObject]], no: list[list[JSONObject]]
+) -> tuple[JSONValue, ...] | None:
     seen_no = {_canon(i.get(key)) for items in no for i in items}
     values = {_canon(i.get(key)): i.get(key) for items in yes for i in items}
     chosen = {k: v for k, v in values.items() if k not in seen_no}
@@ -423,18 +426,18 @@ class _AtDepth:
     """What a run had seen before one turn: value (canonical) → sources holding it."""
 
     by_value: dict[str, list[Source]]
-    scalars: dict[Source, Any]
-    lists: dict[Source, list[dict[str, Any]]]
+    scalars: dict[Source, JSONScalar]
+    lists: dict[Source, list[JSONObject]]
     turn_of: dict[str, int]
     results: dict[str, str]
     """Tool → its latest result (canonical): how many distinct things the runs saw."""
 
-    def recency(self, source: Source) -> tuple[Any, ...]:
+    def recency(self, source: Source) -> tuple[int, _Rank]:
         """The most recent result first (what the agent just read decides what it does
         next), then the input, then :func:`_preference`."""
         return (-self.turn_of.get(source.tool, -1), _preference(source))
 
-    def get(self, value: str, default: Any = ()) -> Any:
+    def get(self, value: str, default: Sequence[Source] = ()) -> Sequence[Source]:
         return self.by_value.get(value, default)
 
 
@@ -452,7 +455,7 @@ class _Index:
         return found
 
     def _build(self, depth: int) -> _AtDepth:
-        latest: dict[str, Any] = {"": self.trace.input}
+        latest: dict[str, JSONValue] = {"": self.trace.input}
         turn_of: dict[str, int] = {}
         for i, turn in enumerate(self.trace.turns[:depth]):
             counts = Counter(c.tool for c in turn)
@@ -471,11 +474,11 @@ class _Index:
                 if _scalar(leaf):
                     found.scalars[source] = leaf
                 elif isinstance(leaf, list) and all(isinstance(i, dict) for i in leaf):
-                    found.lists[source] = leaf
+                    found.lists[source] = [i for i in leaf if isinstance(i, dict)]  # all of them
         return found
 
 
-def _walk(value: Any, path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], Any]]:
+def _walk(value: JSONValue, path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], JSONValue]]:
     yield path, value
     if isinstance(value, dict) and len(path) < _DEPTH:
         for key, inner in value.items():
@@ -483,10 +486,10 @@ def _walk(value: Any, path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], 
                 yield from _walk(inner, (*path, key))
 
 
-def _scalar(value: Any) -> bool:
+def _scalar(value: JSONValue) -> TypeGuard[JSONScalar]:
     return value is None or isinstance(value, str | int | float | bool)
 
 
-def _canon(value: Any) -> str:
+def _canon(value: JSONValue) -> str:
     """One text per JSON value (``1`` and ``true`` differ, key order does not matter)."""
     return json.dumps(value, sort_keys=True, default=str)

@@ -19,8 +19,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -33,10 +34,12 @@ from loopwise.evidence.evals.harness import EvalReport, EvalTarget, evaluate
 from loopwise.evidence.evals.paired import PairedDifference, paired_difference, run_quality
 from loopwise.evidence.evals.sandbox import eval_deps
 from loopwise.evidence.evals.stats import TargetSummary, reference_cost
-from loopwise.evidence.graduate.mining import Mined, load_runs, mine
+from loopwise.evidence.graduate.analyze import RunRecord, ToolPath
+from loopwise.evidence.graduate.mining import Mined, RunSource, load_runs, mine
 from loopwise.evidence.graduate.verdict import Decision, Evidence, evidence, verdict
 from loopwise.evidence.graduate.writing import out_path, write_workflow
 from loopwise.running.targets import Target, load_target, model_for
+from loopwise.store.base import RunStore
 
 __all__ = ["Graduation", "graduate"]
 
@@ -142,14 +145,14 @@ def _numbers(t: TargetSummary) -> dict[str, Any]:
 def graduate(
     agent: str,
     *,
-    runs: Any,
+    runs: RunSource,
     out: str | Path | None = None,
     force: bool = False,
     dataset: Sequence[Case] | None = None,
     model: str | None = None,
     repeat: int = 1,
     holdout: float = 0.25,
-    store: Any = None,
+    store: RunStore | str | os.PathLike[str] | None = None,
     limit: int = 1000,
     since: str | None = None,
     concurrency: int = 4,
@@ -195,13 +198,13 @@ def graduate(
     )
     if mined.analysis.verdict != "steps_known":
         reason = f"keep the agent: {mined.analysis.message}"
-        return _replace(base, reason=reason)
+        return replace(base, reason=reason)
     if not mined.traces:
         reason = (
             "keep the agent: no mined run on the paths written down can be learned from "
             "(each had a denied or failed call)"
         )
-        return _replace(base, reason=reason)
+        return replace(base, reason=reason)
     path = out_path(loaded, out, force)
     cases, what = _cases(mined, dataset)
     if cases:  # the evaluation's deps: refused before anything is written
@@ -209,9 +212,9 @@ def graduate(
     spec, workflow = write_workflow(loaded, mined, path)
     findings = check(workflow.step)
     paths = [(p.share, p.text) for p in mined.paths]
-    base = _replace(base, out=str(path), workflow=spec, findings=findings, paths=paths)
+    base = replace(base, out=str(path), workflow=spec, findings=findings, paths=paths)
     if not cases:
-        return _replace(base, reason="keep the agent: no case to evaluate the workflow on")
+        return replace(base, reason="keep the agent: no case to evaluate the workflow on")
     how = _Eval(
         cases=cases,
         what=what,
@@ -226,12 +229,6 @@ def graduate(
     return _evaluated(base, loaded, workflow, mined, how)
 
 
-def _replace(g: Graduation, **changes: Any) -> Graduation:
-    from dataclasses import replace
-
-    return replace(g, **changes)
-
-
 def _agent(spec: str) -> Target:
     loaded = load_target(spec)
     if describe(loaded.step).kind is not Kind.AGENT:
@@ -244,7 +241,7 @@ def _agent(spec: str) -> Target:
 def _cases(mined: Mined, dataset: Sequence[Case] | None) -> tuple[list[Case], str]:
     if dataset is not None:
         return list(dataset), f"{len(dataset)} labelled cases of the dataset"
-    first: dict[str, Mapping[str, Any]] = {}
+    first: dict[str, RunRecord] = {}
     for r in mined.held_out:  # one case per input: the same question asked twice is one case
         first.setdefault(json.dumps(r.get("input"), sort_keys=True, default=str), r)
     cases = [
@@ -279,7 +276,7 @@ class _Eval:
     references: Literal["agent", "labels"]
     model: str | None
     repeat: int
-    store: Any
+    store: RunStore | str | os.PathLike[str] | None
     concurrency: int
     deps: str | None = None
     gates: str = "deny"
@@ -325,7 +322,7 @@ def _evaluated(
             f" ({stopped} of the workflow's runs were stopped at a gate by the eval's rule, "
             "--gates deny; --gates approve, with a sandbox, compares them as they would run)"
         )
-    return _replace(
+    return replace(
         base,
         cases=how.what,
         report=report,
@@ -338,7 +335,7 @@ def _evaluated(
     )
 
 
-def _outside(agent: TargetSummary, sink: _Paths, paths: set[Any]) -> float | None:
+def _outside(agent: TargetSummary, sink: _Paths, paths: set[ToolPath]) -> float | None:
     from loopwise.evidence.graduate.analyze import tool_path
 
     cases: dict[str, bool] = {}

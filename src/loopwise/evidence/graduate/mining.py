@@ -16,17 +16,18 @@ import json
 import os
 import sys
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol, TypeAlias
 
-from loopwise.core.events import Status
+from loopwise.core.events import Event, Status
 from loopwise.errors import ConfigError
 from loopwise.evidence.evals.history import history_key
 from loopwise.evidence.graduate.analyze import (
     COVERAGE,
     TOP_PATHS,
     PathStats,
+    RunRecord,
     TraceAnalysis,
     analyze,
     tool_path,
@@ -36,7 +37,25 @@ from loopwise.running.targets import Target
 from loopwise.store.base import StoredRun
 from loopwise.store.open import open_existing
 
-__all__ = ["Mined", "load_runs", "mine"]
+__all__ = ["Mined", "RunHistory", "RunSource", "load_runs", "mine", "newest_runs"]
+
+
+class RunHistory(Protocol):
+    """What mining reads of a store (any :class:`~loopwise.store.base.RunStore`): its
+    runs, newest first, and each one's log."""
+
+    def list_runs(self, *, limit: int = 50) -> list[StoredRun]:
+        """The most recent ``limit`` runs first."""
+        ...
+
+    def events(self, run_id: str) -> list[Event]:
+        """The run's events in ``seq`` order."""
+        ...
+
+
+RunSource: TypeAlias = "str | os.PathLike[str] | RunHistory | list[RunRecord] | None"
+"""Where mined runs come from: a store (its path or URL, or the store; ``None``: the
+default store), or the runs themselves."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -49,7 +68,7 @@ class Mined:
     """The mined runs on the paths written down (the ones the workflow learns from)."""
     paths: list[PathStats]
     """The paths written down."""
-    held_out: list[dict[str, Any]]
+    held_out: list[RunRecord]
     """The completed runs kept out of the mining, for the evaluation."""
     left_out: dict[str, int]
     """Runs that did not complete, by status."""
@@ -67,7 +86,7 @@ class Mined:
     path its successful calls took different from the path it is counted on."""
 
 
-def mine(runs: Sequence[Mapping[str, Any]], *, target: str, holdout: float = 0.25) -> Mined:
+def mine(runs: Sequence[RunRecord], *, target: str, holdout: float = 0.25) -> Mined:
     """Split ``runs`` (oldest first) into mined and held-out completed runs and analyse
     the mined ones; about one completed run in ``round(1 / holdout)`` is held out."""
     if not 0 <= holdout < 1:
@@ -75,7 +94,7 @@ def mine(runs: Sequence[Mapping[str, Any]], *, target: str, holdout: float = 0.2
     completed = [r for r in runs if str(r.get("status")) == Status.COMPLETED.value]
     left_out = statuses_of(r for r in runs if str(r.get("status")) != Status.COMPLETED.value)
     every = round(1 / holdout) if holdout else 0
-    held = [dict(r) for r in completed if _held(r, every)]
+    held = [r.copy() for r in completed if _held(r, every)]
     mined = [r for r in completed if not _held(r, every)]
     analysis = analyze(mined, target=target)
     paths = _covering(analysis.paths)
@@ -105,7 +124,7 @@ def mine(runs: Sequence[Mapping[str, Any]], *, target: str, holdout: float = 0.2
     )
 
 
-def _held(run: Mapping[str, Any], every: int) -> bool:
+def _held(run: RunRecord, every: int) -> bool:
     """Held out: about one run in ``every``, chosen by a hash of its input — not by its
     place in time (runs made in a cycle split evenly), and every run of one input falls on
     the same side (a held-out case is an input the mining never saw)."""
@@ -125,7 +144,9 @@ def _covering(stats: list[PathStats]) -> list[PathStats]:
     return chosen
 
 
-def load_runs(where: Any, agent: Target, *, limit: int = 1000) -> list[dict[str, Any]]:
+def load_runs(
+    where: str | os.PathLike[str] | RunHistory | None, agent: Target, *, limit: int = 1000
+) -> list[RunRecord]:
     """The newest ``limit`` runs of ``agent`` in the store at ``where`` (a path, URL or
     store; ``None``: the default), oldest first, with input, output and events; no eval's
     runs. No store yet: no runs."""
@@ -138,12 +159,14 @@ def load_runs(where: Any, agent: Target, *, limit: int = 1000) -> list[dict[str,
         return _runs_in(store, agent, limit)
 
 
-def _runs_in(store: Any, agent: Target, limit: int) -> list[dict[str, Any]]:
+def _runs_in(store: RunHistory, agent: Target, limit: int) -> list[RunRecord]:
     mine = _Same(agent)
     return newest_runs(store, lambda r: mine(r.spec, r.target), limit)
 
 
-def newest_runs(store: Any, keep: Callable[[StoredRun], bool], limit: int) -> list[dict[str, Any]]:
+def newest_runs(
+    store: RunHistory, keep: Callable[[StoredRun], bool], limit: int
+) -> list[RunRecord]:
     """The newest ``limit`` runs of ``store`` that ``keep`` takes (never an eval's), oldest
     first, with input, output and events: read newest first, a wider window each time,
     until ``limit`` were found or every run was seen."""
@@ -155,15 +178,15 @@ def newest_runs(store: Any, keep: Callable[[StoredRun], bool], limit: int) -> li
             break
         fetch *= 4
     return [
-        {
-            "run_id": r.run_id,
-            "status": r.status,
-            "model": r.model,
-            "input": r.input,
-            "output": r.output,
-            "created_at": r.created_at,
-            "events": store.events(r.run_id),
-        }
+        RunRecord(
+            run_id=r.run_id,
+            status=r.status,
+            model=r.model,
+            input=r.input,
+            output=r.output,
+            created_at=r.created_at,
+            events=store.events(r.run_id),
+        )
         for r in reversed(chosen[:limit])
     ]
 

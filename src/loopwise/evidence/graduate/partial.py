@@ -25,19 +25,21 @@ as ``offline_model`` stands in for the agent's model (:func:`~loopwise.testing.p
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loopwise.architectures.cascade import Cascade
 from loopwise.core.events import Event, EventType
-from loopwise.core.jsontypes import json_object
+from loopwise.core.jsontypes import JSONObject, json_number, json_object
 from loopwise.errors import ConfigError
 from loopwise.evidence.evals.certify import Certification, certify
 from loopwise.evidence.evals.dataset import Case
 from loopwise.evidence.evals.harness import EvalTarget, evaluate
 from loopwise.evidence.evals.sandbox import eval_deps
-from loopwise.evidence.graduate.mining import load_runs, mine
+from loopwise.evidence.graduate.analyze import RunRecord
+from loopwise.evidence.graduate.mining import RunSource, load_runs, mine
 from loopwise.running.targets import Target, load_target, model_for
 
 __all__ = ["NONE", "PartialGraduation", "graduate_partial", "write_partial"]
@@ -104,7 +106,7 @@ def graduate_partial(
     agent: str,
     workflow: str,
     *,
-    runs: Any,
+    runs: RunSource,
     holdout: float = 0.25,
     limit: int = 1000,
     since: str | None = None,
@@ -139,7 +141,7 @@ def write_partial(
     agent: Target,
     workflow: str,
     paths: Sequence[tuple[float, str]],
-    held_out: Sequence[Mapping[str, Any]],
+    held_out: Sequence[RunRecord],
     *,
     model: str | None,
     max_error: float = 0.05,
@@ -175,8 +177,8 @@ def write_partial(
     )
 
 
-def _cases(held_out: Sequence[Mapping[str, Any]]) -> list[Case]:
-    first: dict[str, Mapping[str, Any]] = {}
+def _cases(held_out: Sequence[RunRecord]) -> list[Case]:
+    first: dict[str, RunRecord] = {}
     for r in held_out:  # one case per input
         first.setdefault(json.dumps(r.get("input"), sort_keys=True, default=str), r)
     return [
@@ -190,7 +192,7 @@ class _Rulings:
 
     def __init__(self, at: str) -> None:
         self.at = at
-        self.found: dict[str, dict[str, Any]] = {}
+        self.found: dict[str, JSONObject] = {}
 
     def record(self, run_id: str, event: Event) -> None:
         if event.type is EventType.STEP_FINISHED and event.step == self.at:
@@ -211,7 +213,8 @@ class _How:
 def _certify(loaded: Target, agent: Target, cases: list[Case], how: _How) -> Certification:
     """Run the cascade with every case on the judge's side (threshold 0), read each
     ruling, and certify on the cases the judge gave to a path."""
-    cascade: Any = loaded.step
+    cascade = loaded.step
+    assert isinstance(cascade, Cascade)  # the module write_partial wrote makes one
     rulings = _Rulings(f"{cascade.name}/{cascade.judge.name}")
     make, where = eval_deps(agent, how.deps, "deny")
     target = EvalTarget(
@@ -229,7 +232,7 @@ def _certify(loaded: Target, agent: Target, cases: list[Case], how: _How) -> Cer
         ruling = rulings.found.get(run.run_id) or {}
         confidence = ruling.get("confidence")
         on_path = ruling.get("answer") not in (None, NONE) and confidence is not None
-        judged.append((float(confidence or 0.0) if on_path else None, (run.score or 0.0) < 1.0))
+        judged.append((json_number(confidence) if on_path else None, (run.score or 0.0) < 1.0))
     return certify(_GRID, judged, alpha=how.alpha, delta=how.delta, references="agent")
 
 
@@ -240,7 +243,7 @@ def _write(path: Path, text: str) -> None:
 
 def _source(
     agent: Target, workflow_module: str, workflow_attr: str, labels: dict[str, str], name: str
-) -> Any:
+) -> Callable[[float], str]:
     """The module's text as a function of its threshold."""
     module_part, _, agent_attr = agent.spec.rpartition(":")
     agent_module = Path(module_part).stem if module_part.endswith(".py") else module_part

@@ -19,9 +19,9 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
-from loopwise.evidence.graduate.analyze import ANSWER_TOOLS, event_parts
+from loopwise.core.jsontypes import JSONMapping, JSONObject, JSONValue
+from loopwise.evidence.graduate.analyze import ANSWER_TOOLS, RunRecord, event_parts
 
 __all__ = ["Call", "Trace", "statuses_of", "trace_of"]
 
@@ -32,9 +32,9 @@ class Call:
 
     tool: str
     """The tool's name."""
-    args: dict[str, Any]
+    args: JSONObject
     """The arguments it was called with."""
-    value: Any
+    value: JSONValue
     """What it returned (its recorded content read as JSON, else the text)."""
     person: str | None = None
     """How a person decided it when one was asked (``approved``, ``edited``), else ``None``."""
@@ -50,9 +50,9 @@ class Trace:
     """The run's id."""
     status: str
     """How it ended."""
-    input: Any
+    input: JSONValue
     """The run's input."""
-    output: Any
+    output: JSONValue
     """The run's output (JSON form)."""
     turns: tuple[tuple[Call, ...], ...]
     """The collapsed turns, each its successful calls in the order they were asked."""
@@ -67,7 +67,7 @@ class Trace:
         return tuple(tuple(sorted({c.tool for c in turn})) for turn in self.turns)
 
 
-def trace_of(run: Mapping[str, Any]) -> Trace:
+def trace_of(run: RunRecord) -> Trace:
     """The trace of one run ``{"run_id", "status", "input", "output", "events"}``."""
     seen = _Seen()
     turns: list[list[Call]] = []
@@ -108,12 +108,12 @@ class _Seen:
     """The calls of one run so far: asked, edited, decided by a person."""
 
     def __init__(self) -> None:
-        self.asked: dict[str, tuple[str, Any]] = {}
+        self.asked: dict[str, tuple[str, JSONValue]] = {}
         self.edited: dict[str, frozenset[str]] = {}
         self.persons: dict[str, str] = {}
         self.kinds: Counter[str] = Counter()
 
-    def call(self, call_id: str, data: Mapping[str, Any]) -> bool:
+    def call(self, call_id: str, data: JSONMapping) -> bool:
         """Note a ``tool_call`` event; whether it is a new call (not the edit of one)."""
         tool, args = str(data.get("tool")), data.get("args")
         if "edited_by" in data:
@@ -122,7 +122,7 @@ class _Seen:
         self.asked[call_id] = (tool, args)
         return new
 
-    def result(self, call_id: str, data: Mapping[str, Any]) -> Call | None:
+    def result(self, call_id: str, data: JSONMapping) -> Call | None:
         tool, args = self.asked.pop(call_id)
         person = self.persons.pop(call_id, None)
         if person == "waiting":
@@ -139,7 +139,7 @@ class _Seen:
         return Call(tool=tool, args=_dict(args), value=_value(data), person=person, edited=edited)
 
 
-def _changed(before: Any, after: Any) -> frozenset[str]:
+def _changed(before: JSONValue, after: JSONValue) -> frozenset[str]:
     """The arguments an edit changed, added or removed (``*``, every one, when the sides
     are not argument dicts to compare)."""
     if not isinstance(before, Mapping) or not isinstance(after, Mapping):
@@ -148,12 +148,15 @@ def _changed(before: Any, after: Any) -> frozenset[str]:
     return frozenset(str(k) for k in keys if _json(before.get(k)) != _json(after.get(k)))
 
 
-def _json(value: Any) -> str:
+def _json(value: JSONValue) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
 
 def _close(
-    turns: list[list[Call]], current: list[Call], order: list[str], asked: dict[str, Any]
+    turns: list[list[Call]],
+    current: list[Call],
+    order: list[str],
+    asked: dict[str, tuple[str, JSONValue]],
 ) -> None:
     """End a turn: keep its calls (collapsing into the previous turn of the same tools)."""
     for call_id in order:
@@ -167,28 +170,29 @@ def _close(
         turns.append(list(current))
 
 
-def _a_step(data: Mapping[str, Any]) -> bool:
+def _a_step(data: JSONMapping) -> bool:
     invented = "effect" in data and data["effect"] is None
     return data.get("tool") not in ANSWER_TOOLS and not invented
 
 
-def _dict(args: Any) -> dict[str, Any]:
+def _dict(args: JSONValue) -> JSONObject:
     return dict(args) if isinstance(args, Mapping) else {}
 
 
-def _value(data: Mapping[str, Any]) -> Any:
+def _value(data: JSONMapping) -> JSONValue:
     if "value" in data:
         return data["value"]
     content = data.get("content")
     if not isinstance(content, str):
         return content
     try:
-        return json.loads(content)
+        parsed: JSONValue = json.loads(content)
     except ValueError:
         return content
+    return parsed
 
 
-def statuses_of(runs: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+def statuses_of(runs: Iterable[RunRecord]) -> dict[str, int]:
     """How many runs ended with each status."""
     counts: dict[str, int] = {}
     for run in runs:
