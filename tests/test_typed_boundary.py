@@ -31,8 +31,6 @@ KNOWN = {
     ("Workflow", "input_type"): "likewise",
     ("Hybrid", "planner"): "a step or a structured call's settings: to be named next",
     ("Judge", "answer"): "the answer type or step: to be named next",
-    ("StoredApproval", "args"): "a tool's JSON arguments, as stored",
-    ("StoredApproval", "edited_args"): "likewise",
     ("asweep", "options"): "aevaluate's keyword arguments: to be a TypedDict",
     ("sweep", "options"): "likewise",
     ("evaluate", "options"): "likewise",

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from loopwise.cli import temporal
 from loopwise.cli.options import count, given, read_json, store_help
 from loopwise.core.events import Status
+from loopwise.core.jsontypes import JSONMapping, json_list, json_object
 from loopwise.core.names import counted, printable
 from loopwise.core.since import since_instant
 from loopwise.errors import ConfigError
@@ -139,10 +140,11 @@ def _cmd_runs_show(args: argparse.Namespace) -> int:
     detail = f" — {log['detail']}" if log["detail"] else ""
     print(printable(f"run {log['run_id']} ({log['target']}): {log['status']}{detail}"))
     _print_thread(log)
-    ran = {e["data"].get("call_id") for e in log["events"] if e["type"] == "tool_result"}
-    for e in log["events"]:
+    events = [json_object(e) for e in json_list(log["events"])]
+    ran = {json_object(e["data"]).get("call_id") for e in events if e["type"] == "tool_result"}
+    for e in events:
         said = _summary(e)
-        if e["type"] == "tool_call" and e["data"].get("call_id") not in ran:
+        if e["type"] == "tool_call" and json_object(e["data"]).get("call_id") not in ran:
             # Logged before its gate was asked: without a result it has not run (yet).
             said += "  (not run)"
         print(printable(f"{e['seq']:>4}  {e['type']:<14} {e['step']:<28} {said}"))
@@ -151,9 +153,9 @@ def _cmd_runs_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_thread(log: dict[str, Any]) -> None:
+def _print_thread(log: JSONMapping) -> None:
     """The conversation a run belongs to: every message of it, this one marked."""
-    thread = log.get("thread") or []
+    thread = [json_object(r) for r in json_list(log.get("thread"))]
     if not thread:
         return
     print(printable(f"conversation {log['conversation']}: message {log['turn']} of {len(thread)}"))
@@ -169,13 +171,13 @@ def _clip(text: str, size: int) -> str:
     return text if len(text) <= size else text[: size - 1] + "…"
 
 
-def _summary(event: dict[str, Any]) -> str:
-    d = event["data"]
+def _summary(event: JSONMapping) -> str:
+    d = json_object(event["data"])
     if event["type"] == "tool_result":
         text = str(d.get("content", ""))
         flagged = d.get("is_error") and not text.startswith("ERROR")
         return ("ERROR " if flagged else "") + (text[:60] + ("…" if len(text) > 60 else ""))
-    return event_summary(event["type"], d)
+    return event_summary(str(event["type"]), d)
 
 
 def _cmd_pending(args: argparse.Namespace) -> int:

@@ -25,11 +25,13 @@ import os
 import re
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from loopwise.core.events import Event, Status
+from loopwise.core.jsontypes import JSONMapping, JSONObject, JSONValue
 from loopwise.errors import ConfigError, DecisionError
 
 __all__ = [
@@ -119,9 +121,9 @@ class StoredRun:
     """A :class:`~loopwise.core.step.Status` value, or ``running``/``queued``."""
     detail: str | None
     """Why the run ended as it did, when it says."""
-    input: Any
+    input: JSONValue
     """The run's input (JSON)."""
-    output: Any
+    output: JSONValue
     """The run's output (JSON), once finished."""
     usage: dict[str, Any] | None
     """The run's usage so far (``Usage.to_dict()``)."""
@@ -150,7 +152,7 @@ class StoredRun:
         mark = self.options.get("eval")
         return None if mark is None else str(mark)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """A JSON-ready dict (``runs list --json``), with ``eval_id``."""
         return {**asdict(self), "eval_id": self.eval_id}
 
@@ -169,7 +171,7 @@ class StoredApproval:
     """The tool or action to approve."""
     call_id: str | None
     """The tool call it gates."""
-    args: Any
+    args: JSONValue
     """The arguments asked about."""
     effect: str | None
     """The tool's effect (``write``/``irreversible``)."""
@@ -189,10 +191,10 @@ class StoredApproval:
     """When (ISO-8601 UTC)."""
     decision_reason: str | None
     """Why, as the decider said."""
-    edited_args: Any
+    edited_args: JSONValue
     """The arguments an ``edited`` decision approved instead."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """A JSON-ready dict."""
         return asdict(self)
 
@@ -200,15 +202,15 @@ class StoredApproval:
 class Tx(Protocol):
     """One open transaction of a store's connection."""
 
-    def rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[Mapping[str, Any]]:
+    def rows(self, sql: str, params: tuple[object, ...] = ()) -> list[Mapping[str, Any]]:
         """Run a query; its rows as mappings."""
         ...
 
-    def run(self, sql: str, params: tuple[Any, ...] = ()) -> int:
+    def run(self, sql: str, params: tuple[object, ...] = ()) -> int:
         """Run a statement; the number of rows it changed."""
         ...
 
-    def run_many(self, sql: str, rows: list[tuple[Any, ...]]) -> int:
+    def run_many(self, sql: str, rows: list[tuple[object, ...]]) -> int:
         """Run a statement once per parameter row; the number of rows changed in all."""
         ...
 
@@ -229,7 +231,7 @@ class EventLog(Protocol):
         """The run's events in ``seq`` order."""
         ...
 
-    def journal(self, run_id: str) -> dict[str, dict[str, Any]]:
+    def journal(self, run_id: str) -> dict[str, JSONObject]:
         """``{key: data}`` of every event that carries a journal ``key``."""
         ...
 
@@ -251,9 +253,9 @@ class RunLeases(Protocol):
         *,
         target: str,
         spec: str | None,
-        input: Any,
+        input: object,
         model: str | None,
-        options: dict[str, Any],
+        options: Mapping[str, object],
         owner: str | None = None,
         queued: bool = False,
         conversation: str | None = None,
@@ -271,7 +273,7 @@ class RunLeases(Protocol):
         paused run whose approvals are all decided); the run as it was before."""
         ...
 
-    def hold(self, run_id: str, owner: str) -> Any:
+    def hold(self, run_id: str, owner: str) -> AbstractContextManager[None]:
         """A context manager renewing the run's lease while it runs here."""
         ...
 
@@ -312,7 +314,7 @@ class RunQueries(Protocol):
         """The runs of a conversation in the order they were sent (empty when unknown)."""
         ...
 
-    def show(self, run_id: str) -> dict[str, Any]:
+    def show(self, run_id: str) -> JSONObject:
         """The audit log: run fields plus every event (DESIGN §11)."""
         ...
 
@@ -383,7 +385,7 @@ class ApprovalBook(Protocol):
         decision: str,
         by: str,
         reason: str | None = None,
-        edited_args: dict[str, Any] | None = None,
+        edited_args: JSONObject | None = None,
         seen_hash: str | None = None,
     ) -> StoredApproval:
         """Record a human decision on a pending approval; return the updated approval."""
@@ -399,7 +401,7 @@ class EvalHistory(Protocol):
         *,
         dataset: str,
         created_at: str,
-        summaries: Mapping[str, dict[str, Any]],
+        summaries: Mapping[str, JSONMapping],
     ) -> None:
         """Keep an eval's summary per target (its runs are runs of this store already)."""
         ...
@@ -435,11 +437,11 @@ class LiveCase:
     """``shadow`` (a shadow's pair) or ``person`` (a person's decision as the label)."""
     step: str
     """The step that kept it (the ``Shadow``'s path, the gate's step)."""
-    input: Any
+    input: JSONValue
     """The case's input (JSON)."""
-    output: Any
+    output: JSONValue
     """What the run answered: the primary's output, or what the step proposed."""
-    reference: Any
+    reference: JSONValue
     """What it is judged against: the shadow's output, or what the person chose."""
     agree: bool | None
     """Whether ``output`` agrees with ``reference``; ``None`` when there is nothing to
@@ -452,7 +454,7 @@ class LiveCase:
     created_at: str
     """ISO-8601 UTC."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """A JSON-ready dict."""
         return asdict(self)
 

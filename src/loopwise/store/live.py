@@ -45,7 +45,7 @@ class LiveBook:
     _eval_mark = "NULL"
     """SQL for a run's eval mark (the store's dialect)."""
 
-    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[Mapping[str, Any]]:
+    def _read(self, sql: str, params: tuple[object, ...] = ()) -> list[Mapping[str, Any]]:
         """Rows of one query, after what the store groups is committed."""
         raise NotImplementedError
 
@@ -65,7 +65,7 @@ class LiveBook:
             f"target IN ({', '.join('?' for _ in targets)})",
             f"run_id NOT IN (SELECT id FROM runs WHERE {self._eval_mark} IS NOT NULL)",
         ]
-        params: list[Any] = list(targets)
+        params: list[object] = list(targets)
         if since is not None:
             where.append("created_at >= ?")
             params.append(since)

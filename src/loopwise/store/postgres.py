@@ -33,7 +33,7 @@ from loopwise.store.sql import SQLStore
 
 try:
     import psycopg
-    from psycopg.rows import dict_row
+    from psycopg.rows import TupleRow, dict_row
     from psycopg_pool import ConnectionPool
 except ImportError as e:
     raise missing_extra("postgres", e, needed_by="a postgresql:// store") from e
@@ -169,20 +169,20 @@ def _dialect(sql: str) -> bytes:
 
 
 class _PgTx:
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+    def __init__(self, conn: psycopg.Connection[TupleRow]) -> None:
         self._conn = conn
 
-    def rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[Mapping[str, Any]]:
+    def rows(self, sql: str, params: tuple[object, ...] = ()) -> list[Mapping[str, Any]]:
         with self._conn.cursor(row_factory=dict_row) as cur:
             cur.execute(_dialect(sql), params)
             return list(cur.fetchall())
 
-    def run(self, sql: str, params: tuple[Any, ...] = ()) -> int:
+    def run(self, sql: str, params: tuple[object, ...] = ()) -> int:
         with self._conn.cursor() as cur:
             cur.execute(_dialect(sql), params)
             return cur.rowcount
 
-    def run_many(self, sql: str, rows: list[tuple[Any, ...]]) -> int:
+    def run_many(self, sql: str, rows: list[tuple[object, ...]]) -> int:
         # psycopg sends the rows in one pipeline: one round trip, not one per event.
         with self._conn.cursor() as cur:
             cur.executemany(_dialect(sql), rows)
@@ -218,12 +218,12 @@ class PostgresStore(SQLStore):
         with self._connect() as conn:
             _migrate(conn, self.name, url)
         self._pool: ConnectionPool | None = None
-        self._listener: psycopg.Connection[Any] | None = None
+        self._listener: psycopg.Connection[TupleRow] | None = None
 
     def __enter__(self) -> PostgresStore:
         return self
 
-    def _connect(self, *, autocommit: bool = False) -> psycopg.Connection[Any]:
+    def _connect(self, *, autocommit: bool = False) -> psycopg.Connection[TupleRow]:
         try:
             return psycopg.connect(
                 self.url, autocommit=autocommit, connect_timeout=max(1, round(self._timeout))
@@ -314,20 +314,20 @@ class _Idle:
     """
 
     def __init__(self) -> None:
-        self._returned: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = (
+        self._returned: weakref.WeakKeyDictionary[psycopg.Connection[TupleRow], float] = (
             weakref.WeakKeyDictionary()
         )
 
-    def returned(self, conn: psycopg.Connection[Any]) -> None:
+    def returned(self, conn: psycopg.Connection[TupleRow]) -> None:
         self._returned[conn] = time.monotonic()
 
-    def check(self, conn: psycopg.Connection[Any]) -> None:
+    def check(self, conn: psycopg.Connection[TupleRow]) -> None:
         idle = time.monotonic() - self._returned.get(conn, 0.0)
         if idle >= _CHECK_AFTER or _readable(conn):
             ConnectionPool.check_connection(conn)
 
 
-def _readable(conn: psycopg.Connection[Any]) -> bool:
+def _readable(conn: psycopg.Connection[TupleRow]) -> bool:
     """Whether an idle connection has something to read (it never listens, so only a
     server ending the session sends anything): a look, not a round trip."""
     if sys.platform == "win32":
@@ -347,7 +347,7 @@ def _said(e: psycopg.Error, url: str) -> str:
     return redact(text.splitlines()[0], url) if text else type(e).__name__
 
 
-def _migrate(conn: psycopg.Connection[Any], name: str, url: str) -> None:
+def _migrate(conn: psycopg.Connection[TupleRow], name: str, url: str) -> None:
     """Bring the schema to the latest version under the advisory lock (one process does)."""
     try:
         with conn.transaction():
@@ -366,7 +366,7 @@ def _migrate(conn: psycopg.Connection[Any], name: str, url: str) -> None:
         raise StoreError(f"cannot prepare the run store {name}: {_said(e, url)}") from e
 
 
-def _version(conn: psycopg.Connection[Any], tables: set[str], name: str) -> int:
+def _version(conn: psycopg.Connection[TupleRow], tables: set[str], name: str) -> int:
     if "loopwise_schema" not in tables:
         clash = tables & _OWN_TABLES
         if clash:

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from loopwise.core.events import LIVE, Event, EventType, jsonable
+from loopwise.core.jsontypes import JSONMapping
 from loopwise.store.base import StoredApproval, StoredRun
 
 __all__ = [
@@ -42,7 +43,7 @@ _ENCODER = json.JSONEncoder(default=jsonable)
 a fifth of what encoding an event costs."""
 
 
-def to_json(value: Any) -> str:
+def to_json(value: object) -> str:
     # Event data is JSON-ready already; jsonable() only converts what json cannot.
     return _ENCODER.encode(value)
 
@@ -51,7 +52,7 @@ def from_json(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
-Statement = tuple[str, tuple[Any, ...]]
+Statement = tuple[str, tuple[object, ...]]
 """One SQL statement with ``?`` placeholders and its parameters."""
 
 
@@ -165,7 +166,7 @@ def answered_row(run_id: str, at: str) -> Statement:
     )
 
 
-def decision_row(run_id: str, d: dict[str, Any], at: str) -> Statement:
+def decision_row(run_id: str, d: JSONMapping, at: str) -> Statement:
     """A decision made in the run (interactive, policy) closes its pending request."""
     edited = d.get("args") if d.get("decision") == "edited" else None
     return (

@@ -35,8 +35,7 @@ duplicate, so two runs never interleave and a lost or doubled event cannot pass 
 
 from __future__ import annotations
 
-from typing import Any
-
+from loopwise.core.jsontypes import JSONObject, JSONValue
 from loopwise.store.live import LiveBook
 from loopwise.store.rows import collector_paused
 from loopwise.store.sqlapprovals import SQLApprovals
@@ -57,11 +56,12 @@ class SQLStore(SQLLog, SQLLeases, SQLQueries, SQLApprovals, SQLEvalHistory, Live
     the subset SQLite and PostgreSQL share. The audit log, which reads every role, is here.
     """
 
-    def show(self, run_id: str) -> dict[str, Any]:
+    def show(self, run_id: str) -> JSONObject:
         """The audit log ``{"run_id", "target", "status", "usage", "output", "events"}``."""
         run = self.get_run(run_id)
         with collector_paused():
-            events = [e.to_dict() for e in self.events(run_id)]
+            events: list[JSONValue] = [e.to_dict() for e in self.events(run_id)]
+        approvals: list[JSONValue] = [a.to_dict() for a in self.approvals(run_id)]
         return {
             "run_id": run.run_id,
             "target": run.target,
@@ -77,11 +77,11 @@ class SQLStore(SQLLog, SQLLeases, SQLQueries, SQLApprovals, SQLEvalHistory, Live
             "conversation": run.conversation,
             "turn": run.turn,
             "thread": [] if run.conversation is None else self._thread(run.conversation),
-            "approvals": [a.to_dict() for a in self.approvals(run_id)],
+            "approvals": approvals,
             "events": events,
         }
 
-    def _thread(self, conversation: str) -> list[dict[str, Any]]:
+    def _thread(self, conversation: str) -> list[JSONValue]:
         """The messages of a conversation as ``runs show`` lists them."""
         return [
             {

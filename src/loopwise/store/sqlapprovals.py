@@ -3,8 +3,7 @@ undecided gates listed, decisions recorded once."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from loopwise.core.jsontypes import JSONObject
 from loopwise.errors import ConfigError, DecisionError
 from loopwise.store.base import (
     PAGE,
@@ -94,7 +93,7 @@ class SQLApprovals(SQLBase):
         decision: str,
         by: str,
         reason: str | None = None,
-        edited_args: dict[str, Any] | None = None,
+        edited_args: JSONObject | None = None,
         seen_hash: str | None = None,
     ) -> StoredApproval:
         """Record ``decision`` (``approved``/``denied``/``edited``) on a pending approval.

@@ -21,7 +21,7 @@ from loopwise.store.rows import Statement
 __all__ = ["SQLBase"]
 
 
-def _runs_of(batch: list[Statement]) -> Iterator[tuple[str, list[tuple[Any, ...]]]]:
+def _runs_of(batch: list[Statement]) -> Iterator[tuple[str, list[tuple[object, ...]]]]:
     """``batch`` as runs of one statement with several parameter rows (the grouped
     events' inserts), executed at once (SQLite's ``executemany``, PostgreSQL's pipeline)."""
     i = 0
@@ -172,13 +172,13 @@ class SQLBase:
             raise ConfigError(f"no run {run_id!r} in {self.name}", name=run_id)
         return rows[0]
 
-    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[Mapping[str, Any]]:
+    def _read(self, sql: str, params: tuple[object, ...] = ()) -> list[Mapping[str, Any]]:
         with self._lock:
             if self._grouped:
                 self._write([])
             return retrying(lambda: self._rows(sql, params), self.retry_seconds)
 
-    def _rows(self, sql: str, params: tuple[Any, ...]) -> list[Mapping[str, Any]]:
+    def _rows(self, sql: str, params: tuple[object, ...]) -> list[Mapping[str, Any]]:
         with self._reading() as tx:
             return tx.rows(sql, params)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from loopwise.core.jsontypes import JSONMapping
 from loopwise.store.rows import from_json, to_json
 from loopwise.store.sqlbase import SQLBase
 
@@ -20,7 +21,7 @@ class SQLEvalHistory(SQLBase):
         *,
         dataset: str,
         created_at: str,
-        summaries: Mapping[str, dict[str, Any]],
+        summaries: Mapping[str, JSONMapping],
     ) -> None:
         """Keep an eval's summary per target in ``eval_results``, in one transaction."""
         self._write(

@@ -26,15 +26,15 @@ class _SQLiteTx:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
 
-    def rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[Mapping[str, Any]]:
+    def rows(self, sql: str, params: tuple[object, ...] = ()) -> list[Mapping[str, Any]]:
         cursor = self._conn.execute(sql, params)
         cursor.row_factory = sqlite3.Row
         return list(cursor.fetchall())
 
-    def run(self, sql: str, params: tuple[Any, ...] = ()) -> int:
+    def run(self, sql: str, params: tuple[object, ...] = ()) -> int:
         return self._conn.execute(sql, params).rowcount
 
-    def run_many(self, sql: str, rows: list[tuple[Any, ...]]) -> int:
+    def run_many(self, sql: str, rows: list[tuple[object, ...]]) -> int:
         return self._conn.executemany(sql, rows).rowcount
 
 

@@ -31,9 +31,9 @@ class SQLLeases(SQLBase):
         *,
         target: str,
         spec: str | None,
-        input: Any,
+        input: object,
         model: str | None,
-        options: dict[str, Any],
+        options: Mapping[str, object],
         owner: str | None = None,
         queued: bool = False,
         conversation: str | None = None,
@@ -246,7 +246,7 @@ class SQLLeases(SQLBase):
         A run another process has taken over meanwhile is left to that process.
         """
         sql = "UPDATE runs SET status = 'error', detail = ?, updated_at = ? WHERE id = ?"
-        params: tuple[Any, ...] = (detail, utc_now(), run_id)
+        params: tuple[object, ...] = (detail, utc_now(), run_id)
         owner = self._held.get(run_id)
         if owner is not None:
             sql += " AND (owner IS NULL OR owner = ?)"

@@ -4,9 +4,9 @@ recorded, grouped until a durability point (:mod:`loopwise.store.sql`) and read 
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from loopwise.core.events import Event, EventType
+from loopwise.core.jsontypes import JSONObject
 from loopwise.store.rows import collector_paused, event_row, side_effects
 from loopwise.store.sqlbase import SQLBase
 
@@ -84,7 +84,7 @@ class SQLLog(SQLBase):
                 for r in rows
             ]
 
-    def journal(self, run_id: str) -> dict[str, dict[str, Any]]:
+    def journal(self, run_id: str) -> dict[str, JSONObject]:
         """``{key: data}`` for replay; a later event with the same key wins."""
         with collector_paused():
             rows = self._read(
