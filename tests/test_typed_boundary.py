@@ -17,6 +17,7 @@ import pydantic
 
 import loopwise
 from loopwise.core.options import ResumeOverrides, RunOptions, RunOverrides
+from loopwise.evidence.evals.harness import EvalOptions, aevaluate
 from loopwise.running.runner import ResumeKeywords, aresume
 
 BY_NATURE = {"input", "output", "expected", "deps"}
@@ -31,9 +32,6 @@ KNOWN = {
     ("Workflow", "input_type"): "likewise",
     ("Hybrid", "planner"): "a step or a structured call's settings: to be named next",
     ("Judge", "answer"): "the answer type or step: to be named next",
-    ("asweep", "options"): "aevaluate's keyword arguments: to be a TypedDict",
-    ("sweep", "options"): "likewise",
-    ("evaluate", "options"): "likewise",
     ("open_store", "options"): "the store class's own keyword arguments",
 }
 """The remaining bare ``Any`` parameters, each with why; the list only shrinks."""
@@ -89,6 +87,15 @@ def test_resume_keywords_are_aresumes_own_and_the_run_options() -> None:
         if p.kind is inspect.Parameter.KEYWORD_ONLY
     }
     assert set(ResumeKeywords.__optional_keys__) == own | set(ResumeOverrides.__optional_keys__)
+
+
+def test_eval_options_are_exactly_aevaluates_keywords() -> None:
+    own = {
+        p.name
+        for p in inspect.signature(aevaluate).parameters.values()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY
+    }
+    assert set(EvalOptions.__optional_keys__) == own
 
 
 def test_the_shapes_are_real_values_a_user_can_use() -> None:

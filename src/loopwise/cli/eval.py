@@ -35,6 +35,7 @@ from loopwise.errors import ConfigError
 from loopwise.evidence.evals.certify import check_levels
 from loopwise.evidence.evals.dataset import Case, field_match, load_dataset, load_scorer
 from loopwise.evidence.evals.harness import (
+    Effects,
     EvalReport,
     EvalTarget,
     StderrProgress,
@@ -206,7 +207,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _effects_line(name: str, done: dict[str, Any]) -> str:
+def _effects_line(name: str, done: Effects) -> str:
     """What a target's runs did to the world, in one line."""
     performed = ", ".join(f"{tool} x{n}" for tool, n in sorted(done["performed"].items()))
     gates = ", ".join(f"{n} {d}" for d, n in sorted(done["gates"].items())) or "none asked"

@@ -12,11 +12,12 @@ Mermaid text; and every run in a collapsible table. It opens offline in any brow
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from typing import TypedDict
 
+from loopwise.core.jsontypes import JSONMapping, json_number, json_object
 from loopwise.core.names import printable
 from loopwise.core.shape import Edge, Graph, Node, describe, drawing, mermaid
+from loopwise.core.step import Step
 from loopwise.core.svg import EFFECT_COLORS, graph_svg
 from loopwise.core.svg import escape_shown as _e
 from loopwise.evidence.charts import box_plot, histograms, status_bars
@@ -45,13 +46,13 @@ CHART_METRICS = (
 )
 
 
-def write_report(report: EvalReport, path: str, graphs: dict[str, dict[str, Any]]) -> None:
+def write_report(report: EvalReport, path: str, graphs: dict[str, GraphDescription]) -> None:
     """Write :func:`render_html` of ``report`` to ``path``."""
     with open(path, "w", encoding="utf-8") as f:
         f.write(render_html(report, graphs))
 
 
-def render_html(report: EvalReport, graphs: dict[str, dict[str, Any]] | None = None) -> str:
+def render_html(report: EvalReport, graphs: dict[str, GraphDescription] | None = None) -> str:
     """The report page; ``graphs`` maps target names to :func:`describe_graph` results."""
     graphs = graphs or {}
     colors = {t.name: PALETTE[i % len(PALETTE)] for i, t in enumerate(report.targets)}
@@ -141,12 +142,12 @@ def _history(report: EvalReport) -> str:
         before = report.previous.get(t.name)
         if not before:
             continue
-        old_rate = before.get("correct_rate")
-        old_tokens = (before.get("metrics", {}).get("tokens") or {}).get("p95")
+        old_rate = _stored(before, "correct_rate")
+        old_tokens = _stored_p95(before, "tokens")
         rate = "—" if t.correct_rate is None else f"{t.correct_rate:.0%}"
         rows.append(
             f"<tr><td>{_e(t.title)}</td><td>{_e(before.get('created_at', '?'))}</td>"
-            f"<td>{'—' if old_rate is None else f'{float(old_rate):.0%}'} → {rate}</td>"
+            f"<td>{'—' if old_rate is None else f'{old_rate:.0%}'} → {rate}</td>"
             f"<td>{_fmt(old_tokens, 'tokens')} → {_fmt(t.metrics['tokens'].stat('p95'), 'tokens')}"
             "</td></tr>"
         )
@@ -332,21 +333,32 @@ def _disagreement_lines(report: EvalReport) -> list[str]:
     return ["", f"cases the targets score differently: {len(cases)} ({shown})"]
 
 
-def _since(t: TargetSummary, before: Mapping[str, Any]) -> str:
+def _stored(summary: JSONMapping, key: str) -> float | None:
+    """A number of a stored summary (``None``: not recorded)."""
+    found = summary.get(key)
+    return None if found is None else json_number(found)
+
+
+def _stored_p95(summary: JSONMapping, metric: str) -> float | None:
+    """The p95 of ``metric`` in a stored summary (``None``: not recorded)."""
+    return _stored(json_object(json_object(summary.get("metrics")).get(metric)), "p95")
+
+
+def _since(t: TargetSummary, before: JSONMapping) -> str:
     """One line comparing ``t`` with its last stored eval."""
-    old_rate = before.get("correct_rate")
+    old_rate = _stored(before, "correct_rate")
     rate = t.correct_rate
     parts = []
     if rate is not None and old_rate is not None:
-        parts.append(f"correct {pct(rate)} (was {pct(float(old_rate))})")
-    old_cost = (before.get("metrics", {}).get("cost_usd") or {}).get("p95")
+        parts.append(f"correct {pct(rate)} (was {pct(old_rate)})")
+    old_cost = _stored_p95(before, "cost_usd")
     cost = t.metrics["cost_usd"].stat("p95")
     if cost is not None and old_cost is not None:
-        parts.append(f"p95 cost {usd(cost)} (was {usd(float(old_cost))})")
-    old_tokens = (before.get("metrics", {}).get("tokens") or {}).get("p95")
+        parts.append(f"p95 cost {usd(cost)} (was {usd(old_cost)})")
+    old_tokens = _stored_p95(before, "tokens")
     tokens = t.metrics["tokens"].stat("p95")
     if tokens is not None and old_tokens is not None:
-        parts.append(f"p95 tokens {tokens:,.0f} (was {float(old_tokens):,.0f})")
+        parts.append(f"p95 tokens {tokens:,.0f} (was {old_tokens:,.0f})")
     return f"since {before.get('created_at', '?')}: {t.title}: " + ", ".join(parts)
 
 
@@ -357,7 +369,34 @@ def _triple(dist: Distribution, metric: str) -> str:
     return text + (f" ({dist.unknown} unknown)" if dist.unknown else "")
 
 
-def describe_graph(step: Any) -> dict[str, Any]:
+class DrawnNode(TypedDict):
+    """A node of :func:`describe_graph` (:class:`~loopwise.core.shape.Node`'s drawn fields)."""
+
+    id: str
+    label: str
+    kind: str
+    detail: str
+
+
+class DrawnEdge(TypedDict):
+    """An edge of :func:`describe_graph` (:class:`~loopwise.core.shape.Edge`)."""
+
+    source: str
+    target: str
+    label: str
+
+
+class GraphDescription(TypedDict):
+    """A step's shape as data for drawing (:func:`describe_graph`)."""
+
+    kind: str
+    name: str
+    nodes: list[DrawnNode]
+    edges: list[DrawnEdge]
+    mermaid: str
+
+
+def describe_graph(step: Step) -> GraphDescription:
     """A step's shape as data for drawing: ``{"kind", "name", "nodes", "edges", "mermaid"}``.
 
     From the step's own description (:mod:`loopwise.core.shape`): a workflow gives its nodes
@@ -367,10 +406,8 @@ def describe_graph(step: Any) -> dict[str, Any]:
     """
     shape = describe(step)
     graph = drawing(shape)
-    nodes = [
-        {"id": n.id, "label": n.label, "kind": n.kind, "detail": n.detail} for n in graph.nodes
-    ]
-    edges = [{"source": e.source, "target": e.target, "label": e.label} for e in graph.edges]
+    nodes = [DrawnNode(id=n.id, label=n.label, kind=n.kind, detail=n.detail) for n in graph.nodes]
+    edges = [DrawnEdge(source=e.source, target=e.target, label=e.label) for e in graph.edges]
     return {
         "kind": architecture_of(step),
         "name": shape.name,
@@ -380,7 +417,7 @@ def describe_graph(step: Any) -> dict[str, Any]:
     }
 
 
-def draw_graph(desc: dict[str, Any]) -> str:
+def draw_graph(desc: GraphDescription) -> str:
     """An SVG drawing of a :func:`describe_graph` result (:func:`loopwise.core.svg.graph_svg`)."""
     graph = Graph(
         nodes=tuple(
@@ -394,7 +431,7 @@ def draw_graph(desc: dict[str, Any]) -> str:
     return graph_svg(graph, name=desc["name"])
 
 
-def _shape(t: TargetSummary, desc: dict[str, Any] | None, colors: dict[str, str]) -> str:
+def _shape(t: TargetSummary, desc: GraphDescription | None, colors: dict[str, str]) -> str:
     title = (
         f"<h3><span class='swatch' style='background:{colors[t.name]}'></span>"
         f"{_e(t.title)} <span class='meta'>({_e(t.architecture)}, "

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from loopwise.core.events import jsonable
+from loopwise.core.jsontypes import JSONObject, JSONValue
 from loopwise.errors import ConfigError
 from loopwise.running.targets import defined, import_module_of
 
@@ -30,9 +31,9 @@ class Case:
 
     id: str
     """The case's ``id`` field, or its line number."""
-    input: Any
+    input: object
     """What the target runs on."""
-    expected: Any = None
+    expected: object = None
     """What a correct output contains (``None``: not scored)."""
 
 
@@ -78,7 +79,7 @@ def field_match(output: object, expected: object) -> bool:
     return bool(output == expected)
 
 
-def field_diff(output: object, expected: object) -> list[dict[str, Any]]:
+def field_diff(output: object, expected: object) -> list[JSONObject]:
     """Where ``output`` differs from ``expected``, field by field, as :func:`field_match`
     judges it: ``[{"field", "expected", "actual"}]`` (``field`` is a dotted path, ``""``
     for the whole value; a missing field has ``"actual": None`` and ``"missing": True``).
@@ -87,10 +88,10 @@ def field_diff(output: object, expected: object) -> list[dict[str, Any]]:
     return _diff_at("", jsonable(output), jsonable(expected))
 
 
-def _diff_at(at: str, output: object, expected: object) -> list[dict[str, Any]]:
+def _diff_at(at: str, output: JSONValue, expected: JSONValue) -> list[JSONObject]:
     if not isinstance(expected, dict) or not isinstance(output, dict):
         return [] if output == expected else [{"field": at, "expected": expected, "actual": output}]
-    found: list[dict[str, Any]] = []
+    found: list[JSONObject] = []
     for key, value in expected.items():
         where = f"{at}.{key}" if at else str(key)
         if key not in output:

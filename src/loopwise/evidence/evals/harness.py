@@ -29,11 +29,12 @@ from contextlib import (
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO, TypedDict, Unpack
 
 from loopwise.core.events import EventSink, Status, jsonable
+from loopwise.core.jsontypes import JSONObject
 from loopwise.core.loops import blocking
-from loopwise.core.options import ModelLike
+from loopwise.core.options import ModelLike, RunOverrides
 from loopwise.core.result import RunResult
 from loopwise.core.shape import Kind, describe, name_of
 from loopwise.core.step import Step
@@ -67,6 +68,54 @@ __all__ = [
 Progress = Callable[[int, int, "CaseRun"], None]
 
 
+class Effects(TypedDict):
+    """The effects one target's runs took (:attr:`EvalReport.effects`)."""
+
+    performed: dict[str, int]
+    """Calls that took effect, by tool."""
+    into: str
+    """Whose deps they took effect in (``make_eval_deps()``, ``--deps ...``, ``no deps``)."""
+    discarded: bool
+    """Whether each run's deps were a throwaway sandbox, left when the run ended."""
+    gates: dict[str, int]
+    """How its gates were answered (``deny``/``approve`` rule), counted."""
+
+
+class Disagreement(TypedDict):
+    """A case the targets score differently (:meth:`EvalReport.disagreements`)."""
+
+    case_id: str
+    """The case."""
+    scores: dict[str, float]
+    """Target name → its mean score on the case."""
+
+
+class EvalOptions(TypedDict, total=False):
+    """:func:`aevaluate`'s keyword arguments, as :func:`evaluate` and the sweeps
+    (:func:`~loopwise.evidence.sweeps.sweep.asweep`) pass them on; each has its meaning there."""
+
+    repeat: int
+    concurrency: int
+    scorer: Scorer
+    progress: Progress | None
+    sinks: Sequence[EventSink]
+    budget: Budget | None
+    max_steps: int | None
+    dataset: str
+    store: RunStore | str | os.PathLike[str] | None
+    deps: object
+    pricing: Pricing | None
+
+
+def _effects_json(e: Effects) -> JSONObject:
+    return {
+        "performed": dict(e["performed"]),
+        "into": e["into"],
+        "discarded": e["discarded"],
+        "gates": dict(e["gates"]),
+    }
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class EvalTarget:
     """A step to evaluate, under a display name, with the model its runs use."""
@@ -78,7 +127,7 @@ class EvalTarget:
     model: ModelLike = None
     """A :class:`~loopwise.models.port.Model` (shared by its runs), or ``None`` for
     model-free steps."""
-    make_deps: Callable[[], Any] | None = None
+    make_deps: Callable[[], object] | None = None
     """Makes each run's deps (fresh per run: a scratch ledger per case); wins over
     ``aevaluate``'s ``deps``. A context manager it returns (sync or async: a
     ``@contextlib.contextmanager`` sandbox) is entered for its run, the run gets what it
@@ -100,7 +149,7 @@ class EvalTarget:
         return architecture_of(self.step)
 
 
-def architecture_of(step: Any) -> str:
+def architecture_of(step: Step) -> str:
     """``workflow``, ``agent`` or ``hybrid`` from the step's description; ``step`` for any
     other kind (a function, a structured call, a tool, an opaque step)."""
     kind = describe(step).kind
@@ -135,9 +184,9 @@ class EvalReport:
     gates: dict[str, str | None] = field(default_factory=dict)
     """Target name → how its gates were answered (``deny``, ``approve``; ``None``: as any
     run's): part of the eval's identity in the history."""
-    previous: dict[str, dict[str, Any]] = field(default_factory=dict)
+    previous: dict[str, JSONObject] = field(default_factory=dict)
     """Target name → its summary in the last stored eval on the same dataset."""
-    effects: dict[str, dict[str, Any]] = field(default_factory=dict)
+    effects: dict[str, Effects] = field(default_factory=dict)
     """Target name → ``{"performed": {tool: count}, "into": where, "discarded": bool,
     "gates": {decision: count}}``: the effects its runs took, in which deps (``discarded``:
     a throwaway sandbox per run, left when the run ended), and how its gates were
@@ -145,7 +194,7 @@ class EvalReport:
     sweeps: list[Any] = field(default_factory=list)
     """The :class:`~loopwise.evidence.sweeps.sweep.Sweep` of each cascade swept (``--sweep``)."""
 
-    def to_dict(self, *, runs: bool = True) -> dict[str, Any]:
+    def to_dict(self, *, runs: bool = True) -> JSONObject:
         """The JSON document ``loopwise eval --json`` prints."""
         return {
             "eval_id": self.eval_id,
@@ -154,17 +203,19 @@ class EvalReport:
             "cases": self.cases,
             "repeat": self.repeat,
             "concurrency": self.concurrency,
-            "models": self.models,
-            "gates": self.gates,
+            "models": dict(self.models),
+            "gates": dict(self.gates),
             "targets": [t.to_dict(runs=runs) for t in self.targets],
             "recommendation": self.recommendation.to_dict(),
-            "previous": self.previous,
-            "effects": self.effects,
-            "disagreements": self.disagreements(),
+            "previous": dict(self.previous),
+            "effects": {name: _effects_json(e) for name, e in self.effects.items()},
+            "disagreements": [
+                {"case_id": d["case_id"], "scores": dict(d["scores"])} for d in self.disagreements()
+            ],
             "sweeps": [s.to_dict() for s in self.sweeps],
         }
 
-    def disagreements(self) -> list[dict[str, Any]]:
+    def disagreements(self) -> list[Disagreement]:
         """Cases the targets score differently: ``{"case_id", "scores": {target: mean}}``.
 
         Where one architecture gets a case right and another does not is where to look
@@ -200,7 +251,7 @@ async def aevaluate(
     max_steps: int | None = None,
     dataset: str = "",
     store: RunStore | str | os.PathLike[str] | None = None,
-    deps: Any = None,
+    deps: object = None,
     pricing: Pricing | None = None,
 ) -> EvalReport:
     """Run every target over every case ``repeat`` times, at most ``concurrency`` at once.
@@ -226,7 +277,7 @@ async def aevaluate(
     eval_id = uuid.uuid4().hex[:12]  # every run's mark in the store, and the report's id
     done = [0]
 
-    options: dict[str, Any] = {
+    options: RunOverrides = {
         "sinks": tuple(sinks),
         "budget": budget,
         "max_steps": max_steps,
@@ -243,9 +294,7 @@ async def aevaluate(
         if target.name in handlers:
             own = {**options, "approvals": handlers[target.name]}
         async with gate:
-            result, discarded = await _run_one(
-                target, case.input, store, {**own, "eval_id": eval_id}
-            )
+            result, discarded = await _run_one(target, case.input, store, own, eval_id)
         effects[target.name]["discarded"] |= discarded
         performed = effects[target.name]["performed"]
         for tool, n in effects_of(result).items():
@@ -269,7 +318,7 @@ async def aevaluate(
     )
 
 
-def _effects_entry(target: EvalTarget, gates: EvalGates | None) -> dict[str, Any]:
+def _effects_entry(target: EvalTarget, gates: EvalGates | None) -> Effects:
     """What the report says of a target's effects (filled in as its runs end)."""
     into = target.deps_from or ("make_deps()" if target.make_deps is not None else "no deps")
     # The handler's own counts: the report shows them as they are when the eval ends.
@@ -281,7 +330,11 @@ _SCOPED = (AbstractContextManager, AbstractAsyncContextManager)
 
 
 async def _run_one(
-    target: EvalTarget, input: Any, store: Any, options: dict[str, Any]
+    target: EvalTarget,
+    input: object,
+    store: RunStore | str | os.PathLike[str] | None,
+    options: RunOverrides,
+    eval_id: str,
 ) -> tuple[RunResult, bool]:
     """One run, recorded in ``store`` when there is one (``None``: not recorded), and
     whether its deps were a sandbox left (thrown away) when it ended."""
@@ -300,8 +353,9 @@ async def _run_one(
                 "or pass --deps module:function"
             )
             options = {**options, "sinks": (*options.get("sinks", ()), guard)}
+        options = {**options, "model": target.model}
         result = await runner.arun(
-            target.step, input, store=store, spec=target.name, model=target.model, **options
+            target.step, input, store=store, spec=target.name, eval_id=eval_id, **options
         )
     return result, discarded
 
@@ -336,7 +390,9 @@ def _labels(names: Sequence[str]) -> list[str]:
     return short if len(set(short)) == len(short) else list(names)
 
 
-def evaluate(targets: Sequence[EvalTarget], cases: Sequence[Case], **options: Any) -> EvalReport:
+def evaluate(
+    targets: Sequence[EvalTarget], cases: Sequence[Case], **options: Unpack[EvalOptions]
+) -> EvalReport:
     """The sync wrapper of :func:`aevaluate`; the targets' models have their connections
     released when it ends, as :func:`loopwise.run`'s model has."""
     return blocking(aevaluate(targets, cases, **options), release=[t.model for t in targets])
@@ -388,7 +444,7 @@ def _case_run(
     )
 
 
-def _diff(case: Case, result: RunResult, output: Any) -> list[dict[str, Any]]:
+def _diff(case: Case, result: RunResult, output: object) -> list[JSONObject]:
     """What a wrong answer got wrong (nothing to compare when the run did not complete)."""
     if case.expected is None or result.status is not Status.COMPLETED:
         return []
@@ -396,7 +452,7 @@ def _diff(case: Case, result: RunResult, output: Any) -> list[dict[str, Any]]:
 
 
 def _score(
-    case: Case, result: RunResult, output: Any, scorer: Scorer, *, plan: bool = False
+    case: Case, result: RunResult, output: object, scorer: Scorer, *, plan: bool = False
 ) -> float | None:
     if case.expected is None:
         return None
@@ -419,7 +475,7 @@ class StderrProgress:
     Never writes to stdout, so ``--json`` output stays one clean document.
     """
 
-    def __init__(self, stream: Any = None, *, width: int = 30) -> None:
+    def __init__(self, stream: TextIO | None = None, *, width: int = 30) -> None:
         import sys
 
         self.stream = stream if stream is not None else sys.stderr
@@ -487,7 +543,7 @@ def previous_summaries(
     *,
     before: str,
     gates: Mapping[str, str | None] | None = None,
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, JSONObject]:
     """The latest stored summary of each target on ``dataset`` with the same model, from an
     eval ``before`` then; ``models`` maps target names to model names (``report.models``).
 

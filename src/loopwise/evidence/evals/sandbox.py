@@ -26,11 +26,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Any
 
 from loopwise.core.events import Event, EventType, SinkDefaults, Status
 from loopwise.core.result import Halt, RunResult
 from loopwise.core.shape import Shape, ToolShape, describe
+from loopwise.core.step import Step
 from loopwise.errors import ConfigError
 from loopwise.running.targets import EVAL_DEPS_FACTORY, Target, defined, deps_factory
 from loopwise.tools.gates import Gate
@@ -47,7 +47,7 @@ GATE_RULES = ("deny", "approve")
 _EFFECTS = frozenset({"write", "irreversible"})
 
 
-def risky_tools(step: Any, rule: str) -> list[str]:
+def risky_tools(step: Step, rule: str) -> list[str]:
     """The ``write``/``irreversible`` tools of ``step`` that could take effect in an eval
     whose gates answer ``rule`` (sorted names)."""
     found = set()
@@ -73,7 +73,7 @@ def _tools_in(shape: Shape) -> list[ToolShape]:
 
 def eval_deps(
     target: Target, spec: str | None, rule: str
-) -> tuple[Callable[[], Any] | None, str | None]:
+) -> tuple[Callable[[], object] | None, str | None]:
     """Where an eval's runs of ``target`` get their deps, and how the report names it.
 
     ``--deps`` (``spec``) wins; a module that defines ``make_eval_deps()`` gets it (a
@@ -90,7 +90,7 @@ def eval_deps(
     if callable(sandbox):
         # What it returns as it is: a context manager is a throwaway sandbox, entered for
         # one run and left (removed) when the run ends.
-        factory: Callable[[], Any] = sandbox
+        factory: Callable[[], object] = sandbox
         return factory, f"{target.spec}: {EVAL_DEPS_FACTORY}() (the target's sandbox)"
     raise ConfigError(
         f"eval: {target.spec} has tools that take effect ({', '.join(risky)}) and no sandbox: "
@@ -125,7 +125,7 @@ class EffectGuard(SinkDefaults):
         raise Halt(Status.DENIED, self.message.format(tools=tools))
 
 
-def _as_given(make: Callable[[], Any] | None) -> Callable[[], Any] | None:
+def _as_given(make: Callable[[], object] | None) -> Callable[[], object] | None:
     """``make`` as ``loopwise run`` uses it: what it returns is the deps, never entered nor
     left by the eval, even when it is a context manager (a connection, a shared client)."""
     if make is None:

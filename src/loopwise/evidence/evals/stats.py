@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from loopwise.core.events import Status
+from loopwise.core.jsontypes import JSONObject, JSONValue
 from loopwise.core.usage import Pricing
 
 __all__ = [
@@ -82,13 +82,13 @@ class CaseRun:
     """Prompt tokens (for pricing at a reference model)."""
     output_tokens: int = 0
     """Completion tokens."""
-    output: Any = None
+    output: JSONValue = None
     """The run's output (JSON form)."""
     detail: str | None = None
     """Why it did not complete."""
-    expected: Any = None
+    expected: JSONValue = None
     """The case's ``expected`` (JSON form; ``None``: not scored)."""
-    diff: list[dict[str, Any]] = field(default_factory=list)
+    diff: list[JSONObject] = field(default_factory=list)
     """Where a completed run's output differs from ``expected``:
     ``[{"field", "expected", "actual"}]`` (see :func:`loopwise.evidence.evals.dataset.field_diff`);
     empty when a custom scorer judged it (``scorer``)."""
@@ -99,7 +99,7 @@ class CaseRun:
     """``proposed_plan`` when the score judges the plan a hybrid proposed, not an outcome:
     its run was stopped by the eval's ``deny`` gate rule (``None``: the run's output)."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """A JSON-ready dict."""
         return {
             "case_id": self.case_id,
@@ -118,7 +118,7 @@ class CaseRun:
             "output": self.output,
             "detail": self.detail,
             "expected": self.expected,
-            "diff": self.diff,
+            "diff": list(self.diff),
             "scorer": self.scorer,
             "scored_on": self.scored_on,
         }
@@ -181,9 +181,9 @@ class Distribution:
             return float(min(self.values) if name == "min" else max(self.values))
         return percentile(self.values, float(name.removeprefix("p")))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """``{"n", "unknown", "mean", "min", "p50", "p95", "max"}``."""
-        out: dict[str, Any] = {"n": self.n, "unknown": self.unknown}
+        out: JSONObject = {"n": self.n, "unknown": self.unknown}
         for name in ("mean", "min", "p50", "p95", "max"):
             value = self.stat(name)
             out[name] = None if value is None else round(value, 9)
@@ -254,9 +254,9 @@ class TargetSummary:
             by_case.setdefault(r.case_id, set()).add(r.score)
         return sum(len(scores) > 1 for scores in by_case.values())
 
-    def to_dict(self, *, runs: bool = True) -> dict[str, Any]:
+    def to_dict(self, *, runs: bool = True) -> JSONObject:
         """A JSON-ready dict (with every run unless ``runs=False``)."""
-        out: dict[str, Any] = {
+        out: JSONObject = {
             "target": self.name,
             "label": self.title,
             "architecture": self.architecture,
@@ -267,7 +267,7 @@ class TargetSummary:
             "scored": self.scored,
             "flaky_cases": self.flaky_cases,
             "scored_on_proposed_plan": self.scored_on_proposed_plan,
-            "status_counts": self.status_counts,
+            "status_counts": dict(self.status_counts),
             "metrics": {name: d.to_dict() for name, d in self.metrics.items()},
             "reference_cost_usd": {
                 "model": REFERENCE_MODEL,
@@ -283,7 +283,7 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 9)
 
 
-def _share(flags: Any) -> float:
+def _share(flags: Iterable[bool]) -> float:
     items = list(flags)
     return sum(items) / len(items) if items else 0.0
 

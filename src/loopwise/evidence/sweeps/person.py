@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any
 
 from loopwise.architectures.cascade import AskPerson, Cascade
 from loopwise.core.events import Status
+from loopwise.core.usage import Usage
 from loopwise.errors import ConfigError
 from loopwise.evidence.evals.stats import CaseRun
+from loopwise.evidence.sweeps.points import PersonModel
 
 __all__ = ["Person", "check_person", "person_outcome"]
 
@@ -34,7 +35,7 @@ class Person:
     cost_usd: float = 0.0
     """What one case the person decides costs (their time), USD."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> PersonModel:
         """``{"accuracy", "cost_usd"}``."""
         return {"accuracy": self.accuracy, "cost_usd": self.cost_usd}
 
@@ -72,7 +73,7 @@ def check_person(
     return Person(accuracy=accuracy, cost_usd=cost)
 
 
-def person_outcome(first: CaseRun, judge: dict[str, Any], person: Person) -> CaseRun:
+def person_outcome(first: CaseRun, judge: Usage, person: Person) -> CaseRun:
     """An escalated case decided by the modelled person: the judge's part of its run, then
     the person, right with probability :attr:`Person.accuracy` (its expected score). The
     person's cost is not in ``cost_usd`` (the sweep adds it per case on any cost basis)."""
@@ -80,12 +81,12 @@ def person_outcome(first: CaseRun, judge: dict[str, Any], person: Person) -> Cas
         first,
         status=Status.COMPLETED,
         score=None if first.score is None else person.accuracy,
-        model_calls=int(judge.get("model_calls", 0)),
-        tokens=int(judge.get("total_tokens", 0)),
-        input_tokens=int(judge.get("input_tokens", 0)),
-        output_tokens=int(judge.get("output_tokens", 0)),
-        cost_usd=judge.get("cost_usd"),
-        latency_s=float(judge.get("wall_seconds", 0.0)),
+        model_calls=judge.model_calls,
+        tokens=judge.total_tokens,
+        input_tokens=judge.input_tokens,
+        output_tokens=judge.output_tokens,
+        cost_usd=judge.cost_usd,
+        latency_s=judge.wall_seconds,
         output=None,
         detail=f"decided by the modelled person (right with probability {person.accuracy:g})",
         diff=[],

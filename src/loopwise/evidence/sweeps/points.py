@@ -5,14 +5,26 @@ reads them without importing the sweep runner or an architecture."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
+from loopwise.core.jsontypes import JSONObject
 from loopwise.evidence.evals.certify import Certification
+from loopwise.evidence.evals.harness import Effects
 from loopwise.evidence.evals.paired import PairedDifference
 from loopwise.evidence.evals.stats import CaseRun
 from loopwise.evidence.sweeps.calibration import Calibration
 
-__all__ = ["Sweep", "SweepPoint"]
+__all__ = ["PersonModel", "Sweep", "SweepPoint"]
+
+
+class PersonModel(TypedDict):
+    """The person a sweep models deciding escalated cases
+    (:class:`~loopwise.evidence.sweeps.person.Person`, as a sweep keeps it)."""
+
+    accuracy: float
+    """The chance the person picks the right answer."""
+    cost_usd: float
+    """What one case the person decides costs, USD."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -47,7 +59,7 @@ class SweepPoint:
         """The share of cases sent to the unsure side."""
         return self.escalated / self.cases if self.cases else 0.0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """``{"threshold", "accuracy", "accuracy_low", "accuracy_high", "share_escalated",
         "escalated", "cases", "cost", "tokens", "latency", "model_calls"}``; latency is the
         p95 in seconds."""
@@ -64,6 +76,11 @@ class SweepPoint:
             "latency": round(self.latency, 6),
             "model_calls": round(self.model_calls, 4),
         }
+
+
+def _no_effects() -> Effects:
+    """A sweep's effects before its passes are merged in (none)."""
+    return Effects(performed={}, into="no deps", discarded=False, gates={})
 
 
 def _r(value: float | None) -> float | None:
@@ -99,17 +116,17 @@ class Sweep:
     """:func:`~loopwise.evidence.sweeps.calibration.calibration_warning` of it."""
     unknown: str
     """How the cascade counts an unknown confidence (``sure`` or ``unsure``)."""
-    confidences: list[dict[str, Any]] = field(default_factory=list)
+    confidences: list[JSONObject] = field(default_factory=list)
     """Per run ``{"case_id", "repeat", "confidence", "sure_correct"}``."""
-    effects: dict[str, Any] = field(default_factory=dict)
+    effects: Effects = field(default_factory=_no_effects)
     """The effects the sweep's runs took (the eval's ``effects`` entry for the target)."""
-    person: dict[str, Any] | None = None
+    person: PersonModel | None = None
     """The model of the person who decides escalated cases (``{"accuracy", "cost_usd"}``),
     ``None`` when the unsure side is not a person."""
     certification: Certification | None = None
     """The certified threshold or why there is none (``None``: no ``max_error`` asked)."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """The JSON ``loopwise eval --sweep --json`` prints under ``sweeps``."""
         return {
             "target": self.target,
@@ -127,7 +144,7 @@ class Sweep:
             "reason": self.reason,
             "calibration": self.calibration.to_dict(),
             "calibration_warning": self.warning,
-            "confidences": self.confidences,
-            "person": self.person,
+            "confidences": list(self.confidences),
+            "person": None if self.person is None else {**self.person},
             **({} if self.certification is None else self.certification.to_dict()),
         }

@@ -33,17 +33,17 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Unpack
 
 from loopwise.architectures.cascade import THRESHOLD_NODE, Cascade
 from loopwise.core.events import Event, EventType
-from loopwise.core.jsontypes import json_object
+from loopwise.core.jsontypes import JSONMapping, JSONObject, JSONValue, json_number, json_object
 from loopwise.core.loops import blocking
-from loopwise.core.usage import Pricing
+from loopwise.core.usage import Pricing, Usage
 from loopwise.errors import ConfigError
 from loopwise.evidence.evals.certify import Judged, References, certify, check_levels
 from loopwise.evidence.evals.dataset import Case
-from loopwise.evidence.evals.harness import EvalTarget, aevaluate
+from loopwise.evidence.evals.harness import Effects, EvalOptions, EvalTarget, aevaluate
 from loopwise.evidence.evals.stats import REFERENCE_MODEL, CaseRun, percentile, wilson
 from loopwise.evidence.sweeps.calibration import calibration, calibration_warning
 from loopwise.evidence.sweeps.cascades import swept
@@ -107,8 +107,8 @@ class _Records:
     def __init__(self, cascade: Cascade) -> None:
         self.weighed_at = f"{cascade.name}/{THRESHOLD_NODE}"
         self.judge_at = f"{cascade.name}/{cascade.judge.name}"
-        self.weighed: dict[str, dict[str, Any]] = {}
-        self.judge: dict[str, dict[str, Any]] = {}
+        self.weighed: dict[str, JSONObject] = {}
+        self.judge: dict[str, Usage] = {}
 
     def record(self, run_id: str, event: Event) -> None:
         if event.type is not EventType.STEP_FINISHED:
@@ -116,7 +116,7 @@ class _Records:
         if event.step == self.weighed_at:
             self.weighed[run_id] = json_object(event.data.get("output"))
         elif event.step == self.judge_at:
-            self.judge[run_id] = json_object(event.data.get("usage"))
+            self.judge[run_id] = Usage.from_dict(json_object(event.data.get("usage")))
 
 
 async def asweep(
@@ -129,7 +129,7 @@ async def asweep(
     references: References = "labels",
     person_accuracy: float | None = None,
     person_cost: float | None = None,
-    **options: Any,
+    **options: Unpack[EvalOptions],
 ) -> tuple[Sweep, list[CaseRun]]:
     """Sweep ``target`` (a cascade) over ``grid`` on ``cases``; ``options`` are
     :func:`~loopwise.evidence.evals.harness.aevaluate`'s. With ``max_error`` (α), the sweep
@@ -160,9 +160,10 @@ async def asweep(
     records = _Records(cascade)
     sinks = (*options.pop("sinks", ()), records)
     first = replace(target, step=cascade.with_threshold(0.0, unknown="sure"))
-    first_report = await aevaluate([first], cases, sinks=sinks, **options)
+    first_options: EvalOptions = {**options, "sinks": sinks}
+    first_report = await aevaluate([first], cases, **first_options)
     sure = first_report.targets[0].runs
-    effects = [first_report.effects.get(target.name, {})]
+    effects = [first_report.effects[n] for n in [target.name] if n in first_report.effects]
     escalating = _escalating(sure, records, cascade, max(thresholds))
     second = replace(target, step=cascade.unsure_path())
     unsure: dict[tuple[str, int], CaseRun] = {}
@@ -170,9 +171,10 @@ async def asweep(
         inputs = [
             Case(id=_key(r), input=records.weighed[r.run_id], expected=c) for r, c in escalating
         ]
-        later = await aevaluate([second], inputs, **{**options, "repeat": 1})
+        later_options: EvalOptions = {**options, "repeat": 1}
+        later = await aevaluate([second], inputs, **later_options)
         by_key = {r.case_id: r for r in later.targets[0].runs}
-        effects.append(later.effects.get(target.name, {}))
+        effects += [later.effects[n] for n in [target.name] if n in later.effects]
         unsure = {(r.case_id, r.repeat): by_key[_key(r)] for r, _ in escalating}
     measured = _Measured(
         cascade=cascade,
@@ -204,7 +206,7 @@ async def asweep(
     return result, [run for run, _ in outcomes[cascade.threshold]]
 
 
-def _merged(entries: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def _merged(entries: Sequence[Effects]) -> Effects:
     """The effects both passes took, as one entry of the eval's ``effects``."""
     performed: dict[str, int] = {}
     gates: dict[str, int] = {}
@@ -228,7 +230,7 @@ def sweep(
     references: References = "labels",
     person_accuracy: float | None = None,
     person_cost: float | None = None,
-    **options: Any,
+    **options: Unpack[EvalOptions],
 ) -> tuple[Sweep, list[CaseRun]]:
     """The sync wrapper of :func:`asweep` (the target's model released when it ends)."""
     return blocking(
@@ -262,8 +264,8 @@ def _judged(m: _Measured, cases: Sequence[Case]) -> list[Judged]:
         if run.score is None or run.repeat != 0 or run.case_id not in distinct:
             continue
         weighed = m.records.weighed.get(run.run_id) or {}
-        confidence = weighed.get("confidence") if weighed.get("side") == "sure" else None
-        out.append((None if confidence is None else float(confidence), run.score < 1.0))
+        confidence = _confidence(weighed) if weighed.get("side") == "sure" else None
+        out.append((confidence, run.score < 1.0))
     return out
 
 
@@ -288,7 +290,7 @@ def _key(run: CaseRun) -> str:
 
 def _escalating(
     sure: Sequence[CaseRun], records: _Records, cascade: Cascade, top: float
-) -> list[tuple[CaseRun, Any]]:
+) -> list[tuple[CaseRun, JSONValue]]:
     """The sure-path runs some threshold up to ``top`` would escalate (that took the sure
     side: one weighed unsure even at 0 already is its own unsure path), with expected."""
     found = []
@@ -296,7 +298,7 @@ def _escalating(
         weighed = records.weighed.get(run.run_id)
         if weighed is None or weighed.get("side") != "sure":
             continue
-        confidence = weighed.get("confidence")
+        confidence = _confidence(weighed)
         if (confidence is None and cascade.unknown == "unsure") or (
             confidence is not None and confidence <= top
         ):
@@ -304,8 +306,8 @@ def _escalating(
     return found
 
 
-def _sure_at(threshold: float, weighed: dict[str, Any], cascade: Cascade) -> bool:
-    confidence = weighed.get("confidence")
+def _sure_at(threshold: float, weighed: JSONMapping, cascade: Cascade) -> bool:
+    confidence = _confidence(weighed)
     if confidence is None:
         return cascade.unknown == "sure"
     return bool(confidence > threshold)
@@ -337,31 +339,42 @@ def _outcomes(threshold: float, m: _Measured) -> list[Outcome]:
         if weighed is None or (took_sure and _sure_at(threshold, weighed, cascade)):
             out.append((run, False))
         elif m.person is not None:
-            out.append((person_outcome(run, records.judge.get(run.run_id, {}), m.person), True))
+            judged = records.judge.get(run.run_id, _UNWEIGHED)
+            out.append((person_outcome(run, judged, m.person), True))
         elif not took_sure:
             out.append((run, True))
         else:
             later = unsure[(run.case_id, run.repeat)]
-            joined = _joined(run, records.judge.get(run.run_id, {}), later)
+            joined = _joined(run, records.judge.get(run.run_id, _UNWEIGHED), later)
             out.append((joined, True))
     return out
 
 
-def _joined(first: CaseRun, judge: dict[str, Any], later: CaseRun) -> CaseRun:
+_UNWEIGHED = Usage(cost_usd=None)
+"""The judge's usage of a run that recorded none: nothing counted, its cost unknown."""
+
+
+def _confidence(weighed: JSONMapping) -> float | None:
+    """The judge's confidence as the weighing recorded it (``None``: unknown)."""
+    found = weighed.get("confidence")
+    return None if found is None else json_number(found)
+
+
+def _joined(first: CaseRun, judge: Usage, later: CaseRun) -> CaseRun:
     """An escalated case: the judge's part of its sure-path run, then its unsure path."""
-    judge_cost = judge.get("cost_usd")
+    judge_cost = judge.cost_usd
     cost = None if judge_cost is None or later.cost_usd is None else judge_cost + later.cost_usd
     return replace(
         later,
         target=first.target,
         case_id=first.case_id,
         repeat=first.repeat,
-        model_calls=int(judge.get("model_calls", 0)) + later.model_calls,
-        tokens=int(judge.get("total_tokens", 0)) + later.tokens,
-        input_tokens=int(judge.get("input_tokens", 0)) + later.input_tokens,
-        output_tokens=int(judge.get("output_tokens", 0)) + later.output_tokens,
+        model_calls=judge.model_calls + later.model_calls,
+        tokens=judge.total_tokens + later.tokens,
+        input_tokens=judge.input_tokens + later.input_tokens,
+        output_tokens=judge.output_tokens + later.output_tokens,
         cost_usd=cost,
-        latency_s=float(judge.get("wall_seconds", 0.0)) + later.latency_s,
+        latency_s=judge.wall_seconds + later.latency_s,
         steps=first.steps + later.steps,
     )
 
@@ -438,18 +451,18 @@ def _choose(target: str, m: _Measured, points: Sequence[SweepPoint], margin: flo
 
 def _confidences(
     sure: Sequence[CaseRun], records: _Records
-) -> tuple[list[float | None], list[bool], list[dict[str, Any]]]:
+) -> tuple[list[float | None], list[bool], list[JSONObject]]:
     """Each scored sure-path run's confidence and whether its sure side was right."""
     confidences: list[float | None] = []
     correct: list[bool] = []
-    listed = []
+    listed: list[JSONObject] = []
     for run in sure:
         weighed = records.weighed.get(run.run_id)
         if weighed is None or weighed.get("side") != "sure" or run.score is None:
             continue
         confidence = weighed.get("confidence")
         right = run.score >= 1.0
-        confidences.append(None if confidence is None else float(confidence))
+        confidences.append(_confidence(weighed))
         correct.append(right)
         listed.append(
             {
