@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
 
-from loopwise.cli.options import store_help
+from loopwise.cli.options import Verbs, store_help
 from loopwise.core.events import Status
 from loopwise.core.names import counted
 from loopwise.errors import TargetError
@@ -19,7 +18,7 @@ from loopwise.store.open import open_existing, require_folder
 __all__ = ["add_analyze_verb", "stored_runs"]
 
 
-def add_analyze_verb(sub: Any) -> None:
+def add_analyze_verb(sub: Verbs) -> None:
     """Register ``analyze`` on the CLI's subparsers ``sub``."""
     p = sub.add_parser("analyze", help="mine stored agent runs for their tool-call paths")
     p.add_argument("target", nargs="?", help="only runs of this target (spec or step name)")

@@ -16,6 +16,7 @@ import sys
 from typing import Any
 
 from loopwise.cli.options import (
+    Verbs,
     eval_store,
     eval_store_help,
     store_help,
@@ -38,7 +39,7 @@ from loopwise.store.open import open_existing
 __all__ = ["add_check_verb", "check_target", "checked"]
 
 
-def add_check_verb(sub: Any) -> None:
+def add_check_verb(sub: Verbs) -> None:
     """Register ``check`` on the CLI's subparsers ``sub``."""
     p = sub.add_parser("check", help="static review of a step (errors exit 1)")
     p.add_argument("target", help="path/to/module.py:name or package.module:name")

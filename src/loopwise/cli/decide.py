@@ -11,16 +11,15 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
-from loopwise.cli.options import add_unused_store_flag, count, seconds
+from loopwise.cli.options import Verbs, add_unused_store_flag, count, seconds
 from loopwise.errors import ConfigError
 from loopwise.evidence.decide import Decision, decide
 
 __all__ = ["add_decide_verb"]
 
 
-def add_decide_verb(sub: Any) -> None:
+def add_decide_verb(sub: Verbs) -> None:
     """Register ``decide`` on the CLI's subparsers ``sub``."""
     p = sub.add_parser("decide", help="workflow, agent or hybrid?")
     p.add_argument(

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from loopwise.cli.options import (
+    Verbs,
     add_api_flag,
     add_limit_flags,
     add_structured_mode_flag,
@@ -58,7 +59,7 @@ from loopwise.store.open import open_existing, store_location
 __all__ = ["add_eval_verb"]
 
 
-def add_eval_verb(sub: Any) -> None:
+def add_eval_verb(sub: Verbs) -> None:
     """Register ``eval`` on the CLI's subparsers ``sub``."""
     p = sub.add_parser("eval", help="run targets over a dataset and compare their distributions")
     p.add_argument("targets", nargs="+", metavar="TARGET", help="steps to compare")

@@ -13,9 +13,8 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
 
-from loopwise.cli.options import count, store_help, user_output_to_stderr
+from loopwise.cli.options import Verbs, count, store_help, user_output_to_stderr
 from loopwise.errors import ConfigError
 from loopwise.evidence.evals.certify import check_levels
 from loopwise.evidence.evals.dataset import load_dataset
@@ -39,7 +38,7 @@ NOT_ENOUGH_EVIDENCE = 3
 """``graduate``'s exit code when the cases cannot carry a decision either way."""
 
 
-def add_graduate_verb(sub: Any) -> None:
+def add_graduate_verb(sub: Verbs) -> None:
     """Register ``graduate`` on the CLI's subparsers ``sub``."""
     p = sub.add_parser(
         "graduate", help="turn an agent whose steps are known into a workflow, on evidence"

@@ -7,15 +7,14 @@ from __future__ import annotations
 import argparse
 import shlex
 from pathlib import Path
-from typing import Any
 
-from loopwise.cli.options import add_unused_store_flag
+from loopwise.cli.options import Verbs, add_unused_store_flag
 from loopwise.evidence.scaffold import EXAMPLES, KINDS, TEMPLATES, init_examples, init_project
 
 __all__ = ["add_init_verb"]
 
 
-def add_init_verb(sub: Any) -> None:
+def add_init_verb(sub: Verbs) -> None:
     """Register ``init`` on the CLI's subparsers ``sub``."""
     p = sub.add_parser(
         "init",

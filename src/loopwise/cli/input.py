@@ -16,9 +16,9 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 from loopwise.cli.options import given, read_json
+from loopwise.core.jsontypes import JSONValue
 from loopwise.errors import ConfigError
 
 __all__ = ["add_input_flags", "input_of"]
@@ -42,7 +42,7 @@ def add_input_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-def input_of(args: argparse.Namespace) -> Any:
+def input_of(args: argparse.Namespace) -> JSONValue:
     """The run's input from ``--input``/``--input-text`` (``None`` when neither is given)."""
     text = given(args, "input_text")
     if text is not None:
@@ -84,7 +84,7 @@ def _read_file(path: Path) -> str:
         raise ConfigError(f"--input: cannot read {path} as UTF-8 text ({e})", name="input") from e
 
 
-def _json(text: str) -> Any:
+def _json(text: str) -> JSONValue:
     try:
         return read_json(text, "--input")
     except json.JSONDecodeError as e:

@@ -16,9 +16,8 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
 
-from loopwise.cli.options import Interrupted, UsageError
+from loopwise.cli.options import Interrupted, Parser, UsageError, Verbs
 from loopwise.core.names import printable
 from loopwise.errors import ConfigError, LoopwiseError, StoreError
 
@@ -44,12 +43,7 @@ VERBS: dict[str, str] = {
 }
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
-
-
-def _register(sub: Any, where: str) -> None:
+def _register(sub: Verbs, where: str) -> None:
     module, function = where.split(":")
     getattr(importlib.import_module(module), function)(sub)  # getattr: a verb's module, by name
 
@@ -57,14 +51,14 @@ def _register(sub: Any, where: str) -> None:
 def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
     """The argument parser with every verb of DESIGN §11, or only ``verb``'s (with the
     verbs its module registers beside it): parsing that verb's arguments is the same."""
-    parser = _Parser(
+    parser = Parser(
         prog="loopwise",
         description="Workflows where the steps are known, agents where they are not, hybrids "
         "where a wrong step is expensive — run, gate, evaluate and decide.",
         epilog="Exit codes: 0 completed; 1 another status or check errors; 2 usage errors.",
     )
     parser.add_argument("--version", action="version", version=f"loopwise {_version()}")
-    sub = parser.add_subparsers(dest="verb", required=True, parser_class=_Parser)
+    sub = parser.add_subparsers(dest="verb", required=True, parser_class=Parser)
     wanted = [VERBS[verb]] if verb in VERBS else VERBS.values()
     for where in dict.fromkeys(wanted):
         _register(sub, where)

@@ -14,9 +14,10 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, redirect_stdout
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
 
 from loopwise.core.events import json_value, nests_deeper_than
+from loopwise.core.jsontypes import JSONValue
 from loopwise.core.usage import Budget, Price
 from loopwise.errors import ConfigError
 from loopwise.models.port import APIS, STRUCTURED_MODES
@@ -56,6 +57,17 @@ class UsageError(Exception):
 
 class Interrupted(Exception):
     """Ctrl-C: printed as one line, exit 130 (as a shell reports an interrupted command)."""
+
+
+class Parser(argparse.ArgumentParser):
+    """The command's parsers: a usage mistake is a :class:`UsageError`, not argparse's exit."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+Verbs: TypeAlias = "argparse._SubParsersAction[Parser]"
+"""Where a verb adds its parser (``parser.add_subparsers()``'s answer)."""
 
 
 store_help = (
@@ -124,7 +136,7 @@ def add_api_flag(p: argparse.ArgumentParser) -> None:
     )
 
 
-def given(args: argparse.Namespace, option: str, default: Any = None) -> Any:
+def given(args: argparse.Namespace, option: str, default: object = None) -> Any:
     """The value of ``option`` on the command line, or ``default`` for a verb whose parser
     does not declare it: helpers shared by verbs read a flag only some of them have, and a
     ``Namespace`` holds exactly what its verb declared."""
@@ -236,7 +248,7 @@ MAX_JSON_DEPTH = 100
 """The deepest nesting of arrays and objects a JSON flag (``--input``, ``--args``) accepts."""
 
 
-def read_json(text: str, flag: str) -> Any:
+def read_json(text: str, flag: str) -> JSONValue:
     """``text`` parsed as the JSON value of ``flag``, bounded before any run sees it.
 
     Valid JSON can still be unreadable: an integer longer than Python's ``int`` digit

@@ -22,6 +22,7 @@ from loopwise.cli.input import add_input_flags, input_of
 from loopwise.cli.options import (
     Interrupted,
     UsageError,
+    Verbs,
     add_api_flag,
     add_deps_flag,
     add_limit_flags,
@@ -35,8 +36,9 @@ from loopwise.cli.options import (
     user_output_to_stderr,
 )
 from loopwise.cli.watch import TextPrinter, add_watch_flags, watch_sinks
-from loopwise.core.events import Status
+from loopwise.core.events import EventSink, Status
 from loopwise.core.execute import new_run_id
+from loopwise.core.jsontypes import JSONValue
 from loopwise.core.members import step_member
 from loopwise.core.names import counted, printable
 from loopwise.core.result import RunResult
@@ -88,7 +90,7 @@ def _print_result(
     )
 
 
-def _streamed(sinks: tuple[Any, ...]) -> bool:
+def _streamed(sinks: tuple[EventSink, ...]) -> bool:
     return any(isinstance(s, TextPrinter) and s.printed for s in sinks)
 
 
@@ -97,14 +99,14 @@ def exit_code(status: Status) -> int:
     return 0 if status is Status.COMPLETED else 1
 
 
-def _checked_input(target: Target, payload: Any, flag: str) -> Any:
+def _checked_input(target: Target, payload: JSONValue, flag: str) -> JSONValue:
     """Reject input that cannot match the target's declared input type (a pydantic model,
     ``str``, ``int``, ``list[str]``...), before any run, naming the flag it came from."""
     declared = step_member(target.step, "input_type")
     if payload is None or declared is Any or declared is object:
         return payload
     try:
-        adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(declared)
+        adapter: pydantic.TypeAdapter[object] = pydantic.TypeAdapter(declared)
     except (pydantic.PydanticSchemaGenerationError, TypeError):
         return payload  # a type pydantic cannot check: the step checks its own input
     try:
@@ -120,7 +122,7 @@ def _checked_input(target: Target, payload: Any, flag: str) -> Any:
     return payload
 
 
-def _input_hint(declared: Any, flag: str) -> str:
+def _input_hint(declared: object, flag: str) -> str:
     if declared is str and flag == "--input":
         return "; pass text with --input-text TEXT, or --input as a JSON string ('\"...\"')"
     if declared is not str and flag == "--input-text":
@@ -188,7 +190,9 @@ def _say_new_folder(where: str | None) -> None:
         )
 
 
-def _enqueue(args: argparse.Namespace, target: Target, payload: Any, wants_model: Any) -> str:
+def _enqueue(
+    args: argparse.Namespace, target: Target, payload: JSONValue, wants_model: bool
+) -> str:
     """``run --queue``: record the run ``queued`` for a worker; its id."""
     model = model_for(target, args.model, api=args.api) if wants_model else None
     return runner.enqueue(
@@ -246,13 +250,13 @@ def _cmd_resume(args: argparse.Namespace) -> int:
     return exit_code(result.status)
 
 
-def _given_deps(spec: str | None) -> Any:
+def _given_deps(spec: str | None) -> object:
     """``--deps``'s deps for a resume (without it the run's module gives its own)."""
     make = deps_factory(None, spec) if spec else None
     return make() if make is not None else None
 
 
-def add_resume_verb(sub: Any) -> None:
+def add_resume_verb(sub: Verbs) -> None:
     """``resume``: continue a paused or interrupted run."""
     p = sub.add_parser("resume", help="resume a paused or interrupted run")
     p.add_argument("run_id")
@@ -279,7 +283,7 @@ def _add_output_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-def add_run_verb(sub: Any) -> None:
+def add_run_verb(sub: Verbs) -> None:
     """``run``: run a step on one input."""
     p = sub.add_parser("run", help="run a step on one input")
     p.add_argument("target", help="path/to/module.py:name or package.module:name")
@@ -313,7 +317,7 @@ def _cmd_graph(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_graph_verb(sub: Any) -> None:
+def add_graph_verb(sub: Verbs) -> None:
     """``graph``: print a workflow, agent or hybrid as Mermaid."""
     p = sub.add_parser("graph", help="print a workflow, agent or hybrid as Mermaid")
     p.add_argument("target", help="path/to/module.py:name or package.module:name")

@@ -17,12 +17,12 @@ import argparse
 import json
 import shlex
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from loopwise.cli import temporal
-from loopwise.cli.options import count, given, read_json, store_help
+from loopwise.cli.options import Verbs, count, given, read_json, store_help
 from loopwise.core.events import Status
-from loopwise.core.jsontypes import JSONMapping, json_list, json_object
+from loopwise.core.jsontypes import JSONMapping, JSONObject, json_list, json_object
 from loopwise.core.names import counted, printable
 from loopwise.core.since import since_instant
 from loopwise.errors import ConfigError
@@ -33,6 +33,7 @@ from loopwise.tools.audit import asked_lines, event_summary, os_user
 
 if TYPE_CHECKING:
     from loopwise.integrations.temporal.store import TemporalStore
+    from loopwise.running.approvals import ApprovalView
 
 __all__ = ["add_runs_verbs"]
 
@@ -217,7 +218,7 @@ def _cmd_pending(args: argparse.Namespace) -> int:
     return 0
 
 
-def _pending_lines(v: Any) -> list[str]:
+def _pending_lines(v: ApprovalView) -> list[str]:
     """One approval (an :class:`~loopwise.running.approvals.ApprovalView`) as the terminal shows
     it: the ask, then why, the plan around it, who decided the run's other gates."""
     a = v.approval
@@ -251,7 +252,7 @@ def _chosen(st: SQLStore | TemporalStore, args: argparse.Namespace) -> list[Stor
     )
 
 
-def _edited_args(args: argparse.Namespace) -> dict[str, Any] | None:
+def _edited_args(args: argparse.Namespace) -> JSONObject | None:
     if args.args is None:
         return None
     try:
@@ -263,7 +264,7 @@ def _edited_args(args: argparse.Namespace) -> dict[str, Any] | None:
     return edited
 
 
-def _edit_deps(args: argparse.Namespace) -> Any:
+def _edit_deps(args: argparse.Namespace) -> object:
     """``--deps``'s deps for judging an edit (without it, the target module's make_deps())."""
     if args.deps is None:
         return None
@@ -336,7 +337,7 @@ def _how_to_resume(run_id: str, spec: str | None) -> str:
     )
 
 
-def _add_runs(sub: Any) -> None:
+def _add_runs(sub: Verbs) -> None:
     p = sub.add_parser("runs", help="list and show stored runs")
     verbs = p.add_subparsers(dest="runs_verb", required=True, parser_class=type(p))
     ls = verbs.add_parser("list", help="the most recent runs")
@@ -358,7 +359,7 @@ def _add_runs(sub: Any) -> None:
         q.add_argument("--store", help=store_help)
 
 
-def _add_decision(sub: Any, verb: str) -> None:
+def _add_decision(sub: Verbs, verb: str) -> None:
     p = sub.add_parser(verb, help=f"{verb} a pending gate")
     p.add_argument("run_id")
     p.add_argument("--approval", help="the approval id (needed when several are pending)")
@@ -386,7 +387,7 @@ def _add_decision(sub: Any, verb: str) -> None:
         p.set_defaults(handler=lambda a: _decide(a, "denied"))
 
 
-def add_runs_verbs(sub: Any) -> None:
+def add_runs_verbs(sub: Verbs) -> None:
     """Register ``runs``, ``pending``, ``approve`` and ``deny`` on the CLI's subparsers."""
     _add_runs(sub)
     p = sub.add_parser("pending", help="list undecided approvals")

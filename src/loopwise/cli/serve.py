@@ -11,10 +11,10 @@ import argparse
 import signal
 import sys
 import threading
-from typing import Any
+from types import FrameType
 
 from loopwise.cli import temporal
-from loopwise.cli.options import UsageError, store_help
+from loopwise.cli.options import UsageError, Verbs, store_help
 from loopwise.errors import ConfigError
 from loopwise.serve.app import ServeSettings, make_server
 from loopwise.serve.guards import is_loopback
@@ -55,7 +55,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             flush=True,
         )
 
-    def stop(signum: int, frame: Any) -> None:
+    def stop(signum: int, frame: FrameType | None) -> None:
         # shutdown() waits for serve_forever to return: call it from another thread.
         threading.Thread(target=server.shutdown, daemon=True).start()
 
@@ -80,7 +80,7 @@ def _port(raw: str) -> int:
     return value
 
 
-def add_serve_verb(sub: Any) -> None:
+def add_serve_verb(sub: Verbs) -> None:
     """Register ``serve`` on the CLI's subparsers."""
     p = sub.add_parser("serve", help="the approvals inbox in the browser")
     p.add_argument("--store", help=store_help)

@@ -14,10 +14,11 @@ import argparse
 import os
 import signal
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from loopwise.cli.options import UsageError, budget_of, given
 from loopwise.core.events import jsonable
+from loopwise.core.jsontypes import JSONValue
 from loopwise.core.result import RunResult
 from loopwise.core.usage import Budget
 from loopwise.store.open import store_location
@@ -49,7 +50,9 @@ def open_runs(store: str | None) -> TemporalStore:
     return TemporalStore(store_location(store)[1])
 
 
-def run(args: argparse.Namespace, target: Target, payload: Any, wants_model: bool) -> Any:
+def run(
+    args: argparse.Namespace, target: Target, payload: JSONValue, wants_model: bool
+) -> RunResult | str:
     """``run`` on Temporal: the run's :class:`RunResult` once it paused or ended, or its id
     when ``--queue`` only started it."""
     for flag, shown in _LOCAL_ONLY.items():

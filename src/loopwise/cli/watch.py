@@ -21,13 +21,17 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from loopwise.cli.options import given
 from loopwise.core.events import Event, EventSink, EventType, TextDelta
 from loopwise.core.jsontypes import json_list, json_number, json_object
 from loopwise.core.names import counted, printable
 from loopwise.errors import ConfigError
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SpanExporter
 
 __all__ = ["Progress", "TextPrinter", "add_watch_flags", "watch_sinks"]
 
@@ -51,7 +55,9 @@ def add_watch_flags(p: argparse.ArgumentParser, *, stream: bool = False) -> None
 
 
 @contextmanager
-def watch_sinks(args: argparse.Namespace, *, progress: bool = True) -> Iterator[tuple[Any, ...]]:
+def watch_sinks(
+    args: argparse.Namespace, *, progress: bool = True
+) -> Iterator[tuple[EventSink, ...]]:
     """The sinks the verb's runs get: progress lines on a terminal (``progress`` and no
     ``--json``) and the OTel sink when asked for; spans are flushed when it closes."""
     sinks: list[EventSink] = []
@@ -135,7 +141,7 @@ def _line(event: Event) -> str | None:
     return None
 
 
-def _short(value: Any, limit: int = 80) -> str:
+def _short(value: object, limit: int = 80) -> str:
     text = value if isinstance(value, str) else json.dumps(value, default=str)
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -148,7 +154,7 @@ def _otel_wanted(flag: bool) -> bool:
     return flag or exporter not in ("", "none") or any(os.environ.get(v) for v in _OTLP_ENV)
 
 
-def _otel_provider(flag: bool) -> Any:
+def _otel_provider(flag: bool) -> TracerProvider | None:
     """An SDK tracer provider exporting as the ``OTEL_*`` environment says, or ``None``."""
     if not _otel_wanted(flag):
         return None
@@ -171,7 +177,7 @@ def _otel_provider(flag: bool) -> Any:
     return provider
 
 
-def _exporter(name: str) -> Any:
+def _exporter(name: str) -> SpanExporter:
     if name == "console":
         from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
@@ -193,4 +199,5 @@ def _exporter(name: str) -> Any:
             "loopwise[otel] brings the http/protobuf one), or set OTEL_TRACES_EXPORTER=console",
             name="otel",
         ) from e
-    return module.OTLPSpanExporter()
+    exporter: SpanExporter = module.OTLPSpanExporter()  # the module imported by its name
+    return exporter

@@ -11,10 +11,9 @@ import argparse
 import asyncio
 import signal
 import sys
-from typing import Any
 
 from loopwise.cli import temporal
-from loopwise.cli.options import count, store_help
+from loopwise.cli.options import Verbs, count, store_help
 from loopwise.core.names import counted, printable
 from loopwise.core.result import RunResult
 from loopwise.running.live import owner_id
@@ -93,7 +92,7 @@ def _seconds(raw: str) -> float:
     return value
 
 
-def add_worker_verb(sub: Any) -> None:
+def add_worker_verb(sub: Verbs) -> None:
     """Register ``worker`` on the CLI's subparsers."""
     p = sub.add_parser("worker", help="claim and execute queued and resumable runs")
     p.add_argument("--store", help=store_help)
