@@ -45,7 +45,6 @@ import json
 import time
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Any
 
 from loopwise.errors import missing_extra
 
@@ -65,11 +64,12 @@ try:
         Tracer,
         TracerProvider,
     )
+    from opentelemetry.util.types import AttributeValue
 except ImportError as e:
     raise missing_extra("otel", e, needed_by="loopwise.otel") from e
 
 from loopwise.core.events import Event, EventType
-from loopwise.core.jsontypes import JSONMapping, json_list, json_number, json_object
+from loopwise.core.jsontypes import JSONMapping, JSONValue, json_list, json_number, json_object
 
 __all__ = ["CONVENTIONS", "PLAN_STEP", "UNKNOWN_TOOL", "OTelSink"]
 
@@ -153,7 +153,7 @@ class OTelSink:
 
     def _run_started(self, run_id: str, event: Event) -> None:
         name = str(event.data.get("target", ""))
-        attributes: dict[str, Any] = {"loopwise.run_id": run_id}
+        attributes: dict[str, AttributeValue] = {"loopwise.run_id": run_id}
         if self.capture_content:
             attributes["loopwise.input"] = _text(event.data.get("input"))
         run = self._open_run(run_id, name, otel_context.get_current(), attributes, [])
@@ -164,7 +164,7 @@ class OTelSink:
         parent = _parse_traceparent(stored.get("traceparent")) or _derived(run_id)
         active = trace.get_current_span().get_span_context()
         links = [Link(active)] if active.is_valid else []
-        attributes = {
+        attributes: dict[str, AttributeValue] = {
             "loopwise.run_id": run_id,
             "loopwise.resumed": True,
             "loopwise.resumed_from": str(event.data.get("from_status", "")),
@@ -180,7 +180,7 @@ class OTelSink:
         run_id: str,
         name: str,
         parent: otel_context.Context,
-        attributes: dict[str, Any],
+        attributes: dict[str, AttributeValue],
         links: list[Link],
     ) -> _Run:
         # Named as a workflow until the target's step_started says it is an agent.
@@ -211,7 +211,7 @@ class OTelSink:
             return
         parent_path, _, name = event.step.rpartition("/")
         shown = self._path(run, event.step)
-        attributes: dict[str, Any] = {"loopwise.step": shown}
+        attributes: dict[str, AttributeValue] = {"loopwise.step": shown}
         if kind:
             attributes["loopwise.step.kind"] = kind
         span_name = shown.rpartition("/")[2]
@@ -245,7 +245,7 @@ class OTelSink:
                 parts[i] = PLAN_STEP
         return "/".join(parts)
 
-    def _id(self, value: Any) -> str:
+    def _id(self, value: JSONValue) -> str:
         """An id a model, a server or a plan chose (a call's, an approval's): as it is with
         content capture, else a digest of it (the same id, the same digest)."""
         text = str(value or "")
@@ -285,7 +285,7 @@ class OTelSink:
         end = time.time_ns()
         start = end - int(json_number(data.get("duration_seconds")) * 1e9)
         requested = str(data.get("request_model") or data.get("model") or "")
-        attributes: dict[str, Any] = {
+        attributes: dict[str, AttributeValue] = {
             gen_ai.GEN_AI_OPERATION_NAME: _CHAT,
             # Every server is spoken to through the OpenAI protocols.
             gen_ai.GEN_AI_PROVIDER_NAME: _OPENAI,
@@ -321,11 +321,11 @@ class OTelSink:
         if self.capture_content and data.get("edited_by"):
             span.set_attribute("loopwise.tool.edited_by", _text(data["edited_by"]))
 
-    def _open_tool(self, run: _Run, step: str, data: dict[str, Any]) -> Span:
+    def _open_tool(self, run: _Run, step: str, data: JSONMapping) -> Span:
         if data.get("effect") is not None:  # a declared tool (an invented one has none)
             run.known_tools.add(str(data.get("tool", "")))
         tool = self._tool_name(run, data)
-        attributes: dict[str, Any] = {
+        attributes: dict[str, AttributeValue] = {
             gen_ai.GEN_AI_OPERATION_NAME: _EXECUTE_TOOL,
             gen_ai.GEN_AI_TOOL_NAME: tool,
             gen_ai.GEN_AI_TOOL_CALL_ID: self._id(data.get("call_id")),
@@ -360,7 +360,7 @@ class OTelSink:
             span.set_attribute(gen_ai.GEN_AI_TOOL_CALL_RESULT, _text(data.get("content")))
         span.end()
 
-    def _tool_name(self, run: _Run, data: dict[str, Any]) -> str:
+    def _tool_name(self, run: _Run, data: JSONMapping) -> str:
         tool = str(data.get("tool", ""))
         return tool if self.capture_content or tool in run.known_tools else UNKNOWN_TOOL
 
@@ -373,7 +373,7 @@ class OTelSink:
             run, event.step, own=True
         )
         run.known_tools.add(str(data.get("tool", "")))  # gates ask about declared tools only
-        attributes: dict[str, Any] = {
+        attributes: dict[str, AttributeValue] = {
             "loopwise.approval_id": self._id(data.get("approval_id")),
             gen_ai.GEN_AI_TOOL_NAME: str(data.get("tool", "")),
         }
@@ -453,7 +453,7 @@ def _usage_attributes(span: Span, usage: JSONMapping) -> None:
         span.set_attribute("loopwise.cost_usd", json_number(usage["cost_usd"]))
 
 
-def _shadow_attributes(span: Span, shadow: Any) -> None:
+def _shadow_attributes(span: Span, shadow: JSONValue) -> None:
     """A shadow's span (:class:`~loopwise.evidence.live.shadow.Shadow`): how it ended,
     what it used and whether it agreed with the primary, for a team's alerting to watch."""
     if not isinstance(shadow, dict):
@@ -461,19 +461,19 @@ def _shadow_attributes(span: Span, shadow: Any) -> None:
     span.set_attribute("loopwise.shadow.status", str(shadow.get("status")))
     if shadow.get("agree") is not None:
         span.set_attribute("loopwise.shadow.agree", bool(shadow["agree"]))
-    _usage_attributes(span, shadow.get("usage") or {})
+    _usage_attributes(span, json_object(shadow.get("usage")))
 
 
-def _text(value: Any) -> str:
+def _text(value: JSONValue) -> str:
     return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
-def _output_messages(turn: dict[str, Any]) -> str:
+def _output_messages(turn: JSONMapping) -> str:
     """The turn in the GenAI output-messages shape (a JSON string)."""
-    parts: list[dict[str, Any]] = []
+    parts: list[JSONValue] = []
     if turn.get("text"):
         parts.append({"type": "text", "content": turn["text"]})
-    for call in turn.get("tool_calls") or []:
+    for call in map(json_object, json_list(turn.get("tool_calls"))):
         parts.append(
             {
                 "type": "tool_call",
@@ -497,7 +497,7 @@ def _traceparent(span_context: SpanContext) -> str:
     )
 
 
-def _parse_traceparent(value: Any) -> SpanContext | None:
+def _parse_traceparent(value: JSONValue) -> SpanContext | None:
     try:
         version, trace_id, span_id, flags = str(value).split("-")
         parsed = SpanContext(

@@ -53,16 +53,15 @@ from __future__ import annotations
 import asyncio
 import copy
 import hashlib
-import math
 import sys
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from types import ModuleType
-from typing import Any, Literal
+from typing import Literal
 
 from loopwise.core.events import LIVE, EventType, Status, jsonable
 from loopwise.core.execute import execute, new_context
-from loopwise.core.jsontypes import json_object
+from loopwise.core.jsontypes import JSONValue, json_object
 from loopwise.core.members import StepDefaults, step_member
 from loopwise.core.names import check_name
 from loopwise.core.options import ModelLike, RunOptions
@@ -88,9 +87,9 @@ __all__ = ["Agreement", "Shadow"]
 
 _EFFECTS = ("write", "irreversible")
 
-Agreement = Callable[[Any, Any], "bool | float"]
-"""``agree(primary_output, shadow_output)``: ``True``/``False``, or a score in [0, 1] (at
-least 0.5 agrees)."""
+Agreement = Callable[[JSONValue, JSONValue], "bool | float"]
+"""``agree(primary_output, shadow_output)``, on their JSON forms: ``True``/``False``, or a
+score in [0, 1] (at least 0.5 agrees)."""
 
 
 class Shadow(StepDefaults):
@@ -115,7 +114,7 @@ class Shadow(StepDefaults):
         shadow_budget: Budget | None = None,
         agree: Agreement | None = None,
         gates: str = "deny",
-        sandbox: Callable[[], Any] | None = None,
+        sandbox: Callable[[], object] | None = None,
         model: ModelLike = None,
     ) -> None:
         self.name = check_name(name, what="shadow step")
@@ -147,8 +146,8 @@ class Shadow(StepDefaults):
         self.agree = agree
         self.sandbox = sandbox
         self.model = model
-        self.input_type: Any = step_member(primary, "input_type")
-        self.output_type: Any = step_member(primary, "output_type")
+        self.input_type = step_member(primary, "input_type")
+        self.output_type = step_member(primary, "output_type")
         self.budget = step_member(primary, "budget")
         self._home = _declaring_module()
 
@@ -169,7 +168,7 @@ class Shadow(StepDefaults):
             graph=Graph(nodes=nodes, edges=(edge,)),
         )
 
-    async def run(self, input: Any, ctx: Context) -> Any:
+    async def run(self, input: object, ctx: Context) -> object:
         # The primary is this step's body, not a step nested in it: its events, journal keys
         # and approvals sit at the Shadow's path, and a Shadow at share 0 costs nothing over it.
         output = await self.primary.run(input, ctx)
@@ -185,18 +184,18 @@ class Shadow(StepDefaults):
         await self._shadowed(input, output, ctx, key)
         return output
 
-    def restorable(self, output: Any, recorded: Any) -> bool:
+    def restorable(self, output: object, recorded: JSONValue) -> bool:
         """Whether a resumed run may take this step's output from its record: when the
         primary's may (the shadow, if sampled, was recorded before the step finished)."""
         primary = replays(self.primary)
         return primary is not None and primary.restorable(output, recorded)
 
-    def restore(self, input: Any, recorded: Any) -> Any:
+    def restore(self, input: object, recorded: JSONValue) -> object:
         """The primary's output restored from its record (:data:`RERUN` when it cannot be)."""
         primary = replays(self.primary)
         return RERUN if primary is None else primary.restore(input, recorded)
 
-    async def _shadowed(self, input: Any, output: Any, ctx: Context, key: str) -> None:
+    async def _shadowed(self, input: object, output: object, ctx: Context, key: str) -> None:
         """Run the shadow on ``input`` and record its pair with the primary's ``output``."""
         at = ctx.child(self.shadow.name)
         at.emit(
@@ -239,7 +238,7 @@ class Shadow(StepDefaults):
             },
         )
 
-    async def _run_shadow(self, input: Any, ctx: Context) -> tuple[RunResult, str | None]:
+    async def _run_shadow(self, input: object, ctx: Context) -> tuple[RunResult, str | None]:
         """The shadow's own run (its context, gates, budget and deps) and where its effects
         went; a refusal or a failure is a result, never the primary's exception."""
         sandbox: str | None = None
@@ -276,7 +275,7 @@ class Shadow(StepDefaults):
         except Exception as e:  # the shadow's failure (a refusal, a bug) is its record's
             return _failed(sub, Status.ERROR, f"{type(e).__name__}: {e}"), sandbox
 
-    async def _deps(self, ctx: Context, scope: AsyncExitStack) -> tuple[Any, str | None]:
+    async def _deps(self, ctx: Context, scope: AsyncExitStack) -> tuple[object, str | None]:
         """The shadow's deps and how its record names them: the run's own when none of its
         tools could take effect, else a sandbox (refused, as an eval refuses, without one)."""
         if not risky_tools(self.shadow, self.gates):
@@ -297,7 +296,7 @@ class Shadow(StepDefaults):
             return str(e)
         return None
 
-    def _module_sandbox(self) -> tuple[Callable[[], Any], str | None]:
+    def _module_sandbox(self) -> tuple[Callable[[], object], str | None]:
         """``make_eval_deps`` of the declaring module, found as ``loopwise eval`` finds a
         target's (:func:`~loopwise.evidence.evals.sandbox.eval_deps`); else
         :class:`ConfigError` naming the tools and the fix."""
@@ -319,7 +318,7 @@ class Shadow(StepDefaults):
             raise ConfigError(f"shadow {self.name!r}: no sandbox", name=self.name)
         return factory, where
 
-    def _judged(self, output: Any, result: RunResult) -> tuple[bool | None, str | None]:
+    def _judged(self, output: object, result: RunResult) -> tuple[bool | None, str | None]:
         """Whether the primary's ``output`` agrees with the shadow's (``None``: the shadow
         did not complete, or ``agree`` failed, which the second value says)."""
         if result.status is not Status.COMPLETED:
@@ -364,15 +363,14 @@ def _node(step: Step) -> Node:
     return Node(id=step.name, label=step.name, kind=inner.kind.value, form=form, shape=inner)
 
 
-def _checked_share(share: Any, name: str) -> float:
-    ok = isinstance(share, int | float) and not isinstance(share, bool)
-    if not ok or math.isnan(float(share)) or not 0.0 <= float(share) <= 1.0:
-        raise ConfigError(
-            f"shadow {name!r}: share must be a number between 0 and 1 (the part of runs "
-            f"shadowed), not {share!r}",
-            name="share",
-        )
-    return float(share)
+def _checked_share(share: object, name: str) -> float:
+    if isinstance(share, int | float) and not isinstance(share, bool) and 0.0 <= share <= 1.0:
+        return float(share)  # NaN is not between them
+    raise ConfigError(
+        f"shadow {name!r}: share must be a number between 0 and 1 (the part of runs "
+        f"shadowed), not {share!r}",
+        name="share",
+    )
 
 
 def _sampled(run_id: str, key: str, share: float) -> bool:
