@@ -7,6 +7,7 @@ plugin gives every project that installs loopwise.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -21,7 +22,17 @@ from pydantic import BaseModel
 import loopwise
 from loopwise import Agent, ModelRequest
 from loopwise.cli.main import main
-from loopwise.testing import FakeChatServer, ScriptedAgent, ScriptedModel, call, calls, reply
+from loopwise.errors import ModelAPIError
+from loopwise.testing import (
+    FakeChatServer,
+    Fault,
+    ScriptedAgent,
+    ScriptedModel,
+    call,
+    calls,
+    graduated_model,
+    reply,
+)
 
 
 @loopwise.tool
@@ -364,3 +375,13 @@ def test_serve_a_bad_port_or_a_factory_that_raises_is_one_line_exit_2(
     )  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr and says in done.stderr, done.stderr
+
+
+def test_a_fault_in_the_agents_script_fails_the_graduated_workflows_call() -> None:
+    # The agent's script is asked for the workflow's answer: a Fault in it is the model
+    # failing (ModelAPIError), not a TypeError from sending the Fault as JSON.
+    model = graduated_model(ScriptedModel([Fault(status=503)]))
+    shown = {"task": "answer", "input": "where is O-1?", "calls": []}
+    request = ModelRequest(messages=[{"role": "user", "content": json.dumps(shown)}])
+    with pytest.raises(ModelAPIError, match="HTTP 503"):
+        asyncio.run(model.complete(request))

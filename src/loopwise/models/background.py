@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
 from urllib.parse import quote
 
 import openai
 from openai.types.responses import Response
 
+from loopwise.core.jsontypes import JSONMapping
 from loopwise.models.responses import sdk_field
 
 __all__ = ["PENDING", "background_response"]
@@ -28,11 +28,11 @@ __all__ = ["PENDING", "background_response"]
 PENDING = frozenset({"queued", "in_progress"})
 """The statuses of a background response still being generated."""
 
-_AUTH: Any = {"security": {"bearer_auth": True}}  # as the SDK's own calls ask for auth
+_AUTH: openai.RequestOptions = {"security": {"bearer_auth": True}}  # as the SDK asks for auth
 
 
 async def background_response(
-    client: openai.AsyncOpenAI, params: dict[str, Any], poll_seconds: float
+    client: openai.AsyncOpenAI, params: JSONMapping, poll_seconds: float
 ) -> Response:
     """Post ``params`` (``background: true``) and poll the response until it is done; a
     poll cut short cancels it on the server and re-raises. SDK errors propagate."""

@@ -9,23 +9,26 @@ own id (:func:`~loopwise.models.port.wire_messages`), the model's options in pla
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from loopwise.core.jsontypes import JSONMapping
 from loopwise.errors import ModelAPIError
 from loopwise.models.port import ModelRequest, Turn, arguments_text, server_calls, wire_messages
 from loopwise.models.responses import sdk_field
 
+if TYPE_CHECKING:
+    from openai.types.chat import ChatCompletion
+
 __all__ = ["chat_body", "chat_turn"]
 
 
-def chat_body(
-    request: ModelRequest, model: str, sent: dict[str, Any], limit: str
-) -> dict[str, Any]:
+def chat_body(request: ModelRequest, model: str, sent: JSONMapping, limit: str) -> dict[str, Any]:
     """``request`` as the body ``chat.completions.create(**body)`` sends, keys in its order
     (the same bytes on the wire); ``sent`` the model's options (``service_tier``,
     ``prompt_cache_key``, ``safety_identifier``), ``limit`` the parameter an output-token
     limit goes out as (``max_completion_tokens``, or ``max_tokens`` for a server that
-    reads only that)."""
+    reads only that). ``Any``: these are ``create``'s keyword arguments, which the SDK
+    types one by one."""
     params: dict[str, Any] = {"model": model}
     if "service_tier" in sent:
         params["service_tier"] = sent["service_tier"]
@@ -55,23 +58,23 @@ def chat_body(
     return params
 
 
-def chat_turn(completion: Any, fallback_model: str) -> Turn:
+def chat_turn(completion: ChatCompletion, fallback_model: str) -> Turn:
     """The turn a ``ChatCompletion`` holds (its first choice); none raises
     :class:`~loopwise.errors.ModelAPIError`."""
     if not completion.choices:
         raise ModelAPIError("the model returned no choices")
     choice = completion.choices[0]
     message = choice.message
-    raw = [c for c in (message.tool_calls or []) if sdk_field(c, "function") is not None]
-    calls = server_calls(
-        [(c.id, c.function.name, arguments_text(c.function.arguments)) for c in raw]
-    )
+    raw = [(c, f) for c in message.tool_calls or [] if (f := sdk_field(c, "function")) is not None]
+    calls = server_calls([(c.id, f.name, arguments_text(f.arguments)) for c, f in raw])
     usage = completion.usage
+    # The SDK's type says a string; a compatible server may still send null.
+    finish: str | None = choice.finish_reason
     return Turn(
         text=message.content,
         tool_calls=calls,
         refusal=sdk_field(message, "refusal"),
-        finish_reason=choice.finish_reason or "stop",
+        finish_reason=finish or "stop",
         input_tokens=usage.prompt_tokens if usage else 0,
         output_tokens=usage.completion_tokens if usage else 0,
         model=completion.model or fallback_model,
@@ -82,20 +85,20 @@ def chat_turn(completion: Any, fallback_model: str) -> Turn:
     )
 
 
-def _tier(answer: Any) -> str | None:
+def _tier(answer: object) -> str | None:
     """The service tier the server says it served a call on, when it says."""
     tier = sdk_field(answer, "service_tier")
     return tier if isinstance(tier, str) else None
 
 
-def _detail(usage: Any, group: str, name: str) -> int:
+def _detail(usage: object, group: str, name: str) -> int:
     """A count of the usage's details (cached prompt tokens, reasoning tokens); 0 when the
     server does not say."""
     value = sdk_field(sdk_field(usage, group), name)
     return value if isinstance(value, int) else 0
 
 
-def _logprobs(choice: Any) -> list[dict[str, float]] | None:
+def _logprobs(choice: object) -> list[dict[str, float]] | None:
     """Per output token, ``{alternative token: logprob}`` (the token itself included),
     or ``None`` when the server sent none."""
     content = sdk_field(sdk_field(choice, "logprobs"), "content")

@@ -31,7 +31,7 @@ def is_decision(request: ModelRequest) -> bool:
     return request.decision is not None or request.labels is not None
 
 
-def decision_turn(entry: Any, request: ModelRequest) -> Turn:
+def decision_turn(entry: object, request: ModelRequest) -> Turn:
     """The answer to a judge's ``request`` from a script entry (see the module docs)."""
     if isinstance(entry, Turn):
         return entry
@@ -42,7 +42,7 @@ def decision_turn(entry: Any, request: ModelRequest) -> Turn:
     return logprob_turn(request.labels or {}, entry if isinstance(entry, Mapping) else {})
 
 
-def logprob_turn(labels: Mapping[str, str], probabilities: Mapping[Any, Any]) -> Turn:
+def logprob_turn(labels: Mapping[str, str], probabilities: Mapping[object, float]) -> Turn:
     """A one-token answer whose top log-probabilities spread ``probabilities`` (by label)
     over the answer tokens of ``labels`` (token → label); the likeliest token is the text."""
     spread = label_probabilities(list(labels.values()), probabilities)
@@ -52,7 +52,7 @@ def logprob_turn(labels: Mapping[str, str], probabilities: Mapping[Any, Any]) ->
     return Turn(text=text, logprobs=[top])
 
 
-def label_probabilities(labels: list[str], given: Mapping[Any, Any]) -> dict[str, float]:
+def label_probabilities(labels: list[str], given: Mapping[object, float]) -> dict[str, float]:
     """``given`` (label → probability) over ``labels``: unknown labels dropped, missing ones
     sharing what is left (all equal when nothing is given), summing to 1."""
     known = {str(k).lower(): float(v) for k, v in given.items()}
@@ -65,7 +65,7 @@ def label_probabilities(labels: list[str], given: Mapping[Any, Any]) -> dict[str
     return {label: chosen[label] / total for label in labels}
 
 
-def _answer(question: Mapping[str, Any], given: Any) -> dict[str, Any]:
+def _answer(question: Mapping[str, Any], given: object) -> dict[str, Any]:
     """One Decisions API answer to ``question``, as the wire has it."""
     name = question.get("name")
     kind = question.get("type")
@@ -99,9 +99,9 @@ def _answer(question: Mapping[str, Any], given: Any) -> dict[str, Any]:
     }
 
 
-def _mapping(given: Any) -> Mapping[Any, Any]:
+def _mapping(given: object) -> Mapping[object, float]:
     return given if isinstance(given, Mapping) else {}
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     return ("true" if value else "false") if isinstance(value, bool) else str(value)

@@ -17,7 +17,7 @@ import os
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import replace
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import openai
 from openai.lib.streaming.chat import ChatCompletionStreamState
@@ -25,6 +25,7 @@ from openai.types.chat import ChatCompletion
 from openai.types.decision import Decision
 from openai.types.responses import Response
 
+from loopwise.core.jsontypes import JSONObject
 from loopwise.errors import (
     ConfigError,
     DecisionsUnsupported,
@@ -136,7 +137,7 @@ class OpenAIModel(ModelDefaults):
             )
         """What every call sends besides its request (see :class:`OpenAIOptions`)."""
         self._sent = SentOptions(self.options)
-        self._tool_forms: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = None
+        self._tool_forms: tuple[list[dict[str, Any]], list[JSONObject]] | None = None
         self.structured_mode: StructuredMode | None = structured_mode_of(structured_mode)
         if client is None:
             key = api_key or os.environ.get("OPENAI_API_KEY")
@@ -209,7 +210,7 @@ class OpenAIModel(ModelDefaults):
         return self._endpoint
 
     @property
-    def speaks(self) -> dict[str, Any]:
+    def speaks(self) -> JSONObject:
         """The API and store setting a run records (and its resume speaks again)."""
         return {"api": self.api, "api_store": self.store}
 
@@ -262,7 +263,7 @@ class OpenAIModel(ModelDefaults):
             self.token_limits[self.endpoint] = "max_tokens"
         return turn
 
-    def _sent_options(self, request: ModelRequest) -> dict[str, Any]:
+    def _sent_options(self, request: ModelRequest) -> JSONObject:
         return self._sent.of(request, self.endpoint[0])
 
     def _chat_params(self, request: ModelRequest) -> dict[str, Any]:
@@ -312,7 +313,7 @@ class OpenAIModel(ModelDefaults):
         turn.resent = whole
         return turn
 
-    def _tools_as_responses(self, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _tools_as_responses(self, tools: list[dict[str, Any]]) -> list[JSONObject]:
         """``tools`` in Responses form; an agent sends one list every turn, converted once."""
         known = self._tool_forms
         if known is None or known[0] is not tools:
@@ -353,6 +354,8 @@ def _spent_too(turn: Turn, earlier: Turn) -> Turn:
     return turn
 
 
+_Chunk = TypeVar("_Chunk")
+
 _Create = Callable[[openai.AsyncOpenAI, dict[str, Any], ModelRequest, str], Awaitable[Turn]]
 
 
@@ -385,7 +388,7 @@ async def _create_response(
             response = await _streamed_response(client, params, request.on_text)
         else:
             # responses.create() without its parameter transform, as _posted explains.
-            options: Any = {"security": {"bearer_auth": True}}
+            options: openai.RequestOptions = {"security": {"bearer_auth": True}}
             response = await client.post(
                 "/responses", cast_to=Response, body=params, options=options
             )
@@ -398,7 +401,7 @@ async def _create_response(
 
 async def _streamed_response(
     client: openai.AsyncOpenAI, params: dict[str, Any], on_text: Callable[[str], None]
-) -> Any:
+) -> Response:
     """A streamed Responses call: ``response.output_text.delta`` events go to ``on_text``,
     and the final event's response (its items complete) is the turn."""
     events = ResponseEvents(on_text)
@@ -418,7 +421,7 @@ async def _posted(client: openai.AsyncOpenAI, params: dict[str, Any]) -> ChatCom
     the wire (a test compares them), the client's retries, timeouts, auth and typed
     errors, and the answer parsed into a ``ChatCompletion`` as ``create`` parses it.
     """
-    options: Any = {"security": {"bearer_auth": True}}  # as create() asks for auth
+    options: openai.RequestOptions = {"security": {"bearer_auth": True}}  # as create() does
     return await client.post(
         "/chat/completions", cast_to=ChatCompletion, body=params, options=options
     )
@@ -426,7 +429,7 @@ async def _posted(client: openai.AsyncOpenAI, params: dict[str, Any]) -> ChatCom
 
 async def _streamed(
     client: openai.AsyncOpenAI, params: dict[str, Any], on_text: Callable[[str], None]
-) -> Any:
+) -> ChatCompletion:
     """A streamed call (``stream=True``): each text delta goes to ``on_text`` as it arrives,
     and the SDK's own accumulator assembles the chunks (tool calls split across them
     included) into the completion a plain call returns, so the turn is the same."""
@@ -449,7 +452,7 @@ async def _streamed(
     return state.get_final_completion()
 
 
-async def _chunks(stream: AsyncIterable[Any]) -> AsyncIterator[Any]:
+async def _chunks(stream: AsyncIterable[_Chunk]) -> AsyncIterator[_Chunk]:
     """The stream's chunks; a transport error past the SDK's own mapping (the connection
     broke mid-stream, a chunk that is not JSON) becomes :class:`ModelAPIError`."""
     chunks = aiter(stream)
@@ -472,7 +475,7 @@ async def _decide(client: openai.AsyncOpenAI, name: str, request: ModelRequest) 
     try:
         # decisions.create() without its parameter transform, as _posted explains: the
         # same body (model, input, questions) through the client's own post.
-        options: Any = {"security": {"bearer_auth": True}}
+        options: openai.RequestOptions = {"security": {"bearer_auth": True}}
         params = {"model": name, "input": body["input"], "questions": body["questions"]}
         decided = await client.post("/decisions", cast_to=Decision, body=params, options=options)
     except openai.APIStatusError as e:

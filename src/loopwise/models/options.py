@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Literal, get_args
 
+from loopwise.core.jsontypes import JSONObject
 from loopwise.errors import ConfigError
 from loopwise.models.port import ModelRequest
 
@@ -116,10 +117,10 @@ class SentOptions:
         self.options = options
         self._known: tuple[object, object, str] | None = None
 
-    def of(self, request: ModelRequest, base_url: str) -> dict[str, Any]:
+    def of(self, request: ModelRequest, base_url: str) -> JSONObject:
         """The options a call to ``base_url`` sends, in the order both APIs' ``create``
         sends them."""
-        sent: dict[str, Any] = {}
+        sent: JSONObject = {}
         if self.options.service_tier is not None:
             sent["service_tier"] = self.options.service_tier
         if self.options.background:

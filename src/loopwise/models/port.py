@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, cast, get_args, overload, runtime_checkable
+from typing import Any, Literal, Protocol, TypeVar, cast, get_args, overload, runtime_checkable
+
+from loopwise.core.jsontypes import JSONMapping, JSONObject, JSONValue
 
 __all__ = [
     "APIS",
@@ -106,7 +108,7 @@ class Turn:
     """Completion tokens of this call."""
     model: str = ""
     """The model name that answered."""
-    reasoning: list[dict[str, Any]] = field(default_factory=list)
+    reasoning: list[JSONObject] = field(default_factory=list)
     """The reasoning items a Responses model gave with this turn, as the server sent them
     (opaque, encrypted when nothing is stored server-side): sent back before the turn's
     output on every later call, so the model keeps its reasoning across turns."""
@@ -126,7 +128,7 @@ class Turn:
     service_tier: str | None = None
     """The tier the server says it served the call on (``flex``, ``default``...), when
     it says: what the call is priced at."""
-    decision: list[dict[str, Any]] | None = None
+    decision: list[JSONObject] | None = None
     """A Decisions API answer: its ``answers`` in question order, as the wire has them."""
     logprobs: list[dict[str, float]] | None = None
     """Per output token (in order), the log-probability of each top alternative, when
@@ -214,10 +216,10 @@ class Turn:
         )
 
 
-def _call_message(call: ToolCall) -> dict[str, Any]:
+def _call_message(call: ToolCall) -> JSONObject:
     """A tool call as a transcript holds it: loopwise's id, and the server's beside it
     when they differ (see :func:`wire_messages`)."""
-    said: dict[str, Any] = {
+    said: JSONObject = {
         "id": call.id,
         "type": "function",
         "function": {"name": call.name, "arguments": call.arguments},
@@ -264,7 +266,7 @@ class ToolResult:
     """The call's id."""
     name: str
     """The tool the model called."""
-    args: dict[str, Any]
+    args: JSONObject
     """Its arguments (``{}`` when the model's argument string was not a JSON object)."""
     content: str
     """What the model read back: the tool's result as text, or ``ERROR: ...``."""
@@ -283,13 +285,13 @@ class ToolResult:
             return self.content
 
 
-def _matches(given: dict[str, Any], wanted: dict[str, Any]) -> bool:
+def _matches(given: JSONMapping, wanted: Mapping[str, object]) -> bool:
     return all(k in given and given[k] == v for k, v in wanted.items())
 
 
-def _json_args(raw: str) -> dict[str, Any]:
+def _json_args(raw: str) -> JSONObject:
     try:
-        args = json.loads(raw or "{}")
+        args: JSONValue = json.loads(raw or "{}")
     except ValueError:
         return {}
     return args if isinstance(args, dict) else {}
@@ -305,9 +307,9 @@ class ModelRequest:
     """Tool schemas in Chat Completions form."""
     tool_choice: str | dict[str, Any] | None = None
     """``auto``, ``required``, ``none`` or a forced function."""
-    response_format: dict[str, Any] | None = None
+    response_format: JSONObject | None = None
     """A ``json_schema`` or ``json_object`` response format."""
-    output_schema: dict[str, Any] | None = None
+    output_schema: JSONObject | None = None
     """The JSON schema the answer must satisfy, whatever the mode (scripted models use it)."""
     temperature: float | None = None
     """Sampling temperature; ``None`` leaves the server's default."""
@@ -361,7 +363,7 @@ class ModelRequest:
                 )
         return found
 
-    def last_result(self, name: str, **args: Any) -> ToolResult | None:
+    def last_result(self, name: str, **args: object) -> ToolResult | None:
         """The latest answered call of tool ``name`` (with these arguments, when given), or
         ``None`` when there is none: ``request.last_result("get_order").value``."""
         for result in reversed(self.tool_results(name)):
@@ -369,12 +371,12 @@ class ModelRequest:
                 return result
         return None
 
-    def called(self, name: str, **args: Any) -> bool:
+    def called(self, name: str, **args: object) -> bool:
         """Whether the model has called tool ``name`` (with these arguments, when given)
         in this transcript, answered or not."""
         return any(tool == name and _matches(given, args) for _, tool, given in self._calls())
 
-    def _calls(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    def _calls(self) -> Iterator[tuple[str, str, JSONObject]]:
         """``(call id, tool, arguments)`` of every call the model asked for, in order."""
         for message in self.messages:
             for c in message.get("tool_calls") or ():
@@ -395,7 +397,7 @@ class ModelRequest:
         return size
 
 
-def arguments_text(arguments: Any) -> str:
+def arguments_text(arguments: object) -> str:
     """Tool arguments as the raw string the port promises; some servers send a JSON object."""
     if arguments is None:
         return ""
@@ -427,6 +429,9 @@ def message_chars(message: Message) -> int:
     for call in message.get("tool_calls") or ():
         size += len(call["function"]["arguments"]) + len(call["function"]["name"])
     return size
+
+
+_Kept = TypeVar("_Kept")
 
 
 class _PromptSizes:
@@ -467,7 +472,7 @@ class _PromptSizes:
         self._remember(self._tools, id(tools), (tools, size))
         return size
 
-    def _remember(self, table: dict[int, Any], key: int, value: Any) -> None:
+    def _remember(self, table: dict[int, _Kept], key: int, value: _Kept) -> None:
         # The fake server prices turns on its own thread: evicting must not race an insert.
         with self._lock:
             table.pop(key, None)
@@ -479,7 +484,7 @@ class _PromptSizes:
 _SIZES = _PromptSizes()
 
 
-def decision_backends(model: Any) -> tuple[DecisionBackend, ...]:
+def decision_backends(model: object) -> tuple[DecisionBackend, ...]:
     """The decision backends ``model`` offers, best first (its ``decision_backends``).
 
     A model that does not say offers only ``structured``: an answer with no
@@ -532,7 +537,7 @@ class ModelDefaults:
         return None
 
     @property
-    def speaks(self) -> dict[str, Any] | None:
+    def speaks(self) -> JSONObject | None:
         """What a run records of how this model talks to its server, so a resume talks the
         same way: ``{"api": "responses", "api_store": True}`` (``None``: one way only)."""
         return None
@@ -548,7 +553,9 @@ def model_name(model: object) -> str | None:
 
 
 # getattr: the defaults, read once from the one place they are declared.
-_DEFAULTS: dict[str, Any] = {name: getattr(ModelDefaults(), name) for name in get_args(ModelMember)}
+_DEFAULTS: dict[str, object] = {
+    name: getattr(ModelDefaults(), name) for name in get_args(ModelMember)
+}
 
 
 @overload
@@ -566,8 +573,8 @@ def model_member(
 @overload
 def model_member(model: object, name: Literal["aclose"]) -> Callable[[], Awaitable[None]]: ...
 @overload
-def model_member(model: object, name: Literal["speaks"]) -> dict[str, Any] | None: ...
-def model_member(model: object, name: ModelMember) -> Any:
+def model_member(model: object, name: Literal["speaks"]) -> JSONObject | None: ...
+def model_member(model: object, name: ModelMember) -> object:
     """``model``'s optional member ``name``, or its declared default (:class:`ModelDefaults`)
     when the model does not have it (a user's own model)."""
     # getattr: the one read of a member a model may lack; what it stands for when it is

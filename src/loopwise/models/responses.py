@@ -21,8 +21,10 @@ module translates at the edge, both ways:
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
+from loopwise.core.jsontypes import JSONObject, JSONValue, json_object
 from loopwise.errors import ModelAPIError
 from loopwise.models.port import (
     Message,
@@ -32,6 +34,9 @@ from loopwise.models.port import (
     server_calls,
     server_ids,
 )
+
+if TYPE_CHECKING:
+    from openai.types.responses import Response, ResponseOutputItem
 
 __all__ = [
     "ENCRYPTED_REASONING",
@@ -50,7 +55,9 @@ __all__ = [
 
 def sdk_field(obj: object, name: str) -> Any:
     """Field ``name`` of an object of the ``openai`` SDK's (an answer it built from a
-    server's JSON, an error it raised); ``None`` when it has none (or ``obj`` is ``None``)."""
+    server's JSON, an error it raised); ``None`` when it has none (or ``obj`` is ``None``).
+    ``Any``: the SDK builds its objects without validating them, so a field holds what the
+    server sent, whatever the SDK's types say."""
     # getattr: the SDK builds its objects without validating them, so a field its types
     # declare is missing when a server (a local one, an older one) leaves it out; and
     # only some of its errors carry a status code.
@@ -63,7 +70,7 @@ ENCRYPTED_REASONING = "reasoning.encrypted_content"
 
 def as_input_items(
     messages: list[Message], renamed: dict[str, str] | None = None, *, sealed_only: bool = False
-) -> list[dict[str, Any]]:
+) -> list[JSONObject]:
     """``messages`` (Chat Completions form) as Responses input items, in order.
 
     Every call and call output goes under the id the server gave the call, never one
@@ -74,7 +81,7 @@ def as_input_items(
     journaled with ``store=True`` before loopwise asked for it): they name what the
     server stored, and a server that forgot the chain forgot them too.
     """
-    items: list[dict[str, Any]] = []
+    items: list[JSONObject] = []
     renamed = renamed or {}
     for message in messages:
         role = message.get("role")
@@ -95,7 +102,7 @@ def as_input_items(
     return items
 
 
-def _assistant_items(message: Message, sealed_only: bool = False) -> list[dict[str, Any]]:
+def _assistant_items(message: Message, sealed_only: bool = False) -> list[JSONObject]:
     """One assistant turn: its reasoning first (it preceded the output), then its text,
     then its calls, as the Responses API gave them."""
     text = message.get("content") or message.get("refusal")
@@ -103,7 +110,7 @@ def _assistant_items(message: Message, sealed_only: bool = False) -> list[dict[s
     # A reasoning item goes back only before the output it came with: one with nothing
     # after it (a turn cut off mid-reasoning) is refused by the server.
     reasoning = message.get("reasoning_items") if text or calls else None
-    items: list[dict[str, Any]] = [
+    items: list[JSONObject] = [
         r for r in reasoning or () if not sealed_only or r.get("encrypted_content")
     ]
     if text:
@@ -125,8 +132,8 @@ def responses_body(
     request: ModelRequest,
     model: str,
     store: bool,
-    tools: list[dict[str, Any]] | None,
-    sent: dict[str, Any],
+    tools: list[JSONObject] | None,
+    sent: JSONObject,
     *,
     chained: bool = True,
 ) -> tuple[dict[str, Any], str | None]:
@@ -221,14 +228,14 @@ _PART_TYPES = {
 }
 
 
-def _content(content: Any, side: str) -> Any:
+def _content(content: JSONValue, side: str) -> JSONValue:
     """A message's content: a string as is; Chat Completions parts as Responses parts."""
     if not isinstance(content, list):
         return "" if content is None else content
     return [_part(part, side) for part in content]
 
 
-def _part(part: Any, side: str) -> Any:
+def _part(part: JSONValue, side: str) -> JSONValue:
     if not isinstance(part, dict):
         return part
     kind = part.get("type")
@@ -241,22 +248,22 @@ def _part(part: Any, side: str) -> Any:
     return part  # already a Responses part (input_text, input_file...)
 
 
-def _output(content: Any) -> Any:
+def _output(content: JSONValue) -> JSONValue:
     """A tool result as ``function_call_output.output``: text, or Responses parts."""
     if isinstance(content, list):
         return [_part(part, "input") for part in content]
     return "" if content is None else str(content)
 
 
-def as_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def as_tools(tools: list[dict[str, Any]]) -> list[JSONObject]:
     """Chat Completions tool schemas as Responses function tools (other tools as given)."""
-    converted = []
+    converted: list[JSONObject] = []
     for tool in tools:
         function = tool.get("function")
         if tool.get("type") != "function" or not isinstance(function, dict):
             converted.append(tool)
             continue
-        item: dict[str, Any] = {"type": "function", "name": function.get("name")}
+        item: JSONObject = {"type": "function", "name": function.get("name")}
         if "description" in function:
             item["description"] = function["description"]
         item["parameters"] = function.get("parameters") or {"type": "object", "properties": {}}
@@ -267,14 +274,15 @@ def as_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return converted
 
 
-def as_tool_choice(choice: str | dict[str, Any]) -> str | dict[str, Any]:
+def as_tool_choice(choice: str | JSONObject) -> str | JSONObject:
     """``auto``/``required``/``none`` as they are; a forced function in Responses form."""
-    if isinstance(choice, dict) and isinstance(choice.get("function"), dict):
-        return {"type": "function", "name": choice["function"].get("name")}
+    function = choice.get("function") if isinstance(choice, dict) else None
+    if isinstance(function, dict):
+        return {"type": "function", "name": function.get("name")}
     return choice
 
 
-def as_text_format(fmt: dict[str, Any]) -> dict[str, Any]:
+def as_text_format(fmt: JSONObject) -> JSONObject:
     """A ``response_format`` as ``text.format``.
 
     ``json_schema`` carries its name, schema and strictness flat; a ``json_object`` (with
@@ -282,8 +290,8 @@ def as_text_format(fmt: dict[str, Any]) -> dict[str, Any]:
     prompt on that rung already.
     """
     if fmt.get("type") == "json_schema":
-        spec = fmt.get("json_schema") or {}
-        out: dict[str, Any] = {"type": "json_schema", "name": spec.get("name", "answer")}
+        spec = json_object(fmt.get("json_schema"))
+        out: JSONObject = {"type": "json_schema", "name": spec.get("name", "answer")}
         if "description" in spec:
             out["description"] = spec["description"]
         out["schema"] = spec.get("schema", {})
@@ -299,7 +307,7 @@ _INCOMPLETE = {"max_output_tokens": "length", "content_filter": "content_filter"
 """An incomplete response's reason as the finish reason Chat Completions gives."""
 
 
-def response_turn(response: Any, fallback_model: str) -> Turn:
+def response_turn(response: Response, fallback_model: str) -> Turn:
     """The turn a ``Response`` holds; a failed response or one without output raises
     :class:`~loopwise.errors.ModelAPIError`."""
     status = sdk_field(response, "status") or "completed"
@@ -334,12 +342,17 @@ def response_turn(response: Any, fallback_model: str) -> Turn:
     )
 
 
-def _read_output(output: list[Any]) -> tuple[list[str], list[str], list[Any], list[Any]]:
-    """Text parts, refusals, function calls and reasoning items, each in output order."""
+def _read_output(
+    output: list[ResponseOutputItem],
+) -> tuple[list[str], list[str], list[Any], list[JSONObject]]:
+    """Text parts, refusals, function calls and reasoning items, each in output order.
+
+    Told apart by their ``type`` as the server sent it (the SDK builds an item of a type
+    it does not know as a message): the calls are ``Any`` for that reason."""
     texts: list[str] = []
     refusals: list[str] = []
     raw: list[Any] = []
-    reasoning: list[dict[str, Any]] = []
+    reasoning: list[JSONObject] = []
     for item in output:
         kind = sdk_field(item, "type")
         if kind == "message":
@@ -353,29 +366,29 @@ def _read_output(output: list[Any]) -> tuple[list[str], list[str], list[Any], li
         elif kind == "reasoning":
             # As the server sent it: it must come back byte for byte (its encrypted
             # content is the model's reasoning when nothing is stored server-side).
-            reasoning.append(item.to_dict())
+            reasoning.append(json_object(item.to_dict()))
     return texts, refusals, raw, reasoning
 
 
-def _tier(response: Any) -> str | None:
+def _tier(response: object) -> str | None:
     """The service tier the server says it served the response on, when it says."""
     tier = sdk_field(response, "service_tier")
     return tier if isinstance(tier, str) else None
 
 
-def _stored(response: Any) -> bool | None:
+def _stored(response: object) -> bool | None:
     """Whether the server says it keeps the response (``None`` when it does not say)."""
     store = sdk_field(response, "store")
     return store if isinstance(store, bool) else None
 
 
-def _detail(usage: Any, group: str, name: str) -> int:
+def _detail(usage: object, group: str, name: str) -> int:
     details = sdk_field(usage, group) if usage is not None else None
     value = sdk_field(details, name) if details is not None else None
     return value if isinstance(value, int) else 0
 
 
-def _error_text(error: Any) -> str:
+def _error_text(error: object) -> str:
     if error is None:
         return "no reason given"
     code, message = sdk_field(error, "code"), sdk_field(error, "message")
@@ -393,10 +406,10 @@ class ResponseEvents:
 
     _FINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
 
-    def __init__(self, on_text: Any) -> None:
+    def __init__(self, on_text: Callable[[str], None]) -> None:
         self.on_text = on_text
-        self.final: Any = None
-        self.items: dict[int, Any] = {}
+        self.final: Response | None = None
+        self.items: dict[int, ResponseOutputItem] = {}
 
     def handle(self, event: Any) -> None:
         """Take one event."""
@@ -411,7 +424,7 @@ class ResponseEvents:
         elif kind == "error":
             raise ModelAPIError(f"the model's stream reported an error: {_error_text(event)}")
 
-    def response(self) -> Any:
+    def response(self) -> Response:
         """The response the stream amounted to; a cut-off stream raises ModelAPIError."""
         if self.final is None:
             raise ModelAPIError("the model's stream ended before its answer did (no response)")

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from loopwise.core.jsontypes import JSONValue, json_object
 from loopwise.errors import ModelAPIError
 from loopwise.models.decided import decision_turn, is_decision
 from loopwise.models.port import DecisionBackend, ModelDefaults, ModelRequest, ToolCall, Turn
@@ -46,9 +47,6 @@ __all__ = [
     "reply",
     "schema_of",
 ]
-
-ScriptEntry = Turn | str | dict[str, Any] | list[Any]
-Responder = Callable[[ModelRequest], ScriptEntry]
 
 _ids = itertools.count(1)
 
@@ -108,14 +106,14 @@ class Fault:
     crash: bool = False
     """Die: close the connection and every other one and stop accepting new ones (a
     server process that exited mid-request)."""
-    body: Any = None
+    body: bytes | JSONValue = None
     """A raw body to send instead of anything built here."""
     headers: Mapping[str, str] = field(default_factory=dict)
     """Extra response headers (``retry-after-ms``, ``x-should-retry``...)."""
-    answer: Any = None
+    answer: ScriptAnswer | None = None
     """The turn (``Turn``, str or dict) a non-error fault answers with."""
 
-    async def in_process(self, request: ModelRequest) -> Any:
+    async def in_process(self, request: ModelRequest) -> ScriptAnswer:
         """What a :class:`ScriptedModel` does with this fault: raise the
         :class:`~loopwise.errors.ModelAPIError` the port would (there are no SDK retries
         in-process), or return the answer after the delay."""
@@ -132,6 +130,14 @@ class Fault:
         if self.truncated_json or self.body is not None:
             raise ModelAPIError("model API returned malformed JSON (scripted fault)")
         return self.answer if self.answer is not None else auto_respond(request)
+
+
+ScriptAnswer = Turn | str | dict[str, Any] | list[Any]
+"""An answer a script gives: a turn, or text, or a dict or list sent as its JSON text."""
+ScriptEntry = ScriptAnswer | Fault
+"""One entry of a script: an answer, or a :class:`Fault` the server answers with instead."""
+Responder = Callable[[ModelRequest], ScriptEntry]
+"""A script as a function: the request in, its answer out."""
 
 
 class ScriptedModel(ModelDefaults):
@@ -186,7 +192,7 @@ class ScriptedModel(ModelDefaults):
         """The latest request, or ``None`` before the first."""
         return self.requests[-1] if self.requests else None
 
-    def script_entry(self, request: ModelRequest) -> Any:
+    def script_entry(self, request: ModelRequest) -> ScriptEntry:
         """The raw script entry for ``request`` (the fake server also uses it, so that a
         :class:`Fault` entry reaches the server before it becomes a turn)."""
         self.calls += 1
@@ -240,7 +246,7 @@ def _canonical(arguments: str) -> str:
         return arguments
 
 
-def as_turn(entry: ScriptEntry) -> Turn:
+def as_turn(entry: ScriptAnswer) -> Turn:
     if isinstance(entry, Turn):
         return Turn(
             text=entry.text,
@@ -313,7 +319,7 @@ def _forced_tool(request: ModelRequest) -> str | None:
 def schema_of(request: ModelRequest) -> dict[str, Any] | None:
     fmt = request.response_format or {}
     if fmt.get("type") == "json_schema":
-        schema = (fmt.get("json_schema") or {}).get("schema")
+        schema = json_object(fmt.get("json_schema")).get("schema")
     elif fmt.get("type") == "json_object":  # the schema-carrying form some servers honour
         schema = fmt.get("schema")
     else:
@@ -377,7 +383,7 @@ def _from_pattern(pattern: str) -> str:
 
 
 def _resolve_ref(ref: str, root: dict[str, Any]) -> dict[str, Any]:
-    node: Any = root
+    node = root
     for part in ref.removeprefix("#/").split("/"):
         node = node[part]
     return dict(node)

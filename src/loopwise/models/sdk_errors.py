@@ -13,6 +13,7 @@ import json
 
 import openai
 
+from loopwise.core.jsontypes import json_object
 from loopwise.errors import ContextLengthExceeded, ModelAPIError, ResponseFormatRejected
 from loopwise.models.port import ModelRequest
 from loopwise.models.responses import sdk_field
@@ -140,6 +141,6 @@ def _rejects(body: str, request: ModelRequest) -> bool:
 
 def _asks_strict(request: ModelRequest) -> bool:
     fmt = request.response_format or {}
-    if (fmt.get("json_schema") or {}).get("strict"):
+    if json_object(fmt.get("json_schema")).get("strict"):
         return True
     return any(t.get("function", {}).get("strict") for t in request.tools or ())

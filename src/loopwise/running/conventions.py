@@ -17,6 +17,7 @@ from __future__ import annotations
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, AsyncExitStack
 from typing import Any
 
+from loopwise.core.jsontypes import json_str
 from loopwise.core.step import Step
 from loopwise.errors import ConfigError, TargetError
 from loopwise.models.port import Model, model_member
@@ -63,7 +64,7 @@ def target_and_model(
             )
     if model is not None and not isinstance(model, str):
         speaks = model_member(model, "speaks")
-        _same_api(row, api or (speaks or {}).get("api"))
+        _same_api(row, api or json_str((speaks or {}).get("api")))
         return step, model
     name = model or row.model
     if name is None:

@@ -357,7 +357,7 @@ class FakeChatServer:
         self.requests.append(payload)
         request = _decision_request(payload)
         try:
-            entry = self.scripted.script_entry(request)
+            entry: object = self.scripted.script_entry(request)
         except Exception as e:
             self.errors.append(f"{type(e).__name__}: {e}")
             return error(500, f"FakeChatServer script failed: {type(e).__name__}: {e}")

@@ -20,7 +20,7 @@ from typing import Any
 from loopwise.architectures.agent import FINAL_ANSWER
 from loopwise.errors import ConfigError
 from loopwise.models.port import Message, Model, ModelRequest, Turn
-from loopwise.models.scripted import ScriptedModel, as_turn, reply
+from loopwise.models.scripted import Fault, ScriptedModel, ScriptEntry, as_turn, reply
 from loopwise.tools.call_text import render_content
 
 __all__ = ["graduated_model", "is_graduated_call"]
@@ -41,13 +41,15 @@ def graduated_model(agent_model: ScriptedModel | Callable[[], ScriptedModel]) ->
     return ScriptedModel(lambda request: _answer(made, request))
 
 
-def _answer(agent: ScriptedModel, request: ModelRequest) -> Turn:
+def _answer(agent: ScriptedModel, request: ModelRequest) -> ScriptEntry:
     asked = _shown(request)
     if asked is None:
         return reply("{}")  # not a graduated workflow's call: nothing to answer with
     entry = agent.script_entry(
         ModelRequest(messages=_transcript(request, asked), deps=request.deps)
     )
+    if isinstance(entry, Fault):
+        return entry  # the workflow's call fails as the agent's would (ScriptedModel raises it)
     turn = as_turn(entry)
     task = asked.get("task")
     if task == "arguments":
