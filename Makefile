@@ -30,7 +30,7 @@ lint: $(STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
-# docs/reference/cli.md from the parsers (tests/test_docs.py fails when it is stale): run it
+# docs/reference/cli.md from the parsers (tests/project/test_docs.py fails when it is stale): run it
 # after changing a flag or a help text, and commit the page.
 cli-reference: $(STAMP)
 	$(BIN)/python docs/hooks.py

@@ -6,7 +6,7 @@ Regenerate it after changing a flag or a help text::
 
     make cli-reference        # or: python docs/hooks.py
 
-tests/test_docs.py fails, naming that command, when the committed text is not current.
+tests/project/test_docs.py fails, naming that command, when the committed text is not current.
 The text is made at a fixed width (``COLUMNS=100``) so argparse wraps it the same way in
 every terminal.
 """

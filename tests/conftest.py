@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from _wheel import Installed, install_wheel
 from loopwise.store.open import close_shared_stores
+from tests.support.wheel import Installed, install_wheel
 
 PG_HOW = (
     "PostgreSQL store tests skipped: set LOOPWISE_TEST_PG=postgresql://user@127.0.0.1:PORT/db "
@@ -54,7 +54,7 @@ def _offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def installed_wheel(tmp_path_factory: pytest.TempPathFactory) -> Installed:
-    """This checkout's wheel in a fresh venv outside it (tests/_wheel.py), built once."""
+    """This checkout's wheel in a fresh venv outside it (tests/support/wheel.py), built once."""
     return install_wheel(tmp_path_factory.mktemp("wheel"))
 
 

@@ -1,0 +1,1 @@
+"""Tests of loopwise.architectures: agent, workflow, hybrid, cascade, judge, structured, planner."""

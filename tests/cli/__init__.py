@@ -1,0 +1,1 @@
+"""Tests of loopwise.cli: each verb's module, through the `loopwise` command."""

@@ -1,0 +1,1 @@
+"""Tests of loopwise.core: steps, results, the journal, names, replay, the engine seam."""

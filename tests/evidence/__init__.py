@@ -1,0 +1,1 @@
+"""Tests of loopwise.evidence: deciding and checking on evidence; a folder per family."""

@@ -1,0 +1,1 @@
+"""Tests of loopwise.evidence.evals: the harness, its statistics and its sandbox."""

@@ -1,0 +1,1 @@
+"""Tests of loopwise.evidence.live: shadows, live cases and their verdict."""

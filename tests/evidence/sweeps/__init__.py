@@ -1,0 +1,1 @@
+"""Tests of loopwise.evidence.sweeps: thresholds, calibration, the person in a sweep."""

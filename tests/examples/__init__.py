@@ -1,0 +1,1 @@
+"""Tests of the canonical examples in workflows/ and agents/, through the CLI."""

@@ -1,0 +1,1 @@
+"""Tests of loopwise.integrations: OpenTelemetry, MCP, Temporal."""

@@ -1,0 +1,1 @@
+"""Tests of loopwise.integrations.temporal against a Temporal dev server started here."""

@@ -1,0 +1,1 @@
+"""Tests of loopwise.models: the model port, the OpenAI adapters, clients."""

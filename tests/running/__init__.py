@@ -1,0 +1,1 @@
+"""Tests of loopwise.running: run/resume, streams, workers, deps."""

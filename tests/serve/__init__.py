@@ -1,0 +1,1 @@
+"""Tests of loopwise.serve: the approvals inbox over HTTP and in a browser."""

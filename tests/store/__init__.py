@@ -1,0 +1,1 @@
+"""Tests of loopwise.store: SQLite and PostgreSQL run stores."""

@@ -1,0 +1,1 @@
+"""Tests of loopwise.testing: the kit a user's own tests are written with."""

@@ -1,0 +1,1 @@
+"""Tests of loopwise.tools: tools, gates, edits and the one tool-call executor."""
