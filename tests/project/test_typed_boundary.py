@@ -25,13 +25,6 @@ BY_NATURE = {"input", "output", "expected", "deps"}
 expected answer, a run's dependencies."""
 
 KNOWN = {
-    ("Agent", "output_type"): "a type form (a class, list[str], a Literal): typing has no name",
-    ("Agent", "input_type"): "likewise",
-    ("Cascade", "input_type"): "likewise",
-    ("Hybrid", "input_type"): "likewise",
-    ("Workflow", "input_type"): "likewise",
-    ("Hybrid", "planner"): "a step or a structured call's settings: to be named next",
-    ("Judge", "answer"): "the answer type or step: to be named next",
     ("open_store", "options"): "the store class's own keyword arguments",
 }
 """The remaining bare ``Any`` parameters, each with why; the list only shrinks."""

@@ -72,3 +72,62 @@ def test_every_import_line_of_the_docs_type_checks_and_call_tools_is_typed(
 def test_a_removed_flat_path_is_a_type_error_too(tmp_path: Path) -> None:
     done = _mypy("from loopwise.calls import call_tools\n", tmp_path)
     assert "error" in done.stdout, done.stdout
+
+
+JUDGES = """
+import enum
+from typing import Literal
+
+import pydantic
+
+import loopwise
+
+
+class Kind(enum.Enum):
+    REFUND = "refund"
+    BUG = "bug"
+
+
+class Read(pydantic.BaseModel):
+    kind: Literal["refund", "bug"]
+    urgent: bool
+
+
+@loopwise.step
+async def answer(ruling: loopwise.Ruling[object]) -> str:
+    return str(ruling.answer)
+
+
+labels = loopwise.Judge("kind", ["refund", "bug"])
+enumerated = loopwise.Judge("kind", Kind)
+model = loopwise.Judge("read", Read)
+literal = loopwise.Judge("kind", Literal["refund", "bug"])
+desk = loopwise.Cascade("desk", labels, sure=answer, unsure=loopwise.AskPerson())
+flow = loopwise.Workflow("flow", input_type=list[str])
+reveal_type(labels)
+reveal_type(enumerated)
+reveal_type(model)
+reveal_type(literal)
+"""
+
+
+@pytest.mark.slow
+def test_a_judge_declared_as_the_docs_do_type_checks_with_its_answer_type(
+    tmp_path: Path,
+) -> None:
+    # Judge("kind", [...]) was "Need type annotation" under --strict: nothing tied its
+    # answer to the judge's type parameter.
+    done = _mypy(JUDGES, tmp_path)
+    errors = [line for line in done.stdout.splitlines() if ": error:" in line]
+    assert not errors, "\n".join(errors)
+    revealed = [
+        line.split("Revealed type is ")[1]
+        for line in done.stdout.splitlines()
+        if "Revealed type" in line
+    ]
+    assert revealed == [
+        '"loopwise.architectures.judge.Judge[str]"',
+        '"loopwise.architectures.judge.Judge[face_check.Kind]"',
+        '"loopwise.architectures.judge.Judge[face_check.Read]"',
+        '"loopwise.architectures.judge.Judge[object]"',
+    ], done.stdout

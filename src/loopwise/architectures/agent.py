@@ -43,10 +43,10 @@ import json
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import pydantic
 from pydantic import BaseModel
+from typing_extensions import TypeForm
 
 from loopwise.architectures.history import (
     CompactedView,
@@ -59,6 +59,7 @@ from loopwise.architectures.history import (
 from loopwise.architectures.structured import strip_fence
 from loopwise.core.events import Status
 from loopwise.core.journal import Journal
+from loopwise.core.jsontypes import JSONObject, JSONValue
 from loopwise.core.members import StepDefaults
 from loopwise.core.names import check_name
 from loopwise.core.result import Halt
@@ -116,7 +117,7 @@ class LoopDetection:
 class Answer:
     """The model answered: the run's output."""
 
-    output: Any
+    output: object
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +157,7 @@ class ToolOutcome:
     """Whether the call failed."""
     counts_as: str
     """The failure counter an error counts toward (the tool, or one for invented names)."""
-    value: Any = None
+    value: object = None
     """The tool's return value (for ``final_answer``: the validated answer)."""
     pending: Pending | None = None
     """Set when a gate waits for a person: the call did not run, the run pauses."""
@@ -171,12 +172,13 @@ class _Transcript:
     last_text: str | None = None
     failures: Counter[str] = field(default_factory=Counter)
     signatures: list[tuple[tuple[str, str], ...]] = field(default_factory=list)
-    results: list[dict[str, Any]] = field(default_factory=list)
+    results: list[JSONValue] = field(default_factory=list)
+    """Each call's result as a JSON object: ``tool``, ``args``, ``content``, ``is_error``."""
     call_ids: set[str] = field(default_factory=set)
     invocation: int = 1
     compacted: CompactedView | None = None
 
-    def gathered(self) -> dict[str, Any]:
+    def gathered(self) -> JSONObject:
         """Everything gathered so far: the output of a run a guardrail ended."""
         return {"answer": None, "last_text": self.last_text, "tool_results": self.results}
 
@@ -195,7 +197,7 @@ class Agent(StepDefaults):
     """The step name."""
     instructions: str = ""
     """The system message."""
-    tools: Sequence[Tool | ToolSource | Callable[..., Any]] = ()
+    tools: Sequence[Tool | ToolSource | Callable[..., object]] = ()
     """Tools (plain functions are wrapped with :func:`~loopwise.tools.tool.tool`, effect
     read), and sources of tools (an MCP server's), listed again when a run starts if their
     list changed."""
@@ -203,9 +205,9 @@ class Agent(StepDefaults):
     """Model turns allowed before ``step_limit`` (``ctx.max_steps`` overrides)."""
     budget: Budget = field(default_factory=Budget)
     """The run budget when this agent is the run's target."""
-    output_type: Any = str
+    output_type: TypeForm[object] = str
     """``str`` (or ``None``) for a text answer; a pydantic model for a validated one."""
-    input_type: Any = str
+    input_type: TypeForm[object] = str
     """What the agent takes (a question by default); used by graph checks and as_tool."""
     failure_cap: int = 3
     """Failures of one tool (or invalid answers) that end the run."""
@@ -223,9 +225,9 @@ class Agent(StepDefaults):
     """Sampling temperature (``None``: the server's default)."""
     _tools: dict[str, Tool] = field(init=False, repr=False, default_factory=dict)
     _sources: tuple[ToolSource, ...] = field(init=False, repr=False, default=())
-    _schemas: list[dict[str, Any]] = field(init=False, repr=False, default_factory=list)
+    _schemas: list[JSONObject] = field(init=False, repr=False, default_factory=list)
     _output_model: type[BaseModel] | None = field(init=False, repr=False, default=None)
-    _output_schema: dict[str, Any] | None = field(init=False, repr=False, default=None)
+    _output_schema: JSONObject | None = field(init=False, repr=False, default=None)
 
     needs_model = True
     """The CLI must give this step a model."""
@@ -296,7 +298,7 @@ class Agent(StepDefaults):
         limits = Limits(max_steps=self.max_steps, budget=self.budget)
         return Shape(kind=Kind.AGENT, name=self.name, tools=tools, limits=limits)
 
-    async def run(self, input: Any, ctx: Context) -> Any:
+    async def run(self, input: object, ctx: Context) -> object:
         """Run the loop on ``input`` (a question, or anything JSON-able)."""
         if self._sources:
             await self._refreshed()
@@ -336,7 +338,7 @@ class Agent(StepDefaults):
             return self._check_guards(outcomes, state)
         return decision
 
-    async def _first_messages(self, input: Any, ctx: Context) -> list[Message]:
+    async def _first_messages(self, input: object, ctx: Context) -> list[Message]:
         """The instructions, the earlier messages of the run's conversation (as the
         context policy sends them) and ``input`` as the user message."""
         messages: list[Message] = []
@@ -505,7 +507,7 @@ class Agent(StepDefaults):
         return None
 
 
-def _as_tool(item: Any, agent: str) -> Tool:
+def _as_tool(item: object, agent: str) -> Tool:
     if isinstance(item, Tool):
         return item
     if isinstance(item, Step):
@@ -519,7 +521,7 @@ def _as_tool(item: Any, agent: str) -> Tool:
     raise ToolError(f"agent {agent!r}: {item!r} is not a tool", tool=repr(item))
 
 
-def _output_model(output_type: Any, agent: str) -> type[BaseModel]:
+def _output_model(output_type: object, agent: str) -> type[BaseModel]:
     if isinstance(output_type, type) and issubclass(output_type, BaseModel):
         return output_type
     raise ToolError(
@@ -545,7 +547,7 @@ def _final_answer_tool(model: type[BaseModel]) -> Tool:
     return answer
 
 
-def _schema_of(model: type[BaseModel] | None) -> dict[str, Any] | None:
+def _schema_of(model: type[BaseModel] | None) -> JSONObject | None:
     return None if model is None else model.model_json_schema()
 
 

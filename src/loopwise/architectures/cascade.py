@@ -29,16 +29,16 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
 from typing import Any, Generic, Literal, TypeVar
 
 import pydantic
+from typing_extensions import TypeForm
 
 from loopwise.architectures.judge import Judge, Ruling, label_text
 from loopwise.architectures.wiring import coerce_input, type_name, types_compatible
 from loopwise.architectures.workflow import Workflow
 from loopwise.core.events import LIVE, EventType, Status, jsonable
-from loopwise.core.jsontypes import JSONObject
+from loopwise.core.jsontypes import JSONMapping, JSONObject, JSONValue
 from loopwise.core.members import StepDefaults, step_member
 from loopwise.core.names import check_name
 from loopwise.core.replay import Restorer
@@ -80,10 +80,14 @@ class Weighed(pydantic.BaseModel, Generic[A]):
     """What the judge answered."""
 
 
-def checked_threshold(value: Any, where: str) -> float:
+def checked_threshold(value: object, where: str) -> float:
     """``value`` as a threshold; :class:`JudgeError` (``threshold``) unless a number in [0, 1]."""
-    ok = isinstance(value, int | float) and not isinstance(value, bool)
-    if not ok or not (0.0 <= float(value) <= 1.0) or math.isnan(float(value)):
+    if (
+        not isinstance(value, int | float)
+        or isinstance(value, bool)
+        or not (0.0 <= float(value) <= 1.0)
+        or math.isnan(float(value))
+    ):
         raise JudgeError(
             f"{where}: threshold {value!r} is not a number between 0 and 1 (a case is sure "
             "when its confidence is above it)",
@@ -98,16 +102,17 @@ class _Threshold(StepDefaults):
 
     needs_model = False
 
-    def __init__(self, cascade: str, judge: Judge[Any], threshold: float, unknown: Side) -> None:
+    def __init__(self, cascade: str, judge: Judge[object], threshold: float, unknown: Side) -> None:
         self.name = THRESHOLD_NODE
         self.cascade = cascade
         self.threshold = threshold
         self.unknown: Side = unknown
-        self.input_type: Any = judge.output_type
-        self.output_type: Any = Weighed[judge.answer_type]  # type: ignore[name-defined]
+        self.input_type: TypeForm[object] = judge.output_type
+        self._weighed: type[Weighed[object]] = Weighed[judge.answer_type]  # type: ignore[name-defined]
+        self.output_type: TypeForm[object] = self._weighed
         self._restorer = Restorer(self.output_type)
 
-    async def run(self, ruling: Ruling[Any], ctx: Context) -> Weighed[Any]:
+    async def run(self, ruling: Ruling[object], ctx: Context) -> Weighed[object]:
         confidence = ruling.confidence
         if confidence is None:
             side: Side = self.unknown
@@ -119,7 +124,7 @@ class _Threshold(StepDefaults):
             side = "sure" if ruling.sure(self.threshold) else "unsure"
             rel = ">" if side == "sure" else "<="
             reason = f"confidence {confidence:.4g} {rel} threshold {self.threshold:.4g}"
-        return self.output_type(  # type: ignore[no-any-return]
+        return self._weighed(
             side=side,
             threshold=self.threshold,
             confidence=confidence,
@@ -128,10 +133,10 @@ class _Threshold(StepDefaults):
             ruling=ruling,
         )
 
-    def restorable(self, output: Any, recorded: Any) -> bool:
+    def restorable(self, output: object, recorded: JSONValue) -> bool:
         return self._restorer.exact(output, recorded)
 
-    def restore(self, input: Any, recorded: Any) -> Any:
+    def restore(self, input: object, recorded: JSONValue) -> object:
         return self._restorer.restore(recorded)
 
     def describe(self) -> Shape:
@@ -145,14 +150,14 @@ class _Fed(StepDefaults):
         self.inner = inner
         self.name = inner.name
         self.feed = feed
-        self.input_type: Any = Any
-        self.output_type: Any = step_member(inner, "output_type")
+        self.input_type: TypeForm[object] = Any
+        self.output_type: TypeForm[object] = step_member(inner, "output_type")
 
     @property
     def needs_model(self) -> bool:
         return needs_model(self.inner)
 
-    async def run(self, value: Any, ctx: Context) -> Any:
+    async def run(self, value: object, ctx: Context) -> object:
         if isinstance(value, Weighed):
             value = value.ruling if self.feed == "ruling" else value.ruling.input
         elif isinstance(value, Ruling) and self.feed == "input":
@@ -182,12 +187,12 @@ class AskPerson(StepDefaults):
     def __init__(self, name: str = "ask_person", *, note: str = "") -> None:
         self.name = check_name(name, what="ask_person step")
         self.note = note
-        self.input_type: Any = Any
-        self.output_type: Any = Any
+        self.input_type: TypeForm[object] = Any
+        self.output_type: TypeForm[object] = Any
         self.description = "a person picks the labels the judge was unsure of"
-        self.judge: Judge[Any] | None = None
+        self.judge: Judge[object] | None = None
 
-    def bound(self, judge: Judge[Any]) -> AskPerson:
+    def bound(self, judge: Judge[object]) -> AskPerson:
         """This step for ``judge``'s questions (a copy: one AskPerson may serve many)."""
         made = AskPerson(self.name, note=self.note)
         made.judge = judge
@@ -198,7 +203,7 @@ class AskPerson(StepDefaults):
     def describe(self) -> Shape:
         return Shape(kind=Kind.FUNCTION, name=self.name)
 
-    def schema(self) -> dict[str, Any]:
+    def schema(self) -> JSONObject:
         """The answer a person gives: one of its labels per question."""
         judge = self._judge()
         return {
@@ -210,7 +215,7 @@ class AskPerson(StepDefaults):
             "additionalProperties": False,
         }
 
-    async def run(self, weighed: Any, ctx: Context) -> Ruling[Any]:
+    async def run(self, weighed: Weighed[object] | Ruling[object], ctx: Context) -> Ruling[object]:
         judge = self._judge()
         ruling = weighed.ruling if isinstance(weighed, Weighed) else weighed
         suggested = _suggested(judge, ruling)
@@ -236,13 +241,13 @@ class AskPerson(StepDefaults):
             raise pause([verdict])
         if isinstance(verdict, Denied):
             raise Halt(Status.DENIED, f"{self.name}: {verdict.reason}")
-        picked = dict(verdict.args) if isinstance(verdict, Edited) else suggested
+        picked: JSONObject = dict(verdict.args) if isinstance(verdict, Edited) else suggested
         answer = judge.ruling(_as_texts(judge, picked, self.name), "person", ruling.input)
         how = "edited" if isinstance(verdict, Edited) else "approved"
         _keep_label(ctx, ruling.input, suggested, picked, how)
         return answer
 
-    def _judge(self) -> Judge[Any]:
+    def _judge(self) -> Judge[object]:
         if self.judge is None:
             raise JudgeError(
                 f"{self.name}: an AskPerson asks for a judge's labels; give it to a Cascade "
@@ -254,7 +259,7 @@ class AskPerson(StepDefaults):
 
 
 def _keep_label(
-    ctx: Context, input: Any, suggested: dict[str, Any], picked: dict[str, Any], how: str
+    ctx: Context, input: object, suggested: JSONObject, picked: JSONObject, how: str
 ) -> None:
     """Keep a person's pick as a labelled live case of the run's target (``kind="person"``:
     the cascade's input, the judge's answer, the labels the person chose), once per run: a
@@ -278,23 +283,23 @@ def _keep_label(
     at.emit(EventType.STEP_FINISHED, done)
 
 
-def _suggested(judge: Judge[Any], ruling: Ruling[Any]) -> dict[str, Any]:
+def _suggested(judge: Judge[object], ruling: Ruling[object]) -> JSONObject:
     """The judge's own answer, one JSON label per question."""
     answer = ruling.answer
-    if judge.model_type is None:
+    if not isinstance(answer, pydantic.BaseModel):  # one question: the answer is its label
         return {judge.questions[0].name: jsonable(answer)}
     dumped = answer.model_dump(mode="json")
     return {q.name: dumped[q.name] for q in judge.questions}
 
 
-def _as_texts(judge: Judge[Any], picked: Mapping[str, Any], where: str) -> dict[str, Any]:
+def _as_texts(judge: Judge[object], picked: JSONMapping, where: str) -> dict[str, str]:
     """A person's pick as label texts; a label that is not one raises :class:`JudgeError`
     (an in-code handler's pick: the CLI and the inbox check it when it is given)."""
-    texts: dict[str, Any] = {}
+    texts: dict[str, str] = {}
     for q in judge.questions:
         value = picked.get(q.name)
         text = None if value is None else label_text(value)
-        if text not in q.texts or jsonable(q.labels[q.texts.index(text)]) != value:
+        if text is None or text not in q.texts or jsonable(q.labels[q.texts.index(text)]) != value:
             raise JudgeError(
                 f"{where}: {value!r} is not a label of {q.name!r} (one of "
                 f"{', '.join(map(repr, [jsonable(label) for label in q.labels]))})",
@@ -305,7 +310,7 @@ def _as_texts(judge: Judge[Any], picked: Mapping[str, Any], where: str) -> dict[
     return texts
 
 
-def probabilities_line(ruling: Ruling[Any]) -> str:
+def probabilities_line(ruling: Ruling[object]) -> str:
     """Every label with its probability, likeliest first, per question."""
     parts = []
     for question, spread in ruling.probabilities.items():
@@ -327,13 +332,13 @@ class Cascade(Workflow):
     def __init__(
         self,
         name: str,
-        judge: Judge[Any],
+        judge: Judge[object],
         *,
         sure: Step,
         unsure: Step,
         threshold: float = 0.8,
         unknown: Side = "unsure",
-        input_type: Any = None,
+        input_type: TypeForm[object] | None = None,
         description: str = "",
         budget: Budget | None = None,
     ) -> None:
@@ -395,7 +400,7 @@ class Cascade(Workflow):
         cascade made (what the eval's sweep runs once per escalated case)."""
         return _UnsurePath(self)
 
-    def _declare(self, judge: Judge[Any], sure: Step, unsure: Step) -> None:
+    def _declare(self, judge: Judge[object], sure: Step, unsure: Step) -> None:
         self.add(judge.name, judge)
         self.add(
             THRESHOLD_NODE,
@@ -417,7 +422,7 @@ class Cascade(Workflow):
 
     @staticmethod
     def _check_types(
-        name: str, judge: Judge[Any], sure: Step, unsure: Step, input_type: Any
+        name: str, judge: Judge[object], sure: Step, unsure: Step, input_type: object
     ) -> None:
         if sure.name == unsure.name:
             raise GraphError(
@@ -456,8 +461,8 @@ class _UnsurePath(StepDefaults):
     def __init__(self, cascade: Cascade) -> None:
         self.cascade = cascade
         self.name = cascade.name
-        self.input_type: Any = Any
-        self.output_type: Any = cascade.output_type
+        self.input_type: TypeForm[object] = Any
+        self.output_type: object = cascade.output_type
         self.budget = cascade.budget
 
     @property
@@ -467,7 +472,7 @@ class _UnsurePath(StepDefaults):
     def describe(self) -> Shape:
         return describe(self.cascade.unsure)
 
-    async def run(self, weighed: Any, ctx: Context) -> Any:
+    async def run(self, weighed: object, ctx: Context) -> object:
         cascade = self.cascade
         typed = Weighed[cascade.judge.answer_type]  # type: ignore[name-defined]
         weighed = coerce_input(weighed, typed, f"cascade {cascade.name}")

@@ -15,18 +15,22 @@ schedule (and with it the order of a generation's events) is the same on every r
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Generic, TypeVar
 
 __all__ = ["Digraph"]
 
+D = TypeVar("D")
+"""What a node carries (a workflow node's :class:`~loopwise.architectures.nodes.NodeData`;
+``None`` for a plan's steps, which the graph only orders)."""
 
-class Digraph:
-    """Nodes with attribute dicts and the edges between them, in declaration order."""
+
+class Digraph(Generic[D]):
+    """Nodes with their data and the edges between them, in declaration order."""
 
     __slots__ = ("_data", "_pred", "_succ")
 
     def __init__(self) -> None:
-        self._data: dict[str, dict[str, Any]] = {}
+        self._data: dict[str, D] = {}
         self._succ: dict[str, dict[str, None]] = {}
         self._pred: dict[str, dict[str, None]] = {}
 
@@ -39,8 +43,8 @@ class Digraph:
     def __contains__(self, node: object) -> bool:
         return node in self._data
 
-    def add_node(self, node: str, **data: Any) -> None:
-        """Add ``node`` (not yet in the graph) with its attributes."""
+    def add_node(self, node: str, data: D) -> None:
+        """Add ``node`` (not yet in the graph) with its data."""
         self._data[node] = data
         self._succ[node] = {}
         self._pred[node] = {}
@@ -50,12 +54,12 @@ class Digraph:
         self._succ[source][target] = None
         self._pred[target][source] = None
 
-    def data(self, node: str) -> dict[str, Any]:
-        """``node``'s attributes (the dict itself: setting a key sets the attribute)."""
+    def data(self, node: str) -> D:
+        """``node``'s data (the object itself: a dict's key set here is set on the node)."""
         return self._data[node]
 
-    def items(self) -> Iterator[tuple[str, dict[str, Any]]]:
-        """Each node with its attributes."""
+    def items(self) -> Iterator[tuple[str, D]]:
+        """Each node with its data."""
         return iter(self._data.items())
 
     def successors(self, node: str) -> list[str]:

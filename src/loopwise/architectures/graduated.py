@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, TypeGuard, cast
 
 import pydantic
+from typing_extensions import TypeForm
 
 from loopwise.architectures.agent import Agent
 from loopwise.architectures.structured import Structured
@@ -28,7 +29,7 @@ from loopwise.core.result import Halt
 from loopwise.core.step import Context
 from loopwise.errors import ConfigError
 from loopwise.tools.calls import call_tools
-from loopwise.tools.tool import Tool
+from loopwise.tools.tool import Arguments, Tool
 
 __all__ = ["Graduated"]
 
@@ -76,19 +77,22 @@ class Graduated:
         return found
 
     @staticmethod
-    def start(question: Any) -> dict[str, Any]:
+    def start(question: object) -> dict[str, object]:
         """The state of a new run: its input and no calls yet."""
         return {"input": question, "calls": []}
 
     @staticmethod
-    def ask(state: Mapping[str, Any], task: str, **more: Any) -> str:
+    def ask(state: Mapping[str, object], task: str, **more: object) -> str:
         """What a structured call is shown: the task, the input and the calls so far, as JSON."""
         shown = {"task": task, **more, "input": state["input"], "calls": state["calls"]}
         return json.dumps(shown, default=str)
 
     @staticmethod
     def result(state: Mapping[str, Any], tool: str) -> Any:
-        """The latest result of ``tool`` in this run; :class:`LookupError` when it has none."""
+        """The latest result of ``tool`` in this run; :class:`LookupError` when it has none.
+
+        ``Any``, as the state is: the generated code reads into a result by the keys its
+        runs showed (``AGENT.result(state, "get_order")["amount"]``)."""
         for turn in reversed(state["calls"]):
             for call in reversed(turn):
                 if call["tool"] == tool:
@@ -96,8 +100,12 @@ class Graduated:
         raise LookupError(f"no result of {tool!r} yet")
 
     async def call(
-        self, ctx: Context, state: Mapping[str, Any], tool: str, calls: Sequence[dict[str, Any]]
-    ) -> dict[str, Any]:
+        self,
+        ctx: Context,
+        state: Mapping[str, Any],
+        tool: str,
+        calls: Sequence[Arguments],
+    ) -> dict[str, object]:
         """Make ``tool``'s calls (one per arguments dict) as one batch through the executor
         — validated, gated, journaled and keyed like the agent's — and return the state with
         them as one more turn. More calls than the agent's ``max_tool_calls`` end the run
@@ -130,57 +138,72 @@ class Graduated:
         turn = [call for s in states for call in s["calls"][-1]]
         return {**states[0], "calls": [*states[0]["calls"][:-1], turn]}
 
-    def filler(self, name: str, tool: str, arguments: Sequence[str]) -> Structured[Any]:
+    def filler(
+        self, name: str, tool: str, arguments: Sequence[str]
+    ) -> Structured[pydantic.BaseModel]:
         """A structured call giving ``arguments`` of one ``tool`` call, with the tool's own
         argument fields (their types and allow-lists)."""
         found = self.tool(tool)
         model = _fields_of(found, list(arguments), f"{tool}_arguments")
         return Structured(name, model, self.instructions + _fill_note(found))
 
-    def many_filler(self, name: str, tool: str) -> Structured[Any]:
+    def many_filler(self, name: str, tool: str) -> Structured[pydantic.BaseModel]:
         """A structured call giving the arguments of every call of ``tool`` in one turn."""
         found = self.tool(tool)
         one = _fields_of(found, list(found.args_model.model_fields), f"{tool}_arguments")
-        listed: Any = list[one]  # type: ignore[valid-type]  # a model made at run time
+        listed: TypeForm[object] = list[one]  # type: ignore[valid-type]  # a model made at run time
         model = pydantic.create_model(f"{tool}_calls", calls=(listed, ...))
         return Structured(name, model, self.instructions + _fill_note(found))
 
     async def fill(
-        self, ctx: Context, filler: Structured[Any], state: Mapping[str, Any], tool: str
+        self,
+        ctx: Context,
+        filler: Structured[pydantic.BaseModel],
+        state: Mapping[str, object],
+        tool: str,
     ) -> dict[str, Any]:
-        """Run ``filler`` (:meth:`filler`) on the run so far: the arguments it gives."""
+        """Run ``filler`` (:meth:`filler`) on the run so far: the arguments it gives (the
+        tool's argument model dumped: values of its fields' own types)."""
         filled = await ctx.run_step(filler, self.ask(state, "arguments", tool=tool))
         return dict(filled.model_dump())
 
     async def fill_many(
-        self, ctx: Context, filler: Structured[Any], state: Mapping[str, Any], tool: str
+        self,
+        ctx: Context,
+        filler: Structured[pydantic.BaseModel],
+        state: Mapping[str, object],
+        tool: str,
     ) -> list[dict[str, Any]]:
         """Run ``filler`` (:meth:`many_filler`): every call's arguments."""
         filled = await ctx.run_step(filler, self.ask(state, "arguments", tool=tool, many=True))
         return [dict(c.model_dump()) for c in filled.calls]
 
-    def router(self, name: str, branches: Sequence[str]) -> Structured[Any]:
+    def router(self, name: str, branches: Sequence[str]) -> Structured[pydantic.BaseModel]:
         """A structured call choosing one of ``branches`` (``{"branch": label}``)."""
-        labels: Any = tuple(branches)
         model = pydantic.create_model(
             f"{name}_choice",
             __doc__="Which branch comes next.",
-            branch=(_literal(labels), ...),
+            branch=(_literal(tuple(branches)), ...),
         )
         return Structured(
             name, model, self.instructions + _STEP + "choose which branch comes next."
         )
 
     async def route(
-        self, ctx: Context, router: Structured[Any], state: Mapping[str, Any], branches: Any
+        self,
+        ctx: Context,
+        router: Structured[pydantic.BaseModel],
+        state: Mapping[str, object],
+        branches: Mapping[str, object],
     ) -> Any:
         """Run ``router`` (:meth:`router`); the label of the branch it chose (one of its
-        ``Literal``). ``branches`` maps each label to the tools its branch calls first (what
-        the model is shown)."""
+        ``Literal``: ``Any``, so the generated route's ``Literal`` annotation holds it).
+        ``branches`` maps each label to the tools its branch calls first (what the model
+        is shown)."""
         choice = await ctx.run_step(router, self.ask(state, "route", branches=branches))
         return choice.branch
 
-    def answerer(self, name: str = "write_answer") -> Structured[Any]:
+    def answerer(self, name: str = "write_answer") -> Structured[pydantic.BaseModel]:
         """The structured call writing the final answer as the agent gives it (its
         ``output_type``, or ``{"answer": str}`` for an agent that answers with text)."""
         output = self.agent.output_type
@@ -192,10 +215,11 @@ class Graduated:
         return Structured(name, model, self.instructions + note)
 
     async def answer(
-        self, ctx: Context, answerer: Structured[Any], state: Mapping[str, Any]
+        self, ctx: Context, answerer: Structured[pydantic.BaseModel], state: Mapping[str, object]
     ) -> Any:
         """Run ``answerer`` (:meth:`answerer`): the answer, as the agent's output type (text
-        for an agent that answers with text)."""
+        for an agent that answers with text): ``Any``, as the generated ``answer`` node
+        annotates it with that type."""
         written = await ctx.run_step(answerer, self.ask(state, "answer"))
         return written.answer if isinstance(written, _Answer) else written
 
@@ -206,14 +230,14 @@ class _Answer(pydantic.BaseModel):
     answer: str
 
 
-def _is_model(output: Any) -> bool:
+def _is_model(output: object) -> TypeGuard[type[pydantic.BaseModel]]:
     return isinstance(output, type) and issubclass(output, pydantic.BaseModel)
 
 
-def _literal(labels: tuple[str, ...]) -> Any:
-    from typing import Literal
-
-    return Literal[labels]  # the labels are known at run time
+def _literal(labels: tuple[str, ...]) -> TypeForm[object]:
+    # cast: a Literal of labels known only at run time is a type form, which a type
+    # checker cannot see (to it, a special form).
+    return cast("TypeForm[object]", Literal[labels])
 
 
 def _fill_note(tool: Tool) -> str:

@@ -8,10 +8,8 @@ out), and the edges' types are checked on the workflow.
 
 from __future__ import annotations
 
-from typing import Any
-
 from loopwise.architectures.digraph import Digraph
-from loopwise.architectures.nodes import RouteSpec
+from loopwise.architectures.nodes import NodeData, RouteSpec
 from loopwise.architectures.wiring import domain_of, fields_of, strip_type, type_name
 from loopwise.core.function_step import FunctionStep
 from loopwise.errors import GraphError
@@ -19,7 +17,7 @@ from loopwise.errors import GraphError
 __all__ = ["branch_errors", "cycle_error", "reach_errors", "route_errors"]
 
 
-def cycle_error(dag: Digraph) -> GraphError | None:
+def cycle_error(dag: Digraph[NodeData]) -> GraphError | None:
     """The first cycle of ``dag`` as an error (a workflow is acyclic), or ``None``."""
     cycle = dag.find_cycle()
     if cycle is None:
@@ -33,7 +31,7 @@ def cycle_error(dag: Digraph) -> GraphError | None:
     )
 
 
-def reach_errors(dag: Digraph, start: str) -> list[GraphError]:
+def reach_errors(dag: Digraph[NodeData], start: str) -> list[GraphError]:
     """The nodes of ``dag`` nothing leads to from ``start``."""
     reached = dag.reachable(start)
     return [
@@ -48,7 +46,7 @@ def reach_errors(dag: Digraph, start: str) -> list[GraphError]:
     ]
 
 
-def branch_errors(dag: Digraph) -> list[GraphError]:
+def branch_errors(dag: Digraph[NodeData]) -> list[GraphError]:
     """Routes whose branches name no node, and nodes after a route no branch leads to."""
     errors = []
     for node, data in dag.items():
@@ -81,7 +79,7 @@ def branch_errors(dag: Digraph) -> list[GraphError]:
 
 
 def route_errors(
-    node: str, spec: RouteSpec, routed: Any, *, joined: bool = False
+    node: str, spec: RouteSpec, routed: object, *, joined: bool = False
 ) -> list[GraphError]:
     """What route ``node`` gets wrong about the values it routes on (``routed``: the type
     it receives; ``joined``: it joins several nodes, so that type is unknown): a branch for
@@ -116,8 +114,8 @@ def route_errors(
 
 
 def _route_domain(
-    node: str, spec: RouteSpec, routed: Any, joined: bool
-) -> list[Any] | GraphError | None:
+    node: str, spec: RouteSpec, routed: object, joined: bool
+) -> list[object] | GraphError | None:
     if isinstance(spec.on, FunctionStep):
         return domain_of(spec.on.output_type)
     if joined:

@@ -10,6 +10,7 @@ guards do not exclude each other are a dangling branch (:func:`end_errors`).
 from __future__ import annotations
 
 from loopwise.architectures.digraph import Digraph
+from loopwise.architectures.nodes import NodeData
 from loopwise.errors import GraphError
 
 __all__ = ["Guards", "end_errors", "exclusive", "merges", "route_guards"]
@@ -19,7 +20,7 @@ Guards = dict[str, Guard]
 """Node → the route choices (route, branch) every run of it depends on."""
 
 
-def route_guards(dag: Digraph, generations: list[list[str]]) -> Guards:
+def route_guards(dag: Digraph[NodeData], generations: list[list[str]]) -> Guards:
     """Every node's guard, computed in topological ``generations``."""
     guards: Guards = {}
     for node in (n for generation in generations for n in generation):
@@ -32,7 +33,7 @@ def route_guards(dag: Digraph, generations: list[list[str]]) -> Guards:
     return guards
 
 
-def merges(dag: Digraph, node: str, guards: Guards) -> bool:
+def merges(dag: Digraph[NodeData], node: str, guards: Guards) -> bool:
     """Whether ``node`` joins mutually exclusive route branches (so one ran)."""
     preds = dag.predecessors(node)
     if len(preds) < 2:
@@ -65,7 +66,7 @@ def end_errors(ends: list[str], guards: Guards) -> list[GraphError]:
     return errors
 
 
-def _edge_guard(dag: Digraph, pred: str, node: str, guards: Guards) -> Guard:
+def _edge_guard(dag: Digraph[NodeData], pred: str, node: str, guards: Guards) -> Guard:
     """The guard of the edge ``pred`` → ``node``: ``pred``'s, and the branch when it routes."""
     if "route" in dag.data(pred):
         return guards[pred] | {(pred, node)}

@@ -27,11 +27,11 @@ The pieces, in the order a run meets them (the plan model and its checks live in
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
-from typing import Any
 
 from pydantic import BaseModel
+from typing_extensions import TypeForm
 
 from loopwise.architectures.agent import Agent
 from loopwise.architectures.edits import as_ran
@@ -63,14 +63,17 @@ from loopwise.architectures.stakes import plan_mermaid, plan_stake
 from loopwise.architectures.structured import Structured
 from loopwise.core.events import EventType, Status, jsonable
 from loopwise.core.journal import Journal
+from loopwise.core.jsontypes import JSONObject
 from loopwise.core.members import StepDefaults
 from loopwise.core.names import check_name
 from loopwise.core.result import Halt
 from loopwise.core.shape import Kind, Limits, Shape, describe, mermaid
-from loopwise.core.step import Context
+from loopwise.core.step import Context, Step
 from loopwise.core.usage import Budget, Usage
 from loopwise.tools.calls import effect_id
 from loopwise.tools.gates import Ask, authorize_all, human, pause
+from loopwise.tools.source import ToolSource
+from loopwise.tools.tool import Tool
 from loopwise.tools.verdicts import Denied, Edited, Pending
 
 # The plan vocabulary users write beside a hybrid (`from loopwise import
@@ -112,7 +115,7 @@ class HybridOutput(BaseModel):
 class _Attempt(StepDefaults):
     """The planner under a per-attempt name, so each attempt has its own journal keys."""
 
-    def __init__(self, name: str, inner: Any) -> None:
+    def __init__(self, name: str, inner: Step) -> None:
         self.name = name
         self.inner = inner
 
@@ -120,7 +123,7 @@ class _Attempt(StepDefaults):
         """The planner, under this attempt's name."""
         return replace(describe(self.inner), name=self.name)
 
-    async def run(self, input: Any, ctx: Context) -> Any:
+    async def run(self, input: object, ctx: Context) -> object:
         # Declared effects are checked when the hybrid is built; this also covers what
         # the planner reaches through nested steps (an agent wrapped by as_tool as "read").
         ctx.refuse_effects = (
@@ -165,10 +168,10 @@ class Hybrid(StepDefaults):
         self,
         name: str,
         *,
-        actions: ActionCatalog | Iterable[Any],
+        actions: ActionCatalog | Iterable[Tool | Action | ToolSource],
         task: str = "",
-        tools: Sequence[Any] = (),
-        planner: Any = None,
+        tools: Sequence[Tool | ToolSource | Callable[..., object]] = (),
+        planner: Step | None = None,
         max_steps: int = 10,
         max_plan_retries: int = 2,
         planner_max_steps: int = 8,
@@ -176,7 +179,7 @@ class Hybrid(StepDefaults):
         plan_approval_covers_gates: bool = False,
         replan_on_denial: int = 0,
         budget: Budget | None = None,
-        input_type: Any = str,
+        input_type: TypeForm[object] = str,
     ) -> None:
         self.name = check_name(name, what="hybrid")
         self.catalog = actions if isinstance(actions, ActionCatalog) else ActionCatalog(actions)
@@ -188,13 +191,15 @@ class Hybrid(StepDefaults):
         self.replan_on_denial = replan_on_denial
         self.budget = budget or Budget()
         self.input_type = input_type
-        self.output_type: Any = HybridOutput
+        self.output_type: TypeForm[object] = HybridOutput
         self.description = task
         self.planner = planner or self._default_planner(task, tools, planner_max_steps)
         self._attempts: dict[str, _Attempt] = {}
         check_planner(self.planner, name)
 
-    def _default_planner(self, task: str, tools: Sequence[Any], max_steps: int) -> Any:
+    def _default_planner(
+        self, task: str, tools: Sequence[Tool | ToolSource | Callable[..., object]], max_steps: int
+    ) -> Step:
         text = planner_instructions(
             self.catalog, task, max_steps=self.max_steps, investigates=bool(tools)
         )
@@ -211,7 +216,7 @@ class Hybrid(StepDefaults):
     def __repr__(self) -> str:
         return f"<hybrid {self.name}: {len(self.catalog)} actions>"
 
-    async def run(self, input: Any, ctx: Context) -> HybridOutput:
+    async def run(self, input: object, ctx: Context) -> HybridOutput:
         """Propose, validate, (approve,) execute; re-plan on denial when configured."""
         feedback: list[str] = []
         output: HybridOutput | None = None
@@ -267,7 +272,7 @@ class Hybrid(StepDefaults):
 
     async def propose(
         self,
-        input: Any,
+        input: object,
         ctx: Context,
         *,
         feedback: Sequence[str] = (),
@@ -311,7 +316,7 @@ class Hybrid(StepDefaults):
         )
 
     async def _validate(
-        self, raw: Any, key: str, ctx: Context, since: tuple[tuple[Usage, int], str | None]
+        self, raw: object, key: str, ctx: Context, since: tuple[tuple[Usage, int], str | None]
     ) -> tuple[Plan | None, list[str]]:
         """Validate as a ``validate`` step; a valid plan's event carries the journal key
         and what planning spent (a resumed run skips the planner but still counts it)."""
@@ -322,12 +327,12 @@ class Hybrid(StepDefaults):
         if plan is not None:
             errors = _repeat_errors(plan, self.catalog, ctx, scope)
             plan = None if errors else plan
-        data: dict[str, Any] = {"output": {"valid": plan is not None, "errors": errors}}
+        data: JSONObject = {"output": {"valid": plan is not None, "errors": list(errors)}}
         if plan is not None:
             spent = {**ctx.usage.since(before[0]).to_dict(), "steps": ctx.steps[0] - before[1]}
             # Each step's effect is recorded with the plan: what a person reading the run
             # is shown before the step asks or runs.
-            effects = {s.id: self.catalog[s.action].effect for s in plan.steps}
+            effects: JSONObject = {s.id: self.catalog[s.action].effect for s in plan.steps}
             data.update(key=key, plan=plan.model_dump(mode="json"), effects=effects, spent=spent)
         check.emit(EventType.STEP_FINISHED, data)
         return plan, errors
@@ -437,7 +442,7 @@ def _repeat_errors(
     return errors
 
 
-def _count_again(ctx: Context, spent: Any) -> None:
+def _count_again(ctx: Context, spent: object) -> None:
     """Count the journaled planning of a resumed run in its usage and steps once more."""
     if not isinstance(spent, dict):
         return

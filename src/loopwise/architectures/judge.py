@@ -47,14 +47,17 @@ import math
 import string
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar, get_args, get_origin
+from typing import Any, Generic, Literal, TypeVar, cast, get_args, get_origin, overload
 
 import annotated_types
 import pydantic
+import typing_extensions
+from typing_extensions import TypeForm
 
 from loopwise.architectures.structured import Structured, endpoint_key, render_input
 from loopwise.architectures.wiring import strip_type
 from loopwise.core.events import Status, jsonable
+from loopwise.core.jsontypes import JSONMapping, JSONObject
 from loopwise.core.members import StepDefaults
 from loopwise.core.names import check_name
 from loopwise.core.result import Halt
@@ -74,6 +77,13 @@ from loopwise.models.port import (
 __all__ = ["UNDECLARED_LIMIT", "Judge", "Question", "Ruling"]
 
 A = TypeVar("A")
+"""The type of a ruling's answer."""
+
+A_co = typing_extensions.TypeVar("A_co", covariant=True, default=object)
+"""The type of a judge's answer: its labels' type (``Judge("kind", ["a", "b"])`` is a
+``Judge[str]``), its ``Enum``, ``bool`` or pydantic model; ``object`` for a ``Literal`` of
+labels, which a type checker cannot read from a value (annotate ``Judge[Literal[...]]``
+to keep it). A judge only gives answers, so a ``Judge[str]`` is a ``Judge[object]``."""
 
 QuestionKind = Literal["choice", "predicate", "score"]
 
@@ -98,7 +108,7 @@ class Ruling(pydantic.BaseModel, Generic[A]):
     backend: str
     """The backend that answered (``decisions``, ``logprobs``, ``structured``), or
     ``person`` when a person picked the answer."""
-    input: Any = None
+    input: object = None
     """What was judged (JSON), for a step that takes over when the judge is unsure."""
     unknown_reason: str | None = None
     """Why :attr:`confidence` is unknown although probabilities came back (more than
@@ -121,7 +131,7 @@ class Question:
     """The field it answers (the judge's name for a one-question judge)."""
     kind: QuestionKind
     """``choice``, ``predicate`` or ``score``."""
-    labels: tuple[Any, ...]
+    labels: tuple[object, ...]
     """The allowed answers, typed, in order (a score's lowest first)."""
     text: str
     """The question as the model reads it."""
@@ -138,7 +148,7 @@ class Question:
             return {t: t for t in texts}
         return dict(zip(string.ascii_uppercase, texts, strict=False))
 
-    def wire(self) -> dict[str, Any]:
+    def wire(self) -> JSONObject:
         """The question as the Decisions API takes it."""
         if self.kind == "predicate":
             return {"type": "predicate", "name": self.name, "instructions": self.text}
@@ -157,7 +167,7 @@ class Question:
         }
 
 
-def label_text(label: Any) -> str:
+def label_text(label: object) -> str:
     """A label as text: an enum by its value, a bool as ``true``/``false``."""
     if isinstance(label, enum.Enum):
         label = label.value
@@ -166,7 +176,7 @@ def label_text(label: Any) -> str:
     return str(label)
 
 
-class Judge(StepDefaults, Generic[A]):
+class Judge(StepDefaults, Generic[A_co]):
     """A step that answers closed questions with probabilities; see the module docstring.
 
     ``answer`` is a ``Literal``/``Enum``/list of labels, ``bool``, a ``range`` or a
@@ -182,10 +192,46 @@ class Judge(StepDefaults, Generic[A]):
     needs_model = True
     """The CLI must give this step a model."""
 
+    @overload
     def __init__(
         self,
         name: str,
-        answer: Any,
+        answer: type[A_co],
+        *,
+        question: str = "",
+        questions: Mapping[str, str] | None = None,
+        instructions: str = "",
+        prompt: Callable[[Any], str] | None = None,
+        backends: Sequence[DecisionBackend] | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self,
+        name: str,
+        answer: Sequence[A_co],
+        *,
+        question: str = "",
+        questions: Mapping[str, str] | None = None,
+        instructions: str = "",
+        prompt: Callable[[Any], str] | None = None,
+        backends: Sequence[DecisionBackend] | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self,
+        name: str,
+        answer: TypeForm[object],
+        *,
+        question: str = "",
+        questions: Mapping[str, str] | None = None,
+        instructions: str = "",
+        prompt: Callable[[Any], str] | None = None,
+        backends: Sequence[DecisionBackend] | None = None,
+    ) -> None: ...
+    def __init__(
+        self,
+        name: str,
+        answer: type[A_co] | Sequence[A_co] | TypeForm[object],
         *,
         question: str = "",
         questions: Mapping[str, str] | None = None,
@@ -200,10 +246,10 @@ class Judge(StepDefaults, Generic[A]):
         self.backends = _checked_backends(name, backends)
         self.model_type: type[pydantic.BaseModel] | None = _model_of(answer)
         self.questions = _questions(name, answer, self.model_type, question, questions or {})
-        self.answer_type: Any = list_literal(answer)
-        self.input_type: Any = Any
-        self._ruling: Any = Ruling[self.answer_type]  # type: ignore[name-defined]
-        self.output_type: Any = self._ruling
+        self.answer_type: TypeForm[object] = list_literal(answer)
+        self.input_type: TypeForm[object] = Any
+        self._ruling: type[Ruling[A_co]] = Ruling[self.answer_type]  # type: ignore[name-defined]
+        self.output_type: TypeForm[object] = self._ruling
         self._structured = Structured(
             name, output=self._answer_model(), instructions=self._structured_instructions()
         )
@@ -220,7 +266,7 @@ class Judge(StepDefaults, Generic[A]):
         """Question → its labels as text."""
         return {q.name: q.texts for q in self.questions}
 
-    async def run(self, input: Any, ctx: Context) -> Ruling[A]:
+    async def run(self, input: object, ctx: Context) -> Ruling[A_co]:
         """Ask, and return the :class:`Ruling`; see the module docstring for how it fails."""
         text = self.render(input)
         key = endpoint_key(ctx.model)
@@ -242,16 +288,16 @@ class Judge(StepDefaults, Generic[A]):
             code="no-backend",
         )
 
-    def render(self, input: Any) -> str:
+    def render(self, input: object) -> str:
         """The user message for ``input``: ``prompt(input)``, a string as is, else JSON."""
         return render_input(self.prompt, input)
 
     def ruling(
-        self, probabilities: Mapping[str, Mapping[str, float] | str], backend: str, input: Any
-    ) -> Ruling[A]:
+        self, probabilities: Mapping[str, Mapping[str, float] | str], backend: str, input: object
+    ) -> Ruling[A_co]:
         """The ruling for per-question ``probabilities`` (a label text instead of a
         mapping: that label, with no probability known)."""
-        chosen: dict[str, Any] = {}
+        chosen: dict[str, object] = {}
         probs: dict[str, dict[str, float]] = {}
         confidence: float | None = 1.0
         why: list[str] = []
@@ -274,17 +320,19 @@ class Judge(StepDefaults, Generic[A]):
                 )
                 confidence = None
             confidence = None if confidence is None else confidence * spread[best]
-        answer = self._typed(chosen)
-        return self._ruling(  # type: ignore[no-any-return]
-            answer=answer,
-            probabilities=probs,
-            confidence=None if confidence is None else round(confidence, 6),
-            backend=backend,
-            input=jsonable(input),
-            unknown_reason="; ".join(why) or None,
+        # Validated into the answer type (a label as typed, the judge's model of labels).
+        return self._ruling.model_validate(
+            {
+                "answer": self._typed(chosen),
+                "probabilities": probs,
+                "confidence": None if confidence is None else round(confidence, 6),
+                "backend": backend,
+                "input": jsonable(input),
+                "unknown_reason": "; ".join(why) or None,
+            }
         )
 
-    def _typed(self, chosen: dict[str, Any]) -> Any:
+    def _typed(self, chosen: dict[str, object]) -> object:
         if self.model_type is None:
             return chosen[self.questions[0].name]
         return self.model_type.model_validate(chosen)
@@ -321,7 +369,7 @@ class Judge(StepDefaults, Generic[A]):
             q.name: self._from_answer(q, a) for q, a in zip(self.questions, answers, strict=True)
         }
 
-    def _from_answer(self, q: Question, answer: Mapping[str, Any]) -> dict[str, float]:
+    def _from_answer(self, q: Question, answer: JSONMapping) -> dict[str, float]:
         kind = answer.get("type")
         if kind == "refusal":
             raise Halt(Status.REFUSED, f"{self.name}: the model declined to answer {q.name!r}")
@@ -329,11 +377,13 @@ class Judge(StepDefaults, Generic[A]):
             p = _probability(self.name, q, answer.get("probability"))
             return {"true": p, "false": 1.0 - p}
         key = "value" if kind == "choice" else "label"
-        listed = answer.get("probabilities") or ()
-        if not isinstance(listed, list) or not all(isinstance(p, Mapping) for p in listed):
-            listed = ()
+        listed = answer.get("probabilities")
+        rows = listed if isinstance(listed, list) else []
+        spread = [p for p in rows if isinstance(p, dict)]
+        if len(spread) < len(rows):  # one entry that is not an object: none is trusted
+            spread = []
         found = {
-            label_text(p.get(key)): _probability(self.name, q, p.get("probability")) for p in listed
+            label_text(p.get(key)): _probability(self.name, q, p.get("probability")) for p in spread
         }
         if kind != q.kind or not found:
             raise ProbabilitiesMissing(
@@ -447,7 +497,7 @@ def _declared_mass(q: Question, given: Mapping[str, float]) -> float:
     return sum(by_text.get(t.lower(), 0.0) for t in q.texts)
 
 
-def _probability(judge: str, q: Question, value: Any) -> float:
+def _probability(judge: str, q: Question, value: object) -> float:
     """A probability the Decisions API sent, as a float (``ProbabilitiesMissing`` when it
     is missing or not a number; its range is :func:`_normalised`'s to check)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -474,22 +524,25 @@ def _checked_backends(
     return tuple(backends)
 
 
-def _model_of(answer: Any) -> type[pydantic.BaseModel] | None:
+def _model_of(answer: object) -> type[pydantic.BaseModel] | None:
     if isinstance(answer, type) and issubclass(answer, pydantic.BaseModel):
         return answer
     return None
 
 
-def list_literal(answer: Any) -> Any:
+def list_literal(answer: object) -> TypeForm[object]:
     """The answer's type: a list or range of labels as the ``Literal`` of them."""
     if isinstance(answer, range | list | tuple):
-        return Literal[tuple(answer)] if answer else Any
-    return answer
+        answer = Literal[tuple(answer)] if answer else Any
+    # cast: a type form either way. A Literal built here at run time is one a type checker
+    # cannot see (a special form to it); any other answer passed _questions, which refuses
+    # what is not a question's type, before this is called.
+    return cast("TypeForm[object]", answer)
 
 
 def _questions(
     name: str,
-    answer: Any,
+    answer: object,
     model: type[pydantic.BaseModel] | None,
     question: str,
     texts: Mapping[str, str],
@@ -519,7 +572,7 @@ def _questions(
 
 
 def _question(
-    judge: str, field: str, kind: QuestionKind, labels: tuple[Any, ...], text: str
+    judge: str, field: str, kind: QuestionKind, labels: tuple[object, ...], text: str
 ) -> Question:
     where = judge if field == judge else f"{judge}.{field}"
     if len(labels) < 2:
@@ -548,8 +601,8 @@ def _question(
 
 
 def _kind_of(
-    where: str, tp: Any, metadata: Sequence[Any] = ()
-) -> tuple[QuestionKind, tuple[Any, ...]]:
+    where: str, tp: object, metadata: Sequence[object] = ()
+) -> tuple[QuestionKind, tuple[object, ...]]:
     """A field type as a question: its kind and its labels."""
     if isinstance(tp, range):
         return "score", tuple(tp)
@@ -574,7 +627,7 @@ def _kind_of(
     )
 
 
-def _bounds(metadata: Sequence[Any]) -> tuple[int, int] | None:
+def _bounds(metadata: Sequence[object]) -> tuple[int, int] | None:
     lo = hi = None
     for item in metadata:
         if isinstance(item, annotated_types.Ge):

@@ -11,26 +11,31 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, get_origin
+from typing import Any, Required, TypedDict, get_origin
 
 from pydantic import BaseModel
+from typing_extensions import TypeForm
 
 from loopwise.architectures.wiring import hints_of, plain_key, strip_type
 from loopwise.core.events import Status, jsonable
 from loopwise.core.function_step import FunctionStep
 from loopwise.core.journal import Journal
+from loopwise.core.jsontypes import JSONObject, JSONValue
 from loopwise.core.members import StepDefaults
 from loopwise.core.replay import RERUN, replays
 from loopwise.core.result import Halt
 from loopwise.core.shape import Kind, Node, Shape, describe
-from loopwise.core.step import Context
+from loopwise.core.step import Context, Step
 from loopwise.tools.call_values import Call, CallSettings
 from loopwise.tools.calls import execute, values_or_halt
-from loopwise.tools.tool import Tool, require_gate
+from loopwise.tools.tool import Arguments, Tool, require_gate
 
-Join = Callable[[dict[str, Any]], Any]
-_NO_FIELD: Any = object()
-"""Turns ``{predecessor name: output}`` into a join node's input."""
+Join = Callable[[dict[str, Any]], object]
+"""Turns ``{predecessor name: output}`` into a join node's input (``Any``: a user's join
+names its predecessors' types, ``dict[str, Ticket]``, which a ``dict[str, object]`` would
+refuse)."""
+
+_NO_FIELD = object()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -39,7 +44,7 @@ class RouteSpec:
 
     on: str | FunctionStep
     """A field of the routed value, or a function of it."""
-    branches: dict[Any, str]
+    branches: dict[object, str]
     """Route value (enum members normalised to their values) → target node."""
     default: str | None
     """The target for any other value."""
@@ -65,14 +70,14 @@ class RouteSpec:
 class RouteDecision:
     """What a route node produced: the value it passes on, the key, the chosen branch."""
 
-    value: Any
+    value: object
     """The routed value, passed unchanged to the chosen branch."""
-    key: Any
+    key: object
     """The value routed on."""
     branch: str
     """The node that runs next."""
 
-    def model_dump(self, mode: str = "json") -> dict[str, Any]:
+    def model_dump(self, mode: str = "json") -> JSONObject:
         """JSON form for ``step_finished`` events (the choice is journaled with the value)."""
         return {"route": jsonable(self.key), "branch": self.branch, "value": jsonable(self.value)}
 
@@ -85,10 +90,10 @@ class RouteStep(StepDefaults):
     def __init__(self, name: str, spec: RouteSpec) -> None:
         self.name = name
         self.spec = spec
-        self.input_type: Any = Any
-        self.output_type: Any = Any
+        self.input_type: TypeForm[object] = Any
+        self.output_type: TypeForm[object] = Any
 
-    async def run(self, value: Any, ctx: Context) -> RouteDecision:
+    async def run(self, value: object, ctx: Context) -> RouteDecision:
         on = self.spec.on
         if isinstance(on, FunctionStep):
             key = await on.run(value, ctx)
@@ -104,17 +109,19 @@ class RouteStep(StepDefaults):
             )
         return RouteDecision(value=value, key=key, branch=branch)
 
-    def restorable(self, output: RouteDecision, recorded: Any) -> bool:
+    def restorable(self, output: object, recorded: JSONValue) -> bool:
         """Whether a resume takes the choice from the log: when a function made it (it may
         read a world that has changed since); a field of the same input is read again."""
         return isinstance(self.spec.on, FunctionStep)
 
-    def restore(self, value: Any, recorded: Any) -> Any:
+    def restore(self, value: object, recorded: JSONValue) -> object:
         """The recorded choice for ``value``: its branch, and its key as ``on`` declares its
         type (else as recorded: the key only names the choice, the branch routes)."""
         on = self.spec.on
-        branch = recorded.get("branch") if isinstance(recorded, Mapping) else None
-        if not isinstance(on, FunctionStep) or branch not in self.spec.targets():
+        if not isinstance(on, FunctionStep) or not isinstance(recorded, Mapping):
+            return RERUN
+        branch = recorded.get("branch")
+        if not isinstance(branch, str) or branch not in self.spec.targets():
             return RERUN
         key = on.restore(value, recorded.get("route"))
         key = recorded.get("route") if key is RERUN else key
@@ -135,11 +142,11 @@ class ToolNode(StepDefaults):
         require_gate(tool, holder="", fix=fix)
         self.tool = tool
         self.name = tool.name
-        self.input_type: Any = tool.args_model
-        self.output_type: Any = hints_of(tool.fn).get("return", Any)
+        self.input_type: TypeForm[object] = tool.args_model
+        self.output_type: TypeForm[object] = hints_of(tool.fn).get("return", Any)
         self.description = tool.description
 
-    def accepts(self, given: Any) -> bool:
+    def accepts(self, given: object) -> bool:
         """Whether a value of type ``given`` can be the tool's arguments (checked when the
         workflow is declared): a mapping (validated when it runs), the argument model, or
         a pydantic model whose fields are arguments and cover the required ones."""
@@ -159,8 +166,9 @@ class ToolNode(StepDefaults):
         """A tool step: the tool as the reviewer sees it (effect, gate, taint)."""
         return Shape(kind=Kind.TOOL, name=self.name, tools=(self.tool.describe(),))
 
-    async def run(self, input: Any, ctx: Context) -> Any:
-        """Make the call (:func:`loopwise.tools.calls.values_or_halt` says how it may end)."""
+    async def run(self, input: Arguments, ctx: Context) -> object:
+        """Make the call with ``input`` as the tool's arguments (what :meth:`accepts` let
+        in; :func:`loopwise.tools.calls.values_or_halt` says how it may end)."""
         n = ctx.journal.counted(ctx.step_path, "tool_node")
         bind = ctx.step_path if n == 1 else f"{ctx.step_path}@{n}"
         call = Call(
@@ -179,6 +187,19 @@ class ToolNode(StepDefaults):
         return values_or_halt(made)[0]
 
 
+class NodeData(TypedDict, total=False):
+    """What a workflow holds for each node (its graph's node data)."""
+
+    step: Required[Step]
+    """The step the node runs (a route's :class:`RouteStep`, a tool's :class:`ToolNode`)."""
+    join: Required[Join | None]
+    """What a join node receives instead of ``{predecessor: output}`` (``None``: that)."""
+    route: RouteSpec
+    """A route node's spec (only route nodes have one)."""
+    named: NamedNode
+    """The step under the node's name, made when the node first runs."""
+
+
 def paused_together(halts: list[Halt]) -> Halt:
     """One ``awaiting_approval`` halt listing every request of the paused nodes."""
     if len(halts) == 1:
@@ -195,17 +216,17 @@ class NamedNode(StepDefaults):
     """A node's step under the node's name (its events' path and journal keys)."""
 
     name: str
-    inner: Any
+    inner: Step
 
-    async def run(self, input: Any, ctx: Context) -> Any:
+    async def run(self, input: object, ctx: Context) -> object:
         return await self.inner.run(input, ctx)
 
-    def restorable(self, output: Any, recorded: Any) -> bool:
+    def restorable(self, output: object, recorded: JSONValue) -> bool:
         """Whether the node's step can be replayed from its record (:mod:`loopwise.core.replay`)."""
         inner = replays(self.inner)
         return inner is not None and inner.restorable(output, recorded)
 
-    def restore(self, input: Any, recorded: Any) -> Any:
+    def restore(self, input: object, recorded: JSONValue) -> object:
         """The node's step's recorded output, or ``RERUN``."""
         inner = replays(self.inner)
         return RERUN if inner is None else inner.restore(input, recorded)
@@ -215,12 +236,12 @@ class NamedNode(StepDefaults):
         return replace(describe(self.inner), name=self.name)
 
 
-def passed_on(output: Any) -> Any:
+def passed_on(output: object) -> object:
     """What a node's ``output`` passes on: a route's chosen value, else the output itself."""
     return output.value if isinstance(output, RouteDecision) else output
 
 
-def node_shape(node: str, data: dict[str, Any]) -> Node:
+def node_shape(node: str, data: NodeData) -> Node:
     """Workflow node ``node`` (its graph data ``data``) as drawn."""
     spec: RouteSpec | None = data.get("route")
     if spec is not None:

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
 
 from loopwise.architectures.plans import ActionCatalog
 from loopwise.core.shape import describe
+from loopwise.core.step import Step
 from loopwise.errors import ToolError
 
 __all__ = [
@@ -63,7 +63,7 @@ REJECTED = "\n\nYour previous plan was rejected; fix these problems:\n"
 """What separates the planner's input from the feedback on a rejected plan."""
 
 
-def planner_request(task_input: Any, feedback: Sequence[str] = ()) -> str:
+def planner_request(task_input: object, feedback: Sequence[str] = ()) -> str:
     """The planner's user message: the input, plus why an earlier plan was rejected."""
     text = task_input if isinstance(task_input, str) else json.dumps(task_input, default=str)
     if not feedback:
@@ -72,7 +72,7 @@ def planner_request(task_input: Any, feedback: Sequence[str] = ()) -> str:
     return f"{text}{REJECTED}{problems}"
 
 
-def check_planner(planner: Any, hybrid: str) -> None:
+def check_planner(planner: Step, hybrid: str) -> None:
     """Raise :class:`ToolError` when ``planner`` holds a tool that is not ``read``.
 
     A planner proposes; only the compiled plan acts. An agent planner with a ``write``

@@ -508,13 +508,13 @@ def check_gated(catalog: ActionCatalog, hybrid: str) -> None:
             )
 
 
-def dependency_graph(plan: Plan) -> Digraph:
+def dependency_graph(plan: Plan) -> Digraph[None]:
     """The plan's steps as a graph, an edge from each dependency to its dependant (a
     dependency on no step of the plan is left out: validation reports it)."""
-    graph = Digraph()
+    graph: Digraph[None] = Digraph()
     for s in plan.steps:
         if s.id not in graph:
-            graph.add_node(s.id)
+            graph.add_node(s.id, None)
     for s in plan.steps:
         for d in s.depends_on:
             if d in graph:

@@ -5,6 +5,12 @@ declared (``Annotated`` and an optional ``None`` stripped, ``Any`` matches anyth
 dict feeds a pydantic input model), the values a ``Literal``/``Enum``/``bool`` route must
 cover, and the coercion a node's input gets when it runs (a dict validated into the
 pydantic model the step declares).
+
+A step's declared types are type forms — a class, ``list[str]``, a ``Literal[...]``, a
+union, ``Any`` for unsaid. A step declares one as a ``TypeForm[object]`` (PEP 747); the
+rules here take any ``object`` and read it with ``get_origin``/``get_args``, as a
+workflow's types also come from steps that declare nothing (``Any``) or build a
+``Literal`` at run time.
 """
 
 from __future__ import annotations
@@ -16,12 +22,13 @@ from dataclasses import is_dataclass
 from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from pydantic import BaseModel, ValidationError
+from typing_extensions import TypeForm
 
 from loopwise.core.events import Status
 from loopwise.core.result import Halt
 
 
-def hints_of(fn: Any) -> dict[str, Any]:
+def hints_of(fn: object) -> dict[str, TypeForm[object]]:
     """``fn``'s resolved annotations; none when they cannot be resolved."""
     try:
         return get_type_hints(fn)
@@ -29,7 +36,7 @@ def hints_of(fn: Any) -> dict[str, Any]:
         return {}
 
 
-def coerce_input(value: Any, wanted: Any, where: str) -> Any:
+def coerce_input(value: object, wanted: object, where: str) -> object:
     """``value`` as the pydantic input model a step declares (the CLI passes JSON objects);
     a value that cannot be one (a string where a ``Ticket`` is declared) ends the run."""
     if wanted is Any or (type(wanted) is type and not issubclass(wanted, BaseModel)):
@@ -50,12 +57,12 @@ def coerce_input(value: Any, wanted: Any, where: str) -> Any:
         ) from e
 
 
-def plain_key(key: Any) -> Any:
+def plain_key(key: object) -> object:
     """A route key as routes compare it: an enum member by its value."""
     return key.value if isinstance(key, enum.Enum) else key
 
 
-def strip_type(tp: Any) -> Any:
+def strip_type(tp: object) -> object:
     """Drop ``Annotated`` and an optional ``None`` from a type."""
     while get_origin(tp) is Annotated:
         tp = get_args(tp)[0]
@@ -66,7 +73,7 @@ def strip_type(tp: Any) -> Any:
     return tp
 
 
-def types_compatible(out: Any, wanted: Any) -> bool:
+def types_compatible(out: object, wanted: object) -> bool:
     """Can a value of type ``out`` feed an input of type ``wanted``? Unknown → yes."""
     out, wanted = strip_type(out), strip_type(wanted)
     if out is Any or wanted is Any or wanted is object or out == wanted:
@@ -89,7 +96,7 @@ def types_compatible(out: Any, wanted: Any) -> bool:
     return issubclass(w, BaseModel) and issubclass(o, Mapping)
 
 
-def fields_of(tp: Any) -> dict[str, Any] | None:
+def fields_of(tp: object) -> dict[str, object] | None:
     """Field name → type of a pydantic model, dataclass or TypedDict (else ``None``)."""
     if isinstance(tp, type) and issubclass(tp, BaseModel):
         return {k: f.annotation for k, f in tp.model_fields.items()}
@@ -101,7 +108,7 @@ def fields_of(tp: Any) -> dict[str, Any] | None:
     return None
 
 
-def domain_of(tp: Any) -> list[Any] | None:
+def domain_of(tp: object) -> list[object] | None:
     """Every value of a ``Literal``/``Enum``/``bool`` type (normalised), else ``None``."""
     tp = strip_type(tp)
     if get_origin(tp) is Literal:
@@ -116,7 +123,7 @@ def domain_of(tp: Any) -> list[Any] | None:
     return None
 
 
-def type_name(tp: Any) -> str:
+def type_name(tp: object) -> str:
     """``tp`` as an error message names it."""
     tp = strip_type(tp)
     if isinstance(tp, type) and not get_args(tp):

@@ -56,7 +56,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from typing_extensions import TypeForm
 
 from loopwise.architectures.digraph import Digraph
 from loopwise.architectures.graph_checks import (
@@ -69,6 +71,7 @@ from loopwise.architectures.guards import Guards, end_errors, merges, route_guar
 from loopwise.architectures.nodes import (
     Join,
     NamedNode,
+    NodeData,
     RouteDecision,
     RouteSpec,
     RouteStep,
@@ -104,6 +107,9 @@ __all__ = [
     "Workflow",
 ]
 
+K = TypeVar("K")
+"""The type of a route's keys (``Literal`` strings, ``Enum`` members, ``bool``...)."""
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class _Plan:
@@ -115,8 +121,8 @@ class _Plan:
 
 @dataclass(kw_only=True)
 class _RunState:
-    input: Any
-    outputs: dict[str, Any] = field(default_factory=dict)
+    input: object
+    outputs: dict[str, object] = field(default_factory=dict)
     paused: list[Halt] = field(default_factory=list)
     """Nodes that wait for people (all are listed together when nothing else can run)."""
 
@@ -128,19 +134,19 @@ class Workflow(StepDefaults):
         self,
         name: str,
         *,
-        input_type: Any = Any,
+        input_type: TypeForm[object] = Any,
         description: str = "",
         budget: Budget | None = None,
     ) -> None:
         self.name = check_name(name, what="workflow")
         """The workflow's step name (its events' path)."""
-        self.input_type: Any = input_type
+        self.input_type: TypeForm[object] = input_type
         """The workflow input's type; a pydantic model validates a dict input."""
         self.description = description
         """What the workflow is for."""
         self.budget = budget
         """The run budget when this workflow is the run's target."""
-        self._dag = Digraph()
+        self._dag: Digraph[NodeData] = Digraph()
         # Node attrs `step` and `join`; route nodes also `route`; `named` once it has run.
         self._view: tuple[int, nx.DiGraph] | None = None
         self._tails: list[str] = []
@@ -183,7 +189,7 @@ class Workflow(StepDefaults):
         return self._view[1]
 
     @property
-    def output_type(self) -> Any:
+    def output_type(self) -> object:
         """The output type of the end node(s) (``Any`` when they differ or are unknown)."""
         found = {strip_type(self._out_type(n, set())) for n in self._ends()}
         return found.pop() if len(found) == 1 else Any
@@ -213,7 +219,7 @@ class Workflow(StepDefaults):
         if isinstance(step, Tool):
             step = ToolNode(step)
         self._check_new(name, step, after)
-        self._dag.add_node(name, step=step, join=join)
+        self._dag.add_node(name, {"step": step, "join": join})
         for pred in after:
             self._dag.add_edge(pred, name)
         for route in self._awaited.pop(name, ()):
@@ -224,8 +230,8 @@ class Workflow(StepDefaults):
     def add_route(
         self,
         name: str,
-        on: str | Callable[..., Any],
-        branches: Mapping[Any, str],
+        on: str | Callable[..., object],
+        branches: Mapping[K, str],
         *,
         default: str | None = None,
         after: Iterable[str] = (),
@@ -295,8 +301,8 @@ class Workflow(StepDefaults):
 
     def route(
         self,
-        on: str | Callable[..., Any],
-        branches: Mapping[Any, Step],
+        on: str | Callable[..., object],
+        branches: Mapping[K, Step],
         *,
         default: Step | None = None,
         name: str | None = None,
@@ -342,7 +348,7 @@ class Workflow(StepDefaults):
         self._raise_first(self.validation_errors())
         return self
 
-    async def run(self, input: Any, ctx: Context) -> Any:
+    async def run(self, input: object, ctx: Context) -> object:
         """Run the graph on ``input`` (validated first); return the end node's output."""
         plan = self._compiled()
         state = _RunState(input=coerce_input(input, self.input_type, f"workflow {self.name}"))
@@ -400,7 +406,7 @@ class Workflow(StepDefaults):
     def _touch(self) -> None:
         self._version += 1
 
-    def _check_new(self, name: str, step: Any, after: list[str]) -> None:
+    def _check_new(self, name: str, step: object, after: list[str]) -> None:
         problem = name_problem(name)
         if problem is not None:
             message = f"{self.name}: node name {name!r} {problem}"
@@ -465,7 +471,7 @@ class Workflow(StepDefaults):
         out = state.outputs[pred]
         return not isinstance(out, RouteDecision) or out.branch == node
 
-    def _node_input(self, node: str, plan: _Plan, state: _RunState) -> Any:
+    def _node_input(self, node: str, plan: _Plan, state: _RunState) -> object:
         if node == plan.start:
             return state.input
         live = {
@@ -480,7 +486,7 @@ class Workflow(StepDefaults):
             return next(iter(live.values()))
         return live
 
-    def _named(self, node: str, step: Any) -> NamedNode:
+    def _named(self, node: str, step: Step) -> NamedNode:
         """The node's step under its name: one object per node, so what is remembered about
         a step by its identity (its kind, for ``step_started``) holds across runs."""
         data = self._dag.data(node)
@@ -519,7 +525,7 @@ class Workflow(StepDefaults):
             self._guards_memo = (self._version, route_guards(self._dag, self._generations()))
         return self._guards_memo[1]
 
-    def _out_type(self, node: str, seen: set[str]) -> Any:
+    def _out_type(self, node: str, seen: set[str]) -> object:
         """What ``node`` passes on: a route passes on what it received."""
         data = self._dag.data(node)
         if "route" not in data:
@@ -536,6 +542,7 @@ class Workflow(StepDefaults):
         data = self._dag.data(node)
         wanted = step_member(data["step"], "input_type")
         preds = self._dag.predecessors(node)
+        given: list[tuple[str, object]]
         if not preds:
             given = [("the workflow input", self.input_type)]
         elif data["join"] is not None:
@@ -580,7 +587,7 @@ class Workflow(StepDefaults):
         return route_errors(node, spec, routed)
 
 
-def _step_name(step: Any, workflow: str) -> str:
+def _step_name(step: object, workflow: str) -> str:
     """The node name of a step added by the chained methods; a non-step is a GraphError."""
     if not isinstance(step, Step | Tool):
         raise GraphError(

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, TypedDict
 
 from pydantic import BaseModel, Field
 
@@ -48,7 +48,16 @@ ORDERS: dict[str, dict[str, str]] = {
     "O-2009": {"customer": "C-1004", "status": "lost"},
     "O-2010": {"customer": "C-1005", "status": "shipped"},
 }
-PAYMENTS: dict[str, list[dict[str, Any]]] = {
+
+
+class Payment(TypedDict):
+    """One payment attempt of an order."""
+
+    status: str
+    reason: str | None
+
+
+PAYMENTS: dict[str, list[Payment]] = {
     "O-2003": [{"status": "declined", "reason": "insufficient_funds"}],
     "O-2005": [{"status": "declined", "reason": "expired_card"}],
     "O-2006": [{"status": "captured", "reason": None}],
@@ -69,7 +78,7 @@ class Shop:
 
     customers: dict[str, dict[str, str]]
     orders: dict[str, dict[str, str]]
-    payments: dict[str, list[dict[str, Any]]]
+    payments: dict[str, list[Payment]]
 
 
 def make_deps() -> Shop:
@@ -79,7 +88,7 @@ def make_deps() -> Shop:
 
 
 @tool
-def lookup_customer(customer_id: CustomerId, ctx: Context[Shop]) -> dict[str, Any]:
+def lookup_customer(customer_id: CustomerId, ctx: Context[Shop]) -> dict[str, str]:
     """Look up a customer by id: name and email.
     Use it first, to check the customer exists.
     """
@@ -89,7 +98,7 @@ def lookup_customer(customer_id: CustomerId, ctx: Context[Shop]) -> dict[str, An
 
 
 @tool
-def list_orders(customer_id: CustomerId, ctx: Context[Shop]) -> list[dict[str, Any]]:
+def list_orders(customer_id: CustomerId, ctx: Context[Shop]) -> list[dict[str, str]]:
     """List a customer's orders with their status (delivered, shipped, payment_failed,
     cancelled, lost). Use it to find which orders failed.
     """
@@ -98,7 +107,7 @@ def list_orders(customer_id: CustomerId, ctx: Context[Shop]) -> list[dict[str, A
 
 
 @tool
-def get_payments(order_id: OrderId, ctx: Context[Shop]) -> list[dict[str, Any]]:
+def get_payments(order_id: OrderId, ctx: Context[Shop]) -> list[Payment]:
     """The payment attempts of one order (status and decline or refund reason).
     Use it on a failed order to find out why it failed.
     """

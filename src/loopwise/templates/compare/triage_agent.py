@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import Field
 from tickets import ESCALATE_AT, QUEUES, URGENCY_SCALE, Triage, assess, queue_for
@@ -41,7 +41,7 @@ def make_deps() -> Desk:
 
 
 @tool
-def routing_rules() -> dict[str, Any]:
+def routing_rules() -> dict[str, object]:
     """The desk's routing rules: each category's queue, when to escalate, the urgency scale.
     Call it before choosing a queue.
     """

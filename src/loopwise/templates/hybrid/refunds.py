@@ -47,7 +47,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any
+from typing import Annotated, Any, TypedDict
 
 from pydantic import Field
 
@@ -66,7 +66,24 @@ from loopwise import (
 )
 from loopwise.testing import ScriptedAgent
 
-ORDERS: dict[str, dict[str, Any]] = {
+
+class Order(TypedDict):
+    """An order as the shop keeps it."""
+
+    customer: str
+    total_cents: int
+    item: str
+
+
+class RefundArgs(TypedDict):
+    """What the refund policy is given: ``issue_refund``'s arguments, validated."""
+
+    order_id: str
+    amount_cents: int
+    reason: str
+
+
+ORDERS: dict[str, Order] = {
     "O-3001": {"customer": "ada@example.com", "total_cents": 1999, "item": "kettle"},
     "O-3002": {"customer": "ben@example.com", "total_cents": 4500, "item": "lamp"},
     "O-3003": {"customer": "chen@example.com", "total_cents": 899, "item": "mug"},
@@ -147,14 +164,14 @@ def make_eval_deps() -> Iterator[Ledger]:
 
 def _write(
     kind: str, order_id: str, amount: int, text: str, ctx: Context[Ledger]
-) -> dict[str, Any]:
+) -> dict[str, str | int]:
     key = ctx.idempotency_key or "direct"
     ctx.deps.write_once(key, kind, order_id, amount, text)
     return {"order_id": order_id, "kind": kind, "amount_cents": amount, "key": key}
 
 
 @tool
-def get_order(order_id: OrderId, ctx: Context[Ledger]) -> dict[str, Any]:
+def get_order(order_id: OrderId, ctx: Context[Ledger]) -> dict[str, object]:
     """An order: its customer, item, total and what was refunded so far.
     Use it to check the order a complaint names before proposing anything.
     """
@@ -167,7 +184,7 @@ def get_order(order_id: OrderId, ctx: Context[Ledger]) -> dict[str, Any]:
     }
 
 
-def refund_policy(args: dict[str, Any], ctx: Context[Ledger]) -> bool | str | Escalate:
+def refund_policy(args: RefundArgs, ctx: Context[Ledger]) -> bool | str | Escalate:
     """Deny what is not owed; approve small refunds; a person approves the rest."""
     order = ORDERS.get(args["order_id"])
     if order is None:
@@ -186,7 +203,7 @@ def issue_refund(
     amount_cents: Annotated[int, Field(ge=1, description="Cents to refund.")],
     reason: Annotated[str, Field(max_length=200, description="One line: why.")],
     ctx: Context[Ledger],
-) -> dict[str, Any]:
+) -> dict[str, str | int]:
     """Refund money on an order (at most what is left of its total).
     Use it when the records show the customer is owed money.
     """
@@ -198,7 +215,7 @@ def add_note(
     order_id: OrderId,
     text: Annotated[str, Field(max_length=500, description="The note, for the team.")],
     ctx: Context[Ledger],
-) -> dict[str, Any]:
+) -> dict[str, str | int]:
     """Add an internal note to an order. Use it to record what was decided and why."""
     return _write("note", order_id, 0, text, ctx)
 
@@ -237,7 +254,7 @@ def _named(request: ModelRequest) -> dict[str, str] | None:
     return {"order_id": found.group()} if found else None
 
 
-def _plan(request: ModelRequest) -> dict[str, Any]:
+def _plan(request: ModelRequest) -> dict[str, object]:
     why = request.user_text().split(REJECTED, maxsplit=1)[0][:200]
     looked_up = request.last_result("get_order")
     order = looked_up.value if looked_up and not looked_up.is_error else {}
