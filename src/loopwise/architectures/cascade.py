@@ -34,7 +34,8 @@ from typing import Any, Generic, Literal, TypeVar
 import pydantic
 from typing_extensions import TypeForm
 
-from loopwise.architectures.judge import Judge, Ruling, label_text
+from loopwise.architectures.judge import Judge, Ruling
+from loopwise.architectures.questions import label_text
 from loopwise.architectures.wiring import coerce_input, type_name, types_compatible
 from loopwise.architectures.workflow import Workflow
 from loopwise.core.events import LIVE, EventType, Status, jsonable

@@ -11,6 +11,8 @@ question, and a confidence. Declare it from
   ``le`` is a score) — several questions answered together, each with its own question
   text (``questions={"field": "..."}``, else the field's description).
 
+(:mod:`loopwise.architectures.questions` reads the questions from the declared answer.)
+
 It is a step like a structured call: each model call goes through ``ctx.call_model``,
 so it is budgeted, journaled and replayed on resume (the probabilities are part of the
 journaled turn). How the probabilities are got is the model's (``decision_backends``,
@@ -42,22 +44,25 @@ run ``refused``. Declaration mistakes raise :class:`~loopwise.errors.JudgeError`
 
 from __future__ import annotations
 
-import enum
 import math
-import string
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar, cast, get_args, get_origin, overload
+from typing import Any, Generic, TypeVar, overload
 
-import annotated_types
 import pydantic
 import typing_extensions
 from typing_extensions import TypeForm
 
+from loopwise.architectures.questions import (
+    MAX_LABELS,
+    Question,
+    label_text,
+    list_literal,
+    model_of,
+    questions_of,
+)
 from loopwise.architectures.structured import Structured, endpoint_key, render_input
-from loopwise.architectures.wiring import strip_type
 from loopwise.core.events import Status, jsonable
-from loopwise.core.jsontypes import JSONMapping, JSONObject
+from loopwise.core.jsontypes import JSONMapping
 from loopwise.core.members import StepDefaults
 from loopwise.core.names import check_name
 from loopwise.core.result import Halt
@@ -74,7 +79,7 @@ from loopwise.models.port import (
     model_name,
 )
 
-__all__ = ["UNDECLARED_LIMIT", "Judge", "Question", "Ruling"]
+__all__ = ["UNDECLARED_LIMIT", "Judge", "Ruling"]
 
 A = TypeVar("A")
 """The type of a ruling's answer."""
@@ -84,11 +89,6 @@ A_co = typing_extensions.TypeVar("A_co", covariant=True, default=object)
 ``Judge[str]``), its ``Enum``, ``bool`` or pydantic model; ``object`` for a ``Literal`` of
 labels, which a type checker cannot read from a value (annotate ``Judge[Literal[...]]``
 to keep it). A judge only gives answers, so a ``Judge[str]`` is a ``Judge[object]``."""
-
-QuestionKind = Literal["choice", "predicate", "score"]
-
-_MAX_LABELS = 26
-"""A log-probability question answers with one letter per label."""
 
 _TOP_LOGPROBS = 20
 """Alternatives a log-probability question asks for (OpenAI's most): a label not among
@@ -121,59 +121,6 @@ class Ruling(pydantic.BaseModel, Generic[A]):
         if self.confidence is None:
             return unknown
         return self.confidence > threshold
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Question:
-    """One closed question a judge asks."""
-
-    name: str
-    """The field it answers (the judge's name for a one-question judge)."""
-    kind: QuestionKind
-    """``choice``, ``predicate`` or ``score``."""
-    labels: tuple[object, ...]
-    """The allowed answers, typed, in order (a score's lowest first)."""
-    text: str
-    """The question as the model reads it."""
-
-    @property
-    def texts(self) -> tuple[str, ...]:
-        """The labels as text (what probabilities are keyed by)."""
-        return tuple(label_text(label) for label in self.labels)
-
-    def tokens(self) -> dict[str, str]:
-        """Answer token → label text, for a log-probability question."""
-        texts = self.texts
-        if self.kind == "score" and all(len(t) == 1 and t.isdigit() for t in texts):
-            return {t: t for t in texts}
-        return dict(zip(string.ascii_uppercase, texts, strict=False))
-
-    def wire(self) -> JSONObject:
-        """The question as the Decisions API takes it."""
-        if self.kind == "predicate":
-            return {"type": "predicate", "name": self.name, "instructions": self.text}
-        if self.kind == "choice":
-            return {
-                "type": "choice",
-                "name": self.name,
-                "instructions": self.text,
-                "choices": [{"value": t} for t in self.texts],
-            }
-        return {
-            "type": "score",
-            "name": self.name,
-            "instructions": self.text,
-            "levels": [{"label": t} for t in self.texts],
-        }
-
-
-def label_text(label: object) -> str:
-    """A label as text: an enum by its value, a bool as ``true``/``false``."""
-    if isinstance(label, enum.Enum):
-        label = label.value
-    if isinstance(label, bool):
-        return "true" if label else "false"
-    return str(label)
 
 
 class Judge(StepDefaults, Generic[A_co]):
@@ -244,8 +191,8 @@ class Judge(StepDefaults, Generic[A_co]):
         self.prompt = prompt
         self.description = instructions or question
         self.backends = _checked_backends(name, backends)
-        self.model_type: type[pydantic.BaseModel] | None = _model_of(answer)
-        self.questions = _questions(name, answer, self.model_type, question, questions or {})
+        self.model_type: type[pydantic.BaseModel] | None = model_of(answer)
+        self.questions = questions_of(name, answer, self.model_type, question, questions or {})
         self.answer_type: TypeForm[object] = list_literal(answer)
         self.input_type: TypeForm[object] = Any
         self._ruling: type[Ruling[A_co]] = Ruling[self.answer_type]  # type: ignore[name-defined]
@@ -397,7 +344,7 @@ class Judge(StepDefaults, Generic[A_co]):
         if len(tokens) < len(q.labels):
             raise JudgeError(
                 f"judge {self.name!r}: {q.name!r} has {len(q.labels)} labels; a "
-                f"log-probability question takes at most {_MAX_LABELS}",
+                f"log-probability question takes at most {MAX_LABELS}",
                 name=q.name,
                 code="no-backend",
             )
@@ -522,123 +469,6 @@ def _checked_backends(
             code="no-backend",
         )
     return tuple(backends)
-
-
-def _model_of(answer: object) -> type[pydantic.BaseModel] | None:
-    if isinstance(answer, type) and issubclass(answer, pydantic.BaseModel):
-        return answer
-    return None
-
-
-def list_literal(answer: object) -> TypeForm[object]:
-    """The answer's type: a list or range of labels as the ``Literal`` of them."""
-    if isinstance(answer, range | list | tuple):
-        answer = Literal[tuple(answer)] if answer else Any
-    # cast: a type form either way. A Literal built here at run time is one a type checker
-    # cannot see (a special form to it); any other answer passed _questions, which refuses
-    # what is not a question's type, before this is called.
-    return cast("TypeForm[object]", answer)
-
-
-def _questions(
-    name: str,
-    answer: object,
-    model: type[pydantic.BaseModel] | None,
-    question: str,
-    texts: Mapping[str, str],
-) -> tuple[Question, ...]:
-    if model is None:
-        kind, labels = _kind_of(name, answer)
-        return (_question(name, name, kind, labels, question or f"Which {name}?"),)
-    if not model.model_fields:
-        raise JudgeError(
-            f"judge {name!r}: {model.__name__} has no fields", name=name, code="no-labels"
-        )
-    unknown = sorted(set(texts) - set(model.model_fields))
-    if unknown:
-        raise JudgeError(
-            f"judge {name!r}: questions name {unknown[0]!r}, which is not a field of "
-            f"{model.__name__}",
-            name=unknown[0],
-            code="unsupported-type",
-        )
-    found = []
-    for field, info in model.model_fields.items():
-        kind, labels = _kind_of(f"{name}.{field}", info.annotation, info.metadata)
-        default = f"Is it {field}?" if kind == "predicate" else f"Which {field}?"
-        text = texts.get(field) or info.description or question or default
-        found.append(_question(name, field, kind, labels, text))
-    return tuple(found)
-
-
-def _question(
-    judge: str, field: str, kind: QuestionKind, labels: tuple[object, ...], text: str
-) -> Question:
-    where = judge if field == judge else f"{judge}.{field}"
-    if len(labels) < 2:
-        raise JudgeError(
-            f"judge {where!r}: a {kind} needs two or more labels, not {len(labels)}",
-            name=where,
-            code="no-labels",
-        )
-    texts = [label_text(label) for label in labels]
-    if any(not t.strip() for t in texts):
-        raise JudgeError(
-            f"judge {where!r}: a label is empty text; every label needs a name the model reads",
-            name=where,
-            code="no-labels",
-        )
-    folded = [t.strip().casefold() for t in texts]
-    dupes = sorted({t for t, f in zip(texts, folded, strict=True) if folded.count(f) > 1})
-    if dupes:
-        raise JudgeError(
-            f"judge {where!r}: label {dupes[0]!r} is given twice (labels are compared as "
-            "text, ignoring case and surrounding spaces)",
-            name=dupes[0],
-            code="duplicate-labels",
-        )
-    return Question(name=field, kind=kind, labels=labels, text=text)
-
-
-def _kind_of(
-    where: str, tp: object, metadata: Sequence[object] = ()
-) -> tuple[QuestionKind, tuple[object, ...]]:
-    """A field type as a question: its kind and its labels."""
-    if isinstance(tp, range):
-        return "score", tuple(tp)
-    if isinstance(tp, list | tuple):
-        return "choice", tuple(tp)
-    tp = strip_type(tp)
-    if tp is bool:
-        return "predicate", (True, False)
-    if get_origin(tp) is Literal:
-        return "choice", get_args(tp)
-    if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        return "choice", tuple(tp)
-    if tp is int:
-        bounds = _bounds(metadata)
-        if bounds is not None and 2 <= bounds[1] - bounds[0] + 1 <= _MAX_LABELS:
-            return "score", tuple(range(bounds[0], bounds[1] + 1))
-    raise JudgeError(
-        f"judge {where!r}: {tp!r} is not a question; use a Literal of labels (a choice), "
-        f"bool (a predicate) or an int with ge= and le= at most {_MAX_LABELS} apart (a score)",
-        name=where,
-        code="unsupported-type",
-    )
-
-
-def _bounds(metadata: Sequence[object]) -> tuple[int, int] | None:
-    lo = hi = None
-    for item in metadata:
-        if isinstance(item, annotated_types.Ge):
-            lo = int(item.ge)  # type: ignore[call-overload]
-        elif isinstance(item, annotated_types.Gt):
-            lo = int(item.gt) + 1  # type: ignore[call-overload]
-        elif isinstance(item, annotated_types.Le):
-            hi = int(item.le)  # type: ignore[call-overload]
-        elif isinstance(item, annotated_types.Lt):
-            hi = int(item.lt) - 1  # type: ignore[call-overload]
-    return None if lo is None or hi is None else (lo, hi)
 
 
 def _ident(name: str) -> str:
