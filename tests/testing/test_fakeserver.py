@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import http.client
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -123,6 +124,25 @@ def test_reject_names_response_format_and_tool_choice() -> None:
     assert all(isinstance(r, ResponseFormatRejected) for r in results[:3])
     assert "response_format" in str(results[0]) and "tool_choice" in str(results[2])
     assert isinstance(results[3], Turn)
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/responses", "/v1/decisions"])
+def test_a_json_body_that_is_no_object_is_a_400_and_the_server_answers_on(path: str) -> None:
+    # A JSON array used to raise inside the server: the client saw its connection closed
+    # with no answer, as if the server had died, instead of OpenAI's 400.
+    with FakeChatServer() as server:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+        try:
+            conn.request("POST", path, body=b"[1, 2]", headers={"content-type": "application/json"})
+            answer = conn.getresponse()
+            said = json.loads(answer.read())
+        finally:
+            conn.close()
+        assert answer.status == 400
+        assert said["error"]["message"] == "the request body is not a JSON object"
+        assert server.requests == []
+        [turn] = _complete(server.model(), HELLO)
+        assert isinstance(turn, Turn)
 
 
 def test_unknown_reject_mode_is_a_config_error() -> None:

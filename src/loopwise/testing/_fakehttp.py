@@ -12,7 +12,9 @@ import asyncio
 import json
 from collections.abc import Mapping
 
-__all__ = ["error", "http", "media", "parse_head", "read_body"]
+from loopwise.core.jsontypes import JSONObject, JSONValue
+
+__all__ = ["error", "http", "json_body", "media", "objects", "parse_head", "read_body"]
 
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests"}
 _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit"}
@@ -59,6 +61,24 @@ def http(
         f"connection: keep-alive\r\n{extra}\r\n"
     )
     return head.encode() + body
+
+
+def json_body(body: bytes) -> JSONObject | str:
+    """A request's body as the JSON object every fake endpoint takes, or why it is not one
+    (what the 400 says: a client sent no JSON, or JSON that is no object)."""
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        return "the request body is not JSON"
+    if not isinstance(payload, dict):
+        return "the request body is not a JSON object"
+    return payload
+
+
+def objects(value: JSONValue) -> list[JSONObject]:
+    """The objects of a JSON array (an input item or a message is one; nothing else in the
+    array is), ``[]`` for anything but an array."""
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 
 def media(payload: Mapping[str, object]) -> str:

@@ -35,12 +35,22 @@ import itertools
 import json
 import time
 from collections.abc import Callable, Collection, Iterable
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Protocol
 
-from loopwise.models.port import Message, ModelRequest, Turn
+from loopwise.core.jsontypes import JSONObject, JSONValue, json_list
+from loopwise.models.port import ModelRequest, Turn
 from loopwise.models.responses import ENCRYPTED_REASONING
-from loopwise.models.scripted import Fault, as_turn, auto_respond, pieces, priced, schema_of
-from loopwise.testing._fakehttp import media
+from loopwise.models.scripted import (
+    Fault,
+    ScriptEntry,
+    as_turn,
+    auto_respond,
+    pieces,
+    priced,
+)
+from loopwise.testing._fakehttp import json_body, media, objects
+from loopwise.testing._responsesinput import chat_form, text_of, to_request
 from loopwise.testing._serverprofiles import features_of
 
 __all__ = ["FakeResponses", "IssuedCallIds"]
@@ -68,7 +78,7 @@ class IssuedCallIds:
         if len(self._issued) > self.keep:
             del self._issued[next(iter(self._issued))]
 
-    def check(self, named: Iterable[Any]) -> None:
+    def check(self, named: Iterable[object]) -> None:
         """Record the ids of ``named`` this server never issued."""
         for call_id in named:
             if call_id not in self._issued and call_id not in self.foreign:
@@ -78,13 +88,21 @@ class IssuedCallIds:
 class _Host(Protocol):
     """What the endpoint uses of the server it is part of."""
 
-    requests: list[dict[str, Any]]
+    requests: list[JSONObject]
     errors: list[str]
     call_ids: IssuedCallIds
 
-    def script_entry(self, request: ModelRequest) -> Any: ...
+    def script_entry(self, request: ModelRequest) -> ScriptEntry | Fault: ...
 
     def crash(self) -> None: ...
+
+
+@dataclass(slots=True)
+class _Held:
+    """A background response: its final document, and the polls left before it is done."""
+
+    final: JSONObject
+    left: int
 
 
 class FakeResponses:
@@ -106,21 +124,20 @@ class FakeResponses:
         """How many polls of a background response answer ``in_progress`` before it is done."""
         self.cancelled: list[str] = []
         """The background responses a client cancelled, in order."""
-        self._held: dict[str, list[Any]] = {}  # background id -> [final document, polls left]
+        self._held: dict[str, _Held] = {}  # by the background response's id
         self._ids = itertools.count(1)
         # Output key -> the reasoning items issued with it (id -> encrypted content): a
         # script may give many runs the same call ids or text, each run its own reasoning.
         self._issued: dict[str, dict[str, str | None]] = {}
-        self._stored: dict[str, list[dict[str, Any]]] = {}  # response id -> its conversation
+        self._stored: dict[str, list[JSONObject]] = {}  # response id -> its conversation
         # Reasoning id -> (its encrypted content, the keys of the outputs it came with).
         self._reasonings: dict[str, tuple[str | None, set[str]]] = {}
 
     async def answer(self, body: bytes, host: _Host, reply: Reply) -> bytes | None:
         """The HTTP response to one ``POST /v1/responses`` body."""
-        try:
-            payload = json.loads(body)
-        except ValueError:
-            return _error(reply, 400, "the request body is not JSON")
+        payload = json_body(body)
+        if isinstance(payload, str):
+            return _error(reply, 400, payload)
         host.requests.append(payload)
         host.call_ids.check(_named_calls(payload.get("input")))
         items = self._conversation(payload)
@@ -144,9 +161,9 @@ class FakeResponses:
             return reply(200, self._hold(json.loads(doc)))
         return reply(200, doc, media=media(payload))
 
-    def _hold(self, final: dict[str, Any]) -> bytes:
+    def _hold(self, final: JSONObject) -> bytes:
         """A background response: kept to be polled, answered ``queued`` now."""
-        self._held[final["id"]] = [final, self.background_polls]
+        self._held[str(final["id"])] = _Held(final, self.background_polls)
         queued = {**final, "status": "queued", "output": [], "usage": None}
         return json.dumps({**queued, "incomplete_details": None}).encode()
 
@@ -162,26 +179,28 @@ class FakeResponses:
         kept = self._held.get(rid)
         if kept is None:
             return _error(reply, 404, f"Response with id {rid!r} not found.", "response_id")
-        final, left = kept
         if action == "cancel":
-            if left > 0:
+            if kept.left > 0:
                 self.cancelled.append(rid)
-                kept[0] = final = {**final, "status": "cancelled", "output": []}
-                kept[1] = 0
-            return reply(200, json.dumps(final).encode())
-        if left > 0:
-            kept[1] = left - 1
-            return reply(200, json.dumps({**final, "status": "in_progress", "output": []}).encode())
-        return reply(200, json.dumps(final).encode())
+                kept.final = {**kept.final, "status": "cancelled", "output": []}
+                kept.left = 0
+            return reply(200, json.dumps(kept.final).encode())
+        if kept.left > 0:
+            kept.left -= 1
+            polled = {**kept.final, "status": "in_progress", "output": []}
+            return reply(200, json.dumps(polled).encode())
+        return reply(200, json.dumps(kept.final).encode())
 
-    def _conversation(self, payload: dict[str, Any]) -> list[dict[str, Any]] | None:
+    def _conversation(self, payload: JSONObject) -> list[JSONObject] | None:
         """The whole input: a stored response's conversation first when one is chained."""
         given = payload.get("input")
-        items = [{"role": "user", "content": given}] if isinstance(given, str) else given or []
+        items: list[JSONObject] = (
+            [{"role": "user", "content": given}] if isinstance(given, str) else objects(given)
+        )
         previous = payload.get("previous_response_id")
         if previous is None:
-            return list(items)
-        if previous not in self._stored:
+            return items
+        if not isinstance(previous, str) or previous not in self._stored:
             return None
         return [*self._stored[previous], *items]
 
@@ -192,16 +211,13 @@ class FakeResponses:
             self._stored.pop(rid, None)
 
     def _refusal(
-        self, payload: dict[str, Any], items: list[dict[str, Any]]
+        self, payload: JSONObject, items: list[JSONObject]
     ) -> tuple[str, str, str | None] | None:
         """Why the request is refused (message, param, code), or ``None``."""
-        refused = sorted(features_of(_chat_form(payload)) & self.reject)
+        refused = sorted(features_of(chat_form(payload)) & self.reject)
         if refused:
             return (*_plain_refusal(refused[0]), None)
-        given = payload.get("input")
-        wrong = _orphan_output(items) or self._foreign_reasoning(
-            given if isinstance(given, list) else []
-        )
+        wrong = _orphan_output(items) or self._foreign_reasoning(objects(payload.get("input")))
         if wrong is not None:
             return wrong
         if payload.get("store") or not self.require_reasoning:
@@ -209,7 +225,7 @@ class FakeResponses:
         left_out = self._reasoning_left_out(items)
         return None if left_out is None else (*left_out, None)
 
-    def _foreign_reasoning(self, items: list[dict[str, Any]]) -> tuple[str, str, str | None] | None:
+    def _foreign_reasoning(self, items: list[JSONObject]) -> tuple[str, str, str | None] | None:
         """A reasoning item this server did not issue, whose sealed content is not its
         own, or that is not followed by an output it came with (what OpenAI refuses)."""
         for n, item in enumerate(items):
@@ -223,7 +239,7 @@ class FakeResponses:
             if item.get("encrypted_content") not in (None, sealed):
                 why = f"The encrypted content for item {rid} could not be verified."
                 return why, "input", "invalid_encrypted_content"
-            after = items[n + 1] if n + 1 < len(items) else {}
+            after: JSONObject = items[n + 1] if n + 1 < len(items) else {}
             if _output_key(after) not in follows:
                 why = (
                     f"Item {rid!r} of type 'reasoning' was provided without its required "
@@ -232,7 +248,7 @@ class FakeResponses:
                 return why, "input", None
         return None
 
-    def _reasoning_left_out(self, items: list[dict[str, Any]]) -> tuple[str, str] | None:
+    def _reasoning_left_out(self, items: list[JSONObject]) -> tuple[str, str] | None:
         sent = {
             str(i.get("id")): i.get("encrypted_content")
             for i in items
@@ -260,11 +276,12 @@ class FakeResponses:
                 self.received.append(back[0])
         return None
 
-    def _issue(self, key: str, reasoning: dict[str, Any]) -> None:
-        """Remember that ``reasoning`` came with the output ``key`` (bounded: a long
-        benchmark gives the same keys over and over)."""
+    def _issue(self, key: str, reasoning: str, sealed: str | None) -> None:
+        """Remember that the reasoning item ``reasoning`` (its encrypted content ``sealed``)
+        came with the output ``key`` (bounded: a long benchmark gives the same keys over and
+        over)."""
         owed = self._issued.pop(key, {})
-        owed[reasoning["id"]] = reasoning["encrypted_content"]
+        owed[reasoning] = sealed
         if len(owed) > _KEEP:
             del owed[next(iter(owed))]
         self._issued[key] = owed
@@ -273,23 +290,26 @@ class FakeResponses:
 
     def _response(
         self,
-        entry: Any,
+        entry: ScriptEntry,
         request: ModelRequest,
-        payload: dict[str, Any],
-        items: list[dict[str, Any]],
+        payload: JSONObject,
+        items: list[JSONObject],
         host_ids: IssuedCallIds,
         *,
         empty: bool = False,
     ) -> bytes:
         turn: Turn = priced(as_turn(entry), request, "")
         rid = f"resp_fake_{next(self._ids)}"
-        reasoning = self._reasoning(rid, payload)
-        output = [] if empty else [reasoning, *_output_items(turn, rid)]
+        reasoning, sealed = f"rs_{rid}", self._sealed(rid, payload)
+        made = [] if empty else _output_items(turn, rid)
+        item: JSONObject = {"id": reasoning, "type": "reasoning", "summary": []}
+        item["encrypted_content"] = sealed
+        output = [] if empty else [item, *made]
         if not empty:
-            for item in output[1:]:
-                self._issue(_output_key(item), reasoning)
-            follows = {_output_key(item) for item in output[1:]}
-            self._reasonings[reasoning["id"]] = (reasoning["encrypted_content"], follows)
+            for made_item in made:
+                self._issue(_output_key(made_item), reasoning, sealed)
+            follows = {_output_key(made_item) for made_item in made}
+            self._reasonings[reasoning] = (sealed, follows)
             if len(self._reasonings) > _KEEP * 64:
                 del self._reasonings[next(iter(self._reasonings))]
             for call in turn.tool_calls:
@@ -298,23 +318,22 @@ class FakeResponses:
             self._stored[rid] = [*items, *output]
         doc = _document(turn, rid, payload, output)
         if payload.get("stream"):
-            return _event_stream(doc)
+            return _event_stream(doc, output)
         return json.dumps(doc).encode()
 
-    def _reasoning(self, rid: str, payload: dict[str, Any]) -> dict[str, Any]:
-        item: dict[str, Any] = {"id": f"rs_{rid}", "type": "reasoning", "summary": []}
-        if ENCRYPTED_REASONING in (payload.get("include") or ()):
+    def _sealed(self, rid: str, payload: JSONObject) -> str | None:
+        """The encrypted content of the response's reasoning item, when the request asks
+        for it (``include``), else ``None``."""
+        if ENCRYPTED_REASONING in json_list(payload.get("include")):
             seal = hashlib.sha256(f"fake-reasoning:{rid}".encode()).hexdigest()[:24]
-            item["encrypted_content"] = f"gAAAA-fake-{seal}"
-        else:
-            item["encrypted_content"] = None
-        return item
+            return f"gAAAA-fake-{seal}"
+        return None
 
     async def _fault(
         self,
         fault: Fault,
         request: ModelRequest,
-        body: tuple[dict[str, Any], list[dict[str, Any]]],
+        body: tuple[JSONObject, list[JSONObject]],
         host: _Host,
         reply: Reply,
     ) -> bytes | None:
@@ -349,7 +368,7 @@ class FakeResponses:
         return reply(fault.status, doc, fault.headers, media=media(payload))
 
 
-def _named_calls(given: Any) -> list[Any]:
+def _named_calls(given: JSONValue) -> list[JSONValue]:
     """The call ids an input's calls and call outputs name."""
     if not isinstance(given, list):
         return []
@@ -357,10 +376,10 @@ def _named_calls(given: Any) -> list[Any]:
     return [i.get("call_id") for i in given if isinstance(i, dict) and i.get("type") in kinds]
 
 
-def _orphan_output(items: list[dict[str, Any]]) -> tuple[str, str, str | None] | None:
+def _orphan_output(items: list[JSONObject]) -> tuple[str, str, str | None] | None:
     """A ``function_call_output`` whose call is not earlier in the conversation (OpenAI's
     400): with ``previous_response_id``, the stored turns count as earlier."""
-    called: set[Any] = set()
+    called: set[object] = set()
     for item in items:
         kind = item.get("type")
         if kind == "function_call":
@@ -371,26 +390,18 @@ def _orphan_output(items: list[dict[str, Any]]) -> tuple[str, str, str | None] |
     return None
 
 
-def _output_key(item: dict[str, Any]) -> str:
+def _output_key(item: JSONObject) -> str:
     """What identifies an output item a client sends back: a call's id, a text's text."""
     if item.get("type") == "function_call":
         return f"call:{item.get('call_id')}"
     if item.get("role") == "assistant":
-        return f"text:{_text_of(item.get('content'))}"
+        return f"text:{text_of(item.get('content'))}"
     return ""
 
 
-def _text_of(content: Any) -> str:
-    if isinstance(content, list):
-        return "".join(
-            str(p.get("text") or p.get("refusal") or "") for p in content if isinstance(p, dict)
-        )
-    return "" if content is None else str(content)
-
-
-def _output_items(turn: Turn, rid: str) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    parts: list[dict[str, Any]] = []
+def _output_items(turn: Turn, rid: str) -> list[JSONObject]:
+    items: list[JSONObject] = []
+    parts: list[JSONValue] = []
     if turn.text is not None:
         parts.append({"type": "output_text", "text": turn.text, "annotations": []})
     if turn.refusal is not None:
@@ -422,10 +433,9 @@ def _output_items(turn: Turn, rid: str) -> list[dict[str, Any]]:
 _INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
 
 
-def _document(
-    turn: Turn, rid: str, payload: dict[str, Any], output: list[dict[str, Any]]
-) -> dict[str, Any]:
+def _document(turn: Turn, rid: str, payload: JSONObject, output: list[JSONObject]) -> JSONObject:
     reason = _INCOMPLETE.get(turn.finish_reason)
+    items: list[JSONValue] = [*output]
     return {
         "id": rid,
         "object": "response",
@@ -434,7 +444,7 @@ def _document(
         "incomplete_details": {"reason": reason} if reason else None,
         "error": None,
         "model": turn.model or str(payload.get("model", "fake-model")),
-        "output": output,
+        "output": items,
         "parallel_tool_calls": True,
         "tool_choice": payload.get("tool_choice", "auto"),
         "tools": payload.get("tools") or [],
@@ -450,14 +460,14 @@ def _document(
     }
 
 
-def _event_stream(doc: dict[str, Any]) -> bytes:
+def _event_stream(doc: JSONObject, output: list[JSONObject]) -> bytes:
     """A response as the events of ``stream: true``: created, each item added, its text
     or arguments in deltas, the item done, then completed (or incomplete)."""
-    events: list[dict[str, Any]] = []
+    events: list[JSONObject] = []
     events.append(
         {"type": "response.created", "response": {**doc, "output": [], "status": "in_progress"}}
     )
-    for index, item in enumerate(doc["output"]):
+    for index, item in enumerate(output):
         events.append({"type": "response.output_item.added", "output_index": index, "item": item})
         events += _item_deltas(item, index)
         events.append({"type": "response.output_item.done", "output_index": index, "item": item})
@@ -470,15 +480,15 @@ def _event_stream(doc: dict[str, Any]) -> bytes:
     return "".join(lines).encode()
 
 
-def _item_deltas(item: dict[str, Any], index: int) -> list[dict[str, Any]]:
-    where = {"item_id": item["id"], "output_index": index}
+def _item_deltas(item: JSONObject, index: int) -> list[JSONObject]:
+    where: JSONObject = {"item_id": item["id"], "output_index": index}
     if item["type"] == "function_call":
         return [
             {"type": "response.function_call_arguments.delta", **where, "delta": piece}
-            for piece in pieces(item["arguments"])
+            for piece in pieces(str(item["arguments"]))
         ]
-    deltas = []
-    for n, part in enumerate(item.get("content") or []):
+    deltas: list[JSONObject] = []
+    for n, part in enumerate(objects(item.get("content"))):
         if part["type"] == "output_text":
             deltas += [
                 {
@@ -488,87 +498,9 @@ def _item_deltas(item: dict[str, Any], index: int) -> list[dict[str, Any]]:
                     "delta": piece,
                     "logprobs": [],
                 }
-                for piece in pieces(part["text"])
+                for piece in pieces(str(part["text"]))
             ]
     return deltas
-
-
-def to_request(payload: dict[str, Any], items: list[dict[str, Any]]) -> ModelRequest:
-    """A Responses body as the :class:`ModelRequest` a script sees (what the Chat
-    Completions endpoint would make of the same call)."""
-    chat = _chat_form(payload)
-    request = ModelRequest(
-        messages=_messages(items),
-        tools=chat.get("tools"),
-        tool_choice=chat.get("tool_choice"),
-        response_format=chat.get("response_format"),
-        temperature=payload.get("temperature"),
-        max_output_tokens=payload.get("max_output_tokens"),
-    )
-    request.output_schema = schema_of(request)
-    return request
-
-
-def _chat_form(payload: dict[str, Any]) -> dict[str, Any]:
-    """The tools, tool choice and response format of a Responses body, in Chat form."""
-    chat: dict[str, Any] = {}
-    if payload.get("tools"):
-        chat["tools"] = [_chat_tool(t) for t in payload["tools"]]
-    choice = payload.get("tool_choice")
-    if isinstance(choice, dict) and choice.get("type") == "function":
-        chat["tool_choice"] = {"type": "function", "function": {"name": choice.get("name")}}
-    elif choice is not None:
-        chat["tool_choice"] = choice
-    fmt = (payload.get("text") or {}).get("format")
-    if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
-        spec = {k: fmt[k] for k in ("name", "description", "schema", "strict") if k in fmt}
-        chat["response_format"] = {"type": "json_schema", "json_schema": spec}
-    elif isinstance(fmt, dict) and fmt.get("type") == "json_object":
-        chat["response_format"] = {"type": "json_object"}
-    return chat
-
-
-def _chat_tool(tool: dict[str, Any]) -> dict[str, Any]:
-    if tool.get("type") != "function":
-        return tool
-    function: dict[str, Any] = {
-        k: tool[k] for k in ("name", "description", "parameters") if k in tool
-    }
-    if tool.get("strict"):
-        function["strict"] = True
-    return {"type": "function", "function": function}
-
-
-def _messages(items: list[dict[str, Any]]) -> list[Message]:
-    """Input items as Chat Completions messages: an assistant text and the function calls
-    right after it are one assistant message (a reasoning item starts another turn);
-    reasoning items are the server's, not the script's."""
-    messages: list[Message] = []
-    joins = False  # whether a function call joins the last message
-    for item in items:
-        kind = item.get("type", "message")
-        if kind == "function_call":
-            if not joins:
-                messages.append({"role": "assistant", "content": ""})
-            messages[-1].setdefault("tool_calls", []).append(_chat_call(item))
-            joins = True
-            continue
-        joins = False
-        if kind == "function_call_output":
-            result = _text_of(item.get("output"))
-            messages.append(
-                {"role": "tool", "tool_call_id": item.get("call_id"), "content": result}
-            )
-        elif kind == "message":
-            said = _text_of(item.get("content"))
-            messages.append({"role": item.get("role"), "content": said})
-            joins = item.get("role") == "assistant"
-    return messages
-
-
-def _chat_call(item: dict[str, Any]) -> dict[str, Any]:
-    function = {"name": item.get("name"), "arguments": item.get("arguments", "")}
-    return {"id": item.get("call_id"), "type": "function", "function": function}
 
 
 def _plain_refusal(feature: str) -> tuple[str, str]:

@@ -32,6 +32,7 @@ from collections.abc import Callable, Collection, Iterable
 from types import TracebackType
 from typing import Any
 
+from loopwise.core.jsontypes import JSONObject, JSONValue, json_object
 from loopwise.errors import ConfigError
 from loopwise.models.decided import decision_turn
 from loopwise.models.openai import OpenAIModel
@@ -40,13 +41,14 @@ from loopwise.models.port import ModelRequest, Turn
 from loopwise.models.scripted import (
     Fault,
     ScriptedModel,
+    ScriptEntry,
     as_turn,
     auto_respond,
     pieces,
     priced,
     schema_of,
 )
-from loopwise.testing._fakehttp import error, http, media, parse_head, read_body
+from loopwise.testing._fakehttp import error, http, json_body, media, objects, parse_head, read_body
 from loopwise.testing._fakeresponses import FakeResponses, IssuedCallIds
 from loopwise.testing._serverprofiles import (
     FEATURES,
@@ -110,7 +112,7 @@ class FakeChatServer:
         self.call_ids = IssuedCallIds()
         """The call ids this server gave out, and those requests named that it never did
         (``call_ids.foreign``: a client renamed them)."""
-        self.requests: list[dict[str, Any]] = []
+        self.requests: list[JSONObject] = []
         """Every chat request body received, parsed, in arrival order."""
         self.request_bytes: list[int] = []
         """The size on the wire of each of :attr:`requests` (its body, in bytes)."""
@@ -147,7 +149,7 @@ class FakeChatServer:
         api: str | None = None,
         store: bool = False,
         options: OpenAIOptions | None = None,
-        **client_options: Any,
+        **client_options: object,
     ) -> OpenAIModel:
         """An :class:`~loopwise.models.openai.OpenAIModel` pointed at this server (no SDK retries by
         default, so failure tests stay fast). ``client_options`` go to
@@ -293,10 +295,9 @@ class FakeChatServer:
         return error(404, f"no route {method.decode()} {path.decode()}")
 
     async def _chat(self, body: bytes) -> bytes | None:
-        try:
-            payload = json.loads(body)
-        except ValueError:
-            return error(400, "the request body is not JSON")
+        payload = json_body(body)
+        if isinstance(payload, str):
+            return error(400, payload)
         self.requests.append(payload)
         self.request_bytes.append(len(body))
         self.call_ids.check(_named_calls(payload.get("messages")))
@@ -314,15 +315,15 @@ class FakeChatServer:
         return http(200, self._completion(entry, request, payload), media=media(payload))
 
     def _completion(
-        self, entry: Any, request: ModelRequest, payload: dict[str, Any], *, empty: bool = False
+        self, entry: ScriptEntry, request: ModelRequest, payload: JSONObject, *, empty: bool = False
     ) -> bytes:
         turn: Turn = priced(as_turn(entry), request, "")
         for call in turn.tool_calls:
             self.call_ids.issue(call.id)
         # A response message always carries `content` and `refusal`, null when absent.
         message = {**turn.to_message(), "content": turn.text, "refusal": turn.refusal}
-        choice = {"index": 0, "message": message, "finish_reason": turn.finish_reason}
-        doc = {
+        choice: JSONObject = {"index": 0, "message": message, "finish_reason": turn.finish_reason}
+        doc: JSONObject = {
             "id": f"chatcmpl-fake-{next(self._ids)}",
             "object": "chat.completion",
             "created": int(time.time()),
@@ -344,16 +345,15 @@ class FakeChatServer:
             doc = arguments_as_objects(doc)
         if payload.get("stream"):
             return _event_stream(
-                doc, usage=bool((payload.get("stream_options") or {}).get("include_usage"))
+                doc, usage=bool(json_object(payload.get("stream_options")).get("include_usage"))
             )
         return json.dumps(doc).encode()
 
     async def _decide(self, body: bytes) -> bytes | None:
         """``POST /v1/decisions``: the script's entry as a Decisions API answer."""
-        try:
-            payload = json.loads(body)
-        except ValueError:
-            return error(400, "the request body is not JSON")
+        payload = json_body(body)
+        if isinstance(payload, str):
+            return error(400, payload)
         self.requests.append(payload)
         request = _decision_request(payload)
         try:
@@ -380,7 +380,7 @@ class FakeChatServer:
         return http(200, json.dumps(doc).encode())
 
     async def _fault(
-        self, fault: Fault, request: ModelRequest, payload: dict[str, Any]
+        self, fault: Fault, request: ModelRequest, payload: JSONObject
     ) -> bytes | None:
         if fault.delay:
             await asyncio.sleep(fault.delay)
@@ -459,7 +459,12 @@ def _plain_rejection(feature: str) -> Rejection:
             + " is not supported by this server."
         )
         param = "response_format"
-    error = {"message": message, "type": "invalid_request_error", "param": param, "code": None}
+    error: JSONObject = {
+        "message": message,
+        "type": "invalid_request_error",
+        "param": param,
+        "code": None,
+    }
     return Rejection(status=400, body={"error": error})
 
 
@@ -475,68 +480,69 @@ def _named_calls(messages: object) -> list[object]:
     return named
 
 
-def _to_request(payload: dict[str, Any]) -> ModelRequest:
+def _to_request(payload: JSONObject) -> ModelRequest:
     """The request body as the :class:`ModelRequest` a script sees."""
-    fmt = payload.get("response_format")
+    fmt, tools, choice = (payload.get(k) for k in ("response_format", "tools", "tool_choice"))
+    temperature = payload.get("temperature")
+    cap = payload.get("max_completion_tokens") or payload.get("max_tokens")
     request = ModelRequest(
-        messages=list(payload.get("messages") or []),
-        tools=payload.get("tools"),
-        tool_choice=payload.get("tool_choice"),
+        messages=objects(payload.get("messages")),
+        tools=None if tools is None else objects(tools),
+        tool_choice=choice if isinstance(choice, str | dict) else None,
         response_format=fmt if isinstance(fmt, dict) else None,
-        temperature=payload.get("temperature"),
-        max_output_tokens=payload.get("max_completion_tokens") or payload.get("max_tokens"),
+        temperature=temperature if isinstance(temperature, int | float) else None,
+        max_output_tokens=cap if isinstance(cap, int) else None,
     )
     # The schema the scripted model would take from the same response_format.
     request.output_schema = schema_of(request)
     return request
 
 
-def _decision_request(payload: dict[str, Any]) -> ModelRequest:
+def _decision_request(payload: JSONObject) -> ModelRequest:
     """A Decisions API body as the :class:`ModelRequest` a script sees (its ``input``
     messages as the transcript, the body itself as ``decision``)."""
     given = payload.get("input")
     if isinstance(given, str):
-        messages: list[dict[str, Any]] = [{"role": "user", "content": given}]
+        messages: list[JSONObject] = [{"role": "user", "content": given}]
     else:
         messages = [
             {**m, "role": "system" if m.get("role") == "developer" else m.get("role")}
-            for m in given or []
-            if isinstance(m, dict)
+            for m in objects(given)
         ]
-    body = {"input": given, "questions": payload.get("questions") or []}
+    body: JSONObject = {"input": given, "questions": payload.get("questions") or []}
     return ModelRequest(messages=messages, decision=body)
 
 
-def _logprobs_doc(tokens: list[dict[str, float]]) -> dict[str, Any]:
+def _logprobs_doc(tokens: list[dict[str, float]]) -> JSONObject:
     """A turn's per-token alternatives as Chat Completions' ``choice.logprobs``."""
-    content = []
+    content: list[JSONValue] = []
     for alternatives in tokens:
         ranked = sorted(alternatives.items(), key=lambda kv: -kv[1])
-        top = [{"token": t, "logprob": lp, "bytes": None} for t, lp in ranked]
-        first = top[0] if top else {"token": "", "logprob": 0.0, "bytes": None}
+        top: list[JSONValue] = [{"token": t, "logprob": lp, "bytes": None} for t, lp in ranked]
+        first = json_object(top[0]) if top else {"token": "", "logprob": 0.0, "bytes": None}
         content.append({**first, "top_logprobs": top})
     return {"content": content, "refusal": None}
 
 
-def _event_stream(doc: dict[str, Any], *, usage: bool) -> bytes:
+def _event_stream(doc: JSONObject, *, usage: bool) -> bytes:
     """A completion as the server-sent events of ``stream=true``: the text in pieces, each
     tool call's id and name first and then its arguments in pieces, the calls of one turn
     interleaved (clients must reassemble them by index), the finish reason, the usage when
     ``stream_options.include_usage`` asked for it, then ``[DONE]``."""
-    head = {
+    head: JSONObject = {
         "id": doc["id"],
         "object": "chat.completion.chunk",
         "created": doc["created"],
         "model": doc["model"],
         "service_tier": doc["service_tier"],
     }
-    chunks = []
-    for choice in doc["choices"]:
+    chunks: list[JSONObject] = []
+    for choice in objects(doc["choices"]):
         chunks += [
             {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
-            for delta in _deltas(choice["message"])
+            for delta in _deltas(json_object(choice["message"]))
         ]
-        end = {"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}
+        end: JSONObject = {"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}
         chunks.append({**head, "choices": [end]})
     if usage:
         chunks.append({**head, "choices": [], "usage": doc["usage"]})
@@ -544,19 +550,19 @@ def _event_stream(doc: dict[str, Any], *, usage: bool) -> bytes:
     return ("".join(events) + "data: [DONE]\n\n").encode()
 
 
-def _deltas(message: dict[str, Any]) -> list[dict[str, Any]]:
-    deltas: list[dict[str, Any]] = [{"role": "assistant"}]
+def _deltas(message: JSONObject) -> list[JSONObject]:
+    deltas: list[JSONObject] = [{"role": "assistant"}]
     if message.get("content") is not None:
-        deltas += [{"content": piece} for piece in pieces(message["content"])]
+        deltas += [{"content": piece} for piece in pieces(str(message["content"]))]
     if message.get("refusal") is not None:
         deltas.append({"refusal": message["refusal"]})
-    calls = message.get("tool_calls") or []
+    calls = objects(message.get("tool_calls"))
     for i, call in enumerate(calls):
-        named = {"name": call["function"]["name"], "arguments": ""}
+        named: JSONObject = {"name": json_object(call["function"])["name"], "arguments": ""}
         deltas.append(
             {"tool_calls": [{"index": i, "id": call["id"], "type": "function", "function": named}]}
         )
-    parts = [_argument_pieces(call["function"].get("arguments")) for call in calls]
+    parts = [_argument_pieces(json_object(call["function"]).get("arguments")) for call in calls]
     for round_ in itertools.zip_longest(*parts):
         for i, piece in enumerate(round_):
             if piece is not None:

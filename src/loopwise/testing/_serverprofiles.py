@@ -20,7 +20,9 @@ import contextlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+
+from loopwise.core.jsontypes import JSONMapping, JSONObject, JSONValue, json_object
+from loopwise.testing._fakehttp import objects
 
 __all__ = [
     "FEATURES",
@@ -51,7 +53,7 @@ class Rejection:
 
     status: int
     """The HTTP status (servers use 400, 422, 500, 501)."""
-    body: Any
+    body: JSONValue
     """The response body, sent as JSON."""
 
 
@@ -79,7 +81,7 @@ class ServerProfile:
     """Request parameters the server does not know and silently drops (the script never
     sees them): llama-cpp-python's drops ``max_completion_tokens``, so its answer runs on."""
 
-    def rejection(self, payload: dict[str, Any]) -> Rejection | None:
+    def rejection(self, payload: JSONMapping) -> Rejection | None:
         """How the server refuses ``payload``, or ``None`` when it accepts it."""
         for feature in sorted(features_of(payload)):
             if feature in self.rejects:
@@ -88,7 +90,7 @@ class ServerProfile:
             return self.assistant_content
         return None
 
-    def adapt(self, payload: dict[str, Any]) -> dict[str, Any]:
+    def adapt(self, payload: JSONMapping) -> JSONObject:
         """``payload`` with the ignored features dropped (what the server acts on)."""
         adapted = {k: v for k, v in payload.items() if k not in self.drops}
         if self.tools_need_choice and adapted.get("tool_choice") is None:
@@ -101,11 +103,11 @@ class ServerProfile:
         if present & {"json_schema", "json_object_schema", "json_object"}:
             adapted.pop("response_format", None)
         if "strict" in present:
-            adapted["tools"] = [_without_strict(t) for t in adapted.get("tools") or []]
+            adapted["tools"] = [_without_strict(t) for t in objects(adapted.get("tools"))]
         return adapted
 
 
-def features_of(payload: dict[str, Any]) -> set[str]:
+def features_of(payload: JSONMapping) -> set[str]:
     """The features of :data:`FEATURES` a request body uses."""
     found: set[str] = set()
     fmt = payload.get("response_format")
@@ -113,7 +115,7 @@ def features_of(payload: dict[str, Any]) -> set[str]:
         kind = fmt.get("type")
         if kind == "json_schema":
             found.add("json_schema")
-            if (fmt.get("json_schema") or {}).get("strict"):
+            if json_object(fmt.get("json_schema")).get("strict"):
                 found.add("strict")
         elif kind == "json_object":
             found.add("json_object_schema" if "schema" in fmt else "json_object")
@@ -124,24 +126,24 @@ def features_of(payload: dict[str, Any]) -> set[str]:
         found.add("tool_choice_required")
     elif payload.get("tools") and choice in (None, "auto"):
         found.add("tool_choice_auto")
-    if any((t.get("function") or {}).get("strict") for t in payload.get("tools") or []):
+    if any(json_object(t.get("function")).get("strict") for t in objects(payload.get("tools"))):
         found.add("strict")
     return found
 
 
-def _content_not_string(payload: dict[str, Any]) -> bool:
+def _content_not_string(payload: JSONMapping) -> bool:
     return any(
         m.get("role") == "assistant" and not isinstance(m.get("content"), str)
-        for m in payload.get("messages") or []
+        for m in objects(payload.get("messages"))
     )
 
 
-def _without_strict(tool: dict[str, Any]) -> dict[str, Any]:
-    function = {k: v for k, v in (tool.get("function") or {}).items() if k != "strict"}
+def _without_strict(tool: JSONObject) -> JSONObject:
+    function = {k: v for k, v in json_object(tool.get("function")).items() if k != "strict"}
     return {**tool, "function": function}
 
 
-def _llama_cpp_python_error(message: str) -> Any:
+def _llama_cpp_python_error(message: str) -> JSONObject:
     # llama-cpp-python's server answers any exception in a route with a 500 whose message
     # carries the exception text and the server's own traceback.
     return {
@@ -157,7 +159,7 @@ def _llama_cpp_python_error(message: str) -> Any:
     }
 
 
-def _vllm_error(message: str) -> Any:
+def _vllm_error(message: str) -> JSONObject:
     # vLLM's errors are top-level objects, not nested under "error".
     return {"object": "error", "message": message, "type": "BadRequestError", "param": None,
             "code": 400}  # fmt: skip
@@ -281,12 +283,13 @@ PROFILES: Mapping[str, ServerProfile] = {
 """The known profiles by name."""
 
 
-def arguments_as_objects(document: dict[str, Any]) -> dict[str, Any]:
+def arguments_as_objects(document: JSONObject) -> JSONObject:
     """A completion whose tool-call arguments are JSON objects, as some servers send them."""
-    for choice in document.get("choices") or []:
-        for call in (choice.get("message") or {}).get("tool_calls") or []:
-            function = call.get("function") or {}
+    for choice in objects(document.get("choices")):
+        for call in objects(json_object(choice.get("message")).get("tool_calls")):
+            function = json_object(call.get("function"))
+            arguments = function.get("arguments") or "{}"
             # Broken arguments stay a string, as a server would pass them through.
             with contextlib.suppress(ValueError):
-                function["arguments"] = json.loads(function.get("arguments") or "{}")
+                function["arguments"] = json.loads(str(arguments))
     return document
