@@ -43,6 +43,7 @@ from loopwise.models.port import ModelRequest, Turn
 from loopwise.models.responses import ENCRYPTED_REASONING
 from loopwise.models.scripted import (
     Fault,
+    ScriptAnswer,
     ScriptEntry,
     as_turn,
     auto_respond,
@@ -92,7 +93,7 @@ class _Host(Protocol):
     errors: list[str]
     call_ids: IssuedCallIds
 
-    def script_entry(self, request: ModelRequest) -> ScriptEntry | Fault: ...
+    def script_entry(self, request: ModelRequest) -> ScriptEntry: ...
 
     def crash(self) -> None: ...
 
@@ -290,7 +291,7 @@ class FakeResponses:
 
     def _response(
         self,
-        entry: ScriptEntry,
+        entry: ScriptAnswer,
         request: ModelRequest,
         payload: JSONObject,
         items: list[JSONObject],

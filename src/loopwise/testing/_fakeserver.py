@@ -28,9 +28,8 @@ import itertools
 import json
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Collection, Iterable
 from types import TracebackType
-from typing import Any
 
 from loopwise.core.jsontypes import JSONObject, JSONValue, json_object
 from loopwise.errors import ConfigError
@@ -40,6 +39,8 @@ from loopwise.models.options import OpenAIOptions
 from loopwise.models.port import ModelRequest, Turn
 from loopwise.models.scripted import (
     Fault,
+    Responder,
+    ScriptAnswer,
     ScriptedModel,
     ScriptEntry,
     as_turn,
@@ -79,7 +80,7 @@ class FakeChatServer:
 
     def __init__(
         self,
-        script: ScriptedModel | Iterable[Any] | Callable[[ModelRequest], Any] | None = None,
+        script: ScriptedModel | Iterable[ScriptEntry] | Responder | None = None,
         *,
         latency: float = 0.0,
         hold_until: int = 0,
@@ -315,7 +316,12 @@ class FakeChatServer:
         return http(200, self._completion(entry, request, payload), media=media(payload))
 
     def _completion(
-        self, entry: ScriptEntry, request: ModelRequest, payload: JSONObject, *, empty: bool = False
+        self,
+        entry: ScriptAnswer,
+        request: ModelRequest,
+        payload: JSONObject,
+        *,
+        empty: bool = False,
     ) -> bytes:
         turn: Turn = priced(as_turn(entry), request, "")
         for call in turn.tool_calls:
