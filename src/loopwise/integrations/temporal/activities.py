@@ -29,6 +29,7 @@ from loopwise.core.result import Halt
 from loopwise.core.shape import describe
 from loopwise.core.step import Context
 from loopwise.errors import ModelAPIError, ToolError, missing_extra
+from loopwise.integrations.temporal.messages import Declared, JudgeAnswer, ModelAnswer, ToolAnswer
 from loopwise.models.port import Model, ModelRequest, model_member
 from loopwise.running.deciding import tools_in
 from loopwise.running.targets import Target, deps_factory, load_target, model_for
@@ -57,14 +58,17 @@ def forget(token: str) -> None:
 
 
 class Activities:
-    """One worker's activities and what they loaded (targets, models, deps by spec)."""
+    """One worker's activities and what they loaded (targets, models, deps by spec).
+
+    Each takes its call as ``dict[str, Any]``: Temporal's converter reads that annotation
+    at run time (JSON as sent); each answers one of :mod:`.messages`' shapes."""
 
     def __init__(self) -> None:
         self._targets: dict[str, Target] = {}
         self._models: dict[tuple[str, str], Model] = {}
-        self._deps: dict[str, Any] = {}
+        self._deps: dict[str, object] = {}
 
-    def all(self) -> list[Callable[..., Any]]:
+    def all(self) -> list[Callable[..., object]]:
         """The activities to register with a worker."""
         return [self.load, self.model, self.tool, self.judge]
 
@@ -82,7 +86,7 @@ class Activities:
         return new_context(target.step, RunOptions(run_id=run_id, deps=self._deps[spec]))
 
     @activity.defn(name="loopwise.load")
-    async def load(self, call: dict[str, Any]) -> dict[str, Any]:
+    async def load(self, call: dict[str, Any]) -> Declared:
         """Load a run's target in this process (a local activity: the workflow's own load
         is then an import-cache hit, not an import inside workflow code) and say what the
         run's model declares (``model``: its name), which the loop reads (the structured
@@ -109,7 +113,7 @@ class Activities:
         return self._models[spec, name]
 
     @activity.defn(name="loopwise.model")
-    async def model(self, call: dict[str, Any]) -> dict[str, Any]:
+    async def model(self, call: dict[str, Any]) -> ModelAnswer:
         """One model call: ``spec``, ``model`` (its name), ``request`` (as data)."""
         try:
             model = self._model(call["spec"], call["model"])
@@ -119,7 +123,7 @@ class Activities:
         return {"turn": turn.to_dict()}
 
     @activity.defn(name="loopwise.tool")
-    async def tool(self, call: dict[str, Any]) -> dict[str, Any]:
+    async def tool(self, call: dict[str, Any]) -> ToolAnswer:
         """One tool call: ``spec``, ``tool``, ``args``, ``key``, ``run_id``, ``step``."""
         try:
             found = self._tool(call["spec"], call["tool"])
@@ -155,7 +159,7 @@ class Activities:
         return next(iter(found.values()))
 
     @activity.defn(name="loopwise.judge")
-    async def judge(self, call: dict[str, Any]) -> dict[str, Any]:
+    async def judge(self, call: dict[str, Any]) -> JudgeAnswer:
         """A policy's judgement handed over by ``token`` (a local activity)."""
         work = _HANDED.get(call["token"])
         if work is None:  # not this process's: fail closed

@@ -14,8 +14,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from loopwise.core.events import Event, EventType
-from loopwise.core.jsontypes import json_str
+from loopwise.core.jsontypes import (
+    JSONMapping,
+    JSONObject,
+    JSONValue,
+    json_number,
+    json_object,
+    json_str,
+)
 from loopwise.errors import ConfigError, DecisionError
+from loopwise.integrations.temporal.messages import Decision
 from loopwise.store.base import (
     PAGE,
     ApprovalPage,
@@ -43,7 +51,7 @@ class Book:
         """A book from :meth:`to_dicts` (a workflow's memo)."""
         return cls(run_id, [StoredApproval(**row) for row in rows])
 
-    def to_dicts(self) -> list[dict[str, Any]]:
+    def to_dicts(self) -> list[JSONObject]:
         """Every approval as JSON data."""
         return [r.to_dict() for r in self._rows.values()]
 
@@ -88,7 +96,7 @@ class Book:
         by: str | None,
         at: str | None,
         reason: str | None = None,
-        edited_args: Any = None,
+        edited_args: JSONValue = None,
     ) -> StoredApproval | None:
         """Close a pending approval with a decision; the approval after, or ``None`` when
         there is no such approval or it was decided already (the first decision wins)."""
@@ -106,14 +114,14 @@ class Book:
         self._rows[approval_id] = row
         return row
 
-    def apply(self, signal: dict[str, Any]) -> StoredApproval | None:
-        """Apply a decision as signalled (:meth:`signal`)."""
+    def apply(self, signal: JSONMapping) -> StoredApproval | None:
+        """Apply a decision as signalled (:meth:`signal`: a :class:`Decision`)."""
         return self.close(
             str(signal.get("approval_id")),
             decision=str(signal.get("decision")),
-            by=signal.get("by"),
-            at=signal.get("at"),
-            reason=signal.get("reason"),
+            by=json_str(signal.get("by")),
+            at=json_str(signal.get("at")),
+            reason=json_str(signal.get("reason")),
             edited_args=signal.get("edited_args"),
         )
 
@@ -125,8 +133,8 @@ class Book:
         by: str,
         at: str,
         reason: str | None,
-        edited_args: Any,
-    ) -> dict[str, Any]:
+        edited_args: JSONValue,
+    ) -> Decision:
         """The payload of a decision signal."""
         return {
             "approval_id": approval_id,
@@ -163,7 +171,7 @@ class Book:
         decision: str,
         by: str,
         reason: str | None = None,
-        edited_args: dict[str, Any] | None = None,
+        edited_args: JSONObject | None = None,
         seen_hash: str | None = None,
     ) -> StoredApproval:
         """Check and record a person's decision as a SQL store does
@@ -213,12 +221,12 @@ def _place(a: StoredApproval) -> tuple[str, str, str]:
     return (a.requested_at, a.run_id, a.approval_id)
 
 
-def event_of(data: dict[str, Any]) -> Event:
+def event_of(data: JSONMapping) -> Event:
     """An event from its :meth:`~loopwise.core.events.Event.to_dict` (a memo's, a carried log's)."""
     return Event(
-        seq=int(data["seq"]),
-        type=EventType(data["type"]),
+        seq=int(json_number(data["seq"])),
+        type=EventType(str(data["type"])),
         step=str(data["step"]),
         at=str(data["at"]),
-        data=dict(data["data"]),
+        data=dict(json_object(data["data"])),
     )

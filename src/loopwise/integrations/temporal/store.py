@@ -19,11 +19,12 @@ from __future__ import annotations
 import asyncio
 import gc
 import threading
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from datetime import UTC, datetime
-from typing import Any, NoReturn, TypeVar
+from typing import NoReturn, TypeVar
 
 from loopwise.core.events import Event
+from loopwise.core.jsontypes import JSONObject, JSONValue
 from loopwise.errors import ConfigError, StoreError, missing_extra
 from loopwise.integrations.temporal.address import (
     DECIDE_SIGNAL,
@@ -33,11 +34,12 @@ from loopwise.integrations.temporal.address import (
 )
 from loopwise.integrations.temporal.book import Book, event_of, page_of
 from loopwise.integrations.temporal.codec import DATA_CONVERTER
+from loopwise.integrations.temporal.messages import RunMemo
 from loopwise.store.base import PAGE, ApprovalPage, StoredApproval, StoredRun
 from loopwise.store.open import TEMPORAL_VERBS
 
 try:
-    from temporalio.client import Client, WorkflowExecutionDescription, WorkflowHandle
+    from temporalio.client import Client, WorkflowExecution, WorkflowExecutionDescription
     from temporalio.runtime import Runtime, TelemetryConfig
     from temporalio.service import RPCError, RPCStatusCode
 except ImportError as e:
@@ -86,7 +88,7 @@ class TemporalStore:
         # exit, temporalio/sdk-python#300).
         self._runtime: Runtime | None = Runtime(telemetry=TelemetryConfig())
 
-    def call(self, work: Coroutine[Any, Any, T]) -> T:
+    def call(self, work: Coroutine[object, object, T]) -> T:
         """Run ``work`` (a coroutine of this store's client) to its end."""
         with self._lock:
             try:
@@ -126,18 +128,18 @@ class TemporalStore:
                 raise ConfigError(f"no run {run_id!r} in {self.name}", name=run_id) from None
             raise StoreError(f"Temporal refused to describe run {run_id!r}: {e}") from None
 
-    def _memo(self, described: Any) -> dict[str, Any]:
-        memo: dict[str, Any] = self.call(described.memo_value(MEMO_KEY, default={})) or {}
-        return memo
+    def _memo(self, described: WorkflowExecution) -> RunMemo:
+        memo: RunMemo | None = self.call(described.memo_value(MEMO_KEY, default={}))
+        return memo or {}
 
     def start(
         self,
         spec: str,
-        input: Any,
+        input: JSONValue,
         *,
         target: str,
         model: str | None,
-        options: dict[str, Any],
+        options: JSONObject,
         run_id: str,
     ) -> str:
         """Start a run of ``spec`` as a workflow whose id is ``run_id``; a worker runs it
@@ -150,7 +152,7 @@ class TemporalStore:
             "activity_timeout": self.address.activity_timeout,
             "continue_after": self.address.continue_after,
         }
-        memo = {
+        memo: RunMemo = {
             "target": target,
             "spec": spec,
             "input": input,
@@ -172,8 +174,8 @@ class TemporalStore:
     async def astatus(self, run_id: str) -> str:
         """The run's status as its workflow last published it."""
         described = await self.client.get_workflow_handle(run_id).describe()
-        memo = await described.memo_value(MEMO_KEY, default={}) or {}
-        return _row(run_id, memo, described).status
+        memo: RunMemo | None = await described.memo_value(MEMO_KEY, default={})
+        return _row(run_id, memo or {}, described).status
 
     def get_run(self, run_id: str) -> StoredRun:
         """The run as its workflow last published it."""
@@ -197,8 +199,8 @@ class TemporalStore:
         async def listed() -> None:
             query = f'WorkflowType = "{WORKFLOW}" AND TaskQueue = "{self.address.task_queue}"'
             async for w in self.client.list_workflows(query):
-                memo = await w.memo_value(MEMO_KEY, default={}) or {}
-                row = _row(w.id, memo, w)
+                memo: RunMemo | None = await w.memo_value(MEMO_KEY, default={})
+                row = _row(w.id, memo or {}, w)
                 if (
                     status in (None, row.status)
                     and target in (None, row.spec, row.target)
@@ -228,7 +230,7 @@ class TemporalStore:
             )
         return [event_of(e) for e in memo["events"]]
 
-    def show(self, run_id: str) -> dict[str, Any]:
+    def show(self, run_id: str) -> JSONObject:
         """The audit log ``{"run_id", "target", "status", "usage", "output", "events"}``."""
         run = self.get_run(run_id)
         return {
@@ -246,9 +248,9 @@ class TemporalStore:
             book.apply(signal)
         return book
 
-    async def _signals(self, run_id: str) -> list[dict[str, Any]]:
-        handle: WorkflowHandle[Any, Any] = self.client.get_workflow_handle(run_id)
-        found: list[dict[str, Any]] = []
+    async def _signals(self, run_id: str) -> list[JSONObject]:
+        handle = self.client.get_workflow_handle(run_id)
+        found: list[JSONObject] = []
         async for event in handle.fetch_history_events():
             if not event.HasField("workflow_execution_signaled_event_attributes"):
                 continue
@@ -286,7 +288,7 @@ class TemporalStore:
         decision: str,
         by: str,
         reason: str | None = None,
-        edited_args: dict[str, Any] | None = None,
+        edited_args: JSONObject | None = None,
         seen_hash: str | None = None,
     ) -> StoredApproval:
         """Signal a decision on a pending approval, checked as :meth:`Book.decide` checks
@@ -309,7 +311,7 @@ class TemporalStore:
             reason=reason,
             edited_args=edited_args,
         )
-        handle: WorkflowHandle[Any, Any] = self.client.get_workflow_handle(run_id)
+        handle = self.client.get_workflow_handle(run_id)
         self.call(handle.signal(DECIDE_SIGNAL, signal))
         return decided
 
@@ -335,7 +337,7 @@ class TemporalStore:
     def flush(self) -> None:
         """Nothing is grouped here."""
 
-    def create_run(self, run_id: str, **row: Any) -> NoReturn:
+    def create_run(self, run_id: str, **row: object) -> NoReturn:
         """Runs start with :meth:`start` (raises)."""
         self._unsupported("runs started but by `loopwise run`")
 
@@ -363,11 +365,11 @@ class TemporalStore:
         """The workflow records its own status (raises)."""
         self._unsupported("statuses written from outside its workflow")
 
-    def save_eval(self, eval_id: str, **summary: Any) -> NoReturn:
+    def save_eval(self, eval_id: str, **summary: object) -> NoReturn:
         """No eval history on Temporal (raises)."""
         self._unsupported("eval history")
 
-    def last_eval(self, target: str, **which: Any) -> NoReturn:
+    def last_eval(self, target: str, **which: object) -> NoReturn:
         """No eval history on Temporal (raises)."""
         self._unsupported("eval history")
 
@@ -375,7 +377,7 @@ class TemporalStore:
         """No live evidence on Temporal (raises)."""
         self._unsupported("live evidence")
 
-    def live_cases(self, targets: Sequence[str], **which: Any) -> NoReturn:
+    def live_cases(self, targets: Sequence[str], **which: object) -> NoReturn:
         """No live evidence on Temporal (raises)."""
         self._unsupported("live evidence")
 
@@ -389,7 +391,7 @@ _CLOSED = {
 """A workflow Temporal closed before the run published its end: the status it shows."""
 
 
-def _row(run_id: str, memo: Mapping[str, Any], described: Any) -> StoredRun:
+def _row(run_id: str, memo: RunMemo, described: WorkflowExecution) -> StoredRun:
     started = described.start_time.isoformat() if described.start_time else ""
     closed = described.close_time
     status = str(memo.get("status") or "running")

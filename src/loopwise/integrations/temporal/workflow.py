@@ -33,9 +33,10 @@ again), and so are informational only.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, replace
 from datetime import timedelta
+from types import EllipsisType
 from typing import Any
 
 from loopwise.errors import missing_extra
@@ -49,6 +50,7 @@ except ImportError as e:  # pragma: no cover - the extra is installed in the tes
 with workflow.unsafe.imports_passed_through():
     from loopwise.core.events import Event, EventType, Status, jsonable
     from loopwise.core.execute import execute, new_context
+    from loopwise.core.jsontypes import JSONObject, JSONValue
     from loopwise.core.offload import Work
     from loopwise.core.options import RunOptions
     from loopwise.core.result import Halt, RunResult
@@ -64,6 +66,14 @@ with workflow.unsafe.imports_passed_through():
         WORKFLOW,
     )
     from loopwise.integrations.temporal.book import Book, event_of
+    from loopwise.integrations.temporal.messages import (
+        Carried,
+        Declared,
+        JudgeAnswer,
+        ModelAnswer,
+        RunSummary,
+        ToolAnswer,
+    )
     from loopwise.models.port import ModelDefaults, ModelRequest, Turn, model_name
     from loopwise.running.store_approvals import StoreApprovals
     from loopwise.running.stored import typed_input
@@ -98,19 +108,19 @@ class _EngineModel(ModelDefaults):
     def __init__(
         self,
         name: str,
-        start: dict[str, Any],
+        spec: str,
         timeout: timedelta,
-        declared: dict[str, Any],
+        declared: Declared,
         roll: Callable[[], bool],
     ) -> None:
         self.name = name
-        self._start = start
+        self._spec = spec
         self._timeout = timeout
         self._roll = roll
         self.structured_mode = declared.get("structured_mode")
         self.decision_backends = tuple(declared.get("decision_backends") or ())
         given = declared.get("endpoint")
-        self._endpoint = (str(given[0]), str(given[1])) if given else None
+        self._endpoint = (given[0], given[1]) if given else None
 
     @property
     def endpoint(self) -> tuple[str, str] | None:
@@ -124,11 +134,10 @@ class _EngineModel(ModelDefaults):
         sent = asdict(replace(request, on_text=None, deps=None))
         for name in _NOT_SENT:
             del sent[name]
-        answer = await workflow.execute_activity(
+        answer: ModelAnswer = await workflow.execute_activity(
             "loopwise.model",
-            {"spec": self._start["spec"], "model": self.name, "request": sent},
+            {"spec": self._spec, "model": self.name, "request": sent},
             start_to_close_timeout=self._timeout,
-            result_type=dict,
         )
         if "error" in answer:
             raise ModelAPIError(answer["error"], status_code=answer.get("status_code"))
@@ -148,25 +157,25 @@ class LoopwiseRun:
         self._limit = 10_000
 
     @workflow.run
-    async def run(self, start: dict[str, Any]) -> dict[str, Any]:
-        """Run to the end, pausing for decisions as often as the run asks for them."""
+    async def run(self, start: dict[str, Any]) -> Mapping[str, Any]:
+        """Run to the end, pausing for decisions as often as the run asks for them; its
+        :class:`~.messages.RunSummary`. ``start`` is as :meth:`~.store.TemporalStore.start`
+        wrote it. Both annotations say "JSON as sent": Temporal's converter reads them at
+        run time, and cannot resolve the recursive JSON alias a TypedDict's fields use."""
         timeout = timedelta(seconds=float(start.get("activity_timeout", 300.0)))
         # The target's module is loaded once per worker process, as plain Python, first
         # by a local activity (outside workflow code: an import may take longer than a
         # workflow task may), then here from the import cache.
-        declared = (
-            await workflow.execute_local_activity(
-                "loopwise.load",
-                {"spec": start["spec"], "model": start.get("model")},
-                start_to_close_timeout=timeout,
-                result_type=dict,
-            )
-            or {}
+        loaded: Declared | None = await workflow.execute_local_activity(
+            "loopwise.load",
+            {"spec": start["spec"], "model": start.get("model")},
+            start_to_close_timeout=timeout,
         )
+        declared: Declared = loaded or {}
         if "error" in declared:
             return self._unloaded(str(declared["error"]))
         self._limit = int(start.get("continue_after", 10_000))
-        carried = start.get("carried") or {}
+        carried: Carried | None = start.get("carried")
         if carried:
             self._events = [event_of(e) for e in carried["events"]]
             self._book = Book.from_dicts(self._book.run_id, carried["approvals"])
@@ -175,7 +184,9 @@ class LoopwiseRun:
         limits = start.get("options", {})
         model = start.get("model")
         opts = RunOptions(
-            model=_EngineModel(model, start, timeout, declared, self._long) if model else None,
+            model=_EngineModel(model, start["spec"], timeout, declared, self._long)
+            if model
+            else None,
             run_id=workflow.info().workflow_id,
             budget=Budget(**limits.get("budget", {})),
             max_steps=limits.get("max_steps"),
@@ -184,7 +195,7 @@ class LoopwiseRun:
             clock=workflow.time,
         )
         given = typed_input(target, start.get("input"))
-        ctx = self._context(target, opts, start, timeout)
+        ctx = self._context(target, opts, start["spec"], timeout)
         if carried:
             ctx.restore(list(self._events))
             ctx.started_at -= float(carried.get("wall_seconds", 0.0))
@@ -193,7 +204,7 @@ class LoopwiseRun:
         while result.status is Status.AWAITING_APPROVAL:
             self._publish(result)
             await workflow.wait_condition(lambda: not self._book.pending(None))
-            ctx = self._context(target, opts, start, timeout)
+            ctx = self._context(target, opts, start["spec"], timeout)
             ctx.restore(list(self._events))
             # Wall time goes on from where the run paused (max_seconds stays per run, as a
             # resumed local run's): the wait for a person does not count.
@@ -204,7 +215,7 @@ class LoopwiseRun:
         return self._summary(result)
 
     async def _execute(
-        self, target: Step, given: Any, ctx: Context, start: dict[str, Any]
+        self, target: Step, given: object, ctx: Context, start: Mapping[str, object]
     ) -> RunResult:
         """Run on in ``ctx``; once the history is long, continue as a new workflow run that
         carries the log (and the approvals) up to the model call it stopped before."""
@@ -213,7 +224,7 @@ class LoopwiseRun:
         except _Rollover:
             assert self._mark is not None  # set by the check that raised it
             del self._events[self._mark :]  # the run_finished its stop logged
-            carried = {
+            carried: Carried = {
                 "events": [e.to_dict() for e in self._events],
                 "approvals": self._book.to_dicts(),
                 "wall_seconds": ctx.usage.wall_seconds,
@@ -232,9 +243,9 @@ class LoopwiseRun:
             return True
         return False
 
-    def _unloaded(self, why: str) -> dict[str, Any]:
+    def _unloaded(self, why: str) -> RunSummary:
         """A run whose target or model cannot be made on the worker: it ends ``error``."""
-        ended: dict[str, Any] = {
+        ended: RunSummary = {
             "status": str(Status.ERROR),
             "detail": why,
             "output": None,
@@ -245,14 +256,12 @@ class LoopwiseRun:
         )
         return ended
 
-    def _context(
-        self, target: Step, opts: RunOptions, start: dict[str, Any], timeout: timedelta
-    ) -> Context:
+    def _context(self, target: Step, opts: RunOptions, spec: str, timeout: timedelta) -> Context:
         ctx = new_context(target, opts)
-        ctx.offload = lambda work: self._offload(work, start, timeout)
+        ctx.offload = lambda work: self._offload(work, spec, timeout)
         return ctx
 
-    def _resumed(self, target: Step, paused: RunResult, opts: RunOptions) -> dict[str, Any]:
+    def _resumed(self, target: Step, paused: RunResult, opts: RunOptions) -> JSONObject:
         decided = self._book.approvals(self._book.run_id)
         return {
             "target": target.name,
@@ -262,21 +271,21 @@ class LoopwiseRun:
             "decisions": [a.to_dict() for a in decided if a.status != "pending"],
         }
 
-    async def _offload(self, work: Work, start: dict[str, Any], timeout: timedelta) -> Any:
+    async def _offload(self, work: Work, spec: str, timeout: timedelta) -> object:
         if work.kind == "judgement":
-            return await self._judge(work, start["spec"], timeout)
+            return await self._judge(work, spec, timeout)
         self._flight.n += 1
         try:
-            answer = await self._tool(work, start, timeout)
+            answer = await self._tool(work, spec, timeout)
         finally:
             self._flight.n -= 1
         return _returned(answer)
 
-    async def _tool(self, work: Work, start: dict[str, Any], timeout: timedelta) -> Any:
-        return await workflow.execute_activity(
+    async def _tool(self, work: Work, spec: str, timeout: timedelta) -> ToolAnswer:
+        answer: ToolAnswer = await workflow.execute_activity(
             "loopwise.tool",
             {
-                "spec": start["spec"],
+                "spec": spec,
                 "tool": work.tool,
                 "args": work.args,
                 "key": work.key,
@@ -285,8 +294,8 @@ class LoopwiseRun:
             },
             start_to_close_timeout=timeout,
             retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10)),
-            result_type=dict,
         )
+        return answer
 
     async def _judge(
         self, work: Work, spec: str, timeout: timedelta
@@ -298,11 +307,10 @@ class LoopwiseRun:
         token = f"{workflow.info().workflow_id}/{workflow.info().run_id}/{self._judged}"
         remember(token, work)
         try:
-            verdict = await workflow.execute_local_activity(
+            verdict: JudgeAnswer = await workflow.execute_local_activity(
                 "loopwise.judge",
                 {"token": token, "spec": spec, "run_id": workflow.info().workflow_id},
                 start_to_close_timeout=timeout,
-                result_type=dict,
             )
         finally:
             forget(token)
@@ -321,17 +329,19 @@ class LoopwiseRun:
 
     @workflow.signal(name=DECIDE_SIGNAL)
     def decide(self, decision: dict[str, Any]) -> None:
-        """A person's decision; the first one on an approval counts."""
+        """A person's decision (a :class:`~.messages.Decision`, as JSON: Temporal's converter
+        reads this annotation); the first one on an approval counts."""
         self._book.apply(decision)
 
     @workflow.query(name=PENDING_QUERY)
     def pending(self) -> list[dict[str, Any]]:
-        """The run's undecided approvals."""
+        """The run's undecided approvals (``dict[str, Any]``: Temporal's converter reads
+        a handler's annotations at run time, and cannot resolve the recursive JSON alias)."""
         return [a.to_dict() for a in self._book.pending(None)]
 
     @workflow.query(name=EVENTS_QUERY)
     def events(self) -> list[dict[str, Any]]:
-        """The run's log so far."""
+        """The run's log so far (``dict[str, Any]``, as :meth:`pending`)."""
         return [e.to_dict() for e in self._events]
 
     def _publish(self, result: RunResult) -> None:
@@ -349,7 +359,9 @@ class LoopwiseRun:
             }
         )
 
-    def _summary(self, result: RunResult, events: Any = ...) -> dict[str, Any]:
+    def _summary(
+        self, result: RunResult, events: list[JSONObject] | EllipsisType | None = ...
+    ) -> RunSummary:
         return {
             "status": str(result.status),
             "detail": result.detail,
@@ -359,7 +371,7 @@ class LoopwiseRun:
         }
 
 
-def _returned(answer: dict[str, Any]) -> Any:
+def _returned(answer: ToolAnswer) -> JSONValue:
     """What a tool activity answered, as the tool's own call would have ended."""
     if "value" in answer:
         return answer["value"]
@@ -371,7 +383,7 @@ def _returned(answer: dict[str, Any]) -> Any:
     raise raised(answer.get("message", ""))
 
 
-def _verdict(data: dict[str, Any]) -> Approved | Denied | Escalate:
+def _verdict(data: JudgeAnswer) -> Approved | Denied | Escalate:
     kind = data.get("verdict")
     if kind == "approved":
         return Approved(by=str(data.get("by") or "policy"), reason=data.get("reason"))
