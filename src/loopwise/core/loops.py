@@ -23,7 +23,7 @@ import os
 import threading
 import weakref
 from collections.abc import Awaitable, Coroutine, Iterable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from loopwise.errors import ConfigError
 from loopwise.models.port import model_member
@@ -38,7 +38,7 @@ class _Kept(threading.local):
 
     runner: asyncio.Runner | None = None
     token: object = None
-    closer: weakref.finalize[Any, Any] | None = None
+    closer: weakref.finalize[[asyncio.Runner], _Token] | None = None
 
 
 class _Token:
@@ -62,7 +62,7 @@ def _forget_after_fork() -> None:
 os.register_at_fork(after_in_child=_forget_after_fork)
 
 
-def run_in_kept_loop(work: Coroutine[Any, Any, T]) -> T:
+def run_in_kept_loop(work: Coroutine[object, None, T]) -> T:
     """Run ``work`` to its end on this thread's kept loop (see the module docs).
 
     The caller has checked that no event loop is running in this thread.
@@ -109,7 +109,7 @@ def _close(runner: asyncio.Runner) -> None:
         runner.close()
 
 
-def blocking(work: Coroutine[Any, Any, T], *, release: Iterable[Any] = ()) -> T:
+def blocking(work: Coroutine[object, None, T], *, release: Iterable[object] = ()) -> T:
     """Run ``work`` to its end on this thread's kept event loop: the one wrapper of the
     sync API (see the module docs: each call behaves as ``asyncio.run``).
 
@@ -126,7 +126,7 @@ def blocking(work: Coroutine[Any, Any, T], *, release: Iterable[Any] = ()) -> T:
     raise ConfigError("called inside an event loop; await the async variant (arun, aresume)")
 
 
-async def closing_model(work: Awaitable[T], *models: Any) -> T:
+async def closing_model(work: Awaitable[T], *models: object) -> T:
     """Await ``work``, then release each model's connections (once) in this same loop.
 
     A connection pool belongs to the loop that opened it, and the next sync call may come

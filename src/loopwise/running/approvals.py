@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from loopwise.core.events import Event, EventType
-from loopwise.core.jsontypes import json_list, json_object
+from loopwise.core.jsontypes import JSONMapping, JSONObject, JSONValue, json_list, json_object
 from loopwise.core.names import shown_name_problem
 from loopwise.errors import AnswerError, DecisionError
 from loopwise.store.base import EventLog, RunStore, StoredApproval, not_pending
@@ -66,7 +66,7 @@ def decide(
     decision: str,
     by: str,
     reason: str | None = None,
-    edited_args: dict[str, Any] | None = None,
+    edited_args: JSONObject | None = None,
     seen_hash: str | None = None,
     deps: Any = None,
     step: Step | None = None,
@@ -138,7 +138,7 @@ def check_decider(by: object) -> str:
     )
 
 
-def _check_shape(edited: Any) -> None:
+def _check_shape(edited: object) -> None:
     """Refuse edited arguments no tool takes before anything reads them: not an object,
     nested deeper than a call's arguments may be, or not JSON (a number too long to
     write, a NaN); read or hashed further, they would fail or recurse past the stack."""
@@ -193,7 +193,7 @@ def asked_again(approval: StoredApproval, events: Sequence[Event]) -> bool:
     )
 
 
-def _differ(found: StoredApproval, edited: dict[str, Any]) -> bool:
+def _differ(found: StoredApproval, edited: JSONMapping) -> bool:
     from loopwise.tools.verdicts import args_hash
 
     return args_hash(found.tool, edited) != found.args_hash
@@ -214,7 +214,7 @@ def _pending(store: RunStore, run_id: str, approval_id: str) -> StoredApproval:
     return found
 
 
-def _answer_schema(store: EventLog, found: StoredApproval) -> dict[str, Any] | None:
+def _answer_schema(store: EventLog, found: StoredApproval) -> JSONObject | None:
     """The schema an answer must match when the approval asks a question (an MCP
     server's elicitation), from the request in the run's log; ``None`` for a call."""
     asked = _request_event(found, store.events(found.run_id))
@@ -222,7 +222,7 @@ def _answer_schema(store: EventLog, found: StoredApproval) -> dict[str, Any] | N
     return schema if isinstance(schema, dict) else None
 
 
-def _check_answer(schema: dict[str, Any], answer: Any) -> None:
+def _check_answer(schema: JSONObject, answer: object) -> None:
     """Refuse an answer that does not match the question's schema (nothing is recorded)."""
     from loopwise.tools.gates import answer_problem  # the terminal checks it the same way
 
@@ -243,7 +243,7 @@ class PlanItem:
     """The plan's step id (``s1``)."""
     action: str
     """The action it runs."""
-    args: Any
+    args: JSONValue
     """Its arguments as planned."""
     depends_on: tuple[str, ...]
     """The steps it waits for."""
@@ -256,13 +256,13 @@ class PlanItem:
     ``denied``, ``skipped`` or ``failed``."""
     approval_id: str | None = None
     """The approval that gates it, when one was asked."""
-    ran_with: Any = None
+    ran_with: JSONValue = None
     """The arguments it ran with when a person's edit replaced :attr:`args` (the
     planner's proposal); ``None`` when it ran as planned or has not run."""
     edited_by: str | None = None
     """Who edited the arguments it ran with, when somebody did."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """A JSON-ready dict (``ran_with`` and ``edited_by`` when a person's edit ran)."""
         return {
             "id": self.id,
@@ -301,11 +301,11 @@ class ApprovalView:
     editable: bool = True
     """Whether its arguments may be edited (not a whole-plan approval)."""
     decided: tuple[StoredApproval, ...] = field(default=())
-    answer_schema: dict[str, Any] | None = None
-    """For a question (an MCP server's elicitation): the schema the answer must match."""
     """The run's other approvals that were decided already (who decided what)."""
+    answer_schema: JSONObject | None = None
+    """For a question (an MCP server's elicitation): the schema the answer must match."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """The approval's fields plus ``why``, ``plan``, ``plan_step``, ``at_stake``,
         ``at_stake_unit``,
         ``note``, ``target``, ``editable`` and ``decided``
@@ -326,7 +326,7 @@ class ApprovalView:
         }
 
 
-def _decision(a: StoredApproval) -> dict[str, Any]:
+def _decision(a: StoredApproval) -> JSONObject:
     return {
         "approval_id": a.approval_id,
         "tool": a.tool,
@@ -377,15 +377,15 @@ def view(
     )
 
 
-def _args_field(approval: StoredApproval, name: str) -> Any:
+def _args_field(approval: StoredApproval, name: str) -> JSONValue:
     return approval.args.get(name) if isinstance(approval.args, Mapping) else None
 
 
-def _text(value: Any) -> str | None:
+def _text(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _number(value: Any) -> float | None:
+def _number(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
@@ -462,11 +462,11 @@ def plan_items(
 
 
 def _item(
-    s: Mapping[str, Any],
+    s: JSONMapping,
     execute: str,
     events: Sequence[Event],
     approvals: Sequence[StoredApproval],
-    effect: Any,
+    effect: JSONValue,
 ) -> PlanItem:
     path = f"{execute}/{s.get('id')}"
     # A step asked again after an edit upstream (architectures/edits.py) has two: the
@@ -480,7 +480,7 @@ def _item(
         id=str(s.get("id")),
         action=str(s.get("action")),
         args=s.get("args"),
-        depends_on=tuple(str(d) for d in s.get("depends_on") or ()),
+        depends_on=tuple(str(d) for d in json_list(s.get("depends_on"))),
         reason=str(s.get("reason") or ""),
         effect=str(effect) if effect else _effect(path, events, asked),
         state=_state(ran, path, events, asked),
@@ -502,7 +502,7 @@ def _effect(path: str, events: Sequence[Event], asked: StoredApproval | None) ->
 _FINAL = {"done", "denied", "skipped", "failed"}
 
 
-def _finished(path: str, events: Sequence[Event]) -> Mapping[str, Any]:
+def _finished(path: str, events: Sequence[Event]) -> JSONMapping:
     """The plan step's result as its last ``step_finished`` recorded it (its ``status``,
     and ``ran_with``/``edited_by`` when an edit ran); empty before it finished."""
     for e in reversed(events):
@@ -514,7 +514,7 @@ def _finished(path: str, events: Sequence[Event]) -> Mapping[str, Any]:
 
 
 def _state(
-    ran: Mapping[str, Any], path: str, events: Sequence[Event], asked: StoredApproval | None
+    ran: JSONMapping, path: str, events: Sequence[Event], asked: StoredApproval | None
 ) -> str:
     if ran:
         return str(ran["status"])

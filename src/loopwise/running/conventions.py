@@ -15,7 +15,6 @@ ends, so a throwaway sandbox is thrown away.
 from __future__ import annotations
 
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, AsyncExitStack
-from typing import Any
 
 from loopwise.core.jsontypes import json_str
 from loopwise.core.step import Step
@@ -97,7 +96,7 @@ def _same_api(row: StoredRun, asked: str | None) -> None:
         )
 
 
-async def entered(scope: AsyncExitStack, made: Any) -> Any:
+async def entered(scope: AsyncExitStack, made: object) -> object:
     """The deps a run uses from what a sandbox factory ``made``: a context manager (sync or
     async) is entered in ``scope`` (left when ``scope`` closes, as the run ends) and what it
     yields is the deps; anything else is the deps as it is."""
@@ -108,7 +107,7 @@ async def entered(scope: AsyncExitStack, made: Any) -> Any:
     return made
 
 
-async def module_deps(row: StoredRun, scope: AsyncExitStack) -> Any:
+async def module_deps(row: StoredRun, scope: AsyncExitStack) -> object:
     """The deps a run loaded from its spec gets: its module's ``make_deps()``, or none.
 
     An eval's run (:attr:`StoredRun.eval_id`) never gets the real ``make_deps()``: it is
@@ -133,6 +132,6 @@ async def module_deps(row: StoredRun, scope: AsyncExitStack) -> Any:
     )
 
 
-async def close_model(model: Any) -> None:
+async def close_model(model: object) -> None:
     """Close the connections of a model resume opened itself (an ``OpenAIModel``)."""
     await model_member(model, "aclose")()

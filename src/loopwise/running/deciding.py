@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from loopwise.core.events import Status
+from loopwise.core.jsontypes import JSONObject
 from loopwise.core.result import Halt
 from loopwise.core.shape import Shape, ToolShape, describe
 from loopwise.core.step import Context, Step
@@ -48,11 +49,11 @@ _SAID = 2_000
 def check_edit(
     store: RunStore,
     found: StoredApproval,
-    edited: dict[str, Any],
+    edited: JSONObject,
     *,
     deps: Any = None,
     step: Step | None = None,
-) -> dict[str, Any]:
+) -> JSONObject:
     """Refuse ``edited`` (:class:`DecisionError`) unless the tool's schema (strictly) and
     policies accept it now; the arguments as the schema read them (as JSON data)."""
     run = store.get_run(found.run_id)

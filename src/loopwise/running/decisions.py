@@ -31,6 +31,7 @@ import json
 import os
 from typing import TYPE_CHECKING, Any
 
+from loopwise.core.jsontypes import JSONObject
 from loopwise.errors import ConfigError
 from loopwise.running.approvals import asked_again, check_decider, decide
 from loopwise.store.base import EventLog, RunStore, StoredApproval
@@ -50,7 +51,7 @@ def approve(
     all_pending: bool = False,
     by: str | None = None,
     reason: str | None = None,
-    args: dict[str, Any] | None = None,
+    args: JSONObject | None = None,
     seen_hash: str | None = None,
     store: str | os.PathLike[str] | RunStore | None = None,
     deps: Any = None,
@@ -114,7 +115,7 @@ def decide_pending(
     all_pending: bool = False,
     by: str | None = None,
     reason: str | None = None,
-    edited_args: dict[str, Any] | None = None,
+    edited_args: JSONObject | None = None,
     seen_hash: str | None = None,
     deps: Any = None,
     step: Step | None = None,

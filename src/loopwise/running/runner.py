@@ -42,7 +42,7 @@ from typing import Any, Unpack
 from loopwise.architectures.history import History, PriorRun, check_conversation_id
 from loopwise.core.events import EventType, jsonable
 from loopwise.core.execute import execute, new_context, new_run_id
-from loopwise.core.jsontypes import json_object
+from loopwise.core.jsontypes import JSONObject, json_object
 from loopwise.core.loops import blocking, closing_model
 from loopwise.core.options import (
     ResumeOverrides,
@@ -106,7 +106,7 @@ def _new_context(target: Step, opts: RunOptions) -> Context:
     return new_context(target, opts)
 
 
-def run_limits(budget: Budget, max_steps: int | None) -> dict[str, Any]:
+def run_limits(budget: Budget, max_steps: int | None) -> JSONObject:
     """The limits a run records to start or resume with (a stored run's ``options``)."""
     return {
         "budget": {
@@ -123,7 +123,7 @@ _OWN_KEYWORDS = "store, spec, eval_id"
 
 async def arun(
     target: Step,
-    input: Any = None,
+    input: object = None,
     options: RunOptions | None = None,
     *,
     store: StoreLike = DEFAULT,
@@ -186,7 +186,7 @@ def _marked(eval_id: str | None) -> dict[str, str]:
     return {} if eval_id is None else {"eval": str(eval_id)}
 
 
-def _conversation(conversation: Any, target: Step, st: RunStore | None) -> str | None:
+def _conversation(conversation: object, target: Step, st: RunStore | None) -> str | None:
     """The checked conversation id a run joins (``None``: the run stands alone)."""
     if conversation is None:
         return None
@@ -194,7 +194,7 @@ def _conversation(conversation: Any, target: Step, st: RunStore | None) -> str |
     if st is None:
         raise ConversationError(
             f"conversation {conversation!r}: a conversation lives in a run store; drop store=None",
-            conversation=conversation,
+            conversation=checked,
             code="no-store",
         )
     if kind_of(target) is not Kind.AGENT:
@@ -202,7 +202,7 @@ def _conversation(conversation: Any, target: Step, st: RunStore | None) -> str |
             f"conversation {conversation!r}: {target.name!r} is a {kind_of(target)}, and only "
             "an agent continues a conversation (give a workflow the earlier exchange as part "
             "of its input instead)",
-            conversation=conversation,
+            conversation=checked,
             code="not-an-agent",
         )
     return checked
@@ -234,7 +234,7 @@ def _join(st: RunStore, ctx: Context, row: StoredRun | None) -> None:
     ctx.journal.inherit_taint(history.taint)
 
 
-async def _execute(st: RunStore | None, target: Step, input: Any, ctx: Context) -> RunResult:
+async def _execute(st: RunStore | None, target: Step, input: object, ctx: Context) -> RunResult:
     """Run in ``ctx``, holding the run's lease while it runs here; a raise marks it failed."""
     with running_here(ctx.run_id), _holding(st, ctx.run_id):
         try:
@@ -257,7 +257,7 @@ def _holding(st: RunLeases | None, run_id: str) -> Iterator[None]:
 
 def enqueue(
     spec: str,
-    input: Any = None,
+    input: object = None,
     *,
     model: str | None = None,
     store: StoreLike = DEFAULT,
@@ -265,7 +265,7 @@ def enqueue(
     max_steps: int | None = None,
     run_id: str | None = None,
     conversation: str | None = None,
-    speaks: dict[str, Any] | None = None,
+    speaks: JSONObject | None = None,
     safety_identifier: str | None = None,
 ) -> str:
     """Record a run of the target at ``spec`` (``path.py:name``) as ``queued``; its run id.
@@ -495,7 +495,7 @@ def _resumed_context(st: RunStore, row: StoredRun, target: Step, overrides: RunO
         )
     # Wall time goes on from where the run stopped, so max_seconds stays per run.
     ctx.started_at -= float((row.usage or {}).get("wall_seconds", 0.0))
-    resumed: dict[str, Any] = {"target": target.name}
+    resumed: JSONObject = {"target": target.name}
     if events and "trace" in events[0].data:
         # The trace context a tracing sink recorded at the start: the resume joins it.
         resumed["trace"] = events[0].data["trace"]
@@ -514,7 +514,7 @@ def _resumed_context(st: RunStore, row: StoredRun, target: Step, overrides: RunO
 
 def run(
     target: Step,
-    input: Any = None,
+    input: object = None,
     options: RunOptions | None = None,
     *,
     store: StoreLike = DEFAULT,

@@ -8,11 +8,10 @@ returns without running anything, and what a run on Temporal reads from the stor
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel
 
 from loopwise.core.events import Event, EventType, Status
+from loopwise.core.jsontypes import JSONObject, JSONValue
 from loopwise.core.members import step_member
 from loopwise.core.result import RunResult
 from loopwise.core.step import Step
@@ -23,7 +22,7 @@ from loopwise.tools.verdicts import ApprovalRequest
 __all__ = ["stored_result", "typed_input"]
 
 
-def typed_input(target: Step, stored: Any) -> Any:
+def typed_input(target: Step, stored: JSONValue) -> object:
     """The stored (JSON) input as the type the target declares, when it is a pydantic model."""
     kind = step_member(target, "input_type")
     if isinstance(kind, type) and issubclass(kind, BaseModel) and isinstance(stored, dict):
@@ -55,7 +54,7 @@ def stored_result(
 _REQUEST_KEYS = ApprovalRequest.__dataclass_fields__.keys()
 
 
-def _public_request(approval: StoredApproval, events: list[Event]) -> dict[str, Any]:
+def _public_request(approval: StoredApproval, events: list[Event]) -> JSONObject:
     """A stored approval as the request a paused run lists (no decision fields); what
     the store keeps no column for (the planner's reason, the money at stake, the note)
     is read from the request's event."""

@@ -35,10 +35,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import replace
 from types import TracebackType
-from typing import Any, Unpack
+from typing import Unpack
 
 from loopwise.core.events import Event, EventSink, TextDelta
 from loopwise.core.options import ResumeOverrides, RunOptions, RunOverrides, merge_options
@@ -49,7 +49,7 @@ from loopwise.store.open import DEFAULT, StoreLike
 
 __all__ = ["UNREAD", "RunStream", "astream", "astream_resume"]
 
-_Start = Callable[[EventSink], Coroutine[Any, Any, RunResult]]
+_Start = Callable[[EventSink], Coroutine[object, None, RunResult]]
 
 UNREAD = 1_000
 """Unread items a stream holds before its run waits (and text deltas are dropped)."""
@@ -284,7 +284,7 @@ class _Consumer:
     def __aiter__(self) -> _Consumer:
         return self
 
-    def __anext__(self) -> Coroutine[Any, Any, Event | TextDelta]:
+    def __anext__(self) -> Awaitable[Event | TextDelta]:
         return self._stream.__anext__()
 
     def __del__(self) -> None:
@@ -293,7 +293,7 @@ class _Consumer:
 
 def astream(
     target: Step,
-    input: Any = None,
+    input: object = None,
     options: RunOptions | None = None,
     *,
     store: StoreLike = DEFAULT,
@@ -310,7 +310,7 @@ def astream(
     """
     opts = merge_options(options, overrides, also="store, spec, detached")
 
-    def start(sink: EventSink) -> Coroutine[Any, Any, RunResult]:
+    def start(sink: EventSink) -> Coroutine[object, None, RunResult]:
         watched = replace(opts, sinks=(*opts.sinks, sink))
         return arun(target, input, watched, store=store, spec=spec)
 
@@ -333,7 +333,7 @@ def astream_resume(
     ``detached`` is :func:`astream`'s."""
     opts = merge_options(options, overrides, also="step, store, force, detached")
 
-    def start(sink: EventSink) -> Coroutine[Any, Any, RunResult]:
+    def start(sink: EventSink) -> Coroutine[object, None, RunResult]:
         watched = replace(opts, sinks=(*opts.sinks, sink))
         return aresume(run_id, watched, step=step, store=store, force=force)
 

@@ -21,7 +21,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 from loopwise.core.function_step import FunctionStep
 from loopwise.core.names import did_you_mean
@@ -122,10 +121,10 @@ def import_module_of(module_part: str, spec: str, *, what: str = "target") -> Mo
 
 
 _IMPORTING = threading.RLock()
-_UNDEFINED: Any = object()
+_UNDEFINED = object()
 
 
-def defined(module: ModuleType, name: str, default: Any = None) -> Any:
+def defined(module: ModuleType, name: str, default: object = None) -> object:
     """What the user's ``module`` defines as ``name`` (``default`` when it does not): a
     target, a convention (``make_deps``, ``offline_model``, ``make_eval_deps``), a scorer."""
     # getattr: a user's module, read by a name a convention or the command line gives;
@@ -184,7 +183,7 @@ def model_for(
         name, structured_mode=structured_mode, api=api, store=store, options=options
     )
     if model.name == "scripted" and hasattr(target.module, "offline_model"):
-        offline: Any = _own_offline(target, target.module.offline_model)
+        offline = _own_offline(target, target.module.offline_model)
         candidate = offline() if callable(offline) and not isinstance(offline, Model) else offline
         if not isinstance(candidate, Model):
             raise TargetError(f"{target.spec}: offline_model is not a model", name=target.spec)
@@ -192,7 +191,7 @@ def model_for(
     return model
 
 
-def _own_offline(target: Target, offline: Any) -> Any:
+def _own_offline(target: Target, offline: object) -> object:
     """The target's own entry of a module's ``offline_model`` when it maps target names
     (each step's ``name``) to models: a module of several agents gives each its script."""
     if not isinstance(offline, Mapping):
@@ -215,7 +214,7 @@ EVAL_DEPS_FACTORY = "make_eval_deps"
 (:mod:`loopwise.evidence.evals.sandbox`), and an eval's run when it is resumed."""
 
 
-def deps_factory(target: Target | None, spec: str | None = None) -> Callable[[], Any] | None:
+def deps_factory(target: Target | None, spec: str | None = None) -> Callable[[], object] | None:
     """Where the deps of a run the command line starts or resumes come from: ``spec``
     (``--deps module:function`` or ``file.py:function``) when given, else the target
     module's ``make_deps``, else nowhere (``None``). The returned function makes them;
@@ -234,9 +233,9 @@ def deps_factory(target: Target | None, spec: str | None = None) -> Callable[[],
         return None
     if not callable(fn):
         raise ConfigError(f"{where}: not a function of no arguments", name="deps")
-    factory: Callable[[], Any] = fn
+    factory: Callable[[], object] = fn
 
-    def make() -> Any:
+    def make() -> object:
         try:
             return factory()
         except Exception as e:  # user code
@@ -323,7 +322,7 @@ def _find_spec(step: Step, preferred: list[str]) -> str | None:
     return None
 
 
-def _user_code(module: Any) -> bool:
+def _user_code(module: object) -> bool:
     """A module of the user's (not the standard library's, not an installed package's)."""
     where = getattr(module, "__file__", None)  # getattr: a built-in module has no __file__
     return isinstance(where, str) and not where.startswith(_LIBRARY_DIRS)

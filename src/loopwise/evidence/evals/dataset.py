@@ -110,4 +110,4 @@ def load_scorer(spec: str) -> Scorer:
     scorer = defined(module, name)
     if not callable(scorer):
         raise ConfigError(f"--scorer {spec!r}: {name!r} is not a function")
-    return scorer  # type: ignore[no-any-return]
+    return scorer
