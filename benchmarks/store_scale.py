@@ -3,7 +3,8 @@
 For each size a store is filled by :mod:`storegen` (rows as the store writes them), then
 timed, each the median of ``repeats``:
 
-* the CLI verbs as fresh processes (what a person waits for): ``loopwise pending``,
+* the CLI verbs as fresh processes (what a person waits for), wall time and the CPU
+  (user + system) of the process: ``loopwise pending``,
   ``runs list``, ``runs show RUN``, ``approve RUN --approval c1`` (a different paused run
   each time);
 * the inbox's ``/`` and ``/runs/RUN`` over HTTP from one ``loopwise serve``;
@@ -26,6 +27,7 @@ import argparse
 import http.client
 import math
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -41,12 +43,12 @@ from loopwise.running.approvals import views
 from loopwise.store.open import close_shared_stores, open_store
 
 LOOPWISE = str(Path(sys.executable).with_name("loopwise"))
+FRESH = ("python -c pass", "pending", "runs list", "runs show", "approve")
+"""The verbs timed as fresh processes; each also has a ``VERB (CPU)`` entry: the user +
+system CPU seconds of its process (what the machine's load does not change)."""
 VERBS = (
-    "python -c pass",
-    "pending",
-    "runs list",
-    "runs show",
-    "approve",
+    *FRESH,
+    *(f"{verb} (CPU)" for verb in FRESH),
     "inbox /",
     "inbox /runs/ID",
     "claim",
@@ -68,6 +70,22 @@ def _median(work: Callable[[int], object], repeats: int) -> float:
         work(k)
         times.append(time.perf_counter() - started)
     return statistics.median(times)
+
+
+def _children_cpu() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def _fresh(work: Callable[[int], object], repeats: int) -> tuple[float, float]:
+    """Median wall and CPU (user + system) seconds of ``work``, a process run to its end."""
+    walls, cpus = [], []
+    for k in range(repeats):
+        cpu, started = _children_cpu(), time.perf_counter()
+        work(k)
+        walls.append(time.perf_counter() - started)
+        cpus.append(_children_cpu() - cpu)
+    return statistics.median(walls), statistics.median(cpus)
 
 
 def _cli(*argv: str) -> None:
@@ -110,16 +128,18 @@ def time_verbs(store: str, size: int, repeats: int) -> dict[str, float]:
     middle = storegen.run_id(size // 2 + (1 if storegen.kind_of(size // 2) == "looked" else 0))
     at = ["--store", store]
     bare = [sys.executable, "-c", "pass"]
-    out = {
-        "python -c pass": _median(lambda k: subprocess.run(bare, check=True), repeats),
-        "pending": _median(lambda k: _cli("pending", *at), repeats),
-        "runs list": _median(lambda k: _cli("runs", "list", *at), repeats),
-        "runs show": _median(lambda k: _cli("runs", "show", middle, *at), repeats),
-        "approve": _median(
-            lambda k: _cli("approve", paused[-1 - k], "--approval", "c1", "--by", "bench", *at),
-            repeats,
+    fresh: dict[str, Callable[[int], object]] = {
+        "python -c pass": lambda k: subprocess.run(bare, check=True),
+        "pending": lambda k: _cli("pending", *at),
+        "runs list": lambda k: _cli("runs", "list", *at),
+        "runs show": lambda k: _cli("runs", "show", middle, *at),
+        "approve": lambda k: _cli(
+            "approve", paused[-1 - k], "--approval", "c1", "--by", "bench", *at
         ),
     }
+    out: dict[str, float] = {}
+    for verb, work in fresh.items():
+        out[verb], out[f"{verb} (CPU)"] = _fresh(work, repeats)
     with _inbox(store) as port:
         _get(port, "/")  # warm: the first request opens the store
         out["inbox /"] = _median(lambda k: _get(port, "/"), repeats)
@@ -221,7 +241,8 @@ def table(results: dict[str, dict[int, dict[str, float]]]) -> list[str]:
             goal = GOAL.get(verb, 0.25)
             ok = "ok" if secs[-1] <= goal else "MISSED"
             said = f"<= {goal * 1000:.0f} ms {ok}"
-            said = "(start-up alone)" if verb == "python -c pass" else said
+            said = "(start-up alone)" if verb.startswith("python -c pass") else said
+            said = "user + system" if verb.endswith("(CPU)") else said
             cells = " ".join(f"{t * 1000:>7.0f}ms" for t in secs)
             lines.append(f"{'':<10} {verb:<16} {cells}   {ks:<17} {said}")
         idle = [by_size[s]["idle worker"] for s in sizes]

@@ -16,6 +16,7 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 from loopwise.cli.options import Interrupted, Parser, UsageError, Verbs
 from loopwise.core.names import printable
@@ -57,12 +58,32 @@ def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
         "where a wrong step is expensive — run, gate, evaluate and decide.",
         epilog="Exit codes: 0 completed; 1 another status or check errors; 2 usage errors.",
     )
-    parser.add_argument("--version", action="version", version=f"loopwise {_version()}")
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="verb", required=True, parser_class=Parser)
     wanted = [VERBS[verb]] if verb in VERBS else VERBS.values()
     for where in dict.fromkeys(wanted):
         _register(sub, where)
     return parser
+
+
+class _Version(argparse.Action):
+    """``--version``: the installed version, looked up only when asked (reading the
+    package metadata costs every other verb's start-up a few milliseconds)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str) -> None:
+        super().__init__(
+            option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="show the version"
+        )
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> NoReturn:
+        print(f"loopwise {_version()}")  # on stdout, as argparse's own version action
+        parser.exit()
 
 
 def _version() -> str:

@@ -16,14 +16,16 @@ from contextlib import contextmanager, redirect_stdout
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
 
-from loopwise.core.events import json_value, nests_deeper_than
 from loopwise.core.jsontypes import JSONValue
-from loopwise.core.usage import Budget, Price
 from loopwise.errors import ConfigError
-from loopwise.models.port import APIS, STRUCTURED_MODES
 
 if TYPE_CHECKING:
+    from loopwise.core.usage import Budget, Price
     from loopwise.running.targets import Target
+
+# The run kernel's modules (events, usage, the model port) are imported where a flag needs
+# them: the store verbs share this module, and a fresh `loopwise pending` pays for every
+# module it loads (tests/test_one_client.py lists what it must not).
 
 __all__ = [
     "EVAL_STORE",
@@ -118,6 +120,8 @@ def store_value(raw: str) -> str:
 
 def add_structured_mode_flag(p: argparse.ArgumentParser) -> None:
     """``--structured-mode``: pin the structured-output rung of the ``--model``'s server."""
+    from loopwise.models.port import STRUCTURED_MODES
+
     p.add_argument(
         "--structured-mode",
         choices=STRUCTURED_MODES,
@@ -128,6 +132,8 @@ def add_structured_mode_flag(p: argparse.ArgumentParser) -> None:
 
 def add_api_flag(p: argparse.ArgumentParser) -> None:
     """``--api``: which OpenAI API the ``--model`` speaks."""
+    from loopwise.models.port import APIS
+
     p.add_argument(
         "--api",
         choices=APIS,
@@ -198,6 +204,8 @@ seconds = _amount("seconds")
 
 def price_per_mtok(raw: str) -> Price:
     """An argparse type: ``IN,OUT``, USD per million input and output tokens."""
+    from loopwise.core.usage import Price
+
     parts = raw.split(",")
     if len(parts) != 2:
         raise argparse.ArgumentTypeError(
@@ -227,6 +235,8 @@ def budget_of(args: argparse.Namespace) -> Budget | None:
     """The budget the limit flags ask for (``None`` when neither is given)."""
     if args.max_tokens is None and args.max_cost is None:
         return None
+    from loopwise.core.usage import Budget
+
     return Budget(max_tokens=args.max_tokens, max_cost_usd=args.max_cost)
 
 
@@ -257,6 +267,8 @@ def read_json(text: str, flag: str) -> JSONValue:
     text that is not JSON (callers word that one themselves), :class:`ConfigError` for
     nesting deeper than :data:`MAX_JSON_DEPTH` or a number too long to read.
     """
+    from loopwise.core.events import json_value, nests_deeper_than
+
     try:
         value = json_value(text)
     except json.JSONDecodeError:

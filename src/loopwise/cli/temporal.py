@@ -17,13 +17,11 @@ import sys
 from typing import TYPE_CHECKING
 
 from loopwise.cli.options import UsageError, budget_of, given
-from loopwise.core.events import jsonable
 from loopwise.core.jsontypes import JSONValue
-from loopwise.core.result import RunResult
-from loopwise.core.usage import Budget
 from loopwise.store.open import store_location
 
 if TYPE_CHECKING:
+    from loopwise.core.result import RunResult
     from loopwise.integrations.temporal.store import TemporalStore
     from loopwise.running.targets import Target
 
@@ -63,7 +61,9 @@ def run(
         from loopwise.running.targets import model_for
 
         model_for(target, name)  # a model that cannot be made fails here, not on a worker
-    from loopwise.core.execute import new_run_id  # here: the store verbs load no run kernel
+    from loopwise.core.events import jsonable  # here: the store verbs load no run kernel
+    from loopwise.core.execute import new_run_id
+    from loopwise.core.usage import Budget
     from loopwise.integrations.temporal import worker  # the optional extra
     from loopwise.running.runner import run_limits
 

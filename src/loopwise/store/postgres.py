@@ -1,19 +1,24 @@
 """The run store on PostgreSQL: many workers on many machines share runs and approvals.
 
-Install the extra (``pip install 'loopwise[postgres]'``: psycopg 3 and psycopg-pool) and
-point ``LOOPWISE_STORE``, ``--store`` or ``store=`` at ``postgresql://user:pw@host/db``.
+Install the extra (``pip install 'loopwise[postgres]'``: psycopg 3) and point
+``LOOPWISE_STORE``, ``--store`` or ``store=`` at ``postgresql://user:pw@host/db``.
 The semantics are SQLite's (:class:`~loopwise.store.sql.SQLStore` holds the statements both
-run); what differs is here: a connection pool, row locks for claims (``FOR UPDATE``, and
-``SKIP LOCKED`` so workers never wait on one another's claim), the database's clock for
-leases, and LISTEN/NOTIFY so that a decided approval or a queued run wakes the workers.
-A pooled connection the server closed (a restart) is replaced before it is used, so a
-process that keeps its store fails no call after a restart (:class:`_Idle`).
+run); what differs is here: row locks for claims (``FOR UPDATE``, and ``SKIP LOCKED`` so
+workers never wait on one another's claim), the database's clock for leases, and
+LISTEN/NOTIFY so that a decided approval or a queued run wakes the workers.
 
-The schema is versioned in a ``loopwise_schema`` table and migrated under a transaction
-advisory lock, so processes starting together migrate once. A database whose current
-schema already holds a ``runs``, ``events`` or ``approvals`` table of another program is
-refused (give loopwise a database, or a schema via ``options=-csearch_path=...``, of its
-own), and so is a schema newer than this loopwise knows.
+A store holds one connection (its transactions take turns under the store's lock, so a
+pool would hand out no second one) in autocommit mode: a read is one statement and one
+round trip, a write is ``BEGIN`` … ``COMMIT``. A connection the server closed (a restart)
+is replaced before it is used, so a process that keeps its store fails no call after a
+restart (:class:`_Idle`).
+
+The schema is versioned in a ``loopwise_schema`` table. Opening a store asks its version in
+one round trip on the connection it then keeps; only a store that is not at this loopwise's
+version is migrated, under a transaction advisory lock, so processes starting together
+migrate once. A database whose current schema already holds a ``runs``, ``events`` or
+``approvals`` table of another program is refused (give loopwise a database, or a schema via
+``options=-csearch_path=...``, of its own), and so is a schema newer than this loopwise knows.
 """
 
 from __future__ import annotations
@@ -22,7 +27,6 @@ import functools
 import select
 import sys
 import time
-import weakref
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -34,7 +38,6 @@ from loopwise.store.sql import SQLStore
 try:
     import psycopg
     from psycopg.rows import TupleRow, dict_row
-    from psycopg_pool import ConnectionPool
 except ImportError as e:
     raise missing_extra("postgres", e, needed_by="a postgresql:// store") from e
 
@@ -192,9 +195,9 @@ class _PgTx:
 class PostgresStore(SQLStore):
     """The :class:`~loopwise.store.base.RunStore` on a PostgreSQL database (see the module docs).
 
-    Connects (and migrates) on construction, so a wrong URL, a server that does not
-    answer or a refused login raise :class:`StoreError` (``code="unreachable"``) at once,
-    naming the URL without its password.
+    Connects (and migrates when the schema is older) on construction, so a wrong URL, a
+    server that does not answer or a refused login raise :class:`StoreError`
+    (``code="unreachable"``) at once, naming the URL without its password.
     """
 
     _clock = "extract(epoch from clock_timestamp())::float8"
@@ -207,17 +210,20 @@ class PostgresStore(SQLStore):
         url: str,
         *,
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
-        max_connections: int = 4,
         connect_timeout: float = 5.0,
     ) -> None:
         super().__init__(lease_seconds=lease_seconds)
         self.url = url
         self.name = redact(url)
         self._timeout = connect_timeout
-        self._max_connections = max_connections
-        with self._connect() as conn:
-            _migrate(conn, self.name, url)
-        self._pool: ConnectionPool | None = None
+        self._conn: psycopg.Connection[TupleRow] | None = self._connect(autocommit=True)
+        self._idle = _Idle()
+        try:
+            if not _current(self._conn):
+                _migrate(self._conn, self.name, url)
+        except BaseException:
+            self._conn.close()
+            raise
         self._listener: psycopg.Connection[TupleRow] | None = None
 
     def __enter__(self) -> PostgresStore:
@@ -236,45 +242,64 @@ class PostgresStore(SQLStore):
             ) from e
 
     def close(self) -> None:
-        """Commit what is grouped, then close the pool and the listening connection (a
+        """Commit what is grouped, then close the connection and the listening one (a
         later use opens them again)."""
         super().close()
         with self._lock:
-            if self._pool is not None:
-                self._pool.close()
-                self._pool = None
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
             if self._listener is not None:
                 self._listener.close()
                 self._listener = None
 
+    def _connection(self) -> psycopg.Connection[TupleRow]:
+        """The store's connection, checked (:class:`_Idle`), or a new one."""
+        conn = self._conn
+        if conn is not None and not conn.closed:
+            try:
+                self._idle.check(conn)
+                return conn
+            except psycopg.Error:
+                conn.close()  # the server ended the session: a new one below
+        self._conn = None
+        self._conn = self._connect(autocommit=True)
+        return self._conn
+
     @contextmanager
     def _transaction(self) -> Iterator[Tx]:
-        with self._lock:
-            try:
-                if self._pool is None:
-                    idle = _Idle()
-                    self._pool = ConnectionPool(
-                        self.url,
-                        min_size=1,
-                        max_size=self._max_connections,
-                        open=False,
-                        timeout=self._timeout,
-                        kwargs={"connect_timeout": max(1, round(self._timeout))},
-                        check=idle.check,
-                        reset=idle.returned,
-                    )
-                    self._pool.open(wait=True, timeout=self._timeout)
-                with self._pool.connection() as conn:
-                    yield _PgTx(conn)
-            except psycopg.OperationalError as e:
-                # A connection lost or refused, the server shutting down or starting up, a
-                # serialization failure: a transaction tried again may pass (SQLStore does).
-                said = _said(e, self.url)
-                raise StoreError(f"run store {self.name}: {said}", code="unreachable") from e
-            except psycopg.Error as e:
-                raise StoreError(f"run store {self.name}: {_said(e, self.url)}") from e
+        with self._lock, self._using() as conn, conn.transaction():
+            yield _PgTx(conn)
 
-    _reading = _transaction
+    @contextmanager
+    def _reading(self) -> Iterator[Tx]:
+        # A read is one statement (SQLBase._rows): in autocommit, its own transaction.
+        with self._lock, self._using() as conn:
+            yield _PgTx(conn)
+
+    @contextmanager
+    def _using(self) -> Iterator[psycopg.Connection[TupleRow]]:
+        """The connection for one transaction, its failures as :class:`StoreError`; a
+        connection left broken is dropped (the next transaction opens another)."""
+        conn = None
+        try:
+            conn = self._connection()
+            yield conn
+        except psycopg.OperationalError as e:
+            # A connection lost or refused, the server shutting down or starting up, a
+            # serialization failure: a transaction tried again may pass (SQLStore does).
+            said = _said(e, self.url)
+            raise StoreError(f"run store {self.name}: {said}", code="unreachable") from e
+        except psycopg.Error as e:
+            raise StoreError(f"run store {self.name}: {_said(e, self.url)}") from e
+        finally:
+            if conn is not None:
+                if conn.broken or conn.info.transaction_status != _IDLE:
+                    # Lost, or left mid-transaction (an interrupt during a query).
+                    conn.close()
+                    self._conn = None
+                else:
+                    self._idle.returned(conn)
 
     def _notify(self, tx: Tx, run_id: str) -> None:
         tx.rows(f"SELECT pg_notify('{CHANNEL}', ?)", (run_id,))
@@ -296,15 +321,15 @@ class PostgresStore(SQLStore):
 
 
 class _Idle:
-    """The pool's check of a connection before handing it out, so that a dead one is
+    """The check of the store's connection before each use, so that a dead one is
     replaced before use and never fails a transaction.
 
     A server that restarts, shuts down or ends a session (``pg_terminate_backend``) says so
     and closes the socket: an idle connection with something to read is dead, or about to
-    be, and is asked an empty query (which fails: the pool drops it and hands out another
-    or a new one). Looking costs no round trip, so every connection is looked at, however
-    recently it was returned. One idle for :data:`_CHECK_AFTER` seconds or more is asked
-    in any case (a server that vanished without closing: a failover, a cut network).
+    be, and is asked an empty query (which fails: the store opens a new connection). Looking
+    costs no round trip, so the connection is looked at before every use, however recently
+    it was used. One idle for :data:`_CHECK_AFTER` seconds or more is asked in any case (a
+    server that vanished without closing: a failover, a cut network).
 
     Why not try a failed transaction again instead: reads and the grouped event writes are
     (:mod:`loopwise.store.retries`: a transaction that failed before its commit left
@@ -314,17 +339,15 @@ class _Idle:
     """
 
     def __init__(self) -> None:
-        self._returned: weakref.WeakKeyDictionary[psycopg.Connection[TupleRow], float] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._returned = time.monotonic()
 
     def returned(self, conn: psycopg.Connection[TupleRow]) -> None:
-        self._returned[conn] = time.monotonic()
+        self._returned = time.monotonic()
 
     def check(self, conn: psycopg.Connection[TupleRow]) -> None:
-        idle = time.monotonic() - self._returned.get(conn, 0.0)
-        if idle >= _CHECK_AFTER or _readable(conn):
-            ConnectionPool.check_connection(conn)
+        """Raise :class:`psycopg.Error` when ``conn`` is dead."""
+        if time.monotonic() - self._returned >= _CHECK_AFTER or _readable(conn):
+            conn.execute("")  # autocommit: an empty query, one round trip
 
 
 def _readable(conn: psycopg.Connection[TupleRow]) -> bool:
@@ -339,12 +362,29 @@ def _readable(conn: psycopg.Connection[TupleRow]) -> bool:
 
 _CHECK_AFTER = 1.0
 
+_IDLE = psycopg.pq.TransactionStatus.IDLE
+
 
 def _said(e: psycopg.Error, url: str) -> str:
     """The first line of what the server or libpq said (its others point into the SQL), with
     the password out: libpq may quote the part of a URL it could not parse."""
     text = str(e).strip()
     return redact(text.splitlines()[0], url) if text else type(e).__name__
+
+
+def _current(conn: psycopg.Connection[TupleRow]) -> bool:
+    """Whether the schema is this loopwise's version, asked in one round trip: the
+    ``loopwise_schema`` of the current schema (the one :func:`_migrate` reads) holds
+    ``len(_MIGRATIONS)``. Anything else (no such table, another version, a table of that
+    name found elsewhere on the search path) is :func:`_migrate`'s to settle and say."""
+    try:
+        row = conn.execute(
+            "SELECT version, to_regclass('loopwise_schema') = "
+            "to_regclass(quote_ident(current_schema()) || '.loopwise_schema') FROM loopwise_schema"
+        ).fetchone()
+    except psycopg.Error:
+        return False
+    return row is not None and row[0] == len(_MIGRATIONS) and row[1] is True
 
 
 def _migrate(conn: psycopg.Connection[TupleRow], name: str, url: str) -> None:
