@@ -71,9 +71,8 @@ class _Version(argparse.Action):
     package metadata costs every other verb's start-up a few milliseconds)."""
 
     def __init__(self, option_strings: Sequence[str], dest: str) -> None:
-        super().__init__(
-            option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="show the version"
-        )
+        help = "show program's version number and exit"  # argparse's own words
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
 
     def __call__(
         self,

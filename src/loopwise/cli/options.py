@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 # The run kernel's modules (events, usage, the model port) are imported where a flag needs
 # them: the store verbs share this module, and a fresh `loopwise pending` pays for every
-# module it loads (tests/test_one_client.py lists what it must not).
+# module it loads (tests/cli/test_main.py lists what it must not).
 
 __all__ = [
     "EVAL_STORE",

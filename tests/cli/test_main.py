@@ -1,11 +1,10 @@
-"""A store verb's process loads what the verb needs and asks the store what it must, once.
+"""The ``loopwise`` command's start: a store verb's process loads what the verb needs.
 
-``loopwise pending``, ``runs list``, ``runs show`` and ``approve`` are fresh processes a
-person waits for: at a million runs their store work is milliseconds, and the rest is the
-interpreter, the modules they import and opening the store. These tests run each verb as
-its own process, as a person does, and list what it imported (not how long it took); and
-they check that opening a PostgreSQL store whose schema is current takes no migration lock
-and writes nothing, while a store that is not current is still migrated in its own schema.
+``loopwise pending``, ``runs list``, ``runs show``, ``approve`` and ``deny`` are fresh
+processes a person waits for: at a million runs their store work is milliseconds, and the
+rest is the interpreter, the modules they import and opening the store. These tests run
+each verb as its own process, as a person does, and list what it imported (not how long it
+took). Opening the store itself is tests/store/test_postgres.py's.
 """
 
 from __future__ import annotations
@@ -111,49 +110,3 @@ def test_version_is_read_when_asked() -> None:
     )
     assert done.returncode == 0 and done.stdout.startswith("loopwise "), done
     assert done.stderr == ""
-
-
-def _with_options(url: str, options: str) -> str:
-    return f"{url}{'&' if '?' in url else '?'}options={options}"
-
-
-def test_a_current_postgresql_store_opens_without_the_migration_lock(pg_url: str) -> None:
-    import psycopg
-
-    from loopwise.store.postgres import _LOCK_KEY
-
-    _paused_runs(pg_url, 1)  # the schema made
-    with psycopg.connect(pg_url, autocommit=True) as holder:
-        holder.execute("SELECT pg_advisory_lock(%s)", (_LOCK_KEY,))
-        # Another process migrating holds the lock: a store whose schema is current
-        # neither waits for it (the lock timeout would fail the open) nor writes.
-        with psycopg.connect(pg_url, autocommit=True) as watch:
-            (before,) = watch.execute("SELECT version FROM loopwise_schema").fetchone() or (0,)
-            xmin = watch.execute("SELECT xmin::text FROM loopwise_schema").fetchone()
-        with open_store(_with_options(pg_url, "-clock_timeout%3D1000")) as st:
-            assert len(st.pending()) == 1
-        with psycopg.connect(pg_url, autocommit=True) as watch:
-            assert watch.execute("SELECT xmin::text FROM loopwise_schema").fetchone() == xmin
-        holder.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_KEY,))
-    assert before > 0
-
-
-def test_a_store_on_the_search_path_behind_an_empty_schema_is_not_taken_for_its_own(
-    pg_url: str,
-) -> None:
-    import psycopg
-
-    with psycopg.connect(pg_url, autocommit=True) as admin:
-        admin.execute("CREATE SCHEMA elsewhere")
-        admin.execute("CREATE SCHEMA mine")
-    elsewhere = _with_options(pg_url, "-csearch_path%3Delsewhere")
-    with open_store(elsewhere) as st:
-        assert st.list_runs() == []
-    # `mine` comes first and is empty: the store is made there (as before), not read
-    # from `elsewhere` because its loopwise_schema is on the path too.
-    both = _with_options(pg_url, "-csearch_path%3Dmine,elsewhere")
-    _paused_runs(both, 1)
-    with psycopg.connect(pg_url, autocommit=True) as admin:
-        made = admin.execute("SELECT to_regclass('mine.loopwise_schema')::text").fetchone()
-        runs = admin.execute("SELECT count(*) FROM elsewhere.runs").fetchone()
-    assert made == ("mine.loopwise_schema",) and runs == (0,)

@@ -1,0 +1,74 @@
+"""Opening a PostgreSQL store: one query on the connection it keeps when the schema is
+current; the migration (under its advisory lock) only when it is not, in the current schema.
+
+A fresh ``loopwise pending`` opens a store every time: it used to take the migration lock
+and write the version on every open. These tests check that a current store neither waits
+for that lock nor writes, and that the cheap check does not mistake a store elsewhere on the
+search path for the current schema's own.
+"""
+
+from __future__ import annotations
+
+import loopwise
+from loopwise import gates, open_store
+from loopwise.testing import ScriptedModel, calls, reply
+
+
+def _paused_run(store: str) -> str:
+    @loopwise.tool(effect="irreversible", gate=gates.human())
+    def pay(amount: int) -> str:
+        """Pay an amount."""
+        return f"paid {amount}"
+
+    model = ScriptedModel(
+        lambda r: reply("done") if r.tool_results() else calls(("pay", {"amount": 1}, "c1"))
+    )
+    ran = loopwise.run(loopwise.Agent(name="desk", tools=[pay]), "pay", model=model, store=store)
+    assert ran.status == "awaiting_approval"
+    return ran.run_id
+
+
+def _with_options(url: str, options: str) -> str:
+    return f"{url}{'&' if '?' in url else '?'}options={options}"
+
+
+def test_a_current_postgresql_store_opens_without_the_migration_lock(pg_url: str) -> None:
+    import psycopg
+
+    from loopwise.store.postgres import _LOCK_KEY
+
+    _paused_run(pg_url)  # the schema made
+    with psycopg.connect(pg_url, autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s)", (_LOCK_KEY,))
+        # Another process migrating holds the lock: a store whose schema is current
+        # neither waits for it (the lock timeout would fail the open) nor writes.
+        with psycopg.connect(pg_url, autocommit=True) as watch:
+            (before,) = watch.execute("SELECT version FROM loopwise_schema").fetchone() or (0,)
+            xmin = watch.execute("SELECT xmin::text FROM loopwise_schema").fetchone()
+        with open_store(_with_options(pg_url, "-clock_timeout%3D1000")) as st:
+            assert len(st.pending()) == 1
+        with psycopg.connect(pg_url, autocommit=True) as watch:
+            assert watch.execute("SELECT xmin::text FROM loopwise_schema").fetchone() == xmin
+        holder.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_KEY,))
+    assert before > 0
+
+
+def test_a_store_on_the_search_path_behind_an_empty_schema_is_not_taken_for_its_own(
+    pg_url: str,
+) -> None:
+    import psycopg
+
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute("CREATE SCHEMA elsewhere")
+        admin.execute("CREATE SCHEMA mine")
+    elsewhere = _with_options(pg_url, "-csearch_path%3Delsewhere")
+    with open_store(elsewhere) as st:
+        assert st.list_runs() == []
+    # `mine` comes first and is empty: the store is made there (as before), not read
+    # from `elsewhere` because its loopwise_schema is on the path too.
+    both = _with_options(pg_url, "-csearch_path%3Dmine,elsewhere")
+    _paused_run(both)
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        made = admin.execute("SELECT to_regclass('mine.loopwise_schema')::text").fetchone()
+        runs = admin.execute("SELECT count(*) FROM elsewhere.runs").fetchone()
+    assert made == ("mine.loopwise_schema",) and runs == (0,)
