@@ -11,8 +11,8 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
+from loopwise.core.jsontypes import JSONObject
 from loopwise.evidence.scaffold import TEMPLATES
 
 __all__ = ["EXAMPLES", "Architecture", "Decision", "decide"]
@@ -66,20 +66,20 @@ class Decision:
     """What to watch for with this choice (volume, latency)."""
     next_steps: list[str] = field(default_factory=list)
     """Commands that turn the choice into evidence."""
-    answers: dict[str, Any] = field(default_factory=dict)
+    answers: dict[str, str | float] = field(default_factory=dict)
     """The answers the decision was made from."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """The JSON document ``loopwise decide --json`` prints."""
         return {
             "architecture": str(self.architecture),
-            "reasons": self.reasons,
+            "reasons": list(self.reasons),
             "start_from": self.start_from,
             "init": self.init,
             "example": self.example,
-            "cautions": self.cautions,
-            "next_steps": self.next_steps,
-            "answers": self.answers,
+            "cautions": list(self.cautions),
+            "next_steps": list(self.next_steps),
+            "answers": dict(self.answers),
         }
 
 
@@ -121,7 +121,7 @@ def decide(
         _norm(wrong_step_cost, WRONG_STEP_COST, "wrong_step_cost"),
     )
     arch, reasons = _rule(known, cost, volume, latency_seconds)
-    answers: dict[str, Any] = {"steps_known": known, "wrong_step_cost": cost}
+    answers: dict[str, str | float] = {"steps_known": known, "wrong_step_cost": cost}
     if volume is not None:
         answers["volume_per_day"] = volume
     if latency_seconds is not None:

@@ -32,8 +32,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
+from loopwise.core.jsontypes import JSONObject
 from loopwise.errors import ConfigError
 from loopwise.evidence.evals.bounds import (
     binom_cdf,
@@ -71,7 +72,7 @@ class Certificate:
     error_bound: float
     """The one-sided Clopper–Pearson upper bound of ``errors / accepted`` at ``1 − δ``."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """``{"threshold", "alpha", "delta", "accepted", "errors", "coverage", "error_bound"}``."""
         return {
             "threshold": self.threshold,
@@ -126,7 +127,7 @@ class Certification:
             f"this dataset, {scope}"
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """``{"certified": {...} | None, "certified_reason", "certified_claim", ...}``: the
         keys ``eval --sweep --max-error --json`` adds to a sweep."""
         return {

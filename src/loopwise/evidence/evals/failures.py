@@ -10,8 +10,8 @@ fields) or a run that did not complete (its status and detail say why).
 from __future__ import annotations
 
 import json
-from typing import Any
 
+from loopwise.core.jsontypes import JSONMapping
 from loopwise.core.names import printable
 from loopwise.core.svg import escape_shown as _e
 from loopwise.evidence.evals.harness import EvalReport
@@ -30,7 +30,7 @@ def failing_runs(report: EvalReport) -> list[tuple[TargetSummary, CaseRun]]:
     return found
 
 
-def _value(value: Any, limit: int = 60) -> str:
+def _value(value: object, limit: int = 60) -> str:
     text = json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -55,7 +55,7 @@ def why_failed(run: CaseRun) -> str:
     )
 
 
-def _field_text(d: dict[str, Any]) -> str:
+def _field_text(d: JSONMapping) -> str:
     name = d["field"] or "output"
     if d.get("missing"):
         return f"{name}: expected {_value(d['expected'])}, missing"

@@ -23,9 +23,9 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
 
 from loopwise.core.events import Status
+from loopwise.core.jsontypes import JSONObject
 from loopwise.evidence.evals.bounds import newcombe_paired
 from loopwise.evidence.evals.stats import CaseRun
 
@@ -63,7 +63,7 @@ class PairedDifference:
         """Half the interval's width (``inf`` when there is no interval)."""
         return (self.high - self.low) / 2
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """A JSON-ready dict (an infinite bound is ``None``)."""
         return {
             "cases": self.cases,

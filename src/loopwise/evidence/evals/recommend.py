@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
+from loopwise.core.jsontypes import JSONObject
 from loopwise.evidence.evals.paired import (
     PairedDifference,
     paired_difference,
@@ -42,9 +42,9 @@ class Recommendation:
     reasons: list[str] = field(default_factory=list)
     """The comparisons behind it, one per other target."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """A JSON-ready dict."""
-        return {"choice": self.choice, "text": self.text, "reasons": self.reasons}
+        return {"choice": self.choice, "text": self.text, "reasons": list(self.reasons)}
 
 
 def recommend(summaries: Sequence[TargetSummary]) -> Recommendation:

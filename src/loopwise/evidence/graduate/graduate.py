@@ -23,9 +23,10 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from loopwise.core.events import Event
+from loopwise.core.jsontypes import JSONObject
 from loopwise.core.shape import Kind, describe
 from loopwise.errors import ConfigError
 from loopwise.evidence.check import Finding, check
@@ -94,9 +95,9 @@ class Graduation:
     reason: str = ""
     """The recommendation in one line, and why."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """The JSON document ``loopwise graduate --json`` prints."""
-        summaries = {}
+        summaries: JSONObject = {}
         if self.report is not None:
             for role, t in zip(("agent", "workflow"), self.report.targets, strict=True):
                 summaries[role] = _numbers(t)
@@ -106,14 +107,14 @@ class Graduation:
             "message": self.message,
             "mined": self.mined,
             "held_out": self.held_out,
-            "left_out": self.left_out,
-            "paths": [{"share": round(share, 4), "path": text} for share, text in self.paths],
+            "left_out": dict(self.left_out),
+            "paths": [_path(share, text) for share, text in self.paths],
             "outside_written_paths": self.outside_written,
-            "calls": self.calls,
+            "calls": dict(self.calls),
             "unlearned": self.unlearned,
             "out": self.out,
             "workflow": self.workflow,
-            "check": [f.to_dict() for f in self.findings],
+            "check": [dict(f.to_dict()) for f in self.findings],
             "cases": self.cases,
             "targets": summaries,
             "paired": None if self.paired is None else self.paired.to_dict(),
@@ -124,7 +125,11 @@ class Graduation:
         }
 
 
-def _numbers(t: TargetSummary) -> dict[str, Any]:
+def _path(share: float, text: str) -> JSONObject:
+    return {"share": round(share, 4), "path": text}
+
+
+def _numbers(t: TargetSummary) -> JSONObject:
     def stat(metric: str, name: str) -> float | None:
         return t.metrics[metric].stat(name)
 
@@ -138,7 +143,7 @@ def _numbers(t: TargetSummary) -> dict[str, Any]:
         "model_calls_mean": stat("model_calls", "mean"),
         "latency_p95_s": stat("latency_s", "p95"),
         "reference_cost_usd_mean": reference_cost(t),
-        "status_counts": t.status_counts,
+        "status_counts": dict(t.status_counts),
     }
 
 

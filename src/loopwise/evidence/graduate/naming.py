@@ -11,7 +11,6 @@ import builtins
 import keyword
 import math
 import re
-from typing import Any
 
 from loopwise.core.names import printable
 from loopwise.errors import ConfigError
@@ -62,7 +61,7 @@ def identifier(text: str) -> str:
     return f"{ident}_" if keyword.iskeyword(ident) or keyword.issoftkeyword(ident) else ident
 
 
-def literal(value: Any, what: str) -> str:
+def literal(value: object, what: str) -> str:
     """``value`` as a Python literal; :class:`ConfigError` naming ``what`` when it is not
     plain JSON-like data with finite numbers (a NaN or an infinity would be written as a
     name no module defines, and no condition could compare with it)."""
@@ -70,7 +69,7 @@ def literal(value: Any, what: str) -> str:
     return repr(value)
 
 
-def _check_literal(value: Any, what: str) -> None:
+def _check_literal(value: object, what: str) -> None:
     if isinstance(value, float) and not math.isfinite(value):
         raise ConfigError(
             f"graduate: the value learned for {printable(what)} is {value!r}, not a finite "

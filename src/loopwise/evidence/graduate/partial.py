@@ -28,7 +28,6 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from loopwise.architectures.cascade import Cascade
 from loopwise.core.events import Event, EventType
@@ -72,7 +71,7 @@ class PartialGraduation:
         c = self.certification.certificate
         return 0.0 if c is None else c.coverage
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """The ``partial`` key of ``graduate --partial --json``."""
         return {
             "out": self.out,

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
+from loopwise.core.jsontypes import JSONObject
 from loopwise.evidence.evals.bounds import (
     cases_to_bound_rate,
     clopper_pearson_lower,
@@ -82,7 +83,7 @@ class Evidence:
             f"{_pct(self.upper_bound)} at {1 - self.delta:.0%}"
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """``{"cases", "worse", "upper_bound", "lower_bound", "alpha", "delta",
         "cases_needed", "references"}``."""
         return {

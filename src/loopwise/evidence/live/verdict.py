@@ -26,9 +26,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Literal
 
 from loopwise.core.events import now_iso
+from loopwise.core.jsontypes import JSONObject, json_number
 from loopwise.core.since import since_instant
 from loopwise.errors import TargetError
 from loopwise.evidence.check import Finding, Level
@@ -94,7 +95,7 @@ class LiveReport:
     """About how many cases, at the rate seen, would bound it under ``bound``
     (``uncertain`` only; ``None`` when none would: the rate is at or above it)."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """``check --json``'s ``live``: ``{"cases", "disagreements", "rate", "upper_bound",
         "verdict", "since", ...}``."""
         return asdict(self)
@@ -176,7 +177,7 @@ def _bound(
     """The ``alpha`` of the newest certificate among ``specs``' last sweeps (a swept
     cascade's summary keeps it in its ``calibration``) and where it is from, else
     ``max_error``."""
-    found: list[tuple[str, str, dict[str, Any]]] = []
+    found: list[tuple[str, str, JSONObject]] = []
     for spec in specs:
         if history is None:
             break
@@ -193,7 +194,7 @@ def _bound(
             before = _just_before(str(last["created_at"]))
     if found:
         _, where, certified = max(found, key=lambda f: f[0])
-        return float(certified["alpha"]), f"the certificate of {where}"
+        return json_number(certified["alpha"]), f"the certificate of {where}"
     if max_error is not None:
         return max_error, "--max-error"
     return None, None

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from loopwise.core.jsontypes import JSONObject
 from loopwise.errors import ConfigError
 
 __all__ = [
@@ -72,7 +73,7 @@ class CalibrationBin:
     accuracy: float | None
     """The share of them that were right (``None`` for an empty bin)."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """A JSON-ready dict."""
         return {
             "low": _round(self.low),
@@ -121,7 +122,7 @@ class Calibration:
         ]
         return cls(n=doc["n"], unknown=doc["unknown"], ece=doc["ece"], bins=bins)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """A JSON-ready dict."""
         return {
             "n": self.n,

@@ -18,6 +18,7 @@ from typing import Any
 from loopwise.architectures.cascade import Cascade
 from loopwise.architectures.workflow import Workflow
 from loopwise.core.events import now_iso
+from loopwise.core.jsontypes import JSONObject
 from loopwise.errors import StoreError
 from loopwise.evidence.check import Finding, Level
 from loopwise.evidence.evals.history import last_eval
@@ -26,12 +27,12 @@ from loopwise.evidence.sweeps.calibration import Calibration, calibration_verdic
 __all__ = ["Measured", "calibration_findings", "cascades_within", "swept"]
 
 
-def swept(step: Any) -> Cascade | None:
+def swept(step: object) -> Cascade | None:
     """``step`` when it declares thresholds a sweep can move (a cascade), else ``None``."""
     return step if isinstance(step, Cascade) else None
 
 
-def cascades_within(step: Any) -> list[tuple[str, Cascade]]:
+def cascades_within(step: object) -> list[tuple[str, Cascade]]:
     """Every cascade that is a node of the workflow ``step`` (at any depth), with its node
     path (``flow/desk``), outermost first. A sweep moves only a cascade that is the target
     itself: one inside a workflow is run at its declared threshold, like any node."""
@@ -66,7 +67,7 @@ class Measured:
     certified_reason: str | None = None
     """Why it certified none (``None``: it certified one, or was not asked to)."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """``{"target", "ece", "n", "unknown", "verdict", "certified", "certified_reason",
         "eval_id", "dataset", "at"}`` (``verdict``: ``ok``, ``unknown``, ``uncertain`` or
         ``large``): what ``loopwise check --json`` prints under ``calibration``."""

@@ -5,7 +5,7 @@ judge's reliability diagram, and every threshold in a table)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Literal
 
 from loopwise.core.svg import escape as _e
 from loopwise.evidence.charts import FrontierDot, frontier_svg, reliability_svg
@@ -95,7 +95,7 @@ def frontier_dots(s: Sweep, targets: Sequence[TargetSummary]) -> list[FrontierDo
         if cost is None or t.correct_rate is None:
             continue
         low, high = wilson(t.correct_rate * t.scored, t.scored)
-        kind: Any = t.architecture
+        kind: Literal["workflow", "agent"] = "workflow" if t.architecture == "workflow" else "agent"
         dots.append(
             FrontierDot(
                 label=t.title, kind=kind, cost=cost, accuracy=t.correct_rate, low=low, high=high

@@ -83,6 +83,10 @@ def _no_effects() -> Effects:
     return Effects(performed={}, into="no deps", discarded=False, gates={})
 
 
+def _person_json(person: PersonModel) -> JSONObject:
+    return {"accuracy": person["accuracy"], "cost_usd": person["cost_usd"]}
+
+
 def _r(value: float | None) -> float | None:
     return None if value is None else round(value, 4)
 
@@ -145,6 +149,6 @@ class Sweep:
             "calibration": self.calibration.to_dict(),
             "calibration_warning": self.warning,
             "confidences": list(self.confidences),
-            "person": None if self.person is None else {**self.person},
+            "person": None if self.person is None else _person_json(self.person),
             **({} if self.certification is None else self.certification.to_dict()),
         }
