@@ -10,9 +10,12 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, get_type_hints, overload
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Generic, cast, get_type_hints, overload
 
+import typing_extensions
+
+from loopwise.core.jsontypes import JSONValue
 from loopwise.core.members import StepDefaults
 from loopwise.core.names import check_name
 from loopwise.core.replay import Restorer
@@ -24,8 +27,13 @@ if TYPE_CHECKING:
 
 __all__ = ["FunctionStep", "step"]
 
+P = typing_extensions.ParamSpec("P", default=...)
+"""The parameters of the function a step wraps (``(input)`` or ``(input, ctx)``)."""
+R = typing_extensions.TypeVar("R", default=Any)
+"""What the function returns (a coroutine for an ``async def``)."""
 
-class FunctionStep(StepDefaults):
+
+class FunctionStep(StepDefaults, Generic[P, R]):
     """A plain function (sync or async) as a step; sync ones run off the event loop.
 
     The function takes ``(input)`` or ``(input, ctx)``. Its annotations give
@@ -37,8 +45,10 @@ class FunctionStep(StepDefaults):
     needs_model = False
     """Plain code: running it needs no model (:func:`~loopwise.core.step.needs_model`)."""
 
-    def __init__(self, fn: Callable[..., Any], *, name: str | None = None) -> None:
+    def __init__(self, fn: Callable[P, R], *, name: str | None = None) -> None:
         self.fn = fn
+        # The same function, as run() calls it: with (input) or (input, ctx), checked below.
+        self._call: Callable[..., object] = fn
         self.name = check_name(name or fn.__name__, what="step")
         self.description = inspect.getdoc(fn) or ""
         params = list(inspect.signature(fn).parameters)
@@ -54,34 +64,35 @@ class FunctionStep(StepDefaults):
             type(fn).__call__
         )
         hints = _hints(fn)
-        self.input_type: Any = hints.get(params[0], Any)
-        self.output_type: Any = hints.get("return", Any)
+        self.input_type = hints.get(params[0], Any)
+        self.output_type = hints.get("return", Any)
         self._restorer = Restorer(self.output_type)
         functools.update_wrapper(self, fn)
 
-    async def run(self, input: Any, ctx: Context) -> Any:
+    async def run(self, input: object, ctx: Context) -> Any:
         """Call the function (in a worker thread when it is sync; in place under an engine,
         whose workflow code has no threads and does its outside-world work elsewhere)."""
         args = (input, ctx) if self._takes_ctx else (input,)
         if self._is_async:
-            return await self.fn(*args)
+            # cast: an async function's call is its coroutine (_is_async, checked in __init__).
+            return await cast("Awaitable[object]", self._call(*args))
         if ctx.offload is not None:
-            result = self.fn(*args)
+            result = self._call(*args)
         else:
-            result = await asyncio.to_thread(self.fn, *args)
+            result = await asyncio.to_thread(self._call, *args)
         if inspect.isawaitable(result):  # a sync wrapper that returns a coroutine
             return await result
         return result
 
-    def restorable(self, output: Any, recorded: Any) -> bool:
+    def restorable(self, output: object, recorded: JSONValue) -> bool:
         """Whether a resume may take ``output`` from its record (a ``Restorer`` says)."""
         return self._restorer.exact(output, recorded)
 
-    def restore(self, input: Any, recorded: Any) -> Any:
+    def restore(self, input: object, recorded: JSONValue) -> object:
         """The output ``recorded`` stands for, as the declared return type (or ``RERUN``)."""
         return self._restorer.restore(recorded)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         """Call the wrapped function directly."""
         return self.fn(*args, **kwargs)
 
@@ -93,7 +104,7 @@ class FunctionStep(StepDefaults):
         return f"<step {self.name}>"
 
 
-def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
+def _hints(fn: object) -> dict[str, Any]:
     try:
         return get_type_hints(fn)
     except (NameError, TypeError):
@@ -101,14 +112,12 @@ def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
 
 
 @overload
-def step(fn: Callable[..., Any], /) -> FunctionStep: ...
+def step(fn: Callable[P, R], /) -> FunctionStep[P, R]: ...
 @overload
-def step(*, name: str | None = None) -> Callable[[Callable[..., Any]], FunctionStep]: ...
+def step(*, name: str | None = None) -> Callable[[Callable[P, R]], FunctionStep[P, R]]: ...
 
 
-def step(
-    fn: Callable[..., Any] | None = None, /, *, name: str | None = None
-) -> FunctionStep | Callable[[Callable[..., Any]], FunctionStep]:
+def step(fn: Callable[..., object] | None = None, /, *, name: str | None = None) -> object:
     """Make a plain function a step: ``@step`` or ``@step(name="route")``."""
     if fn is not None:
         return FunctionStep(fn)

@@ -53,7 +53,9 @@ class StepDefaults:
 
 
 # getattr: the defaults, read once from the one place they are declared.
-_DEFAULTS: dict[str, Any] = {name: getattr(StepDefaults(), name) for name in get_args(StepMember)}
+_DEFAULTS: dict[str, object] = {
+    name: getattr(StepDefaults(), name) for name in get_args(StepMember)
+}
 
 
 @overload
@@ -62,7 +64,7 @@ def step_member(step: object, name: Literal["needs_model"]) -> bool: ...
 def step_member(step: object, name: Literal["budget"]) -> Budget | None: ...
 @overload
 def step_member(step: object, name: Literal["input_type", "output_type"]) -> Any: ...
-def step_member(step: object, name: StepMember) -> Any:
+def step_member(step: object, name: StepMember) -> object:
     """``step``'s optional member ``name``, or its declared default (:class:`StepDefaults`)
     when the step does not have it (a user's plain step)."""
     # getattr: the one read of a member a step may lack; what it stands for when it is

@@ -22,6 +22,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from loopwise.core.jsontypes import JSONObject
+
 __all__ = ["Offload", "Work", "WorkKind"]
 
 WorkKind = Literal["effect", "judgement"]
@@ -37,7 +39,7 @@ class Work:
     """What it is."""
     tool: str
     """The tool it is for (the tool that runs, or whose arguments are judged)."""
-    args: dict[str, Any]
+    args: JSONObject
     """The validated arguments, as JSON data."""
     effect: str
     """The tool's effect (``read``, ``write``, ``irreversible``)."""

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loopwise.core.events import Event, Status, jsonable
+from loopwise.core.jsontypes import JSONObject
 from loopwise.core.usage import Usage
 
 __all__ = ["Halt", "RunResult"]
@@ -26,7 +27,12 @@ class Halt(Exception):
     """
 
     def __init__(
-        self, status: Status, detail: str, *, output: Any = None, pending: list[Any] | None = None
+        self,
+        status: Status,
+        detail: str,
+        *,
+        output: object = None,
+        pending: list[Any] | None = None,
     ) -> None:
         super().__init__(f"{status}: {detail}")
         self.status = status
@@ -72,7 +78,7 @@ class RunResult:
             f"events={len(self.events)}, pending={len(self.pending)}{detail})"
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """The JSON document the CLI prints with ``--json``."""
         return {
             "run_id": self.run_id,

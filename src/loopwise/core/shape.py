@@ -25,6 +25,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from loopwise.core.jsontypes import JSONMapping, JSONValue, json_object
 from loopwise.core.usage import Budget
 
 __all__ = [
@@ -234,7 +235,7 @@ def describe(step: object) -> Shape:
         _IN_PROGRESS.reset(token)
 
 
-_KINDS: dict[int, tuple[weakref.ref[Any], Kind]] = {}
+_KINDS: dict[int, tuple[weakref.ref[object], Kind]] = {}
 
 
 def kind_of(step: object) -> Kind:
@@ -254,20 +255,20 @@ def _forget(key: int, _gone: object) -> None:
     _KINDS.pop(key, None)
 
 
-def parameters_of(schema: Mapping[str, Any]) -> dict[str, str | None]:
+def parameters_of(schema: JSONMapping) -> dict[str, str | None]:
     """Parameter name → description from an arguments JSON schema (``$ref`` followed)."""
-    props = schema.get("properties") or {}
-    defs = schema.get("$defs") or {}
+    props = json_object(schema.get("properties"))
+    defs = json_object(schema.get("$defs"))
     return {name: _description(sub, defs) for name, sub in props.items()}
 
 
-def _description(sub: Any, defs: Mapping[str, Any]) -> str | None:
+def _description(sub: JSONValue, defs: JSONMapping) -> str | None:
     if not isinstance(sub, Mapping):
         return None
     if sub.get("description"):
         return str(sub["description"])
     ref = sub.get("$ref")
-    target = defs.get(ref.rsplit("/", 1)[-1], {}) if isinstance(ref, str) else {}
+    target = json_object(defs.get(ref.rsplit("/", 1)[-1])) if isinstance(ref, str) else {}
     return str(target["description"]) if target.get("description") else None
 
 

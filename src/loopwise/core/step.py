@@ -391,7 +391,7 @@ class Context(Generic[DepsT]):
                 f"wall {self.elapsed():.2f}s > max_seconds {limit}: a model call was cut off",
             ) from None
 
-    async def run_step(self, step: Step, input: Any) -> Any:
+    async def run_step(self, step: Step, input: object) -> Any:
         """Run a nested ``step`` with ``step_started``/``step_finished`` events and its usage.
 
         A step that finished before a resume, on the same input, is taken from its

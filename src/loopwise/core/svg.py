@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import html
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from loopwise.core.names import printable
 from loopwise.core.shape import Graph, Node
@@ -59,12 +58,12 @@ _LINE, _LINE_H = 22, 13
 """A node's name: characters per line (two lines at most), and a line's height."""
 
 
-def escape(text: Any) -> str:
+def escape(text: object) -> str:
     """``text`` as HTML/SVG text or an attribute value (quotes escaped too)."""
     return html.escape(str(text), quote=True)
 
 
-def escape_shown(text: Any) -> str:
+def escape_shown(text: object) -> str:
     """Text a page shows for people to read (a reason, a name, a case id, a model's
     output): :func:`escape`, and with what would reorder or hide the text around it (a
     bidirectional override, a control character) shown as an escape; line breaks and
