@@ -46,10 +46,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
 from loopwise.core.events import Status, json_value
+from loopwise.core.jsontypes import JSONObject
 from loopwise.core.names import shown_name_problem
 from loopwise.errors import AnswerError, ConfigError, LoopwiseError
 from loopwise.running import approvals
@@ -337,7 +337,7 @@ def _kept_name(typed: str | None) -> str | None:
     return typed
 
 
-def _edited(raw: str | None) -> dict[str, Any] | None:
+def _edited(raw: str | None) -> JSONObject | None:
     if raw is None:
         return None
     try:
@@ -393,7 +393,7 @@ class _Handler(BaseHTTPRequestHandler):
         super().setup()
         self.connection.settimeout(self.server.app.settings.read_timeout)
 
-    def log_message(self, format: str, *args: Any) -> None:  # quiet: the CLI prints one line
+    def log_message(self, format: str, *args: object) -> None:  # quiet: the CLI prints one line
         return
 
     def do_GET(self) -> None:

@@ -27,9 +27,9 @@ import functools
 import hashlib
 import inspect
 import os
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable
 from http import HTTPStatus
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote
 
 from loopwise.errors import ConfigError
@@ -38,6 +38,9 @@ from loopwise.serve.app import Inbox, ServeSettings, allowed_hosts
 from loopwise.serve.guards import Answer
 from loopwise.store.base import RunStore
 from loopwise.store.open import shared_store
+
+if TYPE_CHECKING:
+    from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
 __all__ = ["asgi_inbox", "wsgi_inbox"]
 
@@ -193,7 +196,7 @@ class _AsgiInbox:
         )
 
 
-async def _user(decider: Decider, request: Any) -> str | None:
+async def _user(decider: Decider, request: object) -> str | None:
     """Who the host app says decides: a coroutine function is awaited, a plain function
     runs in a worker thread (it may read a session store)."""
     if inspect.iscoroutinefunction(decider):
@@ -260,9 +263,7 @@ class _WsgiInbox:
     def __init__(self, mounted: _Mounted) -> None:
         self._mounted = mounted
 
-    def __call__(
-        self, environ: Mapping[str, Any], start_response: Callable[..., Any]
-    ) -> list[bytes]:
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> list[bytes]:
         def header(name: str) -> str | None:
             key = name.upper().replace("-", "_")
             found = environ.get(key if key in {"CONTENT_LENGTH", "CONTENT_TYPE"} else f"HTTP_{key}")
@@ -281,7 +282,7 @@ class _WsgiInbox:
 
     def _answer(
         self,
-        environ: Mapping[str, Any],
+        environ: WSGIEnvironment,
         method: str,
         path: str,
         root: str,
@@ -336,10 +337,10 @@ def asgi_inbox(
 def wsgi_inbox(
     store: RunStore | str | os.PathLike[str] | None,
     *,
-    decider: Callable[[Any], str | None],
+    decider: Callable[[WSGIEnvironment], str | None],
     allowed_hosts: Iterable[str] = (),
     secret: str | bytes | None = None,
-) -> Callable[[Mapping[str, Any], Callable[..., Any]], list[bytes]]:
+) -> WSGIApplication:
     """The approvals inbox as a WSGI application, to mount in a Flask/Django app (e.g.
     werkzeug's ``DispatcherMiddleware(app.wsgi_app, {"/approvals": inbox})``).
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import quote
 
 from loopwise.core.events import Event, EventType
@@ -70,7 +69,7 @@ class Form:
     """The (URL-quoted) path the inbox is mounted under: every link starts with it."""
 
 
-def readable(value: Any, depth: int = 0) -> str:
+def readable(value: object, depth: int = 0) -> str:
     """``value`` as HTML a person reads: objects as definition lists, lists as lists,
     text with its line breaks; bounded in depth and length."""
     if depth >= _MAX_DEPTH:
@@ -96,7 +95,7 @@ def readable(value: Any, depth: int = 0) -> str:
     return f"<code>{_t(json.dumps(value, default=str))}</code>"
 
 
-def _editable(args: Any) -> str:
+def _editable(args: object) -> str:
     """``args`` as the JSON an edit box shows and posts back: what would reorder or hide
     the text (a bidirectional override, a line separator, a control character) is written
     as a JSON escape (``\\u202e``), so the box shows it and the posted text still reads as

@@ -20,8 +20,8 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from loopwise.core.jsontypes import JSONMapping, JSONObject
 from loopwise.core.svg import shorten
 from loopwise.store.base import StoredApproval
 
@@ -42,12 +42,12 @@ _SHOWN = 60
 """An id longer than this many characters is shown cut (the arguments below have it)."""
 
 
-def _shown(value: Any) -> str:
+def _shown(value: object) -> str:
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
     return shorten(text, _SHOWN)
 
 
-def _ids(args: dict[str, Any]) -> dict[str, Any]:
+def _ids(args: JSONMapping) -> JSONObject:
     return {k: v for k, v in args.items() if (k == "id" or k.endswith("_id")) and v is not None}
 
 

@@ -9,7 +9,6 @@ into what the model reads, and :func:`truncate` caps it with a note saying so.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from loopwise.core.events import jsonable
 from loopwise.core.journal import Journal
@@ -72,7 +71,7 @@ def call_event(call: Call, args: JSONValue, effect: str | None) -> JSONObject:
     }
 
 
-def result_event(call: Call, status: CallStatus, content: str, **more: object) -> dict[str, Any]:
+def result_event(call: Call, status: CallStatus, content: str, **more: JSONValue) -> JSONObject:
     """The data of a call's ``tool_result`` event: what every result says, then ``more``."""
     return {
         "tool": call.name,

@@ -47,7 +47,7 @@ from pydantic import BaseModel
 from loopwise.core.concurrency import concurrently
 from loopwise.core.events import EventType, Status, jsonable
 from loopwise.core.journal import Journal
-from loopwise.core.jsontypes import JSONMapping
+from loopwise.core.jsontypes import JSONMapping, JSONObject
 from loopwise.core.names import did_you_mean
 from loopwise.core.result import Halt
 from loopwise.core.step import Context
@@ -392,7 +392,7 @@ async def _run(
             batch, call, tool, "failed", f"tool {tool.name!r} raised {reason}", why=reason
         )
     content = truncate(render_content(value), batch.settings.max_output_chars)
-    extra: dict[str, object] = {}
+    extra: JSONObject = {}
     effect_key = effect_id(call.once_in, tool, args)
     if effect_key is not None:
         extra["took_effect"] = effect_key
@@ -433,7 +433,7 @@ def _log_result(
     status: CallStatus,
     content: str,
     reason: str | None,
-    extra: Mapping[str, object],
+    extra: JSONMapping,
 ) -> None:
     ctx = batch.ctx
     ran = status in ("done", "failed")
@@ -486,7 +486,7 @@ def _refuse_excess(batch: _Batch, calls: Sequence[Call]) -> list[Outcome]:
     if not calls:
         return []
     cap = batch.settings.max_calls
-    entries: list[tuple[str, EventType, dict[str, Any]]] = []
+    entries: list[tuple[str, EventType, JSONObject]] = []
     outcomes = []
     path = batch.ctx.step_path
     for call in calls:

@@ -338,7 +338,7 @@ async def authorize_all(asks: Sequence[Ask]) -> list[Verdict | Pending]:
     return verdicts
 
 
-def _journal_entries(a: Ask, j: _Judged) -> list[tuple[str, EventType, dict[str, Any]]]:
+def _journal_entries(a: Ask, j: _Judged) -> list[tuple[str, EventType, JSONObject]]:
     path = a.ctx.step_path
     if j.verdict is not None and j.new:
         return [(path, EventType.GATE_DECIDED, _decision_data(a, j.verdict))]
@@ -384,7 +384,7 @@ async def _judge(a: Ask) -> _Judged:
     return _Judged(request=_request(a, reason, tainted_by))
 
 
-def _decided_for(a: Ask) -> dict[str, Any] | None:
+def _decided_for(a: Ask) -> JSONObject | None:
     """The journaled decision on ``a``'s call, if it was made for these arguments.
 
     A resumed step may make its call with other arguments than before (a plain step
