@@ -29,7 +29,7 @@ from contextlib import (
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO, TypedDict, Unpack
+from typing import Any, Required, TextIO, TypedDict, Unpack
 
 from loopwise.core.events import EventSink, Status, jsonable
 from loopwise.core.jsontypes import JSONObject
@@ -105,6 +105,19 @@ class EvalOptions(TypedDict, total=False):
     store: RunStore | str | os.PathLike[str] | None
     deps: object
     pricing: Pricing | None
+
+
+class ReportSettings(TypedDict, total=False):
+    """:func:`build_report`'s settings: the :class:`EvalReport` fields besides the targets'
+    summaries and what they say (each has its meaning there)."""
+
+    eval_id: str
+    dataset: Required[str]
+    cases: Required[int]
+    repeat: Required[int]
+    concurrency: Required[int]
+    previous: dict[str, JSONObject]
+    effects: dict[str, Effects]
 
 
 def _effects_json(e: Effects) -> JSONObject:
@@ -361,7 +374,7 @@ async def _run_one(
 
 
 def build_report(
-    targets: Sequence[EvalTarget], records: Sequence[CaseRun], **settings: Any
+    targets: Sequence[EvalTarget], records: Sequence[CaseRun], **settings: Unpack[ReportSettings]
 ) -> EvalReport:
     """The report of ``targets`` from their runs ``records`` (each run's ``target`` names
     its target); ``settings`` are the :class:`EvalReport` fields besides those (a fresh

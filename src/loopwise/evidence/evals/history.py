@@ -53,11 +53,21 @@ def _file(text: str) -> str | None:
         return None
 
 
-def last_eval(store: EvalHistory, target: str, *, dataset: str | None, **match: Any) -> Any:
+def last_eval(
+    store: EvalHistory,
+    target: str,
+    *,
+    dataset: str | None,
+    before: str,
+    model: str | None = None,
+    having: str | None = None,
+) -> dict[str, Any] | None:
     """``store.last_eval`` of ``target`` (and ``dataset``) by their :func:`history_key`,
     else as spelled (an eval kept before the history was keyed so)."""
     keyed = None if dataset is None else history_key(dataset)
-    found = store.last_eval(history_key(target), dataset=keyed, **match)
+    found = store.last_eval(
+        history_key(target), dataset=keyed, before=before, model=model, having=having
+    )
     if found is None and (history_key(target), keyed) != (target, dataset):
-        found = store.last_eval(target, dataset=dataset, **match)
+        found = store.last_eval(target, dataset=dataset, before=before, model=model, having=having)
     return found
