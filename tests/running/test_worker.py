@@ -287,3 +287,77 @@ def test_worker_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], tmp_path
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "Traceback" not in err, err
         assert "up to" not in err, err
+
+
+_HOLDER = """
+import asyncio
+from pathlib import Path
+
+import loopwise
+from loopwise.testing import ScriptedModel, call, reply
+
+HERE = Path(__file__).parent
+
+
+@loopwise.tool
+async def hold() -> str:
+    \"\"\"Hold the run until the test lets it go (the first run only).\"\"\"
+    if not (HERE / "started").exists():
+        (HERE / "started").touch()
+        while not (HERE / "go").exists():
+            await asyncio.sleep(0.01)
+    return "held"
+
+
+def _respond(request):
+    return reply("done") if request.tool_results() else call("hold", {}, id="h1")
+
+
+holder = loopwise.Agent(name="holder", tools=[hold])
+
+
+def offline_model():
+    return ScriptedModel(_respond)
+"""
+
+
+def test_a_busy_worker_is_not_woken_by_runs_it_cannot_take(tmp_path: Path, store_at: str) -> None:
+    # Every NOTIFY (a queued run) wakes every listening worker; one at its concurrency
+    # cannot take the run, and eight woken per queued run spent more CPU on the news than
+    # on their runs. A busy worker waits for its own runs; the news waits for it.
+    from loopwise.running.worker import awork
+
+    (tmp_path / "holder.py").write_text(_HOLDER)
+    spec = f"{tmp_path / 'holder.py'}:holder"
+    with open_store(store_at) as st:
+        looks = [0]
+        wait_for_work = st.wait_for_work
+
+        def counted(timeout: float) -> None:
+            looks[0] += 1
+            wait_for_work(timeout)
+
+        st.wait_for_work = counted  # type: ignore[method-assign]
+        first = loopwise.enqueue(spec, "go", model="scripted", store=st)
+
+        async def work() -> tuple[int, int, list[str]]:
+            stop = asyncio.Event()
+            worker = asyncio.create_task(awork(st, concurrency=1, poll_seconds=0.02, stop=stop))
+            while not (tmp_path / "started").exists():
+                await asyncio.sleep(0.01)
+            busy = looks[0]
+            later = []
+            for n in range(5):  # five notices, apart, while the worker's hands are full
+                later.append(loopwise.enqueue(spec, n, model="scripted", store=st))
+                await asyncio.sleep(0.05)
+            woken = looks[0] - busy
+            (tmp_path / "go").touch()
+            while {st.get_run(r).status for r in [first, *later]} != {"completed"}:
+                await asyncio.sleep(0.02)
+            stop.set()
+            await worker
+            return woken, looks[0], later
+
+        woken, total, later = asyncio.run(work())
+    assert woken <= 1, f"a busy worker looked for work {woken} times"
+    assert len(later) == 5 and total >= 1

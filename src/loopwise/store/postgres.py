@@ -312,8 +312,11 @@ class PostgresStore(SQLStore):
             if self._listener is None or self._listener.closed:
                 self._listener = self._connect(autocommit=True)
                 self._listener.execute("LISTEN loopwise_runs")
-            for _ in self._listener.notifies(timeout=timeout, stop_after=1):
-                pass
+            heard = list(self._listener.notifies(timeout=timeout, stop_after=1))
+            if heard:
+                # One look answers every notice already here (many runs queued at once,
+                # or while a busy worker did not listen): drained, not one wake each.
+                list(self._listener.notifies(timeout=0))
         except (psycopg.Error, StoreError):
             # The server went away: wait as a poller would, and reconnect next time.
             self._listener = None
