@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from loopwise.core.jsontypes import JSONValue, json_object
+from loopwise.core.jsontypes import JSONMapping, JSONObject, JSONValue, json_list, json_object
 from loopwise.errors import ModelAPIError
 from loopwise.models.decided import decision_turn, is_decision
 from loopwise.models.port import DecisionBackend, ModelDefaults, ModelRequest, ToolCall, Turn
@@ -55,18 +55,19 @@ class ScriptExhausted(AssertionError):
     """A list script ran out of turns: the code under test called the model more than planned."""
 
 
-def reply(text: str | dict[str, Any] | list[Any]) -> Turn:
-    """An answer turn; a dict or list is sent as its JSON text."""
+def reply(text: object) -> Turn:
+    """An answer turn; anything but a string (a dict, a list) is sent as its JSON text."""
     body = text if isinstance(text, str) else json.dumps(text)
     return Turn(text=body, finish_reason="stop")
 
 
-def call(name: str, args: dict[str, Any] | str | None = None, *, id: str | None = None) -> Turn:
-    """A turn calling one tool; ``args`` as a dict, or a raw (possibly broken) string."""
+def call(name: str, args: object = None, *, id: str | None = None) -> Turn:
+    """A turn calling one tool; ``args`` as a dict (sent as JSON), or a raw (possibly
+    broken) string."""
     return calls((name, args, id))
 
 
-def calls(*specs: tuple[str, dict[str, Any] | str | None] | tuple[str, Any, str | None]) -> Turn:
+def calls(*specs: tuple[str, object] | tuple[str, object, str | None]) -> Turn:
     """A turn calling several tools at once: ``calls(("a", {...}), ("b", {...}))``."""
     tool_calls = []
     for spec in specs:
@@ -316,7 +317,7 @@ def _forced_tool(request: ModelRequest) -> str | None:
     return None
 
 
-def schema_of(request: ModelRequest) -> dict[str, Any] | None:
+def schema_of(request: ModelRequest) -> JSONObject | None:
     fmt = request.response_format or {}
     if fmt.get("type") == "json_schema":
         schema = json_object(fmt.get("json_schema")).get("schema")
@@ -327,19 +328,22 @@ def schema_of(request: ModelRequest) -> dict[str, Any] | None:
     return schema if isinstance(schema, dict) else None
 
 
-def example_from_schema(schema: dict[str, Any], root: dict[str, Any] | None = None) -> Any:
-    """A small value that satisfies ``schema`` (first enum value, minimums, required keys)."""
+def example_from_schema(schema: JSONMapping, root: JSONMapping | None = None) -> JSONValue:
+    """A small value that satisfies ``schema`` (first enum value, minimums, required keys).
+
+    A subschema that is no object (JSON Schema's ``true``: any value) is read as ``{}``."""
     root = root if root is not None else schema
     if "$ref" in schema:
-        return example_from_schema(_resolve_ref(schema["$ref"], root), root)
+        return example_from_schema(_resolve_ref(str(schema["$ref"]), root), root)
     for key in ("anyOf", "oneOf", "allOf"):
         if key in schema:
-            options = [s for s in schema[key] if s.get("type") != "null"] or schema[key]
+            variants = [json_object(s) for s in json_list(schema[key])]
+            options = [s for s in variants if s.get("type") != "null"] or variants
             return example_from_schema(options[0], root)
     if "const" in schema:
         return schema["const"]
     if "enum" in schema:
-        return schema["enum"][0]
+        return json_list(schema["enum"])[0]
     if "default" in schema:
         return schema["default"]
     kind = schema.get("type")
@@ -348,17 +352,19 @@ def example_from_schema(schema: dict[str, Any], root: dict[str, Any] | None = No
     return _example_of_type(kind, schema, root)
 
 
-def _example_of_type(kind: Any, schema: dict[str, Any], root: dict[str, Any]) -> Any:
+def _example_of_type(kind: JSONValue, schema: JSONMapping, root: JSONMapping) -> JSONValue:
     if kind == "object" or "properties" in schema:
-        props = schema.get("properties", {})
-        return {name: example_from_schema(sub, root) for name, sub in props.items()}
+        props = json_object(schema.get("properties"))
+        return {name: example_from_schema(json_object(sub), root) for name, sub in props.items()}
     if kind == "array":
-        count = int(schema.get("minItems", 1))
-        return [example_from_schema(schema.get("items", {}), root) for _ in range(count)]
+        count = int(_number(schema, "minItems", 1))
+        return [example_from_schema(json_object(schema.get("items")), root) for _ in range(count)]
     if kind == "integer":
-        return int(schema.get("minimum", schema.get("exclusiveMinimum", -1) + 1))
+        if "minimum" in schema:
+            return int(_number(schema, "minimum", 0))
+        return int(_number(schema, "exclusiveMinimum", -1) + 1)
     if kind == "number":
-        return float(schema.get("minimum", 0.0))
+        return float(_number(schema, "minimum", 0.0))
     if kind == "boolean":
         return False
     if kind == "null":
@@ -366,11 +372,19 @@ def _example_of_type(kind: Any, schema: dict[str, Any], root: dict[str, Any]) ->
     return _example_string(schema)
 
 
-def _example_string(schema: dict[str, Any]) -> str:
+def _number(schema: JSONMapping, key: str, missing: float) -> float:
+    """``schema[key]`` when it is a number, else ``missing``."""
+    value = schema.get(key, missing)
+    return value if isinstance(value, int | float) else missing
+
+
+def _example_string(schema: JSONMapping) -> str:
     if "pattern" in schema:
         return _from_pattern(str(schema["pattern"]))
     text = "example"
-    return text.ljust(int(schema.get("minLength", 0)), "x")[: schema.get("maxLength", 64)]
+    return text.ljust(int(_number(schema, "minLength", 0)), "x")[
+        : int(_number(schema, "maxLength", 64))
+    ]
 
 
 def _from_pattern(pattern: str) -> str:
@@ -382,8 +396,8 @@ def _from_pattern(pattern: str) -> str:
     return out if re.fullmatch(pattern, out) else "example"
 
 
-def _resolve_ref(ref: str, root: dict[str, Any]) -> dict[str, Any]:
+def _resolve_ref(ref: str, root: JSONMapping) -> JSONObject:
     node = root
     for part in ref.removeprefix("#/").split("/"):
-        node = node[part]
+        node = json_object(node[part])
     return dict(node)
