@@ -151,7 +151,6 @@ class _Fed(StepDefaults):
         self.inner = inner
         self.name = inner.name
         self.feed = feed
-        self.input_type: TypeForm[object] = Any
         self.output_type: TypeForm[object] = step_member(inner, "output_type")
 
     @property
@@ -188,8 +187,6 @@ class AskPerson(StepDefaults):
     def __init__(self, name: str = "ask_person", *, note: str = "") -> None:
         self.name = check_name(name, what="ask_person step")
         self.note = note
-        self.input_type: TypeForm[object] = Any
-        self.output_type: TypeForm[object] = Any
         self.description = "a person picks the labels the judge was unsure of"
         self.judge: Judge[object] | None = None
 
@@ -197,7 +194,6 @@ class AskPerson(StepDefaults):
         """This step for ``judge``'s questions (a copy: one AskPerson may serve many)."""
         made = AskPerson(self.name, note=self.note)
         made.judge = judge
-        made.input_type = Any
         made.output_type = judge.output_type
         return made
 
@@ -462,7 +458,6 @@ class _UnsurePath(StepDefaults):
     def __init__(self, cascade: Cascade) -> None:
         self.cascade = cascade
         self.name = cascade.name
-        self.input_type: TypeForm[object] = Any
         self.output_type: object = cascade.output_type
         self.budget = cascade.budget
 

@@ -19,13 +19,15 @@ arguments it ran with, and the planner's proposal beside it (``HybridOutput.prop
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol, TypedDict
+from typing import Protocol, TypedDict
 
 from loopwise.architectures.plans import ActionCatalog, Plan, PlanStep, dependency_graph
 from loopwise.core.events import jsonable
+from loopwise.core.jsontypes import JSONValue
 from loopwise.tools.arguments import ToolArgumentsError
 from loopwise.tools.audit import changed_fields, changes_text
-from loopwise.tools.verdicts import Denied, Edited
+from loopwise.tools.tool import Arguments
+from loopwise.tools.verdicts import Denied, Edited, Verdict
 
 __all__ = ["RECHECK_SUFFIX", "AsRan", "CallOf", "as_ran", "call_of", "rechecks"]
 
@@ -33,7 +35,7 @@ RECHECK_SUFFIX = ".recheck"
 """Added to a plan step's approval id when a person must decide it again."""
 
 
-def rechecks(plan: Plan, catalog: ActionCatalog, verdicts: Mapping[str, Any]) -> dict[str, str]:
+def rechecks(plan: Plan, catalog: ActionCatalog, verdicts: Mapping[str, Verdict]) -> dict[str, str]:
     """Per step id that a person must decide again, why (see the module docstring)."""
     edits = _edits(plan, catalog, verdicts)
     if not edits:
@@ -57,14 +59,16 @@ class CallOf(TypedDict):
     """What a plan step's call is made with (fields of its
     :class:`~loopwise.tools.call_values.Call`)."""
 
-    arguments: Any
+    arguments: Arguments
     call_id: str
     bind_id: str
     edited_by: str | None
-    edited_from: Any
+    edited_from: object
 
 
-def call_of(planned: PlanStep, call_id: str, verdict: Any, recheck: str | None) -> CallOf:
+def call_of(
+    planned: PlanStep, call_id: str, verdict: Verdict | None, recheck: str | None
+) -> CallOf:
     """The arguments and the approval id a plan step's call is made with.
 
     As planned, under the approval that decided it: the executor recalls a person's edit
@@ -72,18 +76,21 @@ def call_of(planned: PlanStep, call_id: str, verdict: Any, recheck: str | None) 
     again asks under its own approval (``.recheck``), with the arguments as last decided:
     when that was an edit, the call says so (read strictly, recorded as edited).
     """
-    edited = isinstance(verdict, Edited) and recheck is not None
+    edited = verdict if isinstance(verdict, Edited) and recheck is not None else None
     return CallOf(
-        arguments=verdict.args if edited else planned.args_dict(),
+        arguments=edited.args if edited else planned.args_dict(),
         call_id=call_id + RECHECK_SUFFIX if recheck is not None else call_id,
         bind_id=call_id + RECHECK_SUFFIX if recheck is not None else call_id,
-        edited_by=verdict.by if edited else None,
+        edited_by=edited.by if edited else None,
         edited_from=planned.args_dict() if edited else None,
     )
 
 
 class _Ran(Protocol):
-    ran_with: dict[str, Any] | None
+    @property
+    def ran_with(self) -> object:
+        """The arguments a step ran with when a person edited them, else ``None``."""
+        ...
 
 
 class AsRan(TypedDict):
@@ -105,7 +112,7 @@ def as_ran(plan: Plan, results: Mapping[str, _Ran]) -> AsRan:
     return {"plan": type(plan).model_validate(data), "proposed": plan}
 
 
-def _edits(plan: Plan, catalog: ActionCatalog, verdicts: Mapping[str, Any]) -> dict[str, str]:
+def _edits(plan: Plan, catalog: ActionCatalog, verdicts: Mapping[str, Verdict]) -> dict[str, str]:
     """Per step a person edited (so that its arguments changed), what the edit was."""
     found = {}
     for s in plan.steps:
@@ -115,7 +122,7 @@ def _edits(plan: Plan, catalog: ActionCatalog, verdicts: Mapping[str, Any]) -> d
         tool = catalog[s.action].tool
         planned = s.parsed_args(tool).model_dump(mode="json")
         try:
-            edited: Any = tool.parse(verdict.args, strict=True).model_dump(mode="json")
+            edited: JSONValue = tool.parse(verdict.args, strict=True).model_dump(mode="json")
         except ToolArgumentsError:
             edited = jsonable(verdict.args)  # refused when it runs; its dependants still ask
         changed = changed_fields(planned, edited)

@@ -27,10 +27,9 @@ import re
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from loopwise.core.events import Event, EventType, Status, jsonable
-from loopwise.core.jsontypes import json_list, json_object
+from loopwise.core.jsontypes import JSONMapping, JSONObject, json_list, json_object
 from loopwise.core.members import StepDefaults
 from loopwise.core.result import Halt
 from loopwise.core.shape import Kind, Shape
@@ -239,8 +238,9 @@ class _SummaryStep(StepDefaults):
         """Plain code around one model call."""
         return Shape(kind=Kind.FUNCTION, name=self.name)
 
-    async def run(self, input: Any, ctx: Context) -> dict[str, Any]:
-        """Ask the run's model for the summary; the runs it covers go with it."""
+    async def run(self, input: JSONMapping, ctx: Context) -> JSONObject:
+        """Ask the run's model for the summary; the runs it covers (``input["covers"]``, run
+        ids) go with it."""
         parts = [f"Summary so far:\n{self._previous}"] if self._previous else []
         parts += [_as_text(m) for r in self._runs for m in r.messages(self._path)]
         request = ModelRequest(
@@ -282,7 +282,7 @@ class PriorRun:
     """The run's id."""
     status: str
     """How it ended."""
-    input: Any
+    input: object
     """The message it answered (the run's input)."""
     events: tuple[Event, ...]
     """Its event log."""
@@ -320,7 +320,7 @@ class History:
         return None
 
 
-def user_text(input: Any) -> str:
+def user_text(input: object) -> str:
     """An agent's input as the user message it sends (JSON for anything but text)."""
     return input if isinstance(input, str) else json.dumps(jsonable(input))
 

@@ -45,8 +45,8 @@ run ``refused``. Declaration mistakes raise :class:`~loopwise.errors.JudgeError`
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Generic, TypeVar, overload
+from collections.abc import Mapping, Sequence
+from typing import Generic, TypeVar, overload
 
 import pydantic
 import typing_extensions
@@ -60,7 +60,7 @@ from loopwise.architectures.questions import (
     model_of,
     questions_of,
 )
-from loopwise.architectures.structured import Structured, endpoint_key, render_input
+from loopwise.architectures.structured import Prompt, Structured, endpoint_key, render_input
 from loopwise.core.events import Status, jsonable
 from loopwise.core.jsontypes import JSONMapping
 from loopwise.core.members import StepDefaults
@@ -148,7 +148,7 @@ class Judge(StepDefaults, Generic[A_co]):
         question: str = "",
         questions: Mapping[str, str] | None = None,
         instructions: str = "",
-        prompt: Callable[[Any], str] | None = None,
+        prompt: Prompt | None = None,
         backends: Sequence[DecisionBackend] | None = None,
     ) -> None: ...
     @overload
@@ -160,7 +160,7 @@ class Judge(StepDefaults, Generic[A_co]):
         question: str = "",
         questions: Mapping[str, str] | None = None,
         instructions: str = "",
-        prompt: Callable[[Any], str] | None = None,
+        prompt: Prompt | None = None,
         backends: Sequence[DecisionBackend] | None = None,
     ) -> None: ...
     @overload
@@ -172,7 +172,7 @@ class Judge(StepDefaults, Generic[A_co]):
         question: str = "",
         questions: Mapping[str, str] | None = None,
         instructions: str = "",
-        prompt: Callable[[Any], str] | None = None,
+        prompt: Prompt | None = None,
         backends: Sequence[DecisionBackend] | None = None,
     ) -> None: ...
     def __init__(
@@ -183,7 +183,7 @@ class Judge(StepDefaults, Generic[A_co]):
         question: str = "",
         questions: Mapping[str, str] | None = None,
         instructions: str = "",
-        prompt: Callable[[Any], str] | None = None,
+        prompt: Prompt | None = None,
         backends: Sequence[DecisionBackend] | None = None,
     ) -> None:
         self.name = check_name(name, what="judge")
@@ -194,7 +194,6 @@ class Judge(StepDefaults, Generic[A_co]):
         self.model_type: type[pydantic.BaseModel] | None = model_of(answer)
         self.questions = questions_of(name, answer, self.model_type, question, questions or {})
         self.answer_type: TypeForm[object] = list_literal(answer)
-        self.input_type: TypeForm[object] = Any
         self._ruling: type[Ruling[A_co]] = Ruling[self.answer_type]  # type: ignore[name-defined]
         self.output_type: TypeForm[object] = self._ruling
         self._structured = Structured(

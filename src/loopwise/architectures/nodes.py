@@ -90,8 +90,6 @@ class RouteStep(StepDefaults):
     def __init__(self, name: str, spec: RouteSpec) -> None:
         self.name = name
         self.spec = spec
-        self.input_type: TypeForm[object] = Any
-        self.output_type: TypeForm[object] = Any
 
     async def run(self, value: object, ctx: Context) -> RouteDecision:
         on = self.spec.on

@@ -8,10 +8,12 @@ execute loop around them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import partial
 from typing import Any, Literal
 
 from pydantic import BaseModel
+from typing_extensions import TypeForm
 
 from loopwise.architectures.edits import call_of, rechecks
 from loopwise.architectures.plans import (
@@ -34,7 +36,7 @@ from loopwise.tools.call_values import Call, CallSettings, Outcome
 from loopwise.tools.calls import execute
 from loopwise.tools.edits import edit_problem
 from loopwise.tools.gates import Ask, authorize_all, pause
-from loopwise.tools.verdicts import Denied, Pending
+from loopwise.tools.verdicts import Denied, Pending, Verdict
 
 __all__ = ["ActionResult", "ActionStatus", "authorize_plan", "compile_plan", "once_in"]
 
@@ -52,13 +54,13 @@ class ActionResult(BaseModel):
     status: ActionStatus
     """``done``, ``denied`` (by its gate), ``skipped`` (a dependency did not run) or
     ``failed`` (the action raised)."""
-    output: Any = None
-    """What the action returned (when ``done``)."""
+    output: object = None
+    """What the action returned (when ``done``), as JSON."""
     reason: str | None = None
     """Why it did not run, when it did not."""
     edited_by: str | None = None
     """Who edited its arguments, when a person did (it ran with :attr:`ran_with`)."""
-    ran_with: dict[str, Any] | None = None
+    ran_with: dict[str, object] | None = None
     """The arguments it ran with, when a person edited them."""
 
 
@@ -66,11 +68,15 @@ class _ActionNode(StepDefaults):
     """The workflow node of one plan step: dependencies, then the tool-call executor."""
 
     needs_model = False
-    input_type: Any = Any
-    output_type: Any = ActionResult
+    output_type: TypeForm[object] = ActionResult
 
     def __init__(
-        self, planned: PlanStep, action: Action, call_id: str, verdict: Any, once_in: str
+        self,
+        planned: PlanStep,
+        action: Action,
+        call_id: str,
+        verdict: Verdict | None,
+        once_in: str,
     ) -> None:
         self.name = planned.id
         self.planned = planned
@@ -81,7 +87,7 @@ class _ActionNode(StepDefaults):
         self.recheck: str | None = None
         """Why a person decides it again (a step it depends on was edited), if so."""
 
-    async def run(self, upstream: Any, ctx: Context) -> ActionResult:
+    async def run(self, upstream: object, ctx: Context) -> ActionResult:
         """Skip when a dependency did not run or the plan's gate denied; else make the call
         (its gate's verdict is recalled from the journal, or asked now)."""
         for dep, result in (upstream if isinstance(upstream, dict) else {}).items():
@@ -112,21 +118,24 @@ class _ActionNode(StepDefaults):
             return self._result("failed", reason=made.reason)
         return self._result("denied", reason=made.reason)
 
-    def _result(self, status: ActionStatus, **fields: Any) -> ActionResult:
-        return ActionResult(step=self.planned.id, action=self.action.name, status=status, **fields)
+    def _result(self, status: ActionStatus, **fields: object) -> ActionResult:
+        # Validated as the constructor validates (the executor's ran_with is any JSON).
+        known = {"step": self.planned.id, "action": self.action.name, "status": status}
+        return ActionResult.model_validate({**known, **fields})
 
 
 class _Collect(StepDefaults):
     """The end node: gathers every action's result (it runs after all of them)."""
 
     needs_model = False
-    input_type: Any = Any
-    output_type: Any = dict
+    output_type: TypeForm[object] = dict
 
     def __init__(self, name: str) -> None:
         self.name = name
 
-    async def run(self, results: Any, ctx: Context) -> dict[str, ActionResult]:
+    async def run(
+        self, results: Mapping[str, ActionResult], ctx: Context
+    ) -> dict[str, ActionResult]:
         """The results by step id."""
         return dict(results)
 
@@ -142,7 +151,7 @@ def compile_plan(
     catalog: ActionCatalog,
     *,
     name: str = "execute",
-    verdicts: dict[str, Any] | None = None,
+    verdicts: Mapping[str, Verdict] | None = None,
     scope: str = "",
 ) -> Workflow:
     """The plan as a :class:`~loopwise.architectures.workflow.Workflow`: one node per step,
@@ -190,7 +199,7 @@ async def authorize_plan(
     name: str = "execute",
     scope: str = "",
     approved: PlanApproval | None = None,
-) -> dict[str, Any]:
+) -> dict[str, Verdict]:
     """Every step's gate verdict, asked together before any action runs.
 
     The plan is known in advance, so a person sees all of its asks at once and the run
@@ -232,7 +241,9 @@ async def authorize_plan(
     waiting = [v for v in verdicts if isinstance(v, Pending)]
     if waiting:
         raise pause(waiting)
-    return {p.id: v for p, v in zip(plan.steps, verdicts, strict=True)}
+    return {
+        p.id: v for p, v in zip(plan.steps, verdicts, strict=True) if not isinstance(v, Pending)
+    }
 
 
 def once_in(scope: str) -> str:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import inspect
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Annotated, Any, Literal, Union
 
@@ -30,10 +30,12 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from loopwise.architectures.digraph import Digraph
 from loopwise.core.events import jsonable
+from loopwise.core.jsontypes import JSONMapping, JSONObject, JSONValue, json_object
 from loopwise.core.shape import name_of
+from loopwise.core.step import Context
 from loopwise.errors import ConfigError, ToolError
 from loopwise.tools.arguments import ToolArgumentsError
-from loopwise.tools.gates import Gate, recheck_edited, takes_ctx
+from loopwise.tools.gates import Gate, PolicyFn, recheck_edited, takes_ctx
 from loopwise.tools.source import ToolSource, spread
 from loopwise.tools.tool import Tool
 from loopwise.tools.verdicts import Approved
@@ -53,7 +55,7 @@ __all__ = [
     "validate_plan",
 ]
 
-Policy = Callable[..., Any]
+Policy = PolicyFn
 """An automatic check of an action's arguments (a dict), as :func:`loopwise.tools.gates.policy`
 takes: ``True``/``None``/``Approved``/``Escalate`` pass, ``False``, a string or
 ``Denied`` reject (the string being the reason); may be async. An optional second
@@ -70,19 +72,20 @@ class PlanStep(BaseModel):
         description="A short unique id for this step, e.g. `s1`.",
     )
     action: str = Field(description="The catalog action to run.")
-    args: Any = Field(description="The action's arguments.")
+    args: object = Field(description="The action's arguments.")
     depends_on: list[str] = Field(
         default_factory=list, description="Ids of steps that must finish before this one."
     )
     reason: str = Field(description="One line: why this step is needed.")
     # The tool and the arguments it validated (a new tool or new args validate again).
-    _parsed: tuple[Tool, Any, BaseModel] | None = PrivateAttr(default=None)
+    _parsed: tuple[Tool, object, BaseModel] | None = PrivateAttr(default=None)
 
-    def args_dict(self) -> dict[str, Any]:
-        """The arguments as a plain dict."""
+    def args_dict(self) -> JSONObject:
+        """The arguments as a plain dict (a catalog plan's step holds its action's argument
+        model; a plain :class:`Plan`'s, the JSON object it was given)."""
         if isinstance(self.args, BaseModel):
             return self.args.model_dump(mode="json")
-        return dict(self.args or {})
+        return dict(json_object(self.args))
 
     def parsed_args(self, tool: Tool) -> BaseModel:
         """The arguments as ``tool`` validates them (raises
@@ -130,18 +133,22 @@ class _CatalogPlan(Plan):
     @classmethod
     def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """The schema with every ``oneOf`` turned into ``anyOf``, without titles."""
-        return _lean(super().model_json_schema(*args, **kwargs))  # type: ignore[no-any-return]
+        return _lean_object(super().model_json_schema(*args, **kwargs))
 
 
 _NAMED = frozenset({"properties", "$defs"})
 """Schema keywords whose keys are names (a property called ``title`` is no title)."""
 
 
-def _lean(node: Any, names: bool = False) -> Any:
+def _lean(node: JSONValue, names: bool = False) -> JSONValue:
     if isinstance(node, list):
         return [_lean(v) for v in node]
     if not isinstance(node, dict):
         return node
+    return _lean_object(node, names)
+
+
+def _lean_object(node: JSONObject, names: bool = False) -> JSONObject:
     if names:
         return {k: _lean(v) for k, v in node.items()}
     out = {("anyOf" if k == "oneOf" else k): _lean(v, k in _NAMED) for k, v in node.items()}
@@ -209,7 +216,7 @@ class ActionCatalog:
         Raises :class:`~loopwise.errors.ToolError` for something that is not a tool, a
         name that is not an identifier, or a name registered twice.
         """
-        given: Any = tool  # callers without a type checker pass plain functions too
+        given: object = tool  # callers without a type checker pass plain functions too
         if isinstance(given, Action):
             action = given
         elif isinstance(given, Tool):
@@ -235,7 +242,7 @@ class ActionCatalog:
         """The action called ``name``, or ``None``."""
         return self._actions.get(name)
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[Action]:
         return iter(self._actions.values())
 
     def __len__(self) -> int:
@@ -297,7 +304,7 @@ def _format_validation(error: ValidationError) -> list[str]:
     return out
 
 
-def parse_plan(raw: Any, catalog: ActionCatalog) -> tuple[Plan | None, list[str]]:
+def parse_plan(raw: object, catalog: ActionCatalog) -> tuple[Plan | None, list[str]]:
     """``raw`` (a plan, dict or JSON text) as the catalog's plan type, or the errors."""
     if isinstance(raw, Plan) and not isinstance(raw, catalog.plan_type()):
         raw = raw.model_dump(mode="json")
@@ -378,7 +385,7 @@ class PlanContext:
         ]
 
 
-def _takes_plan(fn: Any) -> bool:
+def _takes_plan(fn: PolicyFn) -> bool:
     try:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
@@ -388,25 +395,25 @@ def _takes_plan(fn: Any) -> bool:
     return sum(p.kind in positional and p.name != "ctx" for p in params) >= 2
 
 
-def _with_plan(check: Any, plan: PlanContext | None) -> Any:
+def _with_plan(check: Gate | PolicyFn | None, plan: PlanContext | None) -> Gate | PolicyFn | None:
     """``check`` (a policy or a gate) calling its policy with ``plan`` when it takes one."""
-    fn: Any = check.check if isinstance(check, Gate) else check
+    fn = check.check if isinstance(check, Gate) else check
     if plan is None or fn is None or not _takes_plan(fn):
         return check
 
-    def bound_plain(args: Any) -> Any:
+    def bound_plain(args: JSONObject) -> object:
         return fn(args, plan)
 
-    def bound_with_ctx(args: Any, ctx: Any) -> Any:
+    def bound_with_ctx(args: JSONObject, ctx: Context | None) -> object:
         return fn(args, plan, ctx=ctx)
 
     # A policy with a `ctx` parameter keeps it (see Gate.run_policy).
-    bound: Any = bound_with_ctx if takes_ctx(fn) else bound_plain
+    bound: PolicyFn = bound_with_ctx if takes_ctx(fn) else bound_plain
     return replace(check, check=bound) if isinstance(check, Gate) else bound
 
 
 async def check_policy(
-    action: Action, args: dict[str, Any], plan: PlanContext | None = None
+    action: Action, args: JSONObject, plan: PlanContext | None = None
 ) -> str | None:
     """Run ``action``'s policy and its gate's policy on ``args``: ``None`` or the reason.
 
@@ -423,7 +430,7 @@ async def check_policy(
 
 
 async def validate_plan(
-    raw: Any, catalog: ActionCatalog, *, max_steps: int = 10
+    raw: object, catalog: ActionCatalog, *, max_steps: int = 10
 ) -> tuple[Plan | None, list[str]]:
     """Check a proposed plan; return ``(plan, [])`` when valid, else ``(None, errors)``.
 
@@ -462,13 +469,13 @@ class PlanApproval:
     """Who approved the plan, and when."""
     approval_id: str
     """The whole-plan approval's id (``plan``, ``plan_2`` after a re-plan)."""
-    args: Mapping[str, Any]
+    args: JSONMapping
     """Per step id, the arguments the person was shown."""
     covers_gates: bool = False
     """Whether the approval answers the steps' human gates
     (``Hybrid(plan_approval_covers_gates=True)``)."""
 
-    def covers(self, step: PlanStep, args: Any, effect: str) -> tuple[Approved | None, str]:
+    def covers(self, step: PlanStep, args: object, effect: str) -> tuple[Approved | None, str]:
         """The approval that answers ``step``'s human gate (``None``: a person is asked)
         and the note its request (or the audit log) carries."""
         by = self.verdict.by

@@ -34,6 +34,7 @@ from typing import Any, Generic, TypeVar
 import pydantic
 
 from loopwise.core.events import Status, jsonable
+from loopwise.core.jsontypes import JSONObject
 from loopwise.core.members import StepDefaults
 from loopwise.core.names import check_name
 from loopwise.core.result import Halt
@@ -50,9 +51,14 @@ from loopwise.models.port import (
     model_name,
 )
 
-__all__ = ["LADDER", "Structured", "strip_fence"]
+__all__ = ["LADDER", "Prompt", "Structured", "strip_fence"]
 
 M = TypeVar("M", bound=pydantic.BaseModel)
+
+Prompt = Callable[[Any], str]
+"""Renders a single-call step's input as its user message (a structured call's, a
+judge's). ``Any``: the function names the input type it takes (``def ask(ticket: Ticket)
+-> str``), which a parameter of ``object`` would refuse."""
 
 LADDER: tuple[StructuredMode, ...] = STRUCTURED_MODES
 """The structured-output modes, strongest first."""
@@ -86,7 +92,7 @@ class Structured(StepDefaults, Generic[M]):
         output: type[M],
         instructions: str,
         *,
-        prompt: Callable[[Any], str] | None = None,
+        prompt: Prompt | None = None,
         max_retries: int = 2,
     ) -> None:
         check_name(name, what="structured step")
@@ -98,7 +104,6 @@ class Structured(StepDefaults, Generic[M]):
         if max_retries < 0:
             raise ConfigError(f"structured step {name!r}: max_retries must be >= 0", name=name)
         self.name = name
-        self.input_type: Any = Any
         self.output_type: type[M] = output
         self.instructions = instructions
         self.prompt = prompt
@@ -112,16 +117,16 @@ class Structured(StepDefaults, Generic[M]):
         from openai.lib._pydantic import to_strict_json_schema
 
         try:
-            self.schema: dict[str, Any] = to_strict_json_schema(output)
+            self.schema: JSONObject = to_strict_json_schema(output)
         except Exception:  # a type the strict transform cannot handle: send it as is
             self.schema = output.model_json_schema()
         tool_name = re.sub(r"[^a-zA-Z0-9_-]", "_", output.__name__)[:64] or "answer"
         self._tool_name = tool_name
-        self._response_format: dict[str, Any] = {
+        self._response_format: JSONObject = {
             "type": "json_schema",
             "json_schema": {"name": tool_name, "schema": self.schema, "strict": True},
         }
-        function: dict[str, Any] = {"name": tool_name, "parameters": self.schema, "strict": True}
+        function: JSONObject = {"name": tool_name, "parameters": self.schema, "strict": True}
         if output.__doc__ and output.__doc__ != pydantic.BaseModel.__doc__:
             function["description"] = output.__doc__.strip()
         self._tools = [{"type": "function", "function": function}]
@@ -148,7 +153,7 @@ class Structured(StepDefaults, Generic[M]):
         """One structured-output call: no tools, no loop."""
         return Shape(kind=Kind.STRUCTURED, name=self.name)
 
-    async def run(self, input: Any, ctx: Context) -> M:
+    async def run(self, input: object, ctx: Context) -> M:
         """Ask for, validate and return the answer; walks the ladder on rejections.
 
         Ends the run (by raising :class:`~loopwise.core.step.Halt`) with ``invalid_output``
@@ -167,7 +172,7 @@ class Structured(StepDefaults, Generic[M]):
                     raise
         raise AssertionError("unreachable: the last rung re-raises")
 
-    def render(self, input: Any) -> str:
+    def render(self, input: object) -> str:
         """The user message for ``input``: ``prompt(input)``, a string as is, else JSON."""
         return render_input(self.prompt, input)
 
@@ -260,13 +265,13 @@ def _memory(model: Any) -> dict[tuple[str, str], StructuredMode] | None:
     return modes
 
 
-def _pinned(model: Any) -> StructuredMode:
+def _pinned(model: object) -> StructuredMode:
     """The rung a model pins calls to start at (its ``structured_mode``), else the top."""
     mode = model_member(model, "structured_mode")
     return mode if mode in LADDER else LADDER[0]
 
 
-def endpoint_key(model: Any) -> tuple[str, str]:
+def endpoint_key(model: object) -> tuple[str, str]:
     """What is remembered per server is keyed by: the model's ``endpoint`` (base URL, model
     name), else ``("", its name)``."""
     endpoint = model_member(model, "endpoint")
@@ -321,7 +326,7 @@ def _one_line(text: str, limit: int = 300) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def render_input(prompt: Callable[[Any], str] | None, input: Any) -> str:
+def render_input(prompt: Prompt | None, input: object) -> str:
     """The user message for ``input``: ``prompt(input)``, a string as is, else JSON (one
     rule for every single-call step: a structured call, a judge)."""
     if prompt is not None:
