@@ -5,7 +5,7 @@ says so), and the plan as a Mermaid graph with each action's effect and estimate
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from loopwise.architectures.plans import Action, ActionCatalog, Plan, PlanStep
 from loopwise.core.shape import Edge, Graph, Node, mermaid
@@ -38,7 +38,7 @@ def plan_mermaid(plan: Plan, catalog: ActionCatalog) -> str:
     return mermaid(Graph(nodes=tuple(nodes), edges=tuple(edges)))
 
 
-def _estimate(action: Action | None, args: Any) -> float | None:
+def _estimate(action: Action | None, args: object) -> float | None:
     if action is None or action.estimate is None:
         return None
     try:
@@ -52,7 +52,7 @@ def step_cost(step: PlanStep, catalog: ActionCatalog) -> float | None:
     return _estimate(catalog.get(step.action), step.args)
 
 
-def _unit(action: Action | None, args: Any) -> str | None:
+def _unit(action: Action | None, args: object) -> str | None:
     if action is None or action.unit is None or action.estimate is None:
         return None
     if isinstance(action.unit, str):
