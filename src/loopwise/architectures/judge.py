@@ -139,23 +139,13 @@ class Judge(StepDefaults, Generic[A_co]):
     needs_model = True
     """The CLI must give this step a model."""
 
+    # The answer types the judge: a class (an Enum, bool, a model) or labels (a list, a
+    # range) is what it answers; any other type form (a Literal) answers object.
     @overload
     def __init__(
         self,
         name: str,
-        answer: type[A_co],
-        *,
-        question: str = "",
-        questions: Mapping[str, str] | None = None,
-        instructions: str = "",
-        prompt: Prompt | None = None,
-        backends: Sequence[DecisionBackend] | None = None,
-    ) -> None: ...
-    @overload
-    def __init__(
-        self,
-        name: str,
-        answer: Sequence[A_co],
+        answer: type[A_co] | Sequence[A_co],
         *,
         question: str = "",
         questions: Mapping[str, str] | None = None,
