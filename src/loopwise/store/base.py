@@ -414,7 +414,7 @@ class EvalHistory(Protocol):
         before: str,
         model: str | None = None,
         having: str | None = None,
-    ) -> dict[str, Any] | None:
+    ) -> JSONObject | None:
         """The newest summary of ``target`` on ``dataset`` (``None``: on any) from an eval no
         later than ``before`` (and, given ``model``, one whose summary names that ``model``;
         given ``having``, one whose summary holds that key, as a sweep's ``calibration``),

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from loopwise.core.events import LIVE, Event, EventType, jsonable
-from loopwise.core.jsontypes import JSONMapping
+from loopwise.core.jsontypes import JSONMapping, JSONValue, json_object
 from loopwise.store.base import StoredApproval, StoredRun
 
 __all__ = [
@@ -48,7 +48,7 @@ def to_json(value: object) -> str:
     return _ENCODER.encode(value)
 
 
-def from_json(text: str | None) -> Any:
+def from_json(text: str | None) -> JSONValue:
     return None if text is None else json.loads(text)
 
 
@@ -210,6 +210,7 @@ def request_row(run_id: str, event: Event) -> Statement:
 
 
 def run_row(row: Mapping[str, Any]) -> StoredRun:
+    usage = from_json(row["usage"])
     return StoredRun(
         run_id=row["id"],
         target=row["target"],
@@ -218,9 +219,9 @@ def run_row(row: Mapping[str, Any]) -> StoredRun:
         detail=row["detail"],
         input=from_json(row["input"]),
         output=from_json(row["output"]),
-        usage=from_json(row["usage"]),
+        usage=usage if isinstance(usage, dict) else None,
         model=row["model"],
-        options=from_json(row["options"]) or {},
+        options=json_object(from_json(row["options"])),
         owner=row["owner"],
         lease_until=row["lease_until"],
         created_at=row["created_at"],

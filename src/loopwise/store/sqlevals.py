@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
-from loopwise.core.jsontypes import JSONMapping
+from loopwise.core.jsontypes import JSONMapping, JSONObject, json_object
 from loopwise.store.rows import from_json, to_json
 from loopwise.store.sqlbase import SQLBase
 
@@ -37,7 +36,7 @@ class SQLEvalHistory(SQLBase):
     def last_eval(
         self, target: str, *, dataset: str | None, before: str, model: str | None = None,
         having: str | None = None,
-    ) -> dict[str, Any] | None:  # fmt: skip
+    ) -> JSONObject | None:  # fmt: skip
         """The newest summary of ``target`` on ``dataset`` (``None``: any) from an eval no
         later than ``before``; given ``model`` or ``having``, the newest whose summary
         names that model or holds that key."""
@@ -50,7 +49,7 @@ class SQLEvalHistory(SQLBase):
             (target, before) if dataset is None else (target, before, dataset),
         )
         for row in rows:
-            summary = from_json(row["summary"])
+            summary = json_object(from_json(row["summary"]))
             if model in (None, summary.get("model")) and having in (None, *summary):
                 return {"created_at": row["created_at"], "eval_id": row["eval_id"], **summary}
         return None

@@ -15,8 +15,8 @@ import hashlib
 import json
 from collections import defaultdict, deque
 from pathlib import Path
-from typing import Any
 
+from loopwise.core.jsontypes import JSONObject, JSONValue
 from loopwise.errors import ConfigError
 from loopwise.models.port import Model, ModelDefaults, ModelRequest, Turn, model_member
 
@@ -48,8 +48,8 @@ class Cassette(ModelDefaults):
         self.path = Path(path)
         self.inner = model
         self.recording = model is not None
-        self._tape: dict[str, deque[dict[str, Any]]] = defaultdict(deque)
-        self._entries: list[dict[str, Any]] = []
+        self._tape: dict[str, deque[JSONObject]] = defaultdict(deque)
+        self._entries: list[JSONValue] = []
         if model is not None:
             self.name = model.name
         elif self.path.is_file():

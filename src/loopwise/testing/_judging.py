@@ -26,7 +26,7 @@ from loopwise.models.scripted import ScriptedModel, auto_respond
 
 __all__ = ["SplitModel", "judge_input", "partial_model", "scripted_judge"]
 
-Probabilities = Mapping[str, Any]
+Probabilities = Mapping[str, float | Mapping[str, float]]
 """``{question: {label: p}}`` (or ``{label: p}`` for a one-question judge)."""
 
 
@@ -103,7 +103,11 @@ def _backends(model: Model) -> tuple[DecisionBackend, ...]:
     return tuple(model_member(model, "decision_backends"))
 
 
-def partial_model(judge: Any, workflow: Any, agent: Any) -> Model:
+def partial_model(
+    judge: Model | Callable[[], Model],
+    workflow: Model | Callable[[], Model],
+    agent: Model | Callable[[], Model],
+) -> Model:
     """The offline model of a cascade ``loopwise graduate --partial`` wrote: the path
     judge's questions to ``judge``, the graduated workflow's calls (what
     :func:`~loopwise.testing.graduated_model` answers) to ``workflow``, everything else —
@@ -116,9 +120,9 @@ def partial_model(judge: Any, workflow: Any, agent: Any) -> Model:
     return SplitModel(_made(judge), rest, name=str(made.name))
 
 
-def _made(model: Any) -> Model:
+def _made(model: Model | Callable[[], Model]) -> Model:
     """A model, or the module-level function that makes one (``offline_model``)."""
-    return model() if callable(model) and not isinstance(model, ModelDefaults) else model  # type: ignore[no-any-return]
+    return model() if callable(model) and not isinstance(model, ModelDefaults) else model
 
 
 class _Routed(ModelDefaults):

@@ -15,14 +15,17 @@ Nothing is imported until a fixture is used: a test session that uses neither pa
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 if TYPE_CHECKING:
+    from loopwise.models.scripted import Responder, ScriptedModel, ScriptEntry
     from loopwise.testing._fakeserver import FakeChatServer
+
+    Script = ScriptedModel | Iterable[ScriptEntry] | Responder | None
 
 __all__ = ["fake_chat_server", "loopwise_store"]
 
@@ -48,7 +51,7 @@ def fake_chat_server(
 
     started: list[FakeChatServer] = []
 
-    def start(script: Any = None, **options: Any) -> FakeChatServer:
+    def start(script: Script = None, **options: Any) -> FakeChatServer:
         server = FakeChatServer(script, **options).start()
         started.append(server)
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
