@@ -13,7 +13,7 @@ import argparse
 import json
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 from loopwise.cli.options import (
     Verbs,
@@ -23,6 +23,7 @@ from loopwise.cli.options import (
     store_value,
     user_output_to_stderr,
 )
+from loopwise.core.jsontypes import JSONObject
 from loopwise.errors import ConfigError, TargetError
 from loopwise.evidence.check import Finding, Level, check
 from loopwise.evidence.live.verdict import (
@@ -35,6 +36,9 @@ from loopwise.evidence.live.verdict import (
 from loopwise.evidence.sweeps.cascades import Measured, calibration_findings, swept
 from loopwise.running.targets import Target, load_target
 from loopwise.store.open import open_existing
+
+if TYPE_CHECKING:
+    from loopwise.core.step import Step
 
 __all__ = ["add_check_verb", "check_target", "checked"]
 
@@ -152,7 +156,7 @@ def _primaries(spec: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(found))
 
 
-def _shadowed(spec: str) -> Any:
+def _shadowed(spec: str) -> Step | None:
     """The primary of the target when it is a Shadow, else ``None``."""
     # Here, not at the top: the Shadow's module loads the eval harness, which a check of a
     # target with no live cases never needs.
@@ -224,7 +228,7 @@ def _measured_line(m: Measured) -> str:
     return line
 
 
-def _calibration_doc(measured: list[Measured]) -> dict[str, Any] | None:
+def _calibration_doc(measured: list[Measured]) -> JSONObject | None:
     """The last sweep of the target's cascade (the first one's when it holds several:
     ``calibrations`` lists every cascade's, outermost first)."""
     return measured[0].to_dict() if measured else None

@@ -11,9 +11,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from loopwise.cli.options import (
     Verbs,
@@ -30,13 +31,15 @@ from loopwise.cli.options import (
     user_output_to_stderr,
 )
 from loopwise.cli.watch import add_watch_flags, watch_sinks
+from loopwise.core.events import EventSink
 from loopwise.core.step import needs_model
 from loopwise.core.usage import Price, Pricing
 from loopwise.errors import ConfigError
 from loopwise.evidence.evals.certify import check_levels
-from loopwise.evidence.evals.dataset import Case, field_match, load_dataset, load_scorer
+from loopwise.evidence.evals.dataset import Case, Scorer, field_match, load_dataset, load_scorer
 from loopwise.evidence.evals.harness import (
     Effects,
+    EvalOptions,
     EvalReport,
     EvalTarget,
     StderrProgress,
@@ -55,6 +58,9 @@ from loopwise.models.options import SERVICE_TIERS, OpenAIOptions
 from loopwise.models.port import model_name
 from loopwise.running.targets import Target, model_for, schema_filler_note
 from loopwise.store.open import open_existing, store_location
+
+if TYPE_CHECKING:
+    from loopwise.architectures.cascade import Cascade
 
 __all__ = ["add_eval_verb"]
 
@@ -331,15 +337,15 @@ def _pricing(
 
 def _evaluate(
     targets: list[EvalTarget],
-    cases: Any,
+    cases: Sequence[Case],
     args: argparse.Namespace,
     store: str,
-    scorer: Any,
+    scorer: Scorer,
     *,
-    sinks: tuple[Any, ...],
+    sinks: tuple[EventSink, ...],
     grids: dict[str, tuple[float, ...]] | None = None,
 ) -> EvalReport:
-    options: dict[str, Any] = {
+    options: EvalOptions = {
         "repeat": args.repeat,
         "concurrency": args.concurrency,
         "scorer": scorer,
@@ -374,12 +380,19 @@ def _evaluate(
             found.append(result)
             records += runs
             effects[t.name] = result.effects
-    settings = {k: options[k] for k in ("repeat", "concurrency", "dataset")}
-    report = build_report(targets, records, cases=len(cases), effects=effects, **settings)
+    report = build_report(
+        targets,
+        records,
+        cases=len(cases),
+        effects=effects,
+        repeat=args.repeat,
+        concurrency=args.concurrency,
+        dataset=args.dataset,
+    )
     return replace(report, sweeps=found)
 
 
-def _spec_of(target: Target, cascade: Any) -> str:
+def _spec_of(target: Target, cascade: Cascade) -> str:
     """The target spec naming ``cascade`` in ``target``'s module, or how to get one."""
     names = [name for name, value in vars(target.module).items() if value is cascade]
     if names:
