@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Protocol, TypeAlias, TypedDict
 
 from loopwise.core.events import EventSink
+from loopwise.core.jsontypes import JSONObject
 from loopwise.core.usage import Budget, Pricing
 from loopwise.errors import ConfigError
 from loopwise.models.port import Model
@@ -72,7 +73,7 @@ class RunOptions:
     """Extra event sinks (the store adds its own)."""
     approvals: ApprovalHandler = None
     """The approval handler for gates."""
-    replay: dict[str, dict[str, Any]] = field(default_factory=dict)
+    replay: dict[str, JSONObject] = field(default_factory=dict)
     """Journaled results to replay (set by resume)."""
     clock: Callable[[], float] = time.monotonic
     """The monotonic clock."""
@@ -107,7 +108,7 @@ class ResumeOverrides(TypedDict, total=False):
     pricing: Pricing
     sinks: tuple[EventSink, ...]
     approvals: ApprovalHandler
-    replay: dict[str, dict[str, Any]]
+    replay: dict[str, JSONObject]
     clock: Callable[[], float]
     conversation: str | None
     deps: Any

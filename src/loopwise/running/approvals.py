@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from loopwise.core.events import Event, EventType
 from loopwise.core.jsontypes import JSONMapping, JSONObject, JSONValue, json_list, json_object
@@ -68,7 +68,7 @@ def decide(
     reason: str | None = None,
     edited_args: JSONObject | None = None,
     seen_hash: str | None = None,
-    deps: Any = None,
+    deps: object = None,
     step: Step | None = None,
 ) -> StoredApproval:
     """Record a person's ``decision`` (``approved`` or ``denied``) on a pending approval.

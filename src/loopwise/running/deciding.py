@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Iterator
-from typing import Any
 
 from loopwise.core.events import Status
 from loopwise.core.jsontypes import JSONObject
@@ -51,7 +50,7 @@ def check_edit(
     found: StoredApproval,
     edited: JSONObject,
     *,
-    deps: Any = None,
+    deps: object = None,
     step: Step | None = None,
 ) -> JSONObject:
     """Refuse ``edited`` (:class:`DecisionError`) unless the tool's schema (strictly) and
@@ -169,26 +168,26 @@ def tools_in(shape: Shape) -> Iterator[ToolShape]:
 
 
 def deciding_context(
-    run_id: str, step: str, target: Target | None, deps: Any = None
-) -> Context[Any]:
+    run_id: str, step: str, target: Target | None, deps: object = None
+) -> Context[object]:
     """The context for judging an edit of ``run_id``'s call at ``step`` (its deps are
     ``deps``, else ``target``'s ``make_deps()``, else none)."""
     if deps is None and target is not None:
         make = deps_factory(target)
         deps = make() if make is not None else None
     spec = target.spec if target is not None else "the step"
-    return _Deciding(run_id=run_id, path=tuple(step.split("/")), _deps=deps, spec=spec)
+    return _Deciding(run_id=run_id, path=tuple(step.split("/")), deps=deps, spec=spec)
 
 
-class _Deciding(Context[Any]):
+class _Deciding(Context[object]):
     """A context at decision time: deps, but no run going on."""
 
-    def __init__(self, *, spec: str, **fields: Any) -> None:
-        super().__init__(**fields)
+    def __init__(self, *, run_id: str, path: tuple[str, ...], deps: object, spec: str) -> None:
+        super().__init__(run_id=run_id, path=path, _deps=deps)
         self.spec = spec
 
     @property
-    def deps(self) -> Any:
+    def deps(self) -> object:
         """The deps the decision was given; without any, reading them says how to give
         them (the policy then cannot judge the edit, and nothing is decided)."""
         if self._deps is None:

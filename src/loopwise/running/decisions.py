@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from loopwise.core.jsontypes import JSONObject
 from loopwise.errors import ConfigError
@@ -54,7 +54,7 @@ def approve(
     args: JSONObject | None = None,
     seen_hash: str | None = None,
     store: str | os.PathLike[str] | RunStore | None = None,
-    deps: Any = None,
+    deps: object = None,
     step: Step | None = None,
 ) -> list[StoredApproval]:
     """Approve a pending approval of run ``run_id`` (``args=``: with edited arguments);
@@ -117,7 +117,7 @@ def decide_pending(
     reason: str | None = None,
     edited_args: JSONObject | None = None,
     seen_hash: str | None = None,
-    deps: Any = None,
+    deps: object = None,
     step: Step | None = None,
 ) -> list[StoredApproval]:
     """Record ``decision`` on the approvals :func:`choose` picks; the decided approvals
