@@ -473,6 +473,25 @@ def bench_worker_cpu(url: str) -> Row:
     )
 
 
+def bench_worker_cpu_pg(url: str, pg: str | None) -> Row:
+    """CPU per run of one ``loopwise worker`` on PostgreSQL (the scale benchmark's agent,
+    whose tool is a write: a commit before and after each effect)."""
+    name = "worker: CPU per run (3-step agent with a write tool, PostgreSQL)"
+    if pg is None:
+        return Row(name, "SKIPPED", "", note=NO_PG)
+    per_run, warm = fleet.worker_cpu(url, 30 if QUICK else 100, store=pg, effect=True)
+    return Row(
+        name,
+        _ms(per_run),
+        "",
+        None,
+        "<= 20 ms",
+        per_run <= 0.020,
+        f"after 3 warm-up runs (start-up and those: {warm:.2f} s CPU); the worker process "
+        "only (PostgreSQL's own CPU: fleet.py scale)",
+    )
+
+
 def bench_workers(pg: str | None) -> list[Row]:
     """Queued runs executed by 1, 2 and 4 worker processes on one PostgreSQL (50 ms model)."""
     if pg is None:
@@ -895,6 +914,10 @@ async def _all() -> list[Row]:
             rows += await _section("workers", asyncio.to_thread(bench_workers, pg))
             rows += await _section("store at scale", asyncio.to_thread(bench_store_scale, pg))
             rows += await _section("temporal", asyncio.to_thread(bench_temporal))
+            rows += await _section(
+                "worker CPU on PostgreSQL",
+                asyncio.to_thread(bench_worker_cpu_pg, fast.base_url, pg),
+            )
         rows += await _section("worker CPU", asyncio.to_thread(bench_worker_cpu, fast.base_url))
     rows += await _section("own time", bench_own_time())
     rows += await _section("shadow", bench_shadow())

@@ -17,8 +17,9 @@ The exponent k of time ~ size^k is fitted between consecutive sizes (the CLI ver
 ~0.1 s of interpreter start-up at every size, so theirs stay near 0 while they are flat).
 
 ``python benchmarks/store_scale.py [--sizes 10000,100000,1000000] [--repeats 5]
-[--sqlite-only]``: PostgreSQL from ``LOOPWISE_BENCH_PG``/``LOOPWISE_TEST_PG`` or a
-throwaway ``.ci/postgres``. ``make bench`` runs 10k only.
+[--sqlite-only]``, or ``--store URL --sizes N`` to time a store filled before (by
+:func:`storegen.fill` with N runs) again. PostgreSQL from ``LOOPWISE_BENCH_PG`` /
+``LOOPWISE_TEST_PG`` or a throwaway ``.ci/postgres``. ``make bench`` runs 10k only.
 """
 
 from __future__ import annotations
@@ -126,6 +127,9 @@ def time_verbs(store: str, size: int, repeats: int) -> dict[str, float]:
     """Median seconds of each verb on a filled store of ``size`` runs."""
     paused = [storegen.run_id(i) for i in range(size) if storegen.kind_of(i) == storegen.PAUSED]
     middle = storegen.run_id(size // 2 + (1 if storegen.kind_of(size // 2) == "looked" else 0))
+    # Runs whose approval is still undecided (a store timed before has some decided).
+    newest = _undecided(store, paused[::-1], "c1", repeats)
+    oldest = _undecided(store, paused, "c2", repeats)
     at = ["--store", store]
     bare = [sys.executable, "-c", "pass"]
     fresh: dict[str, Callable[[int], object]] = {
@@ -133,9 +137,7 @@ def time_verbs(store: str, size: int, repeats: int) -> dict[str, float]:
         "pending": lambda k: _cli("pending", *at),
         "runs list": lambda k: _cli("runs", "list", *at),
         "runs show": lambda k: _cli("runs", "show", middle, *at),
-        "approve": lambda k: _cli(
-            "approve", paused[-1 - k], "--approval", "c1", "--by", "bench", *at
-        ),
+        "approve": lambda k: _cli("approve", newest[k], "--approval", "c1", "--by", "bench", *at),
     }
     out: dict[str, float] = {}
     for verb, work in fresh.items():
@@ -153,7 +155,7 @@ def time_verbs(store: str, size: int, repeats: int) -> dict[str, float]:
         out["store: runs list"] = _median(lambda k: st.list_runs(limit=50), repeats)
         out["store: runs show"] = _median(lambda k: st.show(middle), repeats)
         out["store: approve"] = _median(
-            lambda k: st.decide(paused[k], "c2", decision="approved", by="bench"), repeats
+            lambda k: st.decide(oldest[k], "c2", decision="approved", by="bench"), repeats
         )
     close_shared_stores()
     out["idle worker"] = idle_worker(store, IDLE_SECONDS)
@@ -161,6 +163,19 @@ def time_verbs(store: str, size: int, repeats: int) -> dict[str, float]:
 
 
 IDLE_SECONDS = 10.0
+
+
+def _undecided(store: str, runs: list[str], approval: str, n: int) -> list[str]:
+    """The first ``n`` of ``runs`` whose ``approval`` is still undecided."""
+    found: list[str] = []
+    with open_store(store) as st:
+        for run_id in runs:
+            if any(a.approval_id == approval for a in st.pending(run_id)):
+                found.append(run_id)
+                if len(found) == n:
+                    break
+    close_shared_stores()
+    return found
 
 
 def idle_worker(store: str, seconds: float) -> float:
@@ -234,7 +249,7 @@ def table(results: dict[str, dict[int, dict[str, float]]]) -> list[str]:
     for kind, by_size in results.items():
         sizes = sorted(by_size)
         head = " ".join(f"{s:>9,}" for s in sizes)
-        lines.append(f"{kind:<10} {'verb':<16} {head}   k (each decade)   goal")
+        lines.append(f"{kind:<10} {'verb':<21} {head}   k (each decade)   goal")
         for verb in VERBS:
             secs = [by_size[s][verb] for s in sizes]
             ks = " ".join(f"{k:+.2f}" for k in exponents(sizes, secs)) or "-"
@@ -244,11 +259,11 @@ def table(results: dict[str, dict[int, dict[str, float]]]) -> list[str]:
             said = "(start-up alone)" if verb.startswith("python -c pass") else said
             said = "user + system" if verb.endswith("(CPU)") else said
             cells = " ".join(f"{t * 1000:>7.0f}ms" for t in secs)
-            lines.append(f"{'':<10} {verb:<16} {cells}   {ks:<17} {said}")
+            lines.append(f"{'':<10} {verb:<21} {cells}   {ks:<17} {said}")
         idle = [by_size[s]["idle worker"] for s in sizes]
         ok = "ok" if idle[-1] <= IDLE_GOAL else "MISSED"
         cells = " ".join(f"{share:>8.1%}" for share in idle)
-        lines.append(f"{'':<10} {'idle worker CPU':<16} {cells}   {'':<17} <= {IDLE_GOAL:.0%} {ok}")
+        lines.append(f"{'':<10} {'idle worker CPU':<21} {cells}   {'':<17} <= {IDLE_GOAL:.0%} {ok}")
     return lines
 
 
@@ -257,8 +272,17 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--sizes", default="10000,100000,1000000")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--sqlite-only", action="store_true")
+    parser.add_argument(
+        "--store",
+        help="time this store, filled before by storegen with --sizes runs (one size), "
+        "instead of filling new ones",
+    )
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
+    if args.store:
+        kind = "postgresql" if args.store.startswith("postgres") else "sqlite"
+        print("\n".join(table({kind: {sizes[0]: time_verbs(args.store, sizes[0], args.repeats)}})))
+        return 0
     from store_side import postgres
 
     with postgres() as pg:

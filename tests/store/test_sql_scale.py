@@ -419,3 +419,28 @@ def test_the_inbox_shows_a_page_the_total_and_a_link_to_older_ones(tmp_path: Pat
         thread.join()
         server.server_close()
         server.app.store.close()
+
+
+def test_a_page_of_approvals_reads_its_runs_logs_together(
+    filled: tuple[Path, dict[str, list[str]]],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # `loopwise pending` shows a page of approvals with their runs' logs: it asked the
+    # store twice per run (on PostgreSQL each a round trip), now twice a page.
+    from loopwise.cli.main import main
+    from loopwise.running.approvals import view, views
+
+    path, _ = filled
+    said = _asked(monkeypatch)
+    assert main(["pending", "--store", str(path), "--limit", "40"]) == 0
+    monkeypatch.undo()
+    shown = capsys.readouterr().out
+    logs = [q for q, _ in said if "FROM events" in q]
+    approvals = [q for q, _ in said if "FROM approvals" in q and "count(" not in q]
+    assert len(logs) == 1 and len(approvals) == 2, said  # the page, then the runs' rows
+    with SQLiteStore(path) as store:
+        page = store.pending_page(limit=40).approvals
+        one_by_one = [view(a, store.events(a.run_id), store.approvals(a.run_id)) for a in page]
+        assert views(store, page) == one_by_one
+    assert len({a.run_id for a in page}) == 20 and all(a.run_id in shown for a in page)

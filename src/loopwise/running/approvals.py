@@ -34,6 +34,7 @@ from loopwise.core.jsontypes import JSONMapping, JSONObject, JSONValue, json_lis
 from loopwise.core.names import shown_name_problem
 from loopwise.errors import AnswerError, DecisionError
 from loopwise.store.base import EventLog, RunStore, StoredApproval, not_pending
+from loopwise.store.sql import SQLStore
 
 if TYPE_CHECKING:
     from loopwise.core.step import Step
@@ -338,16 +339,17 @@ def _decision(a: StoredApproval) -> JSONObject:
 
 
 def views(store: RunStore, approvals: Sequence[StoredApproval]) -> list[ApprovalView]:
-    """:func:`view` of each approval, reading each run's log once."""
-    logs: dict[str, list[Event]] = {}
-    rows: dict[str, list[StoredApproval]] = {}
-    out = []
-    for a in approvals:
-        if a.run_id not in logs:
-            logs[a.run_id] = store.events(a.run_id)
-            rows[a.run_id] = store.approvals(a.run_id)
-        out.append(view(a, logs[a.run_id], rows[a.run_id]))
-    return out
+    """:func:`view` of each approval, reading each run's log once (a SQL store reads the
+    logs and approvals of all the runs together: two queries for a page, not two a run)."""
+    runs = list(dict.fromkeys(a.run_id for a in approvals))
+    logs: Mapping[str, list[Event]]
+    rows: Mapping[str, list[StoredApproval]]
+    if isinstance(store, SQLStore):
+        logs, rows = store.events_of(runs), store.approvals_of(runs)
+    else:
+        logs = {run_id: store.events(run_id) for run_id in runs}
+        rows = {run_id: store.approvals(run_id) for run_id in runs}
+    return [view(a, logs[a.run_id], rows[a.run_id]) for a in approvals]
 
 
 def view(

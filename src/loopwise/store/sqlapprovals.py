@@ -3,6 +3,8 @@ undecided gates listed, decisions recorded once."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from loopwise.core.jsontypes import JSONObject
 from loopwise.errors import ConfigError, DecisionError
 from loopwise.store.base import (
@@ -14,7 +16,7 @@ from loopwise.store.base import (
     place_of,
 )
 from loopwise.store.rows import answered_row, approval_row, to_json, utc_now
-from loopwise.store.sqlbase import SQLBase
+from loopwise.store.sqlbase import SQLBase, in_batches
 
 __all__ = ["SQLApprovals"]
 
@@ -76,6 +78,20 @@ class SQLApprovals(SQLBase):
             "SELECT * FROM approvals WHERE run_id = ? ORDER BY requested_at", (run_id,)
         )
         return [approval_row(r) for r in rows]
+
+    def approvals_of(self, run_ids: Sequence[str]) -> dict[str, list[StoredApproval]]:
+        """``{run id: its approvals in the order they were requested}`` for several runs,
+        read together (one query, not one per run)."""
+        found: dict[str, list[StoredApproval]] = {run_id: [] for run_id in run_ids}
+        for some in in_batches(run_ids):
+            rows = self._read(
+                f"SELECT * FROM approvals WHERE run_id IN ({', '.join('?' * len(some))}) "
+                "ORDER BY requested_at",
+                tuple(some),
+            )
+            for r in rows:
+                found[r["run_id"]].append(approval_row(r))
+        return found
 
     def approval(self, run_id: str, approval_id: str) -> StoredApproval | None:
         """One approval of ``run_id``, or ``None`` when there is no such request."""

@@ -9,7 +9,7 @@ its own (``sqllog``, ``sqlleases``, ``sqlqueries``, ``sqlapprovals``, ``sqlevals
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Self
 
@@ -18,7 +18,17 @@ from loopwise.store.base import DEFAULT_LEASE_SECONDS, Tx
 from loopwise.store.retries import retrying
 from loopwise.store.rows import Statement
 
-__all__ = ["SQLBase"]
+__all__ = ["SQLBase", "in_batches"]
+
+_IN_LIST = 500
+"""Ids one ``IN (...)`` asks at most (old SQLite allows 999 parameters a statement)."""
+
+
+def in_batches(ids: Sequence[str]) -> Iterator[list[str]]:
+    """``ids`` (distinct, in order) a batch at a time, each small enough for one ``IN``."""
+    listed = list(dict.fromkeys(ids))
+    for i in range(0, len(listed), _IN_LIST):
+        yield listed[i : i + _IN_LIST]
 
 
 def _runs_of(batch: list[Statement]) -> Iterator[tuple[str, list[tuple[object, ...]]]]:

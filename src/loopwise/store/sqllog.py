@@ -4,11 +4,12 @@ recorded, grouped until a durability point (:mod:`loopwise.store.sql`) and read 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from loopwise.core.events import Event, EventType
 from loopwise.core.jsontypes import JSONObject
 from loopwise.store.rows import collector_paused, event_row, side_effects
-from loopwise.store.sqlbase import SQLBase
+from loopwise.store.sqlbase import SQLBase, in_batches
 
 __all__ = ["SQLLog"]
 
@@ -83,6 +84,29 @@ class SQLLog(SQLBase):
                 )
                 for r in rows
             ]
+
+    def events_of(self, run_ids: Sequence[str]) -> dict[str, list[Event]]:
+        """``{run id: its events in seq order}`` for several runs, read together (a page
+        of approvals shows its runs' logs: one query, not one per run)."""
+        logs: dict[str, list[Event]] = {run_id: [] for run_id in run_ids}
+        with collector_paused():
+            for some in in_batches(run_ids):
+                rows = self._read(
+                    "SELECT run_id, seq, type, step, at, data FROM events WHERE run_id IN "
+                    f"({', '.join('?' * len(some))}) ORDER BY run_id, seq",
+                    tuple(some),
+                )
+                for r in rows:
+                    logs[r["run_id"]].append(
+                        Event(
+                            seq=r["seq"],
+                            type=EventType(r["type"]),
+                            step=r["step"],
+                            at=r["at"],
+                            data=json.loads(r["data"]),
+                        )
+                    )
+        return logs
 
     def journal(self, run_id: str) -> dict[str, JSONObject]:
         """``{key: data}`` for replay; a later event with the same key wins."""
