@@ -12,7 +12,7 @@ import re
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Required, TypeAlias, TypedDict
+from typing import Required, TypeAlias, TypedDict, cast
 
 from loopwise.architectures.agent import FINAL_ANSWER
 from loopwise.core.events import Event
@@ -27,6 +27,7 @@ __all__ = [
     "analyze",
     "event_parts",
     "example_args",
+    "records",
     "tool_path",
     "workflow_skeleton",
 ]
@@ -59,6 +60,14 @@ class RunRecord(TypedDict, total=False):
     """Its output, as stored (JSON form)."""
     created_at: str
     """When it was created (ISO 8601)."""
+
+
+def records(runs: Iterable[Mapping[str, object]]) -> list[RunRecord]:
+    """Runs as a caller holds them (:class:`RunRecord` s, or any mappings with their keys:
+    dicts read from JSON or built in code) as run records. Nothing is copied or checked
+    here: every reader of a record takes its keys with ``.get`` and narrows what it reads,
+    so a mapping's other keys are never looked at."""
+    return cast("list[RunRecord]", list(runs))
 
 
 #: A few paths: the verdict ``steps_known`` needs the top paths up to this many ...
@@ -197,7 +206,7 @@ def event_parts(event: StoredEvent) -> tuple[str, JSONMapping]:
 
 
 def analyze(
-    runs: Iterable[RunRecord],
+    runs: Iterable[Mapping[str, object]],
     *,
     target: str | None = None,
     statuses: Collection[str] | None = ("completed",),
@@ -223,7 +232,7 @@ def analyze(
     groups: dict[ToolPath, list[RunRecord]] = {}
     repeats: dict[ToolPath, list[bool]] = {}
     chosen = sorted(statuses) if statuses is not None else None
-    for run in runs:
+    for run in records(runs):
         if (chosen is not None and str(run.get("status")) not in chosen) or (
             model is not None and run.get("model") != model
         ):

@@ -186,7 +186,7 @@ def graduate(
     ``out`` that exists, or no model.
     """
     loaded = _agent(agent)
-    stored = load_runs(runs, loaded, limit=limit) if not isinstance(runs, list) else runs
+    stored = load_runs(runs, loaded, limit=limit)
     if since is not None:
         stored = [r for r in stored if str(r.get("created_at") or "") >= since]
     mined = mine(stored, target=agent, holdout=0 if dataset is not None else holdout)

@@ -16,7 +16,7 @@ import json
 import os
 import sys
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeAlias
 
@@ -30,6 +30,7 @@ from loopwise.evidence.graduate.analyze import (
     RunRecord,
     TraceAnalysis,
     analyze,
+    records,
     tool_path,
 )
 from loopwise.evidence.graduate.traces import Trace, statuses_of, trace_of
@@ -53,9 +54,12 @@ class RunHistory(Protocol):
         ...
 
 
-RunSource: TypeAlias = "str | os.PathLike[str] | RunHistory | list[RunRecord] | None"
+RunSource: TypeAlias = (
+    "str | os.PathLike[str] | RunHistory | list[RunRecord] | Sequence[Mapping[str, object]] | None"
+)
 """Where mined runs come from: a store (its path or URL, or the store; ``None``: the
-default store), or the runs themselves."""
+default store), or the runs themselves (a list of :class:`RunRecord` s or of mappings with
+their keys, as :func:`~loopwise.evidence.graduate.analyze.analyze` takes)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -144,12 +148,12 @@ def _covering(stats: list[PathStats]) -> list[PathStats]:
     return chosen
 
 
-def load_runs(
-    where: str | os.PathLike[str] | RunHistory | None, agent: Target, *, limit: int = 1000
-) -> list[RunRecord]:
+def load_runs(where: RunSource, agent: Target, *, limit: int = 1000) -> list[RunRecord]:
     """The newest ``limit`` runs of ``agent`` in the store at ``where`` (a path, URL or
     store; ``None``: the default), oldest first, with input, output and events; no eval's
-    runs. No store yet: no runs."""
+    runs. No store yet: no runs. Runs given themselves (a list) are taken as they are."""
+    if isinstance(where, Sequence) and not isinstance(where, str):
+        return records(where)
     if where is not None and not isinstance(where, str | os.PathLike):  # a store itself
         return _runs_in(where, agent, limit)
     store = open_existing(where)

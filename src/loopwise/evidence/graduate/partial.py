@@ -119,7 +119,7 @@ def graduate_partial(
     ``agent``: mine the same runs again (the same paths, the same held-out inputs: the split
     is by a hash of the input) and :func:`write_partial`."""
     loaded = load_target(agent)
-    stored = load_runs(runs, loaded, limit=limit) if not isinstance(runs, list) else runs
+    stored = load_runs(runs, loaded, limit=limit)
     if since is not None:
         stored = [r for r in stored if str(r.get("created_at") or "") >= since]
     mined = mine(stored, target=agent, holdout=holdout)
