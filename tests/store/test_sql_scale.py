@@ -444,3 +444,28 @@ def test_a_page_of_approvals_reads_its_runs_logs_together(
         one_by_one = [view(a, store.events(a.run_id), store.approvals(a.run_id)) for a in page]
         assert views(store, page) == one_by_one
     assert len({a.run_id for a in page}) == 20 and all(a.run_id in shown for a in page)
+
+
+def test_the_pending_total_on_postgresql_is_counted_from_indexes(pg_url: str) -> None:
+    # The total asks of every undecided approval whether its run is still paused or
+    # running: from a partial index on those runs, not from each run's row.
+    import psycopg
+
+    with open_store(pg_url) as store:
+        kinds = _fill(store, 200)
+        asked: list[tuple[str, tuple[Any, ...]]] = []
+        rows = store._rows
+
+        def recording(sql: str, params: tuple[Any, ...]) -> Any:
+            asked.append((sql, params))
+            return rows(sql, params)
+
+        store._rows = recording  # type: ignore[method-assign]
+        assert store.pending_page(limit=5).total == 2 * len(kinds["paused"])
+    count, params = next((q, p) for q, p in asked if "count(" in q)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("ANALYZE")
+        conn.execute("SET enable_seqscan = off")  # a small table would be read whole
+        plan = "\n".join(r[0] for r in conn.execute(f"EXPLAIN {count.replace('?', '%s')}", params))
+    assert "Index Only Scan using runs_open on runs" in plan, plan
+    assert "approvals_waiting" in plan, plan
