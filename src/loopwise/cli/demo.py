@@ -34,8 +34,16 @@ import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from loopwise.core.jsontypes import (
+    JSONMapping,
+    JSONObject,
+    JSONValue,
+    json_list,
+    json_number,
+    json_object,
+    json_str,
+)
 from loopwise.core.names import counted
 
 __all__ = ["main", "model_choice"]
@@ -66,12 +74,13 @@ class Outcome:
     stderr: str
 
     @property
-    def data(self) -> Any:
+    def data(self) -> JSONValue:
         """The ``--json`` document (``None`` when stdout is not one)."""
         try:
-            return json.loads(self.stdout)
+            document: JSONValue = json.loads(self.stdout)
         except ValueError:
             return None
+        return document
 
     @property
     def unavailable(self) -> bool:
@@ -149,23 +158,24 @@ def model_choice(env: dict[str, str]) -> tuple[list[str], bool, str]:
     return ["--model", "scripted"], True, line
 
 
-def _usage_line(result: dict[str, Any]) -> str:
-    u = result.get("usage") or {}
+def _usage_line(result: JSONMapping) -> str:
+    u = json_object(result.get("usage"))
     cost = u.get("cost_usd")
     price = "cost unknown" if cost is None else f"${cost:.6f}"
     return (
-        f"usage: {counted(u.get('model_calls', 0), 'model call')}, "
-        f"{counted(u.get('tool_calls', 0), 'tool call')}, "
+        f"usage: {counted(int(json_number(u.get('model_calls'))), 'model call')}, "
+        f"{counted(int(json_number(u.get('tool_calls'))), 'tool call')}, "
         f"{u.get('total_tokens', 0)} tokens, {price}, {u.get('wall_seconds', 0):.2f}s"
     )
 
 
-def _report_run(demo: Demo, what: str, outcome: Outcome, wanted: str) -> dict[str, Any] | None:
+def _report_run(demo: Demo, what: str, outcome: Outcome, wanted: str) -> JSONObject | None:
     """Print a run's status and usage; check the status; return the result document."""
     if outcome.unavailable:
         demo.skip(what, "`loopwise run` is not available yet")
         return None
-    result = outcome.data if isinstance(outcome.data, dict) else None
+    data = outcome.data
+    result = data if isinstance(data, dict) else None
     if result is None:
         line = (outcome.stderr.strip().splitlines() or ["no output"])[-1]
         demo.failures.append(f"{what}: exit {outcome.code}: {line}")
@@ -174,16 +184,16 @@ def _report_run(demo: Demo, what: str, outcome: Outcome, wanted: str) -> dict[st
     detail = f" — {result['detail']}" if result.get("detail") else ""
     print(f"   → {result.get('status')}{detail}  (run {result.get('run_id')})")
     print(f"     {_usage_line(result)}")
-    demo.expect(what, result.get("status"), wanted)
+    demo.expect(what, json_str(result.get("status")), wanted)
     return result
 
 
-def _completed_output(result: dict[str, Any] | None) -> Any:
+def _completed_output(result: JSONMapping | None) -> JSONValue:
     """A run's output when it completed (a stopped run's partial output is not shown)."""
     return (result or {}).get("output") if (result or {}).get("status") == "completed" else None
 
 
-def _run(demo: Demo, target: str, payload: Any, *extra: str) -> Outcome:
+def _run(demo: Demo, target: str, payload: object, *extra: str) -> Outcome:
     return demo.cli(
         "run", target, "--input", json.dumps(payload), *extra, *demo.model_args, "--json"
     )
@@ -197,7 +207,7 @@ def triage_workflow(demo: Demo) -> None:
         print(f"     summary: {output.get('summary')}")
 
 
-def _triage(demo: Demo, target: str, name: str) -> dict[str, Any] | None:
+def _triage(demo: Demo, target: str, name: str) -> JSONObject | None:
     """Run one triage target on the ticket and print its routing; its output, if any."""
     if not demo.present(target, name):
         return None
@@ -223,7 +233,7 @@ def investigation_agent(demo: Demo) -> None:
         follow_up(demo, result)
 
 
-def _print_answer(result: dict[str, Any]) -> None:
+def _print_answer(result: JSONMapping) -> None:
     answer = result.get("output")
     text = answer if isinstance(answer, str) else json.dumps(answer)
     for line in str(text).splitlines()[:8]:
@@ -233,7 +243,7 @@ def _print_answer(result: dict[str, Any]) -> None:
 _ORDER_ID = re.compile(r"\bO-\d{4}\b")
 
 
-def follow_up(demo: Demo, first: dict[str, Any]) -> None:
+def follow_up(demo: Demo, first: JSONMapping) -> None:
     """A second message in the same conversation: its answer should rest on what the
     first run found (offline: the order ids of the first answer, and no new tool call)."""
     print("   A follow-up in the same conversation: the agent is sent the first exchange")
@@ -244,7 +254,7 @@ def follow_up(demo: Demo, first: dict[str, Any]) -> None:
     _print_answer(result)
     found = set(_ORDER_ID.findall(str(first.get("output"))))
     cited = sorted(found & set(_ORDER_ID.findall(str(result.get("output")))))
-    tools = (result.get("usage") or {}).get("tool_calls", 0)
+    tools = int(json_number(json_object(result.get("usage")).get("tool_calls")))
     if cited:
         print(
             f"     used the earlier findings: cites {', '.join(cited)} from the first answer, "
@@ -315,9 +325,9 @@ def _fetch(url: str) -> str:
         return str(answer.read().decode("utf-8"))
 
 
-def _print_plan(output: Any) -> None:
-    steps = ((output or {}).get("plan") or {}).get("steps") if isinstance(output, dict) else None
-    for step in steps or []:
+def _print_plan(output: JSONValue) -> None:
+    steps = json_list(json_object(json_object(output).get("plan")).get("steps"))
+    for step in map(json_object, steps):
         args = json.dumps(step.get("args"))
         args = args if len(args) <= 70 else args[:67] + "..."
         print(f"     plan {step.get('id')}: {step.get('action')}({args})")
@@ -329,7 +339,7 @@ def _approve_all(demo: Demo, run_id: str) -> bool:
     if pending.unavailable:
         demo.skip("approval and resume", "`loopwise pending` is not available yet")
         return False
-    gates = [g for g in (pending.data or []) if g.get("run_id") == run_id]
+    gates = [g for g in map(json_object, json_list(pending.data)) if g.get("run_id") == run_id]
     print(f"   → {len(gates)} gate(s) pending:")
     for gate in gates:
         print(
@@ -355,7 +365,7 @@ def _resume(demo: Demo, run_id: str) -> None:
     )
     if result is None:
         return
-    effects = _effects(demo.cli("runs", "show", run_id, "--json").data or {})
+    effects = _effects(json_object(demo.cli("runs", "show", run_id, "--json").data))
     listed = ", ".join(f"{tool} ×{n}" for tool, n in effects.items()) or "none"
     print(f"     write/irreversible effects in the audit log: {listed}")
     if demo.scripted and effects.get("issue_refund") != 1:
@@ -363,12 +373,12 @@ def _resume(demo: Demo, run_id: str) -> None:
         print("   FAILED: issue_refund should have run exactly once")
 
 
-def _effects(shown: dict[str, Any]) -> dict[str, int]:
+def _effects(shown: JSONMapping) -> dict[str, int]:
     """How many times each tool with an effect ran successfully, from ``runs show``."""
     effect_of: dict[str, str] = {}
     counts: dict[str, int] = {}
-    for event in shown.get("events", []):
-        data = event.get("data") or {}
+    for event in map(json_object, json_list(shown.get("events"))):
+        data = json_object(event.get("data"))
         if event.get("type") == "tool_call":
             effect_of[str(data.get("call_id"))] = str(data.get("effect"))
         elif (
@@ -404,7 +414,8 @@ def evaluation(demo: Demo, report: Path) -> None:
     if outcome.unavailable:
         demo.skip("eval", "`loopwise eval` is not available yet")
         return
-    data = outcome.data if isinstance(outcome.data, dict) else None
+    given = outcome.data
+    data = given if isinstance(given, dict) else None
     if data is None:
         line = (outcome.stderr.strip().splitlines() or ["no output"])[-1]
         demo.failures.append(f"eval: exit {outcome.code}: {line}")
@@ -418,33 +429,33 @@ def evaluation(demo: Demo, report: Path) -> None:
         print(f"   FAILED: {report} was not written")
 
 
-def _print_eval(data: dict[str, Any]) -> None:
+def _print_eval(data: JSONMapping) -> None:
     print(f"   {data.get('cases')} cases × {data.get('repeat')} repeat(s)")
-    for t in data.get("targets", []):
-        metrics = t.get("metrics", {})
-        tokens = metrics.get("tokens", {})
-        calls = metrics.get("model_calls", {})
+    for t in map(json_object, json_list(data.get("targets"))):
+        metrics = json_object(t.get("metrics"))
+        tokens = json_object(metrics.get("tokens"))
+        calls = json_object(metrics.get("model_calls"))
         print(
             f"   {t.get('label')} ({t.get('architecture')}): "
             f"completed {t.get('completed_rate', 0):.0%}, correct {t.get('correct_rate', 0):.0%}, "
             f"model calls p50 {_num(calls.get('p50'))}, tokens p50 {_num(tokens.get('p50'))} / "
             f"p95 {_num(tokens.get('p95'))}"
         )
-    rec = data.get("recommendation") or {}
+    rec = json_object(data.get("recommendation"))
     print(f"   → recommendation: {rec.get('text', 'none')}")
-    for found in data.get("sweeps", []):
+    for found in map(json_object, json_list(data.get("sweeps"))):
         _print_sweep(found)
 
 
-def _print_sweep(found: dict[str, Any]) -> None:
+def _print_sweep(found: JSONMapping) -> None:
     """The cascade's frontier in a few points, and the threshold it chose."""
-    points = found.get("frontier") or []
+    points = map(json_object, json_list(found.get("frontier")))
     chosen = found.get("recommended_threshold")
-    best = (found.get("best") or {}).get("threshold")
+    best = json_object(found.get("best")).get("threshold")
     shown = [
         p
         for p in points
-        if round(p["threshold"] * 4, 6) % 1 == 0 or p["threshold"] in (chosen, best)
+        if round(json_number(p["threshold"]) * 4, 6) % 1 == 0 or p["threshold"] in (chosen, best)
     ]
     print(f"   the cascade's frontier ({found.get('cost_basis')}):")
     for p in shown:
@@ -461,7 +472,7 @@ def _print_sweep(found: dict[str, Any]) -> None:
         print(f"   ⚠ {found['calibration_warning']}")
 
 
-def _num(value: Any) -> str:
+def _num(value: JSONValue) -> str:
     return f"{value:,.0f}" if isinstance(value, int | float) else "?"
 
 
