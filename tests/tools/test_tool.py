@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 import threading
 from decimal import Decimal
 from pathlib import Path
@@ -26,6 +28,7 @@ from loopwise import (
     tool,
 )
 from loopwise.testing import ScriptedModel, call, reply
+from tests.support import ROOT
 
 
 @tool
@@ -891,3 +894,45 @@ def test_a_step_taking_text_is_a_tool_of_one_described_input_and_nothing_else() 
     assert props["input"]["description"] == "The input of echo."
     assert made.parse('{"input": "a"}').model_dump() == {"input": "a"}
     assert "extra: unknown argument" in _argument_error(made, '{"input": "a", "extra": 1}')
+
+
+ARGUMENTS_BUILT_IN_CODE = """
+import loopwise
+from loopwise.testing import ScriptedAgent
+
+
+@loopwise.tool(effect="write")
+def refund(order_id: str, amount: float) -> str:
+    return f"refunded {amount} on {order_id}"
+
+
+args = {"order_id": "O-1", "amount": 40.0}
+amounts: dict[str, float] = {"amount": 40.0}
+
+
+async def node(ctx: loopwise.Context) -> list[object]:
+    refund.parse(amounts)
+    return await loopwise.call_tools(ctx, [(refund, args)])
+
+
+final = {"category": "billing", "urgency": "high"}
+offline = ScriptedAgent(("refund", args), answer=final)
+"""
+
+
+@pytest.mark.slow  # mypy in a subprocess
+def test_arguments_built_before_the_call_type_check(tmp_path: Path) -> None:
+    # Arguments built in code are a dict[str, object] or dict[str, float] to a checker: a
+    # call's arguments (and a scripted plan's, and its answer) take them, as they did
+    # when they were Any, not only JSON literals written in the call.
+    path = tmp_path / "user_code.py"
+    path.write_text(ARGUMENTS_BUILT_IN_CODE, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-error-summary", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    errors = [line for line in done.stdout.splitlines() if ": error:" in line]
+    assert not errors, "\n".join(errors)

@@ -3,9 +3,8 @@ undecided gates listed, decisions recorded once."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from loopwise.core.jsontypes import JSONObject
 from loopwise.errors import ConfigError, DecisionError
 from loopwise.store.base import (
     PAGE,
@@ -109,7 +108,7 @@ class SQLApprovals(SQLBase):
         decision: str,
         by: str,
         reason: str | None = None,
-        edited_args: JSONObject | None = None,
+        edited_args: Mapping[str, object] | None = None,
         seen_hash: str | None = None,
     ) -> StoredApproval:
         """Record ``decision`` (``approved``/``denied``/``edited``) on a pending approval.

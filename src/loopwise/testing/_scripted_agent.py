@@ -29,14 +29,13 @@ from typing import Any, TypeAlias
 from pydantic import BaseModel
 
 from loopwise.architectures.agent import FINAL_ANSWER
-from loopwise.core.jsontypes import JSONMapping, JSONObject, JSONValue
 from loopwise.errors import ConfigError
 from loopwise.models.port import ModelRequest, Turn
 from loopwise.models.scripted import ScriptedModel, calls, reply
 
 __all__ = ["ScriptedAgent"]
 
-Args: TypeAlias = "JSONMapping"
+Args: TypeAlias = "Mapping[str, object]"
 ArgsOf: TypeAlias = "Args | Callable[[ModelRequest], Args | Sequence[Args] | None]"
 PlanStep: TypeAlias = "tuple[str, ArgsOf] | Sequence[tuple[str, ArgsOf]]"
 """A step of the plan (module docstring): ``(tool, args or args_of)`` or a list of them."""
@@ -51,7 +50,7 @@ class ScriptedAgent(ScriptedModel):
     def __init__(
         self,
         *steps: PlanStep,
-        answer: JSONValue | BaseModel | Callable[[ModelRequest], JSONValue | BaseModel],
+        answer: object | Callable[[ModelRequest], object],
         stop_on_error: bool = True,
         name: str = "scripted",
         keep: int = 100,
@@ -85,7 +84,7 @@ class ScriptedAgent(ScriptedModel):
         return reply(value if isinstance(value, str) else json.dumps(value))
 
 
-def _check_offered(planned: list[tuple[str, JSONObject]], request: ModelRequest) -> None:
+def _check_offered(planned: list[tuple[str, dict[str, object]]], request: ModelRequest) -> None:
     """Refuse a plan calling a tool the target does not have: the script was written for
     another target (a module's one ``offline_model`` serves every target in it)."""
     offered = sorted(t["function"]["name"] for t in request.tools or ())
@@ -100,12 +99,12 @@ def _check_offered(planned: list[tuple[str, JSONObject]], request: ModelRequest)
         )
 
 
-def _turn(planned: list[tuple[str, JSONObject]], number: int) -> Turn:
+def _turn(planned: list[tuple[str, dict[str, object]]], number: int) -> Turn:
     # Ids from the plan's place, not a counter: a replayed run is asked the same.
     return calls(*((tool, args, f"{tool}-{number}-{i}") for i, (tool, args) in enumerate(planned)))
 
 
-def _planned(step: PlanStep, request: ModelRequest) -> list[tuple[str, JSONObject]]:
+def _planned(step: PlanStep, request: ModelRequest) -> list[tuple[str, dict[str, object]]]:
     # One pair or a list of them: isinstance on the first item tells, not the type checker.
     pairs: Sequence[Any] = [step] if isinstance(step[0], str) else step
     planned = []

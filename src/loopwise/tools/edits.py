@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from loopwise.core.events import EventType, jsonable
 from loopwise.core.journal import Journal
-from loopwise.core.jsontypes import JSONObject, JSONValue
+from loopwise.core.jsontypes import JSONMapping, JSONObject, JSONValue
 from loopwise.core.step import Context
 from loopwise.tools.arguments import ToolArgumentsError
 from loopwise.tools.call_text import call_event, readable_args
@@ -53,7 +53,7 @@ async def judge_edit(
     return args
 
 
-def edit_problem(tool: Tool, edited: JSONObject) -> str | None:
+def edit_problem(tool: Tool, edited: JSONMapping) -> str | None:
     """What ``tool``'s schema, read strictly as :func:`judge_edit` reads it, finds wrong
     with ``edited`` (the policies are judged when the edit runs)."""
     try:

@@ -445,7 +445,7 @@ def answer_problem(schema: JSONMapping, answer: object) -> str | None:
 async def recheck_edited(
     gate: Gate | PolicyFn | None,
     tool: str,
-    args: BaseModel | JSONObject,
+    args: BaseModel | JSONMapping,
     ctx: Context | None = None,
 ) -> Denied | None:
     """The policy's denial of edited arguments, or ``None`` when they may run.

@@ -62,7 +62,6 @@ from pydantic.fields import FieldInfo
 
 from loopwise.core.concurrency import CarriedExit, carry_exits
 from loopwise.core.events import jsonable
-from loopwise.core.jsontypes import JSONMapping
 from loopwise.core.members import step_member
 from loopwise.core.offload import Work
 from loopwise.core.shape import ToolShape, describe, parameters_of
@@ -89,9 +88,9 @@ __all__ = [
 
 _NAME_RE = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
-Arguments: TypeAlias = "str | JSONMapping | BaseModel | None"
-"""A call's arguments as given: a model's JSON text, a mapping, or a model already
-validated (``None``: none, as ``{}``)."""
+Arguments: TypeAlias = "str | Mapping[str, object] | BaseModel | None"
+"""A call's arguments as given: a model's JSON text, a mapping (code may pass any value
+the tool's parameters validate), or a model already validated (``None``: none, as ``{}``)."""
 
 
 class Effect(enum.StrEnum):
