@@ -29,7 +29,7 @@ import inspect
 import os
 from collections.abc import Awaitable, Callable, Iterable
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Required, TypedDict
 from urllib.parse import parse_qs, quote
 
 from loopwise.errors import ConfigError
@@ -46,6 +46,31 @@ __all__ = ["asgi_inbox", "wsgi_inbox"]
 
 Decider = Callable[[Any], str | Awaitable[str | None] | None]
 """Who decides, from the request (the ASGI scope or the WSGI environ): a name or ``None``."""
+
+
+class _Scope(TypedDict, total=False):
+    """The keys of an ASGI connection scope the inbox reads (an ``http`` or ``lifespan``
+    one; any other type is refused)."""
+
+    type: Required[str]
+    method: str
+    path: str
+    root_path: str
+    query_string: bytes
+    headers: Iterable[tuple[bytes, bytes]]
+    scheme: str
+
+
+class _Message(TypedDict, total=False):
+    """An ASGI event received or sent: its ``type`` and the keys the inbox reads or writes."""
+
+    type: Required[str]
+    body: bytes
+    more_body: bool
+    status: int
+    headers: list[tuple[bytes, bytes]]
+    code: int
+
 
 _SIGNED_IN = "your app signed in"
 _NO_USER = "sign in to decide approvals: this inbox takes who decides from the app's sign-in"
@@ -137,9 +162,9 @@ class _AsgiInbox:
 
     async def __call__(
         self,
-        scope: dict[str, Any],
-        receive: Callable[[], Awaitable[dict[str, Any]]],
-        send: Callable[[dict[str, Any]], Awaitable[None]],
+        scope: _Scope,
+        receive: Callable[[], Awaitable[_Message]],
+        send: Callable[[_Message], Awaitable[None]],
     ) -> None:
         if scope["type"] == "lifespan":  # served on its own (uvicorn module:inbox)
             await _lifespan(receive, send)
@@ -166,8 +191,8 @@ class _AsgiInbox:
 
     async def _answer(
         self,
-        scope: dict[str, Any],
-        receive: Callable[[], Awaitable[dict[str, Any]]],
+        scope: _Scope,
+        receive: Callable[[], Awaitable[_Message]],
         method: str,
         header: Callable[[str], str | None],
     ) -> Answer:
@@ -210,9 +235,7 @@ async def _user(decider: Decider, request: object) -> str | None:
     return found
 
 
-async def _body(
-    receive: Callable[[], Awaitable[dict[str, Any]]], length: str | None
-) -> bytes | Answer:
+async def _body(receive: Callable[[], Awaitable[_Message]], length: str | None) -> bytes | Answer:
     """The request's body, up to :data:`~loopwise.serve.guards.MAX_BODY` (a chunked one
     too), or why it is refused."""
     announced = guards.body_length(length)
@@ -234,7 +257,7 @@ async def _body(
 
 
 async def _send(
-    send: Callable[[dict[str, Any]], Awaitable[None]],
+    send: Callable[[_Message], Awaitable[None]],
     status: int,
     headers: list[tuple[str, str]],
     body: bytes,
@@ -245,8 +268,8 @@ async def _send(
 
 
 async def _lifespan(
-    receive: Callable[[], Awaitable[dict[str, Any]]],
-    send: Callable[[dict[str, Any]], Awaitable[None]],
+    receive: Callable[[], Awaitable[_Message]],
+    send: Callable[[_Message], Awaitable[None]],
 ) -> None:
     while True:
         message = await receive()
