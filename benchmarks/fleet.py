@@ -1,13 +1,19 @@
 """Workers as a fleet: a worker's CPU per run, its start-up, and 1 vs 8 workers on PostgreSQL.
 
-* :func:`worker_cpu` — one ``loopwise worker`` process (SQLite store) executes ``n`` queued
-  runs of a 3-step agent (two tool turns and an answer) over an OpenAI model speaking to the
+* :func:`worker_cpu` — one ``loopwise worker`` process executes ``n`` queued runs of a
+  3-step agent (two tool turns and an answer) over an OpenAI model speaking to the
   benchmark server; its CPU (from ``/proc``) per run after three warm-up runs. Run as a
-  script it prints that: ``python benchmarks/fleet.py cpu``.
+  script it prints that: ``python benchmarks/fleet.py cpu [N]`` (SQLite, a read-only
+  tool), ``python benchmarks/fleet.py cpu [N] postgresql`` (PostgreSQL, the scale
+  benchmark's write tool). Both are ``make bench`` rows.
 * :func:`scale_out` — ``1`` and ``8`` worker processes at ``--concurrency 1`` on one
-  PostgreSQL, a 50 ms model, the same queued runs; throughput ratio, and every run completed
-  exactly once. ``python benchmarks/fleet.py scale [RUNS]`` (PostgreSQL from
-  ``LOOPWISE_BENCH_PG``/``LOOPWISE_TEST_PG`` or a throwaway ``.ci/postgres``).
+  PostgreSQL, a 50 ms model, the same queued runs; throughput ratio, the CPU per run of
+  every process involved (workers, PostgreSQL, the model server, this script), the ratio
+  to what the CPU left by other processes allowed, and every effect exactly once.
+  ``python benchmarks/fleet.py scale [RUNS] [cold]`` (PostgreSQL from
+  ``LOOPWISE_BENCH_PG``/``LOOPWISE_TEST_PG`` or a throwaway ``.ci/postgres``): the clock
+  starts once every worker has run once (``cold``: before their first runs, which load
+  the target and the model SDK, ~0.5 s of CPU each).
 """
 
 from __future__ import annotations
@@ -207,14 +213,15 @@ class Fleet:
         return min(free / self.ours, self.runs / self.server_cpu if self.server_cpu else math.inf)
 
 
-def scale_out(pg: str, server: Any, workers: int, runs: int) -> Fleet:
+def scale_out(pg: str, server: Any, workers: int, runs: int, *, warm: bool = True) -> Fleet:
     """``workers`` workers at ``--concurrency 1`` on a fresh PostgreSQL database draining
     ``runs`` runs of a 3-step agent (2 tool turns and an answer) over ``server``.
 
     The clock starts once every worker has executed a run (two queued per worker, drained
     first): a worker's first run loads the target and the model SDK (~0.5 s of CPU), which
     eight workers starting at once on two cores would otherwise pay inside the measurement;
-    :attr:`Fleet.warm_up` says how long that took."""
+    :attr:`Fleet.warm_up` says how long that took. ``warm=False`` starts the clock with
+    the workers cold (each first run inside the measurement)."""
     from store_side import fresh_database
 
     here = Path(tempfile.mkdtemp(prefix="loopwise-bench-fleet-"))
@@ -233,7 +240,7 @@ def scale_out(pg: str, server: Any, workers: int, runs: int) -> Fleet:
         pids = [p.pid for p in procs] + [server.proc.pid]
         try:
             started = time.perf_counter()
-            warm_ids = queue(st, 2 * workers)
+            warm_ids = queue(st, 2 * workers if warm else 0)
             _until_done(st, warm_ids)
             warm_up = time.perf_counter() - started
             warmed = len({st.get_run(i).owner for i in warm_ids})
@@ -319,8 +326,14 @@ def scale_report(one: Fleet, many: Fleet, cores: int) -> list[str]:
         f"the CPU left to the benchmark during the {many.workers}-worker run allowed at most "
         f"{limit:.0f} runs/s: {many.workers} workers reached {many.rate / min(limit, ideal):.0%}"
         f" of min({many.workers} x one worker = {ideal:.0f} runs/s, that)",
-        f"warm-up (two runs per worker, before the clock): {one.warm_up:.1f} s for 1, "
-        f"{many.warm_up:.1f} s for {many.workers}; workers warmed: {one.warmed}, {many.warmed}",
+        (
+            f"warm-up (two runs per worker, before the clock): {one.warm_up:.1f} s for 1, "
+            f"{many.warm_up:.1f} s for {many.workers}; workers warmed: {one.warmed}, "
+            f"{many.warmed}"
+            if many.warmed
+            else "cold: each worker's first run (loading the target and the model SDK) was "
+            "inside the measurement"
+        ),
         f"effects recorded twice or missing: {one.twice + many.twice} (must be 0)",
     ]
     return lines
@@ -354,13 +367,15 @@ def _main(argv: list[str]) -> int:
     if what == "scale":
         from store_side import postgres
 
+        # scale [RUNS] [cold]: cold starts the clock before each worker's first run.
         runs = int(argv[1]) if len(argv) > 1 else 40
+        warm = "cold" not in argv[2:]
         with postgres() as pg, Server(latency=0.05) as server:
             if pg is None:
                 print("no PostgreSQL: set LOOPWISE_BENCH_PG", file=sys.stderr)
                 return 2
-            one = scale_out(pg, server, 1, runs)
-            many = scale_out(pg, server, 8, runs * 8)
+            one = scale_out(pg, server, 1, runs, warm=warm)
+            many = scale_out(pg, server, 8, runs * 8, warm=warm)
         print("\n".join(scale_report(one, many, os.cpu_count() or 1)))
         return 0
     print(f"unknown benchmark {what!r}: cpu or scale", file=sys.stderr)
