@@ -53,9 +53,9 @@ bench: $(STAMP)
 # narrows it, e.g. `make mutation MUTANTS='loopwise.tools.allowlists.x_Bounds*'`; the store is
 # mutated in its approval and claim code only (sqlleases, sqlapprovals, rows, base).
 MUTANTS ?= loopwise.core.journal.* loopwise.tools.calls.* loopwise.tools.edits.* \
-	loopwise.tools.call_text.* loopwise.tools.gates.* loopwise.tools.verdicts.* \
-	loopwise.tools.handlers.* loopwise.tools.tool.* loopwise.tools.threads.* \
-	loopwise.tools.allowlists.* \
+	loopwise.tools.call_text.* loopwise.tools.call_values.* loopwise.tools.gates.* \
+	loopwise.tools.verdicts.* loopwise.tools.handlers.* loopwise.tools.tool.* \
+	loopwise.tools.threads.* loopwise.tools.allowlists.* \
 	loopwise.store.sqlleases.*claim* loopwise.store.sqlapprovals.* \
 	loopwise.store.base.*pending* loopwise.store.rows.*approv*
 mutation: $(STAMP)
