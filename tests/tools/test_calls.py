@@ -171,6 +171,31 @@ def test_call_tools_names_itself_and_the_fix_when_it_refuses_an_ungated_effect()
     )
 
 
+def test_calls_from_code_in_one_once_in_scope_take_an_effect_once_and_get_its_value_again() -> None:
+    ran: list[str] = []
+
+    @loopwise.tool(effect="write")
+    def refund(order: str, amount: int) -> dict[str, Any]:
+        """Refund an order."""
+        ran.append(order)
+        return {"refunded": order, "amount": amount}
+
+    @loopwise.step
+    async def pay(order: str, ctx: loopwise.Context) -> list[Any]:
+        args = {"order": order, "amount": 5}
+        (first,) = await call_tools(ctx, [(refund, args)], once_in="desk")
+        # Another batch, as after a node renamed on resume: the same effect, not again.
+        (again,) = await call_tools(ctx, [(refund, args)], once_in="desk")
+        return [first, again]
+
+    result = loopwise.run(loopwise.Workflow("desk").then(pay), "O-1")
+    assert result.status == Status.COMPLETED and ran == ["O-1"]
+    assert result.output == [{"refunded": "O-1", "amount": 5}] * 2
+    again = _results(result)["desk/pay/refund@2.1"]
+    assert again["status"] == "done" and again["value"] == {"refunded": "O-1", "amount": 5}
+    assert again["reason"] == "already took effect in this run (call desk/pay/refund); not repeated"
+
+
 def _siblings_step(refund: loopwise.Tool, other: loopwise.Tool, args: Any) -> loopwise.Workflow:
     @loopwise.step
     async def pay(order: str, ctx: loopwise.Context) -> list[Any]:
@@ -402,7 +427,11 @@ def test_calls_over_the_cap_are_logged_once_as_sent_and_do_not_taint_the_run(
 # --- a hybrid's actions: the action's own policy --------------------------------------------
 
 
-def _refund_desk(paid: list[int], limit: dict[str, int]) -> loopwise.Hybrid:
+def _refund_desk(
+    paid: list[int], limit: dict[str, int], denier: str | None = None
+) -> loopwise.Hybrid:
+    """A desk whose payments a person approves and whose catalog holds them to ``limit``
+    (its denials made by ``denier`` when given, else by the policy)."""
     from loopwise.architectures.plans import ActionCatalog
 
     @loopwise.tool(effect="write", gate=gates.human())
@@ -412,9 +441,11 @@ def _refund_desk(paid: list[int], limit: dict[str, int]) -> loopwise.Hybrid:
         limit["left"] -= amount
         return f"paid {amount}"
 
-    def within_limit(args: dict[str, Any]) -> str | None:
-        over = args["amount"] > limit["left"]
-        return f"amount {args['amount']} is above the limit of {limit['left']}" if over else None
+    def within_limit(args: dict[str, Any]) -> str | loopwise.Denied | None:
+        if args["amount"] <= limit["left"]:
+            return None
+        reason = f"amount {args['amount']} is above the limit of {limit['left']}"
+        return reason if denier is None else loopwise.Denied(reason, by=denier)
 
     catalog = ActionCatalog()
     catalog.add(pay, policy=within_limit)
@@ -455,6 +486,25 @@ def test_an_edit_over_the_actions_own_policy_never_runs() -> None:
     assert logged["status"] == "denied" and logged["content"] == (
         "ERROR: the edited arguments were rejected by the policy: amount 500 is above the "
         "limit of 100"
+    )
+
+
+def test_an_edit_a_policy_refuses_in_its_own_name_is_denied_by_that_name() -> None:
+    paid: list[int] = []
+    desk = _refund_desk(paid, {"left": 100}, denier="refund limits")
+    result = loopwise.run(
+        desk,
+        "O-1 broke",
+        model=_plan_of(20),
+        approvals=lambda r: Edited({"order": "O-1", "amount": 500}, by="ana"),
+        store=None,
+    )
+    assert paid == []
+    (step,) = result.output.results.values()
+    assert step.status == "denied"
+    assert step.reason == (
+        "denied by refund limits: amount 500 is above the limit of 100 "
+        "(judging the arguments ana edited)"
     )
 
 
@@ -531,6 +581,37 @@ def test_a_timed_out_untrusted_write_taints_the_run_as_a_read_does() -> None:
     assert said["w1"]["took_effect"] is not None  # it may still post: counted as taken
     assert result.status == Status.AWAITING_APPROVAL and paid == []
     assert result.pending[0]["tainted_by"] == "post (w1)"
+
+
+def test_an_untrusted_effect_answered_again_is_flagged_untrusted_again() -> None:
+    # The answer to a repeated effect shows the model the earlier result again: what an
+    # untrusted tool said, whether the model asked twice or a person edited a call into it.
+    posted: list[str] = []
+
+    @loopwise.tool(effect="write", untrusted_output=True, gate=gates.human())
+    def post(text: str) -> str:
+        """Post to a forum and return the replies."""
+        posted.append(text)
+        return f"replies to {text}"
+
+    def decide(request: Any) -> Any:
+        if request.args["text"] == "hello":
+            return Edited({"text": "hi"}, by="ana")
+        return loopwise.Approved(by="ana")
+
+    agent = loopwise.Agent(name="desk", tools=[post])
+    model = _script(
+        call("post", {"text": "hi"}, id="w1"),
+        call("post", {"text": "hello"}, id="w2"),
+        call("post", {"text": "hi"}, id="w3"),
+    )
+    result = loopwise.run(agent, "go", model=model, approvals=decide, store=None)
+    assert result.status == Status.COMPLETED and posted == ["hi"]
+    said = _results(result)
+    for again in (said["w2"], said["w3"]):
+        assert again["content"].startswith("replies to hi\n[already took effect")
+        assert again["untrusted"] is True
+        assert "value" not in again  # an agent keeps no values, repeated or not
 
 
 def test_a_result_exactly_at_the_cap_is_not_marked_truncated() -> None:
