@@ -196,6 +196,32 @@ def test_calls_from_code_in_one_once_in_scope_take_an_effect_once_and_get_its_va
     assert again["reason"] == "already took effect in this run (call desk/pay/refund); not repeated"
 
 
+def test_code_that_retries_a_timed_out_effect_is_told_it_may_have_taken_effect() -> None:
+    posted: list[str] = []
+
+    @loopwise.tool(effect="write", timeout=0.05)
+    def post(text: str) -> str:
+        """Post to a forum."""
+        posted.append(text)
+        threading.Event().wait(0.5)
+        return "posted"
+
+    @loopwise.step
+    async def announce(text: str, ctx: loopwise.Context) -> list[Any]:
+        try:
+            return await call_tools(ctx, [(post, {"text": text})], once_in="desk")
+        except loopwise.Halt:
+            # Its thread runs on and may still post: in its scope it counts as taken.
+            return await call_tools(ctx, [(post, {"text": text})], once_in="desk")
+
+    result = loopwise.run(loopwise.Workflow("desk").then(announce), "hi")
+    assert result.status == Status.TOOL_FAILED and posted == ["hi"]
+    assert result.detail == (
+        "desk/announce/post@2.1: already took effect in this run (call desk/announce/post); "
+        "not repeated"
+    )
+
+
 def _siblings_step(refund: loopwise.Tool, other: loopwise.Tool, args: Any) -> loopwise.Workflow:
     @loopwise.step
     async def pay(order: str, ctx: loopwise.Context) -> list[Any]:
