@@ -534,6 +534,27 @@ def test_an_edit_a_policy_refuses_in_its_own_name_is_denied_by_that_name() -> No
     )
 
 
+def test_a_step_asked_again_with_its_own_edit_reads_the_edit_strictly() -> None:
+    # s2 depends on s1, which a person edited: s2 is asked again, as they edited it. What
+    # they typed is what runs: "50" is no integer, so it does not run as 50.
+    paid: list[int] = []
+
+    def decide(request: Any) -> Any:
+        if request.approval_id.endswith(".recheck"):
+            return loopwise.Approved(by="ana")
+        if request.args["order"] == "O-1":
+            return Edited({"order": "O-1", "amount": 25}, by="ana")
+        return Edited({"order": "O-2", "amount": "50"}, by="ana")
+
+    desk = _refund_desk(paid, {"left": 1000})
+    result = loopwise.run(desk, "O-1 broke", model=_plan_of(20, 30), approvals=decide)
+    assert paid == [25]
+    s2 = result.output.results["s2"]
+    assert s2.status == "denied" and s2.reason == (
+        "invalid arguments for 'pay': amount: Input should be a valid integer (got '50')"
+    )
+
+
 def test_an_approved_step_is_judged_again_by_its_policy_just_before_it_runs() -> None:
     # Both payments were approved before the first ran; the first one used up the limit.
     paid: list[int] = []
