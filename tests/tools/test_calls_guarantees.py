@@ -567,6 +567,42 @@ def test_a_paused_request_lists_everything_a_person_is_shown() -> None:
     assert question["answer_schema"] == {"type": "object"}
 
 
+def test_a_question_checks_a_typed_answer_by_its_schema_and_a_plain_call_checks_none() -> None:
+    schema = {"type": "object", "required": ["a", "b", "c", "d", "e", "f"]}
+
+    @loopwise.step
+    async def ask_person(amount: int, ctx: loopwise.Context) -> str:
+        asked: dict[str, Any] = {"answer_schema": schema} if amount > 1 else {}
+        verdict = await gates.authorize(
+            ctx, tool="pay", effect="write", args={"amount": amount}, call_id="c9",
+            gate=gates.human(), **asked,
+        )  # fmt: skip
+        return repr(verdict)
+
+    checks: list[Any] = []
+
+    def decide(request: gates.ApprovalRequest) -> gates.Approved:
+        checks.append(request.edit_problem)
+        return gates.Approved(by="ana")
+
+    for amount in (1, 2):
+        assert loopwise.run(ask_person, amount, approvals=decide, store=None).output == repr(
+            gates.Approved(by="ana")
+        )
+    plain, question = checks
+    assert plain is None  # nothing to check a person's edit of a call of one's own against
+    assert question({"a": 1, "b": 2, "c": 3, "d": 4, "e": 5, "f": 6}) is None
+    # An answer with six problems: the first five are named.
+    assert (
+        question({})
+        == gates.answer_problem(schema, {})
+        == (
+            "the answer does not match the question's schema: "
+            + "; ".join(f"(answer): '{name}' is a required property" for name in "abcde")
+        )
+    )
+
+
 def test_a_gate_declared_wrongly_names_the_field_to_fix() -> None:
     mistakes = {
         "kind": (lambda: loopwise.Gate(kind="humn"), "gate kind 'humn' is not one of"),  # type: ignore[arg-type]
