@@ -9,7 +9,17 @@ from typing import Any
 from pydantic import BaseModel
 
 import loopwise
-from loopwise import Agent, RunOptions, Workflow, policy, step, tool
+from loopwise import (
+    Agent,
+    Edited,
+    Escalate,
+    RunOptions,
+    Workflow,
+    policy,
+    policy_then_human,
+    step,
+    tool,
+)
 from loopwise.core.execute import execute, new_context
 from loopwise.core.offload import Work
 from loopwise.testing import ScriptedModel, calls
@@ -122,3 +132,38 @@ def test_a_sync_step_runs_in_place_under_an_engine() -> None:
     assert asyncio.run(_run(flow, 1, None, engine)).output == 2
     assert asyncio.run(_run(flow, 1, None, None)).output == 2
     assert seen == [True, False]  # in the workflow code; in a worker thread without one
+
+
+def test_an_engine_judges_a_persons_edit_again_under_the_tools_name() -> None:
+    handed: list[Work] = []
+
+    async def engine(work: Work) -> Any:
+        handed.append(work)
+        return await work.do(None)
+
+    @tool(effect="write", gate=policy_then_human(lambda args: Escalate("a person decides")))
+    def refund(order: str, amount: int) -> str:
+        """Refund ``amount`` for ``order`` (a person decides what the policy lets through)."""
+        return f"refunded {amount} for {order}"
+
+    agent = Agent(name="desk", tools=[refund], output_type=Answer, max_steps=3)
+    model = ScriptedModel(
+        [
+            calls(("refund", {"order": "A", "amount": 5}, "c1")),
+            calls(("final_answer", {"text": "done"}, "c2")),
+        ]
+    )
+
+    def edit(request: Any) -> Edited:
+        return Edited({"order": "A", "amount": 7}, by="ana")
+
+    ctx = new_context(agent, RunOptions(model=model, run_id="seam2", approvals=edit))
+    ctx.offload = engine
+    result = asyncio.run(execute(agent, "refund A", ctx))
+    assert result.status == "completed"
+    judged = [(w.kind, w.tool, w.args, w.effect) for w in handed if w.kind == "judgement"]
+    # The policy as asked, then the person's edit judged again before it runs.
+    assert judged == [
+        ("judgement", "refund", {"order": "A", "amount": 5}, "write"),
+        ("judgement", "refund", {"order": "A", "amount": 7}, "write"),
+    ]
