@@ -28,6 +28,7 @@ EXTRA_MODULES = {
     "integrations/mcp/mapping.py": "mcp",
     "integrations/mcp/schema.py": "mcp",
     "integrations/mcp/wire.py": "mcp",
+    "integrations/mcp/results.py": "mcp",
     **{
         f"integrations/temporal/{m}.py": "temporal"
         for m in ("activities", "codec", "store", "worker", "workflow")
