@@ -446,14 +446,16 @@ def test_a_conversation_continues_in_either_store(store_at: str) -> None:
     second = loopwise.run(agent, "note it", model=model, conversation="e-1", store=store_at)
     assert second.status == "awaiting_approval"
     assert second.pending[0]["tainted_by"] == f"read_mail (m0) in run {first.run_id}"
-    store = open_store(store_at)
-    shown = store.show(second.run_id)
-    assert shown["conversation"] == "e-1" and shown["turn"] == 2
-    assert [t["run_id"] for t in shown["thread"]] == [first.run_id, second.run_id]
-    listed = store.list_runs(conversation="e-1")
-    assert [r.run_id for r in listed] == [second.run_id, first.run_id]
-    with pytest.raises(ConversationError) as unknown:
-        store.list_runs(conversation="nope")
+    # Closed: a PostgreSQL store holds its connection, which left to the garbage
+    # collector fails a later test with a ResourceWarning.
+    with open_store(store_at) as store:
+        shown = store.show(second.run_id)
+        assert shown["conversation"] == "e-1" and shown["turn"] == 2
+        assert [t["run_id"] for t in shown["thread"]] == [first.run_id, second.run_id]
+        listed = store.list_runs(conversation="e-1")
+        assert [r.run_id for r in listed] == [second.run_id, first.run_id]
+        with pytest.raises(ConversationError) as unknown:
+            store.list_runs(conversation="nope")
     assert unknown.value.code == "unknown"
 
 
