@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
 
@@ -47,12 +48,18 @@ def test_runs_held_as_plain_mappings_type_check_for_analyze_and_graduate(
     assert not errors, "\n".join(errors)
 
 
-def test_runs_given_as_any_mapping_are_mined_like_dicts() -> None:
-    def run(i: int) -> dict[str, object]:
-        calls = [{"type": "tool_call", "step": "a", "data": {"tool": "look", "call_id": "c"}}]
-        return {"run_id": f"r{i}", "status": "completed", "events": calls}
+def _run(i: int, frozen: bool) -> Mapping[str, object]:
+    data = {"tool": "look", "call_id": "c", "args": {"q": i}}
+    event = {"type": "tool_call", "step": "a", "data": MappingProxyType(data) if frozen else data}
+    run = {"run_id": f"r{i}", "status": "completed", "events": [event]}
+    return MappingProxyType(run) if frozen else run
 
-    as_dicts = loopwise.analyze([run(i) for i in range(6)])
-    as_views = loopwise.analyze([MappingProxyType(run(i)) for i in range(6)])
+
+def test_runs_and_events_given_as_any_mapping_are_mined_like_dicts() -> None:
+    # An event's data read only when it was a dict (json_object) lost its tool: the path
+    # came out "?" and was called known.
+    as_dicts = loopwise.analyze([_run(i, frozen=False) for i in range(6)])
+    as_views = loopwise.analyze([_run(i, frozen=True) for i in range(6)])
     assert as_dicts.verdict == as_views.verdict == "steps_known"
-    assert [p.runs for p in as_views.paths] == [p.runs for p in as_dicts.paths] == [6]
+    assert [(p.path, p.runs) for p in as_views.paths] == [((("look",),), 6)]
+    assert [(p.path, p.runs) for p in as_dicts.paths] == [((("look",),), 6)]

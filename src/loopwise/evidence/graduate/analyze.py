@@ -16,7 +16,7 @@ from typing import Required, TypeAlias, TypedDict, cast
 
 from loopwise.architectures.agent import FINAL_ANSWER
 from loopwise.core.events import Event
-from loopwise.core.jsontypes import JSONMapping, JSONObject, JSONValue, json_object
+from loopwise.core.jsontypes import JSONMapping, JSONObject, JSONValue
 
 __all__ = [
     "PathStats",
@@ -201,7 +201,10 @@ def _a_step(data: JSONMapping) -> bool:
 def event_parts(event: StoredEvent) -> tuple[str, JSONMapping]:
     """An event's ``(type, data)``, whether a stored dict or an :class:`Event`."""
     if isinstance(event, Mapping):
-        return str(event.get("type")), json_object(event.get("data"))
+        # Any mapping, as a record's events may hold (read-only ones, a database row's):
+        # what is no mapping holds no data.
+        data = event.get("data")
+        return str(event.get("type")), data if isinstance(data, Mapping) else {}
     return str(event.type), event.data
 
 
