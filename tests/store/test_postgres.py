@@ -72,3 +72,50 @@ def test_a_store_on_the_search_path_behind_an_empty_schema_is_not_taken_for_its_
         made = admin.execute("SELECT to_regclass('mine.loopwise_schema')::text").fetchone()
         runs = admin.execute("SELECT count(*) FROM elsewhere.runs").fetchone()
     assert made == ("mine.loopwise_schema",) and runs == (0,)
+
+
+def test_threads_sharing_one_kept_store_take_turns_on_its_one_connection(pg_url: str) -> None:
+    """A store holds one connection (issue 43): threads that use it at once (the inbox's
+    requests, a worker's lease renewer) take turns, each call whole. Eight threads decide,
+    read and claim through it together: no call fails, each approval is decided once."""
+    import threading
+
+    from loopwise import DecisionError
+
+    runs = [_paused_run(pg_url) for _ in range(4)]
+    start = threading.Barrier(8)
+    outcomes: list[str] = []
+
+    with open_store(pg_url) as kept:
+
+        def deciding(run_id: str, by: str) -> None:
+            start.wait()
+            try:
+                loopwise.approve(run_id, store=kept, by=by)
+                outcomes.append(f"{run_id}:approved")
+            except DecisionError:
+                outcomes.append(f"{run_id}:already")
+            except Exception as e:  # a call that failed: the test says which
+                outcomes.append(f"{run_id}:{e!r}")
+            try:
+                for _ in range(20):
+                    if run_id not in {r.run_id for r in kept.list_runs(limit=10)}:
+                        outcomes.append(f"{run_id}: not listed")
+                    kept.events(run_id)
+                    kept.pending()
+            except Exception as e:
+                outcomes.append(f"{run_id}:{e!r}")
+
+        threads = [
+            threading.Thread(target=deciding, args=(run_id, by))
+            for run_id in runs
+            for by in ("ann", "bob")
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(outcomes) == sorted(
+            [f"{r}:approved" for r in runs] + [f"{r}:already" for r in runs]
+        )
+        assert [a.status for r in runs for a in kept.approvals(r)] == ["approved"] * 4
