@@ -119,3 +119,32 @@ def test_threads_sharing_one_kept_store_take_turns_on_its_one_connection(pg_url:
             [f"{r}:approved" for r in runs] + [f"{r}:already" for r in runs]
         )
         assert [a.status for r in runs for a in kept.approvals(r)] == ["approved"] * 4
+
+
+def test_a_store_nobody_closed_ends_its_session_quietly(pg_url: str) -> None:
+    import gc
+    import time
+    import warnings
+
+    import psycopg
+
+    def sessions() -> int:
+        with psycopg.connect(pg_url, autocommit=True) as watch:
+            row = watch.execute(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+    before = sessions()
+    store = open_store(pg_url)
+    assert store.list_runs() == [] and sessions() == before + 1
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        del store
+        gc.collect()
+    assert [str(w.message) for w in said if issubclass(w.category, ResourceWarning)] == []
+    deadline = time.monotonic() + 30  # the server ends the session once it reads the goodbye
+    while sessions() != before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sessions() == before

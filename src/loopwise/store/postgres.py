@@ -24,6 +24,7 @@ migrate once. A database whose current schema already holds a ``runs``, ``events
 from __future__ import annotations
 
 import functools
+import os
 import select
 import sys
 import time
@@ -222,6 +223,7 @@ class PostgresStore(SQLStore):
         self.url = url
         self.name = redact(url)
         self._timeout = connect_timeout
+        self._pid = os.getpid()
         self._conn: psycopg.Connection[TupleRow] | None = self._connect(autocommit=True)
         self._idle = _Idle()
         try:
@@ -234,6 +236,17 @@ class PostgresStore(SQLStore):
 
     def __enter__(self) -> PostgresStore:
         return self
+
+    def __del__(self) -> None:
+        # A store nobody closed takes its connections with it, quietly, as the pool it
+        # replaced did (psycopg warns of a connection collected open, which fails a test
+        # suite run with -W error): only its grouped events need close(), at exit or before.
+        # Not in a forked child: the sessions are the parent's (closing would end them).
+        if getattr(self, "_pid", None) != os.getpid():
+            return
+        for conn in (getattr(self, "_conn", None), getattr(self, "_listener", None)):
+            if conn is not None:
+                conn.close()
 
     def _connect(self, *, autocommit: bool = False) -> psycopg.Connection[TupleRow]:
         try:
