@@ -50,7 +50,13 @@ if TYPE_CHECKING:
     from loopwise.evidence.check import Finding, check
     from loopwise.evidence.decide import Decision, decide
     from loopwise.evidence.evals.dataset import Case, field_match, load_dataset
-    from loopwise.evidence.evals.harness import EvalReport, EvalTarget, aevaluate, evaluate
+    from loopwise.evidence.evals.harness import (
+        EvalOptions,
+        EvalReport,
+        EvalTarget,
+        aevaluate,
+        evaluate,
+    )
     from loopwise.evidence.graduate.analyze import TraceAnalysis, analyze
     from loopwise.evidence.graduate.graduate import Graduation, graduate
     from loopwise.evidence.live.shadow import Shadow
@@ -99,7 +105,7 @@ _LAZY = {
                      "ProbabilitiesMissing", "StoreError",
                      "TargetError", "ToolError"], "loopwise.errors"),
     **dict.fromkeys(["Case", "field_match", "load_dataset"], "loopwise.evidence.evals.dataset"),
-    **dict.fromkeys(["EvalReport", "EvalTarget", "aevaluate", "evaluate"],
+    **dict.fromkeys(["EvalOptions", "EvalReport", "EvalTarget", "aevaluate", "evaluate"],
                     "loopwise.evidence.evals.harness"),
     **dict.fromkeys(["Event", "EventType", "Status", "TextDelta"], "loopwise.core.events"),
     **dict.fromkeys(["Gate", "policy", "policy_then_human"], "loopwise.tools.gates"),
@@ -161,19 +167,25 @@ _PUBLIC_MODULES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Load an exported name, or a documented submodule (``loopwise.gates``), on first access."""
-    home = _PUBLIC_MODULES.get(name)
-    if home is not None:
-        value: Any = importlib.import_module(home)
+# Hidden from type checkers: a module __getattr__ they see answers every name, so a
+# misspelt one (loopwise.Agnet) would type-check as Any; they read the imports above.
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> Any:
+        """Load an exported name, or a documented submodule (``loopwise.gates``), on first
+        access."""
+        home = _PUBLIC_MODULES.get(name)
+        if home is not None:
+            value: Any = importlib.import_module(home)
+            globals()[name] = value
+            return value
+        module = _LAZY.get(name)
+        if module is None:
+            return _submodule(name)
+        # getattr: a lazy export, by name
+        value = getattr(importlib.import_module(module), name)
         globals()[name] = value
         return value
-    module = _LAZY.get(name)
-    if module is None:
-        return _submodule(name)
-    value = getattr(importlib.import_module(module), name)  # getattr: a lazy export, by name
-    globals()[name] = value
-    return value
 
 
 def __dir__() -> list[str]:
@@ -219,6 +231,7 @@ __all__ = [
     "Edited",
     "Effect",
     "Escalate",
+    "EvalOptions",
     "EvalReport",
     "EvalTarget",
     "Event",

@@ -131,3 +131,18 @@ def test_a_judge_declared_as_the_docs_do_type_checks_with_its_answer_type(
         '"loopwise.architectures.judge.Judge[face_check.Read]"',
         '"loopwise.architectures.judge.Judge[object]"',
     ], done.stdout
+
+
+@pytest.mark.slow
+def test_a_name_the_face_does_not_export_is_a_type_error(tmp_path: Path) -> None:
+    # The lazy face's module __getattr__ (-> Any) was visible to type checkers: every
+    # misspelt name (loopwise.Agnet, from loopwise import Workflw) type-checked as Any.
+    done = _mypy(
+        "import loopwise\nfrom loopwise import Workflw\nloopwise.Agnet(name='a')\n"
+        "reveal_type(loopwise.Agent)\nreveal_type(loopwise.__version__)\n",
+        tmp_path,
+    )
+    errors = [line for line in done.stdout.splitlines() if ": error:" in line]
+    assert len(errors) == 2, done.stdout
+    assert "Workflw" in errors[0] and "Agnet" in errors[1], errors
+    assert '"Any"' not in done.stdout, done.stdout

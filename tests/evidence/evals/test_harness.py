@@ -282,3 +282,37 @@ def test_analyze_counts_completed_runs_unless_told_and_filters_by_model(
     assert "--status" in capsys.readouterr().err
     assert main(["analyze", spec]) == 0
     assert "3 agent runs of" in capsys.readouterr().out
+
+
+EVAL_SETTINGS = """
+import loopwise
+
+agent = loopwise.Agent(name="a")
+cases = [loopwise.Case(id="1", input="x", expected="y")]
+target = loopwise.EvalTarget(name="a", step=agent)
+settings: loopwise.EvalOptions = {"repeat": 3, "concurrency": 4, "store": None}
+report = loopwise.evaluate([target], cases, **settings)
+swept, runs = loopwise.sweep(target, cases, max_error=0.1, **settings)
+"""
+
+
+@pytest.mark.slow  # mypy in a subprocess
+def test_eval_settings_kept_in_a_dict_are_named_by_the_public_face(tmp_path: Path) -> None:
+    # evaluate/sweep take **Unpack[EvalOptions] (issue 46; **Any before): a dict of
+    # settings splatted in must be typed as EvalOptions, which the face did not export.
+    import subprocess
+    import sys
+
+    from tests.support import ROOT
+
+    path = tmp_path / "eval_settings.py"
+    path.write_text(EVAL_SETTINGS, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-error-summary", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    errors = [line for line in done.stdout.splitlines() if ": error:" in line]
+    assert not errors, "\n".join(errors)
