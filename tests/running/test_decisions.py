@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+import loopwise
+from loopwise.testing import ScriptedModel, call, reply
 from tests.support import ROOT
 
 USER_CODE = """
@@ -24,12 +26,6 @@ loopwise.approve("run-1", args=amounts, by="lead")
 
 
 @pytest.mark.slow  # mypy in a subprocess
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect (review1): approve(args=) is JSONObject, an invariant dict[str, JSONValue]: "
-    "a dict[str, object] or dict[str, float] built before the call is refused by mypy "
-    "--strict (it was dict[str, Any]); a Mapping[str, object] parameter would take both",
-)
 def test_edited_arguments_built_before_the_call_type_check(tmp_path: Path) -> None:
     path = tmp_path / "approve_edit.py"
     path.write_text(USER_CODE, encoding="utf-8")
@@ -42,3 +38,33 @@ def test_edited_arguments_built_before_the_call_type_check(tmp_path: Path) -> No
     )
     errors = [line for line in done.stdout.splitlines() if ": error:" in line]
     assert not errors, "\n".join(errors)
+
+
+def test_an_edit_in_any_mapping_is_recorded_as_a_copy_of_what_was_approved(
+    tmp_path: Path,
+) -> None:
+    from types import MappingProxyType
+
+    paid: list[int] = []
+
+    @loopwise.tool(effect="irreversible", gate=loopwise.gates.human())
+    def pay(amount: int) -> str:
+        """Pay an amount."""
+        paid.append(amount)
+        return f"paid {amount}"
+
+    agent = loopwise.Agent(name="payer", tools=[pay])
+    db = str(tmp_path / "runs.db")
+    paused = loopwise.run(
+        agent, "pay", model=ScriptedModel([call("pay", {"amount": 500})]), store=db
+    )
+    edit: dict[str, object] = {"amount": 40}
+    (decided,) = loopwise.approve(
+        paused.run_id, args=MappingProxyType(edit), by="ann", store=db, step=agent
+    )
+    edit["amount"] = 400_000  # the caller's dict changes after the decision: not the record
+    assert decided.status == "edited" and decided.edited_args == {"amount": 40}
+    done = loopwise.resume(
+        paused.run_id, step=agent, model=ScriptedModel([reply("paid")]), store=db
+    )
+    assert done.status == loopwise.Status.COMPLETED and paid == [40]

@@ -67,14 +67,15 @@ def decide(
     decision: str,
     by: str,
     reason: str | None = None,
-    edited_args: JSONObject | None = None,
+    edited_args: Mapping[str, object] | None = None,
     seen_hash: str | None = None,
     deps: object = None,
     step: Step | None = None,
 ) -> StoredApproval:
     """Record a person's ``decision`` (``approved`` or ``denied``) on a pending approval.
 
-    ``edited_args`` approves other arguments (checked first, see the module docstring);
+    ``edited_args`` approves other arguments (any mapping of JSON data, checked first and
+    copied: see the module docstring);
     ``seen_hash`` binds the decision to the arguments the person saw. A policy judging an
     edit gets a context whose ``deps`` are ``deps`` or, without them, what the run's
     target module's ``make_deps()`` makes (the factory ``loopwise resume`` uses; called
@@ -88,16 +89,15 @@ def decide(
     if decision not in {"approved", "denied"}:
         raise DecisionError(f"a decision is approved or denied, not {decision!r}", name="decision")
     by = check_decider(by)
-    if edited_args is not None:
-        _check_shape(edited_args)
+    edited = None if edited_args is None else _checked_shape(edited_args)
     found = _pending(store, run_id, approval_id)
     seen_hash = _seen(found, seen_hash)
     if decision == "denied" and not (reason or "").strip():
         raise DecisionError(
             "a denial needs a reason (the model reads it)", name=approval_id, code="no-reason"
         )
-    changed = edited_args is not None and _differ(found, edited_args)
-    if edited_args is not None and found.tool == WHOLE_PLAN:
+    changed = edited is not None and _differ(found, edited)
+    if edited is not None and found.tool == WHOLE_PLAN:
         raise DecisionError(
             f"approval {approval_id!r} of run {run_id!r} approves a whole plan: it is approved "
             "or denied, not edited (deny it with a reason to have it planned again)",
@@ -107,21 +107,21 @@ def decide(
     question = _answer_schema(store, found)
     if question is not None:
         if decision == "approved":  # the answer is the arguments approved, edited or not
-            _check_answer(question, edited_args if edited_args is not None else found.args)
+            _check_answer(question, edited if edited is not None else found.args)
     elif changed:
-        assert edited_args is not None
+        assert edited is not None
         # What is recorded is what runs: the arguments as the tool's schema read them.
         from loopwise.running.deciding import check_edit  # loads the target and pydantic
 
-        edited_args = check_edit(store, found, edited_args, deps=deps, step=step)
-        changed = _differ(found, edited_args)
+        edited = check_edit(store, found, edited, deps=deps, step=step)
+        changed = _differ(found, edited)
     return store.decide(
         run_id,
         approval_id,
         decision="edited" if changed else decision,
         by=by,
         reason=reason,
-        edited_args=edited_args if changed else None,
+        edited_args=edited if changed else None,
         seen_hash=seen_hash,
     )
 
@@ -139,21 +139,24 @@ def check_decider(by: object) -> str:
     )
 
 
-def _check_shape(edited: object) -> None:
-    """Refuse edited arguments no tool takes before anything reads them: not an object,
+def _checked_shape(edited: object) -> JSONObject:
+    """Edited arguments as a JSON object of their own (a copy: what is recorded is not the
+    caller's to change after), or refused before anything reads them: not an object,
     nested deeper than a call's arguments may be, or not JSON (a number too long to
     write, a NaN); read or hashed further, they would fail or recurse past the stack."""
     from loopwise.core.events import jsonable, nests_deeper_than
     from loopwise.tools.arguments import MAX_DEPTH
 
     problem = None
+    copied: JSONObject = {}
     if not isinstance(edited, Mapping):
         problem = f"must be a JSON object, not {type(edited).__name__}"
     elif nests_deeper_than(edited, MAX_DEPTH):
         problem = f"nest objects and arrays deeper than {MAX_DEPTH} levels"
     else:
+        copied = jsonable({str(k): v for k, v in edited.items()})
         try:
-            json.dumps(jsonable(edited), allow_nan=False)
+            json.dumps(copied, allow_nan=False)
         except ValueError as e:  # a 5,000-digit int, a NaN
             problem = f"are not JSON data ({str(e)[:120]})"
     if problem is not None:
@@ -163,6 +166,7 @@ def _check_shape(edited: object) -> None:
             name="args",
             code="invalid-args",
         )
+    return copied
 
 
 SHORTEST_HASH = 8

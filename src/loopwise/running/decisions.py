@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from loopwise.core.jsontypes import JSONObject
 from loopwise.errors import ConfigError
 from loopwise.running.approvals import asked_again, check_decider, decide
 from loopwise.store.base import EventLog, RunStore, StoredApproval
@@ -51,14 +51,15 @@ def approve(
     all_pending: bool = False,
     by: str | None = None,
     reason: str | None = None,
-    args: JSONObject | None = None,
+    args: Mapping[str, object] | None = None,
     seen_hash: str | None = None,
     store: str | os.PathLike[str] | RunStore | None = None,
     deps: object = None,
     step: Step | None = None,
 ) -> list[StoredApproval]:
-    """Approve a pending approval of run ``run_id`` (``args=``: with edited arguments);
-    the approvals decided. ``store`` is a path, URL or store object (default: the default
+    """Approve a pending approval of run ``run_id`` (``args=``: with edited arguments, any
+    mapping of JSON data: a ``dict[str, object]`` built before the call fits); the
+    approvals decided. ``store`` is a path, URL or store object (default: the default
     store, ``$LOOPWISE_STORE`` or ``.loopwise/runs.db``). The checks: the module docstring.
 
     A policy judging an edit gets a context whose ``deps`` are ``deps`` or, without them,
@@ -115,7 +116,7 @@ def decide_pending(
     all_pending: bool = False,
     by: str | None = None,
     reason: str | None = None,
-    edited_args: JSONObject | None = None,
+    edited_args: Mapping[str, object] | None = None,
     seen_hash: str | None = None,
     deps: object = None,
     step: Step | None = None,

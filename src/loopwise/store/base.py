@@ -385,10 +385,11 @@ class ApprovalBook(Protocol):
         decision: str,
         by: str,
         reason: str | None = None,
-        edited_args: JSONObject | None = None,
+        edited_args: Mapping[str, object] | None = None,
         seen_hash: str | None = None,
     ) -> StoredApproval:
-        """Record a human decision on a pending approval; return the updated approval."""
+        """Record a human decision on a pending approval; return the updated approval
+        (``edited_args``: JSON data, checked by the caller; kept as a copy)."""
         ...
 
 

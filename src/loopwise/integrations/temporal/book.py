@@ -9,11 +9,12 @@ decision wins).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from loopwise.core.events import Event, EventType
+from loopwise.core.events import Event, EventType, jsonable
 from loopwise.core.jsontypes import (
     JSONMapping,
     JSONObject,
@@ -171,7 +172,7 @@ class Book:
         decision: str,
         by: str,
         reason: str | None = None,
-        edited_args: JSONObject | None = None,
+        edited_args: Mapping[str, object] | None = None,
         seen_hash: str | None = None,
     ) -> StoredApproval:
         """Check and record a person's decision as a SQL store does
@@ -196,8 +197,9 @@ class Book:
                 code="stale",
             )
         at = datetime.now(UTC).isoformat()
+        edited = None if edited_args is None else jsonable(dict(edited_args))  # a copy
         closed = self.close(
-            approval_id, decision=decision, by=by, at=at, reason=reason, edited_args=edited_args
+            approval_id, decision=decision, by=by, at=at, reason=reason, edited_args=edited
         )
         assert closed is not None  # pending a moment ago
         return closed

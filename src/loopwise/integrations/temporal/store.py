@@ -19,11 +19,11 @@ from __future__ import annotations
 import asyncio
 import gc
 import threading
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import NoReturn, TypeVar
 
-from loopwise.core.events import Event
+from loopwise.core.events import Event, jsonable
 from loopwise.core.jsontypes import JSONObject, JSONValue
 from loopwise.errors import ConfigError, StoreError, missing_extra
 from loopwise.integrations.temporal.address import (
@@ -288,11 +288,12 @@ class TemporalStore:
         decision: str,
         by: str,
         reason: str | None = None,
-        edited_args: JSONObject | None = None,
+        edited_args: Mapping[str, object] | None = None,
         seen_hash: str | None = None,
     ) -> StoredApproval:
         """Signal a decision on a pending approval, checked as :meth:`Book.decide` checks
         it (as a SQL store does)."""
+        edited = None if edited_args is None else jsonable(dict(edited_args))  # a copy
         book = self._book(run_id)
         decided = book.decide(
             run_id,
@@ -300,7 +301,7 @@ class TemporalStore:
             decision=decision,
             by=by,
             reason=reason,
-            edited_args=edited_args,
+            edited_args=edited,
             seen_hash=seen_hash,
         )
         signal = Book.signal(
@@ -309,7 +310,7 @@ class TemporalStore:
             by=by,
             at=str(decided.decided_at),
             reason=reason,
-            edited_args=edited_args,
+            edited_args=edited,
         )
         handle = self.client.get_workflow_handle(run_id)
         self.call(handle.signal(DECIDE_SIGNAL, signal))
