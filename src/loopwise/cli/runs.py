@@ -306,7 +306,7 @@ def _decide(args: argparse.Namespace, decision: str) -> int:
                 )
             )
         still = len(st.pending(args.run_id))
-        spec = st.get_run(args.run_id).spec
+        spec = None if still else st.get_run(args.run_id).spec  # for how to resume it
     if not still and temporal.on_temporal(args.store):
         print(f"every gate of run {args.run_id} is decided: a `loopwise worker` on this store "
               "continues it (now, or when one starts)")  # fmt: skip
