@@ -29,7 +29,7 @@ import select
 import sys
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from loopwise.errors import StoreError, missing_extra
@@ -246,7 +246,8 @@ class PostgresStore(SQLStore):
             return
         for conn in (getattr(self, "_conn", None), getattr(self, "_listener", None)):
             if conn is not None:
-                conn.close()
+                with suppress(Exception):  # at interpreter exit psycopg may be half gone
+                    conn.close()
 
     def _connect(self, *, autocommit: bool = False) -> psycopg.Connection[TupleRow]:
         try:
