@@ -9,6 +9,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pydantic import BaseModel
 
 import loopwise
@@ -330,3 +331,47 @@ def test_a_resumed_run_is_still_tainted_by_what_it_read_before_it_paused() -> No
     assert again.status == Status.AWAITING_APPROVAL and paid == []
     (pending,) = again.pending
     assert pending["tool"] == "pay" and pending["tainted_by"] == "read_mail (m1)"
+
+
+def _damage(db: str, run_id: str, kind: str, field: str, value: object) -> str:
+    """Set ``field`` of the run's first keyed ``kind`` event to ``value`` at rest; its key."""
+    import json
+    import sqlite3
+
+    con = sqlite3.connect(db)
+    with con:
+        seq, data = con.execute(
+            "SELECT seq, data FROM events WHERE run_id = ? AND type = ? AND key IS NOT NULL "
+            "ORDER BY seq",
+            (run_id, kind),
+        ).fetchone()
+        record = json.loads(data)
+        con.execute(
+            "UPDATE events SET data = ? WHERE run_id = ? AND seq = ?",
+            (json.dumps({**record, field: value}), run_id, seq),
+        )
+    con.close()
+    return str(record["key"])
+
+
+# What a finished step took counts against the run's budget and max_steps again, and its
+# journal counters keep a later call from taking its calls' recorded results: a record
+# that cannot say them stops the resume (read leniently, they counted as nothing).
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("usage", "lots"), ("usage", {"input_tokens": "many"}), ("steps", None),
+     ("steps", -1), ("counters", "x"), ("counters", {"desk/quote:model": "2"})],
+)  # fmt: skip
+def test_a_damaged_finished_step_record_stops_the_resume(
+    tmp_path: Path, field: str, value: object
+) -> None:
+    world, calls, paid, db = tmp_path / "world", tmp_path / "calls", [], str(tmp_path / "r.db")
+    world.write_text("40")
+    flow = _desk(world, calls, paid)
+    paused = loopwise.run(flow, "O-1", store=db)
+    key = _damage(db, paused.run_id, "step_finished", field, value)
+    loopwise.approve(paused.run_id, store=db, by="ann")
+    with pytest.raises(loopwise.ConfigError) as refused:
+        loopwise.resume(paused.run_id, step=flow, store=db)
+    assert refused.value.name == paused.run_id and key in str(refused.value)
+    assert paid == []

@@ -701,3 +701,48 @@ def test_invalid_and_doubled_calls_are_logged_as_invalid_and_denials_say_which_t
         "do not retry it with the same arguments."
     )
     assert said["c1"]["reason"] == "denied by policy: not on Sundays"
+
+
+@pytest.mark.parametrize("counters", ["x", [1], {"a/lookup:model": 1.5}, {"a/lookup:model": -1}])
+def test_a_replayed_result_with_damaged_counters_stops_the_resume(
+    tmp_path: Any, counters: object
+) -> None:
+    # A result's counters say what a step used as a tool keyed inside it: read as none, a
+    # later run of that step would take this one's keys and replay its recorded results.
+    import sqlite3
+
+    paid: list[str] = []
+
+    @loopwise.tool
+    def lookup(order_id: str) -> str:
+        """Look an order up."""
+        return "40"
+
+    @loopwise.tool(effect="irreversible", gate=gates.human())
+    def refund(order_id: str) -> str:
+        """Refund an order."""
+        paid.append(order_id)
+        return "refunded"
+
+    agent = loopwise.Agent(name="a", tools=[lookup, refund], max_steps=6)
+    db = str(tmp_path / "runs.db")
+    script = [call("lookup", {"order_id": "O-1"}), call("refund", {"order_id": "O-1"})]
+    paused = loopwise.run(agent, "go", model=ScriptedModel([*script, reply("done")]), store=db)
+    assert paused.status == Status.AWAITING_APPROVAL
+    con = sqlite3.connect(db)
+    with con:
+        seq, key, data = con.execute(
+            "SELECT seq, key, data FROM events WHERE run_id = ? AND type = 'tool_result'",
+            (paused.run_id,),
+        ).fetchone()
+        damaged = {**json.loads(data), "counters": counters}
+        con.execute(
+            "UPDATE events SET data = ? WHERE run_id = ? AND seq = ?",
+            (json.dumps(damaged), paused.run_id, seq),
+        )
+    con.close()
+    loopwise.approve(paused.run_id, store=db, by="ann")
+    with pytest.raises(loopwise.ConfigError) as refused:
+        loopwise.resume(paused.run_id, step=agent, model=ScriptedModel([reply("x")]), store=db)
+    assert refused.value.name == paused.run_id and key in str(refused.value)
+    assert paid == []

@@ -29,6 +29,15 @@ rests on and that survive a resume because they are read from the log:
   (:meth:`Journal.effect`), so a pair never takes effect twice in one run.
 
 Nothing outside this module builds, parses or counts keys.
+
+**A damaged record stops the resume.** What a replay acts on (a model turn, the counters a
+finished step took) is read strictly: a stored record that holds something else there (a
+log edited or damaged at rest) raises :class:`~loopwise.errors.ConfigError` naming the run
+(``name``) and the record (:func:`damaged`), as a resume that does not match its journal
+does, so it raises through every step (a workflow node does not make it an ``error``
+status), instead of replaying as an empty turn that would drop a
+call a person approved, or as uncounted keys that would hand a later call an earlier
+one's recorded result.
 """
 
 from __future__ import annotations
@@ -36,9 +45,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from loopwise.core.events import Event
-from loopwise.core.jsontypes import JSONObject, JSONValue, json_number, json_object
+from loopwise.core.jsontypes import JSONObject, JSONValue
+from loopwise.errors import ConfigError
 
-__all__ = ["Journal", "escape"]
+__all__ = ["Journal", "damaged", "escape"]
 
 _TOOL_RESULT = "tool_result"
 _CALL = "call"
@@ -191,9 +201,29 @@ class Journal:
         """
         return {base: self._counters[base] for base in self._under.get(path, ())}
 
-    def advance(self, counters: JSONValue) -> None:
-        """Count again what :meth:`counters_under` recorded (never counting back)."""
-        for base, n in json_object(counters).items():
+    def advance(self, counters: JSONValue, *, run_id: str, record: str) -> None:
+        """Count again what :meth:`counters_under` recorded (never counting back); none
+        recorded (a log from before they were) counts nothing. Counters that are not an
+        object of whole counts raise :func:`damaged` (``record``: the key they came with)."""
+        if counters is None:
+            return
+        if not isinstance(counters, dict) or not all(
+            type(n) is int and n >= 0 for n in counters.values()
+        ):
+            raise damaged(run_id, record, f"counters that are not whole counts ({counters!r:.80})")
+        for base, n in counters.items():
+            assert isinstance(n, int)  # checked above
             if base not in self._counters:
                 self._file(_unescape(base.rpartition(":")[0]), base)
-            self._counters[base] = max(self._counters.get(base, 0), int(json_number(n)))
+            self._counters[base] = max(self._counters.get(base, 0), n)
+
+
+def damaged(run_id: str, record: str, holds: str) -> ConfigError:
+    """The error of a journaled record a resume cannot replay: the log of ``run_id`` holds
+    ``holds`` in ``record`` (its key), which loopwise never writes there."""
+    return ConfigError(
+        f"run {run_id!r}: its log's record {record!r} holds {holds}, which loopwise never "
+        "writes: the log was changed or damaged at rest, so the run is not resumed from it "
+        "(restore the store from a backup, or start the run again)",
+        name=run_id,
+    )

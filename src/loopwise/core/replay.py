@@ -24,12 +24,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol, cast
 
 from loopwise.core.events import jsonable
-from loopwise.core.journal import Journal
-from loopwise.core.jsontypes import JSONObject, JSONValue
+from loopwise.core.journal import Journal, damaged
+from loopwise.core.jsontypes import JSONMapping, JSONObject, JSONValue
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
     from typing_extensions import TypeForm
+
+    from loopwise.models.port import Turn
 
 __all__ = [
     "RERUN",
@@ -37,6 +39,7 @@ __all__ = [
     "Replays",
     "Restorer",
     "entered",
+    "journaled_turn",
     "recall",
     "record",
     "replays",
@@ -186,3 +189,36 @@ def record(
         data["key"] = Journal.key(path, _FINISHED, n)
         data["steps"] = steps
         data["counters"] = journal.counters_under(path)
+
+
+def journaled_turn(record: JSONMapping, *, run_id: str, key: str) -> Turn:
+    """The model turn a journaled ``model_call`` record holds (its ``turn``, as
+    :meth:`Turn.to_dict` wrote it), to replay on resume.
+
+    A record that holds anything else there (a log changed or damaged at rest) raises
+    :class:`~loopwise.errors.ConfigError` naming the run and the record: replayed as an
+    empty turn, it would drop the calls it asked for (one a person approved) and let the
+    run complete without them.
+    """
+    from loopwise.models.port import Turn  # on the replay path only (see Context.call_model)
+
+    turn = record.get("turn")
+    calls = turn.get("tool_calls") if isinstance(turn, dict) else None
+    if not isinstance(turn, dict) or not isinstance(calls, list):
+        raise damaged(run_id, key, f"a 'turn' of {_shown(turn)}")
+    for call in calls:
+        if not (
+            isinstance(call, dict)
+            and all(isinstance(call.get(part), str) for part in ("id", "name", "arguments"))
+            and isinstance(call.get("server_id"), str | None)
+            and set(call) <= {"id", "name", "arguments", "server_id"}
+        ):
+            raise damaged(run_id, key, f"a tool call of {_shown(call)}")
+    try:
+        return Turn.from_dict(turn)
+    except (TypeError, ValueError) as e:  # a count that is no number
+        raise damaged(run_id, key, f"a 'turn' that cannot be read ({e})") from e
+
+
+def _shown(value: object) -> str:
+    return f"{type(value).__name__} {value!r:.60}"

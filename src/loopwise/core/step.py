@@ -45,13 +45,13 @@ from loopwise.core.events import (
     now_iso,
     sink_member,
 )
-from loopwise.core.journal import Journal
-from loopwise.core.jsontypes import JSONObject, json_number, json_object
+from loopwise.core.journal import Journal, damaged
+from loopwise.core.jsontypes import JSONObject
 from loopwise.core.members import step_member
 from loopwise.core.names import check_name
 from loopwise.core.offload import Offload
 from loopwise.core.options import ApprovalHandler
-from loopwise.core.replay import entered, recall, record
+from loopwise.core.replay import entered, journaled_turn, recall, record
 from loopwise.core.result import Halt
 from loopwise.core.shape import kind_of, name_of
 from loopwise.core.usage import Budget, Pricing, Usage
@@ -313,11 +313,7 @@ class Context(Generic[DepsT]):
         recorded = self.journal.recall(key)
         started_at, took = "", 0.0
         if recorded is not None:
-            # Imported here, on the replay path only, so that step.py stays import-light:
-            # only a recorded turn needs the port's types.
-            from loopwise.models.port import Turn
-
-            turn = Turn.from_dict(json_object(recorded["turn"]))
+            turn = journaled_turn(recorded, run_id=self.run_id, key=key)
         else:
             _stop_if_cancelled()
             for pace in self._pacers:
@@ -433,14 +429,22 @@ class Context(Generic[DepsT]):
         return output
 
     def _count_again(self, finished: JSONObject) -> None:
-        """Count a replayed step's usage and steps in the run and each enclosing step."""
-        usage = Usage.from_dict(json_object(finished.get("usage")))
+        """Count a replayed step's usage and steps in the run and each enclosing step
+        (what it took counts against the run's budget and ``max_steps`` once more, so a
+        record that cannot say it stops the resume: :func:`~loopwise.core.journal.damaged`)."""
+        key = str(finished.get("key"))
+        spent, steps = finished.get("usage"), finished.get("steps")
+        try:
+            usage = Usage.from_dict(spent) if isinstance(spent, dict) else None
+        except (TypeError, ValueError):  # a count that is no number
+            usage = None
+        if usage is None or type(steps) is not int or steps < 0:
+            raise damaged(self.run_id, key, f"usage {spent!r:.60} and steps {steps!r:.20}")
         for scope in (self.usage, *self.scopes):
             scope.add(usage)
-        steps = int(json_number(finished.get("steps")))
         for cell in (self.steps, *self._taken):
             cell[0] += steps
-        self.journal.advance(finished.get("counters"))
+        self.journal.advance(finished.get("counters"), run_id=self.run_id, record=key)
 
 
 def _stop_if_cancelled() -> None:

@@ -42,7 +42,7 @@ from typing import Any, Unpack
 from loopwise.architectures.history import History, PriorRun, check_conversation_id
 from loopwise.core.events import EventType, jsonable
 from loopwise.core.execute import execute, new_context, new_run_id
-from loopwise.core.jsontypes import JSONObject, json_object
+from loopwise.core.jsontypes import JSONObject
 from loopwise.core.loops import blocking, closing_model
 from loopwise.core.options import (
     ResumeOverrides,
@@ -52,12 +52,13 @@ from loopwise.core.options import (
     check_run_id,
     merge_options,
 )
+from loopwise.core.replay import journaled_turn
 from loopwise.core.result import RunResult
 from loopwise.core.shape import Kind, kind_of
 from loopwise.core.step import Context, Step, check_step
 from loopwise.core.usage import Budget
 from loopwise.errors import ConfigError, ConversationError
-from loopwise.models.port import Model, Turn, model_member, model_name
+from loopwise.models.port import Model, model_member, model_name
 from loopwise.models.scripted import ScriptedModel
 from loopwise.running.conventions import close_model, module_deps, target_and_model
 from loopwise.running.live import owner_alive, owner_id, running_here
@@ -488,7 +489,7 @@ def _resumed_context(st: RunStore, row: StoredRun, target: Step, overrides: RunO
         # A list script starts at its first entry; the journal answers the turns it gave.
         opts.model.resumed(
             [
-                Turn.from_dict(json_object(e.data["turn"]))
+                journaled_turn(e.data, run_id=run_id, key=str(e.data.get("key")))
                 for e in events
                 if e.type is EventType.MODEL_CALL and "turn" in e.data
             ]

@@ -236,7 +236,7 @@ def _prepare(batch: _Batch, call: Call) -> Outcome | _Ready:
     found = batch.tools.get(call.name)
     recorded = ctx.journal.recall(call.key)
     if recorded is not None:
-        ctx.journal.advance(recorded.get("counters"))
+        ctx.journal.advance(recorded.get("counters"), run_id=ctx.run_id, record=call.key)
         return _replayed(call, recorded)
     parsed: BaseModel | ToolArgumentsError | None = None
     if found is not None:
