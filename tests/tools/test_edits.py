@@ -20,6 +20,7 @@ from loopwise import Approved, Denied, Edited, gates
 from loopwise.cli.main import main
 from loopwise.errors import DecisionError
 from loopwise.store.open import open_store
+from loopwise.testing import ScriptedModel, calls, reply
 from tests.support import edit_desk as desk
 
 MODULE = str(Path(desk.__file__))
@@ -300,3 +301,39 @@ def test_deps_naming_what_the_module_lacks_says_it_does_not_define_it(
     assert main([*edit, "--deps", f"{MODULE}:nope"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "defines no 'nope'" in err, err
+
+
+def test_an_edited_call_is_logged_again_as_it_runs_saying_who_edited_it_from_what() -> None:
+    @loopwise.tool(effect="write", gate=gates.human())
+    def pay(amount: int, note: str = "") -> str:
+        """Pay an amount."""
+        return f"paid {amount}"
+
+    def decide(request: gates.ApprovalRequest) -> Edited:
+        # c1's edit validates (logged as it runs, its default filled in); c2's does not
+        # ("70" is no integer, read strictly): logged as typed, and refused when judged.
+        amount: Any = 40 if request.approval_id == "c1" else "70"
+        return Edited({"amount": amount}, by="ana")
+
+    model = ScriptedModel(
+        [
+            calls(("pay", {"amount": 50}, "c1"), ("pay", {"amount": 60}, "c2")),
+            reply("done"),
+        ]
+    )
+    agent = loopwise.Agent(name="desk", tools=[pay])
+    result = loopwise.run(agent, "go", model=model, approvals=decide, store=None)
+    assert result.status == loopwise.Status.COMPLETED
+    logged = [e.data for e in result.events if e.type == "tool_call"]
+    assert logged[2:] == [
+        {
+            "tool": "pay", "call_id": "c1", "args": {"amount": 40, "note": ""}, "effect": "write",
+            "key": "desk:edited_call:c1", "edited_by": "ana", "edited_from": {"amount": 50},
+            "edit_of": "desk:tool:1:c1:call",
+        },
+        {
+            "tool": "pay", "call_id": "c2", "args": {"amount": "70"}, "effect": "write",
+            "key": "desk:edited_call:c2", "edited_by": "ana", "edited_from": {"amount": 60},
+            "edit_of": "desk:tool:1:c2:call",
+        },
+    ]  # fmt: skip
