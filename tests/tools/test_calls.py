@@ -419,10 +419,12 @@ def test_calls_over_the_cap_are_logged_once_as_sent_and_do_not_taint_the_run(
 
     agent = loopwise.Agent(name="desk", tools=[pay, close], max_tool_calls=1)
     long = {"amount": 2, "note": "n" * (2000 - len('{"amount": 2, "note": ""}'))}
+    longer = {**long, "note": long["note"] + "n"}
     flood = calls(
         ("close", {"ticket": "T-1"}, "c1"),
         ("pay", {"amount": 1}, "x1"),
         ("pay", long, "x2"),
+        ("pay", longer, "x3"),
     )
     model = _script(flood, call("pay", {"amount": 40}, id="p1"))
     paused = loopwise.run(agent, "go", model=model, store=store_at)
@@ -433,17 +435,19 @@ def test_calls_over_the_cap_are_logged_once_as_sent_and_do_not_taint_the_run(
     assert result.status == Status.COMPLETED and paid == [40]
     with open_store(store_at) as st:
         events = st.events(result.run_id)
-    sent = [e.data for e in events if e.type == "tool_call" and e.data["call_id"] in ("x1", "x2")]
-    # Logged as sent, up to 2,000 characters (this one is exactly that long).
-    assert [s["args"] for s in sent] == ['{"amount": 1}', json.dumps(long)]
+    over = ("x1", "x2", "x3")
+    sent = [e.data for e in events if e.type == "tool_call" and e.data["call_id"] in over]
+    # Logged as sent, up to 2,000 characters (x2 is exactly that long); x3's are cut there.
+    assert [s["args"] for s in sent] == [
+        '{"amount": 1}',
+        json.dumps(long),
+        json.dumps(longer)[:2000] + "…",
+    ]
     assert len(sent[1]["args"]) == 2000
-    refused = [
-        e.data for e in events if e.type == "tool_result" and e.data["call_id"] in ("x1", "x2")
-    ]
+    refused = [e.data for e in events if e.type == "tool_result" and e.data["call_id"] in over]
     assert [(r["status"], r["is_error"], r["untrusted"]) for r in refused] == [
-        ("excess", True, False),
-        ("excess", True, False),
-    ]
+        ("excess", True, False)
+    ] * 3
     assert refused[0]["content"] == (
         "ERROR: too many tool calls in one turn: at most 1 run per turn, so this call to "
         "'pay' did not run; make fewer calls per turn"
