@@ -99,7 +99,7 @@ def test_the_shapes_are_real_values_a_user_can_use() -> None:
     assert type(None) in typing.get_args(loopwise.ModelLike)
 
 
-MAX_ANY_PER_1000_LINES = 5.8
+MAX_ANY_PER_1000_LINES = 5.74
 """The ceiling on ``Any`` in ``src/``: the name as code uses it (not in strings or
 comments), per 1,000 lines. It only comes down; issue 46's goal is 22 (the Agents SDK's
 density)."""

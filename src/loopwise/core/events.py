@@ -18,7 +18,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import ClassVar, Literal, NoReturn, Protocol, overload
+from typing import Any, ClassVar, Literal, NoReturn, Protocol, overload
 
 from loopwise.core.jsontypes import JSONObject, JSONValue
 
@@ -90,8 +90,11 @@ class Event:
     """The path of the step it happened in (``triage/classify``)."""
     at: str
     """ISO-8601 UTC timestamp."""
-    data: JSONObject
-    """Type-specific fields (DESIGN §11 names the required ones)."""
+    data: dict[str, Any]
+    """Type-specific fields, as JSON (the fields of each type: the table in
+    ``docs/guides/watching.md#the-events``). Typed for reading as the guides do
+    (``event.data["output"]["side"]``): what a step returned or a tool was called with
+    has the shape of the user's own values, which no one type names."""
 
     def to_dict(self) -> JSONObject:
         """A JSON-ready dict."""
