@@ -435,3 +435,23 @@ def test_the_cascade_draws_and_checks_like_a_workflow() -> None:
     person = _person_flow()
     assert "ask_person" in person.to_mermaid() and person.validation_errors() == []
     assert SQLiteStore  # the store the pause tests use
+
+
+def test_a_sure_step_taking_a_wider_ruling_is_fed_the_judges_narrower_one() -> None:
+    # A judge of labels answers Ruling[Literal["refund", "bug"]]; a step that takes
+    # Ruling[str] (what mypy --strict asks a user to write) reads it as it is.
+    @loopwise.step
+    async def wide(ruling: Ruling[str]) -> str:
+        return f"queue:{ruling.answer}"
+
+    @loopwise.step
+    async def wrong(ruling: Ruling[int]) -> str:
+        return str(ruling.answer)
+
+    judge = Judge("kind", ["refund", "bug"])
+    desk = Cascade("desk", judge, sure=wide, unsure=AskPerson(), threshold=0.5)
+    model = ScriptedModel(lambda request: {"kind": {"refund": 0.9, "bug": 0.1}})
+    assert loopwise.run(desk, "refund me", model=model, store=None).output == "queue:refund"
+    with pytest.raises(GraphError, match=r"takes Ruling\[int\]") as refused:
+        Cascade("desk", judge, sure=wrong, unsure=AskPerson())
+    assert refused.value.code == "type-mismatch"

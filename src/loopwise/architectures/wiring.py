@@ -84,6 +84,9 @@ def types_compatible(out: object, wanted: object) -> bool:
         return all(types_compatible(a, wanted) for a in get_args(out))
     if get_origin(out) is Literal:
         return all(types_compatible(type(v), wanted) for v in get_args(out))
+    paired = _same_generic_model(out, wanted)
+    if paired is not None:  # Ruling[Literal["a", "b"]] feeds Ruling[str]: data, read only
+        return all(types_compatible(a, b) for a, b in paired)
     o, w = get_origin(out) or out, get_origin(wanted) or wanted
     if not (isinstance(o, type) and isinstance(w, type)):
         return True
@@ -94,6 +97,22 @@ def types_compatible(out: object, wanted: object) -> bool:
         return True
     # A dict is validated into a pydantic input model when the node runs.
     return issubclass(w, BaseModel) and issubclass(o, Mapping)
+
+
+def _same_generic_model(out: object, wanted: object) -> list[tuple[object, object]] | None:
+    """The argument pairs of two parametrisations of one generic pydantic model (pydantic
+    makes each a class of its own, which ``issubclass`` does not relate), else ``None``."""
+    meta = [
+        tp.__pydantic_generic_metadata__
+        if isinstance(tp, type) and issubclass(tp, BaseModel)
+        else None
+        for tp in (out, wanted)
+    ]
+    if not (meta[0] and meta[1] and meta[0]["origin"] is not None):
+        return None
+    if meta[0]["origin"] is not meta[1]["origin"]:
+        return None
+    return list(zip(meta[0]["args"], meta[1]["args"], strict=True))
 
 
 def fields_of(tp: object) -> dict[str, object] | None:

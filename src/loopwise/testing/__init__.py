@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from loopwise.models.decided import logprob_turn
     from loopwise.models.scripted import (
         Fault,
+        ScriptAnswer,
         ScriptedModel,
         ScriptExhausted,
         call,
@@ -62,6 +63,7 @@ _LAZY = {
     **dict.fromkeys(
         [
             "Fault",
+            "ScriptAnswer",
             "ScriptedModel",
             "ScriptExhausted",
             "call",
@@ -107,6 +109,7 @@ __all__ = [
     "FakeChatServer",
     "Fault",
     "Rejection",
+    "ScriptAnswer",
     "ScriptExhausted",
     "ScriptedAgent",
     "ScriptedModel",
