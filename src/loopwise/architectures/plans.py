@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from loopwise.architectures.digraph import Digraph
 from loopwise.core.events import jsonable
-from loopwise.core.jsontypes import JSONMapping, JSONObject, JSONValue, json_object
+from loopwise.core.jsontypes import JSONMapping, JSONObject, JSONRecord, JSONValue, json_object
 from loopwise.core.shape import name_of
 from loopwise.core.step import Context
 from loopwise.errors import ConfigError, ToolError
@@ -80,9 +80,11 @@ class PlanStep(BaseModel):
     # The tool and the arguments it validated (a new tool or new args validate again).
     _parsed: tuple[Tool, object, BaseModel] | None = PrivateAttr(default=None)
 
-    def args_dict(self) -> JSONObject:
+    def args_dict(self) -> JSONRecord:
         """The arguments as a plain dict (a catalog plan's step holds its action's argument
-        model; a plain :class:`Plan`'s, the JSON object it was given)."""
+        model; a plain :class:`Plan`'s, the JSON object it was given). Its values are JSON
+        (a :data:`~loopwise.core.jsontypes.JSONRecord`, as an event's data is), so a
+        plan policy adds ``other.args_dict()["amount_cents"]`` as the hybrids guide does."""
         if isinstance(self.args, BaseModel):
             return self.args.model_dump(mode="json")
         return dict(json_object(self.args))

@@ -18,9 +18,9 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, ClassVar, Literal, NoReturn, Protocol, overload
+from typing import ClassVar, Literal, NoReturn, Protocol, overload
 
-from loopwise.core.jsontypes import JSONObject, JSONValue
+from loopwise.core.jsontypes import JSONObject, JSONRecord, JSONValue
 
 __all__ = [
     "LIVE",
@@ -90,7 +90,7 @@ class Event:
     """The path of the step it happened in (``triage/classify``)."""
     at: str
     """ISO-8601 UTC timestamp."""
-    data: dict[str, Any]
+    data: JSONRecord
     """Type-specific fields, as JSON (the fields of each type: the table in
     ``docs/guides/watching.md#the-events``). Typed for reading as the guides do
     (``event.data["output"]["side"]``): what a step returned or a tool was called with

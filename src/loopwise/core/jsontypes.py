@@ -14,11 +14,12 @@ these are for annotations only — a pydantic field takes ``pydantic.JsonValue``
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 __all__ = [
     "JSONMapping",
     "JSONObject",
+    "JSONRecord",
     "JSONScalar",
     "JSONValue",
     "json_list",
@@ -35,6 +36,11 @@ JSONValue: TypeAlias = "JSONScalar | list[JSONValue] | dict[str, JSONValue]"
 
 JSONObject: TypeAlias = "dict[str, JSONValue]"
 """A JSON object a function builds and returns (an event's data, a wire payload)."""
+
+JSONRecord: TypeAlias = dict[str, Any]
+"""A JSON object loopwise hands user code to read (an event's data, a plan step's
+arguments): its values are ``Any``, so a nested read indexes and adds as the guides write
+it (``event.data["output"]["side"]``, ``step.args_dict()["amount_cents"]``)."""
 
 JSONMapping: TypeAlias = "Mapping[str, JSONValue]"
 """A JSON object a function only reads (covariant: any ``Mapping[str, str]`` fits)."""
