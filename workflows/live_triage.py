@@ -24,7 +24,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ticket_triage import _triage_agent, cascade, offline_model
+from ticket_triage import cascade, offline_model
+from triage_agent import triage_agent  # agents/, which ticket_triage puts on the path
 
 import loopwise
 
@@ -38,7 +39,7 @@ def same_decision(output: Any, reference: Any) -> bool:
     return all(output.get(k) == reference.get(k) for k in keys if k in reference)
 
 
-agent = dataclasses.replace(_triage_agent, name="agent")
+agent = dataclasses.replace(triage_agent, name="agent")
 """The triage agent under a name of its own here: the cascade's unsure side is the agent too,
 and the shadow's record sits beside the cascade's nodes."""
 

@@ -12,6 +12,7 @@ import json
 import shlex
 import sqlite3
 import subprocess
+import sys
 from contextlib import closing
 from pathlib import Path
 
@@ -330,3 +331,21 @@ def test_init_into_a_folder_it_cannot_make_says_so_in_one_line(
     assert main(["init", "agent", where]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and f"cannot create the folder {where}" in err
+
+
+@pytest.mark.slow  # mypy in a subprocess over the ten example files
+def test_the_examples_init_writes_type_check_under_mypy_strict(tmp_path: Path) -> None:
+    # The guides send users to these files to copy from: what they write must pass the
+    # checker a careful team runs (issue 46 review 2). Before: a plan policy summing
+    # `args_dict()["amount_cents"]` (a JSONObject then), a route table keyed by a Literal
+    # read with a plain str, and an import of another module's private name all failed.
+    assert main(["init", "examples", str(tmp_path)]) == 0
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-error-summary", "workflows", "agents"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
+    )
+    errors = [line for line in done.stdout.splitlines() if ": error:" in line]
+    assert not errors, "\n".join(errors)
