@@ -146,3 +146,21 @@ def test_a_name_the_face_does_not_export_is_a_type_error(tmp_path: Path) -> None
     assert len(errors) == 2, done.stdout
     assert "Workflw" in errors[0] and "Agnet" in errors[1], errors
     assert '"Any"' not in done.stdout, done.stdout
+
+
+def _python_blocks(page: str) -> list[str]:
+    text = (ROOT / "docs" / "guides" / page).read_text(encoding="utf-8")
+    return re.findall(r"^```python\n(.*?)^```", text, flags=re.S | re.M)
+
+
+@pytest.mark.slow  # mypy in a subprocess
+@pytest.mark.parametrize(("page", "index"), [("watching.md", 0), ("testing.md", 1)])
+def test_a_guides_fully_typed_example_type_checks_as_printed(
+    page: str, index: int, tmp_path: Path
+) -> None:
+    # The first stream loop of the watching guide read `event.seq` and `event.data` of what
+    # `astream` yields, `Event | TextDelta`; the fake server's example tested
+    # `"HTTP 500" in failed.detail`, a `str | None` (issue 46 review 2).
+    done = _mypy(_python_blocks(page)[index], tmp_path)
+    errors = [line for line in done.stdout.splitlines() if ": error:" in line]
+    assert not errors, "\n".join(errors)
