@@ -20,7 +20,8 @@ import loopwise
 
 TESTING = {
     "PROFILES", "Cassette", "CassetteMismatch", "FakeChatServer", "Fault", "Rejection",
-    "ScriptAnswer", "ScriptExhausted", "ScriptedAgent", "ScriptedModel", "ServerProfile", "call", "calls",
+    "ScriptAnswer", "ScriptExhausted", "ScriptedAgent", "ScriptedModel", "ServerProfile",
+    "call", "calls",
     "example_from_schema", "graduated_model", "logprob_turn", "refuse", "reply",
     "SplitModel", "judge_input", "partial_model", "scripted_judge",
 }  # fmt: skip
