@@ -8,13 +8,11 @@ does, a plain ``dict[str, Any]`` of JSON."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support import ROOT
+from tests.support import strict_mypy_errors
 
 USER_CODE = """
 from typing import Any
@@ -40,14 +38,5 @@ def within_total(
 def test_a_plan_policy_sums_the_other_steps_arguments_as_the_guide_does(
     tmp_path: Path,
 ) -> None:
-    path = tmp_path / "plan_policy.py"
-    path.write_text(USER_CODE, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--no-error-summary", str(path)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        check=False,
-    )
-    errors = [line for line in done.stdout.splitlines() if ": error:" in line]
+    errors = strict_mypy_errors(USER_CODE, tmp_path / "plan_policy.py")
     assert not errors, "\n".join(errors)

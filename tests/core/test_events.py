@@ -8,13 +8,11 @@ as ``Any``; the guide asserts it.)"""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support import ROOT
+from tests.support import strict_mypy_errors
 
 USER_CODE = """
 import loopwise
@@ -41,14 +39,5 @@ class Refunds:
 
 @pytest.mark.slow  # mypy in a subprocess
 def test_event_data_read_as_the_cascades_guide_does_type_checks(tmp_path: Path) -> None:
-    path = tmp_path / "read_event.py"
-    path.write_text(USER_CODE, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--no-error-summary", str(path)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        check=False,
-    )
-    errors = [line for line in done.stdout.splitlines() if ": error:" in line]
+    errors = strict_mypy_errors(USER_CODE, tmp_path / "read_event.py")
     assert not errors, "\n".join(errors)

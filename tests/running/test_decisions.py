@@ -5,15 +5,13 @@ as they did when ``args`` was ``dict[str, Any]`` (before issue 46's named shapes
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import loopwise
 from loopwise.testing import ScriptedModel, call, reply
-from tests.support import ROOT
+from tests.support import strict_mypy_errors
 
 USER_CODE = """
 import loopwise
@@ -27,16 +25,7 @@ loopwise.approve("run-1", args=amounts, by="lead")
 
 @pytest.mark.slow  # mypy in a subprocess
 def test_edited_arguments_built_before_the_call_type_check(tmp_path: Path) -> None:
-    path = tmp_path / "approve_edit.py"
-    path.write_text(USER_CODE, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--no-error-summary", str(path)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        check=False,
-    )
-    errors = [line for line in done.stdout.splitlines() if ": error:" in line]
+    errors = strict_mypy_errors(USER_CODE, tmp_path / "approve_edit.py")
     assert not errors, "\n".join(errors)
 
 

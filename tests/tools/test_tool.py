@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 import threading
 from decimal import Decimal
 from pathlib import Path
@@ -28,7 +26,7 @@ from loopwise import (
     tool,
 )
 from loopwise.testing import ScriptedModel, call, reply
-from tests.support import ROOT
+from tests.support import strict_mypy_errors
 
 
 @tool
@@ -925,14 +923,5 @@ def test_arguments_built_before_the_call_type_check(tmp_path: Path) -> None:
     # Arguments built in code are a dict[str, object] or dict[str, float] to a checker: a
     # call's arguments (and a scripted plan's, and its answer) take them, as they did
     # when they were Any, not only JSON literals written in the call.
-    path = tmp_path / "user_code.py"
-    path.write_text(ARGUMENTS_BUILT_IN_CODE, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--no-error-summary", str(path)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        check=False,
-    )
-    errors = [line for line in done.stdout.splitlines() if ": error:" in line]
+    errors = strict_mypy_errors(ARGUMENTS_BUILT_IN_CODE, tmp_path / "user_code.py")
     assert not errors, "\n".join(errors)

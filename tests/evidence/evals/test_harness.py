@@ -300,19 +300,8 @@ swept, runs = loopwise.sweep(target, cases, max_error=0.1, **settings)
 def test_eval_settings_kept_in_a_dict_are_named_by_the_public_face(tmp_path: Path) -> None:
     # evaluate/sweep take **Unpack[EvalOptions] (issue 46; **Any before): a dict of
     # settings splatted in must be typed as EvalOptions, which the face did not export.
-    import subprocess
-    import sys
 
-    from tests.support import ROOT
+    from tests.support import strict_mypy_errors
 
-    path = tmp_path / "eval_settings.py"
-    path.write_text(EVAL_SETTINGS, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--no-error-summary", str(path)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        check=False,
-    )
-    errors = [line for line in done.stdout.splitlines() if ": error:" in line]
+    errors = strict_mypy_errors(EVAL_SETTINGS, tmp_path / "eval_settings.py")
     assert not errors, "\n".join(errors)

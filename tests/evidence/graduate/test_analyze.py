@@ -5,8 +5,6 @@ from JSON, or built in code and annotated ``dict[str, Any]``) type-checks under
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -14,7 +12,7 @@ from types import MappingProxyType
 import pytest
 
 import loopwise
-from tests.support import ROOT
+from tests.support import strict_mypy_errors
 
 USER_CODE = """
 from collections.abc import Mapping
@@ -35,16 +33,7 @@ loopwise.graduate("agent.py:agent", runs=seen)
 def test_runs_held_as_plain_mappings_type_check_for_analyze_and_graduate(
     tmp_path: Path,
 ) -> None:
-    path = tmp_path / "mine_runs.py"
-    path.write_text(USER_CODE, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--no-error-summary", str(path)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        check=False,
-    )
-    errors = [line for line in done.stdout.splitlines() if ": error:" in line]
+    errors = strict_mypy_errors(USER_CODE, tmp_path / "mine_runs.py")
     assert not errors, "\n".join(errors)
 
 
